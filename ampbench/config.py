@@ -1,0 +1,350 @@
+"""Suite files: TOML -> validated pydantic models.
+
+A suite file describes one workload, its training, the precision modes to compare and the
+thresholds that define parity.  `[profiles.NAME]` tables are deep-merged over the base before
+validation, so the effective config of a trial is always a complete, checked `Suite`.
+Every problem is raised as `ConfigError` naming the file, the key path and the reason; the CLI
+prints it on one line and exits 2.  This module never imports paddle (errors must be instant).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+REFERENCE_MODE = "fp32"
+DEFAULT_PROFILE = "default"
+
+
+class ConfigError(Exception):
+    """A suite file problem, already phrased for the user: `file: key: reason`."""
+
+    def __init__(self, file: str | Path, key: str, reason: str):
+        self.file, self.key, self.reason = str(file), key, reason
+        super().__init__(f"{file}: {key}: {reason}" if key else f"{file}: {reason}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OptimizerConfig(_Strict):
+    name: Literal["adam", "adamw", "sgd", "momentum"] = "adam"
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    momentum: float = Field(0.9, ge=0)
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_warmup_steps: int = Field(0, ge=0)
+    grad_clip_norm: float | None = Field(None, gt=0)
+
+
+class TargetConfig(_Strict):
+    """Time to target (MLPerf's time-to-train): first eval at which `metric` reaches `value`."""
+
+    metric: str
+    value: float
+
+
+class TrainConfig(_Strict):
+    batch_size: int = Field(32, ge=1)
+    steps: int = Field(100, ge=1)
+    warmup_steps: int = Field(5, ge=0)
+    optimizer: OptimizerConfig = OptimizerConfig()
+    grad_accum: int = Field(1, ge=1)
+    eval_every: int = Field(0, ge=0)
+    target: TargetConfig | None = None
+    timeout_s: float = Field(3600.0, gt=0)
+    amp_stats_steps: int = Field(2, ge=1)
+    log_every: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _warmup_below_steps(self) -> "TrainConfig":
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below steps ({self.steps})")
+        return self
+
+
+class ScalerConfig(_Strict):
+    """Every documented argument of paddle.amp.GradScaler."""
+
+    enable: bool = True
+    init_loss_scaling: float = Field(65536.0, gt=0)
+    incr_ratio: float = Field(2.0, gt=1)
+    decr_ratio: float = Field(0.5, gt=0, lt=1)
+    incr_every_n_steps: int = Field(2000, ge=1)
+    decr_every_n_nan_or_inf: int = Field(1, ge=1)
+    use_dynamic_loss_scaling: bool = True
+
+
+class ModeConfig(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    level: Literal["O0", "O1", "O2"] | None = None
+    dtype: Literal["float16", "bfloat16"] = "float16"
+    custom_white_list: list[str] = []
+    custom_black_list: list[str] = []
+    use_promote: bool = True
+    master_weight: bool | None = None
+    scaler: ScalerConfig = ScalerConfig()
+    batch_size: int | None = Field(None, ge=1)
+    grad_accum: int | None = Field(None, ge=1)
+    check_numerics: bool = False
+    fp16_allreduce: bool = False
+
+    @model_validator(mode="after")
+    def _level(self) -> "ModeConfig":
+        if self.level is None:
+            if self.name != REFERENCE_MODE:
+                raise ValueError(f"mode {self.name!r} needs a level (O1 or O2; O0 is FP32)")
+            object.__setattr__(self, "level", "O0")
+        if self.name == REFERENCE_MODE and self.level != "O0":
+            raise ValueError("the 'fp32' mode is the reference and must have level O0")
+        return self
+
+    @property
+    def amp(self) -> bool:
+        return self.level != "O0"
+
+
+class Thresholds(_Strict):
+    metric_abs_tol: float = Field(0.01, ge=0)
+    metric_sigma_k: float = Field(2.0, ge=0)
+    min_baseline_metric: float | None = None
+    min_speedup: float = Field(1.0, gt=0)
+    min_memory_reduction: float = Field(0.0, le=1)
+    max_skipped_fraction: float = Field(0.02, ge=0, le=1)
+    loss_scale_floor: float = Field(1.0, ge=0)
+    collapse_halvings: int = Field(8, ge=2)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    bootstrap_resamples: int = Field(2000, ge=100)
+    history_min_change: float = Field(0.05, ge=0)
+    history_alpha: float = Field(0.01, gt=0, lt=0.5)
+
+
+class DistributedConfig(_Strict):
+    nproc_per_node: int = Field(1, ge=1)
+    nnodes: int = Field(1, ge=1)
+    ips: str | None = None
+    master: str | None = None
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+
+
+class SuiteMeta(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    workload: str
+    metric: str
+    metric_goal: Literal["max", "min"] = "max"
+    seeds: list[int] = Field([0], min_length=1)
+    description: str = ""
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be unique, got {v}")
+        return v
+
+
+class Suite(_Strict):
+    """A fully merged, validated suite (one profile applied)."""
+
+    suite: SuiteMeta
+    workload: dict[str, Any] = {}
+    train: TrainConfig = TrainConfig()
+    modes: list[ModeConfig] = Field(min_length=1)
+    thresholds: Thresholds = Thresholds()
+    distributed: DistributedConfig = DistributedConfig()
+
+    @model_validator(mode="after")
+    def _modes(self) -> "Suite":
+        names = [m.name for m in self.modes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate mode names: {', '.join(dup)}")
+        if REFERENCE_MODE not in names:
+            raise ValueError(f"no '{REFERENCE_MODE}' mode to compare against (modes: {', '.join(names)})")
+        return self
+
+    def mode(self, name: str) -> ModeConfig:
+        for m in self.modes:
+            if m.name == name:
+                return m
+        raise KeyError(f"unknown mode {name!r}; suite modes: {', '.join(m.name for m in self.modes)}")
+
+    def batch_size(self, mode: ModeConfig) -> int:
+        return mode.batch_size or self.train.batch_size
+
+    def grad_accum(self, mode: ModeConfig) -> int:
+        return mode.grad_accum or self.train.grad_accum
+
+    def config_hash(self) -> str:
+        """Hash of everything that defines the experiment (not the seeds list, not timeouts)."""
+        data = self.model_dump(mode="json")
+        data["suite"].pop("seeds", None)
+        data["suite"].pop("description", None)
+        data["train"].pop("timeout_s", None)
+        blob = json.dumps(data, sort_keys=True).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
+
+
+class LoadedSuite(BaseModel):
+    """A suite plus where it came from and which profile made it."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str
+    profile: str
+    profiles_available: list[str]
+    suite: Suite
+    raw: dict[str, Any]
+
+
+_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "profiles"}
+_PROFILE_KEYS = (_TOP_KEYS - {"profiles"}) | {"seeds"}
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key; anything else (lists included) is replaced."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any, file: str) -> None:
+    keys = dotted.split(".")
+    cur = data
+    for k in keys[:-1]:
+        nxt = cur.setdefault(k, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(file, dotted, f"cannot set inside {k!r}, which is not a table")
+        cur = nxt
+    cur[keys[-1]] = value
+
+
+def parse_override(text: str, file: str = "--set") -> tuple[str, Any]:
+    """`train.steps=5` -> ("train.steps", 5); the value is read as TOML, else as a string."""
+    if "=" not in text:
+        raise ConfigError(file, text, "override must look like KEY=VALUE, e.g. train.steps=5")
+    key, val = text.split("=", 1)
+    try:
+        parsed = tomllib.loads(f"v = {val}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = val
+    return key.strip(), parsed
+
+
+def _loc(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
+    """Pydantic location -> 'modes[1].scaler.init_loss_scaling' (mode named where possible)."""
+    parts: list[str] = []
+    for i, p in enumerate(loc):
+        if isinstance(p, int):
+            name = ""
+            if parts and parts[-1] == "modes" and i == 1:
+                modes = raw.get("modes") or []
+                if p < len(modes) and isinstance(modes[p], dict) and "name" in modes[p]:
+                    name = f" ({modes[p]['name']})"
+            parts[-1] = f"{parts[-1]}[{p}]{name}" if parts else f"[{p}]"
+        else:
+            parts.append(str(p))
+    return ".".join(parts)
+
+
+def _reason(err: dict[str, Any]) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; see README 'Suite file reference')"
+    if err["type"] == "missing":
+        return "required key is missing"
+    if "input" in err and err["type"] not in ("model_type",) and not isinstance(err["input"], dict):
+        return f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def validate_suite(data: dict[str, Any], file: str, profile: str) -> Suite:
+    """Validate merged data; the workload table is checked by the workload's own params model."""
+    where = file if profile == DEFAULT_PROFILE else f"{file} (profile {profile})"
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise ConfigError(where, _loc(err["loc"], data), _reason(err) + more) from None
+    from ampbench.workloads import get_workload_class  # no paddle import at module level there
+
+    try:
+        cls = get_workload_class(suite.suite.workload)
+    except KeyError as e:
+        raise ConfigError(where, "suite.workload", str(e.args[0])) from None
+    try:
+        cls.Params.model_validate(suite.workload)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(where, "workload." + _loc(err["loc"], data), _reason(err)) from None
+    return suite
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(p, "", "suite file not found (try `ampbench suites` to list the bundled ones)")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(p, "", f"malformed TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(p, "", f"not UTF-8 text: {e}") from None
+
+
+def resolve_profile(requested: str | None, available: list[str], has_gpu: bool) -> str:
+    """--profile wins; otherwise `cpu` when there is no GPU and the suite has one; else the base."""
+    if requested:
+        return requested
+    if not has_gpu and "cpu" in available:
+        return "cpu"
+    return DEFAULT_PROFILE
+
+
+def load_suite(
+    path: str | Path,
+    profile: str | None = None,
+    has_gpu: bool = False,
+    overrides: list[str] | None = None,
+) -> LoadedSuite:
+    file = str(path)
+    raw = read_toml(path)
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(file, unknown[0], f"unknown top-level table; expected one of {sorted(_TOP_KEYS)}")
+    profiles = raw.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise ConfigError(file, "profiles", "must be a table of [profiles.NAME] tables")
+    available = sorted(profiles)
+    chosen = resolve_profile(profile, available, has_gpu)
+    base = {k: v for k, v in raw.items() if k != "profiles"}
+    if chosen != DEFAULT_PROFILE:
+        if chosen not in profiles:
+            raise ConfigError(
+                file, f"profiles.{chosen}",
+                f"no such profile; available: {', '.join([DEFAULT_PROFILE, *available])}",
+            )
+        prof = dict(profiles[chosen])
+        bad = sorted(set(prof) - _PROFILE_KEYS)
+        if bad:
+            raise ConfigError(file, f"profiles.{chosen}.{bad[0]}", f"unknown key; allowed: {sorted(_PROFILE_KEYS)}")
+        if "seeds" in prof:
+            prof.setdefault("suite", {})
+            prof["suite"] = {**prof["suite"], "seeds": prof.pop("seeds")}
+        base = deep_merge(base, prof)
+    for ov in overrides or []:
+        key, val = parse_override(ov)
+        _set_dotted(base, key, val, file)
+    suite = validate_suite(base, file, chosen)
+    return LoadedSuite(path=file, profile=chosen, profiles_available=available, suite=suite, raw=base)

@@ -1,0 +1,50 @@
+"""Workload registry: built-ins by name, plus users' own through the `ampbench.workloads`
+entry-point group (`name = "package.module:Class"`). A suite file only ever names a key here,
+never arbitrary code to import."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from ampbench.workloads.base import Batch, Workload, WorkloadContext, WorkloadParams
+
+# name -> "module:Class"; modules are imported only when the workload is used.
+BUILTIN: dict[str, str] = {
+    "resnet": "ampbench.workloads.resnet:ResNetWorkload",
+    "dbnet": "ampbench.workloads.dbnet:DBNetWorkload",
+    "bert": "ampbench.workloads.bert:BertWorkload",
+    "ctr": "ampbench.workloads.ctr:CTRWorkload",
+    "toy": "ampbench.workloads.toy:ToyWorkload",
+}
+
+ENTRY_POINT_GROUP = "ampbench.workloads"
+
+
+def available() -> dict[str, str]:
+    found = dict(BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def get_workload_class(name: str) -> type[Workload]:
+    table = available()
+    if name not in table:
+        raise KeyError(f"unknown workload {name!r}; known: {', '.join(sorted(table))}")
+    target = table[name]
+    mod_name, _, attr = target.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise KeyError(
+            f"workload {name!r} needs a package that is not installed ({e}); "
+            f"install the matching extra, e.g. pip install 'ampbench[{name}]'"
+        ) from None
+    cls = getattr(mod, attr)
+    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+        raise KeyError(f"workload {name!r} ({target}) is not an ampbench Workload subclass")
+    return cls
+
+
+__all__ = ["Batch", "Workload", "WorkloadContext", "WorkloadParams", "available", "get_workload_class"]

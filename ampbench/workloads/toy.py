@@ -1,0 +1,75 @@
+"""A tiny MLP on a seeded synthetic classification task: the harness's own test workload.
+
+Small enough that a trial takes a second or two, so tests can exercise the real runner,
+worker, subprocess isolation and resume without a real model.  Also the README's example of
+how little a workload needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+from pydantic import Field
+
+from ampbench.workloads.base import Batch, Workload, WorkloadParams
+
+
+class ToyParams(WorkloadParams):
+    features: int = Field(16, ge=1)
+    hidden: int = Field(32, ge=1)
+    classes: int = Field(4, ge=2)
+    train_rows: int = Field(2048, ge=16)
+    eval_rows: int = Field(512, ge=16)
+    # Test hooks: multiply the loss by this factor (1e38 overflows fp32 -> non-finite loss).
+    loss_factor: float = 1.0
+
+
+class ToyWorkload(Workload):
+    name = "toy"
+    Params = ToyParams
+    metric_goals = {"accuracy": "max", "eval_loss": "min"}
+
+    def prepare(self) -> None:
+        p: ToyParams = self.params  # type: ignore[assignment]
+        rng = np.random.RandomState(1234)  # the dataset is fixed; seeds change init and order only
+        w = rng.randn(p.features, p.classes).astype("float32")
+        x = rng.randn(p.train_rows + p.eval_rows, p.features).astype("float32")
+        y = (x @ w + 0.5 * rng.randn(len(x), p.classes)).argmax(1).astype("int64")
+        self.x_train, self.y_train = x[: p.train_rows], y[: p.train_rows]
+        self.x_eval, self.y_eval = x[p.train_rows:], y[p.train_rows:]
+
+    def build_model(self) -> Any:
+        import paddle.nn as nn
+
+        p: ToyParams = self.params  # type: ignore[assignment]
+        return nn.Sequential(nn.Linear(p.features, p.hidden), nn.ReLU(), nn.Linear(p.hidden, p.classes))
+
+    def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:
+        rng = np.random.RandomState(seed)
+        n = len(self.x_train)
+        while True:
+            order = rng.permutation(n)
+            for i in range(0, n - batch_size + 1, batch_size):
+                idx = order[i: i + batch_size]
+                yield Batch(inputs=(self.x_train[idx], self.y_train[idx]), samples=len(idx))
+
+    def loss(self, model: Any, batch: Batch) -> Any:
+        import paddle
+        import paddle.nn.functional as F
+
+        x, y = batch.inputs
+        logits = model(paddle.to_tensor(x))
+        loss = F.cross_entropy(logits.astype("float32"), paddle.to_tensor(y))
+        f = self.params.loss_factor  # type: ignore[attr-defined]
+        return loss * f if f != 1.0 else loss
+
+    def evaluate(self, model: Any) -> dict[str, float]:
+        import paddle
+        import paddle.nn.functional as F
+
+        with paddle.no_grad():
+            logits = model(paddle.to_tensor(self.x_eval)).astype("float32")
+            loss = float(F.cross_entropy(logits, paddle.to_tensor(self.y_eval)).item())
+            acc = float((logits.argmax(1).numpy() == self.y_eval).mean())
+        return {"accuracy": acc, "eval_loss": loss}

@@ -62,6 +62,7 @@ class TrainConfig(_Strict):
     timeout_s: float = Field(3600.0, gt=0)
     amp_stats_steps: int = Field(2, ge=1)
     log_every: int = Field(1, ge=1)
+    diverge_after: int = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
 
     @model_validator(mode="after")
     def _warmup_below_steps(self) -> "TrainConfig":

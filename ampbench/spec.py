@@ -1,0 +1,34 @@
+"""TrialSpec: everything one worker process needs, handed over as a JSON file.
+
+The runner resolves the suite (profile, overrides) once; workers never re-read the TOML, so
+`--resume` and retries use exactly the config recorded in run.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Fault = Literal["crash", "hang", "oom", "exit", "nan"]
+
+# Events the worker writes on its private channel, one JSON object per line after this prefix.
+EVENT_PREFIX = "@@ampbench "
+
+
+class TrialSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    suite: dict[str, Any]           # Suite.model_dump(mode="json") after profile + overrides
+    suite_file: str
+    profile: str
+    config_hash: str
+    mode: str
+    seed: int
+    trial_path: str
+    cache_dir: str
+    batch_size: int | None = None   # probe: override the mode's batch size
+    steps: int | None = None        # probe: override train.steps
+    timeout_s: float | None = None
+    memory_limit_bytes: int | None = None
+    fault: Fault | None = None      # injected failure (tests, `AMPBENCH_FAULT`)
+    fault_step: int = 2

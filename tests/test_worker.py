@@ -1,0 +1,126 @@
+"""Worker and runner on the toy workload, in real subprocesses: isolation, determinism,
+fault recording, timeouts and memory ceilings. Plus the scaler bookkeeping in-process."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ampbench.config import load_suite
+from ampbench.results import RunDir, Trial, load_trial
+from ampbench.runner import TrialSpec, launch_trial
+
+
+def spec_for(suite_path: Path, run: RunDir, mode: str = "fp32", seed: int = 0, name: str | None = None,
+             overrides: list[str] | None = None, **kw) -> TrialSpec:
+    loaded = load_suite(suite_path, overrides=overrides)
+    path = run.trial_path(mode, seed) if name is None else run.path / "trials" / f"{name}.json"
+    return TrialSpec(suite=loaded.suite.model_dump(mode="json"), suite_file=str(suite_path), profile=loaded.profile,
+                     config_hash=loaded.suite.config_hash(), mode=mode, seed=seed, trial_path=str(path),
+                     cache_dir=str(run.path / "cache"), **kw)
+
+
+@pytest.fixture(scope="module")
+def toy_trials(tmp_path_factory) -> dict[str, Trial]:
+    """fp32 seed 0 twice, amp-o1 seed 0, fp32 seed 1: one subprocess each."""
+    from tests.conftest import TOY_SUITE
+
+    d = tmp_path_factory.mktemp("toy")
+    suite = d / "toy.toml"
+    suite.write_text(TOY_SUITE)
+    run = RunDir(d / "run")
+    out = {}
+    for key, mode, seed, name in [("a", "fp32", 0, None), ("b", "fp32", 0, "repeat"),
+                                  ("amp", "amp-o1-fp16", 0, None), ("s1", "fp32", 1, None)]:
+        out[key] = launch_trial(spec_for(suite, run, mode, seed, name), run)
+    out["_run"] = run  # type: ignore[assignment]
+    return out
+
+
+def test_trial_file_matches_schema_and_is_complete(toy_trials):
+    run: RunDir = toy_trials["_run"]  # type: ignore[assignment]
+    t = load_trial(run.trial_path("fp32", 0))
+    raw = json.loads(run.trial_path("fp32", 0).read_text())
+    assert raw["schema"] == "ampbench.trial/1"
+    for key in ("suite", "workload", "mode", "seed", "profile", "status", "config", "config_hash", "env", "amp",
+                "steps", "throughput", "memory", "metrics", "skipped_steps", "nonfinite_losses", "wall_s"):
+        assert key in raw, key
+    assert t.status == "ok" and len(t.steps) == 12
+    assert [s.warmup for s in t.steps[:3]] == [True, True, False]
+    assert t.throughput.measured_steps == 10 and t.throughput.samples_per_s > 0
+    assert t.throughput.step_time_p90_s >= t.throughput.step_time_median_s > 0
+    assert t.memory.source == "host" and t.memory.rss_peak_bytes > 0
+    assert 0.0 <= t.metrics["accuracy"] <= 1.0
+    assert t.env.paddle.startswith("3.") and t.env.python and t.env.numpy
+
+
+def test_same_seed_same_curve_and_amp_inactive_is_fp32_on_cpu(toy_trials):
+    a, b, amp, s1 = (toy_trials[k] for k in ("a", "b", "amp", "s1"))
+    curve = [s.loss for s in a.steps]
+    assert curve == [s.loss for s in b.steps]          # two FP32 trials, one seed: identical
+    assert curve == [s.loss for s in amp.steps]        # same init + data order in every mode
+    assert curve != [s.loss for s in s1.steps]         # another seed really differs
+    assert a.metrics == b.metrics
+
+
+def test_amp_activity_evidence(toy_trials):
+    amp, fp32 = toy_trials["amp"].amp, toy_trials["a"].amp
+    assert amp.requested and not amp.active            # CPU: no low-precision op ran
+    assert "inactive on this device" in amp.inactive_reason
+    assert amp.op_calls["matmul_v2"]["float32"] > 0 and amp.op_calls["matmul_v2"]["float16"] == 0
+    assert amp.unknown_op_names == ["embedding"]      # Paddle would ignore it silently
+    assert amp.level == "O1" and amp.dtype == "float16" and amp.default_lists_hash
+    assert not fp32.requested and not fp32.active
+
+
+@pytest.mark.parametrize("fault,status", [("crash", "crashed"), ("oom", "oom"), ("exit", "crashed"), ("nan", "diverged")])
+def test_failures_are_recorded_with_status_and_partial_steps(toy_suite, tmp_path, fault, status):
+    run = RunDir(tmp_path / "run")
+    t = launch_trial(spec_for(toy_suite(), run, fault=fault, fault_step=4, overrides=["train.diverge_after=3"]), run)
+    assert t.status == status
+    assert load_trial(run.trial_path("fp32", 0)).status == status  # on disk too
+    if fault == "nan":
+        assert t.nonfinite_losses == 3 and "not finite" in t.error and len(t.steps) == 6
+    else:
+        assert len(t.steps) == 3                         # steps before the fault are kept
+        assert "injected" in t.error or "exit code 13" in t.error
+
+
+def test_timeout_kills_hanging_trial(toy_suite, tmp_path):
+    run = RunDir(tmp_path / "run")
+    t = launch_trial(spec_for(toy_suite(), run, fault="hang", fault_step=3, timeout_s=12), run)
+    assert t.status == "timeout" and "timeout" in t.error and len(t.steps) == 2
+
+
+def test_memory_ceiling_marks_oom(toy_suite, tmp_path):
+    run = RunDir(tmp_path / "run")
+    t = launch_trial(spec_for(toy_suite(), run, memory_limit_bytes=50 * 2**20), run)
+    assert t.status == "oom" and "ceiling" in t.error
+
+
+def test_scaler_records_skipped_steps_and_halving(toy_suite, tmp_path, monkeypatch):
+    """DESIGN.md's test-only trick: let Paddle's scaler arithmetic run on CPU, then overflow every
+    step (loss x 1e38): each step is skipped and the scale halves, as it would on a GPU."""
+    import paddle
+    import paddle.amp.grad_scaler as gs
+
+    from ampbench.worker import Events, TrialRunner
+
+    with paddle.amp.auto_cast(dtype="float16"):
+        pass
+    monkeypatch.setattr(gs, "in_dynamic_mode", lambda: False)
+    run = RunDir(tmp_path / "run")
+    body = toy_suite().read_text().replace("eval_rows = 128", "eval_rows = 128\nloss_factor = 1e38")
+    p = toy_suite(body=body, name="overflow.toml")
+    spec = spec_for(p, run, mode="amp-o1-fp16", overrides=["train.steps=6"])
+    tr = TrialRunner(spec, Events(None))
+    tr.run()
+    t = tr.trial
+    assert t.amp.scaler_enabled
+    scales = [s.loss_scale for s in t.steps]
+    assert all(s.found_inf for s in t.steps) and t.skipped_steps == 6
+    assert scales == [65536.0 / 2**i for i in range(6)]
+    assert all(math.isfinite(s.loss) for s in t.steps)  # loss finite, gradients overflowed

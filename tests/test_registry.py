@@ -1,0 +1,36 @@
+"""Workload registry: built-ins by name, users' plug-ins via the `ampbench.workloads` entry points."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+
+import pytest
+
+import ampbench.workloads as reg
+from ampbench.workloads.toy import ToyWorkload
+
+
+def test_builtin_lookup_and_unknown_name():
+    assert reg.get_workload_class("toy") is ToyWorkload
+    with pytest.raises(KeyError, match="unknown workload 'nope'; known: .*resnet"):
+        reg.get_workload_class("nope")
+
+
+def test_entry_point_plugin_is_found(monkeypatch):
+    ep = EntryPoint(name="mytoy", value="ampbench.workloads.toy:ToyWorkload", group=reg.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(reg, "entry_points", lambda group: [ep] if group == reg.ENTRY_POINT_GROUP else [])
+    assert "mytoy" in reg.available()
+    assert reg.get_workload_class("mytoy") is ToyWorkload
+
+
+def test_plugin_that_is_not_a_workload_is_rejected(monkeypatch):
+    ep = EntryPoint(name="bad", value="ampbench.config:Suite", group=reg.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(reg, "entry_points", lambda group: [ep])
+    with pytest.raises(KeyError, match="not an ampbench Workload"):
+        reg.get_workload_class("bad")
+
+
+def test_plugin_cannot_shadow_builtin(monkeypatch):
+    ep = EntryPoint(name="toy", value="ampbench.config:Suite", group=reg.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(reg, "entry_points", lambda group: [ep])
+    assert reg.get_workload_class("toy") is ToyWorkload

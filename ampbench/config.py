@@ -83,6 +83,11 @@ class ScalerConfig(_Strict):
     use_dynamic_loss_scaling: bool = True
 
 
+def _is_paddle_layer_name(name: str) -> bool:
+    """Checked by name pattern here (config must not import paddle); the worker resolves it."""
+    return name.isidentifier() and name[:1].isupper()
+
+
 class ModeConfig(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     level: Literal["O0", "O1", "O2"] | None = None
@@ -95,6 +100,8 @@ class ModeConfig(_Strict):
     batch_size: int | None = Field(None, ge=1)
     grad_accum: int | None = Field(None, ge=1)
     check_numerics: bool = False
+    # O2 only: paddle.nn layer classes decorate() leaves in FP32, e.g. ["Embedding"] keeps tables FP32
+    excluded_layers: list[str] = []
     fp16_allreduce: bool = False
 
     @model_validator(mode="after")
@@ -105,6 +112,12 @@ class ModeConfig(_Strict):
             object.__setattr__(self, "level", "O0")
         if self.name == REFERENCE_MODE and self.level != "O0":
             raise ValueError("the 'fp32' mode is the reference and must have level O0")
+        if self.excluded_layers and self.level != "O2":
+            raise ValueError("excluded_layers only applies to level O2 (paddle.amp.decorate)")
+        bad = [n for n in self.excluded_layers if not _is_paddle_layer_name(n)]
+        if bad:
+            raise ValueError(f"excluded_layers: {', '.join(bad)} is not a paddle.nn layer class name "
+                             "(e.g. Embedding, LayerNorm, BatchNorm2D)")
         return self
 
     @property

@@ -74,9 +74,13 @@ class Precision:
         import paddle
 
         if self.mode.amp and self.mode.level == "O2":
+            unknown = [n for n in self.mode.excluded_layers if not isinstance(getattr(paddle.nn, n, None), type)]
+            if unknown:
+                raise ValueError(f"mode {self.mode.name}: excluded_layers {unknown} are not paddle.nn layer classes")
+            excluded = [getattr(paddle.nn, n) for n in self.mode.excluded_layers] or None
             model, optimizer = paddle.amp.decorate(
                 models=model, optimizers=optimizer, level="O2", dtype=self.mode.dtype,
-                master_weight=self.mode.master_weight,
+                master_weight=self.mode.master_weight, excluded_layers=excluded,
             )
         if self.mode.amp and self.mode.scaler.enable:
             s = self.mode.scaler
@@ -89,6 +93,24 @@ class Precision:
                 use_dynamic_loss_scaling=s.use_dynamic_loss_scaling,
             )
         return model, optimizer
+
+    def check_model(self, model: Any) -> None:
+        """Refuse combinations Paddle 3.3.1 crashes on, with a message instead of a segfault.
+
+        GradScaler can only unscale dense gradients: a live scaler plus `nn.Embedding(sparse=True)`
+        raises or segfaults inside `scaler.step` (seen with the CTR suite).
+        """
+        import paddle
+
+        if not self.scaler_enabled:
+            return
+        sparse = [name for name, layer in model.named_sublayers()
+                  if isinstance(layer, paddle.nn.Embedding) and getattr(layer, "_sparse", False)]
+        if sparse:
+            raise ValueError(
+                f"mode {self.mode.name}: GradScaler cannot unscale sparse gradients of {', '.join(sparse)}; "
+                "set the workload's sparse = false, or scaler = { enable = false } (bf16)"
+            )
 
     @property
     def scaler_enabled(self) -> bool:

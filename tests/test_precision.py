@@ -47,3 +47,28 @@ def test_fp32_mode_has_no_autocast_and_no_scaler():
     o = paddle.optimizer.SGD(parameters=m.parameters())
     assert prec.prepare(m, o) == (m, o) and prec.scaler is None
     assert prec.describe()["dtype"] == "float32"
+
+
+def test_excluded_layers_validated_and_passed_to_decorate():
+    from ampbench.config import ModeConfig as M
+
+    with pytest.raises(ValueError, match="only applies to level O2"):
+        M(name="m", level="O1", excluded_layers=["Embedding"])
+    with pytest.raises(ValueError, match="not a paddle.nn layer class name"):
+        M(name="m", level="O2", excluded_layers=["lookup_table_v2"])
+    prec = Precision.build(M(name="m", level="O2", excluded_layers=["Embdding"]))
+    m = paddle.nn.Embedding(10, 4)
+    with pytest.raises(ValueError, match="Embdding"):
+        prec.prepare(m, paddle.optimizer.SGD(parameters=m.parameters()))
+    prec = Precision.build(M(name="m", level="O2", excluded_layers=["Embedding"]))
+    model, _ = prec.prepare(m, paddle.optimizer.SGD(parameters=m.parameters()))
+    assert model.weight.dtype == paddle.float32
+
+
+def test_sparse_embedding_with_live_scaler_is_refused(monkeypatch):
+    prec = Precision.build(ModeConfig(name="m", level="O1"))
+    prec.scaler = type("LiveScaler", (), {"_enable": True})()  # stands in for a GPU's enabled scaler
+    model = paddle.nn.Sequential(paddle.nn.Embedding(10, 4, sparse=True))
+    with pytest.raises(ValueError, match="cannot unscale sparse gradients"):
+        prec.check_model(model)
+    prec.check_model(paddle.nn.Sequential(paddle.nn.Embedding(10, 4)))  # dense is fine

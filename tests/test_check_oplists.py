@@ -59,3 +59,18 @@ def test_no_rule_without_custom_lists():
     suite = make_suite(seeds=(0,))
     verdicts = check_trials(suite, make_trials(suite), plan_of(suite))
     assert all(r.rule != "op-lists" for v in verdicts for r in v.rules)
+
+
+def test_memory_not_judged_when_amp_runs_a_larger_batch():
+    """The seed's 'AMP lets batch 32 fit' mode: more memory than FP32 at batch 8 is expected."""
+    suite = make_suite(seeds=(0,), min_memory_reduction=0.3)
+    trials = make_trials(suite, peak={"fp32": 8 << 30, "amp-o1-fp16": 12 << 30})
+    for t in trials:
+        t.batch_size = 8 if t.mode == "fp32" else 32
+    v = {v.mode: v for v in check_trials(suite, trials, plan_of(suite))}["amp-o1-fp16"]
+    mem = next(r for r in v.rules if r.rule == "memory")
+    assert mem.status == "PASS" and "Not judged, batch sizes differ" in mem.message
+    for t in trials:
+        t.batch_size = 8
+    v = {v.mode: v for v in check_trials(suite, trials, plan_of(suite))}["amp-o1-fp16"]
+    assert next(r for r in v.rules if r.rule == "memory").status == "FAIL"

@@ -19,6 +19,7 @@ def test_parse_op_stats_and_low_precision_count():
     parsed = parse_op_stats({"matmul_v2": "3,0,1,0", "softmax": "0,2,0,0"})
     assert parsed["matmul_v2"] == {"float16": 3, "bfloat16": 0, "float32": 1, "other": 0}
     assert low_precision_calls(parsed) == 5
+    assert low_precision_calls({**parsed, "cast": {"float16": 7}}) == 5  # casts are no evidence
 
 
 @pytest.mark.parametrize("level", ["O1", "O2"])

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ampbench import distributed
 from ampbench.config import ConfigError, LoadedSuite, Suite, load_suite
 from ampbench.results import (ResultsError, RunDir, RunInfo, StepRecord, Trial, load_trial, trial_key,
                               write_summary_csv)
@@ -135,14 +137,20 @@ def launch_trial(
     trial_path = Path(spec.trial_path)
     trial_path.unlink(missing_ok=True)
     timeout = spec.timeout_s or Suite.model_validate(spec.suite).train.timeout_s
+    cmd, dist_env, rank_dir = worker_command(spec_path), {}, None
+    dist_cfg = Suite.model_validate(spec.suite).distributed
+    if distributed.is_multi_process(dist_cfg):  # N ranks under paddle.distributed.launch, one trial
+        rank_dir = run.logs_dir / f"{key}.ranks"
+        shutil.rmtree(rank_dir, ignore_errors=True)
+        cmd, dist_env = distributed.launch_command(dist_cfg, cmd, rank_dir)
     q: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
     steps: list[StepRecord] = []
     killed: str | None = None
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            worker_command(spec_path), stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-            text=True, env={**os.environ, **(env or {})}, start_new_session=True,
+            cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+            text=True, env={**os.environ, **dist_env, **(env or {})}, start_new_session=True,
         )
         reader = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
         reader.start()
@@ -154,6 +162,8 @@ def launch_trial(
                 ev = {}
             if ev is None:
                 break
+            if ev and ev.get("event") == "step" and steps and ev.get("step", 0) <= steps[-1].step:
+                ev = {}  # a repeat: paddle.distributed.launch re-prints a failed rank's log tail
             if ev:
                 if ev.get("event") == "step":
                     steps.append(StepRecord.model_validate({k: v for k, v in ev.items() if k != "event"}))
@@ -167,17 +177,25 @@ def launch_trial(
             if time.monotonic() - t0 > timeout:
                 killed = "timeout"
             if killed:
-                _kill(proc)
+                distributed.kill_tree(proc.pid) if rank_dir else _kill(proc)
                 break
         proc.wait()
         reader.join(timeout=5)
-    if not killed and trial_path.exists():
+    failure = None if killed or rank_dir is None else distributed.rank_failure(
+        rank_dir, log_path, proc.returncode, distributed.world_size_of(dist_cfg))
+    if failure is not None and trial_path.exists():  # rank 0 wrote its view; the failing rank decides
+        merged = distributed.apply_failure(trial_path, failure)
+        if merged is not None:
+            return merged
+    if not killed and trial_path.exists() and failure is None:
         try:
             return load_trial(trial_path)
         except ResultsError:
             pass  # a half-written file cannot happen (atomic), but a foreign one could: rewrite below
     suite = Suite.model_validate(spec.suite)
-    if killed == "timeout":
+    if failure is not None:
+        status, error = failure.status, failure.message
+    elif killed == "timeout":
         status, error = "timeout", f"trial exceeded its timeout of {timeout:.0f} s and was killed"
     elif killed == "oom":
         status, error = "oom", (f"process memory {peak_rss / 2**20:.0f} MiB exceeded the ceiling of "
@@ -188,7 +206,7 @@ def launch_trial(
         status = "oom" if sig == signal.SIGKILL else "crashed"
         error = (f"worker died with {'signal ' + signal.Signals(sig).name if sig else f'exit code {rc}'} "
                  f"before writing its result")
-    tail = _tail(log_path)
+    tail = "" if failure is not None else _tail(log_path)
     trial = Trial(
         suite=suite.suite.name, workload=suite.suite.workload, mode=spec.mode, seed=spec.seed,
         profile=spec.profile, status=status, error=error + ("\n--- last log lines ---\n" + tail if tail else ""),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from ampbench.config import ModeConfig, OptimizerConfig, Suite
+from ampbench.distributed import write_failure_note, writes_trial
 from ampbench.results import AmpInfo, EvalRecord, StepRecord, Trial, atomic_write_json
 from ampbench.spec import EVENT_PREFIX, TrialSpec
 
@@ -132,6 +133,7 @@ class TrialRunner:
         import paddle
 
         from ampbench import device
+        from ampbench.distributed import Replicas, fault_applies
         from ampbench.measure import MemoryTracker, StepClock, throughput
         from ampbench.precision import Precision, collect_op_dtypes, low_precision_calls
         from ampbench.workloads import WorkloadContext, get_workload_class
@@ -139,28 +141,37 @@ class TrialRunner:
         train = self.suite.train
         gpu = device.has_gpu()
         paddle.set_device("gpu" if gpu else "cpu")
+        replicas = Replicas.from_env(self.suite, self.mode)  # data parallel: a no-op for one process
+        replicas.init()
+        self.trial.world_size = replicas.world
         self.trial.env = device.environment()
         cls = get_workload_class(self.suite.suite.workload)
         params = cls.Params.model_validate(self.suite.workload)
         ctx = WorkloadContext(params=params, batch_size=self.batch, steps=self.steps_total, seed=self.spec.seed,
-                              cache_dir=Path(self.spec.cache_dir))
+                              cache_dir=Path(self.spec.cache_dir), world_size=replicas.world, rank=replicas.rank)
         wl = cls(ctx)
         self.events.emit(event="phase", phase="prepare")
         wl.prepare()
         self.trial.workload_info = wl.describe()  # type: ignore[attr-defined]
 
+        from ampbench.numerics import NumericsHook  # built before seeding: Paddle's checker re-seeds
+
+        numerics = NumericsHook.for_trial(self.mode.check_numerics, self.spec.trial_path, rank=replicas.rank)
+        self.trial.numerics = numerics.record  # updated in place after every step
         seed_everything(self.spec.seed)
         model = wl.build_model()
         optimizer, sched = build_optimizer(train.optimizer, model.parameters(), self.steps_total)
         prec = Precision.build(self.mode)
         model, optimizer = prec.prepare(model, optimizer)
+        prec.check_model(model)
+        model = replicas.wrap(model)
         model.train()
         amp = AmpInfo(**prec.describe())
         self.trial.amp = amp
 
-        batches = wl.train_batches(self.spec.seed, self.batch)
+        batches = replicas.shard(wl.train_batches(self.spec.seed, self.batch), wl)
         clock, mem = StepClock(), MemoryTracker()
-        fault = Fault(self.spec.fault, self.spec.fault_step)
+        fault = Fault(self.spec.fault if fault_applies() else None, self.spec.fault_step)
         stats_cm = contextlib.ExitStack()
         op_counts = stats_cm.enter_context(collect_op_dtypes())
         stats_open = True
@@ -176,11 +187,12 @@ class TrialRunner:
             if step == train.warmup_steps + 1 and step > 1:
                 mem.start()
             fault.maybe(step)
+            numerics.begin(step)
             clock.start()
             loss_sum, samples, counts = 0.0, 0, {}
-            for _ in range(self.accum):
+            for micro in range(self.accum):
                 batch = next(batches)
-                with prec.autocast():
+                with prec.autocast(), replicas.micro_batch(model, micro, self.accum):
                     loss = wl.loss(model, batch)
                 if fault.poison(step):
                     loss = loss * float("nan")
@@ -191,10 +203,13 @@ class TrialRunner:
                 samples += batch.samples
                 for k, v in batch.counts.items():
                     counts[k] = counts.get(k, 0) + v
+            replicas.sync_grads()
+            loss_sum, samples, counts = replicas.reduce_step(loss_sum, samples, counts)
             outcome = prec.step(optimizer)
             if sched is not None:
                 sched.step()
             dt = clock.stop()
+            numerics.end(step)
             train_wall += dt
             if stats_open and step >= train.amp_stats_steps:
                 stats_cm.close()
@@ -218,6 +233,7 @@ class TrialRunner:
                 self._evaluate(wl, model, prec, step, train_wall)
         if stats_open:
             stats_cm.close()
+        numerics.close()
         self.trial.memory = mem.stop()
         amp.op_calls = dict(op_counts)
         low = low_precision_calls(amp.op_calls)
@@ -236,6 +252,8 @@ class TrialRunner:
                                                 final=True)
             self.trial.status = "ok"
         self._time_to_target(wl)
+        self.trial.workload_info = wl.describe()  # type: ignore[attr-defined]  # counts from training too
+        replicas.finish(self.trial, model)  # per-rank memory, weight digests
 
     def _evaluate(self, wl: Any, model: Any, prec: Any, step: int, train_wall: float,
                   final: bool = False) -> dict[str, float]:
@@ -275,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     events = Events(os.fdopen(event_fd, "w", buffering=1))
     spec = TrialSpec.model_validate_json(Path(argv[0]).read_text())
+    lead = writes_trial(spec.suite)  # data parallel: only rank 0 reports and writes
+    if not lead:
+        events = Events(None)
     tr = TrialRunner(spec, events)
     code = 0
     try:
@@ -283,9 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         tr.trial.status = classify_error(exc)  # type: ignore[assignment]
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         traceback.print_exc()
+        write_failure_note(tr.trial.status, tr.trial.error)
         code = 1
     tr.trial.wall_s = time.perf_counter() - tr.t_start
-    tr.write()
+    if lead:
+        tr.write()
     events.emit(event="done", status=tr.trial.status)
     return code
 

@@ -23,6 +23,9 @@ class ToyParams(WorkloadParams):
     eval_rows: int = Field(512, ge=16)
     # Test hooks: multiply the loss by this factor (1e38 overflows fp32 -> non-finite loss).
     loss_factor: float = 1.0
+    # Test hook (planted NaN source): a layer after the hidden ReLU that is the identity for
+    # activations below this value and NaN above it (its exp overflows float32 there).
+    nan_above: float | None = Field(None, gt=0)
 
 
 class ToyWorkload(Workload):
@@ -43,7 +46,8 @@ class ToyWorkload(Workload):
         import paddle.nn as nn
 
         p: ToyParams = self.params  # type: ignore[assignment]
-        return nn.Sequential(nn.Linear(p.features, p.hidden), nn.ReLU(), nn.Linear(p.hidden, p.classes))
+        planted = [_nan_above_layer(p.nan_above)] if p.nan_above else []
+        return nn.Sequential(nn.Linear(p.features, p.hidden), nn.ReLU(), *planted, nn.Linear(p.hidden, p.classes))
 
     def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:
         rng = np.random.RandomState(seed)
@@ -73,3 +77,17 @@ class ToyWorkload(Workload):
             loss = float(F.cross_entropy(logits, paddle.to_tensor(self.y_eval)).item())
             acc = float((logits.argmax(1).numpy() == self.y_eval).mean())
         return {"accuracy": acc, "eval_loss": loss}
+
+
+def _nan_above_layer(threshold: float) -> Any:
+    """h + (e - e) with e = exp(88.73 * h / threshold): exactly h while exp stays finite, NaN where
+    h > threshold (exp overflows float32 to inf, inf - inf = NaN). The `exp` op is the NaN source."""
+    import paddle
+    from paddle import nn
+
+    class NanAbove(nn.Layer):
+        def forward(self, h: Any) -> Any:
+            e = paddle.exp(h * (88.73 / threshold))
+            return h + (e - e)
+
+    return NanAbove()

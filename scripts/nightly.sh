@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Nightly AMP validation: every suite, checked against the stored baselines, one combined report,
+# one history line per suite.  Run from anywhere; paths are relative to the repository root.
+#
+#   bash scripts/nightly.sh                 # GPU runner: base (GPU) profiles, `check --strict`
+#   bash scripts/nightly.sh --dry-run       # CPU: the suites' cpu profiles; AMP is inactive there, so the
+#                                           # expected outcome is INCONCLUSIVE and the exit code is 3
+# Options:
+#   --suite FILE          run only this suite file (repeatable; default: every suites/*.toml,
+#                         or the space/comma separated list in $NIGHTLY_SUITES)
+#   --set KEY=VALUE       override passed to every `ampbench run` (repeatable; also $NIGHTLY_SET,
+#                         space separated), e.g. --set train.steps=4
+#   --seeds LIST          comma-separated seeds for every suite (default: the profile's)
+#   --out DIR             output folder (default: results/nightly/<UTC stamp>): runs/, report.md
+#   --baselines DIR       baseline root (default: results/baselines); baselines are read from
+#                         DIR/<device-slug>/<suite>.json
+#   --history DIR         history folder (default: results/history; with --dry-run: OUT/history)
+#   --save-baselines      after checking, write each suite's baseline (refresh on purpose: see docs/nightly.md)
+#   --strict / --no-strict  INCONCLUSIVE exits 1 (default on GPU) / 3 (default with --dry-run)
+# Exit code (ampbench's contract, worst over all suites): 0 all PASS, 1 any FAIL (or INCONCLUSIVE
+# with --strict), 2 ERROR (crashed trials, bad input, a suite that did not run), 3 only INCONCLUSIVE.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+PY="${PYTHON:-python3}"
+ab() { "$PY" -m ampbench.cli "$@"; }
+
+dry_run=0 strict="" save=0 out="" history="" baselines="results/baselines" seeds=""
+suites=() sets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry_run=1 ;;
+    --suite) suites+=("$2"); shift ;;
+    --set) sets+=("$2"); shift ;;
+    --seeds) seeds="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    --baselines) baselines="$2"; shift ;;
+    --history) history="$2"; shift ;;
+    --save-baselines) save=1 ;;
+    --strict) strict=1 ;;
+    --no-strict) strict=0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "nightly.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ ${#suites[@]} -eq 0 ]; then
+  if [ -n "${NIGHTLY_SUITES:-}" ]; then
+    read -r -a suites <<< "${NIGHTLY_SUITES//,/ }"
+  else
+    suites=(suites/*.toml)
+  fi
+fi
+if [ -n "${NIGHTLY_SET:-}" ]; then
+  read -r -a extra <<< "$NIGHTLY_SET"
+  sets+=("${extra[@]}")
+fi
+for s in "${suites[@]}"; do
+  [ -f "$s" ] || { echo "nightly.sh: suite file not found: $s" >&2; exit 2; }
+done
+
+out="${out:-results/nightly/$(date -u +%Y%m%dT%H%M%SZ)}"
+if [ "$dry_run" = 1 ]; then
+  profile=(--profile cpu)
+  strict="${strict:-0}"
+  history="${history:-$out/history}"   # CPU lines never go into the committed GPU history
+else
+  profile=(--profile default)
+  strict="${strict:-1}"
+  history="${history:-results/history}"
+  if ! "$PY" -c "import sys; from ampbench import device; sys.exit(0 if device.has_gpu() else 1)" 2>/dev/null; then
+    echo "nightly.sh: Paddle sees no GPU here; the nightly needs paddlepaddle-gpu and a GPU (or use --dry-run)" >&2
+    exit 2
+  fi
+fi
+strict_arg=()
+[ "$strict" = 1 ] && strict_arg=(--strict)
+set_args=()
+for kv in "${sets[@]+"${sets[@]}"}"; do set_args+=(--set "$kv"); done
+seed_args=()
+[ -n "$seeds" ] && seed_args=(--seeds "$seeds")
+
+runs_root="$out/runs"
+mkdir -p "$runs_root" "$history"
+echo "nightly: ${#suites[@]} suite(s), profile ${profile[1]}, output $out"
+
+device_of() {  # the device slug the run's trials recorded (ampbench.device.device_slug)
+  "$PY" - "$1" <<'PY'
+import sys
+from ampbench.device import device_slug
+from ampbench.results import RunDir
+trials = RunDir(sys.argv[1]).load_trials()
+ok = [t for t in trials if t.status == "ok"] or trials
+print(device_slug(ok[0].env) if ok else "unknown")
+PY
+}
+append_history() {  # RUN_DIR HISTORY_DIR: one summary line per run (ampbench.history)
+  "$PY" -c "import sys; from ampbench.history import append_history; print('history:', append_history(sys.argv[1], sys.argv[2]))" "$1" "$2"
+}
+
+worst=0
+combine() {  # worst exit code: 2 > 1 > 3 > 0
+  local a=$1 b=$2
+  for c in 2 1 3; do
+    if [ "$a" = "$c" ] || [ "$b" = "$c" ]; then echo "$c"; return; fi
+  done
+  echo 0
+}
+list_runs() { find "$runs_root" -mindepth 2 -maxdepth 2 -type d | sort; }  # runs/<suite>/<run-id>
+run_dirs=()
+results=()
+t_start=$(date +%s)
+for suite in "${suites[@]}"; do
+  before="$(list_runs)"
+  echo "=== $suite"
+  ab run "$suite" "${profile[@]}" "${seed_args[@]+"${seed_args[@]}"}" "${set_args[@]+"${set_args[@]}"}" \
+    --out "$runs_root" --no-report
+  rc_run=$?
+  run_dir="$(comm -13 <(echo "$before") <(list_runs) | head -n 1)"
+  if [ -z "$run_dir" ] || [ ! -f "$run_dir/run.json" ]; then
+    echo "nightly: $suite produced no run folder (ampbench run exited $rc_run)" >&2
+    results+=("$suite: ERROR (no run, exit $rc_run)")
+    worst=$(combine "$worst" 2)
+    continue
+  fi
+  name="$(basename "$(dirname "$run_dir")")"
+  slug="$(device_of "$run_dir")" || slug=unknown
+  base_file="$baselines/$slug/$name.json"
+  base_arg=()
+  if [ -f "$base_file" ]; then
+    base_arg=(--baseline "$base_file")
+  else
+    echo "nightly: no baseline $base_file: $name is judged on its own (save one with --save-baselines)"
+  fi
+  ab check "$run_dir" "${base_arg[@]+"${base_arg[@]}"}" "${strict_arg[@]+"${strict_arg[@]}"}"
+  rc=$?
+  # Save unless trials crashed: judged by the run's own check (no baseline), so that a deliberate
+  # suite change, which the old baseline refuses (config hash mismatch, exit 2), can be re-baselined.
+  if [ "$save" = 1 ] && [ "$rc_run" != 2 ]; then
+    ab baseline save "$run_dir" -o "$base_file" || rc=$(combine "$rc" 2)
+  fi
+  append_history "$run_dir" "$history" || rc=$(combine "$rc" 2)
+  run_dirs+=("$run_dir")
+  results+=("$suite: exit $rc, device $slug, $run_dir")
+  worst=$(combine "$worst" "$rc")
+done
+
+if [ ${#run_dirs[@]} -gt 0 ]; then
+  ab report "${run_dirs[@]}" -o "$out/report.md" --history "$history" || worst=$(combine "$worst" 2)
+fi
+printf '%s\n' "${run_dirs[@]+"${run_dirs[@]}"}" > "$out/runs.txt"
+{
+  echo "nightly $(date -u +%Y-%m-%dT%H:%M:%SZ) profile=${profile[1]} strict=$strict exit=$worst"
+  echo "elapsed_s=$(( $(date +%s) - t_start ))"
+  printf '%s\n' "${results[@]}"
+} | tee "$out/summary.txt"
+exit "$worst"

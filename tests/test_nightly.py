@@ -1,0 +1,161 @@
+"""scripts/nightly.sh --dry-run on CPU (toy suites cut to a few steps), and the GPU workflow file:
+valid for GitHub Actions, and calling only commands that exist in this project."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TOY_SUITE
+
+ROOT = Path(__file__).resolve().parent.parent
+NIGHTLY = ROOT / "scripts" / "nightly.sh"
+WORKFLOW = ROOT / ".github" / "workflows" / "nightly-gpu.yml"
+CPU_PROFILE = "\n[profiles.cpu]\ntrain = { steps = 40, warmup_steps = 1 }\n"
+
+
+def nightly(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(NIGHTLY), *args], capture_output=True, text=True, check=False, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=ROOT)
+
+
+def history_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_dry_run_checks_reports_writes_history_and_exits_inconclusive(tmp_path):
+    toy = tmp_path / "toy.toml"
+    toy.write_text(TOY_SUITE + CPU_PROFILE)
+    other = tmp_path / "toy2.toml"
+    other.write_text(TOY_SUITE.replace('name = "toy"', 'name = "toy2"') + CPU_PROFILE)
+    base, hist = tmp_path / "baselines", tmp_path / "history"
+
+    # night 1: one suite, no baseline yet; save one on purpose
+    out1 = tmp_path / "night1"
+    r = nightly("--dry-run", "--suite", str(toy), "--out", str(out1), "--baselines", str(base), "--history",
+                str(hist), "--save-baselines", "--set", "train.steps=4")
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]       # AMP inactive on CPU: INCONCLUSIVE
+    assert "no baseline" in r.stdout
+    saved = base / "cpu" / "toy.json"                                    # <device-slug>/<suite>.json
+    assert json.loads(saved.read_text())["suite"] == "toy"
+    (run1,) = out1.joinpath("runs.txt").read_text().split()
+    check = json.loads((Path(run1) / "check.json").read_text())
+    assert check["baseline"] is None and check["strict"] is False
+    assert len(json.loads((Path(run1) / "run.json").read_text())["plan"]) == 2
+    assert all(len(json.loads(p.read_text())["steps"]) == 4 for p in (Path(run1) / "trials").glob("*.json"))
+
+    # night 2: two suites through the env knobs; toy is checked against night 1's baseline
+    out2 = tmp_path / "night2"
+    r = nightly("--dry-run", "--out", str(out2), "--baselines", str(base), "--history", str(hist),
+                env={"NIGHTLY_SUITES": f"{toy},{other}", "NIGHTLY_SET": "train.steps=4 train.warmup_steps=1"})
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    runs = out2.joinpath("runs.txt").read_text().split()
+    assert [Path(p).parent.name for p in runs] == ["toy", "toy2"]
+    check = json.loads((Path(runs[0]) / "check.json").read_text())
+    assert check["baseline"] == str(saved)
+    assert json.loads((Path(runs[1]) / "check.json").read_text())["baseline"] is None
+    assert [h["run_id"] for h in history_lines(hist / "toy.jsonl")] == [Path(run1).name, Path(runs[0]).name]
+    assert len(history_lines(hist / "toy2.jsonl")) == 1
+    report = (out2 / "report.md").read_text()
+    assert "toy2" in report and "toy" in report.replace("toy2", "")
+    summary = (out2 / "summary.txt").read_text()
+    assert "exit=3" in summary and summary.count("exit 3") == 2
+
+
+def test_bad_invocations_exit_2(tmp_path):
+    assert nightly("--bogus").returncode == 2
+    r = nightly("--dry-run", "--suite", str(tmp_path / "missing.toml"))
+    assert r.returncode == 2 and "suite file not found" in r.stderr
+
+
+def test_gpu_mode_refuses_a_machine_without_gpu(tmp_path):
+    """On CPU the real nightly must not quietly fall back to the cpu profiles."""
+    r = nightly("--suite", str(ROOT / "suites" / "resnet.toml"), "--out", str(tmp_path / "o"), timeout=120)
+    assert r.returncode == 2 and "no GPU" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+SCRIPTS = [NIGHTLY, ROOT / "scripts" / "setup.sh"]  # both run by the workflow
+
+
+def test_scripts_parse():
+    for script in SCRIPTS:
+        r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+        assert r.returncode == 0, f"{script}: {r.stderr}"
+
+
+def test_shellcheck_clean():
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (Debian package shellcheck)")
+    r = subprocess.run(["shellcheck", *map(str, SCRIPTS)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout
+
+
+# ---------------------------------------------------------------- the workflow
+
+
+def load_workflow() -> dict:
+    yaml = pytest.importorskip("yaml")
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def test_workflow_schema_valid():
+    exe = shutil.which("check-jsonschema")
+    if exe is None:
+        pytest.skip("check-jsonschema not installed (pip install check-jsonschema)")
+    r = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+                       capture_output=True, text=True, check=False, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_workflow_actionlint():
+    exe = shutil.which("actionlint")
+    if exe is None:
+        pytest.skip("actionlint binary not on PATH")
+    r = subprocess.run([exe, str(WORKFLOW)], capture_output=True, text=True, check=False, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_workflow_shape():
+    wf = load_workflow()
+    on = wf.get("on", wf.get(True))                      # YAML 1.1 reads a bare `on` as true
+    assert "schedule" in on and "workflow_dispatch" in on
+    job = wf["jobs"]["nightly"]
+    assert {"self-hosted", "gpu"} <= set(job["runs-on"])
+    steps = job["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert any(u.startswith("actions/upload-artifact@") for u in uses)
+    cached = [s["with"]["path"] for s in steps if s.get("uses", "").startswith("actions/cache@")]
+    assert "~/.cache/ampbench" in cached
+    assert any(s.get("with", {}).get("cache") == "pip" for s in steps)
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "AMPBENCH_PADDLE=gpu bash scripts/setup.sh" in runs and "GITHUB_STEP_SUMMARY" in runs
+    assert "${{ inputs" not in runs                      # inputs reach scripts through env, never inline
+    assert job["env"]["PADDLE_GPU_INDEX"] == "${{ vars.PADDLE_GPU_INDEX }}"
+
+
+def test_workflow_calls_only_commands_that_exist():
+    from ampbench.cli import app
+
+    wf = load_workflow()
+    runs = "\n".join(s.get("run", "") for s in wf["jobs"]["nightly"]["steps"])
+    scripts = set(re.findall(r"\bbash (scripts/[\w./-]+)", runs))
+    assert scripts == {"scripts/setup.sh", "scripts/nightly.sh"}
+    assert all((ROOT / s).is_file() for s in scripts)
+    verbs = set(re.findall(r"python -m ampbench\.cli (\w[\w-]*)", runs))
+    known = {c.name or c.callback.__name__ for c in app.registered_commands}
+    assert verbs and verbs <= known, verbs - known
+    # every option the workflow hands nightly.sh is one nightly.sh parses
+    nightly_opts = set(re.findall(r"^\s+(--[\w-]+)\)", NIGHTLY.read_text(), re.MULTILINE))
+    used = set(re.findall(r"(--[\w-]+)", " ".join(re.findall(r"args\+?=\(([^)]*)\)", runs))))
+    assert used and used <= nightly_opts, used - nightly_opts
+    # and every env knob it sets is one nightly.sh or setup.sh reads
+    knobs = {k for s in wf["jobs"]["nightly"]["steps"] for k in s.get("env", {}) if k.startswith("NIGHTLY_")}
+    assert knobs and all(k in NIGHTLY.read_text() for k in knobs)

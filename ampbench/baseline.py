@@ -92,8 +92,10 @@ def slug(text: str) -> str:
 
 
 def device_slug(env: Env) -> str:
-    """Folder name for a device: its marketing name if known (e.g. nvidia-a100-sxm4-40gb), else its kind."""
-    return slug(env.device_name or env.device or "unknown")
+    """Folder name for a device (one definition, shared with nightly.sh): ampbench.device.device_slug."""
+    from ampbench.device import device_slug as _slug
+
+    return _slug(env)
 
 
 def peak_memory(trial: Trial) -> tuple[int, str]:

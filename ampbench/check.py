@@ -114,7 +114,10 @@ def _bytes(n: float) -> str:
 
 
 def _last_line(text: str | None) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    """The line that says what went wrong: the exception line of a traceback, or the runner's own
+    sentence for a killed trial (which is followed by the log tail, not the cause)."""
+    head = (text or "").split("--- last log lines ---")[0]
+    lines = [ln.strip() for ln in head.strip().splitlines() if ln.strip()]
     return lines[-1][:160] if lines else "no error recorded"
 
 

@@ -51,6 +51,9 @@ class Workload(ABC):
     Params: ClassVar[type[WorkloadParams]] = WorkloadParams
     # name -> "max" or "min": which direction is better for each metric evaluate() returns.
     metric_goals: ClassVar[dict[str, str]] = {}
+    # True when train_batches already yields only this rank's share (ctx.rank / ctx.world_size);
+    # otherwise data-parallel runs give rank r every world_size-th batch of the same stream.
+    shards_by_rank: ClassVar[bool] = False
 
     def __init__(self, ctx: WorkloadContext):
         self.ctx = ctx

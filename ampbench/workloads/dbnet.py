@@ -355,6 +355,7 @@ def db_loss(pred: Any, shrink_map: Any, shrink_mask: Any, threshold_map: Any, th
 class DBNetWorkload(Workload):
     name = "dbnet"
     Params = DBNetParams
+    shards_by_rank = True
     metric_goals = {"hmean": "max", "precision": "max", "recall": "max"}
 
     def _cache_root(self) -> Path:

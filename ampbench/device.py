@@ -190,7 +190,7 @@ def environment() -> Env:
 
 def device_slug(env: Env) -> str:
     """A folder-safe name for the device, used for results/baselines/<slug>/."""
-    base = env.device_name if env.device == "gpu" else "cpu"
+    base = "cpu" if env.device in ("", "cpu") else (env.device_name or env.device)
     slug = "".join(c.lower() if c.isalnum() else "-" for c in (base or "cpu")).strip("-")
     while "--" in slug:
         slug = slug.replace("--", "-")

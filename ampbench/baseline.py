@@ -26,6 +26,7 @@ from ampbench.results import (
     Env,
     ResultsError,
     RunDir,
+    _validated,
     RunInfo,
     Trial,
     atomic_write_text,
@@ -202,15 +203,7 @@ def save_baseline(run_dir: Path, output: Path | None = None) -> Path:
 
 
 def read_baseline_file(path: Path) -> Baseline:
-    data = read_json(path, "baseline file")
-    if not isinstance(data, dict) or data.get("schema") != BASELINE_SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ResultsError(f"{path}: not an ampbench baseline (expected schema {BASELINE_SCHEMA!r}, found {got!r})")
-    try:
-        return Baseline.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise ResultsError(f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+    return _validated(Baseline, read_json(path, "baseline file"), path, BASELINE_SCHEMA)
 
 
 def load_baseline(path: Path, suite: str | None = None, device: str | None = None) -> Baseline:

@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from ampbench.config import ModeConfig, OptimizerConfig, Suite
 from ampbench.distributed import write_failure_note, writes_trial

@@ -44,6 +44,20 @@ class WorkloadContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def shuffled_indices(n: int, batch_size: int, seed: int) -> Iterator[Any]:
+    """Endless index batches over n rows, reshuffled each epoch from RandomState(seed) (drop last):
+    the same seed gives the same order in every mode, which matched trials rely on."""
+    import numpy as np
+
+    if batch_size > n:
+        raise ValueError(f"batch_size {batch_size} exceeds the {n} training rows")
+    rng = np.random.RandomState(seed)
+    while True:
+        order = rng.permutation(n)
+        for i in range(0, n - batch_size + 1, batch_size):
+            yield order[i: i + batch_size]
+
+
 class Workload(ABC):
     """Subclass, set `name` and `Params`, register in workloads/__init__.py or via entry point."""
 

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Literal
 import numpy as np
 from pydantic import Field
 
-from ampbench.workloads.base import Batch, Workload, WorkloadParams
+from ampbench.workloads.base import Batch, Workload, WorkloadParams, shuffled_indices
 
 MEAN, STD = 0.45, 0.25
 
@@ -80,15 +80,8 @@ class ResNetWorkload(Workload):
         return paddle.to_tensor(xf)
 
     def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:
-        rng = np.random.RandomState(seed)
-        n = len(self.x_train)
-        if batch_size > n:
-            raise ValueError(f"batch_size {batch_size} exceeds the {n} training images")
-        while True:
-            order = rng.permutation(n)
-            for i in range(0, n - batch_size + 1, batch_size):
-                idx = order[i: i + batch_size]
-                yield Batch(inputs=(self.x_train[idx], self.y_train[idx]), samples=len(idx))
+        for idx in shuffled_indices(len(self.x_train), batch_size, seed):
+            yield Batch(inputs=(self.x_train[idx], self.y_train[idx]), samples=len(idx))
 
     def loss(self, model: Any, batch: Batch) -> Any:
         import paddle

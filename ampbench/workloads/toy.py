@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import numpy as np
 from pydantic import Field
 
-from ampbench.workloads.base import Batch, Workload, WorkloadParams
+from ampbench.workloads.base import Batch, Workload, WorkloadParams, shuffled_indices
 
 
 class ToyParams(WorkloadParams):
@@ -50,13 +50,8 @@ class ToyWorkload(Workload):
         return nn.Sequential(nn.Linear(p.features, p.hidden), nn.ReLU(), *planted, nn.Linear(p.hidden, p.classes))
 
     def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:
-        rng = np.random.RandomState(seed)
-        n = len(self.x_train)
-        while True:
-            order = rng.permutation(n)
-            for i in range(0, n - batch_size + 1, batch_size):
-                idx = order[i: i + batch_size]
-                yield Batch(inputs=(self.x_train[idx], self.y_train[idx]), samples=len(idx))
+        for idx in shuffled_indices(len(self.x_train), batch_size, seed):
+            yield Batch(inputs=(self.x_train[idx], self.y_train[idx]), samples=len(idx))
 
     def loss(self, model: Any, batch: Batch) -> Any:
         import paddle

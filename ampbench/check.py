@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ampbench import stats
+from ampbench.fmt import bytes_h
 from ampbench.baseline import Baseline, CompactTrial, compact, device_slug, load_baseline, read_run
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.results import ResultsError, Trial, trial_key
@@ -104,13 +105,6 @@ def _plain(x: Any) -> Any:
 
 def _g(x: float | None, digits: int = 4) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def _last_line(text: str | None) -> str:
@@ -394,7 +388,7 @@ def rule_memory(c: _Ctx) -> RuleResult:
     ref_peak = float(np.median([t.peak_bytes for t in ref]))
     red = 1 - amp_peak / ref_peak
     ok = red >= need
-    msg = (f"{_SOURCE_TEXT.get(src, src)}: AMP {_bytes(amp_peak)} vs FP32 {_bytes(ref_peak)} "
+    msg = (f"{_SOURCE_TEXT.get(src, src)}: AMP {bytes_h(amp_peak)} vs FP32 {bytes_h(ref_peak)} "
            f"(median over seeds), reduction {red:.1%} {'>=' if ok else '<'} min_memory_reduction {need:.0%}.")
     if src != "cuda":
         msg += " This is not device memory" + ("; AMP is inactive anyway, so no reduction is expected." if
@@ -535,7 +529,7 @@ def _history_memory(c: _Ctx, cur: list[CompactTrial], base: list[CompactTrial], 
     grow = float(np.median(now)) / float(np.median(then)) - 1
     lim = c.th.history_min_change
     msg = (f"{note}{c.mode} peak memory ({_SOURCE_TEXT.get(next(iter(src_now)), 'peak')}) "
-           f"{_bytes(float(np.median(now)))} vs baseline {_bytes(float(np.median(then)))}: {grow:+.1%} "
+           f"{bytes_h(float(np.median(now)))} vs baseline {bytes_h(float(np.median(then)))}: {grow:+.1%} "
            f"({'above' if grow > lim else 'within'} the {lim:.0%} allowed growth).")
     return c.rule("history-memory", "FAIL" if grow > lim else "PASS", grow, lim, msg)
 

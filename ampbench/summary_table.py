@@ -5,14 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ampbench.fmt import bytes_h
 from ampbench.results import Trial
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}" if unit == "GiB" else f"{n / size:.0f} {unit}"
-    return f"{n:.0f} B"
 
 
 def print_trials(trials: list[Trial], console: Console) -> None:
@@ -27,7 +21,7 @@ def print_trials(trials: list[Trial], console: Console) -> None:
         table.add_row(
             t.mode, str(t.seed), t.status if t.status == "ok" else f"[red]{t.status}[/]",
             f"{t.throughput.samples_per_s:.1f}" if t.status == "ok" else "-",
-            f"{human_bytes(mem)} ({t.memory.source})" if mem else "-",
+            f"{bytes_h(mem)} ({t.memory.source})" if mem else "-",
             f"{primary} {metric:.4f}" if metric is not None else "-", active,
         )
     console.print(table)

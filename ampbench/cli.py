@@ -43,7 +43,7 @@ def run(
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
-    from ampbench.runner import RunOptions, execute
+    from ampbench.launch.runner import RunOptions, execute
 
     opts = RunOptions(
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
@@ -64,7 +64,7 @@ def check(
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json."""
-    from ampbench.check import check_run, print_check
+    from ampbench.judge.check import check_run, print_check
 
     try:
         report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch)
@@ -82,7 +82,7 @@ def report(
     fmt: str = typer.Option("md", "--format", help="md or html"),
 ) -> None:
     """Write the markdown report (with PNG plots) for one or more runs."""
-    from ampbench.report import write_report
+    from ampbench.report.markdown import write_report
 
     try:
         path = write_report(run_dirs, output=output, history=history, fmt=fmt)
@@ -103,7 +103,7 @@ def probe(
     out_dir: Path = typer.Option(Path("results/runs"), "--out"),
 ) -> None:
     """Find the largest batch size each mode trains without running out of memory."""
-    from ampbench.probe import ProbeOptions, run_probe
+    from ampbench.launch.probe import ProbeOptions, run_probe
 
     try:
         code = run_probe(
@@ -124,7 +124,7 @@ def diagnose(
     seed: Optional[int] = typer.Option(None, "--seed"),
 ) -> None:
     """Re-run a short FP32/AMP pair with Paddle's numerics tools and name the ops that diverge."""
-    from ampbench.diagnose import run_diagnose
+    from ampbench.diagnose.core import run_diagnose
 
     try:
         code = run_diagnose(run_dir, mode=mode, steps=steps, seed=seed, console=out)
@@ -139,7 +139,7 @@ def export_benchmark(
     output: Path = typer.Option(..., "-o", "--output"),
 ) -> None:
     """Export a run's per-mode step times as pytest-benchmark JSON (for `pytest-benchmark compare`)."""
-    from ampbench.bench_export import export_run
+    from ampbench.results.export import export_run
 
     try:
         path = export_run(run_dir, output)
@@ -154,7 +154,7 @@ def baseline_save(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Default: results/baselines/<device>/<suite>.json"),
 ) -> None:
     """Write the compact baseline file that nightly CI commits."""
-    from ampbench.baseline import save_baseline
+    from ampbench.judge.baseline import save_baseline
 
     try:
         path = save_baseline(run_dir, output)
@@ -178,7 +178,7 @@ def suites() -> None:
 @app.command()
 def env() -> None:
     """Print the environment fingerprint and whether AMP can be active on this device."""
-    from ampbench import device
+    from ampbench.trackers import device
 
     fp = device.environment()
     for k, v in fp.model_dump().items():

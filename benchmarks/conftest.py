@@ -34,7 +34,7 @@ class BenchEnv:
 def _bench_env() -> BenchEnv:
     import paddle
 
-    from ampbench import device
+    from ampbench.trackers import device
 
     gpu = device.has_gpu()
     paddle.set_device("gpu" if gpu else "cpu")

@@ -93,7 +93,7 @@ def test_op(benchmark: Any, bench_env: Any, case: OpCase, precision: str) -> Non
     import numpy as np
     import paddle
 
-    from ampbench import device
+    from ampbench.trackers import device
 
     paddle.seed(0)
     shape = case.gpu_shape if bench_env.gpu else case.cpu_shape

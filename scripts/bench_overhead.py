@@ -32,7 +32,7 @@ def bare(steps: int, warmup: int, batch: int) -> dict:
     import paddle
 
     from ampbench.workloads import WorkloadContext
-    from ampbench.workloads.resnet import ResNetParams, ResNetWorkload
+    from ampbench.workloads.resnet.workload import ResNetParams, ResNetWorkload
 
     wl = ResNetWorkload(WorkloadContext(params=ResNetParams.model_validate(WORKLOAD), batch_size=batch,
                                         steps=steps, seed=0, cache_dir=Path(tempfile.gettempdir())))
@@ -58,8 +58,8 @@ def bare(steps: int, warmup: int, batch: int) -> dict:
 
 def harness(steps: int, warmup: int, batch: int, out: Path) -> dict:
     from ampbench.config import Suite
+    from ampbench.launch.runner import TrialSpec, launch_trial
     from ampbench.results import RunDir
-    from ampbench.runner import TrialSpec, launch_trial
 
     suite = Suite.model_validate({
         "suite": {"name": "overhead", "workload": "resnet", "metric": "top1"},

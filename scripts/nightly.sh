@@ -69,7 +69,7 @@ else
   profile=(--profile default)
   strict="${strict:-1}"
   history="${history:-results/history}"
-  if ! "$PY" -c "import sys; from ampbench import device; sys.exit(0 if device.has_gpu() else 1)" 2>/dev/null; then
+  if ! "$PY" -c "import sys; from ampbench.trackers import device; sys.exit(0 if device.has_gpu() else 1)" 2>/dev/null; then
     echo "nightly.sh: Paddle sees no GPU here; the nightly needs paddlepaddle-gpu and a GPU (or use --dry-run)" >&2
     exit 2
   fi
@@ -85,18 +85,18 @@ runs_root="$out/runs"
 mkdir -p "$runs_root" "$history"
 echo "nightly: ${#suites[@]} suite(s), profile ${profile[1]}, output $out"
 
-device_of() {  # the device slug the run's trials recorded (ampbench.device.device_slug)
+device_of() {  # the device slug the run's trials recorded (ampbench.trackers.device.device_slug)
   "$PY" - "$1" <<'PY'
 import sys
-from ampbench.device import device_slug
+from ampbench.trackers.device import device_slug
 from ampbench.results import RunDir
 trials = RunDir(sys.argv[1]).load_trials()
 ok = [t for t in trials if t.status == "ok"] or trials
 print(device_slug(ok[0].env) if ok else "unknown")
 PY
 }
-append_history() {  # RUN_DIR HISTORY_DIR: one summary line per run (ampbench.history)
-  "$PY" -c "import sys; from ampbench.history import append_history; print('history:', append_history(sys.argv[1], sys.argv[2]))" "$1" "$2"
+append_history() {  # RUN_DIR HISTORY_DIR: one summary line per run (ampbench.judge.history)
+  "$PY" -c "import sys; from ampbench.judge.history import append_history; print('history:', append_history(sys.argv[1], sys.argv[2]))" "$1" "$2"
 }
 
 worst=0

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import tomllib
 
-from ampbench.advice import advice_for, diagnosis_advice, toml_value
 from ampbench.config import ModeConfig
-from ampbench.diagnose import DiagnosisFile, Finding, ModeDiagnosis
-from ampbench.verdict import RuleResult
+from ampbench.diagnose.advice import advice_for, diagnosis_advice, toml_value
+from ampbench.diagnose.core import DiagnosisFile, Finding, ModeDiagnosis
+from ampbench.judge.verdict import RuleResult
 
 O2 = ModeConfig(name="amp-o2-fp16", level="O2", dtype="float16", custom_black_list=["lookup_table_v2"],
                 scaler={"init_loss_scaling": 1024.0})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ampbench.ctr_metrics import auc, log_loss, log_loss_from_logits
+from ampbench.workloads.ctr.metrics import auc, log_loss, log_loss_from_logits
 
 metrics = pytest.importorskip("sklearn.metrics")
 

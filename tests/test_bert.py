@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from ampbench.config import ConfigError, load_suite
 from ampbench.workloads import get_workload_class
 from ampbench.workloads.base import WorkloadContext
-from ampbench.workloads.bert import BertParams, BertWorkload, macro_f1
-from ampbench.workloads.bert_source import SOURCES, installed_sources, load_bert_api
+from ampbench.workloads.bert.source import SOURCES, installed_sources, load_bert_api
+from ampbench.workloads.bert.workload import BertParams, BertWorkload, macro_f1
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_bert = pytest.mark.skipif(not installed_sources(), reason="needs paddleformers or paddlenlp (bert extra)")
@@ -138,7 +138,7 @@ def test_prepare_builds_vocab_and_encodings_once(tiny):
 
 @bert_extra
 def test_encode_truncates_but_keeps_cls_and_sep(tiny):
-    from ampbench.workloads.bert import encode
+    from ampbench.workloads.bert.workload import encode
 
     tok = tiny[0].tokenizer
     ids, lengths, full = encode(tok, ["great acting and a clever story", "剧情很差"], 6)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ampbench.baseline import DEFAULT_BASELINE_DIR, load_baseline, save_baseline
-from ampbench.check import check_run, check_trials, print_check
+from ampbench.judge.baseline import DEFAULT_BASELINE_DIR, load_baseline, save_baseline
+from ampbench.judge.check import check_run, check_trials, print_check
+from ampbench.judge.verdict import load_check
 from ampbench.results import ResultsError
-from ampbench.verdict import load_check
 from tests.factories import CPU_ENV, StepNoise, make_run, make_suite, make_trial, make_trials, plan_of
 
 AMP = "amp-o1-fp16"

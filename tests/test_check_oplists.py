@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ampbench.check import check_trials
 from ampbench.config import Suite
-from tests.factories import make_suite, plan_of, make_trials
+from ampbench.judge.check import check_trials
+from tests.factories import make_suite, make_trials, plan_of
 
 
 def suite_with_lists(black: list[str], white: list[str] | None = None) -> Suite:

@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ampbench import stats
-from ampbench.baseline import Baseline, compact
-from ampbench.check import check_trials
 from ampbench.config import Thresholds
+from ampbench.judge import stats
+from ampbench.judge.baseline import Baseline, compact
+from ampbench.judge.check import check_trials
 from tests.factories import StepNoise, make_suite, make_trials, plan_of
 
 TH = Thresholds()

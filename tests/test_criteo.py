@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from ampbench.data.criteo import (
+from ampbench.workloads.ctr.criteo import (
     CriteoReader,
     CriteoSource,
     CriteoSpec,

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from ampbench.config import ConfigError, load_suite
 from ampbench.workloads import get_workload_class
 from ampbench.workloads.base import WorkloadContext
-from ampbench.workloads.ctr import CTRParams, CTRWorkload, prefetched
+from ampbench.workloads.ctr.workload import CTRParams, CTRWorkload, prefetched
 
 SUITE = Path(__file__).resolve().parent.parent / "suites" / "ctr.toml"
 TINY = {"embedding_dim": 4, "mlp": [16], "prefetch": 0, "init_std": 0.05,
@@ -160,7 +160,7 @@ def test_criteo_file_end_to_end(tmp_path: Path) -> None:
 
 def test_adult_census_from_the_wheel(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
-    from ampbench.data.adult import adult_path
+    from ampbench.workloads.ctr.adult import adult_path
 
     try:
         adult_path()
@@ -215,7 +215,7 @@ def test_criteo_log_without_the_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_black_list_names_are_known_and_embedding_is_flagged() -> None:
-    from ampbench.precision import unknown_op_names
+    from ampbench.trial.precision import unknown_op_names
 
     s = load_suite(SUITE, has_gpu=True).suite
     names = sorted({n for m in s.modes for n in m.custom_black_list + m.custom_white_list})

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from ampbench.ctr_metrics import auc
-from ampbench.data.ctr_synthetic import SyntheticSource, SyntheticSpec
+from ampbench.workloads.ctr.metrics import auc
+from ampbench.workloads.ctr.synthetic import SyntheticSource, SyntheticSpec
 
 SMALL = {"vocab": 500, "eval_rows": 4000}
 

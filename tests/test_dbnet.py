@@ -13,10 +13,10 @@ pytest.importorskip("skimage")
 import paddle  # noqa: E402
 
 from ampbench.config import ConfigError, load_suite  # noqa: E402
-from ampbench.det_metric import detection_scores  # noqa: E402
 from ampbench.workloads import get_workload_class  # noqa: E402
 from ampbench.workloads.base import WorkloadContext  # noqa: E402
-from ampbench.workloads.dbnet import DBNetParams, DBNetWorkload, db_loss, make_label_maps, ppocr_ops  # noqa: E402
+from ampbench.workloads.dbnet.metric import detection_scores  # noqa: E402
+from ampbench.workloads.dbnet.workload import DBNetParams, DBNetWorkload, db_loss, make_label_maps, ppocr_ops  # noqa: E402
 
 SUITE = Path(__file__).resolve().parent.parent / "suites" / "ocr.toml"
 TINY = {"backbone": "mobilenet_v3_small", "fpn_channels": 16, "image_size": 64,
@@ -147,7 +147,7 @@ def test_model_shapes_and_a_few_training_steps_lower_the_loss(workload):
 
 
 def test_resnet_splits_into_four_strides():
-    from ampbench.workloads.dbnet import _backbone_layers, split_stages
+    from ampbench.workloads.dbnet.workload import _backbone_layers, split_stages
 
     stages, channels = split_stages(_backbone_layers("resnet18", 1.0))
     assert len(stages) == 4 and channels == [64, 128, 256, 512]
@@ -186,7 +186,7 @@ def test_suite_with_bad_workload_key_names_it(tmp_path):
 def test_workload_itself_shows_no_low_precision_ops_on_cpu(workload):
     """AMP activity is judged from Paddle's op dtype statistics: the workload's own data must not
     put float16 tensors on the device (a float16 label map once made CPU trials look AMP-active)."""
-    from ampbench.precision import collect_op_dtypes, low_precision_calls
+    from ampbench.trial.precision import collect_op_dtypes, low_precision_calls
 
     paddle.seed(0)
     model = workload.build_model()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ampbench.config import ConfigError, ModeConfig, Suite
-from ampbench.diagnose import (
+from ampbench.diagnose.core import (
     DiagnosisFile,
     Finding,
     Tolerances,
@@ -20,7 +20,7 @@ from ampbench.diagnose import (
     load_diagnosis,
     run_diagnose,
 )
-from ampbench.numerics import OpStat
+from ampbench.trial.numerics import OpStat
 from tests.factories import make_run
 
 

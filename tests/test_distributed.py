@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ampbench import distributed
 from ampbench.config import ConfigError, DistributedConfig
+from ampbench.launch import distributed
+from ampbench.launch.runner import launch_trial
 from ampbench.results import RunDir, Trial, load_trial
-from ampbench.runner import launch_trial
 from tests.conftest import TOY_SUITE
 from tests.test_worker import spec_for
 
@@ -124,10 +124,10 @@ def test_fp16_allreduce_compresses_gradients(dp):
 
 def test_launch_command_wraps_worker():
     cfg = DistributedConfig(nproc_per_node=4, backend="nccl")
-    cmd, env = distributed.launch_command(cfg, [sys.executable, "-m", "ampbench.worker", "s.json"], Path("/x/ranks"))
+    cmd, env = distributed.launch_command(cfg, [sys.executable, "-m", "ampbench.trial.worker", "s.json"], Path("/x/ranks"))
     assert cmd[:3] == [sys.executable, "-m", "paddle.distributed.launch"]
     assert cmd[cmd.index("--nproc_per_node") + 1] == "4" and cmd[cmd.index("--log_dir") + 1] == "/x/ranks"
-    assert cmd[-4:] == [sys.executable, "-m", "ampbench.worker", "s.json"] and "--nnodes" not in cmd
+    assert cmd[-4:] == [sys.executable, "-m", "ampbench.trial.worker", "s.json"] and "--nnodes" not in cmd
     assert env["PADDLE_DISTRI_BACKEND"] == "nccl" and env[distributed.RANK_DIR_ENV] == "/x/ranks"
     multi = DistributedConfig(nproc_per_node=8, nnodes=2, master="10.0.0.1:8090")
     cmd, env = distributed.launch_command(multi, ["w"], Path("r"))

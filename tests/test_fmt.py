@@ -1,4 +1,4 @@
-"""Human number formats and markdown escaping (ampbench.fmt)."""
+"""Human number formats and markdown escaping (ampbench.report.fmt)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from ampbench import fmt
+from ampbench.report import fmt
 
 GIB, MIB = 1024**3, 1024**2
 HOSTILE = "bad | cell <script>alert(1)</script>\nsecond line `tick` **bold** [x](http://e.vil) & &lt; $x$"

@@ -22,7 +22,7 @@ REAL_BUILD = ToyWorkload.build_model
 
 def train(suite: Path, run: RunDir, mode: str, batch: int, accum: int, monkeypatch) -> tuple[dict, object]:
     """One trial in this process; returns the trained weights and the trial."""
-    from ampbench.worker import Events, TrialRunner
+    from ampbench.trial.worker import Events, TrialRunner
 
     built: list = []
 
@@ -76,7 +76,7 @@ def _init_weights(run: RunDir) -> dict:
     """The seed-0 initial weights, built as the worker builds them."""
     import paddle
 
-    from ampbench.worker import seed_everything
+    from ampbench.trial.worker import seed_everything
     from ampbench.workloads.base import WorkloadContext
 
     wl = ToyWorkload(WorkloadContext(params=ToyParams(train_rows=512, eval_rows=128), batch_size=B, steps=1, seed=0,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ampbench.history import HISTORY_SCHEMA, append_history, load_history, summarize_run
+from ampbench.judge.history import HISTORY_SCHEMA, append_history, load_history, summarize_run
 from ampbench.results import ResultsError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gpu_run"

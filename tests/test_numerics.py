@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.numerics import LEVEL_ENV, NumericsHook, parse_dump_line, parse_level, read_dump, summarize
+from ampbench.trial.numerics import (
+    LEVEL_ENV,
+    NumericsHook,
+    parse_dump_line,
+    parse_level,
+    read_dump,
+    summarize,
+)
 
 ERROR_LINE = ("[PRECISION] [ERROR] in [device=cpu, op=exp, tensor=, dtype=fp32], numel=6, num_nan=0, num_inf=1, "
               "num_zero=2, max=inf, min=0.000000e+00, mean=inf")
@@ -99,9 +106,9 @@ def test_check_all_level_dumps_every_op_with_its_step(tmp_path: Path) -> None:
 def test_worker_records_the_planted_nan_source(tmp_path: Path, cache_env: Path) -> None:
     """The real worker, in its own process, with `check_numerics = true` on a model that overflows."""
     from ampbench.config import Suite
+    from ampbench.launch.runner import launch_trial
+    from ampbench.launch.spec import TrialSpec
     from ampbench.results import RunDir
-    from ampbench.runner import launch_trial
-    from ampbench.spec import TrialSpec
 
     suite = Suite.model_validate({
         "suite": {"name": "toy", "workload": "toy", "metric": "accuracy", "seeds": [0]},

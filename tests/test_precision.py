@@ -7,8 +7,13 @@ import paddle
 import pytest
 
 from ampbench.config import ModeConfig
-from ampbench.precision import (Precision, collect_op_dtypes, low_precision_calls, parse_op_stats,
-                                unknown_op_names)
+from ampbench.trial.precision import (
+    Precision,
+    collect_op_dtypes,
+    low_precision_calls,
+    parse_op_stats,
+    unknown_op_names,
+)
 
 
 def test_unknown_op_names_flags_embedding_not_lookup_table():

@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 from ampbench.config import ConfigError
-from ampbench.probe import AttemptFailed, ProbeOptions, load_probe, run_probe, search_max_batch
+from ampbench.launch.probe import AttemptFailed, ProbeOptions, load_probe, run_probe, search_max_batch
 
 
 class Ceiling:
@@ -66,7 +66,7 @@ def test_search_propagates_a_crashed_attempt():
 
 
 def test_cpu_probe_without_a_ceiling_is_a_user_error(tmp_path, monkeypatch):
-    from ampbench import device
+    from ampbench.trackers import device
 
     monkeypatch.setattr(device, "has_gpu_cheap", lambda: False)
     with pytest.raises(ConfigError, match="memory-limit"):

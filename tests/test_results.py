@@ -6,9 +6,17 @@ import json
 
 import pytest
 
-from ampbench.measure import throughput
-from ampbench.results import (ResultsError, RunDir, StepRecord, Trial, atomic_write_json, load_trial,
-                              load_summary, write_summary_csv)
+from ampbench.results import (
+    ResultsError,
+    RunDir,
+    StepRecord,
+    Trial,
+    atomic_write_json,
+    load_summary,
+    load_trial,
+    write_summary_csv,
+)
+from ampbench.trackers.measure import throughput
 
 
 def trial(mode="fp32", seed=0, **kw) -> Trial:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ampbench.config import ConfigError
-from ampbench.data import reviews
-from ampbench.data.reviews import build_dataset, deduplicate, read_labelled_file, split_dataset
+from ampbench.workloads.bert import reviews
+from ampbench.workloads.bert.reviews import build_dataset, deduplicate, read_labelled_file, split_dataset
 
 
 def test_deduplicate_keeps_first_copy_and_drops_conflicting_labels():

@@ -1,4 +1,4 @@
-"""ampbench.stats: bootstrap, rank test, margins and the loss-scale collapse detector,
+"""ampbench.judge.stats: bootstrap, rank test, margins and the loss-scale collapse detector,
 cross-checked against scipy.stats where scipy has the same procedure."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ampbench import stats
+from ampbench.judge import stats
 
 
 def _rates(rng: np.random.Generator, n: int, level: float, sd: float = 0.05) -> np.ndarray:

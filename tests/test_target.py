@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from ampbench.judge.target import first_reach, reached
 from ampbench.results import EvalRecord
-from ampbench.target import first_reach, reached
 
 
 def _evals(*points: tuple[int, float, dict[str, float]]) -> list[EvalRecord]:

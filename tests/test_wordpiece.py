@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.data import wordpiece as wp
+from ampbench.workloads.bert import wordpiece as wp
 
 pytest.importorskip("tokenizers", reason="the bert extra is not installed")
 pytestmark = pytest.mark.bert
@@ -61,7 +61,7 @@ def test_rejects_a_vocab_too_small_for_the_specials():
 
 @pytest.fixture(scope="module")
 def paddle_tokenizer(tmp_path_factory):
-    from ampbench.workloads.bert_source import installed_sources, load_bert_api
+    from ampbench.workloads.bert.source import installed_sources, load_bert_api
 
     if not installed_sources():
         pytest.skip("neither paddleformers nor paddlenlp is installed (the bert extra)")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ampbench.config import load_suite
+from ampbench.launch.runner import TrialSpec, launch_trial
 from ampbench.results import RunDir, Trial, load_trial
-from ampbench.runner import TrialSpec, launch_trial
 
 
 def spec_for(suite_path: Path, run: RunDir, mode: str = "fp32", seed: int = 0, name: str | None = None,
@@ -107,7 +107,7 @@ def test_scaler_records_skipped_steps_and_halving(toy_suite, tmp_path, monkeypat
     import paddle
     import paddle.amp.grad_scaler as gs
 
-    from ampbench.worker import Events, TrialRunner
+    from ampbench.trial.worker import Events, TrialRunner
 
     with paddle.amp.auto_cast(dtype="float16"):
         pass

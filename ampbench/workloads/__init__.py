@@ -11,10 +11,10 @@ from ampbench.workloads.base import Batch, Workload, WorkloadContext, WorkloadPa
 
 # name -> "module:Class"; modules are imported only when the workload is used.
 BUILTIN: dict[str, str] = {
-    "resnet": "ampbench.workloads.resnet:ResNetWorkload",
-    "dbnet": "ampbench.workloads.dbnet:DBNetWorkload",
-    "bert": "ampbench.workloads.bert:BertWorkload",
-    "ctr": "ampbench.workloads.ctr:CTRWorkload",
+    "resnet": "ampbench.workloads.resnet.workload:ResNetWorkload",
+    "dbnet": "ampbench.workloads.dbnet.workload:DBNetWorkload",
+    "bert": "ampbench.workloads.bert.workload:BertWorkload",
+    "ctr": "ampbench.workloads.ctr.workload:CTRWorkload",
     "toy": "ampbench.workloads.toy:ToyWorkload",
 }
 

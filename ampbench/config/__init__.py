@@ -1,0 +1,31 @@
+"""Layer 1, config: suite files -> validated `Suite` models (models in suite.py, reading in loading.py)."""
+
+from ampbench.config.errors import ConfigError
+from ampbench.config.loading import (
+    LoadedSuite,
+    deep_merge,
+    load_suite,
+    parse_override,
+    read_toml,
+    resolve_profile,
+    validate_suite,
+)
+from ampbench.config.suite import (
+    DEFAULT_PROFILE,
+    REFERENCE_MODE,
+    DistributedConfig,
+    ModeConfig,
+    OptimizerConfig,
+    ScalerConfig,
+    Suite,
+    SuiteMeta,
+    TargetConfig,
+    Thresholds,
+    TrainConfig,
+)
+
+__all__ = [
+    "ConfigError", "LoadedSuite", "deep_merge", "load_suite", "parse_override", "read_toml", "resolve_profile",
+    "validate_suite", "DEFAULT_PROFILE", "REFERENCE_MODE", "DistributedConfig", "ModeConfig", "OptimizerConfig",
+    "ScalerConfig", "Suite", "SuiteMeta", "TargetConfig", "Thresholds", "TrainConfig",
+]

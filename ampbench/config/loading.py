@@ -1,0 +1,176 @@
+"""Suite files on disk -> a validated `Suite`: TOML reading, profiles, `--set` overrides.
+
+`[profiles.NAME]` tables are deep-merged over the base before validation, so the effective config
+of a trial is always a complete, checked `Suite`. Every problem is raised as `ConfigError` naming
+the file, the key path and the reason. This module never imports paddle (errors must be instant).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import tomllib
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ampbench.config.errors import ConfigError
+from ampbench.config.suite import DEFAULT_PROFILE, Suite
+
+
+class LoadedSuite(BaseModel):
+    """A suite plus where it came from and which profile made it."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str
+    profile: str
+    profiles_available: list[str]
+    suite: Suite
+    raw: dict[str, Any]
+
+
+_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "profiles"}
+_PROFILE_KEYS = (_TOP_KEYS - {"profiles"}) | {"seeds"}
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key; anything else (lists included) is replaced."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any, file: str) -> None:
+    keys = dotted.split(".")
+    cur = data
+    for k in keys[:-1]:
+        nxt = cur.setdefault(k, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(file, dotted, f"cannot set inside {k!r}, which is not a table")
+        cur = nxt
+    cur[keys[-1]] = value
+
+
+def parse_override(text: str, file: str = "--set") -> tuple[str, Any]:
+    """`train.steps=5` -> ("train.steps", 5); the value is read as TOML, else as a string."""
+    if "=" not in text:
+        raise ConfigError(file, text, "override must look like KEY=VALUE, e.g. train.steps=5")
+    key, val = text.split("=", 1)
+    try:
+        parsed = tomllib.loads(f"v = {val}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = val
+    return key.strip(), parsed
+
+
+def _loc(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
+    """Pydantic location -> 'modes[1].scaler.init_loss_scaling' (mode named where possible)."""
+    parts: list[str] = []
+    for i, p in enumerate(loc):
+        if isinstance(p, int):
+            name = ""
+            if parts and parts[-1] == "modes" and i == 1:
+                modes = raw.get("modes") or []
+                if p < len(modes) and isinstance(modes[p], dict) and "name" in modes[p]:
+                    name = f" ({modes[p]['name']})"
+            parts[-1] = f"{parts[-1]}[{p}]{name}" if parts else f"[{p}]"
+        else:
+            parts.append(str(p))
+    return ".".join(parts)
+
+
+def _reason(err: dict[str, Any]) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; see README 'Suite file reference')"
+    if err["type"] == "missing":
+        return "required key is missing"
+    if "input" in err and err["type"] not in ("model_type",) and not isinstance(err["input"], dict):
+        return f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def validate_suite(data: dict[str, Any], file: str, profile: str) -> Suite:
+    """Validate merged data; the workload table is checked by the workload's own params model."""
+    where = file if profile == DEFAULT_PROFILE else f"{file} (profile {profile})"
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise ConfigError(where, _loc(err["loc"], data), _reason(err) + more) from None
+    from ampbench.workloads import get_workload_class  # no paddle import at module level there
+
+    try:
+        cls = get_workload_class(suite.suite.workload)
+    except KeyError as e:
+        raise ConfigError(where, "suite.workload", str(e.args[0])) from None
+    try:
+        cls.Params.model_validate(suite.workload)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(where, "workload." + _loc(err["loc"], data), _reason(err)) from None
+    return suite
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(p, "", "suite file not found (try `ampbench suites` to list the bundled ones)")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(p, "", f"malformed TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(p, "", f"not UTF-8 text: {e}") from None
+
+
+def resolve_profile(requested: str | None, available: list[str], has_gpu: bool) -> str:
+    """--profile wins; otherwise `cpu` when there is no GPU and the suite has one; else the base."""
+    if requested:
+        return requested
+    if not has_gpu and "cpu" in available:
+        return "cpu"
+    return DEFAULT_PROFILE
+
+
+def load_suite(
+    path: str | Path,
+    profile: str | None = None,
+    has_gpu: bool = False,
+    overrides: list[str] | None = None,
+) -> LoadedSuite:
+    file = str(path)
+    raw = read_toml(path)
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(file, unknown[0], f"unknown top-level table; expected one of {sorted(_TOP_KEYS)}")
+    profiles = raw.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise ConfigError(file, "profiles", "must be a table of [profiles.NAME] tables")
+    available = sorted(profiles)
+    chosen = resolve_profile(profile, available, has_gpu)
+    base = {k: v for k, v in raw.items() if k != "profiles"}
+    if chosen != DEFAULT_PROFILE:
+        if chosen not in profiles:
+            raise ConfigError(
+                file, f"profiles.{chosen}",
+                f"no such profile; available: {', '.join([DEFAULT_PROFILE, *available])}",
+            )
+        prof = dict(profiles[chosen])
+        bad = sorted(set(prof) - _PROFILE_KEYS)
+        if bad:
+            raise ConfigError(file, f"profiles.{chosen}.{bad[0]}", f"unknown key; allowed: {sorted(_PROFILE_KEYS)}")
+        if "seeds" in prof:
+            prof.setdefault("suite", {})
+            prof["suite"] = {**prof["suite"], "seeds": prof.pop("seeds")}
+        base = deep_merge(base, prof)
+    for ov in overrides or []:
+        key, val = parse_override(ov)
+        _set_dotted(base, key, val, file)
+    suite = validate_suite(base, file, chosen)
+    return LoadedSuite(path=file, profile=chosen, profiles_available=available, suite=suite, raw=base)

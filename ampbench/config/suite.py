@@ -1,0 +1,192 @@
+"""The suite models: one workload, its training, the precision modes to compare, the thresholds.
+
+Pydantic models with unknown keys forbidden, so a typo is an error, not a silent default.
+`REFERENCE_MODE` (fp32) is defined here once: every other layer compares against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+REFERENCE_MODE = "fp32"
+DEFAULT_PROFILE = "default"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OptimizerConfig(_Strict):
+    name: Literal["adam", "adamw", "sgd", "momentum"] = "adam"
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    momentum: float = Field(0.9, ge=0)
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_warmup_steps: int = Field(0, ge=0)
+    grad_clip_norm: float | None = Field(None, gt=0)
+
+
+class TargetConfig(_Strict):
+    """Time to target (MLPerf's time-to-train): first eval at which `metric` reaches `value`."""
+
+    metric: str
+    value: float
+
+
+class TrainConfig(_Strict):
+    batch_size: int = Field(32, ge=1)
+    steps: int = Field(100, ge=1)
+    warmup_steps: int = Field(5, ge=0)
+    optimizer: OptimizerConfig = OptimizerConfig()
+    grad_accum: int = Field(1, ge=1)
+    eval_every: int = Field(0, ge=0)
+    target: TargetConfig | None = None
+    timeout_s: float = Field(3600.0, gt=0)
+    amp_stats_steps: int = Field(2, ge=1)
+    log_every: int = Field(1, ge=1)
+    diverge_after: int = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
+
+    @model_validator(mode="after")
+    def _warmup_below_steps(self) -> "TrainConfig":
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below steps ({self.steps})")
+        return self
+
+
+class ScalerConfig(_Strict):
+    """Every documented argument of paddle.amp.GradScaler."""
+
+    enable: bool = True
+    init_loss_scaling: float = Field(65536.0, gt=0)
+    incr_ratio: float = Field(2.0, gt=1)
+    decr_ratio: float = Field(0.5, gt=0, lt=1)
+    incr_every_n_steps: int = Field(2000, ge=1)
+    decr_every_n_nan_or_inf: int = Field(1, ge=1)
+    use_dynamic_loss_scaling: bool = True
+
+
+def _is_paddle_layer_name(name: str) -> bool:
+    """Checked by name pattern here (config must not import paddle); the worker resolves it."""
+    return name.isidentifier() and name[:1].isupper()
+
+
+class ModeConfig(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    level: Literal["O0", "O1", "O2"] | None = None
+    dtype: Literal["float16", "bfloat16"] = "float16"
+    custom_white_list: list[str] = []
+    custom_black_list: list[str] = []
+    use_promote: bool = True
+    master_weight: bool | None = None
+    scaler: ScalerConfig = ScalerConfig()
+    batch_size: int | None = Field(None, ge=1)
+    grad_accum: int | None = Field(None, ge=1)
+    check_numerics: bool = False
+    # O2 only: paddle.nn layer classes decorate() leaves in FP32, e.g. ["Embedding"] keeps tables FP32
+    excluded_layers: list[str] = []
+    fp16_allreduce: bool = False
+
+    @model_validator(mode="after")
+    def _level(self) -> "ModeConfig":
+        if self.level is None:
+            if self.name != REFERENCE_MODE:
+                raise ValueError(f"mode {self.name!r} needs a level (O1 or O2; O0 is FP32)")
+            object.__setattr__(self, "level", "O0")
+        if self.name == REFERENCE_MODE and self.level != "O0":
+            raise ValueError("the 'fp32' mode is the reference and must have level O0")
+        if self.excluded_layers and self.level != "O2":
+            raise ValueError("excluded_layers only applies to level O2 (paddle.amp.decorate)")
+        bad = [n for n in self.excluded_layers if not _is_paddle_layer_name(n)]
+        if bad:
+            raise ValueError(f"excluded_layers: {', '.join(bad)} is not a paddle.nn layer class name "
+                             "(e.g. Embedding, LayerNorm, BatchNorm2D)")
+        return self
+
+    @property
+    def amp(self) -> bool:
+        return self.level != "O0"
+
+
+class Thresholds(_Strict):
+    metric_abs_tol: float = Field(0.01, ge=0)
+    metric_sigma_k: float = Field(2.0, ge=0)
+    min_baseline_metric: float | None = None
+    min_speedup: float = Field(1.0, gt=0)
+    min_memory_reduction: float = Field(0.0, le=1)
+    max_skipped_fraction: float = Field(0.02, ge=0, le=1)
+    loss_scale_floor: float = Field(1.0, ge=0)
+    collapse_halvings: int = Field(8, ge=2)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    bootstrap_resamples: int = Field(2000, ge=100)
+    history_min_change: float = Field(0.05, ge=0)
+    history_alpha: float = Field(0.01, gt=0, lt=0.5)
+
+
+class DistributedConfig(_Strict):
+    nproc_per_node: int = Field(1, ge=1)
+    nnodes: int = Field(1, ge=1)
+    ips: str | None = None
+    master: str | None = None
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+
+
+class SuiteMeta(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    workload: str
+    metric: str
+    metric_goal: Literal["max", "min"] = "max"
+    seeds: list[int] = Field([0], min_length=1)
+    description: str = ""
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be unique, got {v}")
+        return v
+
+
+class Suite(_Strict):
+    """A fully merged, validated suite (one profile applied)."""
+
+    suite: SuiteMeta
+    workload: dict[str, Any] = {}
+    train: TrainConfig = TrainConfig()
+    modes: list[ModeConfig] = Field(min_length=1)
+    thresholds: Thresholds = Thresholds()
+    distributed: DistributedConfig = DistributedConfig()
+
+    @model_validator(mode="after")
+    def _modes(self) -> "Suite":
+        names = [m.name for m in self.modes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate mode names: {', '.join(dup)}")
+        if REFERENCE_MODE not in names:
+            raise ValueError(f"no '{REFERENCE_MODE}' mode to compare against (modes: {', '.join(names)})")
+        return self
+
+    def mode(self, name: str) -> ModeConfig:
+        for m in self.modes:
+            if m.name == name:
+                return m
+        raise KeyError(f"unknown mode {name!r}; suite modes: {', '.join(m.name for m in self.modes)}")
+
+    def batch_size(self, mode: ModeConfig) -> int:
+        return mode.batch_size or self.train.batch_size
+
+    def grad_accum(self, mode: ModeConfig) -> int:
+        return mode.grad_accum or self.train.grad_accum
+
+    def config_hash(self) -> str:
+        """Hash of everything that defines the experiment (not the seeds list, not timeouts)."""
+        data = self.model_dump(mode="json")
+        data["suite"].pop("seeds", None)
+        data["suite"].pop("description", None)
+        data["train"].pop("timeout_s", None)
+        blob = json.dumps(data, sort_keys=True).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]

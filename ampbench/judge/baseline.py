@@ -1,0 +1,226 @@
+"""Baselines for `check --baseline`: a compact file of raw samples, or a previous run folder.
+
+A baseline keeps, per mode and seed, the raw measured step times and samples per step (so every
+statistic is recomputed from raw samples, as pytest-benchmark does), the final metric and the
+peak memory.  `ampbench baseline save RUN_DIR` writes one per device and suite
+(results/baselines/<device-slug>/<suite>.json), which nightly CI commits.  The same compact
+per-trial view (`CompactTrial`) is what the checker uses for the current run, so a baseline file
+and a run folder are judged by identical code.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ampbench.config import REFERENCE_MODE, Suite
+from ampbench.results import (
+    RUN_SCHEMA,
+    Env,
+    ResultsError,
+    RunInfo,
+    Trial,
+    atomic_write_text,
+    load_doc,
+    open_run,
+    read_json,
+)
+
+BASELINE_SCHEMA = "ampbench.baseline/1"
+DEFAULT_BASELINE_DIR = Path("results/baselines")
+
+
+class CompactTrial(BaseModel):
+    """What a verdict needs from one trial; built from a Trial or read from a baseline file."""
+
+    model_config = ConfigDict(extra="allow")
+    mode: str
+    seed: int
+    status: str = "ok"
+    step_time_s: list[float] = []  # measured (non-warm-up) steps only
+    samples: int | list[int] = 0  # per measured step; one int when constant
+    metric: float | None = None
+    peak_bytes: int = 0
+    memory_source: str = "none"
+    amp_active: bool = False
+    batch_size: int = 0
+
+    def rates(self) -> np.ndarray:
+        """Samples per second of each measured step (steps per second if samples are unknown)."""
+        t = np.asarray(self.step_time_s, float)
+        if len(t) == 0:
+            return t
+        s = np.asarray(self.samples, float)
+        if not np.any(s > 0):
+            s = np.ones_like(t)
+        return s / np.where(t > 0, t, np.nan)
+
+
+class Baseline(BaseModel):
+    SCHEMA: ClassVar[str] = BASELINE_SCHEMA
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_: str = Field(BASELINE_SCHEMA, alias="schema")
+    suite: str
+    profile: str = "default"
+    config_hash: str = ""
+    device: str = "unknown"  # slug
+    device_name: str = ""
+    paddle: str = ""
+    metric: str = ""
+    metric_goal: str = "max"
+    created: str = ""
+    source: str = ""  # the run folder it came from
+    modes: dict[str, list[CompactTrial]] = {}
+    path: str = Field("", exclude=True)  # where it was loaded from (not saved)
+
+    def trials(self, mode: str, ok_only: bool = True) -> list[CompactTrial]:
+        return [t for t in self.modes.get(mode, []) if t.status == "ok" or not ok_only]
+
+
+# ---------------------------------------------------------------- trial -> compact view
+
+
+def slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s or "unknown"
+
+
+def device_slug(env: Env) -> str:
+    """Folder name for a device (one definition, shared with nightly.sh): ampbench.trackers.device.device_slug."""
+    from ampbench.trackers.device import device_slug as _slug
+
+    return _slug(env)
+
+
+def peak_memory(trial: Trial) -> tuple[int, str]:
+    """(bytes, source): the CUDA allocator's peak on GPU, the host allocator's on CPU, else peak RSS."""
+    m = trial.memory
+    if m.source in ("cuda", "host") and m.peak_allocated_bytes > 0:
+        return int(m.peak_allocated_bytes), m.source
+    if m.rss_peak_bytes > 0:
+        return int(m.rss_peak_bytes), "rss"
+    return 0, "none"
+
+
+def compact(trial: Trial, metric: str) -> CompactTrial:
+    steps = [s for s in trial.steps if not s.warmup]
+    times = [float(s.time_s) for s in steps]
+    fallback = trial.batch_size * max(1, trial.grad_accum) * max(1, trial.world_size)
+    samples = [int(s.samples or fallback) for s in steps]
+    peak, source = peak_memory(trial)
+    value = trial.metrics.get(metric)
+    return CompactTrial(
+        mode=trial.mode, seed=trial.seed, status=trial.status, step_time_s=times,
+        samples=samples[0] if samples and len(set(samples)) == 1 else samples,
+        metric=None if value is None else float(value), peak_bytes=peak, memory_source=source,
+        amp_active=trial.amp.active, batch_size=trial.batch_size,
+    )
+
+
+def read_run(run_dir: Path) -> tuple[RunInfo, Suite, list[Trial]]:
+    """run.json, the effective suite and every trial file (see `ampbench.results.open_run`)."""
+    run = open_run(run_dir)
+    return run.info, run.suite, run.trials
+
+
+def from_run(run_dir: Path) -> Baseline:
+    """A baseline built in memory from a previous run folder (its trials as they are)."""
+    info, suite, trials = read_run(Path(run_dir))
+    return from_trials(info, suite, trials, source=str(run_dir))
+
+
+def from_trials(info: RunInfo, suite: Suite, trials: list[Trial], source: str = "") -> Baseline:
+    meta = suite.suite
+    env = next((t.env for t in trials if t.status == "ok"), trials[0].env if trials else info.env)
+    modes: dict[str, list[CompactTrial]] = {}
+    for t in trials:
+        modes.setdefault(t.mode, []).append(compact(t, meta.metric))
+    return Baseline(
+        suite=info.suite, profile=info.profile, config_hash=info.config_hash, device=device_slug(env),
+        device_name=env.device_name or env.device, paddle=env.paddle, metric=meta.metric,
+        metric_goal=meta.metric_goal, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        source=source, modes=modes,
+    )
+
+
+# ---------------------------------------------------------------- files
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}") if math.isfinite(x) else x
+
+
+def dumps(b: Baseline) -> str:
+    """Indented JSON with number lists kept on one line (small, diff-able file)."""
+    data = b.model_dump(mode="json", by_alias=True)
+    for trials in data["modes"].values():
+        for t in trials:
+            t["step_time_s"] = [_round(x) for x in t["step_time_s"]]
+    text = json.dumps(data, indent=1)
+    return re.sub(r"\[\s*([-0-9.eE+,\s]*?)\s*\]",
+                  lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",") if v.strip()) + "]", text) + "\n"
+
+
+def save_baseline(run_dir: Path, output: Path | None = None) -> Path:
+    """Write the compact baseline of a run; default results/baselines/<device-slug>/<suite>.json."""
+    b = from_run(Path(run_dir))
+    if not any(b.trials(m) for m in b.modes):
+        raise ResultsError(f"{run_dir}: no trial finished ok; nothing to save as a baseline")
+    if REFERENCE_MODE not in b.modes or not b.trials(REFERENCE_MODE):
+        raise ResultsError(f"{run_dir}: no ok '{REFERENCE_MODE}' trial; a baseline needs the reference mode")
+    path = Path(output) if output else DEFAULT_BASELINE_DIR / b.device / f"{b.suite}.json"
+    atomic_write_text(path, dumps(b))
+    return path
+
+
+def read_baseline_file(path: Path) -> Baseline:
+    return load_doc(path, Baseline, "baseline file")
+
+
+def load_baseline(path: Path, suite: str | None = None, device: str | None = None) -> Baseline:
+    """A baseline file, a previous run folder (or its run.json), or a folder of baseline files.
+
+    In a folder of baselines (e.g. results/baselines) the one for `suite` is picked, preferring
+    `device` (a slug) when several devices have one.
+    """
+    path = Path(path)
+    if path.is_file():
+        data = read_json(path, "baseline file")
+        if isinstance(data, dict) and data.get("schema") == RUN_SCHEMA:
+            return _at(from_run(path.parent), path.parent)
+        return _at(read_baseline_file(path), path)
+    if not path.is_dir():
+        raise ResultsError(f"{path}: baseline not found (give a baseline JSON, a folder of them, or a run folder)")
+    if (path / "run.json").is_file():
+        return _at(from_run(path), path)
+    found: list[tuple[Path, Baseline]] = []
+    for p in sorted(path.rglob("*.json")):
+        data = read_json(p, "baseline file")
+        if isinstance(data, dict) and data.get("schema") == BASELINE_SCHEMA and (suite is None or data.get("suite") == suite):
+            found.append((p, read_baseline_file(p)))
+    if device and len(found) > 1:
+        found = [f for f in found if f[1].device == device] or found
+    if not found:
+        raise ResultsError(f"{path}: no baseline for suite {suite!r} in this folder "
+                           f"(save one with `ampbench baseline save RUN_DIR`)")
+    if len(found) > 1:
+        names = ", ".join(str(p) for p, _ in found)
+        raise ResultsError(f"{path}: several baselines match suite {suite!r} ({names}); pass one file")
+    return _at(found[0][1], found[0][0])
+
+
+def _at(b: Baseline, path: Path) -> Baseline:
+    b.path = str(path)
+    return b
+
+
+def describe(b: Baseline) -> dict[str, Any]:
+    """The identity fields compared before a history check."""
+    return {"suite": b.suite, "config_hash": b.config_hash, "device": b.device, "profile": b.profile}

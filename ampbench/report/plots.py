@@ -1,0 +1,295 @@
+"""The report's figures (matplotlib, Agg, no pyplot state): sized for GitHub's ~880 px column.
+
+Each function draws one figure from trials or summaries, writes one PNG and returns its path,
+or returns None when there is nothing to draw (e.g. no loss scale recorded: FP32, bf16, CPU):
+missing data is left out, never drawn as zero.  Colours are fixed per mode for the whole
+report (fp32 is always dark grey) so a reader can match lines across figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ampbench.judge.history import REFERENCE_MODE, ModeSummary
+from ampbench.report import fmt
+from ampbench.results import Trial
+
+WIDTH_IN, DPI = 8.0, 110  # 880 px
+# Red is kept for flags (skipped steps, flagged runs), so no mode line is red.
+_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22"]
+REF_COLOR = "#404040"
+FLAG_COLOR = "#d62728"
+_SEED_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def mode_colors(modes: Sequence[str]) -> dict[str, str]:
+    others = [m for m in modes if m != REFERENCE_MODE]
+    colors = {m: _PALETTE[i % len(_PALETTE)] for i, m in enumerate(others)}
+    colors[REFERENCE_MODE] = REF_COLOR
+    return colors
+
+
+def _figure(height: float, ncols: int = 1, nrows: int = 1, **kw: Any):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    for ax in axes.flat:
+        ax.grid(True, alpha=0.3, linewidth=0.6)
+        ax.tick_params(labelsize=8.5)
+    return fig, axes
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def _legend_right(ax: Any) -> None:
+    """Legend outside the axes on the right: it can never cover data."""
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+
+
+def _by_mode(trials: list[Trial]) -> dict[str, list[Trial]]:
+    out: dict[str, list[Trial]] = {}
+    for t in trials:
+        out.setdefault(t.mode, []).append(t)
+    return out
+
+
+def _curve(trials: list[Trial]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """steps, mean, min, max of the loss over seeds, on the union of recorded steps (NaN gaps)."""
+    steps = sorted({s.step for t in trials for s in t.steps})
+    idx = {k: i for i, k in enumerate(steps)}
+    grid = np.full((len(trials), len(steps)), np.nan)
+    for r, t in enumerate(trials):
+        for s in t.steps:
+            if s.loss is not None and math.isfinite(s.loss):
+                grid[r, idx[s.step]] = s.loss
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns are gaps
+            return np.array(steps), np.nanmean(grid, 0), np.nanmin(grid, 0), np.nanmax(grid, 0)
+
+
+def loss_curves(trials: list[Trial], path: Path, colors: dict[str, str],
+                warmup_steps: int = 0) -> Path | None:
+    """Training loss per mode: mean over seeds, band = min..max over seeds."""
+    groups = {m: ts for m, ts in _by_mode(trials).items()
+              if any(s.loss is not None and math.isfinite(s.loss) for t in ts for s in t.steps)}
+    if not groups:
+        return None
+    fig, axes = _figure(3.6)
+    ax = axes[0, 0]
+    positive = True
+    dashes = [(5, 2), (2, 1.5), (6, 2, 1.5, 2), (1, 1)]
+    for i, (mode, ts) in enumerate(groups.items()):
+        x, mean, lo, hi = _curve(ts)
+        positive &= bool(np.nanmin(lo) > 0)
+        n = len(ts)
+        # fp32 solid and wide underneath, AMP modes dashed on top: identical curves (AMP inactive)
+        # stay visible instead of hiding each other.
+        style: dict[str, Any] = {"linewidth": 2.6}
+        if mode != REFERENCE_MODE:
+            style = {"linewidth": 1.4, "dashes": dashes[i % len(dashes)]}
+        ax.plot(x, mean, color=colors[mode], label=f"{mode} ({n} seed{'s' if n > 1 else ''})", **style)
+        if n > 1:
+            ax.fill_between(x, lo, hi, color=colors[mode], alpha=0.15, linewidth=0)
+    if warmup_steps:
+        first = min(s.step for ts in groups.values() for t in ts for s in t.steps)
+        ax.axvspan(first - 0.5, warmup_steps + 0.5, color="#999999", alpha=0.12, linewidth=0,
+                   label="warm-up (not timed)")
+    lo_all = np.nanmin([np.nanmin(_curve(ts)[2]) for ts in groups.values()])
+    hi_all = np.nanmax([np.nanmax(_curve(ts)[3]) for ts in groups.values()])
+    if positive and hi_all / max(lo_all, 1e-30) > 30:
+        ax.set_yscale("log")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss")
+    ax.set_title("Training loss (line: mean over seeds, band: min to max)", fontsize=10)
+    _legend_right(ax)
+    return _save(fig, path)
+
+
+def loss_scale(trials: list[Trial], path: Path, colors: dict[str, str]) -> Path | None:
+    """Loss scale per AMP trial on a log2 axis; skipped (found_inf) steps marked with an x."""
+    groups = {m: [t for t in ts if any(s.loss_scale is not None for s in t.steps)]
+              for m, ts in _by_mode(trials).items()}
+    groups = {m: ts for m, ts in groups.items() if ts}
+    if not groups:
+        return None
+    fig, axes = _figure(3.4)
+    ax = axes[0, 0]
+    styles = ["-", "--", ":", "-."]
+    any_skip = False
+    for mode, ts in groups.items():
+        for i, t in enumerate(ts):
+            pts = [(s.step, s.loss_scale) for s in t.steps if s.loss_scale is not None and s.loss_scale > 0]
+            if not pts:
+                continue
+            x, y = zip(*pts)
+            ax.step(x, y, where="post", color=colors[mode], linestyle=styles[i % len(styles)], linewidth=1.2,
+                    label=f"{mode} seed {t.seed}")
+            skip = [(s.step, s.loss_scale) for s in t.steps if s.found_inf and s.loss_scale]
+            if skip:
+                any_skip = True
+                sx, sy = zip(*skip)
+                ax.scatter(sx, sy, marker="x", s=22, color=FLAG_COLOR, linewidths=1.1, zorder=3)
+    ax.set_yscale("log", base=2)
+    if any_skip:
+        ax.scatter([], [], marker="x", color=FLAG_COLOR, label="skipped step (found inf/nan)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss scale (log2 axis)")
+    ax.set_title("Dynamic loss scale; x = step skipped because gradients overflowed", fontsize=10)
+    _legend_right(ax)
+    return _save(fig, path)
+
+
+def throughput_memory(summaries: dict[str, ModeSummary], path: Path, colors: dict[str, str],
+                      confidence: float = 0.95) -> Path | None:
+    """Two horizontal bar charts: median samples/s (with CI) and peak memory per mode."""
+    modes = [m for m, s in summaries.items() if s.samples_per_s or s.peak_bytes]
+    if not modes:
+        return None
+    fig, axes = _figure(0.9 + 0.45 * len(modes), ncols=2)
+    ax_t, ax_m = axes[0, 0], axes[0, 1]
+    ypos = np.arange(len(modes))[::-1]
+    ref = summaries.get(REFERENCE_MODE)
+    unit = next((s.unit for s in summaries.values() if s.unit), "samples")
+    for y, m in zip(ypos, modes):
+        s = summaries[m]
+        if s.samples_per_s:
+            err = None
+            if s.samples_per_s_ci:
+                lo, hi = s.samples_per_s_ci
+                err = [[max(0.0, s.samples_per_s - lo)], [max(0.0, hi - s.samples_per_s)]]
+            ax_t.barh(y, s.samples_per_s, color=colors[m], xerr=err, capsize=3, height=0.6)
+            label = fmt.num(s.samples_per_s) + (f"  ({fmt.ratio(s.speedup)})" if s.speedup else "")
+            end = s.samples_per_s_ci[1] if s.samples_per_s_ci else s.samples_per_s
+            ax_t.annotate(label, (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    mem = [summaries[m].peak_bytes or 0 for m in modes]
+    unit_m, div = fmt.bytes_unit([float(v) for v in mem])
+    for y, m, v in zip(ypos, modes, mem):
+        s = summaries[m]
+        if v:
+            ax_m.barh(y, v / div, color=colors[m], height=0.6)
+            label = fmt.num(v / div) + (f"  ({fmt.pct(-s.memory_reduction, decimals=0)})"
+                                        if s.memory_reduction is not None else "")
+            ax_m.annotate(label, (v / div, y), xytext=(4, 0), textcoords="offset points", va="center",
+                          fontsize=8)
+    sources = sorted({summaries[m].memory_source for m in modes if summaries[m].peak_bytes})
+    for ax in (ax_t, ax_m):
+        ax.set_yticks(ypos, modes)
+        ax.margins(x=0.32)
+        ax.set_xlim(left=0)
+    ax_m.tick_params(labelleft=False)
+    ax_t.set_xlabel(f"{unit}/s (median per step, {confidence:.0%} CI)")
+    ax_m.set_xlabel(f"peak memory ({unit_m}; {', '.join(sources) or 'n/a'})")
+    ax_t.set_title("Throughput" + (" (label: speedup vs fp32)" if ref else ""), fontsize=10)
+    ax_m.set_title("Peak memory" + (" (label: change vs fp32)" if ref else ""), fontsize=10)
+    return _save(fig, path)
+
+
+def metric_per_seed(trials: list[Trial], metric: str, path: Path, colors: dict[str, str],
+                    fraction: bool) -> Path | None:
+    """The primary metric of every ok trial as a point, one column per mode, mean as a bar."""
+    def has_metric(t: Trial) -> bool:
+        return t.status == "ok" and metric in t.metrics and math.isfinite(t.metrics[metric])
+
+    groups = {m: [t for t in ts if has_metric(t)] for m, ts in _by_mode(trials).items()}
+    modes = [m for m, ts in groups.items() if ts]
+    if not modes:
+        return None
+    fig, axes = _figure(3.0)
+    ax = axes[0, 0]
+    k = 100.0 if fraction else 1.0
+    seeds = sorted({t.seed for ts in groups.values() for t in ts})
+    marker = {sd: _SEED_MARKERS[i % len(_SEED_MARKERS)] for i, sd in enumerate(seeds)}
+    for i, m in enumerate(modes):
+        ts = groups[m]
+        vals = np.array([t.metrics[metric] for t in ts]) * k
+        ax.hlines(vals.mean(), i - 0.3, i + 0.3, color=colors[m], linewidth=2.2, alpha=0.45, zorder=2)
+        offs = np.linspace(-0.15, 0.15, len(vals)) if len(vals) > 1 else np.zeros(1)
+        for o, v, t in zip(offs, vals, ts):
+            ax.scatter(i + o, v, color=colors[m], marker=marker[t.seed], s=30, zorder=3,
+                       edgecolors="white", linewidths=0.5)
+    for sd in seeds:
+        ax.scatter([], [], color="#777777", marker=marker[sd], s=30, label=f"seed {sd}")
+    ax.plot([], [], color="#777777", linewidth=2.2, alpha=0.45, label="mean")
+    _legend_right(ax)
+    ax.set_xticks(range(len(modes)), modes)
+    ax.set_xlim(-0.6, len(modes) - 0.4)
+    ax.set_ylabel(f"{metric} (%)" if fraction else metric)
+    ax.set_title(f"Final {metric} per seed (markers) and mean over seeds (bar)", fontsize=10)
+    if len(modes) > 4:
+        for lbl in ax.get_xticklabels():
+            lbl.set_rotation(15)
+            lbl.set_ha("right")
+    return _save(fig, path)
+
+
+def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], metric: str,
+          fraction: bool) -> Path | None:
+    """Throughput, peak memory and metric per mode over runs; runs the checker flagged are circled."""
+    if len(entries) < 2:
+        return None
+    panels = [("samples_per_s", "samples/s (median)"), ("peak_bytes", "peak memory"),
+              ("metric_mean", f"{metric} mean" + (" (%)" if fraction else ""))]
+    fig, axes = _figure(6.4, nrows=3, sharex=True)
+    x = np.arange(len(entries))
+    mem_vals = [float(m.get("peak_bytes") or 0) for e in entries for m in e.get("modes", {}).values()]
+    unit_m, div = fmt.bytes_unit(mem_vals)
+    modes = list(dict.fromkeys(m for e in entries for m in e.get("modes", {})))
+    flagged_any = False
+    for row, (key, label) in enumerate(panels):
+        ax = axes[row, 0]
+        for mode in modes:
+            ys, fl = [], []
+            for e in entries:
+                ms = e.get("modes", {}).get(mode) or {}
+                v = ms.get(key)
+                if v is not None and key == "peak_bytes":
+                    v = v / div
+                if v is not None and key == "metric_mean" and fraction:
+                    v = 100 * v
+                ys.append(np.nan if v is None else float(v))
+                fl.append(ms.get("verdict") in ("FAIL", "ERROR"))
+            ys_a = np.array(ys)
+            if np.all(np.isnan(ys_a)):
+                continue
+            ax.plot(x, ys_a, marker="o", markersize=3.5, color=colors.get(mode, REF_COLOR), linewidth=1.3,
+                    label=mode if row == 0 else None)
+            fx = [xi for xi, f, y in zip(x, fl, ys_a) if f and not np.isnan(y)]
+            if fx:
+                flagged_any = True
+                ax.scatter(fx, [ys_a[i] for i in fx], s=90, facecolors="none", edgecolors=FLAG_COLOR,
+                           linewidths=1.4, zorder=4)
+        ax.set_ylabel(label if key != "peak_bytes" else f"{label} ({unit_m})", fontsize=9)
+    if flagged_any:
+        axes[0, 0].scatter([], [], s=90, facecolors="none", edgecolors=FLAG_COLOR,
+                           label="flagged by\nthe checker\n(FAIL/ERROR)")
+    labels = [run_label(e) for e in entries]
+    ax = axes[-1, 0]
+    ax.set_xticks(x, labels)
+    for lbl in ax.get_xticklabels():
+        lbl.set_rotation(30 if len(entries) > 4 else 0)
+        lbl.set_ha("right" if len(entries) > 4 else "center")
+        lbl.set_fontsize(8)
+    ax.set_xlabel("run (start date)")
+    _legend_right(axes[0, 0])
+    axes[0, 0].set_title("Trend over runs", fontsize=10)
+    return _save(fig, path)
+
+
+def run_label(entry: dict[str, Any]) -> str:
+    started = str(entry.get("started") or "")
+    if not started:
+        return str(entry.get("run_id", ""))[:16]
+    return started[:10] + (" " + started[11:16] if len(started) >= 16 else "")

@@ -1,0 +1,39 @@
+"""Layer: results. The result-file contract (models), the one loader, the run folder, summary.csv.
+
+Stable public paths: `ampbench.results.Trial`, `RunInfo`, `load_doc`, `open_run`, `RunDir`.
+"""
+
+from ampbench.results.files import (
+    ResultsError,
+    atomic_write_json,
+    atomic_write_text,
+    load_doc,
+    read_json,
+    read_text,
+    validate_doc,
+    write_doc,
+)
+from ampbench.results.models import (
+    CHECK_SCHEMA,
+    RUN_SCHEMA,
+    TRIAL_SCHEMA,
+    AmpInfo,
+    Env,
+    EvalRecord,
+    Memory,
+    RunInfo,
+    Status,
+    StepRecord,
+    Throughput,
+    Trial,
+    trial_key,
+)
+from ampbench.results.run_dir import OpenRun, RunDir, check_belongs, load_trial, open_run, suite_of
+from ampbench.results.summary import load_summary, summary_rows, write_summary_csv
+
+__all__ = [
+    "ResultsError", "atomic_write_json", "atomic_write_text", "load_doc", "read_json", "read_text",
+    "validate_doc", "write_doc", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord",
+    "Memory", "RunInfo", "Status", "StepRecord", "Throughput", "Trial", "trial_key", "OpenRun", "RunDir",
+    "check_belongs", "load_trial", "open_run", "suite_of", "load_summary", "summary_rows", "write_summary_csv",
+]

@@ -1,0 +1,109 @@
+"""Reading and writing ampbench's JSON files: one atomic writer, one versioned loader.
+
+Every write is atomic (temp file + rename, created with the process umask) so an interrupted run
+never leaves half a file; every read goes through `load_doc`, which names the file and the key when
+something is wrong, and turns OS and encoding errors into `ResultsError` (the CLI's exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+
+class ResultsError(Exception):
+    """A result file that is missing, unreadable, truncated or not ours; the message names the file."""
+
+
+class Versioned(Protocol):
+    SCHEMA: ClassVar[str]
+
+
+D = TypeVar("D", bound=BaseModel)
+
+
+def _umask() -> int:
+    """The process umask (read without changing it where /proc allows)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder, then rename: readers see the old or the new file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=True) + "\n")
+
+
+def write_doc(path: Path, doc: BaseModel) -> None:
+    """A model as its JSON file (aliases such as `schema` written by name)."""
+    atomic_write_json(path, doc.model_dump(mode="json", by_alias=True))
+
+
+def read_text(path: Path, what: str = "result file") -> str:
+    """A file's text, or ResultsError naming it (missing, a folder, unreadable, not UTF-8)."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(f"{p}: {what} not found") from None
+    except IsADirectoryError:
+        raise ResultsError(f"{p}: {what} expected, found a folder") from None
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{p}: {what} is not UTF-8 text (byte {e.start}); corrupt?") from None
+    except OSError as e:
+        raise ResultsError(f"{p}: cannot read {what}: {e.strerror or e}") from None
+
+
+def read_json(path: Path, what: str = "result file") -> Any:
+    text = read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: {what} is not valid JSON ({e}); truncated or corrupt?") from None
+
+
+def validate_doc(model: type[D], data: Any, path: Path | str) -> D:
+    """Data already read -> the model, checking the schema tag first (versioned files only)."""
+    schema = getattr(model, "SCHEMA", None)
+    if schema is not None and (not isinstance(data, dict) or data.get("schema") != schema):
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ResultsError(f"{path}: not an ampbench file (expected schema {schema!r}, found {got!r})")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ResultsError(f"{path}: {key}: {err['msg']}") from None
+
+
+def load_doc(path: Path | str, model: type[D], what: str | None = None) -> D:
+    """The one reader of every ampbench file: trial, run, check, baseline, probe, diagnosis."""
+    label = what or f"{getattr(model, 'SCHEMA', model.__name__)} file"
+    return validate_doc(model, read_json(Path(path), label), path)

@@ -1,0 +1,173 @@
+"""Trial and run records: the result-file contract (docs/results-format.md, schemas/ in the repo).
+
+Each versioned document carries `SCHEMA` (its `schema` tag); `load_doc` checks it on every read.
+One definition per derived figure: a trial's peak memory and per-step rates live here, so the
+checker, the history and the report cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+TRIAL_SCHEMA = "ampbench.trial/1"
+RUN_SCHEMA = "ampbench.run/1"
+CHECK_SCHEMA = "ampbench.check/1"
+
+Status = Literal["ok", "oom", "diverged", "crashed", "timeout"]
+
+
+class _Open(BaseModel):
+    # Readers tolerate fields added by later versions; writers always fill the known ones.
+    model_config = ConfigDict(extra="allow")
+
+
+class Env(_Open):
+    paddle: str = ""
+    paddle_commit: str = ""
+    cuda: str = ""
+    cudnn: str = ""
+    device: str = ""
+    device_name: str = ""
+    driver: str = ""
+    python: str = ""
+    numpy: str = ""
+    platform: str = ""
+    cpu_count: int = 0
+    git_sha: str = ""
+    ampbench: str = ""
+
+
+class AmpInfo(_Open):
+    requested: bool = False
+    active: bool = False
+    level: str = "O0"
+    dtype: str = "float32"
+    use_promote: bool = True
+    white_list: list[str] = []
+    black_list: list[str] = []
+    default_lists_hash: str = ""
+    unknown_op_names: list[str] = []
+    op_calls: dict[str, dict[str, int]] = {}
+    scaler: dict[str, Any] = {}
+    scaler_enabled: bool = False
+    evidence: str = ""
+    inactive_reason: str = ""
+
+
+class StepRecord(_Open):
+    step: int
+    loss: float | None
+    time_s: float
+    loss_scale: float | None = None
+    found_inf: bool = False
+    samples: int = 0
+    warmup: bool = False  # warm-up steps are recorded but excluded from throughput
+
+
+class Throughput(_Open):
+    samples_per_s: float = 0.0
+    step_time_median_s: float = 0.0
+    step_time_p90_s: float = 0.0
+    measured_steps: int = 0
+    unit: str = "samples"
+    extra_per_s: dict[str, float] = {}
+
+
+class Memory(_Open):
+    source: Literal["cuda", "host", "none"] = "none"
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    rss_peak_bytes: int = 0
+    device_used_bytes: int = 0
+
+
+class EvalRecord(_Open):
+    step: int
+    wall_s: float
+    metrics: dict[str, float]
+
+
+class Trial(_Open):
+    SCHEMA: ClassVar[str] = TRIAL_SCHEMA
+    schema_: str = Field(TRIAL_SCHEMA, alias="schema")
+    suite: str
+    workload: str
+    mode: str
+    seed: int
+    profile: str = "default"
+    status: Status
+    error: str | None = None
+    config: dict[str, Any] = {}
+    config_hash: str = ""
+    env: Env = Env()
+    amp: AmpInfo = AmpInfo()
+    steps: list[StepRecord] = []
+    throughput: Throughput = Throughput()
+    memory: Memory = Memory()
+    metrics: dict[str, float] = {}
+    evals: list[EvalRecord] = []
+    time_to_target: dict[str, Any] | None = None
+    skipped_steps: int = 0
+    nonfinite_losses: int = 0
+    wall_s: float = 0.0
+    batch_size: int = 0
+    grad_accum: int = 1
+    world_size: int = 1
+    numerics: dict[str, Any] | None = None
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @property
+    def key(self) -> str:
+        return trial_key(self.mode, self.seed)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    def peak_memory(self) -> tuple[int, str]:
+        """(bytes, source) a mode is judged on: the allocator's peak (CUDA or host), else peak RSS."""
+        m = self.memory
+        if m.source in ("cuda", "host") and m.peak_allocated_bytes > 0:
+            return int(m.peak_allocated_bytes), m.source
+        if m.rss_peak_bytes > 0:
+            return int(m.rss_peak_bytes), "rss"
+        return 0, "none"
+
+    def measured_steps(self) -> list[StepRecord]:
+        return [s for s in self.steps if not s.warmup]
+
+    def step_samples(self) -> list[int]:
+        """Samples of each measured step; a step that did not record them counts the global batch."""
+        fallback = self.batch_size * max(1, self.grad_accum) * max(1, self.world_size)
+        return [int(s.samples or fallback) for s in self.measured_steps()]
+
+    def step_rates(self) -> np.ndarray:
+        """Samples per second of each measured step (warm-up and zero-time steps excluded)."""
+        rates = [n / s.time_s for s, n in zip(self.measured_steps(), self.step_samples())
+                 if s.time_s and s.time_s > 0 and n]
+        return np.asarray(rates, dtype=float)
+
+
+def trial_key(mode: str, seed: int) -> str:
+    return f"{mode}__seed{seed}"
+
+
+class RunInfo(_Open):
+    SCHEMA: ClassVar[str] = RUN_SCHEMA
+    schema_: str = Field(RUN_SCHEMA, alias="schema")
+    suite: str
+    suite_file: str
+    profile: str
+    run_id: str
+    config_hash: str
+    plan: list[dict[str, Any]]
+    config: dict[str, Any]
+    env: Env = Env()
+    started: str = ""
+    finished: str | None = None
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+

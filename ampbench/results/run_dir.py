@@ -1,0 +1,129 @@
+"""A run folder (run.json, trials/, logs/, summary.csv, check.json, report.md, plots/) and `open_run`.
+
+`open_run` is the one way every later stage (check, report, baseline, history, diagnose, resume)
+reads a finished run: run.json validated, its suite re-validated once into a `Suite`, and every
+trial file checked to belong to this run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ampbench.config.suite import Suite
+from ampbench.results.files import ResultsError, load_doc, write_doc
+from ampbench.results.models import RunInfo, Trial, trial_key
+
+
+def load_trial(path: Path) -> Trial:
+    return load_doc(path, Trial, "trial file")
+
+
+class RunDir:
+    """Paths inside a run folder, and the raw reads and writes of its files."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @property
+    def trials_dir(self) -> Path:
+        return self.path / "trials"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / "logs"
+
+    def trial_path(self, mode: str, seed: int) -> Path:
+        return self.trials_dir / f"{trial_key(mode, seed)}.json"
+
+    def log_path(self, mode: str, seed: int) -> Path:
+        return self.logs_dir / f"{trial_key(mode, seed)}.log"
+
+    def write_run(self, info: RunInfo) -> None:
+        write_doc(self.path / "run.json", info)
+
+    def load_run(self) -> RunInfo:
+        if not self.path.is_dir():
+            raise ResultsError(f"{self.path}: run folder not found")
+        return load_doc(self.path / "run.json", RunInfo, "run file")
+
+    def write_trial(self, trial: Trial) -> Path:
+        p = self.trial_path(trial.mode, trial.seed)
+        write_doc(p, trial)
+        return p
+
+    def trial_files(self) -> list[Path]:
+        return sorted(self.trials_dir.glob("*.json")) if self.trials_dir.is_dir() else []
+
+    def load_trials(self) -> list[Trial]:
+        """All trial files, sorted by (mode order in the plan, seed); any bad file raises."""
+        trials = [load_trial(p) for p in self.trial_files()]
+        try:
+            order = {m: i for i, m in enumerate(dict.fromkeys(str(p.get("mode")) for p in self.load_run().plan))}
+        except ResultsError:
+            order = {}
+        return sorted(trials, key=lambda t: (order.get(t.mode, 999), t.mode, t.seed))
+
+    def finished_keys(self, config_hash: str | None = None) -> set[str]:
+        """Trials that need no re-run on --resume: readable, status ok, and (if given) the same config."""
+        done = set()
+        for p in self.trial_files():
+            try:
+                t = load_trial(p)
+            except ResultsError:
+                continue
+            if t.status == "ok" and p.stem == t.key and (not config_hash or t.config_hash == config_hash):
+                done.add(t.key)
+        return done
+
+
+def suite_of(info: RunInfo, where: Path | str) -> Suite:
+    """The run's effective suite, validated once from run.json's `config`."""
+    try:
+        return Suite.model_validate(info.config)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ResultsError(f"{where}: config.{key}: {err['msg']} (run.json written by another version?)") from None
+
+
+def check_belongs(path: Path, trial: Trial, info: RunInfo) -> None:
+    """Refuse a trial file copied in from another suite, renamed, or of another configuration."""
+    if trial.suite != info.suite:
+        raise ResultsError(f"{path}: a trial of suite {trial.suite!r} in a {info.suite!r} run folder; move it out")
+    if path.stem != trial.key:
+        raise ResultsError(f"{path}: holds trial {trial.key!r} but is named {path.stem!r}; rename or remove it")
+    if trial.config_hash and info.config_hash and trial.config_hash != info.config_hash:
+        raise ResultsError(f"{path}: config hash {trial.config_hash} differs from the run's {info.config_hash}: "
+                           "a trial from another configuration; move it out or re-run it")
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """A validated run folder: its record, its suite, and its trials in plan order."""
+
+    dir: RunDir
+    info: RunInfo
+    suite: Suite
+    trials: list[Trial]
+
+    @property
+    def path(self) -> Path:
+        return self.dir.path
+
+
+def open_run(path: str | Path) -> OpenRun:
+    """run.json, the effective suite and every trial file, refusing files that belong elsewhere."""
+    rd = RunDir(path)
+    info = rd.load_run()
+    suite = suite_of(info, rd.path / "run.json")
+    trials = []
+    for p in rd.trial_files():
+        t = load_trial(p)
+        check_belongs(p, t, info)
+        trials.append(t)
+    order = {m.name: i for i, m in enumerate(suite.modes)}
+    trials.sort(key=lambda t: (order.get(t.mode, 999), t.mode, t.seed))
+    return OpenRun(dir=rd, info=info, suite=suite, trials=trials)

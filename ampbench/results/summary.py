@@ -1,0 +1,56 @@
+"""summary.csv: one flat row per trial, for spreadsheets and pandas."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from ampbench.results.files import atomic_write_text
+from ampbench.results.models import Trial
+from ampbench.results.run_dir import RunDir
+
+
+def summary_rows(trials: list[Trial]) -> list[dict[str, Any]]:
+    """One flat row per trial (the summary.csv columns)."""
+    rows = []
+    for t in trials:
+        row: dict[str, Any] = {
+            "suite": t.suite, "mode": t.mode, "seed": t.seed, "profile": t.profile, "status": t.status,
+            "batch_size": t.batch_size, "samples_per_s": t.throughput.samples_per_s,
+            "step_time_median_s": t.throughput.step_time_median_s,
+            "step_time_p90_s": t.throughput.step_time_p90_s,
+            "measured_steps": t.throughput.measured_steps,
+            "memory_source": t.memory.source, "peak_allocated_bytes": t.memory.peak_allocated_bytes,
+            "peak_reserved_bytes": t.memory.peak_reserved_bytes, "rss_peak_bytes": t.memory.rss_peak_bytes,
+            "amp_requested": t.amp.requested, "amp_active": t.amp.active, "amp_level": t.amp.level,
+            "amp_dtype": t.amp.dtype, "skipped_steps": t.skipped_steps, "nonfinite_losses": t.nonfinite_losses,
+            "final_loss": next((s.loss for s in reversed(t.steps) if s.loss is not None), None),
+            "wall_s": t.wall_s, "error": (t.error or "").strip().splitlines()[-1][:200] if t.error else "",
+        }
+        for k, v in t.metrics.items():
+            row[f"metric_{k}"] = v
+        rows.append(row)
+    return rows
+
+
+def write_summary_csv(run: RunDir, trials: list[Trial]) -> Path:
+    rows = summary_rows(trials)
+    cols: list[str] = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+    p = run.path / "summary.csv"
+    atomic_write_text(p, buf.getvalue())
+    return p
+
+
+def load_summary(run_path: str | Path):  # -> pandas.DataFrame
+    """summary.csv as a DataFrame (pandas imported lazily: the CLI must start fast)."""
+    import pandas as pd
+
+    return pd.read_csv(Path(run_path) / "summary.csv")

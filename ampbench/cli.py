@@ -22,9 +22,6 @@ app.add_typer(baseline_app, name="baseline")
 err = Console(stderr=True)
 out = Console()
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
-
-
 def _fail(msg: str, code: int = 2) -> None:
     err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -32,7 +29,7 @@ def _fail(msg: str, code: int = 2) -> None:
 
 @app.command()
 def run(
-    suite_file: Path = typer.Argument(..., help="Suite TOML, e.g. suites/resnet.toml"),
+    suite_file: Path = typer.Argument(..., help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr)"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     modes: Optional[list[str]] = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
@@ -164,15 +161,30 @@ def baseline_save(
 
 
 @app.command()
-def suites() -> None:
-    """List the bundled suite files and their profiles."""
+def suites(
+    copy: Optional[str] = typer.Option(None, "--copy", help="Write an editable copy of bundled suite NAME"),
+    dest: Path = typer.Option(Path("."), "--to", help="Folder for --copy"),
+) -> None:
+    """List the bundled suites (run one by name: `ampbench run resnet`), or copy one to edit."""
     from ampbench.config import read_toml
+    from ampbench.config.bundled import bundled_suites
 
-    for p in sorted(SUITES_DIR.glob("*.toml")):
+    table = bundled_suites()
+    if copy is not None:
+        if copy not in table:
+            _fail(f"--copy: no bundled suite {copy!r}; bundled: {', '.join(sorted(table))}")
+        target = dest / f"{copy}.toml"
+        if target.exists():
+            _fail(f"{target}: already exists; remove it or choose another --to folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(table[copy].read_text(encoding="utf-8"), encoding="utf-8")
+        out.print(f"wrote {target}: edit it, then `ampbench run {target}`", markup=False)
+        return
+    for name, p in table.items():
         raw = read_toml(p)
         meta = raw.get("suite", {})
         profs = ", ".join(["default", *sorted(raw.get("profiles", {}))])
-        out.print(f"{p.relative_to(SUITES_DIR.parent)}  workload={meta.get('workload')}  profiles: {profs}")
+        out.print(f"{name:8} workload={meta.get('workload')}  profiles: {profs}  ({p})", markup=False)
 
 
 @app.command()

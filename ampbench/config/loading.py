@@ -14,6 +14,7 @@ from typing import Any
 import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ampbench.config.bundled import resolve_suite
 from ampbench.config.errors import ConfigError
 from ampbench.config.suite import DEFAULT_PROFILE, Suite
 
@@ -144,6 +145,7 @@ def load_suite(
     has_gpu: bool = False,
     overrides: list[str] | None = None,
 ) -> LoadedSuite:
+    path = resolve_suite(path)
     file = str(path)
     raw = read_toml(path)
     unknown = sorted(set(raw) - _TOP_KEYS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Generic, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,11 +58,16 @@ def shuffled_indices(n: int, batch_size: int, seed: int) -> Iterator[Any]:
             yield order[i: i + batch_size]
 
 
-class Workload(ABC):
-    """Subclass, set `name` and `Params`, register in workloads/__init__.py or via entry point."""
+P = TypeVar("P", bound=WorkloadParams)
+
+
+class Workload(ABC, Generic[P]):
+    """Subclass as `Workload[MyParams]`, set `name` and `Params`, register in workloads/__init__.py
+    or via an entry point. Generic over its params, so `self.params` has the workload's own type."""
 
     name: ClassVar[str]
     Params: ClassVar[type[WorkloadParams]] = WorkloadParams
+    params: P
     # name -> "max" or "min": which direction is better for each metric evaluate() returns.
     metric_goals: ClassVar[dict[str, str]] = {}
     # True when train_batches already yields only this rank's share (ctx.rank / ctx.world_size);
@@ -71,7 +76,7 @@ class Workload(ABC):
 
     def __init__(self, ctx: WorkloadContext):
         self.ctx = ctx
-        self.params = ctx.params
+        self.params = ctx.params  # type: ignore[assignment]  # validated as cls.Params by the config layer
 
     def prepare(self) -> None:
         """Build or load cached data (not timed). Called once before build_model."""

@@ -28,13 +28,13 @@ class ToyParams(WorkloadParams):
     nan_above: float | None = Field(None, gt=0)
 
 
-class ToyWorkload(Workload):
+class ToyWorkload(Workload[ToyParams]):
     name = "toy"
     Params = ToyParams
     metric_goals = {"accuracy": "max", "eval_loss": "min"}
 
     def prepare(self) -> None:
-        p: ToyParams = self.params  # type: ignore[assignment]
+        p = self.params
         rng = np.random.RandomState(1234)  # the dataset is fixed; seeds change init and order only
         w = rng.randn(p.features, p.classes).astype("float32")
         x = rng.randn(p.train_rows + p.eval_rows, p.features).astype("float32")
@@ -45,7 +45,7 @@ class ToyWorkload(Workload):
     def build_model(self) -> Any:
         import paddle.nn as nn
 
-        p: ToyParams = self.params  # type: ignore[assignment]
+        p = self.params
         planted = [_nan_above_layer(p.nan_above)] if p.nan_above else []
         return nn.Sequential(nn.Linear(p.features, p.hidden), nn.ReLU(), *planted, nn.Linear(p.hidden, p.classes))
 
@@ -60,7 +60,7 @@ class ToyWorkload(Workload):
         x, y = batch.inputs
         logits = model(paddle.to_tensor(x))
         loss = F.cross_entropy(logits.astype("float32"), paddle.to_tensor(y))
-        f = self.params.loss_factor  # type: ignore[attr-defined]
+        f = self.params.loss_factor
         return loss * f if f != 1.0 else loss
 
     def evaluate(self, model: Any) -> dict[str, float]:

@@ -106,7 +106,7 @@ def _atomic_savez(path: Path, **arrays: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-class BertWorkload(Workload):
+class BertWorkload(Workload[BertParams]):
     name = "bert"
     Params = BertParams
     metric_goals: ClassVar[dict[str, str]] = {"accuracy": "max", "macro_f1": "max", "eval_loss": "min"}
@@ -116,7 +116,7 @@ class BertWorkload(Workload):
         from ampbench.workloads.bert import reviews, wordpiece
         from ampbench.workloads.bert.source import load_bert_api
 
-        p: BertParams = self.params  # type: ignore[assignment]
+        p = self.params
         self.api = load_bert_api(p.source)
         data = reviews.load_reviews(p.dataset.kind, p.dataset.path)
         split = reviews.split_dataset(data, p.dataset.held_out_fraction, p.dataset.split_seed)
@@ -140,7 +140,7 @@ class BertWorkload(Workload):
         self.y_train, self.y_eval = train.labels, held.labels
 
     def _vocab(self, cache: Path, wordpiece: Any) -> Path:
-        p: BertParams = self.params  # type: ignore[assignment]
+        p = self.params
         if p.pretrained_dir:
             d = Path(p.pretrained_dir).expanduser()
             vocab = d / "vocab.txt"
@@ -154,7 +154,7 @@ class BertWorkload(Workload):
         return wordpiece.cached_vocab(self.train_set.texts, cache, p.vocab_size, p.lowercase, p.min_frequency)
 
     def _encoded(self, cache: Path, ds: Any, part: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        p: BertParams = self.params  # type: ignore[assignment]
+        p = self.params
         key = hashlib.sha256(
             f"enc/2|{self.vocab_hash}|{p.lowercase}|{p.max_seq_len}|{self.api.source}|{self.api.version}|"
             f"{ds.fingerprint()}".encode()
@@ -168,7 +168,7 @@ class BertWorkload(Workload):
         return ids, lengths, full
 
     def describe(self) -> dict[str, Any]:
-        p: BertParams = self.params  # type: ignore[assignment]
+        p = self.params
         return {
             "dataset": self.data.name,
             "dataset_fingerprint": self.data.fingerprint(),
@@ -189,7 +189,7 @@ class BertWorkload(Workload):
 
     # ------------------------------------------------------------------ model
     def build_model(self) -> Any:
-        p: BertParams = self.params  # type: ignore[assignment]
+        p = self.params
         n_classes = len(self.data.label_names)
         if p.pretrained_dir:
             return self.api.model_cls.from_pretrained(str(Path(p.pretrained_dir).expanduser()), num_labels=n_classes)
@@ -220,7 +220,7 @@ class BertWorkload(Workload):
         return ids, mask
 
     def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:
-        p: BertParams = self.params  # type: ignore[assignment]
+        p = self.params
         rng = np.random.RandomState(seed)
         n = len(self.y_train)
         if batch_size > n:
@@ -255,7 +255,7 @@ class BertWorkload(Workload):
         import paddle
         import paddle.nn.functional as F
 
-        p: BertParams = self.params  # type: ignore[assignment]
+        p = self.params
         was_training = model.training
         model.eval()
         order = np.argsort(self.len_eval, kind="stable")

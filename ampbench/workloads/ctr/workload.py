@@ -152,20 +152,20 @@ def build_network(p: CTRParams, vocab_sizes: list[int], dense_fields: int) -> An
     return CTRNet()
 
 
-class CTRWorkload(Workload):
+class CTRWorkload(Workload[CTRParams]):
     name = "ctr"
     Params = CTRParams
     metric_goals = {"auc": "max", "logloss": "min", "oracle_auc": "max", "auc_vs_oracle": "max"}
 
     def prepare(self) -> None:
-        p: CTRParams = self.params  # type: ignore[assignment]
+        p = self.params
         self.source = build_source(p.dataset_spec())
         self.offsets = np.concatenate([[0], np.cumsum(self.source.vocab_sizes)[:-1]]).astype(np.int64)
         self.eval_data: CTRArrays = self.source.eval_arrays()
         self.oracle = self.source.oracle_auc() if hasattr(self.source, "oracle_auc") else None
 
     def build_model(self) -> Any:
-        return build_network(self.params, self.source.vocab_sizes, self.source.dense_fields)  # type: ignore[arg-type]
+        return build_network(self.params, self.source.vocab_sizes, self.source.dense_fields)
 
     def _global_ids(self, sparse: np.ndarray) -> np.ndarray:
         return sparse + self.offsets
@@ -176,7 +176,7 @@ class CTRWorkload(Workload):
                 arr = CTRArrays(arr.dense, self._global_ids(arr.sparse), arr.label)
                 yield Batch(inputs=arr, samples=len(arr))
 
-        return prefetched(batches(), self.params.prefetch)  # type: ignore[attr-defined]
+        return prefetched(batches(), self.params.prefetch)
 
     def loss(self, model: Any, batch: Batch) -> Any:
         import paddle
@@ -190,7 +190,7 @@ class CTRWorkload(Workload):
         import paddle
 
         out = []
-        bs = self.params.eval_batch_size  # type: ignore[attr-defined]
+        bs = self.params.eval_batch_size
         ids = self._global_ids(arr.sparse)
         with paddle.no_grad():
             for i in range(0, len(arr), bs):
@@ -210,7 +210,7 @@ class CTRWorkload(Workload):
         return out
 
     def describe(self) -> dict[str, Any]:
-        p: CTRParams = self.params  # type: ignore[assignment]
+        p = self.params
         total = int(sum(self.source.vocab_sizes))
         return {
             "model": p.model, "embedding_dim": p.embedding_dim, "mlp": p.mlp, "sparse_grads": p.sparse,

@@ -352,7 +352,7 @@ def db_loss(pred: Any, shrink_map: Any, shrink_mask: Any, threshold_map: Any, th
 # ------------------------------------------------------------------ the workload
 
 
-class DBNetWorkload(Workload):
+class DBNetWorkload(Workload[DBNetParams]):
     name = "dbnet"
     Params = DBNetParams
     shards_by_rank = True
@@ -365,7 +365,7 @@ class DBNetWorkload(Workload):
         """Train and eval records (LabeledImage) plus a description of their source for cache keys."""
         from ampbench.workloads.dbnet.data import SceneTextSpec, ensure_dataset, read_label_file
 
-        p: DBNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         d = p.dataset
         if isinstance(d, SyntheticData):
             common = dict(image_size=p.image_size, lines=d.lines, text_height=d.text_height,
@@ -387,7 +387,7 @@ class DBNetWorkload(Workload):
     def prepare(self) -> None:
         from ampbench.workloads.dbnet.data import load_image
 
-        p: DBNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         train, evals, source = self._records()
         key = {"source": source, "n": len(train), "paddleocr": _paddleocr_version(), "v": LABEL_CACHE_VERSION,
                **p.model_dump(include={"image_size", "shrink_ratio", "thresh_min", "thresh_max", "min_text_size"})}
@@ -404,7 +404,7 @@ class DBNetWorkload(Workload):
         self.eval_gts, self.eval_ignores = gts, ignores
 
     def build_model(self) -> Any:
-        return build_dbnet(self.params)  # type: ignore[arg-type]
+        return build_dbnet(self.params)
 
     def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:
         """Shuffled epochs from RandomState(seed); this rank's share when data-parallel."""
@@ -425,7 +425,7 @@ class DBNetWorkload(Workload):
     def loss(self, model: Any, batch: Batch) -> Any:
         import paddle
 
-        p: DBNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         x = batch.inputs
         pred = model(paddle.to_tensor(x["image"]))
         with paddle.amp.auto_cast(enable=False):
@@ -441,7 +441,7 @@ class DBNetWorkload(Workload):
         """Quadrilaterals for each image via PaddleOCR's DBPostProcess on the probability map."""
         import paddle
 
-        p: DBNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         post = ppocr_ops()["DBPostProcess"](thresh=p.det_thresh, box_thresh=p.box_thresh,
                                             unclip_ratio=p.unclip_ratio)
         out: list[np.ndarray] = []
@@ -462,7 +462,7 @@ class DBNetWorkload(Workload):
         return {"hmean": s["hmean"], "precision": s["precision"], "recall": s["recall"]}
 
     def describe(self) -> dict[str, Any]:
-        p: DBNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         info: dict[str, Any] = {"backbone": p.backbone, "image_size": p.image_size, "dataset": p.dataset.kind}
         if hasattr(self, "train_arrays"):
             sm = self.train_arrays["shrink_map"]

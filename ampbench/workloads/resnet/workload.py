@@ -31,7 +31,7 @@ class ResNetParams(WorkloadParams):
     eval_batch_size: int = Field(250, ge=1)
 
 
-class ResNetWorkload(Workload):
+class ResNetWorkload(Workload[ResNetParams]):
     name = "resnet"
     Params = ResNetParams
     metric_goals = {"top1": "max", "eval_loss": "min"}
@@ -39,7 +39,7 @@ class ResNetWorkload(Workload):
     def prepare(self) -> None:
         from ampbench.workloads.resnet import images
 
-        p: ResNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         ds = p.dataset
         if ds.kind == "mnist-5k":
             data = images.mnist_5k()
@@ -65,7 +65,7 @@ class ResNetWorkload(Workload):
     def build_model(self) -> Any:
         from paddle.vision import models
 
-        p: ResNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         ctor = getattr(models, p.model)
         if p.model.startswith("mobilenet"):
             return ctor(pretrained=False, num_classes=self.num_classes, scale=1.0)
@@ -95,7 +95,7 @@ class ResNetWorkload(Workload):
         import paddle
         import paddle.nn.functional as F
 
-        p: ResNetParams = self.params  # type: ignore[assignment]
+        p = self.params
         correct, loss_sum = 0, 0.0
         with paddle.no_grad():
             for i in range(0, len(self.x_eval), p.eval_batch_size):

@@ -121,7 +121,7 @@ def diagnose(
     seed: Optional[int] = typer.Option(None, "--seed"),
 ) -> None:
     """Re-run a short FP32/AMP pair with Paddle's numerics tools and name the ops that diverge."""
-    from ampbench.diagnose.core import run_diagnose
+    from ampbench.diagnose.rerun import run_diagnose
 
     try:
         code = run_diagnose(run_dir, mode=mode, steps=steps, seed=seed, console=out)

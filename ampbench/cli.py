@@ -188,6 +188,21 @@ def suites(
 
 
 @app.command()
+def schema(
+    name: Optional[str] = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe or diagnosis"),
+    write: Optional[Path] = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
+) -> None:
+    """Print the JSON Schema of a file ampbench writes or reads (no NAME: list them)."""
+    from ampbench.results.schemas import schema_command
+
+    try:
+        text = schema_command(name, write)
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    typer.echo(text)
+
+
+@app.command()
 def env() -> None:
     """Print the environment fingerprint and whether AMP can be active on this device."""
     from ampbench.trackers import device

@@ -18,7 +18,7 @@ PROMISED = {
 def public_api_imports() -> dict[str, set[str]]:
     """module -> names, from the python block under the README's `## Public API` heading."""
     section = README.read_text(encoding="utf-8").split("## Public API", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```python\n(.*?)```", section, re.S)
+    block = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert block, "README: no python block under ## Public API"
     out: dict[str, set[str]] = {}
     for node in ast.parse(block.group(1)).body:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 

@@ -107,7 +107,7 @@ def test_data_table_allowlist_holds_only_data() -> None:
 
 def _resolve_relative(m: Module, node: ast.ImportFrom) -> str:
     base = m.name.split(".")
-    if not m.path.name == "__init__.py":
+    if m.path.name != "__init__.py":
         base = base[:-1]  # a module's relative imports start from its package
     base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
     return ".".join(base + ([node.module] if node.module else []))

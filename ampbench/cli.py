@@ -121,7 +121,7 @@ def diagnose(
     seed: Optional[int] = typer.Option(None, "--seed"),
 ) -> None:
     """Re-run a short FP32/AMP pair with Paddle's numerics tools and name the ops that diverge."""
-    from ampbench.diagnose.core import run_diagnose
+    from ampbench.diagnose.rerun import run_diagnose
 
     try:
         code = run_diagnose(run_dir, mode=mode, steps=steps, seed=seed, console=out)
@@ -185,6 +185,21 @@ def suites(
         meta = raw.get("suite", {})
         profs = ", ".join(["default", *sorted(raw.get("profiles", {}))])
         out.print(f"{name:8} workload={meta.get('workload')}  profiles: {profs}  ({p})", markup=False)
+
+
+@app.command()
+def schema(
+    name: Optional[str] = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe or diagnosis"),
+    write: Optional[Path] = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
+) -> None:
+    """Print the JSON Schema of a file ampbench writes or reads (no NAME: list them)."""
+    from ampbench.results.schemas import schema_command
+
+    try:
+        text = schema_command(name, write)
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    typer.echo(text)
 
 
 @app.command()

@@ -10,7 +10,7 @@ import tomllib
 
 from ampbench.config import ModeConfig
 from ampbench.diagnose.advice import advice_for, diagnosis_advice, toml_value
-from ampbench.diagnose.core import DiagnosisFile, Finding, ModeDiagnosis
+from ampbench.diagnose.models import DiagnosisFile, Finding, ModeDiagnosis
 from ampbench.judge.verdict import RuleResult
 
 O2 = ModeConfig(name="amp-o2-fp16", level="O2", dtype="float16", custom_black_list=["lookup_table_v2"],

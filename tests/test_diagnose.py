@@ -9,17 +9,9 @@ from pathlib import Path
 import pytest
 
 from ampbench.config import ConfigError, ModeConfig, Suite
-from ampbench.diagnose.core import (
-    DiagnosisFile,
-    Finding,
-    Tolerances,
-    black_list_candidates,
-    classify,
-    compare_dumps,
-    condense,
-    load_diagnosis,
-    run_diagnose,
-)
+from ampbench.diagnose.compare import black_list_candidates, classify, compare_dumps, condense
+from ampbench.diagnose.models import DiagnosisFile, Finding, Tolerances, load_diagnosis
+from ampbench.diagnose.rerun import run_diagnose
 from ampbench.trial.numerics import OpStat
 from tests.factories import make_run
 

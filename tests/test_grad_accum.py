@@ -1,8 +1,8 @@
 """Gradient accumulation in the worker's train loop (in-process, toy MLP: no batch-dependent layers).
 
 With AMP inactive, k micro-batches of b must give the weights of one batch of k*b (the toy's
-data stream yields the same samples: k*b divides the epoch).  With a live GradScaler (DESIGN.md's
-test-only CPU trick) the scaler must act once per optimizer step, not once per micro-batch.
+data stream yields the same samples: k*b divides the epoch).  With a live GradScaler (the
+test-only CPU trick of the `live_scaler` fixture below) the scaler must act once per optimizer step, not once per micro-batch.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def train(suite: Path, run: RunDir, mode: str, batch: int, accum: int, monkeypat
 
 @pytest.fixture
 def live_scaler(monkeypatch):
-    """Let Paddle's GradScaler arithmetic run on CPU (tests only; see DESIGN.md)."""
+    """Let Paddle's GradScaler arithmetic run on CPU (tests only): it disables itself off GPU only when
+    `in_dynamic_mode()` is true at construction, so that check is patched."""
     import paddle
     import paddle.amp.grad_scaler as gs
 

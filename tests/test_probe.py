@@ -113,11 +113,12 @@ def test_real_probe_in_subprocesses(tmp_path):
     assert code == 0
     (folder,) = (tmp_path / "runs" / "probe-toy").iterdir()
     doc = load_probe(folder)
-    e = doc["modes"]["fp32"]
-    assert (e["max_batch"], e["capped"]) == (4, True)
-    assert [a["batch_size"] for a in e["attempts"]] == [2, 4]
-    assert all(a["status"] == "ok" and a["peak_bytes"] > 0 for a in e["attempts"])
-    assert (folder / e["attempts"][0]["trial"]).is_file()
+    assert doc is not None and doc.finished and doc.ceiling == "memory_limit"
+    e = doc.modes["fp32"]
+    assert (e.max_batch, e.capped) == (4, True)
+    assert [a.batch_size for a in e.attempts] == [2, 4]
+    assert all(a.status == "ok" and a.peak_bytes and a.peak_bytes > 0 for a in e.attempts)
+    assert (folder / e.attempts[0].trial).is_file()
 
     code = run_probe(ProbeOptions(suite_file=suite, modes=["amp-o1-fp16"], max_batch=4, memory_limit="64MiB",
                                   steps=2, out_dir=tmp_path / "runs2"), console)
@@ -127,3 +128,25 @@ def test_real_probe_in_subprocesses(tmp_path):
     assert e["max_batch"] == 0 and [a["status"] for a in e["attempts"]] == ["oom", "oom"]
     assert e["amp_requested"] and e["amp_active"] is False
     assert Path(folder / "run.json").is_file()
+
+
+def test_probe_file_round_trips_and_refuses_other_files(tmp_path):
+    from ampbench.launch.max_batch import ProbeAttempt, ProbeFile, ProbeMode
+    from ampbench.results import ResultsError, write_doc
+
+    assert load_probe(tmp_path) is None  # no probe.json: nothing to report
+    doc = ProbeFile(suite="toy", suite_file="toy.toml", profile="cpu", run_id="r-probe", device="cpu",
+                    ceiling="memory_limit", memory_limit_bytes=2**30, steps=2, max_batch_limit=8, seed=0,
+                    modes={"fp32": ProbeMode(configured_batch=2, max_batch=4, capped=True, attempts=[
+                        ProbeAttempt(batch_size=2, fits=True, status="ok", peak_bytes=100)])})
+    write_doc(tmp_path / "probe.json", doc)
+    raw = json.loads((tmp_path / "probe.json").read_text())
+    assert raw["schema"] == "ampbench.probe/1" and raw["modes"]["fp32"]["attempts"][0]["peak_bytes"] == 100
+    back = load_probe(tmp_path)
+    assert back == doc
+    (tmp_path / "probe.json").write_text(json.dumps({**raw, "schema": "ampbench.trial/1"}))
+    with pytest.raises(ResultsError, match="probe.json.*expected schema 'ampbench.probe/1'"):
+        load_probe(tmp_path)
+    (tmp_path / "probe.json").write_text(json.dumps({**raw, "steps": "two"}))
+    with pytest.raises(ResultsError, match="probe.json: steps:"):
+        load_probe(tmp_path)

@@ -102,8 +102,9 @@ def test_memory_ceiling_marks_oom(toy_suite, tmp_path):
 
 
 def test_scaler_records_skipped_steps_and_halving(toy_suite, tmp_path, monkeypatch):
-    """DESIGN.md's test-only trick: let Paddle's scaler arithmetic run on CPU, then overflow every
-    step (loss x 1e38): each step is skipped and the scale halves, as it would on a GPU."""
+    """Test-only trick: GradScaler turns itself off on CPU only when `in_dynamic_mode()` is true at
+    construction, so patching that check keeps its unscale/found_inf/update arithmetic running here.
+    Then overflow every step (loss x 1e38): each step is skipped and the scale halves, as on a GPU."""
     import paddle
     import paddle.amp.grad_scaler as gs
 

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from ampbench.config import ModeConfig, ScalerConfig
+from ampbench.diagnose.models import ModeDiagnosis, mode_diagnosis
 from ampbench.judge.verdict import RuleResult
 
 FP16_SAFE_SCALE = 32768.0
@@ -54,18 +55,8 @@ def scaler_line(mode: ModeConfig, **changes: Any) -> str:
     return toml_line("scaler", data)
 
 
-def _diag(diagnosis: Any, mode: ModeConfig) -> Any:
-    """Accept a ModeDiagnosis, a DiagnosisFile (pick this mode), or their JSON dicts."""
-    if diagnosis is None:
-        return None
-    from ampbench.diagnose.core import DiagnosisFile, ModeDiagnosis
-
-    if isinstance(diagnosis, dict):
-        diagnosis = DiagnosisFile.model_validate(diagnosis) if "modes" in diagnosis else \
-            ModeDiagnosis.model_validate(diagnosis)
-    if isinstance(diagnosis, DiagnosisFile):
-        return diagnosis.modes.get(mode.name)
-    return diagnosis
+def _diag(diagnosis: Any, mode: ModeConfig) -> ModeDiagnosis | None:
+    return mode_diagnosis(diagnosis, mode.name)
 
 
 # ---------------------------------------------------------------- building blocks

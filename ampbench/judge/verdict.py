@@ -14,7 +14,7 @@ from ampbench.results import CHECK_SCHEMA, ResultsError, load_doc, write_doc
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]
 
-# Exit codes (DESIGN.md contract).
+# Exit codes (contract: check.json `exit_code`, docs/results-format.md).
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 

@@ -4,12 +4,17 @@ Stable public paths: `ampbench.results.Trial`, `RunInfo`, `load_doc`, `open_run`
 """
 
 from ampbench.results.files import (
+    LOG_TAIL_MARKER,
     ResultsError,
     atomic_write_json,
     atomic_write_text,
+    last_line,
     load_doc,
+    new_run_id,
     read_json,
     read_text,
+    tail_lines,
+    utc_now,
     validate_doc,
     write_doc,
 )
@@ -36,4 +41,5 @@ __all__ = [
     "validate_doc", "write_doc", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord",
     "Memory", "RunInfo", "Status", "StepRecord", "Throughput", "Trial", "trial_key", "OpenRun", "RunDir",
     "check_belongs", "load_trial", "open_run", "suite_of", "load_summary", "summary_rows", "write_summary_csv",
+    "LOG_TAIL_MARKER", "last_line", "new_run_id", "tail_lines", "utc_now",
 ]

@@ -7,6 +7,7 @@ something is wrong, and turns OS and encoding errors into `ResultsError` (the CL
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import tempfile
@@ -107,3 +108,36 @@ def load_doc(path: Path | str, model: type[D], what: str | None = None) -> D:
     """The one reader of every ampbench file: trial, run, check, baseline, probe, diagnosis."""
     label = what or f"{getattr(model, 'SCHEMA', model.__name__)} file"
     return validate_doc(model, read_json(Path(path), label), path)
+
+
+# ---------------------------------------------------------------- small shared text helpers
+# One definition each (issue #12 found them duplicated across runner, probe, check, distributed, diagnose).
+
+LOG_TAIL_MARKER = "--- last log lines ---"  # older trial files carry the log tail inside `error` after this
+
+
+def utc_now() -> str:
+    """The timestamp every result file records (`started`, `finished`, `created`): UTC, ISO 8601, seconds."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(tag: str = "") -> str:
+    """A run folder name: local start time + pid (two runs started in the same second differ), + `-tag`."""
+    rid = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 10000:04d}"
+    return f"{rid}-{tag}" if tag else rid
+
+
+def last_line(text: str | None, limit: int = 160) -> str:
+    """The line of an error that says what went wrong: the exception line of a traceback, or the runner's
+    own sentence for a killed trial (a log tail appended after LOG_TAIL_MARKER is ignored); "" if none."""
+    head = (text or "").split(LOG_TAIL_MARKER)[0]
+    lines = [ln.strip() for ln in head.strip().splitlines() if ln.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
+def tail_lines(path: Path, lines: int = 30) -> str:
+    """The last `lines` lines of a log file; "" when it is missing or unreadable (a log is evidence, not input)."""
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ampbench.results.files import atomic_write_text
+from ampbench.results.files import atomic_write_text, last_line
 from ampbench.results.models import Trial
 from ampbench.results.run_dir import RunDir
 
@@ -27,7 +27,7 @@ def summary_rows(trials: list[Trial]) -> list[dict[str, Any]]:
             "amp_requested": t.amp.requested, "amp_active": t.amp.active, "amp_level": t.amp.level,
             "amp_dtype": t.amp.dtype, "skipped_steps": t.skipped_steps, "nonfinite_losses": t.nonfinite_losses,
             "final_loss": next((s.loss for s in reversed(t.steps) if s.loss is not None), None),
-            "wall_s": t.wall_s, "error": (t.error or "").strip().splitlines()[-1][:200] if t.error else "",
+            "wall_s": t.wall_s, "error": last_line(t.error, 200),
         }
         for k, v in t.metrics.items():
             row[f"metric_{k}"] = v

@@ -1,0 +1,144 @@
+"""The max-batch search (pure) and probe.json (**contract**, docs/results-format.md).
+
+Kept apart from the `ampbench probe` verb, which starts trial processes through the runner, so that
+the report and the schema export can read probe.json without importing the runner (and the runner's
+own imports of the report cannot close a cycle through here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ampbench.results import Memory, load_doc
+
+PROBE_SCHEMA = "ampbench.probe/1"
+FITS_STATUSES = ("ok", "diverged")  # diverging in a few steps still means the batch fitted in memory
+
+
+# ------------------------------------------------------------------ the search
+
+
+@dataclass
+class Attempt:
+    batch_size: int
+    fits: bool
+    peak_bytes: int | None
+
+
+@dataclass
+class SearchResult:
+    max_batch: int        # largest batch that fitted; 0 when even batch 1 did not
+    capped: bool          # every tried size fitted up to the --max-batch limit (the true limit may be higher)
+    attempts: list[Attempt]
+
+    @property
+    def peak_at_max(self) -> int | None:
+        return next((a.peak_bytes for a in self.attempts if a.batch_size == self.max_batch and a.fits), None)
+
+
+class AttemptFailed(Exception):
+    """An attempt ended neither fitting nor out of memory (crash, timeout): the search stops."""
+
+
+def search_max_batch(attempt: Callable[[int], tuple[bool, int | None]], start: int = 1,
+                     max_batch: int = 256) -> SearchResult:
+    """Doubling from `start` until a failure or `max_batch`, then binary search; assumes that
+    memory grows with batch size.  No size is tried twice.  `attempt` may raise AttemptFailed."""
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+    attempts: list[Attempt] = []
+
+    def tried(b: int) -> bool:
+        fits, peak = attempt(b)
+        attempts.append(Attempt(b, bool(fits), peak))
+        return bool(fits)
+
+    lo, hi = 0, None  # largest known fit, smallest known failure
+    b = max(1, min(start, max_batch))
+    while True:
+        if not tried(b):
+            hi = b
+            break
+        lo = b
+        if b >= max_batch:
+            break
+        b = min(2 * b, max_batch)
+    while hi is not None and hi - lo > 1:
+        mid = (lo + hi) // 2
+        if tried(mid):
+            lo = mid
+        else:
+            hi = mid
+    return SearchResult(max_batch=lo, capped=hi is None, attempts=attempts)
+
+
+# ------------------------------------------------------------------ probe.json
+
+
+class _Open(BaseModel):
+    # Readers tolerate fields added by later versions (the results-format versioning policy).
+    model_config = ConfigDict(extra="allow")
+
+
+class ProbeAttempt(_Open):
+    """One training trial at one batch size."""
+
+    batch_size: int
+    fits: bool                      # status ok or diverged: the batch fitted in memory
+    status: str                     # the trial's status (ok, oom, diverged, crashed, timeout)
+    peak_bytes: int | None = None   # the figure the ceiling applies to: device memory on GPU, peak RSS on CPU
+    memory: Memory = Memory()
+    amp_active: bool = False
+    steps_done: int = 0
+    wall_s: float = 0.0             # seconds, process start to trial file
+    trial: str = ""                 # the attempt's trial file, relative to the probe folder
+    error: str | None = None        # the line that says why, when it did not fit
+
+
+class ProbeMode(_Open):
+    """The search for one precision mode."""
+
+    configured_batch: int
+    max_batch: int | None = None    # 0: even batch 1 ran out of memory; null: the search stopped on an error
+    capped: bool = False            # every size up to --max-batch fitted (the real limit may be higher)
+    peak_bytes_at_max: int | None = None
+    status: Literal["ok", "error"] = "ok"
+    error: str | None = None
+    amp_requested: bool = False
+    amp_active: bool | None = None
+    attempts: list[ProbeAttempt] = []
+
+
+class ProbeFile(_Open):
+    """probe.json: the largest batch each mode trains without running out of memory."""
+
+    SCHEMA: ClassVar[str] = PROBE_SCHEMA
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_: str = Field(PROBE_SCHEMA, alias="schema")
+    suite: str
+    suite_file: str
+    profile: str
+    run_id: str
+    device: Literal["cpu", "gpu"]
+    ceiling: Literal["memory_limit", "device"]
+    memory_limit_bytes: int | None = None
+    steps: int                      # training steps per attempt
+    max_batch_limit: int            # --max-batch
+    seed: int
+    config_hash: str = ""
+    started: str = ""               # UTC, ISO 8601
+    finished: str | None = None     # null while probing (the file is rewritten after every mode)
+    modes: dict[str, ProbeMode] = {}
+
+
+def load_probe(run_dir: str | Path) -> ProbeFile | None:
+    """probe.json of a run folder, or None when it has none (for the report)."""
+    p = Path(run_dir) / "probe.json"
+    if not p.is_file():
+        return None
+    return load_doc(p, ProbeFile, "probe file")

@@ -45,12 +45,20 @@ def run(
     opts = RunOptions(
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
+        reporter=_report_run,
     )
     try:
         code = execute(opts, console=out)
     except (ConfigError, ResultsError) as e:
         _fail(str(e))
     raise typer.Exit(code)
+
+
+def _report_run(run_dir: Path) -> Path:
+    """report.md of one finished run (handed to the runner: launch/ does not import report/)."""
+    from ampbench.report.markdown import write_report
+
+    return write_report([run_dir])
 
 
 @app.command()
@@ -86,6 +94,22 @@ def report(
     except (ConfigError, ResultsError) as e:
         _fail(str(e))
     out.print(f"report: {path}")
+
+
+@app.command()
+def publish(
+    history: Path = typer.Argument(..., help="History folder of <suite>.jsonl (nightly's results/history)"),
+    output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
+    repo_url: Optional[str] = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
+) -> None:
+    """Write a static HTML dashboard of the history: one page per suite, regressions with their commit range."""
+    from ampbench.report.publish import publish as publish_site
+
+    try:
+        index = publish_site(history, output, repo_url=repo_url)
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    out.print(f"dashboard: {index}", markup=False)
 
 
 @app.command()

@@ -21,7 +21,7 @@ from ampbench.judge.history import NOT_CHECKED, REFERENCE_MODE, load_history
 from ampbench.report import fmt
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
-from ampbench.results import ResultsError, atomic_write_text
+from ampbench.results import ResultsError, RunDir, atomic_write_text
 
 BAD = ("FAIL", "ERROR")
 CSS = BASE_CSS + ".bad{color:#d62728;font-weight:bold}.ok{color:#2da44e}td.num{text-align:right}"
@@ -85,9 +85,26 @@ def commit_range(entries: list[dict[str, Any]], r: Regression, repo_url: str | N
     return text
 
 
+def archived_path(history: Path, suite: str, run_id: str) -> Path:
+    return Path(history) / "reports" / slug(suite) / f"{slug(run_id)}.html"
+
+
+def archive_report(run_dir: Path, history: Path) -> Path:
+    """The run's self-contained report.html, copied beside the history so the dashboard can link it
+    after the run folder is gone (nightly.sh commits it with the history)."""
+    from ampbench.report.markdown import write_report
+
+    src = write_report([Path(run_dir)], fmt="html")
+    info = RunDir(run_dir).load_run()
+    dst = archived_path(history, info.suite, info.run_id)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return dst
+
+
 def find_report(entry: dict[str, Any], history: Path) -> Path | None:
     """The run's report.html: archived beside the history, in its run folder, or made from it."""
-    archived = history / "reports" / slug(entry["suite"]) / f"{slug(entry['run_id'])}.html"
+    archived = archived_path(history, entry["suite"], entry["run_id"])
     if archived.is_file():
         return archived
     run_dir = Path(entry.get("run_dir") or "")

@@ -123,29 +123,46 @@ def test_workflow_actionlint():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def _steps(wf: dict) -> list[dict]:
+    return [s for job in wf["jobs"].values() for s in job.get("steps", [])]
+
+
 def test_workflow_shape():
     wf = load_workflow()
     on = wf.get("on", wf.get(True))                      # YAML 1.1 reads a bare `on` as true
     assert "schedule" in on and "workflow_dispatch" in on
-    job = wf["jobs"]["nightly"]
-    assert {"self-hosted", "gpu"} <= set(job["runs-on"])
-    steps = job["steps"]
-    uses = [s.get("uses", "") for s in steps]
+    jobs = wf["jobs"]
+    # fan-out: one GPU job per suite from the plan job's list, then one combine job over all of them
+    suite = jobs["suite"]
+    assert {"self-hosted", "gpu"} <= set(suite["runs-on"])
+    assert suite["strategy"]["matrix"]["suite"] == "${{ fromJSON(needs.plan.outputs.suites) }}"
+    assert suite["strategy"]["fail-fast"] is False and suite["needs"] == "plan"
+    assert suite["env"]["PADDLE_GPU_INDEX"] == "${{ vars.PADDLE_GPU_INDEX }}"
+    combine = jobs["combine"]
+    assert combine["needs"] == "suite" and combine["if"].startswith("always()")
+    assert combine["permissions"]["contents"] == "write"          # pushes the history branch
+    runs = "\n".join(s.get("run", "") for s in _steps(wf))
+    assert "--runs-only" in runs and "--combine collected" in runs and "--history-branch ampbench-history --push" in runs
+    uses = [s.get("uses", "") for s in _steps(wf)]
     assert any(u.startswith("actions/upload-artifact@") for u in uses)
-    cached = [s["with"]["path"] for s in steps if s.get("uses", "").startswith("actions/cache@")]
-    assert "~/.cache/ampbench" in cached
-    assert any(s.get("with", {}).get("cache") == "pip" for s in steps)
-    runs = "\n".join(s.get("run", "") for s in steps)
+    assert any(u.startswith("actions/download-artifact@") for u in uses)
+    assert any(u.startswith("actions/deploy-pages@") for u in uses)
+    cached = [s["with"]["path"] for s in _steps(wf) if s.get("uses", "").startswith("actions/cache@")]
+    assert cached == ["~/.cache/ampbench"]                         # data only: the history is never a cache
+    assert any(s.get("with", {}).get("cache") == "pip" for s in _steps(wf))
     assert "AMPBENCH_PADDLE=gpu bash scripts/setup.sh" in runs and "GITHUB_STEP_SUMMARY" in runs
     assert "${{ inputs" not in runs                      # inputs reach scripts through env, never inline
-    assert job["env"]["PADDLE_GPU_INDEX"] == "${{ vars.PADDLE_GPU_INDEX }}"
+    # the artifact the GPU jobs upload is the one the combine job downloads
+    up = next(s for s in suite["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))["with"]["name"]
+    down = next(s for s in combine["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert up.replace("${{ strategy.job-index }}", "*") == down["with"]["pattern"]
 
 
 def test_workflow_calls_only_commands_that_exist():
     from ampbench.cli import app
 
     wf = load_workflow()
-    runs = "\n".join(s.get("run", "") for s in wf["jobs"]["nightly"]["steps"])
+    runs = "\n".join(s.get("run", "") for s in _steps(wf))
     scripts = set(re.findall(r"\bbash (scripts/[\w./-]+)", runs))
     assert scripts == {"scripts/setup.sh", "scripts/nightly.sh"}
     assert all((ROOT / s).is_file() for s in scripts)
@@ -154,10 +171,11 @@ def test_workflow_calls_only_commands_that_exist():
     assert verbs and verbs <= known, verbs - known
     # every option the workflow hands nightly.sh is one nightly.sh parses
     nightly_opts = set(re.findall(r"^\s+(--[\w-]+)\)", NIGHTLY.read_text(), re.MULTILINE))
-    used = set(re.findall(r"(--[\w-]+)", " ".join(re.findall(r"args\+?=\(([^)]*)\)", runs))))
+    calls = re.findall(r"args\+?=\(([^)]*)\)", runs) + re.findall(r"bash scripts/nightly\.sh ([^\n]*)", runs)
+    used = set(re.findall(r"(--[\w-]+)", " ".join(calls)))
     assert used and used <= nightly_opts, used - nightly_opts
     # and every env knob it sets is one nightly.sh or setup.sh reads
-    knobs = {k for s in wf["jobs"]["nightly"]["steps"] for k in s.get("env", {}) if k.startswith("NIGHTLY_")}
+    knobs = {k for s in [*_steps(wf), *wf["jobs"].values()] for k in s.get("env", {}) if k.startswith("NIGHTLY_")}
     assert knobs and all(k in NIGHTLY.read_text() for k in knobs)
 
 

@@ -113,6 +113,25 @@ def publish(
 
 
 @app.command()
+def summary(
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders to compare (the first is the reference)"),
+    fmt: str = typer.Option("md", "--format", help="md, csv or parquet"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="File to write (default: print md/csv)"),
+) -> None:
+    """Compare runs per mode as one table (a pandas DataFrame): samples/s, memory, metric, change vs the first run."""
+    from ampbench.report.compare import write_summary
+
+    try:
+        result = write_summary(run_dirs, fmt, output)
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    if isinstance(result, Path):
+        out.print(f"summary: {result}", markup=False)
+    else:
+        sys.stdout.write(result)
+
+
+@app.command()
 def probe(
     suite_file: Path = typer.Argument(...),
     profile: Optional[str] = typer.Option(None, "--profile", "-p"),

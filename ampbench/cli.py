@@ -55,10 +55,11 @@ def run(
 
 
 def _report_run(run_dir: Path) -> Path:
-    """report.md of one finished run (handed to the runner: launch/ does not import report/)."""
+    """report.md + self-contained report.html of one finished run (handed to the runner: launch/ does
+    not import report/)."""
     from ampbench.report.markdown import write_report
 
-    return write_report([run_dir])
+    return write_report([run_dir], also_html=True)
 
 
 @app.command()

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from ampbench.config.bundled import bundled_suites
 from ampbench.config.loading import load_suite, read_toml

@@ -317,6 +317,11 @@ def test_html_format(tmp_path):
     assert "<script" not in html and "&lt;script&gt;" in html
     with pytest.raises(ResultsError, match="unknown report format"):
         write_report([run], fmt="pdf")
+    # what `ampbench run` writes: report.md and, from the same plots, the self-contained page
+    (run / "report.html").unlink()
+    md = write_report([run], also_html=True)
+    page = (run / "report.html").read_text()
+    assert md.name == "report.md" and page.count('<img src="data:image/png;base64,') == html.count("<img ")
 
 
 def test_missing_run_folder_is_a_results_error(tmp_path):

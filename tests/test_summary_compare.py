@@ -68,7 +68,7 @@ def test_bad_input_exit_2(two_runs, tmp_path):
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "summary", str(a), "--format", "xlsx"],
                        capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 2 and "unknown" in r.stderr
-    p = sorted((a / "trials").glob("*.json"))[0]
+    p = min((a / "trials").glob("*.json"))
     t = json.loads(p.read_text())
     t["suite"] = "other"
     p.write_text(json.dumps(t))

@@ -46,8 +46,8 @@ def plots_section(v: RunView, ctx: Ctx, level: int) -> str:
         (f"{s.metric} per seed",
          P.metric_per_seed(v.trials, s.metric, ctx.plot_path(v, "metric"), colors, v.fraction, _margin(v),
                            s.metric_goal, off),
-         f"Final {md_text(s.metric)} of every finished trial (points) and the mean per mode (bar); the "
-         "shaded band ends at the parity limit: an AMP mean beyond the dashed line fails accuracy-parity."),
+         (f"Final {md_text(s.metric)} of every finished trial (points) and the mean per mode (bar); the "
+          "shaded band ends at the parity limit: an AMP mean beyond the dashed line fails accuracy-parity.")),
     ]
     out = [h(level, "Plots")]
     if off:

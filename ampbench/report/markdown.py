@@ -27,12 +27,13 @@ FORMATS = ("md", "html")
 
 
 def write_report(run_dirs: list[Path], output: Path | None = None, history: Path | None = None,
-                 fmt: str = "md") -> Path:
+                 fmt: str = "md", also_html: bool = False) -> Path:
     """Write the report; returns its path.  (`fmt` is the format name, as the CLI passes it.)
 
     One run: RUN/report.md with plots in RUN/plots/.  Several runs or `history`: one report with a
     section per run plus a trend per suite; default file: the last run's folder, comparison.md.
-    html: the same content as one page with every plot embedded.
+    html: the same content as one page with every plot embedded; `also_html` writes that page beside
+    the markdown from the same plots (what `ampbench run` does).
     """
     if fmt not in FORMATS:
         raise ResultsError(f"--format {fmt}: unknown report format; use one of {', '.join(FORMATS)}")
@@ -52,6 +53,8 @@ def write_report(run_dirs: list[Path], output: Path | None = None, history: Path
         atomic_write_text(output, to_html(md, title=title(views), base=output.parent))
     else:
         atomic_write_text(output, md)
+        if also_html:
+            atomic_write_text(output.with_suffix(".html"), to_html(md, title=title(views), base=output.parent))
     return output
 
 

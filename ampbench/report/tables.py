@@ -12,6 +12,7 @@ from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
 from ampbench.report.view import Ctx, RunView, h
 
+
 def _amp_cell(m: ModeSummary) -> str:
     if not m.amp_requested:
         return "no (reference)" if m.mode == REFERENCE_MODE else "no"

@@ -16,6 +16,7 @@ from ampbench.report import plots as P
 from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
 from ampbench.report.view import Ctx, RunView
 
+
 def overview(views: list[RunView], ctx: Ctx) -> str:
     rows = []
     for v in views:

@@ -16,6 +16,7 @@ from ampbench.report.fmt import md_code, md_link, md_text
 from ampbench.report.tables import value
 from ampbench.report.view import Ctx, RunView, h
 
+
 def _trial_links(v: RunView, ctx: Ctx, refs: list[str]) -> str:
     links = []
     for ref in refs:

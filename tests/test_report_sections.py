@@ -154,3 +154,17 @@ def test_math_text_in_user_names_is_drawn_literally(tmp_path):
 
 def test_fixture_has_no_side_files():
     assert not (FIXTURE / "probe.json").exists() and not (FIXTURE / "diagnosis.json").exists()
+
+
+def test_partly_inactive_run_names_the_modes_on_every_plot(tmp_path, spy_figures):
+    run = copy_run(tmp_path)
+
+    def one_off(t):
+        if t["mode"] == "amp-o1-fp16":
+            t["amp"]["active"] = False
+    edit_trials(run, one_off)
+    md = write_report([run]).read_text()
+    assert spy_figures
+    for name, fig in spy_figures.items():
+        assert fig._suptitle.get_text() == "AMP inactive for amp-o1-fp16: those modes ran in FP32", name
+    assert "Every plot is stamped *AMP inactive for amp-o1-fp16" in md

@@ -31,7 +31,7 @@ def _margin(v: RunView) -> Any:
 def plots_section(v: RunView, ctx: Ctx, level: int) -> str:
     s = v.summary
     colors = P.mode_colors(list(s.modes))
-    off = P.INACTIVE_NOTE if v.amp_inactive else None
+    off = v.plot_stamp(P.INACTIVE_NOTE)
     loss_alt = "Training loss, mean over seeds with min-max band"
     scale_alt = "Loss scale over steps with skipped steps"
     figs: list[tuple[str, Path | None, str]] = [
@@ -51,7 +51,7 @@ def plots_section(v: RunView, ctx: Ctx, level: int) -> str:
     ]
     out = [h(level, "Plots")]
     if off:
-        out.append("Every plot is stamped *AMP inactive*: the AMP modes ran in FP32 on this device.")
+        out.append(f"Every plot is stamped *{md_text(off)}*.")
     missing = []
     for alt, path, caption in figs:
         if path is None:

@@ -44,6 +44,13 @@ class RunView:
         amp = [m for m in self.summary.modes.values() if m.amp_requested and m.ok]
         return bool(amp) and not any(m.amp_active for m in amp)
 
+    def plot_stamp(self, all_inactive: str) -> str | None:
+        """The text stamped on every plot: all AMP modes inactive, or which ones ran in FP32."""
+        if self.amp_inactive:
+            return all_inactive
+        off = [m.mode for m in self.summary.modes.values() if m.amp_requested and m.ok and not m.amp_active]
+        return f"AMP inactive for {', '.join(off)}: those modes ran in FP32" if off else None
+
 
 def load_view(path: Path, side_files: bool = True) -> RunView:
     from ampbench.diagnose.core import load_diagnosis

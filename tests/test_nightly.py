@@ -123,29 +123,46 @@ def test_workflow_actionlint():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def _steps(wf: dict) -> list[dict]:
+    return [s for job in wf["jobs"].values() for s in job.get("steps", [])]
+
+
 def test_workflow_shape():
     wf = load_workflow()
     on = wf.get("on", wf.get(True))                      # YAML 1.1 reads a bare `on` as true
     assert "schedule" in on and "workflow_dispatch" in on
-    job = wf["jobs"]["nightly"]
-    assert {"self-hosted", "gpu"} <= set(job["runs-on"])
-    steps = job["steps"]
-    uses = [s.get("uses", "") for s in steps]
+    jobs = wf["jobs"]
+    # fan-out: one GPU job per suite from the plan job's list, then one combine job over all of them
+    suite = jobs["suite"]
+    assert {"self-hosted", "gpu"} <= set(suite["runs-on"])
+    assert suite["strategy"]["matrix"]["suite"] == "${{ fromJSON(needs.plan.outputs.suites) }}"
+    assert suite["strategy"]["fail-fast"] is False and suite["needs"] == "plan"
+    assert suite["env"]["PADDLE_GPU_INDEX"] == "${{ vars.PADDLE_GPU_INDEX }}"
+    combine = jobs["combine"]
+    assert combine["needs"] == "suite" and combine["if"].startswith("always()")
+    assert combine["permissions"]["contents"] == "write"          # pushes the history branch
+    runs = "\n".join(s.get("run", "") for s in _steps(wf))
+    assert "--runs-only" in runs and "--combine collected" in runs and "--history-branch ampbench-history --push" in runs
+    uses = [s.get("uses", "") for s in _steps(wf)]
     assert any(u.startswith("actions/upload-artifact@") for u in uses)
-    cached = [s["with"]["path"] for s in steps if s.get("uses", "").startswith("actions/cache@")]
-    assert "~/.cache/ampbench" in cached
-    assert any(s.get("with", {}).get("cache") == "pip" for s in steps)
-    runs = "\n".join(s.get("run", "") for s in steps)
+    assert any(u.startswith("actions/download-artifact@") for u in uses)
+    assert any(u.startswith("actions/deploy-pages@") for u in uses)
+    cached = [s["with"]["path"] for s in _steps(wf) if s.get("uses", "").startswith("actions/cache@")]
+    assert cached == ["~/.cache/ampbench"]                         # data only: the history is never a cache
+    assert any(s.get("with", {}).get("cache") == "pip" for s in _steps(wf))
     assert "AMPBENCH_PADDLE=gpu bash scripts/setup.sh" in runs and "GITHUB_STEP_SUMMARY" in runs
     assert "${{ inputs" not in runs                      # inputs reach scripts through env, never inline
-    assert job["env"]["PADDLE_GPU_INDEX"] == "${{ vars.PADDLE_GPU_INDEX }}"
+    # the artifact the GPU jobs upload is the one the combine job downloads
+    up = next(s for s in suite["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))["with"]["name"]
+    down = next(s for s in combine["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert up.replace("${{ strategy.job-index }}", "*") == down["with"]["pattern"]
 
 
 def test_workflow_calls_only_commands_that_exist():
     from ampbench.cli import app
 
     wf = load_workflow()
-    runs = "\n".join(s.get("run", "") for s in wf["jobs"]["nightly"]["steps"])
+    runs = "\n".join(s.get("run", "") for s in _steps(wf))
     scripts = set(re.findall(r"\bbash (scripts/[\w./-]+)", runs))
     assert scripts == {"scripts/setup.sh", "scripts/nightly.sh"}
     assert all((ROOT / s).is_file() for s in scripts)
@@ -154,8 +171,67 @@ def test_workflow_calls_only_commands_that_exist():
     assert verbs and verbs <= known, verbs - known
     # every option the workflow hands nightly.sh is one nightly.sh parses
     nightly_opts = set(re.findall(r"^\s+(--[\w-]+)\)", NIGHTLY.read_text(), re.MULTILINE))
-    used = set(re.findall(r"(--[\w-]+)", " ".join(re.findall(r"args\+?=\(([^)]*)\)", runs))))
+    calls = re.findall(r"args\+?=\(([^)]*)\)", runs) + re.findall(r"bash scripts/nightly\.sh ([^\n]*)", runs)
+    used = set(re.findall(r"(--[\w-]+)", " ".join(calls)))
     assert used and used <= nightly_opts, used - nightly_opts
     # and every env knob it sets is one nightly.sh or setup.sh reads
-    knobs = {k for s in wf["jobs"]["nightly"]["steps"] for k in s.get("env", {}) if k.startswith("NIGHTLY_")}
+    knobs = {k for s in [*_steps(wf), *wf["jobs"].values()] for k in s.get("env", {}) if k.startswith("NIGHTLY_")}
     assert knobs and all(k in NIGHTLY.read_text() for k in knobs)
+
+
+# ---------------------------------------------------------------- scale-out: --combine and the history branch
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def test_combine_collected_runs_into_one_history_report_dashboard_and_branch(tmp_path):
+    """Run folders gathered from several machines: one history update, one report, one dashboard, and
+    the history committed on a git branch and pushed (no CI cache)."""
+    from tests.test_report import copy_run
+
+    collected = tmp_path / "collected"
+    copy_run(collected / "machine-a" / "runs" / "ocr", "night-1", run_id="night-1",
+             started="2025-03-01T02:00:00+00:00")
+    b = copy_run(collected / "machine-b", "night-1b", run_id="night-1b", started="2025-03-01T03:00:00+00:00")
+    (b / "check.json").unlink()                           # not checked where it ran: checked when combined
+    origin = tmp_path / "origin.git"
+    git("init", "-q", "--bare", str(origin), cwd=tmp_path)
+    repo = tmp_path / "repo"
+    git("init", "-q", str(repo), cwd=tmp_path)
+    (repo / "README").write_text("x")
+    git("add", "README", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init", cwd=repo)
+    git("remote", "add", "origin", str(origin), cwd=repo)
+    out = tmp_path / "night"
+    r = nightly("--out", str(out), "--history-branch", "ampbench-history", "--push", "--combine", str(collected),
+                env={"NIGHTLY_HISTORY_REPO": str(repo), "NIGHTLY_REPO_URL": "https://github.com/o/r"})
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]   # the fixture run holds an ERROR
+    runs = out.joinpath("runs.txt").read_text().split()
+    assert sorted(Path(p).name for p in runs) == ["night-1", "night-1b"]
+    assert (b / "check.json").is_file()                             # checked during the combine
+    assert (out / "report.md").is_file() and 'src="data:image/png;base64,' in (out / "report.html").read_text()
+    assert (out / "site" / "index.html").is_file() and (out / "site" / "ocr.html").is_file()
+    assert "reports/ocr/night-1.html" in (out / "site" / "ocr.html").read_text()
+    # the history lives on the branch, pushed to origin
+    files = git("ls-tree", "-r", "--name-only", "ampbench-history", cwd=origin).split()
+    assert "history/ocr.jsonl" in files and "history/reports/ocr/night-1b.html" in files
+    lines = git("show", "ampbench-history:history/ocr.jsonl", cwd=origin).splitlines()
+    assert [json.loads(x)["run_id"] for x in lines] == ["night-1", "night-1b"]
+    # the next night appends to the same branch
+    out2 = tmp_path / "night2"
+    copy_run(tmp_path / "collected2", "night-2", run_id="night-2", started="2025-03-02T02:00:00+00:00")
+    r = nightly("--out", str(out2), "--history-branch", "ampbench-history", "--push", "--combine",
+                str(tmp_path / "collected2"), env={"NIGHTLY_HISTORY_REPO": str(repo)})
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = git("show", "ampbench-history:history/ocr.jsonl", cwd=origin).splitlines()
+    assert [json.loads(x)["run_id"] for x in lines] == ["night-1", "night-1b", "night-2"]
+    assert len(git("log", "--oneline", "ampbench-history", cwd=origin).splitlines()) == 2
+
+
+def test_combine_refuses_an_empty_collection(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = nightly("--out", str(tmp_path / "o"), "--combine", str(tmp_path / "empty"))
+    assert r.returncode == 2 and "no run folders" in r.stderr
+    assert nightly("--combine").returncode == 2

@@ -200,7 +200,7 @@ def test_gpu_report_op_coverage_and_target(gpu_report):
     assert "**Unknown op names**" in cov and "`embeding`" in cov
     assert "| `sigmoid` | 0 | 0 | 120 | 0 | 0% | black |" in cov
     assert "| `conv2d` | 0 | 120 | 0 | 0 | 100% |   |" in cov  # bf16 column for the bf16 mode
-    assert "720 of 964 op calls (74.7%) ran in low precision" in cov
+    assert "720 of 964 forward op calls (74.7%) ran in low precision" in cov
     ttt = md.split("## Time to target", 1)[1].split("\n## ", 1)[0]
     assert "| `amp-o2-fp16` | 1 | hmean ≥ 78.00% | **no** | — | — | 61.20% |" in ttt
     assert ttt.count("| yes |") == 10
@@ -237,18 +237,24 @@ def test_unchecked_and_inactive_run(tmp_path):
     assert "AMP was **inactive**: every op ran in float32." in md
 
 
-def test_seed_claims_shown_when_the_suite_has_them(tmp_path):
+def test_run_with_keys_the_suite_schema_rejects_is_refused(tmp_path):
+    """open_run validates run.json's suite: a key the schema rejects (e.g. `seed_claims`) is an error, not a section."""
     run = copy_run(tmp_path)
     info = json.loads((run / "run.json").read_text())
-    info["config"]["seed_claims"] = [
-        {"scenario": "DBNet", "memory": "15 GB -> 8.3 GB", "speed": "1.8x", "metric": "hmean unchanged | same"},
-    ]
+    info["config"]["seed_claims"] = [{"scenario": "DBNet"}]
     (run / "run.json").write_text(json.dumps(info))
-    path = write_report([run])
-    html = check_markdown(path)
-    section = html.split("Claims this suite checks</h2>", 1)[1].split("<h2>", 1)[0]
-    assert "<th>scenario</th>\n<th>memory</th>\n<th>speed</th>\n<th>metric</th>" in section
-    assert "<td>15 GB -&gt; 8.3 GB</td>\n<td>1.8x</td>\n<td>hmean unchanged | same</td>" in section
+    with pytest.raises(ResultsError, match="seed_claims"):
+        write_report([run])
+
+
+def test_trial_from_another_suite_is_refused(tmp_path):
+    run = copy_run(tmp_path)
+    p = sorted((run / "trials").glob("*.json"))[0]
+    t = json.loads(p.read_text())
+    t["suite"] = "other"
+    p.write_text(json.dumps(t))
+    with pytest.raises(ResultsError, match="a trial of suite 'other'"):
+        write_report([run])
 
 
 def test_hostile_names_do_not_break_tables(tmp_path):
@@ -299,10 +305,23 @@ def test_html_format(tmp_path):
     path = write_report([run], fmt="html")
     assert path.name == "report.html"
     html = path.read_text()
-    assert html.startswith("<!DOCTYPE html>") and "<table>" in html and '<img src="plots/loss.png"' in html
+    assert html.startswith("<!DOCTYPE html>") and "<table>" in html
+    srcs = re.findall(r'<img src="([^"]*)"', html)
+    assert len(srcs) >= 3 and all(s.startswith("data:image/png;base64,") for s in srcs)  # self-contained
+    import base64
+
+    assert base64.b64decode(srcs[0].split(",", 1)[1]) == (run / "plots" / "loss.png").read_bytes()
+    moved = tmp_path / "elsewhere.html"
+    shutil.copy(path, moved)  # opens anywhere: no relative image link left
+    assert 'src="plots/' not in moved.read_text()
     assert "<script" not in html and "&lt;script&gt;" in html
     with pytest.raises(ResultsError, match="unknown report format"):
         write_report([run], fmt="pdf")
+    # what `ampbench run` writes: report.md and, from the same plots, the self-contained page
+    (run / "report.html").unlink()
+    md = write_report([run], also_html=True)
+    page = (run / "report.html").read_text()
+    assert md.name == "report.md" and page.count('<img src="data:image/png;base64,') == html.count("<img ")
 
 
 def test_missing_run_folder_is_a_results_error(tmp_path):

@@ -57,6 +57,9 @@ class RunOptions:
     strict: bool = False
     report: bool = True
     run_id: str | None = None
+    # Writes the report of a finished run folder; given by the caller (the CLI) so that launch/ never
+    # imports report/ (report reads launch's probe files: importing back would make a cycle).
+    reporter: Callable[[Path], Path] | None = None
 
 
 def default_cache_dir() -> Path:
@@ -313,7 +316,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             console.print(f"  {mode} seed {seed}: {_status_text(trial)}")
     info.finished = _now()
     run.write_run(info)
-    return finish_run(run, console, strict=opts.strict, report=opts.report)
+    return finish_run(run, console, strict=opts.strict, report=opts.reporter if opts.report else None)
 
 
 def _status_text(t: Trial) -> str:
@@ -336,7 +339,8 @@ def _warn_unknown_ops(suite: Suite, console: Console) -> None:
                               f"embedding, matmul_v2 for matmul?)")
 
 
-def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool = True) -> int:
+def finish_run(run: RunDir, console: Console, strict: bool = False,
+               report: Callable[[Path], Path] | None = None) -> int:
     """summary.csv, the table, check.json (+ report.md); returns the exit code."""
     from ampbench.judge.check import check_run, print_check
     from ampbench.report.console import print_trials
@@ -346,11 +350,9 @@ def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool
     print_trials(trials, console)
     result = check_run(run.path, strict=strict)
     print_check(result, console)
-    if report:
+    if report is not None:
         try:
-            from ampbench.report.markdown import write_report
-
-            path = write_report([run.path])
+            path = report(run.path)
             console.print(f"report: {path}")
         except Exception as e:  # a report bug must not hide the verdict
             console.print(f"[yellow]warning:[/] report failed: {type(e).__name__}: {e}")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ampbench.judge.history import REFERENCE_MODE, ModeSummary
+from ampbench.judge.stats import Margin
 from ampbench.report import fmt
 from ampbench.results import Trial
 
@@ -34,20 +35,37 @@ def mode_colors(modes: Sequence[str]) -> dict[str, str]:
     return colors
 
 
+INACTIVE_NOTE = "AMP inactive on this device: every mode ran in FP32"
+
+
 def _figure(height: float, ncols: int = 1, nrows: int = 1, **kw: Any):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    with _plain_text():
+        fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     for ax in axes.flat:
         ax.grid(True, alpha=0.3, linewidth=0.6)
         ax.tick_params(labelsize=8.5)
     return fig, axes
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _plain_text() -> Any:
+    """Math text off: a metric or mode name such as `x$\\frac{$y` is drawn as typed, never parsed."""
+    import matplotlib
+
+    return matplotlib.rc_context({"text.parse_math": False, "text.usetex": False})
+
+
+def _save(fig: Any, path: Path, inactive: str | None = None) -> Path:
+    """Write the PNG; `inactive` (text) is stamped on the figure so the image cannot be read as AMP numbers."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    with _plain_text():
+        for t in fig.findobj(lambda o: hasattr(o, "set_parse_math")):
+            t.set_parse_math(False)
+        if inactive:
+            fig.suptitle(inactive, fontsize=9.5, color=FLAG_COLOR, fontweight="bold")
+        fig.savefig(path, dpi=DPI)
     return path
 
 
@@ -81,7 +99,7 @@ def _curve(trials: list[Trial]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
 
 
 def loss_curves(trials: list[Trial], path: Path, colors: dict[str, str],
-                warmup_steps: int = 0) -> Path | None:
+                warmup_steps: int = 0, inactive: str | None = None) -> Path | None:
     """Training loss per mode: mean over seeds, band = min..max over seeds."""
     groups = {m: ts for m, ts in _by_mode(trials).items()
               if any(s.loss is not None and math.isfinite(s.loss) for t in ts for s in t.steps)}
@@ -115,10 +133,10 @@ def loss_curves(trials: list[Trial], path: Path, colors: dict[str, str],
     ax.set_ylabel("training loss")
     ax.set_title("Training loss (line: mean over seeds, band: min to max)", fontsize=10)
     _legend_right(ax)
-    return _save(fig, path)
+    return _save(fig, path, inactive)
 
 
-def loss_scale(trials: list[Trial], path: Path, colors: dict[str, str]) -> Path | None:
+def loss_scale(trials: list[Trial], path: Path, colors: dict[str, str], inactive: str | None = None) -> Path | None:
     """Loss scale per AMP trial on a log2 axis; skipped (found_inf) steps marked with an x."""
     groups = {m: [t for t in ts if any(s.loss_scale is not None for s in t.steps)]
               for m, ts in _by_mode(trials).items()}
@@ -149,11 +167,11 @@ def loss_scale(trials: list[Trial], path: Path, colors: dict[str, str]) -> Path 
     ax.set_ylabel("loss scale (log2 axis)")
     ax.set_title("Dynamic loss scale; x = step skipped because gradients overflowed", fontsize=10)
     _legend_right(ax)
-    return _save(fig, path)
+    return _save(fig, path, inactive)
 
 
 def throughput_memory(summaries: dict[str, ModeSummary], path: Path, colors: dict[str, str],
-                      confidence: float = 0.95) -> Path | None:
+                      confidence: float = 0.95, inactive: str | None = None) -> Path | None:
     """Two horizontal bar charts: median samples/s (with CI) and peak memory per mode."""
     modes = [m for m, s in summaries.items() if s.samples_per_s or s.peak_bytes]
     if not modes:
@@ -194,11 +212,12 @@ def throughput_memory(summaries: dict[str, ModeSummary], path: Path, colors: dic
     ax_m.set_xlabel(f"peak memory ({unit_m}; {', '.join(sources) or 'n/a'})")
     ax_t.set_title("Throughput" + (" (label: speedup vs fp32)" if ref else ""), fontsize=10)
     ax_m.set_title("Peak memory" + (" (label: change vs fp32)" if ref else ""), fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, inactive)
 
 
 def metric_per_seed(trials: list[Trial], metric: str, path: Path, colors: dict[str, str],
-                    fraction: bool) -> Path | None:
+                    fraction: bool, margin: Margin | None = None, goal: str = "max",
+                    inactive: str | None = None) -> Path | None:
     """The primary metric of every ok trial as a point, one column per mode, mean as a bar."""
     def has_metric(t: Trial) -> bool:
         return t.status == "ok" and metric in t.metrics and math.isfinite(t.metrics[metric])
@@ -220,6 +239,8 @@ def metric_per_seed(trials: list[Trial], metric: str, path: Path, colors: dict[s
         for o, v, t in zip(offs, vals, ts):
             ax.scatter(i + o, v, color=colors[m], marker=marker[t.seed], s=30, zorder=3,
                        edgecolors="white", linewidths=0.5)
+    if margin is not None and REFERENCE_MODE in modes:
+        _draw_margin(ax, groups[REFERENCE_MODE], metric, k, margin, goal)
     for sd in seeds:
         ax.scatter([], [], color="#777777", marker=marker[sd], s=30, label=f"seed {sd}")
     ax.plot([], [], color="#777777", linewidth=2.2, alpha=0.45, label="mean")
@@ -232,11 +253,22 @@ def metric_per_seed(trials: list[Trial], metric: str, path: Path, colors: dict[s
         for lbl in ax.get_xticklabels():
             lbl.set_rotation(15)
             lbl.set_ha("right")
-    return _save(fig, path)
+    return _save(fig, path, inactive)
+
+
+def _draw_margin(ax: Any, ref: list[Trial], metric: str, k: float, margin: Margin, goal: str) -> None:
+    """The accuracy-parity band: from the FP32 mean to the worst mean AMP may reach and still pass."""
+    ref_mean = float(np.mean([t.metrics[metric] for t in ref]))
+    limit = ref_mean - margin.value if goal == "max" else ref_mean + margin.value
+    lo, hi = sorted((ref_mean * k, limit * k))
+    ax.axhspan(lo, hi, color=REF_COLOR, alpha=0.08, linewidth=0, zorder=1)
+    ax.axhline(limit * k, color=REF_COLOR, linestyle="--", linewidth=1.0, zorder=1,
+               label=f"parity limit (fp32 mean {'-' if goal == 'max' else '+'} margin "
+               f"{fmt.num_g(margin.value * k)}{' pt' if k == 100.0 else ''})")
 
 
 def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], metric: str,
-          fraction: bool) -> Path | None:
+          fraction: bool, inactive: str | None = None) -> Path | None:
     """Throughput, peak memory and metric per mode over runs; runs the checker flagged are circled."""
     if len(entries) < 2:
         return None
@@ -285,7 +317,7 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
     ax.set_xlabel("run (start date)")
     _legend_right(axes[0, 0])
     axes[0, 0].set_title("Trend over runs", fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, inactive)
 
 
 def run_label(entry: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Click-through-rate metrics: exact ROC AUC (ties counted half) and log loss.
 
 Exact, not binned: the suite's parity margin is an AUC delta of 0.001, finer than the error of
-a 200-bucket histogram AUC such as Paddle's `paddle.metric.Auc`.  Pure numpy/scipy, no paddle.
+a histogram AUC such as Paddle's `paddle.metric.Auc` (num_thresholds = 4095 by default: 4096
+buckets).  Pure numpy/scipy, no paddle.
 """
 
 from __future__ import annotations

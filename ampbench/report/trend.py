@@ -1,0 +1,122 @@
+"""Several runs and the history: the overview table and a trend per suite (table + plot).
+
+A run given on the command line replaces its own history line, so re-reporting a night never
+counts it twice.  A step in the trend where the config, device or Paddle changed is marked.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ampbench.judge.history import NOT_CHECKED, REFERENCE_MODE, history_sources, load_history
+from ampbench.report import fmt
+from ampbench.report import plots as P
+from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
+from ampbench.report.view import Ctx, RunView
+
+
+def overview(views: list[RunView], ctx: Ctx) -> str:
+    rows = []
+    for v in views:
+        s = v.summary
+        link_target = v.run.path / "report.md"
+        run = md_link(s.run_id, ctx.rel(link_target)) if link_target.exists() else md_code(s.run_id)
+        off = any(m.amp_requested and not m.amp_active and m.ok for m in s.modes.values())
+        verdict = s.verdict if s.verdict in ("PASS", NOT_CHECKED) else f"**{s.verdict}**"
+        rows.append([md_code(s.suite), run, md_code(s.profile), md_text(s.device or DASH),
+                     verdict + (" (AMP inactive)" if off else ""),
+                     str(s.exit_code) if s.exit_code is not None else DASH])
+    overall = worst([v.summary.verdict for v in views])
+    return (f"**Overall: {overall}** over {len(views)} runs.\n\n"
+            + md_table(["Suite", "Run", "Profile", "Device", "Verdict", "Exit code"], rows))
+
+
+def worst(verdicts: list[str]) -> str:
+    order = {NOT_CHECKED: -1, "PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}
+    return max(verdicts, key=lambda x: order.get(x, -1), default=NOT_CHECKED)
+
+
+def trend_entries(views: list[RunView], history: Path | None) -> dict[str, list[dict[str, Any]]]:
+    """Per suite: history lines plus the given runs (a given run replaces its own history line)."""
+    suites = list(dict.fromkeys(v.summary.suite for v in views))
+    entries: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in suites}
+    if history is not None:
+        for path in history_sources(Path(history), suites):
+            for e in load_history(path):
+                entries.setdefault(e["suite"], {})[e["run_id"]] = e
+    for v in views:
+        entries[v.summary.suite][v.summary.run_id] = v.summary.model_dump(mode="json", by_alias=True)
+    def order(e: dict[str, Any]) -> tuple[str, str]:
+        return (e.get("started") or "", e["run_id"])
+
+    return {s: sorted(d.values(), key=order) for s, d in entries.items()}
+
+
+def _trend_verdict(mode: str, m: dict[str, Any]) -> str:
+    verdict = m.get("verdict") or NOT_CHECKED
+    flagged = m.get("flagged_rules") or []
+    if mode == REFERENCE_MODE and verdict == NOT_CHECKED:
+        cell = "reference"
+    elif verdict in ("FAIL", "ERROR", "INCONCLUSIVE"):
+        cell = f"**{md_text(verdict)}**" + (f" ({', '.join(md_text(r) for r in flagged)})" if flagged else "")
+    else:
+        cell = md_text(verdict)
+    if m.get("amp_requested") and not m.get("amp_active"):
+        cell += " (AMP inactive)"
+    return cell
+
+
+def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
+    modes = list(dict.fromkeys(m for e in entries for m in e.get("modes", {})))
+    metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
+    vals = [m.get("metric_mean") for e in entries for m in e.get("modes", {}).values()]
+    frac = fmt.is_fraction_metric([x for x in vals if x is not None])
+    out = [f"## Trend: {md_code(suite)} over {len(entries)} runs"]
+    latest = entries[-1]
+    keys = ("config_hash", "device_name", "paddle")
+    changed = [e for e in entries if any(e.get(k) != latest.get(k) for k in keys)]
+    if changed:
+        out.append(f"{len(changed)} earlier run(s) differ from the latest in config hash, device or Paddle "
+                   "version (marked *changed*): a step in the trend there may come from that change, "
+                   "not from a regression.")
+    for mode in modes:
+        rows = []
+        prev = None
+        for e in entries:
+            m = e.get("modes", {}).get(mode)
+            if not m:
+                continue
+            tput = m.get("samples_per_s")
+            change = fmt.pct(tput / prev - 1) if tput and prev else DASH
+            prev = tput or prev
+            note = "changed" if e in changed else ""
+            rows.append([
+                md_text(P.run_label(e)), md_code(e.get("run_id", "")),
+                md_code(fmt.short_sha(e.get("git_sha"))) if e.get("git_sha") else DASH,
+                fmt.num(tput) if tput else DASH, change,
+                fmt.ratio(m.get("speedup")) if m.get("speedup") is not None else DASH,
+                fmt.bytes_h(m.get("peak_bytes")),
+                fmt.metric_pm(m.get("metric_mean"), m.get("metric_std"), frac),
+                _trend_verdict(mode, m), note or " ",
+            ])
+        out.append(f"**{md_code(mode)}**")
+        out.append(md_table(["Run", "Run id", "git", "Samples/s", "vs previous", "Speedup", "Peak memory",
+                             md_text(metric), "Verdict", "Note"], rows,
+                            ["l", "l", "l", "r", "r", "r", "r", "r", "l", "l"]))
+    colors = P.mode_colors(modes)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", suite)
+    path = P.trend(entries, ctx.plots_dir / f"trend-{name}.png", colors, metric, frac, inactive_note(entries))
+    if path is not None:
+        out.append(fmt.md_image(f"Trend of throughput, memory and {metric} for {suite}", ctx.rel(path)))
+        out.append("Red circles: runs in which the checker flagged that mode (FAIL or ERROR).")
+    return "\n\n".join(out)
+
+
+def inactive_note(entries: list[dict[str, Any]]) -> str | None:
+    """The plot stamp when no run in the trend had AMP active (CPU history): FP32 vs FP32 throughout."""
+    amp = [m for e in entries for m in (e.get("modes") or {}).values() if m.get("amp_requested")]
+    if amp and not any(m.get("amp_active") for m in amp):
+        return P.INACTIVE_NOTE
+    return None

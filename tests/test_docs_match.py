@@ -1,0 +1,118 @@
+"""The docs say what the files hold: profiles named in docs exist, numbers quoted about suite files
+match them, the documented set-up installs what documented commands need, and docs/report.md lists
+exactly the sections the report writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from ampbench.config.bundled import bundled_suites
+from ampbench.config.loading import load_suite, read_toml
+from ampbench.report.markdown import write_report
+from tests.test_report import copy_run
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SUITES = bundled_suites()
+
+
+def profiles(name: str) -> set[str]:
+    return {"default", *read_toml(SUITES[name]).get("profiles", {})}
+
+
+def suite(name: str, profile: str):
+    return load_suite(SUITES[name], profile, has_gpu=False).suite
+
+
+def test_every_profile_named_in_the_docs_exists():
+    every = set().union(*(profiles(n) for n in SUITES))
+    bad = []
+    for doc in DOCS:
+        for line in doc.read_text().splitlines():
+            named = re.findall(r"(?:suites/|ampbench run )(\w+)(?:\.toml)?", line)
+            for prof in re.findall(r"--profile[ =]([\w-]+)", line):
+                if prof.isupper():          # a placeholder (P, NAME)
+                    continue
+                where = [n for n in named if n in SUITES] or list(SUITES)
+                if not any(prof in profiles(n) for n in where):
+                    bad.append(f"{doc.name}: --profile {prof} ({line.strip()[:80]})")
+            for prof in re.findall(r"\[profiles\.([\w-]+)", line):
+                if prof not in every and not prof.isupper():
+                    bad.append(f"{doc.name}: [profiles.{prof}] is in no bundled suite")
+    assert not bad, "\n".join(bad)
+
+
+def test_ocr_profile_table_matches_the_suite():
+    text = (ROOT / "docs" / "ocr.md").read_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith("| batch, steps |"))
+    default_cell, cpu_cell = [c.strip() for c in row.strip("|").split("|")][1:3]
+    d, c = suite("ocr", "default"), suite("ocr", "cpu")
+    assert re.match(rf"{d.train.batch_size} .*, {d.train.steps},", default_cell), default_cell
+    assert cpu_cell.startswith(f"{c.train.batch_size}, {c.train.steps},"), cpu_cell
+    seeds = next(ln for ln in text.splitlines() if ln.startswith("| seeds |"))
+    assert [c.strip() for c in seeds.strip("|").split("|")][1:3] == \
+        [", ".join(map(str, d.suite.seeds)), ", ".join(map(str, c.suite.seeds))]
+
+
+def test_readme_suite_table_steps_match_the_cpu_profiles():
+    rows = [ln for ln in (ROOT / "README.md").read_text().splitlines() if re.match(r"\| `suites/\w+\.toml` \|", ln)]
+    assert len(rows) == len(SUITES)
+    for ln in rows:
+        name = re.match(r"\| `suites/(\w+)\.toml`", ln).group(1)
+        steps = [int(x) for x in re.findall(r"(\d+) steps", ln.split("|")[4])]
+        assert steps and steps[0] == suite(name, "cpu").train.steps, (name, steps)
+
+
+def test_ctr_auc_bucket_count_is_paddles():
+    paddle = pytest.importorskip("paddle")
+    import inspect
+
+    n = inspect.signature(paddle.metric.Auc.__init__).parameters["num_thresholds"].default
+    doc = (ROOT / "docs" / "ctr.md").read_text()
+    code = (ROOT / "ampbench" / "workloads" / "ctr" / "metrics.py").read_text()
+    assert f"num_thresholds = {n}" in doc and f"{n + 1} score buckets" in doc
+    assert f"num_thresholds = {n}" in code
+    for text in (doc, code):
+        assert not re.search(r"\b\d+-bucket\b", text)   # no other bucket count left
+
+
+def test_report_doc_lists_exactly_the_report_sections(tmp_path):
+    run = copy_run(tmp_path)
+    (run / "diagnosis.json").write_text(json.dumps({"schema": "ampbench.diagnosis/1", "suite": "ocr", "run_dir": "x",
+                                                    "modes": {}}))
+    (run / "probe.json").write_text(json.dumps({"schema": "ampbench.probe/1", "modes": {}}))
+    md = write_report([run]).read_text()
+    headings = set(re.findall(r"^## (.+)$", md, re.MULTILINE))
+    doc = (ROOT / "docs" / "report.md").read_text()
+    sections = doc.split("## Sections, top to bottom", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^- \*\*([^*]+)\*\*", sections, re.MULTILINE)) | \
+        set(re.findall(r"\) and a \*\*([^*]+)\*\*", sections))
+    assert headings - {"Trend"} <= documented, headings - documented
+    assert "Claims" not in sections and "seed_claims" not in sections
+
+
+def test_documented_setup_installs_what_documented_commands_need():
+    py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = py["optional-dependencies"]
+
+    def resolve(names: list[str]) -> set[str]:
+        out: set[str] = set()
+        for n in names:
+            for req in extras[n]:
+                m = re.match(r"ampbench\[([\w,]+)\]", req)
+                out |= resolve(m.group(1).split(",")) if m else {re.split(r"[<>=\[ ]", req)[0]}
+        return out
+
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    default = re.search(r'^extras="([\w,]+)"', setup, re.MULTILINE).group(1).split(",")
+    installed = resolve(default) | {re.split(r"[<>=\[ ]", r)[0] for r in py["dependencies"]}
+    assert "pytest-benchmark" in installed      # ampbench export-benchmark
+    assert "pyarrow" in installed               # ampbench summary --format parquet
+    assert "pandas" in installed and "matplotlib" in installed and "markdown-it-py" in installed
+    assert "websocket-client" in resolve(["test"])
+    assert re.search(r"--test\) .*debs\+=\(chromium\)", setup)   # the dashboard's browser test

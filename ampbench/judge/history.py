@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ampbench.judge.verdict import CheckReport, load_check
-from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text
+from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text, safe_name
 
 HISTORY_SCHEMA = "ampbench.history/1"
 REFERENCE_MODE = "fp32"
@@ -267,7 +267,7 @@ def summarize_run(run_dir: Path | RunDir, trials: list[Trial] | None = None,
 
 
 def history_file(history_dir: Path, suite: str) -> Path:
-    return Path(history_dir) / f"{suite}.jsonl"
+    return Path(history_dir) / f"{safe_name(suite, 'suite')}.jsonl"  # a name from a file: no path tricks
 
 
 def append_history(run_dir: Path, history_dir: Path) -> Path:

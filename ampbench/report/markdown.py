@@ -28,7 +28,7 @@ from ampbench.judge.verdict import CheckReport
 from ampbench.report import fmt
 from ampbench.report import plots as P
 from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
-from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text
+from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text, open_run
 
 INACTIVE_LINE = "AMP inactive on this device: numbers are FP32 vs FP32, parity not judged."
 FORMATS = ("md", "html")
@@ -52,9 +52,8 @@ class RunView:
 
 
 def load_view(path: Path) -> RunView:
-    run = RunDir(path)
-    info = run.load_run()
-    trials = run.load_trials()
+    opened = open_run(path)  # refuses trials copied in from another suite or config, as check does
+    run, info, trials = opened.dir, opened.info, opened.trials
     check = load_check_optional(run)
     return RunView(run, info, trials, check, summarize_run(run, trials, check))
 
@@ -376,6 +375,8 @@ def _failed_trials(v: RunView, ctx: _Ctx, level: int) -> str:
         out.append(f"{md_code(t.key)}: **{md_text(t.status)}**{where} ({', '.join(links)}).")
         tail = fmt.error_tail(t.error)
         out.append(fmt.md_block(tail) if tail else "No error text was recorded.")
+        if t.log_tail:
+            out.append("Last lines of its log:\n\n" + fmt.md_block(fmt.error_tail(t.log_tail)))
     return "\n\n".join(out)
 
 

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ampbench.launch.spec import EVENT_PREFIX
 
@@ -50,6 +50,19 @@ def install_signal_handlers() -> None:
     """SIGINT and SIGTERM raise `Interrupted` in the main thread (the CLI installs this once)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _raise_interrupted)
+
+
+@contextlib.contextmanager
+def keep_signal_handlers() -> Iterator[None]:
+    """Importing paddle installs its own C++ SIGTERM handler (it aborts with a C++ report): around
+    code that may import it in the ampbench process, our handlers are put back afterwards."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 @dataclass

@@ -34,7 +34,14 @@ from ampbench.launch.plan import (
     parse_seeds,
     plan_trials,
 )
-from ampbench.launch.process import Interrupted, Limits, Outcome, run_worker, worker_command
+from ampbench.launch.process import (
+    Interrupted,
+    Limits,
+    Outcome,
+    keep_signal_handlers,
+    run_worker,
+    worker_command,
+)
 from ampbench.launch.spec import TrialSpec
 from ampbench.results import (
     ResultsError,
@@ -226,7 +233,8 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         todo = [(m, s) for m, s in plan if trial_key(m, s) not in done]
         if done:
             console.print(f"{len(done)} finished trial(s) kept, {len(todo)} to run")
-        _warn_unknown_ops(suite, console)
+        with keep_signal_handlers():  # it imports paddle, which would take over SIGTERM
+            _warn_unknown_ops(suite, console)
         try:
             _run_trials(run, info, suite, plan, todo, faults, console)
         except (KeyboardInterrupt, Interrupted) as e:

@@ -75,6 +75,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     OS errors (disk full, read-only, a folder in the way) become ResultsError naming the path."""
     path = Path(path)
     try:
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is a file, not a folder", str(blocker))
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, "a folder is in the way", str(path))

@@ -183,6 +183,7 @@ def open_run(path: str | Path) -> OpenRun:
     rd = RunDir(path)
     info = rd.load_run()
     suite = suite_of(info, rd.path / "run.json")
+    plan_of(info, rd.path / "run.json")
     trials = []
     for p in rd.trial_files():
         t = load_trial(p)

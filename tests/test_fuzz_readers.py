@@ -15,11 +15,11 @@ import json
 import math
 import shutil
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

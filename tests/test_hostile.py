@@ -447,7 +447,7 @@ def ampbench(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: 
     e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     e.pop("COLUMNS", None)
     return subprocess.run([sys.executable, "-m", "ampbench.cli", *args], cwd=cwd, env=e, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def test_subprocess_bad_inputs_have_no_traceback(work):

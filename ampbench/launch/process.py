@@ -10,7 +10,6 @@ process, data-parallel ranks included, that ends it when the ampbench process is
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import queue
@@ -19,9 +18,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ampbench.launch.spec import EVENT_PREFIX
 
@@ -124,10 +124,17 @@ def cgroup_oom_kills() -> int:
 # ---------------------------------------------------------------- no orphans
 
 
-def _set_pdeathsig() -> None:
-    """In the child before exec: die with SIGKILL when the spawning ampbench thread dies."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+# Run before the worker's own program (not as a preexec_fn, which is unsafe with threads): ask the
+# kernel for SIGKILL when ampbench dies (the setting survives exec), give up if it is already gone.
+_DEATH_GUARD = ("import ctypes, os, sys\n"
+                "try:\n    ctypes.CDLL(None).prctl(%d, %d, 0, 0, 0)\nexcept Exception:\n    pass\n"
+                "if os.getppid() != int(sys.argv[1]):\n    os._exit(1)\n"
+                "os.execvp(sys.argv[2], sys.argv[2:])\n").replace("%d, %d", f"{_PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}")
+
+
+def guarded(cmd: list[str]) -> list[str]:
+    """`cmd` behind the parent-death guard: the process (same pid after exec) dies with ampbench."""
+    return [sys.executable, "-c", _DEATH_GUARD, str(os.getpid()), *cmd]
 
 
 def parent_token() -> str:
@@ -198,7 +205,7 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------- run one worker
 
 
-def _reader(stream: Any, q: "queue.Queue[dict[str, Any] | None]") -> None:
+def _reader(stream: Any, q: queue.Queue[dict[str, Any] | None]) -> None:
     try:
         for line in stream:
             if line.startswith(EVENT_PREFIX):
@@ -214,9 +221,8 @@ def _reader(stream: Any, q: "queue.Queue[dict[str, Any] | None]") -> None:
 def spawn(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
     """The worker in its own session, dying with us (pdeathsig + the AMPBENCH_PARENT watchdog)."""
     return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, errors="replace",
+        guarded(cmd), stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, errors="replace",
         env={**os.environ, **env, PARENT_ENV: parent_token()}, start_new_session=True,
-        preexec_fn=_set_pdeathsig,
     )
 
 
@@ -225,7 +231,7 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
     """Run a worker to its end (or kill it at a limit); any exception here, Ctrl-C included, kills
     the whole tree first and then propagates."""
     oom_before = cgroup_oom_kills()
-    q: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
+    q: queue.Queue[dict[str, Any] | None] = queue.Queue()
     killed: str | None = None
     peak = 0
     t0 = time.monotonic()

@@ -13,8 +13,9 @@ import datetime as dt
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -58,8 +59,19 @@ from ampbench.results import (
     write_summary_csv,
 )
 
-__all__ = ["RunOptions", "TrialSpec", "execute", "launch_trial", "plan_trials", "parse_faults", "parse_bytes",
-           "default_cache_dir", "FAULT_ENV", "CACHE_ENV", "worker_command"]
+__all__ = [
+    "CACHE_ENV",
+    "FAULT_ENV",
+    "RunOptions",
+    "TrialSpec",
+    "default_cache_dir",
+    "execute",
+    "launch_trial",
+    "parse_bytes",
+    "parse_faults",
+    "plan_trials",
+    "worker_command",
+]
 
 
 # ---------------------------------------------------------------- one trial

@@ -322,6 +322,27 @@ def test_safe_name_refuses_path_tricks(name):
         safe_name(name)
 
 
+def test_export_into_a_folder_refuses_a_tampered_run_id(run_dir, work):
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "run_id": "../../escaped"}))
+    (work / "bench").mkdir()
+    before = listing(work)
+    r = invoke("export-benchmark", str(run_dir), "-o", str(work / "bench"))
+    assert r.exit_code == 2 and "run_id" in r.output and listing(work) == before
+
+
+def test_plot_labels_with_math_text_are_plain_text(work):
+    from ampbench.report.plots import _figure, _save
+
+    fig, axes = _figure(2.0)
+    ax = axes[0, 0]
+    ax.plot([1, 2], [1, 2], label="x$\\frac{$y")
+    ax.set_title("a$\\frac{$b")
+    ax.set_xticks([1, 2], ["m$\\frac{$", "ok"])
+    ax.legend()
+    assert _save(fig, work / "p.png").stat().st_size > 0
+
+
 def test_export_benchmark_under_a_file_exits_2(run_dir, work):
     (work / "plain").write_text("x")
     r = invoke("export-benchmark", str(run_dir), "-o", str(work / "plain" / "bench.json"))

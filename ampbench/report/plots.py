@@ -46,8 +46,15 @@ def _figure(height: float, ncols: int = 1, nrows: int = 1, **kw: Any):
 
 
 def _save(fig: Any, path: Path) -> Path:
+    """Math text off for every label (names from files such as `x$\\frac{$y` are text, not TeX)."""
+    import matplotlib
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    with matplotlib.rc_context({"text.parse_math": False}):
+        fig.savefig(path, dpi=DPI)
     return path
 
 

@@ -47,9 +47,11 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 
 
 def install_signal_handlers() -> None:
-    """SIGINT and SIGTERM raise `Interrupted` in the main thread (the CLI installs this once)."""
+    """SIGINT and SIGTERM raise `Interrupted` in the main thread (the CLI installs this once); a signal
+    the parent shell ignores (SIGINT of a background job) stays ignored."""
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _raise_interrupted)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _raise_interrupted)
 
 
 @contextlib.contextmanager

@@ -54,6 +54,7 @@ from ampbench.results import (
     atomic_write_text,
     load_trial,
     new_run_dir,
+    open_run,
     run_lock,
     trial_key,
     write_summary_csv,
@@ -312,7 +313,7 @@ def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool
     from ampbench.judge.check import check_run, print_check
     from ampbench.report.console import print_trials
 
-    trials = run.load_trials()
+    trials = open_run(run.path).trials  # validated: nothing foreign reaches the summary
     write_summary_csv(run, trials)
     print_trials(trials, console)
     result = check_run(run.path, strict=strict)

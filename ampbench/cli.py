@@ -156,7 +156,7 @@ def diagnose(
     run_dir: Path = typer.Argument(...),
     mode: str = typer.Option(..., "--mode", "-m"),
     steps: int = typer.Option(3, "--steps"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**32 - 1),
 ) -> None:
     """Re-run a short FP32/AMP pair with Paddle's numerics tools and name the ops that diverge."""
     from ampbench.diagnose.core import run_diagnose

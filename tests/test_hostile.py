@@ -262,6 +262,13 @@ def test_report_output_is_a_folder_or_under_a_file(run_dir, work):
     assert r.exit_code == 2 and "plain" in r.output
 
 
+def test_report_output_onto_a_fifo_is_refused_not_replaced(run_dir, work):
+    os.mkfifo(work / "pipe.md")
+    r = invoke("report", str(run_dir), "-o", str(work / "pipe.md"))
+    assert r.exit_code == 2 and "not a regular file" in r.output
+    assert stat.S_ISFIFO((work / "pipe.md").stat().st_mode)
+
+
 def test_check_json_folder_in_the_way_still_judges(run_dir):
     (run_dir / "check.json").mkdir()
     r = invoke("check", str(run_dir))

@@ -81,6 +81,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, "a folder is in the way", str(path))
+        if path.exists() and not path.is_file():  # a device, FIFO or socket is never replaced by a result
+            raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", str(path))
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:
         raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None

@@ -1,41 +1,87 @@
 """The `ampbench` command: run, check, report, probe, baseline, diagnose, suites, env.
 
 Thin: each verb parses its options and calls one function of the module that owns the work.
-Errors the user can fix (bad suite file, corrupt results) print one line and exit 2.
+Errors the user can fix (bad suite file, corrupt or unreadable results, a full or read-only disk)
+print one line naming the file and the reason, and exit 2 (`_guard`, the one place that maps them).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ampbench.config import ConfigError
+from ampbench.launch.process import Interrupted, install_signal_handlers
 from ampbench.results import ResultsError
+from ampbench.results.files import atomic_write_text, os_reason
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
-baseline_app = typer.Typer(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.")
+EXIT_CODES = """\b
+Exit codes:
+  0    PASS: every AMP mode passed its checks
+  1    FAIL: a mode failed a check (also INCONCLUSIVE with --strict)
+  2    ERROR or bad input: a suite/result file problem, a crashed trial, a disk error
+  3    INCONCLUSIVE: not enough evidence either way (e.g. AMP inactive on CPU)
+  130  interrupted by Ctrl-C (SIGINT); 143: stopped by SIGTERM. Finished trials are kept:
+       continue with `ampbench run --resume RUN_DIR`"""
+
+
+def _console(stderr: bool = False) -> Console:
+    """A terminal gets rich output at its width; a pipe or CI log gets plain, uncut lines (no
+    80-column default that truncates mode names), and COLUMNS still wins when set."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or os.environ.get("COLUMNS"):
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=200, no_color=True, highlight=False)
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,
+                  rich_markup_mode=None)
+baseline_app = typer.Typer(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.",
+                           rich_markup_mode=None)
 app.add_typer(baseline_app, name="baseline")
-err = Console(stderr=True)
-out = Console()
+err = _console(stderr=True)
+out = _console()
 
-def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
-@app.command()
+@contextlib.contextmanager
+def _guard() -> Iterator[None]:
+    """The one place that turns a user-fixable problem into one line and exit 2: suite errors,
+    result-file errors, and OS or encoding errors on ampbench's files (path and reason named)."""
+    try:
+        yield
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    except UnicodeDecodeError as e:
+        _fail(f"a file is not UTF-8 text: {os_reason(e)}")
+    except OSError as e:
+        where = " -> ".join(str(p) for p in (e.filename, e.filename2) if p) or "(file)"
+        _fail(f"{where}: {os_reason(e)}")
+
+
+@app.command(epilog=EXIT_CODES)
 def run(
-    suite_file: Path = typer.Argument(..., help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr)"),
+    suite_file: Optional[Path] = typer.Argument(
+        None, help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr); optional with --resume"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     modes: Optional[list[str]] = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
     out_dir: Path = typer.Option(Path("results/runs"), "--out", help="Where run folders are created"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Finish an interrupted run folder"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Finish an interrupted run folder as its run.json "
+                                          "plans it (refuses --profile/--mode/--seeds/--set)"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
 ) -> None:
@@ -47,10 +93,8 @@ def run(
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         reporter=_report_run,
     )
-    try:
+    with _guard():
         code = execute(opts, console=out)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
     raise typer.Exit(code)
 
 
@@ -62,7 +106,7 @@ def _report_run(run_dir: Path) -> Path:
     return write_report([run_dir], also_html=True)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES)
 def check(
     run_dir: Path = typer.Argument(..., help="A run folder (results/runs/<suite>/<id>)"),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Run folder or baseline JSON (or a folder of them)"),
@@ -72,10 +116,8 @@ def check(
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json."""
     from ampbench.judge.check import check_run, print_check
 
-    try:
+    with _guard():
         report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
     print_check(report, out)
     raise typer.Exit(report.exit_code)
 
@@ -90,11 +132,9 @@ def report(
     """Write the markdown report (with PNG plots) for one or more runs."""
     from ampbench.report.markdown import write_report
 
-    try:
+    with _guard():
         path = write_report(run_dirs, output=output, history=history, fmt=fmt)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
-    out.print(f"report: {path}")
+    out.print(f"report: {escape(str(path))}")
 
 
 @app.command()
@@ -146,14 +186,12 @@ def probe(
     """Find the largest batch size each mode trains without running out of memory."""
     from ampbench.launch.probe import ProbeOptions, run_probe
 
-    try:
+    with _guard():
         code = run_probe(
             ProbeOptions(suite_file=suite_file, profile=profile, modes=list(modes or []), max_batch=max_batch,
                          memory_limit=memory_limit, steps=steps, overrides=list(set_ or []), out_dir=out_dir),
             console=out,
         )
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
     raise typer.Exit(code)
 
 
@@ -162,15 +200,13 @@ def diagnose(
     run_dir: Path = typer.Argument(...),
     mode: str = typer.Option(..., "--mode", "-m"),
     steps: int = typer.Option(3, "--steps"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**32 - 1),
 ) -> None:
     """Re-run a short FP32/AMP pair with Paddle's numerics tools and name the ops that diverge."""
     from ampbench.diagnose.rerun import run_diagnose
 
-    try:
+    with _guard():
         code = run_diagnose(run_dir, mode=mode, steps=steps, seed=seed, console=out)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
     raise typer.Exit(code)
 
 
@@ -182,11 +218,9 @@ def export_benchmark(
     """Export a run's per-mode step times as pytest-benchmark JSON (for `pytest-benchmark compare`)."""
     from ampbench.results.export import export_run
 
-    try:
+    with _guard():
         path = export_run(run_dir, output)
-    except ResultsError as e:
-        _fail(str(e))
-    out.print(f"wrote {path}")
+    out.print(f"wrote {escape(str(path))}")
 
 
 @baseline_app.command("save")
@@ -197,11 +231,9 @@ def baseline_save(
     """Write the compact baseline file that nightly CI commits."""
     from ampbench.judge.baseline import save_baseline
 
-    try:
+    with _guard():
         path = save_baseline(run_dir, output)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
-    out.print(f"baseline: {path}")
+    out.print(f"baseline: {escape(str(path))}")
 
 
 @app.command()
@@ -220,12 +252,13 @@ def suites(
         target = dest / f"{copy}.toml"
         if target.exists():
             _fail(f"{target}: already exists; remove it or choose another --to folder")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(table[copy].read_text(encoding="utf-8"), encoding="utf-8")
+        with _guard():
+            atomic_write_text(target, table[copy].read_text(encoding="utf-8"))
         out.print(f"wrote {target}: edit it, then `ampbench run {target}`", markup=False)
         return
     for name, p in table.items():
-        raw = read_toml(p)
+        with _guard():
+            raw = read_toml(p)
         meta = raw.get("suite", {})
         profs = ", ".join(["default", *sorted(raw.get("profiles", {}))])
         out.print(f"{name:8} workload={meta.get('workload')}  profiles: {profs}  ({p})", markup=False)
@@ -253,16 +286,19 @@ def env() -> None:
 
     fp = device.environment()
     for k, v in fp.model_dump().items():
-        out.print(f"{k:14} {v}")
-    out.print(f"{'amp':14} {device.amp_support_summary()}")
+        out.print(f"{k:14} {v}", markup=False)
+    out.print(f"{'amp':14} {device.amp_support_summary()}", markup=False)
 
 
 def main() -> None:
+    """Entry point: Ctrl-C and SIGTERM end with 130 / 143 and a line saying so (typer would swallow
+    a KeyboardInterrupt into a silent exit); `ampbench run` stops its worker and says how to resume."""
+    install_signal_handlers()
     try:
         app()
-    except KeyboardInterrupt:
-        err.print("interrupted: finished trials are kept; continue with `ampbench run --resume RUN_DIR`")
-        sys.exit(130)
+    except Interrupted as e:
+        err.print(f"interrupted ({e}): stopped; exit {e.exit_code}", highlight=False)
+        sys.exit(e.exit_code)
 
 
 if __name__ == "__main__":

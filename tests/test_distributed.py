@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ampbench.config import ConfigError, DistributedConfig
-from ampbench.launch import distributed
+from ampbench.launch import distributed, process
 from ampbench.launch.runner import launch_trial
 from ampbench.results import RunDir, Trial, load_trial
 from tests.conftest import TOY_SUITE
@@ -101,10 +101,10 @@ def test_crash_on_rank_1_is_the_trials_error(dp):
     t: Trial = dp["crash"]
     assert t.status == "crashed"
     assert t.error.startswith("rank 1 of 2 failed: RuntimeError: injected crash at step 3")
-    assert "workerlog.1" in t.error and "Traceback" in t.error
+    assert "workerlog.1" in t.error and "Traceback" in t.log_tail  # the log tail is its own field
     assert [s.step for s in t.steps] == [1, 2]                # rank 0's steps before the crash, no repeats
     on_disk = load_trial(dp["_run"].trial_path("fp32", 1))
-    assert on_disk.status == "crashed" and on_disk.error == t.error
+    assert on_disk.status == "crashed" and on_disk.error == t.error and on_disk.log_tail == t.log_tail
 
 
 @pytest.mark.slow
@@ -133,8 +133,10 @@ def test_launch_command_wraps_worker():
     cmd, env = distributed.launch_command(multi, ["w"], Path("r"))
     assert cmd[cmd.index("--nnodes") + 1] == "2" and cmd[cmd.index("--master") + 1] == "10.0.0.1:8090"
     assert "PADDLE_DISTRI_BACKEND" not in env
+    with pytest.raises(ValueError, match="master"):
+        DistributedConfig(nnodes=2)  # refused when the suite loads, before any run folder
     with pytest.raises(ConfigError, match="master"):
-        distributed.launch_command(DistributedConfig(nnodes=2), ["w"], Path("r"))
+        distributed.launch_command(DistributedConfig.model_construct(nnodes=2), ["w"], Path("r"))
 
 
 def test_rank_failure_prefers_earliest_note_then_launcher_line(tmp_path):
@@ -153,7 +155,7 @@ def test_rank_failure_prefers_earliest_note_then_launcher_line(tmp_path):
     f = distributed.rank_failure(tmp_path, launcher, 1, 2)
     assert (f.rank, f.status) == (1, "oom")
     assert f.message.splitlines()[0] == "rank 1 of 2 failed: ValueError: bad input on 1"
-    assert "workerlog.1" in f.message and "line a" in f.message
+    assert "workerlog.1" in f.message and "line a" in f.log_tail
     # a rank that aborted in a collective (gloo timeout) points at its peers
     (tmp_path / "workerlog.0").write_text("terminate called after throwing an instance of 'gloo::TimeoutException'\n")
     for note in tmp_path.glob("rank*.failure.json"):
@@ -221,7 +223,7 @@ def test_kill_tree_reaches_ranks_in_their_own_session():
     distributed.kill_tree(parent.pid, grace_s=2)
     parent.wait(timeout=5)
     deadline = time.monotonic() + 5
-    while distributed._alive(child) and time.monotonic() < deadline:
+    while process._alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not distributed._alive(child)
+    assert not process._alive(child)
     assert time.monotonic() - t0 < 8

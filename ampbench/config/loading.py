@@ -8,6 +8,7 @@ the file, the key path and the reason. This module never imports paddle (errors 
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any, file: str) -> None:
     keys = dotted.split(".")
+    if not all(k.strip() for k in keys):
+        raise ConfigError(file, dotted, "empty key part; write KEY.SUBKEY=VALUE, e.g. train.steps=5")
     cur = data
     for k in keys[:-1]:
         nxt = cur.setdefault(k, {})
@@ -75,7 +78,7 @@ def _loc(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
         if isinstance(p, int):
             name = ""
             if parts and parts[-1] == "modes" and i == 1:
-                modes = raw.get("modes") or []
+                modes = raw.get("modes") if isinstance(raw.get("modes"), list) else []
                 if p < len(modes) and isinstance(modes[p], dict) and "name" in modes[p]:
                     name = f" ({modes[p]['name']})"
             parts[-1] = f"{parts[-1]}[{p}]{name}" if parts else f"[{p}]"
@@ -91,7 +94,8 @@ def _reason(err: dict[str, Any]) -> str:
     if err["type"] == "missing":
         return "required key is missing"
     if "input" in err and err["type"] not in ("model_type",) and not isinstance(err["input"], dict):
-        return f"{msg} (got {err['input']!r})"
+        got = repr(err["input"])
+        return f"{msg} (got {got if len(got) <= 80 else got[:77] + '...'})"
     return msg
 
 
@@ -111,11 +115,25 @@ def validate_suite(data: dict[str, Any], file: str, profile: str) -> Suite:
     except KeyError as e:
         raise ConfigError(where, "suite.workload", str(e.args[0])) from None
     try:
-        cls.Params.model_validate(suite.workload)
+        params = cls.Params.model_validate(suite.workload)
     except ValidationError as e:
         err = e.errors()[0]
         raise ConfigError(where, "workload." + _loc(err["loc"], data), _reason(err)) from None
+    for key, reason in cls.check_suite(params, suite):
+        raise ConfigError(where, key, reason)
     return suite
+
+
+def _non_finite(data: Any, path: str = "") -> str | None:
+    """The key path of the first inf/nan number (TOML allows them; JSON and thresholds do not)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(value)"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}".lstrip("."))
+        if found:
+            return found
+    return None
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -139,40 +157,68 @@ def resolve_profile(requested: str | None, available: list[str], has_gpu: bool) 
     return DEFAULT_PROFILE
 
 
-def load_suite(
-    path: str | Path,
-    profile: str | None = None,
-    has_gpu: bool = False,
-    overrides: list[str] | None = None,
-) -> LoadedSuite:
-    path = resolve_suite(path)
-    file = str(path)
-    raw = read_toml(path)
+def _profile_table(profiles: Any, chosen: str, available: list[str], file: str) -> dict[str, Any]:
+    """The chosen [profiles.NAME] table, its shape checked before anything merges it."""
+    if chosen not in profiles:
+        raise ConfigError(file, f"profiles.{chosen}",
+                          f"no such profile; available: {', '.join([DEFAULT_PROFILE, *available])}")
+    prof = profiles[chosen]
+    if not isinstance(prof, dict):
+        raise ConfigError(file, f"profiles.{chosen}", f"must be a table ([profiles.{chosen}]), got {prof!r}")
+    prof = dict(prof)
+    bad = sorted(set(prof) - _PROFILE_KEYS)
+    if bad:
+        raise ConfigError(file, f"profiles.{chosen}.{bad[0]}", f"unknown key; allowed: {sorted(_PROFILE_KEYS)}")
+    for key in sorted(_PROFILE_KEYS - {"modes", "seeds"}):
+        if key in prof and not isinstance(prof[key], dict):
+            raise ConfigError(file, f"profiles.{chosen}.{key}", f"must be a table, got {prof[key]!r}")
+    if "modes" in prof and not isinstance(prof["modes"], list):
+        raise ConfigError(file, f"profiles.{chosen}.modes", "must be a list of [[profiles.NAME.modes]] tables")
+    if "seeds" in prof:
+        prof["suite"] = {**prof.get("suite", {}), "seeds": prof.pop("seeds")}
+    return prof
+
+
+def _check_shape(raw: dict[str, Any], file: str) -> dict[str, Any]:
+    """Top-level tables and `profiles` must have the shape the merge expects; returns profiles."""
     unknown = sorted(set(raw) - _TOP_KEYS)
     if unknown:
         raise ConfigError(file, unknown[0], f"unknown top-level table; expected one of {sorted(_TOP_KEYS)}")
     profiles = raw.get("profiles", {})
     if not isinstance(profiles, dict):
         raise ConfigError(file, "profiles", "must be a table of [profiles.NAME] tables")
+    bad = next((k for k in sorted(profiles) if not isinstance(profiles[k], dict)), None)
+    if bad is not None:
+        raise ConfigError(file, f"profiles.{bad}", f"must be a table ([profiles.{bad}]), got {profiles[bad]!r}")
+    where = _non_finite(raw)
+    if where:
+        raise ConfigError(file, where, "inf and nan are not allowed: give a finite number")
+    return profiles
+
+
+def load_suite(
+    path: str | Path,
+    profile: str | None = None,
+    has_gpu: bool = False,
+    overrides: list[str] | None = None,
+) -> LoadedSuite:
+    """A suite file -> a validated Suite. The base is validated as written (a profile must not hide
+    a mistake in it), then the chosen profile and the overrides are merged and validated again."""
+    path = resolve_suite(path)
+    file = str(path)
+    raw = read_toml(path)
+    profiles = _check_shape(raw, file)
     available = sorted(profiles)
     chosen = resolve_profile(profile, available, has_gpu)
     base = {k: v for k, v in raw.items() if k != "profiles"}
+    validate_suite(base, file, DEFAULT_PROFILE)
     if chosen != DEFAULT_PROFILE:
-        if chosen not in profiles:
-            raise ConfigError(
-                file, f"profiles.{chosen}",
-                f"no such profile; available: {', '.join([DEFAULT_PROFILE, *available])}",
-            )
-        prof = dict(profiles[chosen])
-        bad = sorted(set(prof) - _PROFILE_KEYS)
-        if bad:
-            raise ConfigError(file, f"profiles.{chosen}.{bad[0]}", f"unknown key; allowed: {sorted(_PROFILE_KEYS)}")
-        if "seeds" in prof:
-            prof.setdefault("suite", {})
-            prof["suite"] = {**prof["suite"], "seeds": prof.pop("seeds")}
-        base = deep_merge(base, prof)
+        base = deep_merge(base, _profile_table(profiles, chosen, available, file))
     for ov in overrides or []:
         key, val = parse_override(ov)
         _set_dotted(base, key, val, file)
+    where = _non_finite(base)
+    if where:
+        raise ConfigError("--set", where, "inf and nan are not allowed: give a finite number")
     suite = validate_suite(base, file, chosen)
     return LoadedSuite(path=file, profile=chosen, profiles_available=available, suite=suite, raw=base)

@@ -17,7 +17,11 @@ DEFAULT_PROFILE = "default"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf/nan would be written to run.json as null and silently drop a threshold: refused here.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+# numpy.random.RandomState (every workload's data order) takes seeds in [0, 2**32).
+MAX_SEED = 2**32 - 1
 
 
 class OptimizerConfig(_Strict):
@@ -133,6 +137,12 @@ class DistributedConfig(_Strict):
     master: str | None = None
     backend: Literal["auto", "gloo", "nccl"] = "auto"
 
+    @model_validator(mode="after")
+    def _nodes_meet(self) -> "DistributedConfig":
+        if self.nnodes > 1 and not (self.master or self.ips):
+            raise ValueError(f"nnodes = {self.nnodes} needs master = \"HOST:PORT\" (or ips) so the nodes can meet")
+        return self
+
 
 class SuiteMeta(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -147,6 +157,9 @@ class SuiteMeta(_Strict):
     def _unique(cls, v: list[int]) -> list[int]:
         if len(set(v)) != len(v):
             raise ValueError(f"seeds must be unique, got {v}")
+        bad = [s for s in v if not 0 <= s <= MAX_SEED]
+        if bad:
+            raise ValueError(f"seed {bad[0]} is out of range: seeds must be in 0..{MAX_SEED} (numpy's RandomState)")
         return v
 
 

@@ -31,6 +31,7 @@ from ampbench.results import (
     load_doc,
     open_run,
     read_json,
+    safe_name,
 )
 
 BASELINE_SCHEMA = "ampbench.baseline/1"
@@ -175,7 +176,8 @@ def save_baseline(run_dir: Path, output: Path | None = None) -> Path:
         raise ResultsError(f"{run_dir}: no trial finished ok; nothing to save as a baseline")
     if REFERENCE_MODE not in b.modes or not b.trials(REFERENCE_MODE):
         raise ResultsError(f"{run_dir}: no ok '{REFERENCE_MODE}' trial; a baseline needs the reference mode")
-    path = Path(output) if output else DEFAULT_BASELINE_DIR / b.device / f"{b.suite}.json"
+    path = Path(output) if output else \
+        DEFAULT_BASELINE_DIR / safe_name(b.device, "device") / f"{safe_name(b.suite, 'suite')}.json"
     atomic_write_text(path, dumps(b))
     return path
 

@@ -622,7 +622,10 @@ def check_run(run_dir: Path, baseline: Path | None = None, strict: bool = False,
         baseline=str(base.path) if base is not None else None, verdicts=verdicts,
         exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=notes,
     )
-    report.write(run_dir / "check.json")
+    try:
+        report.write(run_dir / "check.json")
+    except ResultsError as e:  # a read-only run folder is judged and printed all the same
+        report.notes.append(f"check.json not written: {e}")
     return report
 
 
@@ -653,10 +656,11 @@ def print_check(report: CheckReport, console: Any) -> None:
 
     On narrow terminals (< 120 columns) observed/threshold are left out: the message carries them.
     """
+    from rich.markup import escape
     from rich.table import Table
 
     wide = console.width >= 120
-    table = Table(title=f"ampbench check: {report.suite} ({report.profile})", expand=True)
+    table = Table(title=escape(f"ampbench check: {report.suite} ({report.profile})"), expand=True)
     table.add_column("mode", no_wrap=wide, overflow="fold")
     table.add_column("rule", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -670,16 +674,16 @@ def print_check(report: CheckReport, console: Any) -> None:
             info = bool(getattr(r, "informational", False))
             informational |= info
             label = f"[{_STYLE[r.status]}]{r.status}[/]" + ("*" if info else "")
-            cells = [v.mode if i == 0 else "", r.rule, label]
+            cells = [escape(v.mode) if i == 0 else "", escape(r.rule), label]
             if wide:
-                cells += [_short(r.observed), _short(r.threshold)]
-            table.add_row(*cells, r.message)
+                cells += [escape(_short(r.observed)), escape(_short(r.threshold))]
+            table.add_row(*cells, escape(r.message))
         table.add_section()
     console.print(table)
     if informational:
         console.print("* informational: computed and shown, but not judged (AMP inactive)", highlight=False)
     for n in report.notes:
-        console.print(f"note: {n}", highlight=False)
-    parts = ", ".join(f"{v.mode} [{_STYLE[v.verdict]}]{v.verdict}[/]" for v in report.verdicts)
-    console.print(f"{report.suite}: {parts} -> exit {report.exit_code}"
+        console.print(f"note: {escape(n)}", highlight=False)
+    parts = ", ".join(f"{escape(v.mode)} [{_STYLE[v.verdict]}]{v.verdict}[/]" for v in report.verdicts)
+    console.print(f"{escape(report.suite)}: {parts} -> exit {report.exit_code}"
                   + (" (--strict)" if report.strict else ""), highlight=False)

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ampbench.judge.verdict import CheckReport, load_check
-from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text
+from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text, read_text, safe_name
 
 HISTORY_SCHEMA = "ampbench.history/1"
 REFERENCE_MODE = "fp32"
@@ -267,7 +267,7 @@ def summarize_run(run_dir: Path | RunDir, trials: list[Trial] | None = None,
 
 
 def history_file(history_dir: Path, suite: str) -> Path:
-    return Path(history_dir) / f"{suite}.jsonl"
+    return Path(history_dir) / f"{safe_name(suite, 'suite')}.jsonl"  # a name from a file: no path tricks
 
 
 def append_history(run_dir: Path, history_dir: Path) -> Path:
@@ -280,7 +280,7 @@ def append_history(run_dir: Path, history_dir: Path) -> Path:
     path = history_file(history_dir, summary.suite)
     lines: list[str] = []
     if path.is_file():
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
             if not line.strip():
                 continue
             _parse_line(line, path, i)  # refuse to extend a corrupt file
@@ -315,7 +315,7 @@ def load_history(path: Path) -> list[dict]:
     if not path.is_file():
         raise ResultsError(f"{path}: history file not found")
     entries: dict[str, dict[str, Any]] = {}
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
         if line.strip():
             data = _parse_line(line, path, i)
             entries[data["run_id"]] = data

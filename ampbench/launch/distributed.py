@@ -82,50 +82,10 @@ def launch_command(cfg: DistributedConfig, worker_cmd: list[str], log_dir: Path)
 
 
 def kill_tree(pid: int, grace_s: float = 3.0) -> None:
-    """SIGTERM then SIGKILL the launcher and every descendant.  The launcher starts each rank
-    in its own session (setsid), so killing the launcher's process group alone would orphan
-    the ranks; descendants are found through /proc before anything is signalled."""
-    pids = [pid, *_descendants(pid)]
-    groups = set()
-    for p in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            groups.add(os.getpgid(p))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for g in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(g, sig)
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, sig)
-        deadline = time.monotonic() + grace_s
-        while sig == signal.SIGTERM and time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.1)
+    """SIGTERM then SIGKILL the launcher and every descendant (ranks run in sessions of their own)."""
+    from ampbench.launch.process import kill_tree as _kill_tree
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    _kill_tree(pid, grace_s)
 
 
 # ---------------------------------------------------------------- failures (runner side)
@@ -135,7 +95,8 @@ def _descendants(pid: int) -> list[int]:
 class RankFailure:
     rank: int
     status: str          # a Trial status: crashed, oom, ...
-    message: str         # one-paragraph error for the trial, with the rank's log tail
+    message: str         # one-paragraph error for the trial (which rank, why, which log)
+    log_tail: str = ""   # the last lines of that log (the trial's `log_tail`)
 
 
 _FAILED_RE = re.compile(r"Container rank (\d+) status failed .*? code (-?\d+)")
@@ -174,7 +135,7 @@ def rank_failure(log_dir: Path, launcher_log: Path, returncode: int | None, worl
                  f"see the other workerlog.* in {log_dir})")
     tail = _tail(Path(log_dir) / f"workerlog.{rank}", tail_lines) if rank >= 0 else _tail(launcher_log, tail_lines)
     where = f"rank {rank} log {Path(log_dir) / f'workerlog.{rank}'}" if rank >= 0 else f"launcher log {launcher_log}"
-    return RankFailure(rank=rank, status=status, message=f"{head}\n--- last lines of {where} ---\n{tail}")
+    return RankFailure(rank=rank, status=status, message=f"{head}\n(log: {where})", log_tail=tail)
 
 
 def _read(p: Path) -> str:
@@ -426,5 +387,6 @@ def apply_failure(trial_path: Path, failure: RankFailure) -> Any:
     own = trial.error if trial.status != "ok" and failure.rank != 0 else None
     trial.status = failure.status
     trial.error = failure.message + (f"\n--- rank 0 error ---\n{own[-2000:]}" if own else "")
+    trial.log_tail = failure.log_tail or None
     atomic_write_json(Path(trial_path), trial.to_json())
     return trial

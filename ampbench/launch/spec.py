@@ -6,9 +6,11 @@ The runner resolves the suite (profile, overrides) once; workers never re-read t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from ampbench.config.suite import Suite
 
 Fault = Literal["crash", "hang", "oom", "exit", "nan"]
 
@@ -18,7 +20,7 @@ EVENT_PREFIX = "@@ampbench "
 
 class TrialSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    suite: dict[str, Any]           # Suite.model_dump(mode="json") after profile + overrides
+    suite: Suite                    # the effective suite (profile + overrides applied), validated once
     suite_file: str
     profile: str
     config_hash: str

@@ -79,6 +79,8 @@ def failed_trials(v: RunView, ctx: Ctx, level: int) -> str:
         out.append(f"{md_code(t.key)}: **{md_text(t.status)}**{where} ({', '.join(links)}).")
         tail = fmt.error_tail(t.error)
         out.append(fmt.md_block(tail) if tail else "No error text was recorded.")
+        if t.log_tail:
+            out.append("Last lines of its log:\n\n" + fmt.md_block(fmt.error_tail(t.log_tail)))
     return "\n\n".join(out)
 
 

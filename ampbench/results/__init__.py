@@ -11,8 +11,10 @@ from ampbench.results.files import (
     last_line,
     load_doc,
     new_run_id,
+    os_reason,
     read_json,
     read_text,
+    safe_name,
     tail_lines,
     utc_now,
     validate_doc,
@@ -33,12 +35,22 @@ from ampbench.results.models import (
     Trial,
     trial_key,
 )
-from ampbench.results.run_dir import OpenRun, RunDir, check_belongs, load_trial, open_run, suite_of
+from ampbench.results.run_dir import (
+    OpenRun,
+    RunDir,
+    check_belongs,
+    load_trial,
+    new_run_dir,
+    open_run,
+    plan_of,
+    run_lock,
+    suite_of,
+)
 from ampbench.results.summary import load_summary, summary_rows, write_summary_csv
 
 __all__ = [
     "ResultsError", "atomic_write_json", "atomic_write_text", "load_doc", "read_json", "read_text",
-    "validate_doc", "write_doc", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord",
+    "validate_doc", "write_doc", "os_reason", "safe_name", "new_run_dir", "plan_of", "run_lock", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord",
     "Memory", "RunInfo", "Status", "StepRecord", "Throughput", "Trial", "trial_key", "OpenRun", "RunDir",
     "check_belongs", "load_trial", "open_run", "suite_of", "load_summary", "summary_rows", "write_summary_csv",
     "LOG_TAIL_MARKER", "last_line", "new_run_id", "tail_lines", "utc_now",

@@ -17,7 +17,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from ampbench.results import ResultsError, RunDir, Trial, atomic_write_json
+from ampbench.results import ResultsError, RunDir, Trial, atomic_write_json, safe_name
 
 UNITS = {"step": "seconds per step", "sample": "seconds per sample"}
 
@@ -121,6 +121,6 @@ def export_run(run_dir: Path, output: Path) -> Path:
     doc = export_document(Path(run_dir))
     out = Path(output)
     if out.is_dir():
-        out = out / f"{doc['ampbench']['run_id']}.json"
+        out = out / f"{safe_name(doc['ampbench']['run_id'], 'run_id')}.json"  # a name from run.json
     atomic_write_json(out, doc)
     return out

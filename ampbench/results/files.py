@@ -8,8 +8,10 @@ something is wrong, and turns OS and encoding errors into `ResultsError` (the CL
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -41,20 +43,61 @@ def _umask() -> int:
     return old
 
 
+def os_reason(e: OSError | UnicodeDecodeError) -> str:
+    """An OS or encoding error as a short reason with its errno name: `No space left on device (ENOSPC)`."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {e.start})"
+    name = errno.errorcode.get(e.errno or 0, "")
+    text = e.strerror or str(e) or type(e).__name__
+    return f"{text} ({name})" if name else text
+
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def safe_name(name: object, what: str = "name") -> str:
+    """A name read from a file (suite, device, run id), checked before it becomes part of a path:
+    no separators, no `..`, nothing hidden; a tampered file cannot direct a write elsewhere."""
+    if not isinstance(name, str) or not _SAFE_NAME.match(name) or ".." in name:
+        raise ResultsError(f"{what} {name!r} cannot be used in a file name (letters, digits, '_', '.', '-' only)")
+    return name
+
+
+def _mode_for(path: Path) -> int:
+    """An existing file keeps its permissions; a new one gets 0666 minus the process umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder, then rename: readers see the old or the new file."""
+    """Write via a temp file in the same folder, then rename: readers see the old or the new file.
+    OS errors (disk full, read-only, a folder in the way) become ResultsError naming the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is a file, not a folder", str(blocker))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "a folder is in the way", str(path))
+        if path.exists() and not path.is_file():  # a device, FIFO or socket is never replaced by a result
+            raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", str(path))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None
         raise
 
 
@@ -79,13 +122,15 @@ def read_text(path: Path, what: str = "result file") -> str:
     except UnicodeDecodeError as e:
         raise ResultsError(f"{p}: {what} is not UTF-8 text (byte {e.start}); corrupt?") from None
     except OSError as e:
-        raise ResultsError(f"{p}: cannot read {what}: {e.strerror or e}") from None
+        raise ResultsError(f"{p}: cannot read {what}: {os_reason(e)}") from None
 
 
 def read_json(path: Path, what: str = "result file") -> Any:
     text = read_text(path, what)
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ResultsError(f"{path}: {what} is nested too deeply to be an ampbench file") from None
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}: {what} is not valid JSON ({e}); truncated or corrupt?") from None
 

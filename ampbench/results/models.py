@@ -100,6 +100,7 @@ class Trial(_Open):
     profile: str = "default"
     status: Status
     error: str | None = None
+    log_tail: str | None = None  # last lines of the worker's log when the runner recorded the failure
     config: dict[str, Any] = {}
     config_hash: str = ""
     env: Env = Env()

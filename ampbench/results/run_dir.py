@@ -7,13 +7,20 @@ trial file checked to belong to this run.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import os
+import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ampbench.config.suite import Suite
-from ampbench.results.files import ResultsError, load_doc, write_doc
+from ampbench.results.files import ResultsError, load_doc, os_reason, safe_name, write_doc
 from ampbench.results.models import RunInfo, Trial, trial_key
 
 
@@ -66,15 +73,17 @@ class RunDir:
             order = {}
         return sorted(trials, key=lambda t: (order.get(t.mode, 999), t.mode, t.seed))
 
-    def finished_keys(self, config_hash: str | None = None) -> set[str]:
-        """Trials that need no re-run on --resume: readable, status ok, and (if given) the same config."""
+    def finished_keys(self, config_hash: str | None = None, suite: str | None = None) -> set[str]:
+        """Trials that need no re-run on --resume: readable, status ok, named for what they hold, and
+        (if given) of the same config and suite; anything else is re-run and overwritten."""
         done = set()
         for p in self.trial_files():
             try:
                 t = load_trial(p)
             except ResultsError:
                 continue
-            if t.status == "ok" and p.stem == t.key and (not config_hash or t.config_hash == config_hash):
+            if (t.status == "ok" and p.stem == t.key and (not config_hash or t.config_hash == config_hash)
+                    and (not suite or t.suite == suite)):
                 done.add(t.key)
         return done
 
@@ -87,6 +96,61 @@ def suite_of(info: RunInfo, where: Path | str) -> Suite:
         err = e.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         raise ResultsError(f"{where}: config.{key}: {err['msg']} (run.json written by another version?)") from None
+
+
+def plan_of(info: RunInfo, where: Path | str) -> list[tuple[str, int]]:
+    """run.json's plan as (mode, seed) pairs, refusing entries a tampered or foreign file could hold."""
+    out: list[tuple[str, int]] = []
+    for i, p in enumerate(info.plan):
+        mode, seed = (p.get("mode"), p.get("seed")) if isinstance(p, dict) else (None, None)
+        if not isinstance(mode, str) or isinstance(seed, bool) or not isinstance(seed, int):
+            raise ResultsError(f"{where}: plan[{i}]: expected {{\"mode\": NAME, \"seed\": INTEGER}}, got {p!r}")
+        safe_name(mode, f"{where}: plan[{i}].mode")
+        out.append((mode, seed))
+    if not out:
+        raise ResultsError(f"{where}: the plan is empty; nothing to run")
+    return out
+
+
+def new_run_dir(parent: Path) -> tuple[RunDir, str]:
+    """A fresh run folder under `parent` with an id no concurrent run can take: time, pid and random
+    bits, created with mkdir(exist_ok=False) and retried on the (unlikely) collision."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(20):
+            run_id = f"{dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid() % 10000:04d}{secrets.token_hex(2)}"
+            try:
+                (parent / run_id).mkdir()
+                return RunDir(parent / run_id), run_id
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise ResultsError(f"{parent}: cannot create a run folder: {os_reason(e)}") from None
+    raise ResultsError(f"{parent}: could not find a free run id")
+
+
+@contextlib.contextmanager
+def run_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on a run folder while trials are written into it: a second `run
+    --resume` of the same folder is refused instead of re-running the same trials."""
+    lock = Path(path) / ".lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot lock the run folder: {os_reason(e)}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise ResultsError(f"{path}: cannot lock the run folder: {os_reason(e)}") from None
+            raise ResultsError(f"{path}: another ampbench process is writing this run folder "
+                               "(it holds its .lock); wait for it to finish") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
 
 
 def check_belongs(path: Path, trial: Trial, info: RunInfo) -> None:
@@ -119,6 +183,7 @@ def open_run(path: str | Path) -> OpenRun:
     rd = RunDir(path)
     info = rd.load_run()
     suite = suite_of(info, rd.path / "run.json")
+    plan_of(info, rd.path / "run.json")
     trials = []
     for p in rd.trial_files():
         t = load_trial(p)

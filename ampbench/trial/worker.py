@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from ampbench.config import ModeConfig, OptimizerConfig, Suite
 from ampbench.launch.distributed import write_failure_note, writes_trial
+from ampbench.launch.process import watch_parent
 from ampbench.launch.spec import EVENT_PREFIX, TrialSpec
 from ampbench.results import AmpInfo, EvalRecord, StepRecord, Trial, atomic_write_json
 
@@ -111,7 +112,7 @@ class TrialRunner:
     def __init__(self, spec: TrialSpec, events: Events):
         self.spec, self.events = spec, events
         self.t_start = time.perf_counter()
-        self.suite = Suite.model_validate(spec.suite)
+        self.suite: Suite = spec.suite
         self.mode: ModeConfig = self.suite.mode(spec.mode)
         self.batch = spec.batch_size or self.suite.batch_size(self.mode)
         self.accum = self.suite.grad_accum(self.mode)
@@ -123,7 +124,7 @@ class TrialRunner:
         )
 
     def _effective_config(self) -> dict[str, Any]:
-        cfg = dict(self.spec.suite)
+        cfg = self.spec.suite.model_dump(mode="json")
         cfg["mode"] = self.mode.model_dump(mode="json")
         cfg["effective"] = {"batch_size": self.batch, "grad_accum": self.accum, "steps": self.steps_total}
         return cfg
@@ -293,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     events = Events(os.fdopen(event_fd, "w", buffering=1))
     spec = TrialSpec.model_validate_json(Path(argv[0]).read_text())
-    lead = writes_trial(spec.suite)  # data parallel: only rank 0 reports and writes
+    watch_parent()  # ends this process (every rank) if ampbench is gone, even SIGKILLed
+    lead = writes_trial(spec.suite.model_dump(mode="json"))  # data parallel: only rank 0 reports and writes
     if not lead:
         events = Events(None)
     tr = TrialRunner(spec, events)

@@ -10,15 +10,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from ampbench.config.suite import Suite
 
 
 class WorkloadParams(BaseModel):
     """Base for a workload's `[workload]` table: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @dataclass
@@ -73,6 +76,31 @@ class Workload(ABC, Generic[P]):
     # True when train_batches already yields only this rank's share (ctx.rank / ctx.world_size);
     # otherwise data-parallel runs give rank r every world_size-th batch of the same stream.
     shards_by_rank: ClassVar[bool] = False
+
+    @classmethod
+    def train_rows(cls, params: Any) -> int | None:
+        """Training rows when known without loading data (None: unknown); a larger batch is refused up front."""
+        return None
+
+    @classmethod
+    def check_suite(cls, params: Any, suite: "Suite") -> list[tuple[str, str]]:
+        """Problems a run would only hit after training, found before any run folder exists, as
+        (key, reason) pairs. Override to add a workload's own checks (extend super()'s list)."""
+        problems: list[tuple[str, str]] = []
+        known = sorted(cls.metric_goals)
+        named = [("suite.metric", suite.suite.metric)]
+        if suite.train.target is not None:
+            named.append(("train.target.metric", suite.train.target.metric))
+        for key, metric in named:
+            if known and metric not in cls.metric_goals:
+                problems.append((key, f"workload {cls.name!r} reports no metric {metric!r}; it reports: "
+                                      f"{', '.join(known)}"))
+        rows = cls.train_rows(params)
+        for m in suite.modes:
+            if rows is not None and suite.batch_size(m) > rows:
+                key = f"modes ({m.name}).batch_size" if m.batch_size else "train.batch_size"
+                problems.append((key, f"batch size {suite.batch_size(m)} is larger than the {rows} training rows"))
+        return problems
 
     def __init__(self, ctx: WorkloadContext):
         self.ctx = ctx

@@ -33,6 +33,10 @@ class ToyWorkload(Workload[ToyParams]):
     Params = ToyParams
     metric_goals = {"accuracy": "max", "eval_loss": "min"}
 
+    @classmethod
+    def train_rows(cls, params: ToyParams) -> int | None:
+        return params.train_rows
+
     def prepare(self) -> None:
         p = self.params
         rng = np.random.RandomState(1234)  # the dataset is fixed; seeds change init and order only

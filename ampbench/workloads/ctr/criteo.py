@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MISSING = 0  # bucket for an empty categorical field
 
@@ -100,6 +100,11 @@ class CriteoSpec(BaseModel):
         if min([v] if isinstance(v, int) else v) < 2:
             raise ValueError("every field needs at least 2 buckets (bucket 0 is 'missing')")
         return v
+
+    @model_validator(mode="after")
+    def _bucket_count(self) -> "CriteoSpec":
+        self.buckets()  # a wrong-length list is a config error, not a failure after the first trial
+        return self
 
     def buckets(self) -> list[int]:
         hb = self.hash_buckets

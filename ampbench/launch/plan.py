@@ -1,0 +1,162 @@
+"""Planning a run before anything is written: options, the trial plan, faults, specs, and resume.
+
+Everything that can be checked up front is checked here, so a mistake ends with exit 2 before a
+run folder exists: the suite (with the workload's own checks), `--mode`, `--seeds`,
+`AMPBENCH_FAULT`, and, for `--resume`, run.json and the arguments it cannot honour.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from pathlib import Path
+
+from ampbench.config import ConfigError, Suite
+from ampbench.config.suite import MAX_SEED
+from ampbench.launch.spec import Fault, TrialSpec
+from ampbench.results import ResultsError, RunDir, RunInfo, plan_of, safe_name, suite_of, trial_key
+
+FAULT_ENV = "AMPBENCH_FAULT"  # "MODE:SEED:KIND[,MODE:SEED:KIND...]", KIND in crash|hang|oom|exit|nan
+CACHE_ENV = "AMPBENCH_CACHE"
+FAULT_KINDS: tuple[str, ...] = typing.get_args(Fault)
+DEFAULT_OUT = Path("results/runs")
+
+
+@dataclass
+class RunOptions:
+    suite_file: Path | None
+    profile: str | None = None
+    modes: list[str] = field(default_factory=list)
+    seeds: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    out_dir: Path = DEFAULT_OUT
+    resume: Path | None = None
+    strict: bool = False
+    report: bool = True
+    run_id: str | None = None
+    # Writes the report of a finished run folder; given by the caller (the CLI) so that launch/ never
+    # imports report/ (report reads launch's probe files: importing back would make a cycle).
+    reporter: Callable[[Path], Path] | None = None
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ampbench")
+
+
+def plan_trials(suite: Suite, only_modes: list[str] | None = None) -> list[tuple[str, int]]:
+    """Seed-major order (fp32 and every AMP mode for seed 0, then seed 1...): a run cut short
+    still holds matched pairs."""
+    names = [m.name for m in suite.modes]
+    if only_modes:
+        unknown = [m for m in only_modes if m not in names]
+        if unknown:
+            raise ConfigError("--mode", unknown[0], f"unknown mode; suite modes: {', '.join(names)}")
+        names = [n for n in names if n in only_modes or n == "fp32"]
+    return [(m, s) for s in suite.suite.seeds for m in names]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`--seeds 0,1,2` -> [0, 1, 2]: integers in numpy's seed range, no repeats."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError("--seeds", text, "expected comma-separated integers, e.g. --seeds 0,1,2") from None
+    if not seeds:
+        raise ConfigError("--seeds", text, "no seed given")
+    bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
+    if bad:
+        raise ConfigError("--seeds", str(bad[0]), f"out of range: seeds must be in 0..{MAX_SEED}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError("--seeds", text, "seeds must be unique")
+    return seeds
+
+
+def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) -> dict[str, str]:
+    """AMPBENCH_FAULT -> {trial key: kind}; unknown kinds (and, given a plan, trials not in it) refused."""
+    out: dict[str, str] = {}
+    keys = {trial_key(m, s) for m, s in plan} if plan is not None else None
+    for item in filter(None, (x.strip() for x in (text or "").split(","))):
+        try:
+            mode, seed, kind = item.rsplit(":", 2)
+            key = trial_key(mode, int(seed))
+        except ValueError:
+            raise ConfigError(FAULT_ENV, item, "expected MODE:SEED:KIND, e.g. amp-o1-fp16:0:crash") from None
+        if kind not in FAULT_KINDS:
+            raise ConfigError(FAULT_ENV, item, f"unknown fault kind {kind!r}; kinds: {', '.join(FAULT_KINDS)}")
+        if keys is not None and key not in keys:
+            raise ConfigError(FAULT_ENV, item, "no such trial in this run's plan")
+        out[key] = kind
+    return out
+
+
+def parse_bytes(text: str) -> int:
+    """`6GiB`, `512m`, `1e9` -> bytes; ConfigError for anything else."""
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except (ValueError, IndexError):
+        raise ConfigError("--memory-limit", text, "expected a size such as 6GiB or 512MiB") from None
+    if not 0 < value < 2**63:
+        raise ConfigError("--memory-limit", text, "must be a positive, finite size")
+    return int(value)
+
+
+def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: str | None) -> TrialSpec:
+    return TrialSpec(
+        suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
+        mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
+        fault=fault,  # type: ignore[arg-type]
+    )
+
+
+# ---------------------------------------------------------------- --resume
+
+
+@dataclass(frozen=True)
+class Resumed:
+    run: RunDir
+    info: RunInfo
+    suite: Suite
+    plan: list[tuple[str, int]]
+
+
+def _same_suite(given: Path, info: RunInfo) -> bool:
+    if given.exists() and Path(info.suite_file).exists():
+        return given.resolve() == Path(info.suite_file).resolve()
+    return str(given) in (info.suite_file, info.suite, f"{info.suite}.toml")
+
+
+def refuse_unhonoured(opts: RunOptions, info: RunInfo, where: Path) -> None:
+    """--resume finishes the run exactly as run.json plans it; arguments that would change the plan
+    or the config are refused rather than silently ignored."""
+    given = [name for name, value in (("--profile", opts.profile), ("--mode", opts.modes), ("--seeds", opts.seeds),
+                                      ("--set", opts.overrides)) if value]
+    if given:
+        raise ConfigError("--resume", ", ".join(given),
+                          f"not honoured: --resume finishes {where} as planned in its run.json (profile "
+                          f"{info.profile!r}, {len(info.plan)} trials); start a new run to change the plan")
+    if opts.suite_file is not None and not _same_suite(Path(opts.suite_file), info):
+        raise ConfigError("--resume", str(opts.suite_file),
+                          f"{where} was run from suite {info.suite_file!r}; --resume always uses the config "
+                          "recorded in run.json: drop the SUITE argument or give that one")
+
+
+def load_resume(opts: RunOptions) -> Resumed:
+    """The run folder given to --resume, run.json validated (schema, config, plan, names)."""
+    assert opts.resume is not None
+    run = RunDir(opts.resume)
+    info = run.load_run()
+    where = run.path / "run.json"
+    refuse_unhonoured(opts, info, run.path)
+    safe_name(info.suite, f"{where}: suite")
+    suite = suite_of(info, where)
+    if suite.suite.name != info.suite:
+        raise ResultsError(f"{where}: suite {info.suite!r} but its config is suite {suite.suite.name!r}")
+    plan = plan_of(info, where)
+    unknown = sorted({m for m, _ in plan} - {m.name for m in suite.modes})
+    if unknown:
+        raise ResultsError(f"{where}: plan names mode(s) {unknown} that its config does not define")
+    return Resumed(run=run, info=info, suite=suite, plan=plan)

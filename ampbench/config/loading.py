@@ -30,7 +30,7 @@ class LoadedSuite(BaseModel):
     raw: dict[str, Any]
 
 
-_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "profiles"}
+_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "flags", "profiles"}
 _PROFILE_KEYS = (_TOP_KEYS - {"profiles"}) | {"seeds"}
 
 
@@ -111,10 +111,11 @@ def validate_suite(data: dict[str, Any], file: str, profile: str) -> Suite:
     except KeyError as e:
         raise ConfigError(where, "suite.workload", str(e.args[0])) from None
     try:
-        cls.Params.model_validate(suite.workload)
+        params = cls.Params.model_validate(suite.workload)
     except ValidationError as e:
         err = e.errors()[0]
         raise ConfigError(where, "workload." + _loc(err["loc"], data), _reason(err)) from None
+    cls.validate_suite(params, where)
     return suite
 
 

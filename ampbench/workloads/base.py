@@ -78,6 +78,11 @@ class Workload(ABC, Generic[P]):
         self.ctx = ctx
         self.params = ctx.params  # type: ignore[assignment]  # validated as cls.Params by the config layer
 
+    @classmethod
+    def validate_suite(cls, params: WorkloadParams, suite_file: str) -> None:
+        """Up-front checks when the suite loads (e.g. data files exist), so a problem is found
+        before any trial starts; raise ConfigError naming the file and key. Default: none."""
+
     def prepare(self) -> None:
         """Build or load cached data (not timed). Called once before build_model."""
 

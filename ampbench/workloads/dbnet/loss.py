@@ -8,7 +8,8 @@ total = alpha * BalanceLoss(P) + beta * MaskL1(T) + Dice(B), as PaddleOCR's DBLo
 - `main_loss_type="BCELoss"`: the DB paper's OHEM-balanced BCE (every positive pixel plus the
   `ohem_ratio` x as many hardest negatives, over the whole batch). Its gradient on a saturated
   wrong pixel is ~1e8 times Dice's, which is why it is kept as an AMP study case.
-- `balance_loss=False`: the shrink term is the plain loss (mean BCE, or Dice).
+- `balance_loss=False`: the shrink term is the plain loss: Dice, or for BCE the mean over pixels
+  (PaddleOCR would return the unreduced BCE map there, which its DBLoss cannot sum into a scalar).
 The terms are returned weighted, under PaddleOCR's names, so each can be compared with its log.
 Counts are floored as PaddleOCR's int() does, but on the device (no host sync per step); the
 top-k is a descending sort plus a rank mask.
@@ -77,8 +78,9 @@ class DBLoss:
         threshold_map, threshold_mask, shrink_map, shrink_mask = labels[1:5]
         maps = predicts["maps"]
         prob, thresh, binary = maps[:, 0], maps[:, 1], maps[:, 2]
+        # BalanceLoss keeps its own eps (1e-6) in PaddleOCR: DBLoss's eps reaches only L1 and Dice(B)
         shrink = self.alpha * balance_loss(prob, shrink_map, shrink_mask, self.main_loss_type,
-                                           self.ohem_ratio, self.balance_loss, self.eps)
+                                           self.ohem_ratio, self.balance_loss)
         threshold = self.beta * mask_l1_loss(thresh, threshold_map, threshold_mask, self.eps)
         binary_term = dice_loss(binary, shrink_map, shrink_mask, self.eps)
         return {"loss": shrink + threshold + binary_term, "loss_shrink_maps": shrink,

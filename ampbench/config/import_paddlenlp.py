@@ -29,23 +29,23 @@ SCHEDULES = {"linear": "linear", "cosine": "cosine", "constant": "constant"}
 
 
 def parse_cli_args(text: str) -> dict[str, Any]:
-    """`--fp16 --fp16_opt_level O2 --scale_loss=1024` -> dict (a bare flag is true; values read as JSON)."""
+    """`--fp16 --fp16_opt_level O2 --scale_loss=1024 --amp_custom_black_list a b` -> dict, as
+    PaddleNLP's argument parser reads it: a bare flag is true, several values make a list."""
     out: dict[str, Any] = {}
-    toks = shlex.split(text)
-    i = 0
-    while i < len(toks):
-        tok = toks[i]
-        if not tok.startswith("--"):
-            raise ConfigError("--args", tok, "expected --name [value]")
-        key, eq, val = tok[2:].partition("=")
-        if not eq:
-            nxt = toks[i + 1] if i + 1 < len(toks) else None
-            if nxt is None or nxt.startswith("--"):
-                val = "true"
-            else:
-                val, i = nxt, i + 1
-        out[key] = _value(val)
-        i += 1
+    lists: set[str] = set()
+    key: str | None = None
+    for tok in shlex.split(text):
+        if tok.startswith("--"):
+            key, eq, val = tok[2:].partition("=")
+            out[key] = _value(val) if eq else True
+            key = None if eq else key
+        elif key is None:
+            raise ConfigError("--args", tok, "expected --name [value ...]")
+        elif out[key] is True:
+            out[key] = _value(tok)
+        else:
+            out[key] = (out[key] if key in lists else [out[key]]) + [_value(tok)]
+            lists.add(key)
     return out
 
 

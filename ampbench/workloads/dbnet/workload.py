@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ampbench.config import ConfigError
+from ampbench.config.errors import ConfigError
 from ampbench.workloads.base import Batch, Workload
 from ampbench.workloads.dbnet.params import DBNetParams, LabelFileData, SyntheticData
 from ampbench.workloads.dbnet.prep import (

@@ -63,10 +63,11 @@ def test_defaults_follow_paddleocr_when_amp_keys_are_absent(tmp_path):
 
 def test_unknown_keys_are_named(tmp_path):
     cfg = tmp_path / "c.yml"
-    cfg.write_text(MV3.read_text().replace("Global:\n", "Global:\n  fancy_new_switch: 3\n")
+    cfg.write_text(MV3.read_text().replace("Global:\n", "Global:\n  fancy_new_switch: 3\n  seed: 11\n")
                    .replace("  ohem_ratio: 3\n", "  ohem_ratio: 3\n  gamma_extra: 2\n") + "\nExtraSection: {a: 1}\n")
     r = run_cli("import", "paddleocr", str(cfg), "--synthetic-data")
     assert r.exit_code == 0, r.output
+    assert "seeds = [11]" in r.output     # Global.seed is honoured
     for key in ("Global.fancy_new_switch", "Loss.gamma_extra", "(top level).ExtraSection"):
         assert f"not honoured: {key}" in r.output
         assert f"#   {key}:" in r.output  # and in the suite's header

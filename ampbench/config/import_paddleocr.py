@@ -276,8 +276,9 @@ def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
     if not amp:
         r.out.notes.append("Global.use_amp is off: the suite has only the fp32 mode; add an AMP mode to compare.")
     r.out.notes.append(f"train.steps = epoch_num x ceil({n_train} images / batch {batch}) = {steps}.")
+    seed = r.section("Global").get("seed")
     r.out.suite = {
-        "suite": {"name": name, "workload": "dbnet", "metric": "hmean", "seeds": [0],
+        "suite": {"name": name, "workload": "dbnet", "metric": "hmean", "seeds": [int(seed) if seed is not None else 0],
                   "description": f"PaddleOCR config {Path(path).name}"},
         "workload": wl,
         "train": {"batch_size": batch, "steps": steps, "warmup_steps": min(20, steps - 1), "optimizer": opt},

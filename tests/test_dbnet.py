@@ -190,3 +190,19 @@ def test_workload_itself_shows_no_low_precision_ops_on_cpu(workload):
         loss.backward()
     assert sum(sum(c.values()) for c in counts.values()) > 0
     assert low_precision_calls(dict(counts)) == 0
+
+
+@pytest.mark.parametrize("hmean,expected", [(0.0, "INCONCLUSIVE"), (0.79, "PASS")])
+def test_cpu_profile_floor_makes_a_blind_detector_inconclusive(tmp_path, hmean, expected):
+    """The cpu profile's min_baseline_metric: FP32 and AMP both at hmean 0 is not parity."""
+    from ampbench.judge.check import check_run
+    from tests.factories import make_run, make_trials
+
+    suite = load_suite(SUITE, profile="cpu").suite
+    trials = make_trials(suite, metrics={m.name: [hmean] for m in suite.modes})
+    report = check_run(make_run(tmp_path, suite, trials, profile="cpu"))
+    rules = {r.rule: r for v in report.verdicts for r in v.rules if v.mode == "amp-o2-fp16"}
+    assert rules["baseline-quality"].status == expected
+    if expected == "INCONCLUSIVE":
+        assert "below min_baseline_metric 0.4" in rules["baseline-quality"].message
+        assert next(v for v in report.verdicts if v.mode == "amp-o2-fp16").verdict != "PASS"

@@ -198,15 +198,22 @@ def _datasets(r: _Reader, wl: dict[str, Any], synthetic: bool) -> tuple[int, int
     if loader.get("drop_last") is False:
         r.skip("Train.loader.drop_last", "false: ampbench always drops the last partial batch of an epoch")
     files = [str(f) for f in tds.get("label_file_list") or []]
-    if synthetic or not files:
-        r.skip("Train.dataset / Eval.dataset", "replaced by ampbench's synthetic scene text (--synthetic-data)"
-               if synthetic else "no label_file_list: synthetic scene text used")
+    eval_files = [str(f) for f in eds.get("label_file_list") or []]
+    missing = [f for f in files + eval_files if not Path(f).is_file()]
+    if synthetic or not files or not eval_files or missing:
+        why = ("replaced by ampbench's synthetic scene text (--synthetic-data)" if synthetic else
+               f"label files not found from {Path.cwd()}: {', '.join(missing)}; synthetic scene text used "
+               "(run the import where the paths resolve, as PaddleOCR's tools/train.py would, to use your data)"
+               if missing else "no label_file_list: synthetic scene text used")
+        r.skip("Train.dataset / Eval.dataset", why)
+        if missing and not synthetic:
+            r.out.notes.append("DATA: " + why)
         wl["dataset"] = {"kind": "synthetic-scene-text", "images": 1000, "eval_images": 200}
         return batch, 1000
     ratio = tds.get("ratio_list", 1.0)
     wl["dataset"] = {"kind": "paddleocr", "train_label": files,
                      "ratio_list": [float(x) for x in ratio] if isinstance(ratio, list) else float(ratio),
-                     "eval_label": [str(f) for f in eds.get("label_file_list") or []],
+                     "eval_label": eval_files,
                      "data_dir": str(tds.get("data_dir", ".")), "eval_data_dir": str(eds.get("data_dir", "."))}
     n = sum(_count_lines(f) for f in files)
     return batch, n or 1000

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config.errors import ConfigError
-from ampbench.config.importing import Imported, UnsupportedConfig, header_lines, to_toml
+from ampbench.config.importing import Imported, UnsupportedConfig
 
 # What PaddleOCR's tools/train.py sets when use_amp is on (the cuDNN one only on CUDA builds).
 PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1}
@@ -305,6 +305,3 @@ def _cpu_profile(wl: dict[str, Any], opt: dict[str, Any]) -> dict[str, Any]:
                                        "lines": [1, 3], "text_height": [0.12, 0.25], "max_angle": 10}
     return prof
 
-
-def write_suite(imported: Imported, source: str) -> str:
-    return to_toml(imported.suite, header_lines(source, imported))

@@ -47,6 +47,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split
 baseline_app = typer.Typer(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.",
                            rich_markup_mode=None)
 app.add_typer(baseline_app, name="baseline")
+import_app = typer.Typer(no_args_is_help=True, help="Turn a PaddleOCR config or PaddleNLP Trainer args into a suite.")
+app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()
 
@@ -288,6 +290,52 @@ def env() -> None:
     for k, v in fp.model_dump().items():
         out.print(f"{k:14} {v}", markup=False)
     out.print(f"{'amp':14} {device.amp_support_summary()}", markup=False)
+
+
+def _write_imported(imported: object, source: str, output: Optional[Path]) -> None:
+    from ampbench.config.importing import Imported, render_checked
+
+    assert isinstance(imported, Imported)
+    text = render_checked(imported, source, str(output or "<stdout>"))
+    if output is None:
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {output}", markup=False, highlight=False)
+    for key, why in imported.not_honoured.items():
+        err.print(f"not honoured: {key}: {why}", markup=False, highlight=False, soft_wrap=True)
+
+
+@import_app.command("paddleocr")
+def import_paddleocr_cmd(
+    config: Path = typer.Argument(..., help="A PaddleOCR det config (YAML), e.g. det_mv3_db.yml"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Use ampbench's synthetic text, not the label files"),
+) -> None:
+    """PaddleOCR DB config -> suite (fp32 + its AMP mode); keys not honoured are listed; exit 2 if unsupported."""
+    from ampbench.config.import_paddleocr import import_paddleocr
+
+    try:
+        _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)
+    except ConfigError as e:
+        _fail(str(e))
+
+
+@import_app.command("paddlenlp")
+def import_paddlenlp_cmd(
+    args_json: Optional[Path] = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),
+    args: Optional[str] = typer.Option(None, "--args", help='Trainer arguments as on the command line: "--fp16 ..."'),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    source: str = typer.Option("paddlenlp", "--source", help="BERT package the suite uses: paddlenlp or paddleformers"),
+) -> None:
+    """PaddleNLP Trainer args -> the bert suite with fp32 + their AMP mode; keys not honoured are listed."""
+    from ampbench.config.import_paddlenlp import import_paddlenlp, load_args
+
+    try:
+        parsed, where = load_args(args_json, args)
+        _write_imported(import_paddlenlp(parsed, where, source), where, output)
+    except ConfigError as e:
+        _fail(str(e))
 
 
 def main() -> None:

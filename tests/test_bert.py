@@ -20,6 +20,8 @@ from ampbench.workloads.bert.source import SOURCES, installed_sources, load_bert
 from ampbench.workloads.bert.workload import BertParams, BertWorkload, macro_f1
 
 ROOT = Path(__file__).resolve().parents[1]
+# `tox -e paddlenlp` sets AMPBENCH_BERT_SOURCE=paddlenlp: every test then goes through that source.
+SOURCE = os.environ.get("AMPBENCH_BERT_SOURCE") or next(iter(installed_sources()), None)
 needs_bert = pytest.mark.skipif(not installed_sources(), reason="needs paddleformers or paddlenlp (bert extra)")
 bert_extra = pytest.mark.bert
 
@@ -107,7 +109,7 @@ def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("bert")
     data = write_reviews(d / "reviews.tsv")
     params = BertParams.model_validate(
-        {**TINY, "source": installed_sources()[0], "padding": "batch",
+        {**TINY, "source": SOURCE, "padding": "batch",
          "dataset": {"kind": "file", "path": str(data), "held_out_fraction": 0.3}}
     )
     ctx = WorkloadContext(params=params, batch_size=4, steps=10, seed=0, cache_dir=d / "cache")
@@ -233,7 +235,8 @@ def test_ampbench_run_bert_suite_tiny(tmp_path: Path):
     data = write_reviews(tmp_path / "reviews.tsv")
     sets = [f"workload.{k}={json.dumps(v)}" for k, v in TINY.items()]
     sets += [f'workload.dataset={{ kind = "file", path = "{data}", held_out_fraction = 0.3 }}',
-             "train.steps=6", "train.warmup_steps=1", "train.batch_size=4", "train.timeout_s=300"]
+             "train.steps=6", "train.warmup_steps=1", "train.batch_size=4", "train.timeout_s=300",
+             f"workload.source={SOURCE}"]
     cmd = [sys.executable, "-m", "ampbench.cli", "run", str(ROOT / "suites" / "bert.toml"), "--profile", "cpu",
            "--out", str(tmp_path / "runs"), "--no-report"]
     for s in sets:
@@ -247,5 +250,6 @@ def test_ampbench_run_bert_suite_tiny(tmp_path: Path):
         assert set(t["metrics"]) >= {"accuracy", "macro_f1"}
         assert t["throughput"]["extra_per_s"]["tokens"] > t["throughput"]["samples_per_s"]
         assert t["workload_info"]["vocab_sha256"].startswith("sha256:")
+        assert t["workload_info"]["bert_source"].startswith(SOURCE)
     amp = next(t for t in trials if t["mode"] != "fp32")
     assert amp["amp"]["active"] is False

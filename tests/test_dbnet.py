@@ -16,51 +16,12 @@ from ampbench.config import ConfigError, load_suite  # noqa: E402
 from ampbench.workloads import get_workload_class  # noqa: E402
 from ampbench.workloads.base import WorkloadContext  # noqa: E402
 from ampbench.workloads.dbnet.metric import detection_scores  # noqa: E402
-from ampbench.workloads.dbnet.workload import DBNetParams, DBNetWorkload, db_loss, make_label_maps, ppocr_ops  # noqa: E402
+from ampbench.workloads.dbnet.workload import DBNetParams, DBNetWorkload, make_label_maps, ppocr_ops  # noqa: E402
 
 SUITE = Path(__file__).resolve().parent.parent / "suites" / "ocr.toml"
 TINY = {"backbone": "mobilenet_v3_small", "fpn_channels": 16, "image_size": 64,
         "dataset": {"kind": "synthetic-scene-text", "images": 3, "eval_images": 2, "lines": [1, 2],
                     "text_height": [0.18, 0.25]}}
-
-
-def _bce(p, y):
-    return -(y * np.log(p) + (1 - y) * np.log(1 - p))
-
-
-def test_db_loss_matches_hand_computation():
-    # One image, 2x3 pixels. Shrink map: one positive pixel; one pixel masked out (ignored).
-    prob = np.array([[0.8, 0.6, 0.1], [0.3, 0.9, 0.2]], np.float32)
-    thresh = np.array([[0.5, 0.4, 0.3], [0.3, 0.3, 0.7]], np.float32)
-    binary = np.array([[0.9, 0.2, 0.1], [0.4, 0.5, 0.3]], np.float32)
-    gt = np.array([[1, 0, 0], [0, 0, 0]], np.float32)
-    mask = np.array([[1, 1, 1], [1, 0, 1]], np.float32)           # (1,1) is "don't care"
-    tmap = np.array([[0.7, 0.5, 0.3], [0.3, 0.3, 0.3]], np.float32)
-    tmask = np.array([[1, 1, 0], [0, 0, 1]], np.float32)
-    pred = paddle.to_tensor(np.stack([prob, thresh, binary])[None])
-    t = [paddle.to_tensor(a[None]) for a in (gt, mask, tmap, tmask)]
-    total, parts = db_loss(pred, *t, alpha=5.0, beta=10.0, ohem_ratio=3.0)
-
-    # Balanced BCE: 1 positive, 4 valid negatives, keep the 3 hardest (largest BCE): 0.6, 0.3, 0.2.
-    pos = _bce(0.8, 1)
-    hardest = sorted([_bce(v, 0) for v in (0.6, 0.1, 0.3, 0.2)], reverse=True)[:3]
-    shrink = (pos + sum(hardest)) / (1 + 3)
-    l1 = (abs(0.5 - 0.7) + abs(0.4 - 0.5) + abs(0.7 - 0.3)) / 3
-    inter = 0.9 * 1
-    dice = 1 - 2 * inter / ((0.9 + 0.2 + 0.1 + 0.4 + 0.3) + 1)
-    assert float(parts["shrink"]) == pytest.approx(shrink, rel=1e-4)
-    assert float(parts["threshold"]) == pytest.approx(l1, rel=1e-4)
-    assert float(parts["binary"]) == pytest.approx(dice, rel=1e-4)
-    assert float(total) == pytest.approx(5 * shrink + 10 * l1 + dice, rel=1e-4)
-
-
-def test_db_loss_without_text_is_finite_and_gradients_flow():
-    pred = paddle.to_tensor(np.full((2, 3, 4, 4), 0.3, np.float32), stop_gradient=False)
-    zeros, ones = paddle.zeros([2, 4, 4]), paddle.ones([2, 4, 4])
-    total, parts = db_loss(pred, zeros, ones, zeros + 0.3, zeros)
-    total.backward()
-    assert np.isfinite(float(total)) and float(parts["shrink"]) == 0.0  # no positives -> no negatives kept
-    assert pred.grad is not None
 
 
 def test_labels_round_trip_through_paddleocr_postprocess():
@@ -134,23 +95,45 @@ def test_model_shapes_and_a_few_training_steps_lower_the_loss(workload):
     it = workload.train_batches(0, 3)
     batch = next(it)  # the same batch: the loss must fall when overfitting it
     losses = []
-    for _ in range(8):
+    for _ in range(16):
         loss = workload.loss(model, batch)
         loss.backward()
         opt.step()
         opt.clear_grad()
         losses.append(float(loss))
-    assert np.isfinite(losses).all() and losses[-1] < 0.9 * losses[0]
+    # Dice terms fall slowly from ~1 on an untrained map: 16 steps on one batch take ~8% off
+    assert np.isfinite(losses).all() and losses[-1] < 0.95 * losses[0]
     model.eval()
     m = workload.evaluate(model)
     assert set(m) == {"hmean", "precision", "recall"} and all(0 <= v <= 1 for v in m.values())
 
 
-def test_resnet_splits_into_four_strides():
-    from ampbench.workloads.dbnet.workload import _backbone_layers, split_stages
+@pytest.mark.parametrize("name,kw,channels", [
+    ("resnet18", {}, [64, 128, 256, 512]),                       # paddle.vision, split by a probe
+    ("MobileNetV3", {"scale": 0.5}, [16, 24, 56, 480]),          # PaddleOCR det_mv3_db's stage outputs
+    ("ResNet_vd", {"layers": 50}, [256, 512, 1024, 2048]),        # det_r50_vd_db's
+    ("ResNet_vd", {"layers": 18}, [64, 128, 256, 512]),
+])
+def test_backbones_give_four_strides(name, kw, channels):
+    from ampbench.workloads.dbnet.backbones import build_backbone
 
-    stages, channels = split_stages(_backbone_layers("resnet18", 1.0))
-    assert len(stages) == 4 and channels == [64, 128, 256, 512]
+    bb = build_backbone(name, **kw)
+    bb.eval()
+    outs = bb(paddle.zeros([1, 3, 64, 64]))
+    assert bb.out_channels == channels
+    assert [tuple(o.shape[1:]) for o in outs] == [(c, 64 // s, 64 // s) for c, s in zip(channels, (4, 8, 16, 32))]
+
+
+def test_neck_and_head_have_paddleocrs_parameter_counts():
+    """DBFPN(256) on ResNet50-vd features: 1,572,864 trainable parameters; DBHead: 328,834."""
+    from ampbench.workloads.dbnet.model import build_dbnet
+
+    model = build_dbnet(DBNetParams(backbone="ResNet_vd", image_size=64))
+    count = lambda layer: sum(int(p.size) for p in layer.parameters() if not p.stop_gradient)  # noqa: E731
+    assert count(model.neck) == 1_572_864
+    assert count(model.prob) + count(model.thresh) == 328_834
+    vd = model.backbone.stages[1][0].short  # ResNet-D: the downsampling shortcut averages first
+    assert isinstance(vd[0], paddle.nn.AvgPool2D)
 
 
 def test_params_validation():
@@ -159,21 +142,32 @@ def test_params_validation():
     with pytest.raises(ValueError):
         DBNetParams.model_validate({"dataset": {"kind": "paddleocr"}})  # needs label files
     p = DBNetParams.model_validate({"dataset": {"kind": "paddleocr", "train_label": "a.txt", "eval_label": "b.txt"}})
-    assert p.dataset.kind == "paddleocr"
+    assert p.dataset.kind == "paddleocr" and p.dataset.train_files == ["a.txt"] and p.dataset.ratios == [1.0]
+    with pytest.raises(ValueError, match="ratio_list"):
+        DBNetParams.model_validate({"dataset": {"kind": "paddleocr", "train_label": ["a", "b"], "eval_label": "c",
+                                                "ratio_list": [1.0]}})
+    assert DBNetParams().backbone == "MobileNetV3" and DBNetParams().backbone_scale == 0.5
+    assert DBNetParams(backbone="mobilenet_v3_small").backbone_scale == 1.0
+    assert DBNetParams().loss.main_loss_type == "DiceLoss"
 
 
-@pytest.mark.parametrize("profile", ["default", "cpu"])
+@pytest.mark.parametrize("profile", ["default", "cpu", "r50", "bce"])
 def test_suite_file_validates(profile):
     loaded = load_suite(SUITE, profile=profile)
     s = loaded.suite
     assert s.suite.workload == "dbnet" and s.suite.metric == "hmean"
     names = [m.name for m in s.modes]
-    assert {"fp32", "amp-o1-fp16", "amp-o2-fp16"} <= set(names)
-    if profile == "default":
+    assert "fp32" in names and any(m.amp for m in s.modes)
+    p = DBNetParams.model_validate(s.workload)
+    if profile in ("default", "r50"):
         assert s.workload["image_size"] == 640 and s.train.batch_size == 8
         assert any(s.batch_size(m) == 32 for m in s.modes if m.amp)
-    else:
+        assert s.train.optimizer.schedule == "cosine" and s.train.optimizer.lr_warmup_steps > 0
+        assert (p.backbone, p.box_thresh) == (("ResNet_vd", 0.7) if profile == "r50" else ("MobileNetV3", 0.6))
+    elif profile == "cpu":
         assert s.workload["image_size"] <= 128
+        assert s.thresholds.min_baseline_metric is not None and s.thresholds.min_baseline_metric >= 0.3
+    assert p.loss.main_loss_type == ("BCELoss" if profile == "bce" else "DiceLoss")
 
 
 def test_suite_with_bad_workload_key_names_it(tmp_path):
@@ -196,3 +190,19 @@ def test_workload_itself_shows_no_low_precision_ops_on_cpu(workload):
         loss.backward()
     assert sum(sum(c.values()) for c in counts.values()) > 0
     assert low_precision_calls(dict(counts)) == 0
+
+
+@pytest.mark.parametrize("hmean,expected", [(0.0, "INCONCLUSIVE"), (0.79, "PASS")])
+def test_cpu_profile_floor_makes_a_blind_detector_inconclusive(tmp_path, hmean, expected):
+    """The cpu profile's min_baseline_metric: FP32 and AMP both at hmean 0 is not parity."""
+    from ampbench.judge.check import check_run
+    from tests.factories import make_run, make_trials
+
+    suite = load_suite(SUITE, profile="cpu").suite
+    trials = make_trials(suite, metrics={m.name: [hmean] for m in suite.modes})
+    report = check_run(make_run(tmp_path, suite, trials, profile="cpu"))
+    rules = {r.rule: r for v in report.verdicts for r in v.rules if v.mode == "amp-o2-fp16"}
+    assert rules["baseline-quality"].status == expected
+    if expected == "INCONCLUSIVE":
+        assert "below min_baseline_metric 0.4" in rules["baseline-quality"].message
+        assert next(v for v in report.verdicts if v.mode == "amp-o2-fp16").verdict != "PASS"

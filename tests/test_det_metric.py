@@ -39,12 +39,37 @@ def test_one_to_one_two_predictions_on_one_box():
     assert (c.matched, c.gt, c.pred) == (1, 1, 2)
 
 
-def test_greedy_by_iou_prefers_better_pair():
-    # Matching in list order would give A the first prediction (IoU 0.54) and leave C unmatched;
-    # taking the highest IoU first pairs C with its exact copy and A with the other: 2 matches.
+def test_pairing_is_in_index_order_like_paddleocr():
+    # PaddleOCR's DetectionIoUEvaluator gives ground truth 0 the first unmatched prediction with
+    # IoU > 0.5, not the best one: A takes c_box (IoU 0.54), so c_box's exact copy is left for
+    # nothing and the second prediction (IoU with C 0.25) does not match: 1 match, not 2.
     c_box = rect(3, 0, 13, 10)
-    c = match_image([A, c_box], [c_box, rect(-3, 0, 7, 10)])
-    assert c.matched == 2
+    assert match_image([A, c_box], [c_box, rect(-3, 0, 7, 10)]).matched == 1
+    # in the other index order the same boxes give 2 matches
+    assert match_image([c_box, A], [c_box, rect(-3, 0, 7, 10)]).matched == 2
+
+
+def test_iou_exactly_half_does_not_match():
+    # PaddleOCR matches on IoU > 0.5 strictly: 12x10 boxes shifted by 4 px: 80 / 160 = 0.5 exactly
+    a, b = rect(0, 0, 12, 10), rect(4, 0, 16, 10)
+    assert match_image([a], [b]).matched == 0
+    assert match_image([a], [rect(3.9, 0, 15.9, 10)]).matched == 1
+
+
+def test_invalid_polygons_are_skipped_on_both_sides():
+    zero_area = [[0, 0], [10, 0], [20, 0], [30, 0]]
+    bowtie = [[0, 0], [10, 10], [10, 0], [0, 10]]  # self-intersecting
+    c = match_image([A, zero_area, bowtie], [A, bowtie, zero_area])
+    assert (c.matched, c.gt, c.pred) == (1, 1, 1)
+
+
+def test_prediction_inside_dont_care_is_not_counted():
+    inner = rect(1, 1, 9, 9)
+    c = match_image([A, B], [inner, B], ignore=[True, False])
+    assert (c.matched, c.gt, c.pred) == (1, 1, 1)
+    # an invalid don't-care ground truth is skipped, so the same prediction becomes a false positive
+    c = match_image([[[0, 0], [10, 10], [10, 0], [0, 10]], B], [inner, B], ignore=[True, False])
+    assert (c.matched, c.gt, c.pred) == (1, 1, 2)
 
 
 def test_dont_care_regions_are_neither_missed_nor_false_positives():
@@ -62,3 +87,48 @@ def test_no_predictions_gives_zero_not_error():
     assert detection_scores([[A]], [[]])["hmean"] == 0.0
     with pytest.raises(ValueError):
         detection_scores([[A]], [])
+
+
+def _paddleocr_evaluator():
+    import importlib
+
+    for mod in ("ppocr.metrics.eval_det_iou", "paddleocr.ppocr.metrics.eval_det_iou"):
+        try:
+            return importlib.import_module(mod).DetectionIoUEvaluator()
+        except ImportError:
+            continue
+    pytest.skip("PaddleOCR's training code (ppocr.metrics) is not importable here; the pip wheel lacks it")
+
+
+def test_equals_paddleocr_detection_iou_evaluator_when_available():
+    import numpy as np
+
+    ev = _paddleocr_evaluator()
+    rng = np.random.default_rng(0)
+    gts, preds, ignores = [], [], []
+    for _ in range(40):
+        g = [rng.integers(0, 30, (4, 2)).tolist() for _ in range(rng.integers(0, 5))]
+        p = [(np.asarray(x) + rng.integers(-3, 4, (4, 2))).tolist() for x in g] + \
+            [rng.integers(0, 30, (4, 2)).tolist() for _ in range(rng.integers(0, 3))]
+        gts.append(g)
+        preds.append(p)
+        ignores.append([bool(rng.random() < 0.2) for _ in g])
+    results = [ev.evaluate_image([{"points": x, "text": "", "ignore": ig} for x, ig in zip(g, i)],
+                                 [{"points": x, "text": ""} for x in p]) for g, p, i in zip(gts, preds, ignores)]
+    theirs = ev.combine_results(results)
+    ours = detection_scores(gts, preds, ignores)
+    for k in ("precision", "recall", "hmean"):
+        assert ours[k] == pytest.approx(theirs[k], abs=1e-12)
+
+
+def test_detmetric_calling_convention_accumulates_over_batches():
+    from ampbench.workloads.dbnet.metric import DetMetric
+
+    m = DetMetric()
+    m([{"points": [A]}], [None, None, [[A, B]], [[False, True]]])
+    m([{"points": []}, {"points": [B]}], [None, None, [[A], [B]], [[False], [False]]])
+    got = m.get_metric()
+    want = detection_scores([[A, B], [A], [B]], [[A], [], [B]], [[False, True], [False], [False]])
+    assert got == {k: want[k] for k in ("precision", "recall", "hmean")}
+    assert got["recall"] == pytest.approx(2 / 3) and got["precision"] == 1.0
+    assert m.get_metric()["hmean"] == 0.0  # reset after reading

@@ -127,3 +127,112 @@ def test_reader_errors_name_file_and_line(tmp_path, line, match):
 def test_missing_image_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="missing or unreadable"):
         st.load_image(tmp_path / "nope.jpg")
+
+
+# ------------------------------------------------------------------ PaddleOCR SimpleDataSet semantics
+
+ITEM = [{"transcription": "Hi", "points": [[1, 2], [30, 2], [30, 12], [1, 12]]}]
+
+
+def _line(name, items=ITEM):
+    return f"{name}\t{json.dumps(items, ensure_ascii=False)}"
+
+
+def test_reader_drops_bom_and_splits_on_newline_only(tmp_path):
+    from ampbench.workloads.dbnet.labels import read_label_file
+
+    items = [{"transcription": "a\u2028b\u0085c", "points": ITEM[0]["points"]},
+             {"transcription": "*", "points": ITEM[0]["points"]}]
+    f = tmp_path / "l.txt"
+    f.write_bytes(b"\xef\xbb\xbf" + (_line("x.jpg") + "\r\n" + _line("y.jpg", items) + "\n").encode("utf-8"))
+    recs = read_label_file(f)
+    assert [r.path.name for r in recs] == ["x.jpg", "y.jpg"]          # BOM not part of the first name
+    assert recs[1].texts == ["a\u2028b\u0085c", "*"] and recs[1].ignore == [False, True]
+    assert recs[1].where.endswith("l.txt line 2")
+
+
+@pytest.mark.parametrize("raw,match", [
+    (b"x.jpg\t[\xff\xfe]", "not UTF-8"),
+    (_line("x.jpg", [{"points": ITEM[0]["points"]}]).encode(), "transcription"),
+])
+def test_reader_errors_name_label_file_and_line(tmp_path, raw, match):
+    from ampbench.workloads.dbnet.labels import read_label_file
+
+    f = tmp_path / "bad.txt"
+    f.write_bytes(_line("ok.jpg").encode() + b"\n" + raw + b"\n")
+    with pytest.raises(ConfigError, match=match) as e:
+        read_label_file(f)
+    assert "bad.txt" in str(e.value) and "line 2" in str(e.value)
+
+
+def test_missing_image_names_label_file_and_line(tmp_path):
+    from ampbench.workloads.dbnet.labels import load_image, missing_images, read_label_file
+
+    f = tmp_path / "l.txt"
+    f.write_text(_line("gone.jpg") + "\n")
+    (rec,) = read_label_file(f)
+    assert missing_images([rec]) == [f"{f} line 1: {tmp_path / 'gone.jpg'}"]
+    with pytest.raises(ConfigError, match="missing or unreadable") as e:
+        load_image(rec.path, rec.where)
+    assert "l.txt line 1" in str(e.value) and "gone.jpg" in str(e.value)
+
+
+def test_several_label_files_with_ratio_list(tmp_path):
+    from ampbench.workloads.dbnet.labels import read_label_files
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("\n".join(_line(f"a{i}.jpg") for i in range(10)) + "\n")
+    b.write_text("\n".join(_line(f"b{i}.jpg") for i in range(8)) + "\n")
+    recs = read_label_files([a, b], tmp_path, [1.0, 0.5], seed=0)
+    names = [r.path.name for r in recs]
+    assert names[:10] == [f"a{i}.jpg" for i in range(10)]
+    assert len(names) == 14 and all(n.startswith("b") for n in names[10:])   # round(8 * 0.5) of b
+    assert names == [r.path.name for r in read_label_files([a, b], tmp_path, [1.0, 0.5], seed=0)]
+    assert names != [r.path.name for r in read_label_files([a, b], tmp_path, [1.0, 0.5], seed=1)]
+
+
+def test_cache_fingerprint_follows_data_dir_contents_and_images(tmp_path):
+    import os
+
+    from ampbench.workloads.dbnet.labels import fingerprint, read_label_file
+
+    for d in ("d1", "d2"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "x.jpg").write_bytes(b"img-" + d.encode())
+    f = tmp_path / "l.txt"
+    f.write_text(_line("x.jpg") + "\n")
+    fp1 = fingerprint([f], read_label_file(f, tmp_path / "d1"))
+    assert fingerprint([f], read_label_file(f, tmp_path / "d2")) != fp1          # other data_dir
+    (tmp_path / "d1" / "x.jpg").write_bytes(b"changed image")
+    os.utime(tmp_path / "d1" / "x.jpg", ns=(1, 1))
+    assert fingerprint([f], read_label_file(f, tmp_path / "d1")) != fp1          # image changed
+    f.write_text(_line("x.jpg", [{"transcription": "###", "points": ITEM[0]["points"]}]) + "\n")
+    assert fingerprint([f], read_label_file(f, tmp_path / "d1"))["label_files"] != fp1["label_files"]
+
+
+def test_missing_files_are_found_when_the_suite_loads(tmp_path, monkeypatch):
+    from ampbench.config import load_suite
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "train.txt").write_text(_line("imgs/a.jpg") + "\n")
+    suite = tmp_path / "s.toml"
+    body = """
+[suite]
+name = "t"
+workload = "dbnet"
+metric = "hmean"
+[workload]
+dataset = {{ kind = "paddleocr", train_label = "train.txt", eval_label = "{ev}", data_dir = "." }}
+[[modes]]
+name = "fp32"
+"""
+    suite.write_text(body.format(ev="nope.txt"))
+    with pytest.raises(ConfigError, match="label file not found: nope.txt") as e:
+        load_suite(suite)
+    assert "workload.dataset.eval_label" in str(e.value)
+    suite.write_text(body.format(ev="train.txt"))
+    with pytest.raises(ConfigError, match=r"missing: .*train.txt line 1: imgs/a.jpg"):
+        load_suite(suite)
+    (tmp_path / "imgs" / "a.jpg").write_bytes(b"x")
+    assert load_suite(suite).suite.workload["dataset"]["kind"] == "paddleocr"

@@ -31,7 +31,7 @@ class LoadedSuite(BaseModel):
     raw: dict[str, Any]
 
 
-_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "profiles"}
+_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "flags", "profiles"}
 _PROFILE_KEYS = (_TOP_KEYS - {"profiles"}) | {"seeds"}
 
 

@@ -93,6 +93,7 @@ class ModeConfig(_Strict):
     # O2 only: paddle.nn layer classes decorate() leaves in FP32, e.g. ["Embedding"] keeps tables FP32
     excluded_layers: list[str] = []
     fp16_allreduce: bool = False
+    flags: dict[str, Any] = {}  # Paddle FLAGS for this mode only, over the suite's [flags]
 
     @model_validator(mode="after")
     def _level(self) -> "ModeConfig":
@@ -172,6 +173,7 @@ class Suite(_Strict):
     modes: list[ModeConfig] = Field(min_length=1)
     thresholds: Thresholds = Thresholds()
     distributed: DistributedConfig = DistributedConfig()
+    flags: dict[str, Any] = {}  # Paddle FLAGS (paddle.set_flags) applied in every trial
 
     @model_validator(mode="after")
     def _modes(self) -> "Suite":
@@ -181,6 +183,9 @@ class Suite(_Strict):
             raise ValueError(f"duplicate mode names: {', '.join(dup)}")
         if REFERENCE_MODE not in names:
             raise ValueError(f"no '{REFERENCE_MODE}' mode to compare against (modes: {', '.join(names)})")
+        bad = [k for m in [self, *self.modes] for k in m.flags if not k.startswith("FLAGS_")]
+        if bad:
+            raise ValueError(f"flags: {', '.join(bad)}: Paddle flag names start with FLAGS_")
         return self
 
     def mode(self, name: str) -> ModeConfig:

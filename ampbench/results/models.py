@@ -118,6 +118,7 @@ class Trial(_Open):
     grad_accum: int = 1
     world_size: int = 1
     numerics: dict[str, Any] | None = None
+    flags: dict[str, Any] = {}  # Paddle FLAGS applied in the trial (suite [flags] + the mode's)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

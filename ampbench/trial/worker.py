@@ -142,6 +142,8 @@ class TrialRunner:
         train = self.suite.train
         gpu = device.has_gpu()
         paddle.set_device("gpu" if gpu else "cpu")
+        from ampbench.trial.flags import apply_flags
+        self.trial.flags = apply_flags(self.suite.flags, self.mode.flags)
         replicas = Replicas.from_env(self.suite, self.mode)  # data parallel: a no-op for one process
         replicas.init()
         self.trial.world_size = replicas.world

@@ -21,15 +21,13 @@ import os
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from ampbench.config import ConfigError
 
 GENERATOR_VERSION = 2  # bump when the drawing code changes: it is part of the cache key
 
@@ -296,68 +294,7 @@ def ensure_dataset(spec: SceneTextSpec, cache_root: Path) -> Path:
     return final / "label.txt"
 
 
-# ------------------------------------------------------------------ reading PaddleOCR label files
-
-IGNORE_TRANSCRIPTIONS = ("###", "*")  # PaddleOCR's and ICDAR's "don't care" marks
-
-
-@dataclass
-class LabeledImage:
-    """One line of a detection label file: the image path and its text regions."""
-
-    path: Path
-    label: str  # the raw JSON, as PaddleOCR's DetLabelEncode expects it
-    polys: list[np.ndarray] = field(default_factory=list)  # each (k, 2) float32, k >= 4
-    texts: list[str] = field(default_factory=list)
-    ignore: list[bool] = field(default_factory=list)
-
-
-def read_label_file(label_file: str | Path, data_dir: str | Path | None = None) -> list[LabeledImage]:
-    """Parse `path\\tJSON` lines; image paths are relative to data_dir (default: the file's folder).
-
-    Errors name the file and line, so a user pointing at their own data sees what is wrong.
-    """
-    label_file = Path(label_file)
-    if not label_file.is_file():
-        raise ConfigError(label_file, "", "label file not found")
-    root = Path(data_dir) if data_dir is not None else label_file.parent
-    out: list[LabeledImage] = []
-    for n, line in enumerate(label_file.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"line {n}"
-        if "\t" not in line:
-            raise ConfigError(label_file, where, "expected `image_path<TAB>[{...}]` (PaddleOCR det format)")
-        rel, raw = line.split("\t", 1)
-        try:
-            items = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ConfigError(label_file, where, f"annotation is not valid JSON ({e})") from None
-        if not isinstance(items, list):
-            raise ConfigError(label_file, where, "annotation must be a JSON list of {transcription, points}")
-        rec = LabeledImage(path=root / rel, label=raw)
-        for j, it in enumerate(items):
-            try:
-                pts = np.asarray(it["points"], dtype=np.float32)
-                text = str(it.get("transcription", ""))
-            except (KeyError, TypeError, ValueError):
-                raise ConfigError(label_file, f"{where} item {j}", "needs 'points': [[x, y], ...] (numbers)") from None
-            if pts.ndim != 2 or pts.shape[1] != 2 or pts.shape[0] < 4:
-                raise ConfigError(label_file, f"{where} item {j}", f"points must be >= 4 [x, y] pairs, got shape {pts.shape}")
-            rec.polys.append(pts)
-            rec.texts.append(text)
-            rec.ignore.append(text in IGNORE_TRANSCRIPTIONS)
-        out.append(rec)
-    if not out:
-        raise ConfigError(label_file, "", "label file has no entries")
-    return out
-
-
-def load_image(path: Path) -> np.ndarray:
-    """HxWx3 uint8 RGB; a clear error when the label file points at a missing image."""
-    import cv2
-
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if img is None:
-        raise ConfigError(path, "", "image listed in the label file is missing or unreadable")
-    return img[:, :, ::-1].copy()
+# The reader of PaddleOCR label files lives in labels.py; re-exported for existing callers.
+from ampbench.workloads.dbnet.labels import (  # noqa: E402,F401
+    IGNORE_TRANSCRIPTIONS, LabeledImage, load_image, read_label_file,
+)

@@ -1,17 +1,23 @@
-"""Text-detection precision, recall and hmean (the ICDAR 2015 protocol, as PaddleOCR's DetMetric).
+"""Text-detection precision, recall and hmean with PaddleOCR's DetMetric rules (public path:
+`ampbench.workloads.dbnet.metric.detection_scores`, per image `match_image`).
 
-A prediction matches a ground-truth polygon when their IoU is >= `iou_threshold` (0.5); matching
-is one-to-one (each ground truth and each prediction is used at most once), taken greedily from
-the highest IoU down.  "Don't care" ground truths (transcription `###`) are not counted, and a
-prediction lying mostly inside one (intersection / prediction area > 0.5) is dropped instead of
-being counted as a false positive.  Counts are summed over all images before dividing, so the
-numbers are dataset-level, as ICDAR reports them.
+The rules (each with its reason in docs/ocr.md), as PaddleOCR's DetectionIoUEvaluator applies them:
+1. A polygon that shapely finds invalid or not simple (zero area, self-intersecting, too few
+   distinct points) is skipped, on the ground-truth side and the prediction side alike.
+2. A prediction whose area lies more than 50% inside a "don't care" ground truth (`###`, `*`)
+   is itself "don't care": neither a true nor a false positive. Don't-care ground truths are
+   not counted and cannot be matched.
+3. IoU = intersection area / union area (shapely's union); a pair matches when IoU > 0.5, strictly.
+4. Matching is one-to-one, greedy in index order: ground truth i takes the first unmatched
+   prediction j with IoU > 0.5 (not the best one).
+5. Counts (matched, cared ground truths, cared predictions) are summed over all images before
+   dividing (dataset-level, as ICDAR reports); an empty denominator gives 0.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -20,7 +26,7 @@ ArrayLike = Sequence[Sequence[float]] | np.ndarray
 
 @dataclass
 class DetCounts:
-    """Matched / ground-truth / predicted polygon counts, summable over images."""
+    """Matched / cared ground-truth / cared predicted polygon counts, summable over images."""
 
     matched: int = 0
     gt: int = 0
@@ -36,13 +42,27 @@ class DetCounts:
         return {"precision": precision, "recall": recall, "hmean": hmean}
 
 
-def _polygon(points: ArrayLike):
+def _valid(points: ArrayLike) -> Any:
+    """The shapely polygon, or None when rule 1 skips it."""
     from shapely.geometry import Polygon
 
-    poly = Polygon(np.asarray(points, dtype=np.float64).reshape(-1, 2))
-    if not poly.is_valid:
-        poly = poly.buffer(0)  # self-intersecting quads (bad point order) -> a valid area
-    return poly
+    pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    if len(pts) < 3:
+        return None
+    poly = Polygon(pts)
+    return poly if poly.is_valid and poly.is_simple else None
+
+
+def _dont_care_predictions(dont: list[Any], preds: list[Any], overlap: float) -> set[int]:
+    """Rule 2: predictions mostly inside a don't-care ground truth."""
+    out = set()
+    for j, d in enumerate(preds):
+        for g in dont:
+            inside = g.intersection(d).area / d.area if d.area else 0.0
+            if inside > overlap:
+                out.add(j)
+                break
+    return out
 
 
 def match_image(
@@ -52,38 +72,28 @@ def match_image(
     iou_threshold: float = 0.5,
     dont_care_overlap: float = 0.5,
 ) -> DetCounts:
-    """Counts for one image.  Degenerate (zero-area) predictions are dropped."""
+    """Counts for one image under rules 1-4."""
     ignore = list(ignore) if ignore is not None else [False] * len(gts)
     if len(ignore) != len(gts):
         raise ValueError(f"ignore has {len(ignore)} flags for {len(gts)} ground-truth polygons")
-    gt_polys = [_polygon(g) for g in gts]
-    care = [p for p, ig in zip(gt_polys, ignore) if not ig]
-    dont = [p for p, ig in zip(gt_polys, ignore) if ig]
-    pred_polys = []
-    for p in preds:
-        poly = _polygon(p)
-        if poly.area <= 0:
-            continue
-        if any(poly.intersection(d).area / poly.area > dont_care_overlap for d in dont):
-            continue
-        pred_polys.append(poly)
-
-    pairs = []
-    for i, g in enumerate(care):
-        for j, d in enumerate(pred_polys):
-            inter = g.intersection(d).area
-            if inter <= 0:
-                continue
-            iou = inter / (g.area + d.area - inter)
-            if iou >= iou_threshold:
-                pairs.append((iou, i, j))
-    used_g: set[int] = set()
+    kept = [(p, ig) for p, ig in ((_valid(g), bool(ig)) for g, ig in zip(gts, ignore)) if p is not None]
+    gt_polys = [p for p, _ in kept]
+    gt_dont = {i for i, (_, ig) in enumerate(kept) if ig}
+    pred_polys = [p for p in (_valid(d) for d in preds) if p is not None]
+    pred_dont = _dont_care_predictions([gt_polys[i] for i in sorted(gt_dont)], pred_polys, dont_care_overlap)
     used_p: set[int] = set()
-    for _iou, i, j in sorted(pairs, reverse=True):
-        if i not in used_g and j not in used_p:
-            used_g.add(i)
-            used_p.add(j)
-    return DetCounts(matched=len(used_g), gt=len(care), pred=len(pred_polys))
+    matched = 0
+    for i, g in enumerate(gt_polys):
+        if i in gt_dont:
+            continue
+        for j, d in enumerate(pred_polys):
+            if j in used_p or j in pred_dont:
+                continue
+            if d.intersection(g).area / d.union(g).area > iou_threshold:
+                used_p.add(j)
+                matched += 1
+                break
+    return DetCounts(matched=matched, gt=len(gt_polys) - len(gt_dont), pred=len(pred_polys) - len(pred_dont))
 
 
 def detection_scores(
@@ -92,7 +102,7 @@ def detection_scores(
     ignores: Sequence[Sequence[bool]] | None = None,
     iou_threshold: float = 0.5,
 ) -> dict[str, float]:
-    """Dataset-level precision, recall, hmean; gts[i] / preds[i] are image i's polygons."""
+    """Dataset-level precision, recall, hmean (rule 5); gts[i] / preds[i] are image i's polygons."""
     if len(gts) != len(preds):
         raise ValueError(f"{len(gts)} images of ground truth but {len(preds)} of predictions")
     total = DetCounts()
@@ -101,3 +111,26 @@ def detection_scores(
     out = total.scores()
     out.update({"gt_count": float(total.gt), "pred_count": float(total.pred), "matched": float(total.matched)})
     return out
+
+
+class DetMetric:
+    """PaddleOCR DetMetric's calling convention over the same rules, for side-by-side checks:
+    `m(preds, batch)` with preds = [{"points": polygons}, ...] per image and batch[2] / batch[3]
+    the ground-truth polygons and ignore tags per image; `get_metric()` returns the dataset-level
+    precision, recall and hmean over everything seen since the last reset and resets."""
+
+    def __init__(self, main_indicator: str = "hmean"):
+        self.main_indicator = main_indicator
+        self.counts = DetCounts()
+
+    def __call__(self, preds: Sequence[dict[str, Any]], batch: Sequence[Any]) -> None:
+        for pred, gts, ignore in zip(preds, batch[2], batch[3]):
+            self.counts = self.counts + match_image(list(gts), list(pred["points"]), [bool(i) for i in ignore])
+
+    def get_metric(self) -> dict[str, float]:
+        out = self.counts.scores()
+        self.reset()
+        return out
+
+    def reset(self) -> None:
+        self.counts = DetCounts()

@@ -1,0 +1,156 @@
+"""`ampbench import paddlenlp ARGS.json | --args "..."`: PaddleNLP Trainer arguments -> the bert suite.
+
+Read (TrainingArguments names): fp16 / bf16, fp16_opt_level (PaddleNLP default O1), scale_loss
+(default 2**15, the GradScaler's initial scale, dynamic), amp_custom_black_list /
+amp_custom_white_list, per_device_train_batch_size, gradient_accumulation_steps, learning_rate,
+weight_decay, max_grad_norm, warmup_steps / warmup_ratio, lr_scheduler_type, max_steps, seed,
+max_seq_length. The suite is the bundled bert suite with these applied: an fp32 mode plus the
+args' AMP mode. Every other argument is listed by name.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ampbench.config.bundled import bundled_suites
+from ampbench.config.errors import ConfigError
+from ampbench.config.importing import Imported
+
+NO_EFFECT = {"output_dir", "overwrite_output_dir", "logging_dir", "logging_steps", "save_steps", "save_total_limit",
+             "do_train", "do_eval", "do_predict", "report_to", "disable_tqdm", "logging_first_step",
+             "save_strategy", "logging_strategy", "run_name", "load_best_model_at_end", "metric_for_best_model",
+             "eval_steps", "evaluation_strategy", "per_device_eval_batch_size", "dataloader_num_workers",
+             "device", "overwrite_cache"}
+SCHEDULES = {"linear": "linear", "cosine": "cosine", "constant": "constant"}
+
+
+def parse_cli_args(text: str) -> dict[str, Any]:
+    """`--fp16 --fp16_opt_level O2 --scale_loss=1024 --amp_custom_black_list a b` -> dict, as
+    PaddleNLP's argument parser reads it: a bare flag is true, several values make a list."""
+    out: dict[str, Any] = {}
+    lists: set[str] = set()
+    key: str | None = None
+    for tok in shlex.split(text):
+        if tok.startswith("--"):
+            key, eq, val = tok[2:].partition("=")
+            out[key] = _value(val) if eq else True
+            key = None if eq else key
+        elif key is None:
+            raise ConfigError("--args", tok, "expected --name [value ...]")
+        elif out[key] is True:
+            out[key] = _value(tok)
+        else:
+            out[key] = (out[key] if key in lists else [out[key]]) + [_value(tok)]
+            lists.add(key)
+    return out
+
+
+def _value(s: str) -> Any:
+    low = s.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError:
+        return s
+
+
+def _amp_mode(a: dict[str, Any], where: str) -> dict[str, Any] | None:
+    if a.get("fp16") and a.get("bf16"):
+        raise ConfigError(where, "fp16/bf16", "both are set; PaddleNLP accepts one")
+    if not (a.get("fp16") or a.get("bf16")):
+        return None
+    level = str(a.get("fp16_opt_level", "O1"))
+    if level not in ("O1", "O2"):
+        raise ConfigError(where, "fp16_opt_level", f"{level!r}: expected O1 or O2")
+    dtype = "float16" if a.get("fp16") else "bfloat16"
+    mode: dict[str, Any] = {"name": f"amp-{level.lower()}-{'fp16' if a.get('fp16') else 'bf16'}",
+                            "level": level, "dtype": dtype,
+                            "scaler": {"enable": True, "init_loss_scaling": float(a.get("scale_loss", 2.0 ** 15)),
+                                       "use_dynamic_loss_scaling": True}}
+    for src, dst in (("amp_custom_black_list", "custom_black_list"), ("amp_custom_white_list", "custom_white_list")):
+        if a.get(src):
+            vals = a[src]
+            mode[dst] = [str(x) for x in (vals if isinstance(vals, list) else str(vals).split(","))]
+    return mode
+
+
+def _train(a: dict[str, Any], base: dict[str, Any], out: Imported) -> dict[str, Any]:
+    train = dict(base.get("train", {}))
+    opt = dict(train.get("optimizer", {}))
+    simple = {"per_device_train_batch_size": ("batch_size", int), "gradient_accumulation_steps": ("grad_accum", int),
+              "max_steps": ("steps", int)}
+    for src, (dst, t) in simple.items():
+        if src in a and not (src == "max_steps" and int(a[src]) <= 0):
+            train[dst] = t(a[src])
+    optkeys = {"learning_rate": ("lr", float), "weight_decay": ("weight_decay", float),
+               "max_grad_norm": ("grad_clip_norm", float), "warmup_steps": ("lr_warmup_steps", int)}
+    for src, (dst, t) in optkeys.items():
+        if src in a:
+            opt[dst] = t(a[src]) if not (src == "max_grad_norm" and float(a[src]) <= 0) else None
+    if a.get("warmup_ratio") and not a.get("warmup_steps"):
+        opt["lr_warmup_steps"] = int(float(a["warmup_ratio"]) * train.get("steps", 100))
+    if "lr_scheduler_type" in a:
+        if a["lr_scheduler_type"] in SCHEDULES:
+            opt["schedule"] = SCHEDULES[a["lr_scheduler_type"]]
+        else:
+            out.not_honoured["lr_scheduler_type"] = f"{a['lr_scheduler_type']!r}: ampbench has linear, cosine, constant"
+    opt["name"] = "adamw"  # PaddleNLP's Trainer optimizer
+    train["optimizer"] = {k: v for k, v in opt.items() if v is not None}
+    return train
+
+
+READ = {"fp16", "bf16", "fp16_opt_level", "scale_loss", "amp_custom_black_list", "amp_custom_white_list",
+        "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "learning_rate", "weight_decay",
+        "max_grad_norm", "warmup_steps", "warmup_ratio", "lr_scheduler_type", "seed", "max_seq_length"}
+WHY = {"amp_master_grad": "FP32 master gradients (decorate(master_grad=True)) are not a mode option yet",
+       "model_name_or_path": "the bert workload builds BERT from its [workload] shape (random init; "
+                             "set workload.pretrained_dir for local weights)",
+       "num_train_epochs": "ampbench counts steps (set max_steps)",
+       "adam_beta1": "Paddle's AdamW default is used", "adam_beta2": "Paddle's AdamW default is used",
+       "adam_epsilon": "Paddle's AdamW default is used"}
+
+
+def import_paddlenlp(args: dict[str, Any], where: str, source: str = "paddlenlp") -> Imported:
+    """Trainer arguments (already parsed) -> the bert suite with them applied."""
+    base = tomllib.loads(bundled_suites()["bert"].read_text(encoding="utf-8"))
+    out = Imported(suite={})
+    amp = _amp_mode(args, where)
+    wl = dict(base["workload"], source=source)
+    if "max_seq_length" in args:
+        wl["max_seq_len"] = int(args["max_seq_length"])
+    meta = dict(base["suite"], name="bert-paddlenlp", description=f"bert suite with PaddleNLP Trainer args from {where}")
+    if "seed" in args:
+        meta["seeds"] = [int(args["seed"])]
+    for k in args:
+        if k not in READ and k not in NO_EFFECT:
+            out.not_honoured[k] = WHY.get(k, "not read by ampbench")
+    if not amp:
+        out.notes.append("neither fp16 nor bf16 is set: the suite has only the fp32 mode")
+    modes = [{"name": "fp32"}] + ([amp] if amp else [])
+    # the bundled profiles keep their sizes but compare the args' modes
+    profiles = {n: {**p, "modes": modes} if "modes" in p else p for n, p in base.get("profiles", {}).items()}
+    out.suite = {"suite": meta, "workload": wl, "train": _train(args, base, out), "modes": modes,
+                 "thresholds": base.get("thresholds", {}), "profiles": profiles}
+    return out
+
+
+def load_args(path: str | Path | None, cli: str | None) -> tuple[dict[str, Any], str]:
+    """Trainer arguments from a JSON file (as PaddleNLP's parse_json_file reads) or a CLI string."""
+    if (path is None) == (cli is None):
+        raise ConfigError("ampbench import paddlenlp", "", "give exactly one of ARGS.json or --args \"...\"")
+    if cli is not None:
+        return parse_cli_args(cli), "--args"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+    except FileNotFoundError:
+        raise ConfigError(str(path), "", "file not found") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(str(path), "", f"not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", "Trainer arguments must be a JSON object")
+    return data, str(path)

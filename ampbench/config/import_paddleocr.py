@@ -1,0 +1,307 @@
+"""`ampbench import paddleocr CONFIG.yml`: a PaddleOCR DB detection config -> an ocr suite.
+
+Read: Global's AMP keys (use_amp, amp_level [PaddleOCR default O2], amp_dtype [float16],
+scale_loss [1.0], use_dynamic_loss_scaling [false], amp_custom_black_list/white_list),
+Architecture (DB with MobileNetV3 large / ResNet_vd, DBFPN, DBHead), Loss (DBLoss), Optimizer,
+PostProcess (DBPostProcess), Metric (DetMetric), Train/Eval SimpleDataSet label files, the
+EastRandomCropData size and the label-map transforms. The suite gets an fp32 mode and the config's
+AMP mode (with PaddleOCR's AMP flags), and a cpu profile. Everything else is listed by name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from ampbench.config.errors import ConfigError
+from ampbench.config.importing import Imported, UnsupportedConfig
+
+# What PaddleOCR's tools/train.py sets when use_amp is on (the cuDNN one only on CUDA builds).
+PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1}
+# Keys with no effect on the trained numbers (logging, saving, inference paths).
+NO_EFFECT = {"use_gpu", "log_smooth_window", "print_batch_step", "save_model_dir", "save_epoch_step",
+             "cal_metric_during_train", "checkpoints", "save_inference_dir", "use_visualdl", "infer_img",
+             "save_res_path", "use_wandb", "infer_mode", "character_dict_path", "max_text_length", "use_xpu",
+             "use_npu", "use_mlu", "d2s_train_image_shape"}
+AMP_KEYS = {"use_amp", "amp_level", "amp_dtype", "scale_loss", "use_dynamic_loss_scaling",
+            "amp_custom_black_list", "amp_custom_white_list"}
+LABEL_TRANSFORMS = {"DecodeImage", "DetLabelEncode", "MakeBorderMap", "MakeShrinkMap", "NormalizeImage",
+                    "ToCHWImage", "KeepKeys", "EastRandomCropData", "DetResizeForTest"}
+CPU_PROFILE = {"seeds": [0], "workload": {"image_size": 128, "fpn_channels": 64, "eval_batch_size": 16},
+               "train": {"batch_size": 8, "steps": 200, "warmup_steps": 3, "timeout_s": 1800}}
+
+
+class _Reader:
+    """Walks the config, remembering which keys were used; the rest are reported."""
+
+    def __init__(self, cfg: dict[str, Any], file: str):
+        self.cfg, self.file = cfg, file
+        self.out = Imported(suite={})
+
+    def section(self, name: str) -> dict[str, Any]:
+        sec = self.cfg.get(name) or {}
+        if not isinstance(sec, dict):
+            raise ConfigError(self.file, name, "must be a mapping")
+        return sec
+
+    def skip(self, key: str, why: str) -> None:
+        self.out.not_honoured[key] = why
+
+    def rest(self, prefix: str, sec: dict[str, Any], used: set[str], why: str = "not read by ampbench") -> None:
+        for k in sec:
+            if k not in used:
+                self.skip(f"{prefix}.{k}", why)
+
+
+def _unsupported(file: str, key: str, why: str) -> None:
+    raise UnsupportedConfig(file, key, f"unsupported architecture: {why}")
+
+
+def _architecture(r: _Reader) -> dict[str, Any]:
+    arch = r.section("Architecture")
+    if arch.get("model_type") != "det" or arch.get("algorithm") != "DB":
+        _unsupported(r.file, "Architecture", f"model_type {arch.get('model_type')!r} / algorithm "
+                     f"{arch.get('algorithm')!r}; ampbench's dbnet workload is DB text detection (det, DB)")
+    if arch.get("Transform"):
+        _unsupported(r.file, "Architecture.Transform", "a Transform stage is not part of DBNet here")
+    wl: dict[str, Any] = {}
+    bb = arch.get("Backbone") or {}
+    name = bb.get("name")
+    if name == "MobileNetV3":
+        if bb.get("model_name", "large") != "large":
+            _unsupported(r.file, "Architecture.Backbone.model_name", "only MobileNetV3 large is implemented")
+        wl.update(backbone="MobileNetV3", backbone_scale=float(bb.get("scale", 0.5)),
+                  backbone_se=not bb.get("disable_se", False))
+        r.rest("Architecture.Backbone", bb, {"name", "model_name", "scale", "disable_se"})
+    elif name in ("ResNet_vd", "ResNet"):
+        wl.update(backbone="ResNet_vd", backbone_layers=int(bb.get("layers", 50)))
+        if name == "ResNet":
+            r.out.notes.append("Backbone ResNet read as ResNet_vd (what PaddleOCR's DB ResNet configs build).")
+        r.rest("Architecture.Backbone", bb, {"name", "layers"})
+    else:
+        _unsupported(r.file, "Architecture.Backbone.name", f"{name!r}; supported: MobileNetV3 (large), ResNet_vd")
+    neck, head = arch.get("Neck") or {}, arch.get("Head") or {}
+    if neck.get("name") != "DBFPN":
+        _unsupported(r.file, "Architecture.Neck.name", f"{neck.get('name')!r}; supported: DBFPN")
+    if head.get("name") != "DBHead":
+        _unsupported(r.file, "Architecture.Head.name", f"{head.get('name')!r}; supported: DBHead")
+    wl.update(fpn_channels=int(neck.get("out_channels", 256)), k=float(head.get("k", 50)))
+    r.rest("Architecture.Neck", neck, {"name", "out_channels"})
+    r.rest("Architecture.Head", head, {"name", "k"})
+    r.rest("Architecture", arch, {"model_type", "algorithm", "Transform", "Backbone", "Neck", "Head"})
+    return wl
+
+
+def _loss(r: _Reader) -> dict[str, Any]:
+    loss = r.section("Loss")
+    if loss.get("name") != "DBLoss":
+        _unsupported(r.file, "Loss.name", f"{loss.get('name')!r}; supported: DBLoss")
+    main = loss.get("main_loss_type", "DiceLoss")
+    if main not in ("DiceLoss", "BCELoss"):
+        _unsupported(r.file, "Loss.main_loss_type", f"{main!r}; supported: DiceLoss, BCELoss")
+    keys = {"balance_loss": bool, "alpha": float, "beta": float, "ohem_ratio": float, "eps": float}
+    out: dict[str, Any] = {"main_loss_type": main}
+    out.update({k: t(loss[k]) for k, t in keys.items() if k in loss})
+    r.rest("Loss", loss, {"name", "main_loss_type", *keys})
+    return out
+
+
+def _optimizer(r: _Reader, steps_per_epoch: int) -> dict[str, Any]:
+    o = r.section("Optimizer")
+    names = {"Adam": "adam", "AdamW": "adamw", "Momentum": "momentum", "SGD": "sgd"}
+    if o.get("name") not in names:
+        _unsupported(r.file, "Optimizer.name", f"{o.get('name')!r}; supported: {', '.join(names)}")
+    out: dict[str, Any] = {"name": names[o["name"]]}
+    lr = o.get("lr") or {}
+    out["lr"] = float(lr.get("learning_rate", 0.001))
+    sched = {None: "constant", "Cosine": "cosine", "Linear": "linear"}
+    if lr.get("name") in sched:
+        out["schedule"] = sched[lr.get("name")]
+    else:
+        r.skip("Optimizer.lr.name", f"{lr.get('name')!r} schedule not available (constant, Cosine, Linear)")
+    if lr.get("warmup_epoch"):
+        out["lr_warmup_steps"] = int(math.ceil(float(lr["warmup_epoch"]) * steps_per_epoch))
+    r.rest("Optimizer.lr", lr, {"name", "learning_rate", "warmup_epoch"})
+    reg = o.get("regularizer") or {}
+    if reg and reg.get("name", "L2") == "L2":
+        out["weight_decay"] = float(reg.get("factor", 0.0))
+    elif reg:
+        r.skip("Optimizer.regularizer", f"{reg.get('name')!r}: only L2 is applied")
+    if "clip_norm" in o:
+        out["grad_clip_norm"] = float(o["clip_norm"])
+    if "momentum" in o:
+        out["momentum"] = float(o["momentum"])
+    for k, default in (("beta1", 0.9), ("beta2", 0.999)):
+        if k in o and float(o[k]) != default:
+            r.skip(f"Optimizer.{k}", f"{o[k]} differs from Paddle's default {default}, which ampbench uses")
+    r.rest("Optimizer", o, {"name", "lr", "regularizer", "clip_norm", "momentum", "beta1", "beta2"})
+    return out
+
+
+def _post_and_metric(r: _Reader) -> dict[str, Any]:
+    post, metric = r.section("PostProcess"), r.section("Metric")
+    if post.get("name") != "DBPostProcess":
+        _unsupported(r.file, "PostProcess.name", f"{post.get('name')!r}; supported: DBPostProcess")
+    if metric.get("name", "DetMetric") != "DetMetric" or metric.get("main_indicator", "hmean") != "hmean":
+        _unsupported(r.file, "Metric", "only DetMetric with main_indicator hmean is implemented")
+    out = {}
+    for src, dst in (("thresh", "det_thresh"), ("box_thresh", "box_thresh"), ("unclip_ratio", "unclip_ratio")):
+        if src in post:
+            out[dst] = float(post[src])
+    if "max_candidates" in post:
+        out["max_candidates"] = int(post["max_candidates"])
+    for k, default in (("use_dilation", False), ("score_mode", "fast"), ("box_type", "quad")):
+        if k in post and post[k] != default:
+            r.skip(f"PostProcess.{k}", f"{post[k]!r}: ampbench uses DBPostProcess's default {default!r}")
+    r.rest("PostProcess", post, {"name", "thresh", "box_thresh", "unclip_ratio", "max_candidates",
+                                 "use_dilation", "score_mode", "box_type"})
+    r.rest("Metric", metric, {"name", "main_indicator"})
+    return out
+
+
+def _transforms(r: _Reader, split: str, transforms: list[Any], wl: dict[str, Any]) -> None:
+    """Label-map settings and the crop size; augmentations are listed as not honoured."""
+    for i, t in enumerate(transforms or []):
+        name, args = (next(iter(t.items())) if isinstance(t, dict) else (str(t), None))
+        args = args or {}
+        key = f"{split}.dataset.transforms[{i}].{name}"
+        if name == "EastRandomCropData":
+            size = list(args.get("size", [640, 640]))
+            if size[0] != size[1] or size[0] % 32:
+                raise ConfigError(r.file, key + ".size", f"{size}: ampbench needs a square size, multiple of 32")
+            wl["image_size"] = int(size[0])
+            r.skip(key, "random crop replaced by a fixed letterbox to the same size (labels cached once)")
+        elif name == "MakeBorderMap":
+            wl.update({k: float(args[k]) for k in ("shrink_ratio", "thresh_min", "thresh_max") if k in args})
+        elif name == "MakeShrinkMap":
+            wl.update({k: (int(v) if k == "min_text_size" else float(v)) for k, v in args.items()
+                       if k in ("shrink_ratio", "min_text_size")})
+        elif name == "DetResizeForTest":
+            r.skip(key, "eval images are letterboxed to image_size instead")
+        elif name not in LABEL_TRANSFORMS:
+            r.skip(key, "augmentation not applied (training data are fixed, cached arrays)")
+
+
+def _datasets(r: _Reader, wl: dict[str, Any], synthetic: bool) -> tuple[int, int]:
+    """Train/Eval SimpleDataSet -> workload.dataset; returns (batch size, training images)."""
+    train, evals = r.section("Train"), r.section("Eval")
+    tds, eds = train.get("dataset") or {}, evals.get("dataset") or {}
+    for split, ds in (("Train", tds), ("Eval", eds)):
+        if ds.get("name", "SimpleDataSet") != "SimpleDataSet":
+            raise UnsupportedConfig(r.file, f"{split}.dataset.name", f"{ds.get('name')!r}: only SimpleDataSet is read")
+        _transforms(r, split, ds.get("transforms") or [], wl)
+        r.rest(f"{split}.dataset", ds, {"name", "data_dir", "label_file_list", "ratio_list", "transforms"})
+    loader = train.get("loader") or {}
+    batch = int(loader.get("batch_size_per_card", 8))
+    if loader.get("drop_last") is False:
+        r.skip("Train.loader.drop_last", "false: ampbench always drops the last partial batch of an epoch")
+    files = [str(f) for f in tds.get("label_file_list") or []]
+    eval_files = [str(f) for f in eds.get("label_file_list") or []]
+    missing = [f for f in files + eval_files if not Path(f).is_file()]
+    if synthetic or not files or not eval_files or missing:
+        why = ("replaced by ampbench's synthetic scene text (--synthetic-data)" if synthetic else
+               f"label files not found from {Path.cwd()}: {', '.join(missing)}; synthetic scene text used "
+               "(run the import where the paths resolve, as PaddleOCR's tools/train.py would, to use your data)"
+               if missing else "no label_file_list: synthetic scene text used")
+        r.skip("Train.dataset / Eval.dataset", why)
+        if missing and not synthetic:
+            r.out.notes.append("DATA: " + why)
+        wl["dataset"] = {"kind": "synthetic-scene-text", "images": 1000, "eval_images": 200}
+        return batch, 1000
+    ratio = tds.get("ratio_list", 1.0)
+    wl["dataset"] = {"kind": "paddleocr", "train_label": files,
+                     "ratio_list": [float(x) for x in ratio] if isinstance(ratio, list) else float(ratio),
+                     "eval_label": eval_files,
+                     "data_dir": str(tds.get("data_dir", ".")), "eval_data_dir": str(eds.get("data_dir", "."))}
+    n = sum(_count_lines(f) for f in files)
+    return batch, n or 1000
+
+
+def _count_lines(f: str) -> int:
+    p = Path(f)
+    return sum(1 for b in p.read_bytes().split(b"\n") if b.strip()) if p.is_file() else 0
+
+
+def _amp_mode(r: _Reader) -> tuple[dict[str, Any] | None, int | None]:
+    """Global's AMP keys -> the AMP mode (None when use_amp is off) and epoch_num."""
+    g = r.section("Global")
+    for k in g:
+        if k in NO_EFFECT:
+            continue
+        if k not in AMP_KEYS | {"epoch_num", "seed"}:
+            r.skip(f"Global.{k}", "not read by ampbench" if k != "pretrained_model" else
+                   "ampbench trains from random initialisation (no download at run time)")
+    if not g.get("use_amp"):
+        return None, g.get("epoch_num")
+    level, dtype = str(g.get("amp_level", "O2")), str(g.get("amp_dtype", "float16"))
+    if level not in ("O1", "O2") or dtype not in ("float16", "bfloat16"):
+        raise ConfigError(r.file, "Global.amp_level / amp_dtype", f"{level}/{dtype}: expected O1|O2, float16|bfloat16")
+    mode: dict[str, Any] = {
+        "name": f"amp-{level.lower()}-{'fp16' if dtype == 'float16' else 'bf16'}", "level": level, "dtype": dtype,
+        "scaler": {"enable": True, "init_loss_scaling": float(g.get("scale_loss", 1.0)),
+                   "use_dynamic_loss_scaling": bool(g.get("use_dynamic_loss_scaling", False))},
+        "flags": dict(PADDLEOCR_AMP_FLAGS),
+    }
+    for src, dst in (("amp_custom_black_list", "custom_black_list"), ("amp_custom_white_list", "custom_white_list")):
+        if g.get(src):
+            mode[dst] = [str(x) for x in g[src]]
+    if level == "O2":
+        mode["master_weight"] = True  # PaddleOCR decorates O2 models with master_weight=True
+    return mode, g.get("epoch_num")
+
+
+def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
+    """Read a PaddleOCR det YAML config into a suite (see the module docstring)."""
+    import yaml
+
+    file = str(path)
+    try:
+        cfg = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(file, "", "file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(file, "", f"not valid YAML ({e})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(file, "", "a PaddleOCR config is a YAML mapping (Global, Architecture, ...)")
+    r = _Reader(cfg, file)
+    wl = _architecture(r)
+    wl["loss"] = _loss(r)
+    wl.update(_post_and_metric(r))
+    batch, n_train = _datasets(r, wl, synthetic)
+    steps_per_epoch = max(1, math.ceil(n_train / batch))
+    opt = _optimizer(r, steps_per_epoch)
+    amp, epochs = _amp_mode(r)
+    steps = int(epochs) * steps_per_epoch if epochs else 3000
+    r.rest("(top level)", cfg, {"Global", "Architecture", "Loss", "Optimizer", "PostProcess", "Metric",
+                                "Train", "Eval"})
+    r.rest("Train", r.section("Train"), {"dataset", "loader"})
+    r.rest("Eval", r.section("Eval"), {"dataset", "loader"})
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", Path(path).stem).strip("-.") or "paddleocr"
+    modes = [{"name": "fp32"}] + ([amp] if amp else [])
+    if not amp:
+        r.out.notes.append("Global.use_amp is off: the suite has only the fp32 mode; add an AMP mode to compare.")
+    r.out.notes.append(f"train.steps = epoch_num x ceil({n_train} images / batch {batch}) = {steps}.")
+    seed = r.section("Global").get("seed")
+    r.out.suite = {
+        "suite": {"name": name, "workload": "dbnet", "metric": "hmean", "seeds": [int(seed) if seed is not None else 0],
+                  "description": f"PaddleOCR config {Path(path).name}"},
+        "workload": wl,
+        "train": {"batch_size": batch, "steps": steps, "warmup_steps": min(20, steps - 1), "optimizer": opt},
+        "modes": modes,
+        "profiles": {"cpu": _cpu_profile(wl, opt)},
+    }
+    return r.out
+
+
+def _cpu_profile(wl: dict[str, Any], opt: dict[str, Any]) -> dict[str, Any]:
+    prof = {k: dict(v) if isinstance(v, dict) else v for k, v in CPU_PROFILE.items()}
+    prof["train"]["optimizer"] = {**opt, "lr_warmup_steps": min(int(opt.get("lr_warmup_steps", 0)), 20)}
+    if wl["dataset"]["kind"] == "paddleocr":
+        prof["workload"]["dataset"] = {**wl["dataset"], "max_images": 256, "eval_images": 32}
+    else:
+        prof["workload"]["dataset"] = {"kind": "synthetic-scene-text", "images": 256, "eval_images": 32,
+                                       "lines": [1, 3], "text_height": [0.12, 0.25], "max_angle": 10}
+    return prof
+

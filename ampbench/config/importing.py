@@ -1,0 +1,104 @@
+"""What the importers share: the result type, a small TOML writer, key bookkeeping.
+
+An importer turns another tool's training config into an ampbench suite and lists, by name,
+every key it could not honour (with why), so nothing a user set is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ampbench.config.errors import ConfigError
+
+
+@dataclass
+class Imported:
+    """A suite (as TOML-ready data) plus the keys not honoured, each with its reason."""
+
+    suite: dict[str, Any]
+    not_honoured: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class UnsupportedConfig(ConfigError):
+    """The config asks for something ampbench cannot benchmark (exit 2 with the reason)."""
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isinf(v) or math.isnan(v):
+            raise ValueError(f"{v} cannot be written to a suite")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_scalar(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_scalar(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def to_toml(suite: dict[str, Any], header: list[str] | None = None) -> str:
+    """Suite data -> TOML text: top-level tables, [[modes]] arrays, nested tables inline."""
+    out = [f"# {line}" if line else "#" for line in (header or [])]
+    out += [""] if header else []
+    for name, value in suite.items():
+        if name == "modes":
+            for m in value:
+                out.append("[[modes]]")
+                out += [f"{_key(k)} = {_scalar(v)}" for k, v in m.items()]
+                out.append("")
+        elif name == "profiles":
+            for pname, prof in value.items():
+                out.append(f"[profiles.{_key(pname)}]")
+                out += [f"{_key(k)} = {_scalar(v)}" for k, v in prof.items()]
+                out.append("")
+        else:
+            out.append(f"[{name}]")
+            out += [f"{_key(k)} = {_scalar(v)}" for k, v in value.items()]
+            out.append("")
+    return "\n".join(out)
+
+
+def header_lines(source: str, imported: Imported) -> list[str]:
+    """The comment block at the top of an imported suite: source, notes, keys not honoured."""
+    lines = [f"Imported from {source} by `ampbench import`."]
+    lines += imported.notes
+    if imported.not_honoured:
+        lines.append("Keys not honoured:")
+        lines += [f"  {k}: {why}" for k, why in imported.not_honoured.items()]
+    return lines
+
+
+def render_checked(imported: Imported, source: str, file: str) -> str:
+    """The suite as TOML, after validating it (every profile) exactly as `ampbench run` would."""
+    import os
+    import tempfile
+    import tomllib
+
+    from ampbench.config.loading import load_suite
+
+    text = to_toml(imported.suite, header_lines(source, imported))
+    fd, tmp = tempfile.mkstemp(suffix=".toml", prefix="ampbench-import-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        for profile in ["default", *tomllib.loads(text).get("profiles", {})]:
+            try:
+                load_suite(tmp, profile=profile)
+            except ConfigError as e:
+                raise ConfigError(e.file.replace(tmp, file), e.key, e.reason) from None
+    finally:
+        os.unlink(tmp)
+    return text

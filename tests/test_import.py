@@ -1,0 +1,192 @@
+"""`ampbench import paddleocr|paddlenlp` on config files written here in PaddleOCR's and
+PaddleNLP's documented formats: the suites validate, carry the AMP settings and flags, name every
+key they cannot honour, refuse unsupported architectures with exit 2, and run (cpu, shortened)."""
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ampbench.cli import app
+from ampbench.config import load_suite
+from ampbench.config.import_paddlenlp import import_paddlenlp, parse_cli_args
+from ampbench.config.import_paddleocr import PADDLEOCR_AMP_FLAGS, import_paddleocr
+
+FIX = Path(__file__).parent / "fixtures"
+MV3 = FIX / "paddleocr" / "det_mv3_db_amp.yml"
+R50 = FIX / "paddleocr" / "det_r50_vd_db_amp.yml"
+NLP = FIX / "paddlenlp" / "trainer_args_fp16_o2.json"
+cli = CliRunner()
+
+
+def run_cli(*args):
+    return cli.invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def _mode(suite, name):
+    return next(m for m in suite["modes"] if m["name"] == name)
+
+
+def test_det_mv3_db_amp_config_becomes_a_suite(tmp_path):
+    out = tmp_path / "mv3.toml"
+    r = run_cli("import", "paddleocr", str(MV3), "--synthetic-data", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    wl = raw["workload"]
+    assert (wl["backbone"], wl["backbone_scale"], wl["fpn_channels"], wl["image_size"]) == ("MobileNetV3", 0.5, 256, 640)
+    assert wl["loss"] == {"main_loss_type": "DiceLoss", "balance_loss": True, "alpha": 5.0, "beta": 10.0, "ohem_ratio": 3.0}
+    assert (wl["det_thresh"], wl["box_thresh"], wl["max_candidates"]) == (0.3, 0.6, 1000)
+    assert raw["train"]["batch_size"] == 16
+    assert raw["train"]["optimizer"]["schedule"] == "cosine" and raw["train"]["optimizer"]["lr_warmup_steps"] == 126
+    amp = _mode(raw, "amp-o2-fp16")
+    assert amp["scaler"] == {"enable": True, "init_loss_scaling": 1024.0, "use_dynamic_loss_scaling": True}
+    assert amp["custom_black_list"] == ["reduce_mean", "sigmoid"] and amp["flags"] == PADDLEOCR_AMP_FLAGS
+    assert [m["name"] for m in raw["modes"]] == ["fp32", "amp-o2-fp16"]
+    for profile in ("default", "cpu"):
+        assert load_suite(out, profile=profile).suite.mode("amp-o2-fp16").flags == PADDLEOCR_AMP_FLAGS
+    assert "not honoured: Global.pretrained_model" in r.output
+    assert "Train.dataset.transforms[2].IaaAugment" in r.output
+
+
+def test_defaults_follow_paddleocr_when_amp_keys_are_absent(tmp_path):
+    text = MV3.read_text()
+    for key in ("amp_level", "amp_dtype", "scale_loss", "use_dynamic_loss_scaling", "amp_custom_black_list"):
+        text = "\n".join(line for line in text.splitlines() if not line.strip().startswith(key + ":"))
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(text)
+    amp = _mode(import_paddleocr(cfg, synthetic=True).suite, "amp-o2-fp16")     # amp_level default O2
+    assert amp["dtype"] == "float16"
+    assert amp["scaler"] == {"enable": True, "init_loss_scaling": 1.0, "use_dynamic_loss_scaling": False}
+
+
+def test_unknown_keys_are_named(tmp_path):
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(MV3.read_text().replace("Global:\n", "Global:\n  fancy_new_switch: 3\n  seed: 11\n")
+                   .replace("  ohem_ratio: 3\n", "  ohem_ratio: 3\n  gamma_extra: 2\n") + "\nExtraSection: {a: 1}\n")
+    r = run_cli("import", "paddleocr", str(cfg), "--synthetic-data")
+    assert r.exit_code == 0, r.output
+    assert "seeds = [11]" in r.output     # Global.seed is honoured
+    for key in ("Global.fancy_new_switch", "Loss.gamma_extra", "(top level).ExtraSection"):
+        assert f"not honoured: {key}" in r.output
+        assert f"#   {key}:" in r.output  # and in the suite's header
+
+
+@pytest.mark.parametrize("old,new,reason", [
+    ("  algorithm: DB\n", "  algorithm: EAST\n", "algorithm 'EAST'"),
+    ("    name: MobileNetV3\n", "    name: PPLCNetV3\n", "PPLCNetV3"),
+    ("    model_name: large\n", "    model_name: small\n", "only MobileNetV3 large"),
+    ("    name: DBFPN\n", "    name: RSEFPN\n", "RSEFPN"),
+    ("  main_loss_type: DiceLoss\n", "  main_loss_type: DiceFocalLoss\n", "DiceFocalLoss"),
+])
+def test_unsupported_architecture_exits_2_with_the_reason(tmp_path, old, new, reason):
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(MV3.read_text().replace(old, new, 1))
+    r = run_cli("import", "paddleocr", str(cfg), "--synthetic-data")
+    assert r.exit_code == 2
+    assert reason in r.output and "c.yml" in r.output and "Traceback" not in r.output
+
+
+def _paddleocr_data(root: Path) -> None:
+    """A tiny set in PaddleOCR's layout under root/train_data/text_localization."""
+    from ampbench.workloads.dbnet.data import SceneTextSpec, write_dataset
+
+    d = root / "train_data" / "text_localization"
+    write_dataset(SceneTextSpec(images=6, image_size=96, lines=(1, 2), text_height=(0.15, 0.25)), d)
+    lines = (d / "label.txt").read_text().splitlines()
+    (d / "label.txt").rename(d / "train_label.txt")
+    (d / "test_label.txt").write_text("\n".join(lines[:2]) + "\n")
+
+
+def test_r50_config_reads_label_files_and_checks_them(tmp_path, monkeypatch):
+    pytest.importorskip("skimage")
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("import", "paddleocr", str(R50), "-o", "r50.toml")
+    # no data here: the suite still validates and runs, on synthetic text, and says so loudly
+    assert r.exit_code == 0, r.output
+    assert "label files not found" in r.output and "train_label.txt" in r.output
+    assert tomllib.loads(Path("r50.toml").read_text())["workload"]["dataset"]["kind"] == "synthetic-scene-text"
+    assert "# DATA: label files not found" in Path("r50.toml").read_text()
+    _paddleocr_data(tmp_path)
+    r = run_cli("import", "paddleocr", str(R50), "-o", "r50.toml")
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(Path("r50.toml").read_text())
+    ds = raw["workload"]["dataset"]
+    assert ds["kind"] == "paddleocr" and ds["ratio_list"] == [1.0]
+    assert ds["train_label"] == ["./train_data/text_localization/train_label.txt"]
+    assert (raw["workload"]["backbone"], raw["workload"]["backbone_layers"], raw["workload"]["box_thresh"]) == ("ResNet_vd", 50, 0.7)
+    assert raw["train"]["optimizer"]["weight_decay"] == 0.0001
+    amp = _mode(raw, "amp-o1-bf16")
+    assert amp["custom_white_list"] == ["conv2d"] and amp["scaler"]["init_loss_scaling"] == 1.0
+    assert raw["train"]["steps"] == 1  # epoch_num 1 x ceil(6 images / 16)
+    (tmp_path / "train_data" / "text_localization" / "images" / "000001.jpg").unlink()
+    r = run_cli("import", "paddleocr", str(R50), "-o", "r50.toml")   # a listed image is gone: exit 2
+    assert r.exit_code == 2 and "train_label.txt line 2" in r.output and "000001.jpg" in r.output
+
+
+@pytest.mark.slow
+def test_imported_suite_runs_on_cpu_and_records_flags(tmp_path, monkeypatch):
+    pytest.importorskip("paddleocr")
+    pytest.importorskip("skimage")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AMPBENCH_CACHE", str(tmp_path / "cache"))
+    _paddleocr_data(tmp_path)
+    assert run_cli("import", "paddleocr", str(MV3), "-o", "mv3.toml").exit_code == 0
+    r = run_cli("run", "mv3.toml", "--profile", "cpu", "--set", "train.steps=3", "--set", "train.warmup_steps=1",
+                "--set", "workload.image_size=64", "--out", "runs", "--no-report")
+    assert r.exit_code in (0, 3), r.output
+    trials = {p.name: json.loads(p.read_text()) for p in Path("runs").glob("*/*/trials/*.json")}
+    assert {t["status"] for t in trials.values()} == {"ok"} and len(trials) == 2
+    amp = trials["amp-o2-fp16__seed0.json"]
+    assert amp["flags"]["FLAGS_max_inplace_grad_add"] == 8
+    assert "FLAGS_cudnn_batchnorm_spatial_persistent" in amp["flags"]   # None on a CPU build
+    assert trials["fp32__seed0.json"]["flags"] == {}
+
+
+def test_paddlenlp_args_json_becomes_the_bert_suite(tmp_path):
+    out = tmp_path / "bert.toml"
+    r = run_cli("import", "paddlenlp", str(NLP), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    assert raw["workload"]["source"] == "paddlenlp" and raw["workload"]["max_seq_len"] == 64
+    assert raw["suite"]["seeds"] == [7]
+    t = raw["train"]
+    assert (t["batch_size"], t["steps"]) == (32, 400)
+    assert t["optimizer"] == {"name": "adamw", "lr": 5e-05, "weight_decay": 0.01, "schedule": "linear",
+                              "lr_warmup_steps": 50, "grad_clip_norm": 1.0}
+    amp = _mode(raw, "amp-o2-fp16")
+    assert amp["scaler"] == {"enable": True, "init_loss_scaling": 32768.0, "use_dynamic_loss_scaling": True}
+    assert amp["custom_black_list"] == ["reduce_sum", "softmax_with_cross_entropy"]
+    assert amp["custom_white_list"] == ["lookup_table"]
+    assert [m["name"] for m in raw["profiles"]["cpu"]["modes"]] == ["fp32", "amp-o2-fp16"]
+    for profile in ("default", "cpu"):
+        load_suite(out, profile=profile)
+    for key in ("amp_master_grad", "model_name_or_path", "num_train_epochs"):
+        assert f"not honoured: {key}" in r.output
+    assert "output_dir" not in r.output  # no effect on the numbers: not listed
+
+
+def test_paddlenlp_cli_args_match_the_json():
+    args = json.loads(NLP.read_text())
+    text = " ".join(f"--{k} {' '.join(v) if isinstance(v, list) else v}" for k, v in args.items() if v is not True)
+    text += " " + " ".join(f"--{k}" for k, v in args.items() if v is True)
+    one = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in args.items()}
+    assert parse_cli_args(text) == one     # one value after a list option reads as a scalar, as on a CLI
+    assert import_paddlenlp(one, "--args").suite == import_paddlenlp(args, "x.json").suite | {
+        "suite": import_paddlenlp(one, "--args").suite["suite"]}
+    a = import_paddlenlp(parse_cli_args("--bf16 --scale_loss=1024"), "--args").suite
+    m = _mode(a, "amp-o1-bf16")   # fp16_opt_level default O1
+    assert m["dtype"] == "bfloat16" and m["scaler"]["init_loss_scaling"] == 1024.0
+    assert [x["name"] for x in import_paddlenlp({}, "--args").suite["modes"]] == ["fp32"]
+
+
+def test_paddlenlp_bad_input_exits_2(tmp_path):
+    bad = tmp_path / "a.json"
+    bad.write_text("{not json")
+    r = run_cli("import", "paddlenlp", str(bad))
+    assert r.exit_code == 2 and "a.json" in r.output and "not valid JSON" in r.output
+    r = run_cli("import", "paddlenlp", "--args", "--fp16 --bf16")
+    assert r.exit_code == 2 and "fp16/bf16" in r.output
+    r = run_cli("import", "paddlenlp")
+    assert r.exit_code == 2 and "exactly one" in r.output

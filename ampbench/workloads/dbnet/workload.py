@@ -13,7 +13,6 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ampbench.config.errors import ConfigError
 from ampbench.workloads.base import Batch, Workload
 from ampbench.workloads.dbnet.params import DBNetParams, LabelFileData, SyntheticData
 from ampbench.workloads.dbnet.prep import (

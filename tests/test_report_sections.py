@@ -46,14 +46,16 @@ def test_probe_and_diagnosis_sections(tmp_path):
     probe_dir = run.parent / "20250301-000000-0001-probe"
     probe_dir.mkdir()
     (probe_dir / "probe.json").write_text(json.dumps({
-        "schema": "ampbench.probe/1", "suite": "ocr", "device": "gpu", "steps": 2, "memory_limit_bytes": None,
+        "schema": "ampbench.probe/1", "suite": "ocr", "suite_file": "suites/ocr.toml", "profile": "default",
+        "run_id": "20250301-000000-0001-probe", "ceiling": "device", "max_batch_limit": 64, "seed": 0,
+        "device": "gpu", "steps": 2, "memory_limit_bytes": None,
         "modes": {"fp32": {"configured_batch": 8, "max_batch": 12, "capped": False, "peak_bytes_at_max": 38 * 2**30,
                            "status": "ok", "error": None, "amp_requested": False, "amp_active": False,
-                           "attempts": [{"batch_size": 8, "fits": True}, {"batch_size": 16, "fits": False}]},
+                           "attempts": [{"batch_size": 8, "fits": True, "status": "ok"}, {"batch_size": 16, "fits": False, "status": "oom"}]},
                   "amp-o2-fp16": {"configured_batch": 32, "max_batch": 64, "capped": True,
                                   "peak_bytes_at_max": 20 * 2**30, "status": "ok", "error": None,
                                   "amp_requested": True, "amp_active": True,
-                                  "attempts": [{"batch_size": 32, "fits": True}, {"batch_size": 64, "fits": True}]}}}))
+                                  "attempts": [{"batch_size": 32, "fits": True, "status": "ok"}, {"batch_size": 64, "fits": True, "status": "ok"}]}}}))
     (run / "diagnosis.json").write_text(json.dumps({
         "schema": "ampbench.diagnosis/1", "suite": "ocr", "run_dir": str(run),
         "modes": {"amp-o2-fp16": {"mode": "amp-o2-fp16", "seed": 1, "steps": 3, "batch_size": 32,

@@ -15,16 +15,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.judge.verdict import CheckReport, load_check
-from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text
+from ampbench.config import REFERENCE_MODE
+from ampbench.judge import stats
+from ampbench.judge.verdict import CheckReport, combine, load_check
+from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text, validate_doc
 
 HISTORY_SCHEMA = "ampbench.history/1"
-REFERENCE_MODE = "fp32"
 NOT_CHECKED = "not checked"
 
 
@@ -58,6 +59,9 @@ class ModeSummary(BaseModel):
 
 
 class RunSummary(BaseModel):
+    """One line of results/history/<suite>.jsonl (schema HISTORY_SCHEMA), read through validate_doc."""
+
+    SCHEMA: ClassVar[str] = HISTORY_SCHEMA
     model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field(HISTORY_SCHEMA, alias="schema")
     suite: str
@@ -90,26 +94,12 @@ class RunSummary(BaseModel):
 # ---------------------------------------------------------------- statistics from raw steps
 
 
-def step_rates(trial: Trial) -> np.ndarray:
-    """Per-step samples/s over the measured window (warm-up excluded)."""
-    rates = []
-    for s in trial.steps:
-        if s.warmup or not s.time_s or s.time_s <= 0:
-            continue
-        n = s.samples or trial.batch_size
-        if n:
-            rates.append(n / s.time_s)
-    return np.asarray(rates, dtype=float)
-
-
 def _median_ci(groups: list[np.ndarray], resamples: int, confidence: float,
                seed: int) -> tuple[float, float] | None:
     """Two-stage bootstrap CI of the pooled median (trials, then steps), as the checker's speedup CI.
 
     stats.bootstrap_median_ratio over a constant denominator of 1 is exactly that interval.
     """
-    from ampbench.judge import stats
-
     if sum(len(g) for g in groups) < 3:
         return None
     iv = stats.bootstrap_median_ratio(groups, [np.ones(1)], confidence, resamples, seed)
@@ -118,8 +108,6 @@ def _median_ci(groups: list[np.ndarray], resamples: int, confidence: float,
 
 def _ratio_ci(num: list[np.ndarray], den: list[np.ndarray], resamples: int, confidence: float,
               seed: int) -> tuple[float, float] | None:
-    from ampbench.judge import stats
-
     if sum(len(g) for g in num) < 3 or sum(len(g) for g in den) < 3:
         return None
     iv = stats.bootstrap_median_ratio(num, den, confidence, resamples, seed)
@@ -127,15 +115,7 @@ def _ratio_ci(num: list[np.ndarray], den: list[np.ndarray], resamples: int, conf
 
 
 def _seed(*names: str) -> int:
-    from ampbench.judge.stats import stable_seed
-
-    return stable_seed("report", *names)
-
-
-def _peak(trial: Trial) -> int:
-    """The memory figure a mode is judged on: allocator peak (CUDA or host), else process RSS."""
-    m = trial.memory
-    return int(m.peak_allocated_bytes or m.rss_peak_bytes or 0)
+    return stats.stable_seed("report", *names)
 
 
 def suite_meta(run: RunInfo | None, trials: list[Trial]) -> tuple[str, str]:
@@ -173,17 +153,17 @@ def summarize_modes(
         )
         for t in ts:
             s.statuses[t.status] = s.statuses.get(t.status, 0) + 1
-        groups = [g for g in (step_rates(t) for t in ok) if len(g)]
+        groups = [g for g in (t.step_rates() for t in ok) if len(g)]
         rates[mode] = groups
         if groups:
             s.samples_per_s = float(np.median(np.concatenate(groups)))
             s.samples_per_s_ci = _median_ci(groups, resamples, confidence, _seed(mode))
         elif ok and any(t.throughput.samples_per_s for t in ok):
             s.samples_per_s = float(np.median([t.throughput.samples_per_s for t in ok]))
-        peaks = [_peak(t) for t in ok if _peak(t)]
+        peaks = [t.peak_memory() for t in ok if t.peak_memory()[0]]
         if peaks:
-            s.peak_bytes = max(peaks)
-            s.memory_source = ok[0].memory.source if ok[0].memory.peak_allocated_bytes else "rss"
+            s.peak_bytes = max(p for p, _ in peaks)
+            s.memory_source = peaks[0][1]
         vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
         if vals:
             s.metric_mean = float(np.mean(vals))
@@ -229,8 +209,6 @@ def _checker_speedup(rules: list[Any]) -> tuple[float, tuple[float, float]] | No
 def overall_verdict(check: CheckReport | None) -> str:
     if check is None:
         return NOT_CHECKED
-    from ampbench.judge.verdict import combine
-
     return combine([v.verdict for v in check.verdicts]) if check.verdicts else "PASS"
 
 
@@ -283,30 +261,20 @@ def append_history(run_dir: Path, history_dir: Path) -> Path:
         for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
-            _parse_line(line, path, i)  # refuse to extend a corrupt file
-            if json.loads(line).get("run_id") != summary.run_id:
+            if _parse_line(line, path, i).run_id != summary.run_id:  # a corrupt file is refused
                 lines.append(line)
     lines.append(summary.to_line())
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 
-def _parse_line(line: str, path: Path, lineno: int) -> dict[str, Any]:
+def _parse_line(line: str, path: Path, lineno: int) -> RunSummary:
+    """One history line through the versioned loader (the error names file:line and the key)."""
     try:
         data = json.loads(line)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or delete that line") from None
-    if not isinstance(data, dict) or data.get("schema") != HISTORY_SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ResultsError(f"{path}:{lineno}: not an ampbench history line (schema {got!r}, "
-                           f"expected {HISTORY_SCHEMA!r})")
-    try:
-        RunSummary.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        raise ResultsError(f"{path}:{lineno}: {key}: {err['msg']}") from None
-    return data
+    return validate_doc(RunSummary, data, f"{path}:{lineno}")
 
 
 def load_history(path: Path) -> list[dict]:
@@ -318,7 +286,7 @@ def load_history(path: Path) -> list[dict]:
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             data = _parse_line(line, path, i)
-            entries[data["run_id"]] = data
+            entries[data.run_id] = data.model_dump(mode="json", by_alias=True)
     return sorted(entries.values(), key=lambda d: (d.get("started") or "", d["run_id"]))
 
 

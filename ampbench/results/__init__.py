@@ -20,6 +20,7 @@ from ampbench.results.models import (
     AmpInfo,
     Env,
     EvalRecord,
+    Interference,
     Memory,
     RunInfo,
     Status,
@@ -33,7 +34,7 @@ from ampbench.results.summary import load_summary, summary_rows, write_summary_c
 
 __all__ = [
     "ResultsError", "atomic_write_json", "atomic_write_text", "load_doc", "read_json", "read_text",
-    "validate_doc", "write_doc", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord",
+    "validate_doc", "write_doc", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord", "Interference",
     "Memory", "RunInfo", "Status", "StepRecord", "Throughput", "Trial", "trial_key", "OpenRun", "RunDir",
     "check_belongs", "load_trial", "open_run", "suite_of", "load_summary", "summary_rows", "write_summary_csv",
 ]

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from ampbench.config import ModeConfig, OptimizerConfig, Suite
 from ampbench.launch.distributed import write_failure_note, writes_trial
 from ampbench.launch.spec import EVENT_PREFIX, TrialSpec
-from ampbench.results import AmpInfo, EvalRecord, StepRecord, Trial, atomic_write_json
+from ampbench.results import AmpInfo, EvalRecord, Interference, StepRecord, Trial, atomic_write_json
 
 OOM_MARKERS = ("out of memory", "resourceexhausted", "resource_exhausted", "cannot allocate memory")
 
@@ -189,6 +189,7 @@ class TrialRunner:
             fault.maybe(step)
             numerics.begin(step)
             clock.start()
+            cpu0 = time.process_time()
             loss_sum, samples, counts = 0.0, 0, {}
             for micro in range(self.accum):
                 batch = next(batches)
@@ -209,13 +210,15 @@ class TrialRunner:
             if sched is not None:
                 sched.step()
             dt = clock.stop()
+            cpu_dt = time.process_time() - cpu0
             numerics.end(step)
             train_wall += dt
             if stats_open and step >= train.amp_stats_steps:
                 stats_cm.close()
                 stats_open = False
             rec = StepRecord(step=step, loss=loss_sum if math.isfinite(loss_sum) else None, time_s=dt,
-                             loss_scale=outcome.loss_scale, found_inf=outcome.found_inf, samples=samples, warmup=warm)
+                             loss_scale=outcome.loss_scale, found_inf=outcome.found_inf, samples=samples, warmup=warm,
+                             cpu_s=cpu_dt)
             if not warm:
                 for k, v in counts.items():
                     counts_total[k] = counts_total.get(k, 0) + v
@@ -235,6 +238,8 @@ class TrialRunner:
             stats_cm.close()
         numerics.close()
         self.trial.memory = mem.stop()
+        self.trial.interference = (self.trial.interference or Interference()).model_copy(
+            update={"cpu_share": self.trial.cpu_share()})
         amp.op_calls = dict(op_counts)
         low = low_precision_calls(amp.op_calls)
         amp.active = bool(self.mode.amp and low > 0)

@@ -131,6 +131,60 @@ def suite_meta(run: RunInfo | None, trials: list[Trial]) -> tuple[str, str]:
     return name, str(meta.get("metric_goal") or "max")
 
 
+def _mode_summary(mode: str, ts: list[Trial], metric: str, resamples: int, confidence: float
+                  ) -> tuple[ModeSummary, list[np.ndarray]]:
+    """One mode's own figures (throughput with its interval, peak memory, metric) and its step rates."""
+    ok = [t for t in ts if t.status == "ok"]
+    first = ts[0]
+    s = ModeSummary(
+        mode=mode, amp_requested=first.amp.requested, amp_active=any(t.amp.active for t in ok or ts),
+        level=first.amp.level, dtype=first.amp.dtype, batch_size=first.batch_size, trials=len(ts),
+        ok=len(ok), unit=first.throughput.unit or "samples",
+    )
+    for t in ts:
+        s.statuses[t.status] = s.statuses.get(t.status, 0) + 1
+    groups = [g for g in (t.step_rates() for t in ok) if len(g)]
+    if groups:
+        s.samples_per_s = float(np.median(np.concatenate(groups)))
+        s.samples_per_s_ci = _median_ci(groups, resamples, confidence, _seed(mode))
+    elif ok and any(t.throughput.samples_per_s for t in ok):
+        s.samples_per_s = float(np.median([t.throughput.samples_per_s for t in ok]))
+    peaks = [t.peak_memory() for t in ok if t.peak_memory()[0]]
+    if peaks:
+        s.peak_bytes = max(p for p, _ in peaks)
+        s.memory_source = peaks[0][1]
+    vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
+    if vals:
+        s.metric_mean = float(np.mean(vals))
+        s.metric_std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+        s.metric_n = len(vals)
+    s.skipped_steps = sum(t.skipped_steps for t in ok)
+    s.total_steps = sum(len(t.steps) for t in ok)
+    return s, groups
+
+
+def _relative(out: dict[str, ModeSummary], rates: dict[str, list[np.ndarray]],
+              checker: dict[str, tuple[float, tuple[float, float]] | None], resamples: int, confidence: float) -> None:
+    """Speedup, memory reduction and metric delta of each mode against fp32 (in place)."""
+    ref = out.get(REFERENCE_MODE)
+    if ref is None:
+        return
+    for mode, s in out.items():
+        if mode == REFERENCE_MODE:
+            continue
+        if checker.get(mode):  # the checker's own interval: report and check.json must agree
+            s.speedup, s.speedup_ci = checker[mode]  # type: ignore[misc]
+        elif s.samples_per_s and ref.samples_per_s:
+            s.speedup = s.samples_per_s / ref.samples_per_s
+            if rates[mode] and rates[REFERENCE_MODE]:
+                s.speedup_ci = _ratio_ci(rates[mode], rates[REFERENCE_MODE], resamples, confidence,
+                                         _seed(mode, REFERENCE_MODE))
+        if s.peak_bytes and ref.peak_bytes and s.memory_source == ref.memory_source:
+            s.memory_reduction = 1.0 - s.peak_bytes / ref.peak_bytes
+        if s.metric_mean is not None and ref.metric_mean is not None:
+            s.metric_delta = s.metric_mean - ref.metric_mean
+
+
 def summarize_modes(
     trials: list[Trial], metric: str, check: CheckReport | None = None,
     resamples: int = 1000, confidence: float = 0.95,
@@ -141,58 +195,15 @@ def summarize_modes(
         by_mode.setdefault(t.mode, []).append(t)
     verdicts = {v.mode: v for v in (check.verdicts if check else [])}
     rates: dict[str, list[np.ndarray]] = {}
-    checker_speedup: dict[str, tuple[float, tuple[float, float]] | None] = {}
+    checker: dict[str, tuple[float, tuple[float, float]] | None] = {}
     out: dict[str, ModeSummary] = {}
     for mode, ts in by_mode.items():
-        ok = [t for t in ts if t.status == "ok"]
-        first = ts[0]
-        s = ModeSummary(
-            mode=mode, amp_requested=first.amp.requested, amp_active=any(t.amp.active for t in ok or ts),
-            level=first.amp.level, dtype=first.amp.dtype, batch_size=first.batch_size, trials=len(ts),
-            ok=len(ok), unit=first.throughput.unit or "samples",
-        )
-        for t in ts:
-            s.statuses[t.status] = s.statuses.get(t.status, 0) + 1
-        groups = [g for g in (t.step_rates() for t in ok) if len(g)]
-        rates[mode] = groups
-        if groups:
-            s.samples_per_s = float(np.median(np.concatenate(groups)))
-            s.samples_per_s_ci = _median_ci(groups, resamples, confidence, _seed(mode))
-        elif ok and any(t.throughput.samples_per_s for t in ok):
-            s.samples_per_s = float(np.median([t.throughput.samples_per_s for t in ok]))
-        peaks = [t.peak_memory() for t in ok if t.peak_memory()[0]]
-        if peaks:
-            s.peak_bytes = max(p for p, _ in peaks)
-            s.memory_source = peaks[0][1]
-        vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
-        if vals:
-            s.metric_mean = float(np.mean(vals))
-            s.metric_std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
-            s.metric_n = len(vals)
-        s.skipped_steps = sum(t.skipped_steps for t in ok)
-        s.total_steps = sum(len(t.steps) for t in ok)
+        out[mode], rates[mode] = _mode_summary(mode, ts, metric, resamples, confidence)
         if mode in verdicts:
-            s.verdict = verdicts[mode].verdict
-            s.flagged_rules = [r.rule for r in verdicts[mode].reasons]
-            checker_speedup[mode] = _checker_speedup(verdicts[mode].rules)
-        out[mode] = s
-    ref = out.get(REFERENCE_MODE)
-    if ref is not None:
-        for mode, s in out.items():
-            if mode == REFERENCE_MODE:
-                continue
-            checker = checker_speedup.get(mode)
-            if checker:  # the checker's own interval: report and check.json must agree
-                s.speedup, s.speedup_ci = checker
-            elif s.samples_per_s and ref.samples_per_s:
-                s.speedup = s.samples_per_s / ref.samples_per_s
-                if rates[mode] and rates[REFERENCE_MODE]:
-                    s.speedup_ci = _ratio_ci(rates[mode], rates[REFERENCE_MODE], resamples, confidence,
-                                             _seed(mode, REFERENCE_MODE))
-            if s.peak_bytes and ref.peak_bytes and s.memory_source == ref.memory_source:
-                s.memory_reduction = 1.0 - s.peak_bytes / ref.peak_bytes
-            if s.metric_mean is not None and ref.metric_mean is not None:
-                s.metric_delta = s.metric_mean - ref.metric_mean
+            out[mode].verdict = verdicts[mode].verdict
+            out[mode].flagged_rules = [r.rule for r in verdicts[mode].reasons]
+            checker[mode] = _checker_speedup(verdicts[mode].rules)
+    _relative(out, rates, checker, resamples, confidence)
     return out
 
 

@@ -92,6 +92,7 @@ class Interference(_Open):
     """
 
     cpu_share: float | None = None  # process CPU seconds / wall seconds over the measured window
+    others_cpu: float | None = None  # CPU cores other processes (and steal) used in that window (Linux)
     foreign_processes: list[int] = []  # PIDs of other processes seen on the GPU (NVML)
     sm_clock_mhz_median: float | None = None
     sm_clock_max_mhz: float | None = None

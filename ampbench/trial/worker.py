@@ -23,6 +23,7 @@ from ampbench.config import ModeConfig, OptimizerConfig, Suite
 from ampbench.launch.distributed import write_failure_note, writes_trial
 from ampbench.launch.spec import EVENT_PREFIX, TrialSpec
 from ampbench.results import AmpInfo, EvalRecord, Interference, StepRecord, Trial, atomic_write_json
+from ampbench.trackers import load
 
 OOM_MARKERS = ("out of memory", "resourceexhausted", "resource_exhausted", "cannot allocate memory")
 
@@ -180,10 +181,12 @@ class TrialRunner:
         diverge_after = train.diverge_after
         train_wall = 0.0
         self.events.emit(event="start", total=self.steps_total)
+        window: load.LoadMark | None = None
         if train.warmup_steps == 0:
             mem.start()
         for step in range(1, self.steps_total + 1):
             warm = step <= train.warmup_steps
+            window = window or (None if warm else load.mark())
             if step == train.warmup_steps + 1 and step > 1:
                 mem.start()
             fault.maybe(step)
@@ -239,7 +242,7 @@ class TrialRunner:
         numerics.close()
         self.trial.memory = mem.stop()
         self.trial.interference = (self.trial.interference or Interference()).model_copy(
-            update={"cpu_share": self.trial.cpu_share()})
+            update={"cpu_share": self.trial.cpu_share(), "others_cpu": load.others_cpu(window)})
         amp.op_calls = dict(op_counts)
         low = low_precision_calls(amp.op_calls)
         amp.active = bool(self.mode.amp and low > 0)

@@ -116,7 +116,11 @@ def do_check(args: argparse.Namespace) -> None:
               f"history-throughput: {obs}", flush=True)
     (Path(args.out) / "aa.json").write_text(json.dumps(results, indent=1))
     n_fail = sum(1 for r in results if r["fails"])
-    print(f"{len(results)} comparisons, {n_fail} with a FAIL")
+    hist = [h for r in results for h in r["history_throughput"]]
+    tally = {k: sum(1 for h in hist if h["status"] == k) for k in ("PASS", "FAIL", "INCONCLUSIVE")}
+    disturbed = sum(1 for h in hist if h["message"].startswith("Measurement disturbed"))
+    print(f"{len(results)} comparisons, {n_fail} with a FAIL; history-throughput rules: {tally} "
+          f"({disturbed} of the INCONCLUSIVE say 'measurement disturbed')")
 
 
 def main() -> None:

@@ -28,8 +28,8 @@ def _pct(x: float) -> str:
     return f"{x:.1%}"
 
 
-def _planner(sd: float, gap: float, drift: float = 0.0) -> str:
-    k = inference.seeds_needed(sd, gap, TH.confidence, drift_sd=drift)
+def _planner(sd: float, gap: float, drift: float = 0.0, margin_k: float = 0.0) -> str:
+    k = inference.seeds_needed(sd, gap, TH.confidence, drift_sd=drift, margin_k=margin_k)
     return ">64" if k is None else str(k)
 
 
@@ -80,7 +80,7 @@ def parity_table(n: int) -> list[str]:
         rng = np.random.default_rng(int(k * 100 + frac * 1000))
         a = vs.rates(vs.parity_outcomes(rng, n, k, 0.0, sd, TH))
         b = vs.rates(vs.parity_outcomes(rng, n, k, 2 * vs.true_margin(sd, TH), sd, TH))
-        plan = _planner(sd, vs.true_margin(sd, TH))
+        plan = _planner(sd, vs.true_margin(sd, TH), margin_k=TH.metric_sigma_k if TH.metric_sigma_k * sd >= 0.8 * TH.metric_abs_tol else 0)
         out.append(f"| {k} | {frac:g} | {_pct(a['FAIL'])} | {_pct(b['PASS'])} | {_pct(a['INCONCLUSIVE'])} / "
                    f"{_pct(b['INCONCLUSIVE'])} | {_pct(b['FAIL'])} | {plan} |")
     return out

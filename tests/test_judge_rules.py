@@ -11,18 +11,20 @@ from ampbench.config import TargetConfig
 from ampbench.judge.check import check_run, check_trials
 from ampbench.judge.planner import plan_run
 from ampbench.results import EvalRecord, Interference
-from tests.factories import StepNoise, make_run, make_suite, make_trials, plan_of
+from tests.factories import GPU_ENV, StepNoise, make_run, make_suite, make_trials, plan_of
 
 AMP = "amp-o1-fp16"
 METRICS = {"fp32": [0.88, 0.90, 0.92], AMP: [0.88, 0.90, 0.92]}
 
 
-def _pair(tmp_path, slowdown: float, cur_share: float, base_share: float = 1.0, cur_others: float | None = None):
+def _pair(tmp_path, slowdown: float, cur_share: float, base_share: float = 1.0, cur_others: float | None = None,
+          base_others: float = 0.1, cores: int = 0):
     suite = make_suite()
     noise = StepNoise(trial_sd=0.005)
-    base = make_trials(suite, rng=np.random.default_rng(1), noise=noise, n_steps=80, metrics=METRICS,
-                       interference=Interference(cpu_share=base_share, others_cpu=0.1))
-    cur = make_trials(suite, rng=np.random.default_rng(2), noise=noise, n_steps=80, metrics=METRICS,
+    env = GPU_ENV.model_copy(update={"cpu_count": cores})
+    base = make_trials(suite, rng=np.random.default_rng(1), noise=noise, n_steps=80, metrics=METRICS, env=env,
+                       interference=Interference(cpu_share=base_share, others_cpu=base_others))
+    cur = make_trials(suite, rng=np.random.default_rng(2), noise=noise, n_steps=80, metrics=METRICS, env=env,
                       base_time={"fp32": 0.05 / (1 - slowdown), AMP: 0.05 / (1 - slowdown)},
                       interference=Interference(cpu_share=cur_share, others_cpu=cur_others))
     return make_run(tmp_path / "b", suite, base), make_run(tmp_path / "c", suite, cur)
@@ -52,6 +54,14 @@ def test_other_processes_busier_beside_the_slow_run_is_evidence(tmp_path):
     b, c = _pair(tmp_path, 0.20, cur_share=1.0, cur_others=1.2)
     h = _hist(check_run(c, baseline=b))
     assert h.status == "INCONCLUSIVE" and "other processes used 1.20 CPU cores" in h.message
+
+
+def test_a_saturated_machine_is_a_disturbed_measurement_even_with_equal_neighbours(tmp_path):
+    b, c = _pair(tmp_path, 0.20, cur_share=1.0, cur_others=1.6, base_others=1.6, cores=2)
+    h = _hist(check_run(c, baseline=b))
+    assert h.status == "INCONCLUSIVE" and "kept 1.60 of the machine's 2 cores busy" in h.message
+    b, c = _pair(tmp_path / "x", 0.20, cur_share=1.0, cur_others=0.3, base_others=0.3, cores=2)
+    assert _hist(check_run(c, baseline=b)).status == "FAIL"  # a quiet machine: a regression
 
 
 def _target_trials(suite, reach_amp: bool, reach_ref: bool = True):

@@ -128,3 +128,15 @@ def test_rule_code_decides_as_the_simulated_statistics(slowdown, amp_drop):
                                  TH.confidence)
     assert rules["accuracy-parity"].status == par["status"][0]
     assert (want == "FAIL") == (slowdown > 0) and (par["status"][0] == "FAIL") == (amp_drop > 0)
+
+
+@pytest.mark.parametrize("frac", [0.5, 1.0])
+def test_seed_planner_count_reaches_95_percent_parity_detection(frac):
+    sd = frac * TH.metric_abs_tol
+    margin = vs.true_margin(sd, TH)
+    k = inference.seeds_needed(sd, margin, TH.confidence,
+                               margin_k=TH.metric_sigma_k if TH.metric_sigma_k * sd >= 0.8 * TH.metric_abs_tol else 0)
+    rng = np.random.default_rng(int(frac * 100))
+    drop = vs.rates(vs.parity_outcomes(rng, 10 * SIMS, k, 2 * margin, sd, TH))
+    null = vs.rates(vs.parity_outcomes(rng, 10 * SIMS, k, 0.0, sd, TH))
+    assert k is not None and k > 3 and drop["FAIL"] >= 0.95 and null["FAIL"] <= 0.01

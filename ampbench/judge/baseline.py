@@ -54,6 +54,7 @@ class CompactTrial(BaseModel):
     amp_active: bool = False
     batch_size: int = 0
     interference: Interference | None = None  # CPU share and GPU evidence (interference rules)
+    cpu_count: int = 0  # cores of the machine (judges how saturated it was)
 
     def rates(self) -> np.ndarray:
         """Samples per second of each measured step (the same definition as Trial.step_rates)."""
@@ -105,6 +106,7 @@ def compact(trial: Trial, metric: str) -> CompactTrial:
         samples=samples[0] if samples and len(set(samples)) == 1 else samples,
         metric=None if value is None else float(value), peak_bytes=peak, memory_source=source,
         amp_active=trial.amp.active, batch_size=trial.batch_size, interference=interference,
+        cpu_count=trial.env.cpu_count,
     )
 
 

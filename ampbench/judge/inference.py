@@ -120,7 +120,7 @@ def parity_batch(ref: np.ndarray, cand: np.ndarray, abs_tol: float, sigma_k: flo
 
 def seeds_needed(sd: float | None, gap: float, confidence: float, power: float = 0.95,
                  false_alarm: float = 0.01, null_gap: float | None = None, max_seeds: int = 64,
-                 drift_sd: float = 0.0) -> int | None:
+                 drift_sd: float = 0.0, margin_k: float = 0.0) -> int | None:
     """Seeds per arm so that a true effect `gap` beyond the threshold is shown with `power`, and a
     true effect `null_gap` on the good side (default: gap) is called a failure at most `false_alarm`.
 
@@ -128,15 +128,20 @@ def seeds_needed(sd: float | None, gap: float, confidence: float, power: float =
     degrees of freedom (conservative where the rule pools more arms); the estimate is normal around
     the truth, so: detection needs (t_conf + z_power) x se <= gap, a false alarm needs the estimate
     null_gap / se + t_conf standard errors off, i.e. (z_(1 - false_alarm) - t_conf) x se <= null_gap.
+    The detection condition also carries the sampling noise of the estimated sd, which moves the
+    bound (and, `margin_k` > 0, a margin of margin_k x the estimated sd: the parity margin) with it.
     None when the spread is unknown or `max_seeds` is not enough.
     """
     if sd is None or not math.isfinite(sd) or gap <= 0:
         return None
     null_gap = gap if null_gap is None else null_gap
-    z_power, z_alarm = st.norm.ppf(power), st.norm.ppf(1 - false_alarm)
+    z_alarm = st.norm.ppf(1 - false_alarm)
     for k in range(MIN_TRIALS, max_seeds + 1):
         se = math.sqrt(sd ** 2 * 2 / k + drift_sd ** 2)
-        tc = st.t.ppf(confidence, 2 * k - 2)
-        if (tc + z_power) * se <= gap and (z_alarm - tc) * se <= null_gap:
+        df = 2 * k - 2
+        tc = st.t.ppf(confidence, df)
+        # the estimated sd moves the bound (t x se) and a sigma margin together: sd(s) ~ sd / sqrt(2 df)
+        spread = math.hypot(se, (tc * math.sqrt(2 / k) + margin_k) * sd / math.sqrt(2 * df))
+        if tc * se + st.t.ppf(power, df) * spread <= gap and (z_alarm - tc) * se <= null_gap:
             return k
     return None

@@ -18,6 +18,7 @@ from ampbench.judge.baseline import CompactTrial
 SHARE_DROP = 0.10  # the slower arm lost at least this fraction of its CPU share
 CLOCK_DROP = 0.05  # or its median SM clock is at least this much lower
 OTHERS_MORE = 0.25  # or other processes used at least this many more CPU cores beside it
+SATURATED = 0.5  # or other processes kept at least this share of the machine's cores busy
 BENIGN_THROTTLE = {"none", "gpu_idle", "applications_clocks_setting", "ApplicationsClocksSetting", "GpuIdle"}
 
 
@@ -30,6 +31,7 @@ class ArmEvidence:
     foreign: list[int]
     throttle: list[str]
     clock_mhz: float | None
+    cpu_count: int = 0
 
     def describe(self) -> str:
         parts = [f"CPU share {self.cpu_share:.2f}" if self.cpu_share is not None else "CPU share not recorded"]
@@ -56,6 +58,7 @@ def evidence(trials: list[CompactTrial]) -> ArmEvidence:
         foreign=[p for i in inf for p in i.foreign_processes],
         throttle=[r for i in inf for r in i.throttle_reasons if r not in BENIGN_THROTTLE],
         clock_mhz=_median([i.sm_clock_mhz_median for i in inf if i.sm_clock_mhz_median]),
+        cpu_count=max((t.cpu_count for t in trials), default=0),
     )
 
 
@@ -74,6 +77,9 @@ def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: floa
     if s.others_cpu is not None and f.others_cpu is not None and s.others_cpu >= f.others_cpu + OTHERS_MORE:
         reasons.append(f"other processes used {s.others_cpu:.2f} CPU cores beside it vs {f.others_cpu:.2f} "
                        "(shared caches, memory bandwidth and SMT siblings slow a process that keeps its share)")
+    elif s.others_cpu is not None and s.cpu_count and s.others_cpu >= SATURATED * s.cpu_count:
+        reasons.append(f"other processes kept {s.others_cpu:.2f} of the machine's {s.cpu_count} cores busy: "
+                       "a saturated machine does not measure the code")
     if s.foreign and not f.foreign:
         reasons.append(f"other processes used the GPU beside it (PIDs {sorted(set(s.foreign))[:5]})")
     if s.throttle and not f.throttle:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from ampbench.config import REFERENCE_MODE, Suite
+from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.judge import inference, stats
 from ampbench.judge.baseline import compact
 from ampbench.results import Trial, open_run
@@ -50,6 +50,11 @@ def _metric(trials: list[Trial], metric: str) -> list[float]:
     return [float(t.metrics[metric]) for t in trials if metric in t.metrics and math.isfinite(t.metrics[metric])]
 
 
+def _margin_k(th: Thresholds, sd: float | None) -> float:
+    """The margin's sigma factor when the noise term sets it (then the margin itself is estimated)."""
+    return th.metric_sigma_k if sd is not None and th.metric_sigma_k * sd >= 0.8 * th.metric_abs_tol else 0.0
+
+
 def plan_for(suite: Suite, trials: list[Trial]) -> list[PlanRow]:
     """Rows for speedup, accuracy-parity (AMP modes) and history-throughput (every mode)."""
     th, metric, conf = suite.thresholds, suite.suite.metric, suite.thresholds.confidence
@@ -74,7 +79,8 @@ def plan_for(suite: Suite, trials: list[Trial]) -> list[PlanRow]:
         sd = _pooled_sd(_metric(ts, metric), _metric(ref, metric))
         margin = max(th.metric_abs_tol, th.metric_sigma_k * sd) if sd is not None else th.metric_abs_tol
         rows.append(PlanRow(mode=mode, rule="accuracy-parity", spread=sd, effect=f"{metric} drop of 2 x margin",
-                            seeds_needed=inference.seeds_needed(sd, margin, conf), seeds_run=len(ts)))
+                            seeds_needed=inference.seeds_needed(sd, margin, conf, margin_k=_margin_k(th, sd)),
+                            seeds_run=len(ts)))
     return rows
 
 

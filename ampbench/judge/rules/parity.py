@@ -77,7 +77,7 @@ def metric_values(trials: list[Trial], metric: str) -> tuple[list[float], list[s
 
 def margin_text(margin: float, sd: float | None, n: int, c: Ctx) -> str:
     if sd is None:
-        return f"margin {g(margin)} = metric_abs_tol (seed sd unknown with one seed per arm)"
+        return f"margin {g(margin)} = metric_abs_tol (one FP32 seed or one AMP seed: seed sd unknown)"
     return (f"margin {g(margin)} = max(metric_abs_tol {g(c.th.metric_abs_tol)}, {g(c.th.metric_sigma_k)} x "
             f"seed sd {g(sd)} pooled over {n} seeds of both arms)")
 
@@ -98,7 +98,8 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str) -> tup
     elif status == "FAIL":
         tail = f"; a drop beyond the margin is shown (lower bound {g(lo, 3)} > margin)."
     else:
-        need = inference.seeds_needed(sd, margin, c.th.confidence)
+        k = c.th.metric_sigma_k if c.th.metric_sigma_k * sd >= 0.8 * c.th.metric_abs_tol else 0.0
+        need = inference.seeds_needed(sd, margin, c.th.confidence, margin_k=k)
         tail = f"; not demonstrated either way: {more_seeds_text(min(len(ref), len(cand)), need)}."
     return status, head + tail, dict(lower=lo, upper=up, margin=margin, sd=sd)
 

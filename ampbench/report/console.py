@@ -83,7 +83,7 @@ def print_check(report: CheckReport, console: Console) -> None:
 
     Every cell is rich Text (rule messages quote user paths and names: no markup is interpreted).
     On narrow terminals (< 120 columns) observed/threshold are left out: the message carries them.
-    When not writing to a terminal, plain tab-separated lines with whole mode names are printed.
+    When not writing to a terminal, one plain line per rule with whole mode names is printed.
     """
     if not console.is_terminal:
         _plain_check(report, console)

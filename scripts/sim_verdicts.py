@@ -35,8 +35,8 @@ def _planner(sd: float, gap: float, drift: float = 0.0, margin_k: float = 0.0) -
 
 def history_table(null_n: int, eff_n: int) -> list[str]:
     gap = math.log((1 - TH.history_min_change) / (1 - 2 * TH.history_min_change))
-    out = ["| seeds | spread | false FAIL (worst) | false PASS (worst) | INCONCLUSIVE, no change | "
-           "10% slowdown FAILs | planner seeds (rho 0 / 0.7) |", "|---|---|---|---|---|---|---|"]
+    out = [("| seeds | spread | false FAIL (worst) | false PASS (worst) | INCONCLUSIVE, no change | "
+           "10% slowdown FAILs | planner seeds (rho 0 / 0.7) |"), "|---|---|---|---|---|---|---|"]
     for k, sp in itertools.product((2, 3, 5), (0.005, 0.01, 0.02, 0.05)):
         ff, fp, inc, det = [], [], [], []
         for d, rho in itertools.product((0.0, 0.01, 0.02), (0.0, 0.7)):
@@ -53,8 +53,8 @@ def history_table(null_n: int, eff_n: int) -> list[str]:
 
 
 def speedup_table(n: int) -> list[str]:
-    out = ["| seeds | spread | false FAIL (true 1.1 x min) | false PASS (true 0.9 x min) | INCONCLUSIVE (1.1x / 0.9x) | "
-           "95% CI coverage (worst) | planner seeds (rho 0 / 0.7) |", "|---|---|---|---|---|---|---|"]
+    out = [("| seeds | spread | false FAIL (true 1.1 x min) | false PASS (true 0.9 x min) | INCONCLUSIVE (1.1x / 0.9x) | "
+           "95% CI coverage (worst) | planner seeds (rho 0 / 0.7) |"), "|---|---|---|---|---|---|---|"]
     for k, sp in itertools.product((2, 3, 5), (0.005, 0.01, 0.02, 0.05)):
         ff, fp, inc_g, inc_b, cov = [], [], [], [], []
         for rho in (0.0, 0.7):
@@ -73,8 +73,8 @@ def speedup_table(n: int) -> list[str]:
 
 
 def parity_table(n: int) -> list[str]:
-    out = ["| seeds | metric seed sd / abs_tol | false FAIL | false PASS (drop 2 x margin) | INCONCLUSIVE (no drop / drop) | "
-           "drop detected | planner seeds |", "|---|---|---|---|---|---|---|"]
+    out = [("| seeds | metric seed sd / abs_tol | false FAIL | false PASS (drop 2 x margin) | INCONCLUSIVE (no drop / drop) | "
+           "drop detected | planner seeds |"), "|---|---|---|---|---|---|---|"]
     for k, frac in itertools.product((2, 3, 5), (0.25, 0.5, 1.0)):
         sd = frac * TH.metric_abs_tol
         rng = np.random.default_rng(int(k * 100 + frac * 1000))

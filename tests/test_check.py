@@ -13,8 +13,8 @@ from rich.console import Console
 
 from ampbench.judge.baseline import DEFAULT_BASELINE_DIR, load_baseline, save_baseline
 from ampbench.judge.check import check_run, check_trials
-from ampbench.report.console import print_check
 from ampbench.judge.verdict import load_check
+from ampbench.report.console import print_check
 from ampbench.results import ResultsError
 from tests.factories import CPU_ENV, StepNoise, make_run, make_suite, make_trial, make_trials, plan_of
 

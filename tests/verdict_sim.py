@@ -24,6 +24,7 @@ from ampbench.judge import inference
 STEPS = 60
 STEP_SD = 0.05
 STALL_RATE = 0.02
+DEFAULTS = Thresholds()
 
 
 def trial_medians(rng: np.random.Generator, sims: int, seeds: int, log_rate: float, spread: float, rho: float,
@@ -48,7 +49,7 @@ def _bounds(a: np.ndarray, b: np.ndarray, confidence: float, extra: list[np.ndar
 
 
 def history_outcomes(rng: np.random.Generator, sims: int, seeds: int, slowdown: float, spread: float, rho: float,
-                     drift: float, th: Thresholds = Thresholds()) -> np.ndarray:
+                     drift: float, th: Thresholds = DEFAULTS) -> np.ndarray:
     """history-throughput outcome ('PASS'/'FAIL'/'INCONCLUSIVE') of a current run slower by `slowdown`.
 
     Each run has two modes sharing the run's level (the judged one and one whose spread is pooled in,
@@ -61,7 +62,7 @@ def history_outcomes(rng: np.random.Generator, sims: int, seeds: int, slowdown: 
 
 
 def speedup_outcomes(rng: np.random.Generator, sims: int, seeds: int, true_speedup: float, spread: float,
-                     rho: float, th: Thresholds = Thresholds()) -> tuple[np.ndarray, np.ndarray]:
+                     rho: float, th: Thresholds = DEFAULTS) -> tuple[np.ndarray, np.ndarray]:
     """(speedup outcome, interval covers the true ratio) — both arms in one run, so no drift between them."""
     ref = trial_medians(rng, sims, seeds, 0.0, spread, rho, 0.0)
     amp = trial_medians(rng, sims, seeds, math.log(true_speedup), spread, rho, 0.0)
@@ -73,13 +74,13 @@ def speedup_outcomes(rng: np.random.Generator, sims: int, seeds: int, true_speed
 
 
 def parity_outcomes(rng: np.random.Generator, sims: int, seeds: int, drop: float, metric_sd: float,
-                    th: Thresholds = Thresholds()) -> np.ndarray:
+                    th: Thresholds = DEFAULTS) -> np.ndarray:
     ref = rng.normal(0.8, metric_sd, (sims, seeds))
     amp = rng.normal(0.8 - drop, metric_sd, (sims, seeds))
     return inference.parity_batch(ref, amp, th.metric_abs_tol, th.metric_sigma_k, th.confidence)["status"]
 
 
-def true_margin(metric_sd: float, th: Thresholds = Thresholds()) -> float:
+def true_margin(metric_sd: float, th: Thresholds = DEFAULTS) -> float:
     return max(th.metric_abs_tol, th.metric_sigma_k * metric_sd)
 
 

@@ -18,8 +18,8 @@ error rates are those of the rule code.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats as st

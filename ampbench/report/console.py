@@ -10,7 +10,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.judge.verdict import CheckReport
-
 from ampbench.report.fmt import bytes_h
 from ampbench.results import Trial
 

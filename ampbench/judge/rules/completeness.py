@@ -20,8 +20,8 @@ def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[str, str, str]]
         elif t.status != "ok" and mode == c.mode:
             out.append(("FAIL", f"{name} ended '{t.status}': {last_line(t.error)}", name))
         elif t.status != "ok":
-            out.append(("INCONCLUSIVE", f"reference {name} ended '{t.status}', so there is nothing to "
-                        "compare against", name))
+            out.append(("INCONCLUSIVE", (f"reference {name} ended '{t.status}', so there is nothing to "
+                                         "compare against"), name))
     return out
 
 
@@ -36,8 +36,8 @@ def rule_completeness(c: Ctx) -> list[RuleResult]:
     if len(set(own)) != len(own):
         problems.append(("ERROR", f"seeds of {c.mode} repeat in the plan: {own}", ""))
     if not c.is_ref and sorted(own) != sorted(ref):
-        problems.append(("ERROR", f"seeds differ: {c.mode} has {sorted(own)}, fp32 has {sorted(ref)}; "
-                         "the comparison is not matched", ""))
+        problems.append(("ERROR", (f"seeds differ: {c.mode} has {sorted(own)}, fp32 has {sorted(ref)}; "
+                                   "the comparison is not matched"), ""))
     n_ok = sum(1 for k in keys if k in c.trials and c.trials[k].status == "ok")
     observed = {"ok": n_ok, "planned": len(keys)}
     threshold = {"ok": len(keys), "seeds_matched": True}

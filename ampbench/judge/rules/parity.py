@@ -101,7 +101,7 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str) -> tup
         k = c.th.metric_sigma_k if c.th.metric_sigma_k * sd >= 0.8 * c.th.metric_abs_tol else 0.0
         need = inference.seeds_needed(sd, margin, c.th.confidence, margin_k=k)
         tail = f"; not demonstrated either way: {more_seeds_text(min(len(ref), len(cand)), need)}."
-    return status, head + tail, dict(lower=lo, upper=up, margin=margin, sd=sd)
+    return status, head + tail, {"lower": lo, "upper": up, "margin": margin, "sd": sd}
 
 
 def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
@@ -122,7 +122,8 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
     worse = stats.worse_by(amp_mean, ref_mean, c.goal)
     direction = "lower is better" if c.goal == "min" else "higher is better"
     head = f"AMP mean {c.metric} {g(amp_mean)} vs FP32 {g(ref_mean)} ({len(amp_vals)} vs {len(ref_vals)} seeds, {direction}): "
-    details = dict(amp_mean=amp_mean, fp32_mean=ref_mean, amp_values=amp_vals, fp32_values=ref_vals)
+    details = {"amp_mean": amp_mean, "fp32_mean": ref_mean, "amp_values": amp_vals,
+               "fp32_values": ref_vals}
     if min(len(ref_vals), len(amp_vals)) < inference.MIN_TRIALS:
         margin = c.th.metric_abs_tol
         status, msg = "INCONCLUSIVE", (f"{head}worse by {g(worse, 3)} ({margin_text(margin, None, 0, c)}); not "

@@ -34,7 +34,7 @@ def _ratio_text(c: Ctx, amp: list[float], ref: list[float]) -> tuple[float | Non
     b = inference.log_ratio_bounds(amp, ref, c.th.confidence)
     return b.estimate, (f" Time-to-target ratio AMP/FP32 {b.estimate:.3f} ({b.confidence:.0%} CI [{b.low:.3f}, "
                         f"{b.high:.3f}], {len(amp)} vs {len(ref)} seeds; below 1 = AMP faster)."), \
-        dict(ci_low=b.low, ci_high=b.high)
+        {"ci_low": b.low, "ci_high": b.high}
 
 
 def rule_time_to_target(c: Ctx) -> list[RuleResult]:

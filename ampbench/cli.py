@@ -116,12 +116,28 @@ def check(
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json."""
-    from ampbench.judge.check import check_run, print_check
+    from ampbench.judge.check import check_run
+    from ampbench.report.console import print_check
 
     with _guard():
         report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch)
     print_check(report, out)
     raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def plan(
+    run_dir: Path = typer.Argument(..., help="A run folder whose spreads the plan starts from"),
+) -> None:
+    """How many seeds each rule needs for <= 1% false alarms and >= 95% detection (from this run's spread)."""
+    from ampbench.judge.planner import plan_lines, plan_run
+
+    try:
+        rows = plan_run(run_dir)
+    except (ConfigError, ResultsError) as e:
+        _fail(str(e))
+    for line in plan_lines(rows):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -111,7 +111,7 @@ def test_load_history_names_the_bad_line(tmp_path):
     with pytest.raises(ResultsError, match=r"ocr.jsonl:2: .*not valid JSON"):
         load_history(path)
     path.write_text('{"schema": "something/else", "run_id": "x"}\n')
-    with pytest.raises(ResultsError, match=r"ocr.jsonl:1: not an ampbench history line"):
+    with pytest.raises(ResultsError, match=r"ocr.jsonl:1: not an ampbench file .*ampbench.history/1"):
         load_history(path)
     with pytest.raises(ResultsError, match="history file not found"):
         load_history(tmp_path / "missing.jsonl")

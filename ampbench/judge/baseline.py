@@ -24,6 +24,7 @@ from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.results import (
     RUN_SCHEMA,
     Env,
+    Interference,
     ResultsError,
     RunInfo,
     Trial,
@@ -33,6 +34,7 @@ from ampbench.results import (
     read_json,
     safe_name,
 )
+from ampbench.results.models import rates_from
 
 BASELINE_SCHEMA = "ampbench.baseline/1"
 DEFAULT_BASELINE_DIR = Path("results/baselines")
@@ -52,16 +54,12 @@ class CompactTrial(BaseModel):
     memory_source: str = "none"
     amp_active: bool = False
     batch_size: int = 0
+    interference: Interference | None = None  # CPU share and GPU evidence (interference rules)
+    cpu_count: int = 0  # cores of the machine (judges how saturated it was)
 
     def rates(self) -> np.ndarray:
-        """Samples per second of each measured step (steps per second if samples are unknown)."""
-        t = np.asarray(self.step_time_s, float)
-        if len(t) == 0:
-            return t
-        s = np.asarray(self.samples, float)
-        if not np.any(s > 0):
-            s = np.ones_like(t)
-        return s / np.where(t > 0, t, np.nan)
+        """Samples per second of each measured step (the same definition as Trial.step_rates)."""
+        return rates_from(self.step_time_s, self.samples)
 
 
 class Baseline(BaseModel):
@@ -88,11 +86,6 @@ class Baseline(BaseModel):
 # ---------------------------------------------------------------- trial -> compact view
 
 
-def slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return s or "unknown"
-
-
 def device_slug(env: Env) -> str:
     """Folder name for a device (one definition, shared with nightly.sh): ampbench.trackers.device.device_slug."""
     from ampbench.trackers.device import device_slug as _slug
@@ -100,28 +93,21 @@ def device_slug(env: Env) -> str:
     return _slug(env)
 
 
-def peak_memory(trial: Trial) -> tuple[int, str]:
-    """(bytes, source): the CUDA allocator's peak on GPU, the host allocator's on CPU, else peak RSS."""
-    m = trial.memory
-    if m.source in ("cuda", "host") and m.peak_allocated_bytes > 0:
-        return int(m.peak_allocated_bytes), m.source
-    if m.rss_peak_bytes > 0:
-        return int(m.rss_peak_bytes), "rss"
-    return 0, "none"
-
-
 def compact(trial: Trial, metric: str) -> CompactTrial:
-    steps = [s for s in trial.steps if not s.warmup]
-    times = [float(s.time_s) for s in steps]
-    fallback = trial.batch_size * max(1, trial.grad_accum) * max(1, trial.world_size)
-    samples = [int(s.samples or fallback) for s in steps]
-    peak, source = peak_memory(trial)
+    """The compact view of a trial (raw measured step times kept, so any statistic can be redone)."""
+    steps = trial.measured_steps()
+    samples = trial.step_samples()
+    peak, source = trial.peak_memory()
     value = trial.metrics.get(metric)
+    share = trial.interference.cpu_share if trial.interference and trial.interference.cpu_share else None
+    interference = (trial.interference or Interference()).model_copy(
+        update={"cpu_share": share if share is not None else trial.cpu_share()})
     return CompactTrial(
-        mode=trial.mode, seed=trial.seed, status=trial.status, step_time_s=times,
+        mode=trial.mode, seed=trial.seed, status=trial.status, step_time_s=[float(s.time_s) for s in steps],
         samples=samples[0] if samples and len(set(samples)) == 1 else samples,
         metric=None if value is None else float(value), peak_bytes=peak, memory_source=source,
-        amp_active=trial.amp.active, batch_size=trial.batch_size,
+        amp_active=trial.amp.active, batch_size=trial.batch_size, interference=interference,
+        cpu_count=trial.env.cpu_count,
     )
 
 

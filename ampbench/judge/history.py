@@ -15,16 +15,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.judge.verdict import CheckReport, load_check
-from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text, read_text, safe_name
+from ampbench.config import REFERENCE_MODE
+from ampbench.judge import stats
+from ampbench.judge.verdict import CheckReport, combine, load_check
+from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_text, read_text, safe_name, validate_doc
 
 HISTORY_SCHEMA = "ampbench.history/1"
-REFERENCE_MODE = "fp32"
 NOT_CHECKED = "not checked"
 
 
@@ -58,6 +59,9 @@ class ModeSummary(BaseModel):
 
 
 class RunSummary(BaseModel):
+    """One line of results/history/<suite>.jsonl (schema HISTORY_SCHEMA), read through validate_doc."""
+
+    SCHEMA: ClassVar[str] = HISTORY_SCHEMA
     model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field(HISTORY_SCHEMA, alias="schema")
     suite: str
@@ -90,26 +94,12 @@ class RunSummary(BaseModel):
 # ---------------------------------------------------------------- statistics from raw steps
 
 
-def step_rates(trial: Trial) -> np.ndarray:
-    """Per-step samples/s over the measured window (warm-up excluded)."""
-    rates = []
-    for s in trial.steps:
-        if s.warmup or not s.time_s or s.time_s <= 0:
-            continue
-        n = s.samples or trial.batch_size
-        if n:
-            rates.append(n / s.time_s)
-    return np.asarray(rates, dtype=float)
-
-
 def _median_ci(groups: list[np.ndarray], resamples: int, confidence: float,
                seed: int) -> tuple[float, float] | None:
     """Two-stage bootstrap CI of the pooled median (trials, then steps), as the checker's speedup CI.
 
     stats.bootstrap_median_ratio over a constant denominator of 1 is exactly that interval.
     """
-    from ampbench.judge import stats
-
     if sum(len(g) for g in groups) < 3:
         return None
     iv = stats.bootstrap_median_ratio(groups, [np.ones(1)], confidence, resamples, seed)
@@ -118,8 +108,6 @@ def _median_ci(groups: list[np.ndarray], resamples: int, confidence: float,
 
 def _ratio_ci(num: list[np.ndarray], den: list[np.ndarray], resamples: int, confidence: float,
               seed: int) -> tuple[float, float] | None:
-    from ampbench.judge import stats
-
     if sum(len(g) for g in num) < 3 or sum(len(g) for g in den) < 3:
         return None
     iv = stats.bootstrap_median_ratio(num, den, confidence, resamples, seed)
@@ -127,15 +115,7 @@ def _ratio_ci(num: list[np.ndarray], den: list[np.ndarray], resamples: int, conf
 
 
 def _seed(*names: str) -> int:
-    from ampbench.judge.stats import stable_seed
-
-    return stable_seed("report", *names)
-
-
-def _peak(trial: Trial) -> int:
-    """The memory figure a mode is judged on: allocator peak (CUDA or host), else process RSS."""
-    m = trial.memory
-    return int(m.peak_allocated_bytes or m.rss_peak_bytes or 0)
+    return stats.stable_seed("report", *names)
 
 
 def suite_meta(run: RunInfo | None, trials: list[Trial]) -> tuple[str, str]:
@@ -151,6 +131,60 @@ def suite_meta(run: RunInfo | None, trials: list[Trial]) -> tuple[str, str]:
     return name, str(meta.get("metric_goal") or "max")
 
 
+def _mode_summary(mode: str, ts: list[Trial], metric: str, resamples: int, confidence: float
+                  ) -> tuple[ModeSummary, list[np.ndarray]]:
+    """One mode's own figures (throughput with its interval, peak memory, metric) and its step rates."""
+    ok = [t for t in ts if t.status == "ok"]
+    first = ts[0]
+    s = ModeSummary(
+        mode=mode, amp_requested=first.amp.requested, amp_active=any(t.amp.active for t in ok or ts),
+        level=first.amp.level, dtype=first.amp.dtype, batch_size=first.batch_size, trials=len(ts),
+        ok=len(ok), unit=first.throughput.unit or "samples",
+    )
+    for t in ts:
+        s.statuses[t.status] = s.statuses.get(t.status, 0) + 1
+    groups = [g for g in (t.step_rates() for t in ok) if len(g)]
+    if groups:
+        s.samples_per_s = float(np.median(np.concatenate(groups)))
+        s.samples_per_s_ci = _median_ci(groups, resamples, confidence, _seed(mode))
+    elif ok and any(t.throughput.samples_per_s for t in ok):
+        s.samples_per_s = float(np.median([t.throughput.samples_per_s for t in ok]))
+    peaks = [t.peak_memory() for t in ok if t.peak_memory()[0]]
+    if peaks:
+        s.peak_bytes = max(p for p, _ in peaks)
+        s.memory_source = peaks[0][1]
+    vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
+    if vals:
+        s.metric_mean = float(np.mean(vals))
+        s.metric_std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+        s.metric_n = len(vals)
+    s.skipped_steps = sum(t.skipped_steps for t in ok)
+    s.total_steps = sum(len(t.steps) for t in ok)
+    return s, groups
+
+
+def _relative(out: dict[str, ModeSummary], rates: dict[str, list[np.ndarray]],
+              checker: dict[str, tuple[float, tuple[float, float]] | None], resamples: int, confidence: float) -> None:
+    """Speedup, memory reduction and metric delta of each mode against fp32 (in place)."""
+    ref = out.get(REFERENCE_MODE)
+    if ref is None:
+        return
+    for mode, s in out.items():
+        if mode == REFERENCE_MODE:
+            continue
+        if checker.get(mode):  # the checker's own interval: report and check.json must agree
+            s.speedup, s.speedup_ci = checker[mode]  # type: ignore[misc]
+        elif s.samples_per_s and ref.samples_per_s:
+            s.speedup = s.samples_per_s / ref.samples_per_s
+            if rates[mode] and rates[REFERENCE_MODE]:
+                s.speedup_ci = _ratio_ci(rates[mode], rates[REFERENCE_MODE], resamples, confidence,
+                                         _seed(mode, REFERENCE_MODE))
+        if s.peak_bytes and ref.peak_bytes and s.memory_source == ref.memory_source:
+            s.memory_reduction = 1.0 - s.peak_bytes / ref.peak_bytes
+        if s.metric_mean is not None and ref.metric_mean is not None:
+            s.metric_delta = s.metric_mean - ref.metric_mean
+
+
 def summarize_modes(
     trials: list[Trial], metric: str, check: CheckReport | None = None,
     resamples: int = 1000, confidence: float = 0.95,
@@ -161,58 +195,15 @@ def summarize_modes(
         by_mode.setdefault(t.mode, []).append(t)
     verdicts = {v.mode: v for v in (check.verdicts if check else [])}
     rates: dict[str, list[np.ndarray]] = {}
-    checker_speedup: dict[str, tuple[float, tuple[float, float]] | None] = {}
+    checker: dict[str, tuple[float, tuple[float, float]] | None] = {}
     out: dict[str, ModeSummary] = {}
     for mode, ts in by_mode.items():
-        ok = [t for t in ts if t.status == "ok"]
-        first = ts[0]
-        s = ModeSummary(
-            mode=mode, amp_requested=first.amp.requested, amp_active=any(t.amp.active for t in ok or ts),
-            level=first.amp.level, dtype=first.amp.dtype, batch_size=first.batch_size, trials=len(ts),
-            ok=len(ok), unit=first.throughput.unit or "samples",
-        )
-        for t in ts:
-            s.statuses[t.status] = s.statuses.get(t.status, 0) + 1
-        groups = [g for g in (step_rates(t) for t in ok) if len(g)]
-        rates[mode] = groups
-        if groups:
-            s.samples_per_s = float(np.median(np.concatenate(groups)))
-            s.samples_per_s_ci = _median_ci(groups, resamples, confidence, _seed(mode))
-        elif ok and any(t.throughput.samples_per_s for t in ok):
-            s.samples_per_s = float(np.median([t.throughput.samples_per_s for t in ok]))
-        peaks = [_peak(t) for t in ok if _peak(t)]
-        if peaks:
-            s.peak_bytes = max(peaks)
-            s.memory_source = ok[0].memory.source if ok[0].memory.peak_allocated_bytes else "rss"
-        vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
-        if vals:
-            s.metric_mean = float(np.mean(vals))
-            s.metric_std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
-            s.metric_n = len(vals)
-        s.skipped_steps = sum(t.skipped_steps for t in ok)
-        s.total_steps = sum(len(t.steps) for t in ok)
+        out[mode], rates[mode] = _mode_summary(mode, ts, metric, resamples, confidence)
         if mode in verdicts:
-            s.verdict = verdicts[mode].verdict
-            s.flagged_rules = [r.rule for r in verdicts[mode].reasons]
-            checker_speedup[mode] = _checker_speedup(verdicts[mode].rules)
-        out[mode] = s
-    ref = out.get(REFERENCE_MODE)
-    if ref is not None:
-        for mode, s in out.items():
-            if mode == REFERENCE_MODE:
-                continue
-            checker = checker_speedup.get(mode)
-            if checker:  # the checker's own interval: report and check.json must agree
-                s.speedup, s.speedup_ci = checker
-            elif s.samples_per_s and ref.samples_per_s:
-                s.speedup = s.samples_per_s / ref.samples_per_s
-                if rates[mode] and rates[REFERENCE_MODE]:
-                    s.speedup_ci = _ratio_ci(rates[mode], rates[REFERENCE_MODE], resamples, confidence,
-                                             _seed(mode, REFERENCE_MODE))
-            if s.peak_bytes and ref.peak_bytes and s.memory_source == ref.memory_source:
-                s.memory_reduction = 1.0 - s.peak_bytes / ref.peak_bytes
-            if s.metric_mean is not None and ref.metric_mean is not None:
-                s.metric_delta = s.metric_mean - ref.metric_mean
+            out[mode].verdict = verdicts[mode].verdict
+            out[mode].flagged_rules = [r.rule for r in verdicts[mode].reasons]
+            checker[mode] = _checker_speedup(verdicts[mode].rules)
+    _relative(out, rates, checker, resamples, confidence)
     return out
 
 
@@ -229,8 +220,6 @@ def _checker_speedup(rules: list[Any]) -> tuple[float, tuple[float, float]] | No
 def overall_verdict(check: CheckReport | None) -> str:
     if check is None:
         return NOT_CHECKED
-    from ampbench.judge.verdict import combine
-
     return combine([v.verdict for v in check.verdicts]) if check.verdicts else "PASS"
 
 
@@ -283,30 +272,20 @@ def append_history(run_dir: Path, history_dir: Path) -> Path:
         for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
             if not line.strip():
                 continue
-            _parse_line(line, path, i)  # refuse to extend a corrupt file
-            if json.loads(line).get("run_id") != summary.run_id:
+            if _parse_line(line, path, i).run_id != summary.run_id:  # a corrupt file is refused
                 lines.append(line)
     lines.append(summary.to_line())
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 
-def _parse_line(line: str, path: Path, lineno: int) -> dict[str, Any]:
+def _parse_line(line: str, path: Path, lineno: int) -> RunSummary:
+    """One history line through the versioned loader (the error names file:line and the key)."""
     try:
         data = json.loads(line)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or delete that line") from None
-    if not isinstance(data, dict) or data.get("schema") != HISTORY_SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ResultsError(f"{path}:{lineno}: not an ampbench history line (schema {got!r}, "
-                           f"expected {HISTORY_SCHEMA!r})")
-    try:
-        RunSummary.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        raise ResultsError(f"{path}:{lineno}: {key}: {err['msg']}") from None
-    return data
+    return validate_doc(RunSummary, data, f"{path}:{lineno}")
 
 
 def load_history(path: Path) -> list[dict]:
@@ -318,7 +297,7 @@ def load_history(path: Path) -> list[dict]:
     for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
         if line.strip():
             data = _parse_line(line, path, i)
-            entries[data["run_id"]] = data
+            entries[data.run_id] = data.model_dump(mode="json", by_alias=True)
     return sorted(entries.values(), key=lambda d: (d.get("started") or "", d["run_id"]))
 
 

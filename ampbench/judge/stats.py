@@ -1,4 +1,6 @@
-"""The statistics behind the verdicts: bootstrap intervals, rank tests, parity margins.
+"""Statistics shared by the report and the rules: bootstrap intervals of pooled medians (the report's
+per-mode figures), parity margins, loss trends, loss-scale collapse.  The verdicts' trial-level
+inference lives in inference.py.
 
 Everything works on raw per-step samples grouped by trial (never on pre-aggregated numbers), so a
 baseline file or a run folder give the same answers.  Randomness is always an explicit seed: the
@@ -10,8 +12,8 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -40,18 +42,6 @@ class Margin:
     sd: float | None
     n: int
     source: str  # "abs_tol" | "sigma" | "abs_tol-only (one seed)"
-
-
-@dataclass(frozen=True)
-class Shift:
-    """Current vs baseline throughput: ratio of medians, rank-test p value and the decision."""
-
-    ratio: float
-    p_value: float
-    significant: bool
-    practical: bool
-    regression: bool
-    improvement: bool
 
 
 def stable_seed(*parts: object) -> int:
@@ -158,40 +148,6 @@ def bootstrap_median_ratio(
     return Interval(float(est[0]), float(low[0]), float(high[0]), confidence, resamples)
 
 
-def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Mann-Whitney U p value (scipy); robust to the outliers step times have."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if len(a) == 0 or len(b) == 0:
-        return float("nan")
-    return float(_mw_batch(a[None], b[None])[0])
-
-
-def _mw_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    from scipy.stats import mannwhitneyu
-
-    p = np.asarray(mannwhitneyu(a, b, alternative="two-sided", axis=-1).pvalue, float)
-    return np.where(np.isnan(p), 1.0, p)  # all values tied: no evidence of a shift
-
-
-def shift_batch(current: np.ndarray, baseline: np.ndarray, min_change: float, alpha: float
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorised decision over rows: (ratio, p, regression, improvement) for (B, N) vs (B, M)."""
-    ratio = np.median(current, axis=-1) / np.median(baseline, axis=-1)
-    p = _mw_batch(current, baseline)
-    flagged = (p < alpha) & (np.abs(ratio - 1.0) > min_change)
-    return ratio, p, flagged & (ratio < 1.0), flagged & (ratio > 1.0)
-
-
-def throughput_shift(current: Groups, baseline: Groups, min_change: float, alpha: float) -> Shift:
-    """Decide whether throughput moved: flagged only if significant (Mann-Whitney at `alpha` on
-    pooled per-step rates) *and* larger than `min_change` as a ratio of pooled medians."""
-    cur = np.concatenate([np.asarray(g, float) for g in current])[None]
-    base = np.concatenate([np.asarray(g, float) for g in baseline])[None]
-    ratio, p, reg, imp = shift_batch(cur, base, min_change, alpha)
-    return Shift(float(ratio[0]), float(p[0]), bool(p[0] < alpha), bool(abs(ratio[0] - 1.0) > min_change),
-                 regression=bool(reg[0]), improvement=bool(imp[0]))
-
-
 def seed_sd(values: Sequence[float]) -> float | None:
     """Sample standard deviation across seeds (ddof=1); None with fewer than two values."""
     v = np.asarray(values, float)
@@ -212,15 +168,6 @@ def pooled_sd(groups: Sequence[Sequence[float]]) -> tuple[float | None, int]:
 def parity_margin(ref_values: Sequence[float], abs_tol: float, sigma_k: float) -> Margin:
     """max(abs_tol, sigma_k x seed-to-seed SD of the reference); one seed -> abs_tol alone."""
     return margin_from_sd(seed_sd(ref_values), len(ref_values), abs_tol, sigma_k)
-
-
-def parity_fails(ref: np.ndarray, cand: np.ndarray, abs_tol: float, sigma_k: float, goal: str = "max") -> np.ndarray:
-    """Vectorised accuracy-parity decision over rows of (B, seeds) metric arrays: candidate worse than
-    the reference mean by more than max(abs_tol, sigma_k x reference seed sd)."""
-    sd = np.std(ref, axis=-1, ddof=1) if ref.shape[-1] > 1 else np.zeros(ref.shape[:-1])
-    margin = np.maximum(abs_tol, sigma_k * sd)
-    worse = ref.mean(-1) - cand.mean(-1) if goal == "max" else cand.mean(-1) - ref.mean(-1)
-    return worse > margin
 
 
 def margin_from_sd(sd: float | None, n: int, abs_tol: float, sigma_k: float) -> Margin:

@@ -83,4 +83,4 @@ def exit_code(verdicts: list[str], strict: bool = False) -> int:
     return EXIT_PASS
 
 
-__all__ = ["RuleResult", "ModeVerdict", "CheckReport", "load_check", "combine", "exit_code", "ResultsError"]
+__all__ = ["CheckReport", "ModeVerdict", "ResultsError", "RuleResult", "combine", "exit_code", "load_check"]

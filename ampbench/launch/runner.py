@@ -311,7 +311,8 @@ def _warn_unknown_ops(suite: Suite, console: Console) -> None:
 def finish_run(run: RunDir, console: Console, strict: bool = False,
                report: Callable[[Path], Path] | None = None) -> int:
     """summary.csv, the table, check.json (+ report.md); returns the exit code."""
-    from ampbench.judge.check import check_run, print_check
+    from ampbench.judge.check import check_run
+    from ampbench.report.console import print_check
     from ampbench.report.console import print_trials
 
     trials = open_run(run.path).trials  # validated: nothing foreign reaches the summary

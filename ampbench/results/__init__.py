@@ -27,6 +27,7 @@ from ampbench.results.models import (
     AmpInfo,
     Env,
     EvalRecord,
+    Interference,
     Memory,
     RunInfo,
     Status,
@@ -50,7 +51,7 @@ from ampbench.results.summary import load_summary, summary_rows, write_summary_c
 
 __all__ = [
     "ResultsError", "atomic_write_json", "atomic_write_text", "load_doc", "read_json", "read_text",
-    "validate_doc", "write_doc", "os_reason", "safe_name", "new_run_dir", "plan_of", "run_lock", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord",
+    "validate_doc", "write_doc", "os_reason", "safe_name", "new_run_dir", "plan_of", "run_lock", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord", "Interference",
     "Memory", "RunInfo", "Status", "StepRecord", "Throughput", "Trial", "trial_key", "OpenRun", "RunDir",
     "check_belongs", "load_trial", "open_run", "suite_of", "load_summary", "summary_rows", "write_summary_csv",
     "LOG_TAIL_MARKER", "last_line", "new_run_id", "tail_lines", "utc_now",

@@ -65,6 +65,7 @@ class StepRecord(_Open):
     found_inf: bool = False
     samples: int = 0
     warmup: bool = False  # warm-up steps are recorded but excluded from throughput
+    cpu_s: float | None = None  # process CPU time of the step (all threads): a lost CPU share shows here
 
 
 class Throughput(_Open):
@@ -82,6 +83,22 @@ class Memory(_Open):
     peak_reserved_bytes: int = 0
     rss_peak_bytes: int = 0
     device_used_bytes: int = 0
+
+
+class Interference(_Open):
+    """Evidence that something else competed for the machine while a trial was measured.
+
+    The checker uses it to tell "the code got slower" from "the measurement was disturbed".
+    """
+
+    cpu_share: float | None = None  # process CPU seconds / wall seconds over the measured window
+    others_cpu: float | None = None  # CPU cores other processes (and steal) used in that window (Linux)
+    foreign_processes: list[int] = []  # PIDs of other processes seen on the GPU (NVML)
+    sm_clock_mhz_median: float | None = None
+    sm_clock_max_mhz: float | None = None
+    throttle_reasons: list[str] = []
+    temperature_c_max: float | None = None
+    power_w_median: float | None = None
 
 
 class EvalRecord(_Open):
@@ -119,6 +136,7 @@ class Trial(_Open):
     world_size: int = 1
     numerics: dict[str, Any] | None = None
     flags: dict[str, Any] = {}  # Paddle FLAGS applied in the trial (suite [flags] + the mode's)
+    interference: Interference | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -148,9 +166,22 @@ class Trial(_Open):
 
     def step_rates(self) -> np.ndarray:
         """Samples per second of each measured step (warm-up and zero-time steps excluded)."""
-        rates = [n / s.time_s for s, n in zip(self.measured_steps(), self.step_samples())
-                 if s.time_s and s.time_s > 0 and n]
-        return np.asarray(rates, dtype=float)
+        return rates_from([s.time_s for s in self.measured_steps()], self.step_samples())
+
+    def cpu_share(self) -> float | None:
+        """Process CPU seconds per wall second over the measured steps (None when not recorded)."""
+        steps = [s for s in self.measured_steps() if s.cpu_s is not None and s.time_s > 0]
+        wall = sum(s.time_s for s in steps)
+        return sum(s.cpu_s or 0.0 for s in steps) / wall if steps and wall > 0 else None
+
+
+def rates_from(times: list[float], samples: list[int] | int) -> np.ndarray:
+    """Per-step samples/s from step times and samples (one int when constant); the one definition
+    shared by a Trial and a baseline file's compact trial.  Zero-time and zero-sample steps are dropped."""
+    t = np.asarray(times, dtype=float)
+    n = np.broadcast_to(np.asarray(samples, dtype=float), t.shape) if len(t) else t
+    keep = (t > 0) & (n > 0)
+    return n[keep] / t[keep]
 
 
 def trial_key(mode: str, seed: int) -> str:

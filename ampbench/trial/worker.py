@@ -23,7 +23,8 @@ from ampbench.config import ModeConfig, OptimizerConfig, Suite
 from ampbench.launch.distributed import write_failure_note, writes_trial
 from ampbench.launch.process import watch_parent
 from ampbench.launch.spec import EVENT_PREFIX, TrialSpec
-from ampbench.results import AmpInfo, EvalRecord, StepRecord, Trial, atomic_write_json
+from ampbench.results import AmpInfo, EvalRecord, Interference, StepRecord, Trial, atomic_write_json
+from ampbench.trackers import load
 
 OOM_MARKERS = ("out of memory", "resourceexhausted", "resource_exhausted", "cannot allocate memory")
 
@@ -183,15 +184,18 @@ class TrialRunner:
         diverge_after = train.diverge_after
         train_wall = 0.0
         self.events.emit(event="start", total=self.steps_total)
+        window: load.LoadMark | None = None
         if train.warmup_steps == 0:
             mem.start()
         for step in range(1, self.steps_total + 1):
             warm = step <= train.warmup_steps
+            window = window or (None if warm else load.mark())
             if step == train.warmup_steps + 1 and step > 1:
                 mem.start()
             fault.maybe(step)
             numerics.begin(step)
             clock.start()
+            cpu0 = time.process_time()
             loss_sum, samples, counts = 0.0, 0, {}
             for micro in range(self.accum):
                 batch = next(batches)
@@ -212,13 +216,15 @@ class TrialRunner:
             if sched is not None:
                 sched.step()
             dt = clock.stop()
+            cpu_dt = time.process_time() - cpu0
             numerics.end(step)
             train_wall += dt
             if stats_open and step >= train.amp_stats_steps:
                 stats_cm.close()
                 stats_open = False
             rec = StepRecord(step=step, loss=loss_sum if math.isfinite(loss_sum) else None, time_s=dt,
-                             loss_scale=outcome.loss_scale, found_inf=outcome.found_inf, samples=samples, warmup=warm)
+                             loss_scale=outcome.loss_scale, found_inf=outcome.found_inf, samples=samples, warmup=warm,
+                             cpu_s=cpu_dt)
             if not warm:
                 for k, v in counts.items():
                     counts_total[k] = counts_total.get(k, 0) + v
@@ -238,6 +244,8 @@ class TrialRunner:
             stats_cm.close()
         numerics.close()
         self.trial.memory = mem.stop()
+        self.trial.interference = (self.trial.interference or Interference()).model_copy(
+            update={"cpu_share": self.trial.cpu_share(), "others_cpu": load.others_cpu(window)})
         amp.op_calls = dict(op_counts)
         low = low_precision_calls(amp.op_calls)
         amp.active = bool(self.mode.amp and low > 0)

@@ -1,0 +1,147 @@
+"""Trial-level inference: the unit of replication is a trial (a seed, or a run for history).
+
+Per-step samples inside one trial are autocorrelated (thermal state, allocator, background load),
+so a test on pooled steps treats hundreds of dependent numbers as independent and cries wolf.  Here
+every trial is first reduced to one robust number (the median of its per-step rates, or its
+metric, or its time to target), and the comparison of two arms is a two-sample t procedure on those
+numbers (on the log scale for rates and times, so a ratio comes out).  The between-trial spread
+already contains the within-trial noise, whatever its autocorrelation, which a block bootstrap
+would have to estimate.  Both arms' spread enters through the pooled variance.
+
+Decisions use one-sided bounds at the suite's `confidence`: FAIL when the bound on the favourable
+side is still beyond the threshold (the problem is demonstrated), PASS when the bound on the
+unfavourable side clears it, INCONCLUSIVE otherwise.  Every function has a batch form (rows = 
+independent comparisons) that the simulation in tests/test_verdict_sim.py calls, so the simulated
+error rates are those of the rule code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as st
+
+MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
+MIN_STEPS = 10  # measured steps per trial for a usable per-trial median
+# Run-to-run drift of the whole machine (sd of the log level difference between two runs of the same
+# code): invisible inside either run, so a history comparison adds it to the variance of its estimate.
+RUN_DRIFT_SD = 0.01
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Estimate, two-sided `confidence` interval and the one-sided `confidence` bounds that decide."""
+
+    estimate: float
+    low: float
+    high: float
+    lower: float
+    upper: float
+    sd: float  # between-trial sd on the analysis scale (log for ratios)
+    df: int
+    confidence: float
+
+
+def _pooled(a: np.ndarray, b: np.ndarray, extra: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, int]:
+    """(difference of row means, its standard error, df).  The between-trial variance is pooled over
+    both arms and any `extra` arms (other modes of the same runs: more degrees of freedom for the
+    spread, which is a property of the machine and workload more than of the mode)."""
+    arms = [a, b, *extra]
+    df = sum(x.shape[-1] - 1 for x in arms)
+    ss = sum(x.var(-1, ddof=1) * (x.shape[-1] - 1) for x in arms if x.shape[-1] > 1)
+    sd = np.sqrt(ss / df)
+    return a.mean(-1) - b.mean(-1), sd * math.sqrt(1 / a.shape[-1] + 1 / b.shape[-1]), df
+
+
+def diff_bounds_batch(a: np.ndarray, b: np.ndarray, confidence: float,
+                      extra: Sequence[np.ndarray] = (), drift_sd: float = 0.0) -> dict[str, np.ndarray]:
+    """Bounds on mean(a) - mean(b) for rows of (B, k1) and (B, k2) per-trial values (k >= 2);
+    `drift_sd`: a between-run component added to the standard error (history comparisons)."""
+    est, se, df = _pooled(a, b, extra)
+    se = np.sqrt(se ** 2 + drift_sd ** 2)
+    t2, t1 = st.t.ppf((1 + confidence) / 2, df), st.t.ppf(confidence, df)
+    sd = np.sqrt(np.maximum(se ** 2 - drift_sd ** 2, 0)) / math.sqrt(1 / a.shape[-1] + 1 / b.shape[-1])
+    return {"estimate": est, "low": est - t2 * se, "high": est + t2 * se, "lower": est - t1 * se,
+            "upper": est + t1 * se, "sd": sd, "df": np.full(est.shape, df)}
+
+
+def trial_medians(groups: Sequence[np.ndarray]) -> np.ndarray:
+    """Each trial's median per-step rate: robust to stalls, one number per replication unit."""
+    return np.array([float(np.median(g)) for g in groups])
+
+
+def log_ratio_bounds(num: Sequence[float], den: Sequence[float], confidence: float,
+                     extra: Sequence[Sequence[float]] = (), drift_sd: float = 0.0) -> Bounds:
+    """Bounds on the ratio of geometric means of per-trial values (rates or times), num / den;
+    `extra`: per-trial values of other arms that only contribute to the pooled spread."""
+    a, b = np.log(np.asarray(num, float))[None], np.log(np.asarray(den, float))[None]
+    more = [np.log(np.asarray(x, float))[None] for x in extra if len(x) >= 2]
+    r = diff_bounds_batch(a, b, confidence, more, drift_sd)
+    e = {k: float(np.exp(v[0])) for k, v in r.items() if k not in ("sd", "df")}
+    return Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
+                  int(r["df"][0]), confidence)
+
+
+def diff_bounds(a: Sequence[float], b: Sequence[float], confidence: float) -> Bounds:
+    r = diff_bounds_batch(np.asarray(a, float)[None], np.asarray(b, float)[None], confidence)
+    v = {k: float(x[0]) for k, x in r.items()}
+    return Bounds(v["estimate"], v["low"], v["high"], v["lower"], v["upper"], v["sd"], int(v["df"]), confidence)
+
+
+def decide_batch(lower: np.ndarray, upper: np.ndarray, threshold: float | np.ndarray,
+                 higher_is_better: bool = True) -> np.ndarray:
+    """Three outcomes per row: 'PASS' (bound clears the threshold), 'FAIL' (shown beyond it), else
+    'INCONCLUSIVE'.  higher_is_better: PASS needs lower >= threshold, FAIL needs upper < threshold."""
+    if higher_is_better:
+        ok, bad = lower >= threshold, upper < threshold
+    else:
+        ok, bad = upper <= threshold, lower > threshold
+    return np.where(ok, "PASS", np.where(bad, "FAIL", "INCONCLUSIVE"))
+
+
+def parity_batch(ref: np.ndarray, cand: np.ndarray, abs_tol: float, sigma_k: float, confidence: float,
+                 goal: str = "max") -> dict[str, np.ndarray]:
+    """Non-inferiority of the candidate's mean metric: bounds on how much worse it is than the reference.
+
+    worse = mean(ref) - mean(cand) for goal max (positive = worse), margin = max(abs_tol, sigma_k x
+    seed sd pooled over both arms).  PASS: upper bound of `worse` <= margin (non-inferiority shown);
+    FAIL: lower bound > margin (a drop beyond the margin shown); else INCONCLUSIVE.
+    """
+    a, b = (ref, cand) if goal == "max" else (cand, ref)
+    r = diff_bounds_batch(a, b, confidence)
+    margin = np.maximum(abs_tol, sigma_k * r["sd"])
+    r["margin"] = margin
+    r["status"] = decide_batch(r["lower"], r["upper"], margin, higher_is_better=False)
+    return r
+
+
+def seeds_needed(sd: float | None, gap: float, confidence: float, power: float = 0.95,
+                 false_alarm: float = 0.01, null_gap: float | None = None, max_seeds: int = 64,
+                 drift_sd: float = 0.0, margin_k: float = 0.0) -> int | None:
+    """Seeds per arm so that a true effect `gap` beyond the threshold is shown with `power`, and a
+    true effect `null_gap` on the good side (default: gap) is called a failure at most `false_alarm`.
+
+    The decision bound is estimate +- t_conf x se, se = sqrt(2 sd^2 / k + drift_sd^2), t with 2k - 2
+    degrees of freedom (conservative where the rule pools more arms); the estimate is normal around
+    the truth, so: detection needs (t_conf + z_power) x se <= gap, a false alarm needs the estimate
+    null_gap / se + t_conf standard errors off, i.e. (z_(1 - false_alarm) - t_conf) x se <= null_gap.
+    The detection condition also carries the sampling noise of the estimated sd, which moves the
+    bound (and, `margin_k` > 0, a margin of margin_k x the estimated sd: the parity margin) with it.
+    None when the spread is unknown or `max_seeds` is not enough.
+    """
+    if sd is None or not math.isfinite(sd) or gap <= 0:
+        return None
+    null_gap = gap if null_gap is None else null_gap
+    z_alarm = st.norm.ppf(1 - false_alarm)
+    for k in range(MIN_TRIALS, max_seeds + 1):
+        se = math.sqrt(sd ** 2 * 2 / k + drift_sd ** 2)
+        df = 2 * k - 2
+        tc = st.t.ppf(confidence, df)
+        # the estimated sd moves the bound (t x se) and a sigma margin together: sd(s) ~ sd / sqrt(2 df)
+        spread = math.hypot(se, (tc * math.sqrt(2 / k) + margin_k) * sd / math.sqrt(2 * df))
+        if tc * se + st.t.ppf(power, df) * spread <= gap and (z_alarm - tc) * se <= null_gap:
+            return k
+    return None

@@ -1,0 +1,99 @@
+"""Was a throughput change caused by the code, or by something else competing for the machine?
+
+Evidence per trial (results.models.Interference): the process's CPU share over the measured steps
+(CPU seconds / wall seconds, all threads), the CPU cores other processes used meanwhile, and on GPU the other processes seen on the device, the
+SM clock and the throttle reasons (NVML).  A change is "explained" when the slower arm lost CPU share
+roughly in proportion to its lost throughput, or ran while other processes used clearly more of the
+machine, or beside a foreign GPU process, throttled, or clocked lower.  An equal share with a lower
+throughput and no other evidence is not explained: that is a regression.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from ampbench.judge.baseline import CompactTrial
+
+SHARE_DROP = 0.10  # the slower arm lost at least this fraction of its CPU share
+CLOCK_DROP = 0.05  # or its median SM clock is at least this much lower
+OTHERS_MORE = 0.25  # or other processes used at least this many more CPU cores beside it
+SATURATED = 0.5  # or other processes kept at least this share of the machine's cores busy
+BENIGN_THROTTLE = {"none", "gpu_idle", "applications_clocks_setting", "ApplicationsClocksSetting", "GpuIdle"}
+
+
+@dataclass(frozen=True)
+class ArmEvidence:
+    """What one arm (a mode in one run) says about its measurement conditions."""
+
+    cpu_share: float | None
+    others_cpu: float | None
+    foreign: list[int]
+    throttle: list[str]
+    clock_mhz: float | None
+    cpu_count: int = 0
+
+    def describe(self) -> str:
+        parts = [f"CPU share {self.cpu_share:.2f}" if self.cpu_share is not None else "CPU share not recorded"]
+        if self.others_cpu is not None:
+            parts.append(f"other processes {self.others_cpu:.2f} cores")
+        if self.foreign:
+            parts.append(f"other GPU processes {sorted(set(self.foreign))[:5]}")
+        if self.throttle:
+            parts.append(f"throttled ({', '.join(sorted(set(self.throttle)))})")
+        if self.clock_mhz:
+            parts.append(f"SM clock {self.clock_mhz:.0f} MHz")
+        return ", ".join(parts)
+
+
+def _median(v: list[float]) -> float | None:
+    return float(statistics.median(v)) if v else None
+
+
+def evidence(trials: list[CompactTrial]) -> ArmEvidence:
+    inf = [t.interference for t in trials if t.interference is not None]
+    return ArmEvidence(
+        cpu_share=_median([i.cpu_share for i in inf if i.cpu_share is not None and i.cpu_share > 0]),
+        others_cpu=_median([float(i.others_cpu) for i in inf if getattr(i, "others_cpu", None) is not None]),
+        foreign=[p for i in inf for p in i.foreign_processes],
+        throttle=[r for i in inf for r in i.throttle_reasons if r not in BENIGN_THROTTLE],
+        clock_mhz=_median([i.sm_clock_mhz_median for i in inf if i.sm_clock_mhz_median]),
+        cpu_count=max((t.cpu_count for t in trials), default=0),
+    )
+
+
+def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: float, tolerance: float) -> str | None:
+    """Why the slower arm (throughput `rate_ratio` < 1 times the other's) was disturbed, or None when
+    nothing explains it.  Lost CPU share explains the slowdown when the share fell by SHARE_DROP or more
+    and at least as much as the throughput did (within `tolerance`)."""
+    s, f = evidence(slow), evidence(fast)
+    reasons = []
+    if s.cpu_share is not None and f.cpu_share:
+        share_ratio = s.cpu_share / f.cpu_share
+        if share_ratio <= 1 - SHARE_DROP and rate_ratio >= share_ratio * (1 - tolerance):
+            reasons.append(f"CPU share {s.cpu_share:.2f} vs {f.cpu_share:.2f} CPU s per wall s "
+                           f"({share_ratio:.0%} of the other side's, throughput {rate_ratio:.0%}): another "
+                           "process took the processor")
+    if s.others_cpu is not None and f.others_cpu is not None and s.others_cpu >= f.others_cpu + OTHERS_MORE:
+        reasons.append(f"other processes used {s.others_cpu:.2f} CPU cores beside it vs {f.others_cpu:.2f} "
+                       "(shared caches, memory bandwidth and SMT siblings slow a process that keeps its share)")
+    elif s.others_cpu is not None and s.cpu_count and s.others_cpu >= SATURATED * s.cpu_count:
+        reasons.append(f"other processes kept {s.others_cpu:.2f} of the machine's {s.cpu_count} cores busy: "
+                       "a saturated machine does not measure the code")
+    if s.foreign and not f.foreign:
+        reasons.append(f"other processes used the GPU beside it (PIDs {sorted(set(s.foreign))[:5]})")
+    if s.throttle and not f.throttle:
+        reasons.append(f"the GPU throttled ({', '.join(sorted(set(s.throttle)))})")
+    if s.clock_mhz and f.clock_mhz and s.clock_mhz < f.clock_mhz * (1 - CLOCK_DROP):
+        reasons.append(f"median SM clock {s.clock_mhz:.0f} vs {f.clock_mhz:.0f} MHz")
+    return "; ".join(reasons) or None
+
+
+def disturbed(cur: list[CompactTrial], base: list[CompactTrial], ratio: float, tolerance: float,
+              names: tuple[str, str]) -> str | None:
+    """The evidence sentence when the slower of two arms (cur/base throughput `ratio`) was disturbed."""
+    if ratio < 1:
+        why, who = explain(cur, base, ratio, tolerance), names[0]
+    else:
+        why, who = explain(base, cur, 1 / ratio if ratio > 0 else 0.0, tolerance), names[1]
+    return f"measurement disturbed ({who}: {why})" if why else None

@@ -1,0 +1,104 @@
+"""amp-active and op-lists: did AMP really run in low precision, and did the custom op lists take effect?"""
+
+from __future__ import annotations
+
+from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
+from ampbench.judge.verdict import RuleResult
+from ampbench.results import Trial
+
+LOW_PRECISION = ("float16", "bfloat16", "fp16", "bf16")
+CAST_OPS = ("cast", "cast_")  # a cast of a user's fp16 tensor is not evidence that AMP ran
+
+
+def _op_counts(trials: list[Trial]) -> tuple[int, int]:
+    low = total = 0
+    for t in trials:
+        for op, by_dtype in t.amp.op_calls.items():
+            for dtype, n in by_dtype.items():
+                total += int(n)
+                low += int(n) if dtype in LOW_PRECISION and op not in CAST_OPS else 0
+    return low, total
+
+
+def rule_amp_active(c: Ctx) -> list[RuleResult]:
+    """AMP must really have run in low precision (op dtype evidence); inactive is never PASS.
+
+    observed = {"active": trials with AMP active, "trials": ok trials, "low_precision_share": share of
+    recorded op calls in float16/bfloat16, or null}.
+    """
+    ts = c.ok(c.mode)
+    mode = c.suite.mode(c.mode)
+    threshold = {"active": len(ts), "level": mode.level, "dtype": mode.dtype}
+    if not ts:
+        return [c.rule("amp-active", "INCONCLUSIVE", None, threshold, "No completed trial to inspect for AMP activity.")]
+    active = [t for t in ts if t.amp.active]
+    low, total = _op_counts(ts)
+    share = low / total if total else None
+    ops = f"{low} of {total} recorded op calls ran in float16/bfloat16" if total else "no op dtype counts recorded"
+    observed = {"active": len(active), "trials": len(ts), "low_precision_share": share}
+    if len(active) == len(ts):
+        return [c.rule("amp-active", "PASS", observed, threshold,
+                       f"AMP {mode.level}/{mode.dtype} was active in {all_of(len(ts))} ({ops}).")]
+    reasons = sorted({t.amp.inactive_reason for t in ts if not t.amp.active and t.amp.inactive_reason})
+    why = "; ".join(reasons) or "no low-precision op calls"
+    return [c.rule("amp-active", "INCONCLUSIVE", observed, threshold,
+                   f"AMP inactive in {len(ts) - len(active)} of {len(ts)} trials: {why}; {ops}. Numerics stayed "
+                   "FP32, so parity, speedup and memory cannot be judged here.",
+                   trials=[t.key for t in ts if not t.amp.active])]
+
+
+def _calls(ts: list[Trial]) -> dict[str, dict[str, int]]:
+    calls: dict[str, dict[str, int]] = {}
+    for t in ts:
+        for op, by in t.amp.op_calls.items():
+            agg = calls.setdefault(op, {})
+            for dt, n in by.items():
+                agg[dt] = agg.get(dt, 0) + int(n)
+    return calls
+
+
+def rule_op_lists(c: Ctx) -> list[RuleResult]:
+    """The suite's custom white/black lists really took effect (op dtype evidence), e.g. embeddings
+    black-listed as lookup_table_v2 ran in float32.  Only for modes that set custom lists.
+
+    observed = {"unknown": op names Paddle does not know, "leaked": black-listed ops seen in low
+    precision, "missed": white-listed ops never seen in low precision}.
+    """
+    mode = c.suite.mode(c.mode)
+    ts = c.ok(c.mode)
+    threshold = {"leaked": 0, "missed": 0, "unknown": 0}
+    unknown = sorted({n for t in ts for n in t.amp.unknown_op_names})
+    if unknown:
+        return [c.rule("op-lists", "INCONCLUSIVE", {"unknown": unknown, "leaked": [], "missed": []}, threshold,
+                       f"Custom op list names {', '.join(unknown)} that Paddle does not know; Paddle ignores them "
+                       "silently (e.g. embedding is lookup_table_v2), so the list cannot have taken effect.",
+                       trials=[t.key for t in ts if t.amp.unknown_op_names])]
+    calls = _calls(ts)
+    low = {op: sum(v for k, v in by.items() if k in LOW_PRECISION) for op, by in calls.items()}
+    leaked = [op for op in mode.custom_black_list if low.get(op, 0) > 0]
+    missed = [op for op in mode.custom_white_list if op in calls and low.get(op, 0) == 0]
+    unseen = [op for op in mode.custom_white_list + mode.custom_black_list if op not in calls]
+    note = f" Not called in the recorded steps: {', '.join(unseen)}." if unseen else ""
+    observed = {"unknown": [], "leaked": leaked, "missed": missed}
+    if c.amp_inactive:
+        return [c.rule("op-lists", "INCONCLUSIVE", observed, threshold,
+                       "every op ran in float32 on this device, so the custom lists cannot be verified here."
+                       + note, informational=True)]
+    if leaked or missed:
+        parts = ([f"black-listed {', '.join(leaked)} ran in low precision"] if leaked else []) + \
+                ([f"white-listed {', '.join(missed)} never ran in low precision"] if missed else [])
+        return [c.rule("op-lists", "FAIL", observed, threshold,
+                       f"The custom op lists did not take effect: {'; '.join(parts)}.{note}")]
+    return [c.rule("op-lists", "PASS", observed, threshold,
+                   f"Black-listed ops stayed float32 and white-listed ops ran in low precision.{note}")]
+
+
+def _has_lists(c: Ctx) -> bool:
+    if c.is_ref:
+        return False
+    mode = c.suite.mode(c.mode)
+    return bool(mode.custom_white_list or mode.custom_black_list)
+
+
+AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only)
+OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists)

@@ -1,0 +1,53 @@
+"""completeness: every planned trial present and ok, seeds matched with FP32's."""
+
+from __future__ import annotations
+
+from ampbench.config import REFERENCE_MODE
+from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
+from ampbench.judge.verdict import RuleResult, combine
+from ampbench.results import trial_key
+
+
+def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[str, str, str]]:
+    """(status, text, trial) for each planned trial that is missing or did not end ok."""
+    out: list[tuple[str, str, str]] = []
+    for mode, seed in keys:
+        name, t = trial_key(mode, seed), c.trials.get((mode, seed))
+        if t is None:
+            out.append(("INCONCLUSIVE", f"{name} is missing (re-run with --resume)", name))
+        elif t.status == "crashed":
+            out.append(("ERROR", f"{name} crashed: {last_line(t.error)}", name))
+        elif t.status != "ok" and mode == c.mode:
+            out.append(("FAIL", f"{name} ended '{t.status}': {last_line(t.error)}", name))
+        elif t.status != "ok":
+            out.append(("INCONCLUSIVE", (f"reference {name} ended '{t.status}', so there is nothing to "
+                                         "compare against"), name))
+    return out
+
+
+def rule_completeness(c: Ctx) -> list[RuleResult]:
+    """Every planned trial present and ok; seeds unique and the same as FP32's (a matched comparison).
+
+    observed = {"ok": trials that ended ok, "planned": planned trials}.
+    """
+    own, ref = c.seeds(c.mode), c.seeds(REFERENCE_MODE)
+    keys = [(c.mode, s) for s in own] + ([] if c.is_ref else [(REFERENCE_MODE, s) for s in ref])
+    problems = _problems(c, keys)
+    if len(set(own)) != len(own):
+        problems.append(("ERROR", f"seeds of {c.mode} repeat in the plan: {own}", ""))
+    if not c.is_ref and sorted(own) != sorted(ref):
+        problems.append(("ERROR", (f"seeds differ: {c.mode} has {sorted(own)}, fp32 has {sorted(ref)}; "
+                                   "the comparison is not matched"), ""))
+    n_ok = sum(1 for k in keys if k in c.trials and c.trials[k].status == "ok")
+    observed = {"ok": n_ok, "planned": len(keys)}
+    threshold = {"ok": len(keys), "seeds_matched": True}
+    if not problems:
+        who = f"{n_of(len(own), 'seed')} x {{{c.mode}{'' if c.is_ref else ', fp32'}}}"
+        return [c.rule("completeness", "PASS", observed, threshold,
+                       f"All {n_of(len(keys), 'planned trial')} ({who}) finished ok with matching seeds.")]
+    status = combine([p[0] for p in problems])
+    return [c.rule("completeness", status, observed, threshold, "; ".join(p[1] for p in problems) + ".",
+                   trials=[p[2] for p in problems if p[2]])]
+
+
+COMPLETENESS = Rule("completeness", rule_completeness)

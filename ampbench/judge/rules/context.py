@@ -1,0 +1,165 @@
+"""What every rule of one mode sees (`Ctx`), and the small text helpers their messages share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ampbench.config import REFERENCE_MODE, Suite, Thresholds
+from ampbench.judge.baseline import Baseline, CompactTrial, compact
+from ampbench.judge.verdict import RuleResult
+from ampbench.results import Trial
+
+
+@dataclass
+class Ctx:
+    """Everything the rules of one mode look at; `notes` carries facts one rule leaves for a later one."""
+
+    suite: Suite
+    mode: str
+    plan: list[tuple[str, int]]
+    trials: dict[tuple[str, int], Trial]
+    baseline: Baseline | None
+    baseline_note: str
+    notes: dict[str, Any] = field(default_factory=dict)
+    _compact: dict[str, list[CompactTrial]] = field(default_factory=dict)
+
+    @property
+    def th(self) -> Thresholds:
+        return self.suite.thresholds
+
+    @property
+    def metric(self) -> str:
+        return self.suite.suite.metric
+
+    @property
+    def goal(self) -> str:
+        return self.suite.suite.metric_goal
+
+    @property
+    def is_ref(self) -> bool:
+        return self.mode == REFERENCE_MODE
+
+    def seeds(self, mode: str) -> list[int]:
+        return [s for m, s in self.plan if m == mode]
+
+    def present(self, mode: str) -> list[Trial]:
+        return [self.trials[(mode, s)] for s in self.seeds(mode) if (mode, s) in self.trials]
+
+    def ok(self, mode: str) -> list[Trial]:
+        return [t for t in self.present(mode) if t.status == "ok"]
+
+    def compact(self, mode: str) -> list[CompactTrial]:
+        if mode not in self._compact:
+            self._compact[mode] = [compact(t, self.metric) for t in self.ok(mode)]
+        return self._compact[mode]
+
+    @property
+    def amp_inactive(self) -> bool:
+        ok = self.ok(self.mode)
+        return not self.is_ref and bool(ok) and not all(t.amp.active for t in ok)
+
+    def rule(self, rule: str, status: str, observed: Any, threshold: Any, message: str,
+             trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:
+        """One result; `informational` turns any status into INCONCLUSIVE (AMP did not really run)."""
+        if informational:
+            status = "INCONCLUSIVE"
+            message = f"Informational (AMP inactive): {message}"
+        extra: dict[str, Any] = {"informational": informational}
+        if details:
+            extra["details"] = plain(details)
+        return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,  # type: ignore[arg-type]
+                          observed=plain(observed), threshold=plain(threshold), message=message,
+                          trials=trials or [], **extra)
+
+
+def plain(x: Any) -> Any:
+    """JSON-friendly: numpy scalars -> floats rounded to 6 significant digits; NaN/inf -> None."""
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return float(f"{x:.6g}") if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def g(x: float | None, digits: int = 4) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def n_of(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def all_of(count: int) -> str:
+    return "the only trial" if count == 1 else f"all {count} trials"
+
+
+def mean(v: list[float]) -> float:
+    return float(np.mean(v)) if v else float("nan")
+
+
+def finite(x: float | None) -> bool:
+    """The worker records a non-finite loss as null (JSON has no NaN), so None counts as non-finite."""
+    return x is not None and math.isfinite(x)
+
+
+def last_line(text: str | None) -> str:
+    """The line that says what went wrong: the exception line of a traceback, or the runner's own
+    sentence for a killed trial (which is followed by the log tail, not the cause)."""
+    head = (text or "").split("--- last log lines ---")[0]
+    lines = [ln.strip() for ln in head.strip().splitlines() if ln.strip()]
+    return lines[-1][:160] if lines else "no error recorded"
+
+
+def one_seed_note(n_ref: int, n_cur: int) -> str:
+    """The caveat every rule that had to use a single trial on a side adds to its message."""
+    if min(n_ref, n_cur) == 1:
+        return " One seed: the seed-to-seed spread is unknown, so this rests on a single trial."
+    return ""
+
+
+def more_seeds_text(have: int, need: int | None) -> str:
+    if need is None:
+        return "more seeds than the planner's limit would be needed (see `ampbench plan RUN`)"
+    return f"run {max(0, need - have)} more seed(s) per mode ({need} in all; `ampbench plan RUN` shows why)"
+
+
+def batch_note(c: Ctx) -> str:
+    """Said when AMP ran a different batch than FP32 (then per-sample figures are what compare)."""
+    amp_b = {t.batch_size for t in c.ok(c.mode)}
+    ref_b = {t.batch_size for t in c.ok(REFERENCE_MODE)}
+    if amp_b and ref_b and amp_b != ref_b:
+        return f" AMP batch {sorted(amp_b)} vs FP32 {sorted(ref_b)}."
+    return ""
+
+
+def always(c: Ctx) -> bool:
+    return True
+
+
+def amp_only(c: Ctx) -> bool:
+    return not c.is_ref
+
+
+def with_baseline(c: Ctx) -> bool:
+    return c.baseline is not None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A registered rule: `judge` returns its results (none when it does not apply to the mode)."""
+
+    name: str
+    judge: Callable[[Ctx], list[RuleResult]]
+    applies: Callable[[Ctx], bool] = always

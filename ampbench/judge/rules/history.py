@@ -1,0 +1,118 @@
+"""history-throughput, history-metric, history-memory: this run's mode against the same mode in a baseline.
+
+The replication unit is the trial of each run; a drift of the whole machine between the two runs
+is not visible inside either run, which is why a slowdown must be shown beyond `history_min_change`
+(not merely beyond zero) before the rule FAILs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ampbench.judge import inference, interference
+from ampbench.judge.baseline import CompactTrial
+from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
+from ampbench.judge.rules.memory import SOURCE_TEXT
+from ampbench.judge.rules.parity import noninferiority
+from ampbench.judge.rules.speed import compare, planned_seeds, shortfall_text
+from ampbench.judge.verdict import RuleResult
+from ampbench.report.fmt import bytes_h
+
+
+def rule_history(c: Ctx) -> list[RuleResult]:
+    """Throughput, metric and peak memory of this mode against the same mode in the baseline."""
+    assert c.baseline is not None
+    base = c.baseline.trials(c.mode)
+    if not base:
+        return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
+                       f"{c.baseline_note}The baseline has no ok trial of mode {c.mode}.")]
+    cur = c.compact(c.mode)
+    out = [history_throughput(c, cur, base), history_metric(c, cur, base)]
+    mem = history_memory(c, cur, base)
+    return out + ([mem] if mem else [])
+
+
+def _other_arms(c: Ctx) -> list[list[CompactTrial]]:
+    """The other modes of both runs: their trial-to-trial spread is pooled in (more degrees of freedom)."""
+    assert c.baseline is not None
+    modes = [m.name for m in c.suite.modes if m.name != c.mode]
+    return [c.compact(m) for m in modes] + [c.baseline.trials(m) for m in modes]
+
+
+def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) -> RuleResult:
+    """observed = relative change of throughput (current / baseline - 1, a number).
+
+    PASS: the lower bound of the change is above -history_min_change; FAIL: its upper bound is below
+    it (a slowdown beyond history_min_change is demonstrated); else INCONCLUSIVE ("not demonstrated").
+    The trial-to-trial spread is pooled over every mode of both runs, and a run-to-run drift allowance
+    (inference.RUN_DRIFT_SD) is added: one pair of runs cannot show how far a whole run drifts.
+    """
+    m, note = c.th.history_min_change, c.baseline_note
+    threshold = {"min_change": m, "confidence": c.th.confidence}
+    cmp = compare(cur, base, c.th.confidence, _other_arms(c), inference.RUN_DRIFT_SD)
+    if cmp is None or cmp.bounds is None:
+        est = None if cmp is None else cmp.point - 1
+        head = "" if cmp is None else f"{c.mode} throughput {est:+.1%} vs baseline (point estimate). "
+        return c.rule("history-throughput", "INCONCLUSIVE", est, threshold,
+                      f"{note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()))
+    b = cmp.bounds
+    status = str(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), 1 - m)[0])
+    msg = (f"{note}{c.mode} throughput {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs baseline "
+           f"{g(float(np.exp(np.mean(np.log(cmp.den)))))} samples/s (per-trial medians, {len(cmp.num)} vs "
+           f"{len(cmp.den)} trials): {b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%})")
+    if status == "FAIL":
+        msg += f"; a slowdown beyond {m:.0%} is demonstrated (upper bound {b.upper - 1:+.1%})."
+    elif status == "PASS":
+        msg += f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%})."
+    else:
+        gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
+        seeds = planned_seeds(cmp, gap, c.th.confidence, inference.RUN_DRIFT_SD)
+        msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (one-sided bounds "
+                f"{b.lower - 1:+.1%} to {b.upper - 1:+.1%}); {more_seeds_text(len(cmp.num), seeds)}.")
+    why = None if status == "PASS" else interference.disturbed(cur, base, b.estimate, m, ("this run", "baseline"))
+    if why:
+        status, msg = "INCONCLUSIVE", f"{note}{why[0].upper()}{why[1:]}. {msg[len(note):]}"
+    return c.rule("history-throughput", status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
+                  upper=b.upper, ci_low=b.low, ci_high=b.high, seeds=[len(cmp.num), len(cmp.den)],
+                  disturbed=bool(why))
+
+
+def _metrics(trials: list[CompactTrial]) -> list[float]:
+    return [t.metric for t in trials if t.metric is not None and math.isfinite(t.metric)]
+
+
+def history_metric(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) -> RuleResult:
+    """observed = how much worse this run's mean metric is than the baseline's (positive = worse)."""
+    now, then, note = _metrics(cur), _metrics(base), c.baseline_note
+    if not now or not then:
+        return c.rule("history-metric", "INCONCLUSIVE", None, None,
+                      f"{note}Metric {c.metric!r} missing here or in the baseline.")
+    worse = (mean(then) - mean(now)) if c.goal == "max" else (mean(now) - mean(then))
+    head = f"{note}{c.mode} mean {c.metric} {g(mean(now))} vs baseline {g(mean(then))}: "
+    if min(len(now), len(then)) < inference.MIN_TRIALS:
+        return c.rule("history-metric", "INCONCLUSIVE", worse, c.th.metric_abs_tol,
+                      f"{head}worse by {g(worse, 3)}; not judged: {more_seeds_text(1, inference.MIN_TRIALS)}."
+                      + one_seed_note(len(then), len(now)), current_mean=mean(now), baseline_mean=mean(then))
+    status, tail, extra = noninferiority(c, then, now, "this run")
+    return c.rule("history-metric", status, worse, extra["margin"], head + tail, current_mean=mean(now),
+                  baseline_mean=mean(then), **extra)
+
+
+def history_memory(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) -> RuleResult | None:
+    """observed = relative growth of the median peak (a number); peaks are close to deterministic."""
+    now = [t.peak_bytes for t in cur if t.peak_bytes > 0]
+    then = [t.peak_bytes for t in base if t.peak_bytes > 0]
+    src_now, src_then = {t.memory_source for t in cur}, {t.memory_source for t in base}
+    if not now or not then or src_now != src_then or len(src_now) != 1:
+        return None
+    grow = float(np.median(now)) / float(np.median(then)) - 1
+    lim = c.th.history_min_change
+    msg = (f"{c.baseline_note}{c.mode} peak memory ({SOURCE_TEXT.get(next(iter(src_now)), 'peak')}) "
+           f"{bytes_h(float(np.median(now)))} vs baseline {bytes_h(float(np.median(then)))}: {grow:+.1%} "
+           f"({'above' if grow > lim else 'within'} the {lim:.0%} allowed growth).")
+    return c.rule("history-memory", "FAIL" if grow > lim else "PASS", grow, lim, msg)
+
+
+HISTORY = Rule("history", rule_history, with_baseline)

@@ -1,0 +1,50 @@
+"""memory: 1 - AMP peak / FP32 peak >= min_memory_reduction, from the same memory source."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ampbench.config import REFERENCE_MODE
+from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
+from ampbench.judge.verdict import RuleResult
+from ampbench.report.fmt import bytes_h
+
+SOURCE_TEXT = {"cuda": "CUDA allocator peak (max_memory_allocated)", "host": "host allocator peak (CPU)",
+               "rss": "process peak RSS"}
+
+
+def rule_memory(c: Ctx) -> list[RuleResult]:
+    """Peak memory is close to deterministic for a fixed batch, so medians over seeds are compared
+    directly (one seed is enough, and the message says it rests on one).  observed = the reduction."""
+    need = c.th.min_memory_reduction
+    amp, ref = c.compact(c.mode), c.compact(REFERENCE_MODE)
+    sources = {t.memory_source for t in amp + ref}
+    if not amp or not ref or "none" in sources or any(t.peak_bytes <= 0 for t in amp + ref):
+        return [c.rule("memory", "INCONCLUSIVE", None, need, "Peak memory not recorded for every trial.",
+                       informational=c.amp_inactive)]
+    if len(sources) > 1:
+        return [c.rule("memory", "INCONCLUSIVE", None, need,
+                       f"Peak memory comes from different sources ({', '.join(sorted(sources))}); not comparable.")]
+    src = sources.pop()
+    amp_peak = float(np.median([t.peak_bytes for t in amp]))
+    ref_peak = float(np.median([t.peak_bytes for t in ref]))
+    red = 1 - amp_peak / ref_peak
+    ok = red >= need
+    msg = (f"{SOURCE_TEXT.get(src, src)}: AMP {bytes_h(amp_peak)} vs FP32 {bytes_h(ref_peak)} "
+           f"(median over seeds), reduction {red:.1%} {'>=' if ok else '<'} min_memory_reduction {need:.0%}.")
+    if src != "cuda":
+        msg += " This is not device memory" + ("; AMP is inactive anyway, so no reduction is expected." if
+                                               c.amp_inactive else ".")
+    msg += one_seed_note(len(ref), len(amp))
+    note = batch_note(c)
+    details = {"source": src, "amp_peak_bytes": amp_peak, "fp32_peak_bytes": ref_peak}
+    if note and not c.amp_inactive:
+        # A mode that runs a larger batch (the seed's "AMP lets batch 32 fit") is not meant to save memory
+        # against FP32's smaller batch: report the numbers, do not judge them.
+        return [c.rule("memory", "PASS", red, need, "Not judged, batch sizes differ:" + note + " " + msg,
+                       judged=False, **details)]
+    return [c.rule("memory", "PASS" if ok else "FAIL", red, need, msg + note, informational=c.amp_inactive,
+                   **details)]
+
+
+MEMORY = Rule("memory", rule_memory, amp_only)

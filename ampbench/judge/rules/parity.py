@@ -1,0 +1,145 @@
+"""baseline-quality and accuracy-parity: FP32 learned, and AMP is not worse than FP32 beyond the margin."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ampbench.config import REFERENCE_MODE
+from ampbench.judge import inference, stats
+from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
+from ampbench.judge.verdict import RuleResult
+from ampbench.results import Trial
+
+
+def _loss_problem(ref: list[Trial]) -> tuple[str | None, list[str]]:
+    falls = [(t, *stats.loss_fell([s.loss for s in t.steps])) for t in ref]
+    flat = [(t, a, b) for t, fell, a, b in falls if not fell]
+    if not flat:
+        return None, []
+    return ("FP32 loss did not fall in " + ", ".join(f"{t.key} ({g(a)} -> {g(b)})" for t, a, b in flat),
+            [t.key for t, _, _ in flat])
+
+
+def _floor_problem(c: Ctx, vals: list[float], floor: float | None) -> str | None:
+    if floor is None:
+        return None
+    if not vals:
+        return f"FP32 metric {c.metric!r} not recorded, so min_baseline_metric {floor} cannot be checked"
+    m = mean(vals)
+    if c.goal == "max" and m < floor:
+        return f"FP32 mean {c.metric} {g(m)} is below min_baseline_metric {g(floor)}"
+    if c.goal == "min" and m > floor:
+        return f"FP32 mean {c.metric} {g(m)} is above min_baseline_metric {g(floor)} (lower is better)"
+    return None
+
+
+def rule_baseline_quality(c: Ctx) -> list[RuleResult]:
+    """Parity means nothing if FP32 learned nothing: its loss must fall, its metric reach the floor.
+
+    Leaves the reason in c.notes["quality_problem"] for accuracy-parity to cite.
+    observed = {"fp32_mean": mean metric or null, "loss_fell": trials whose loss fell, "trials": ok FP32 trials}.
+    """
+    ref = c.ok(REFERENCE_MODE)
+    floor = c.th.min_baseline_metric
+    threshold = {"min_baseline_metric": floor, "loss_fell": len(ref)}
+    if not ref:
+        c.notes["quality_problem"] = "no ok fp32 trial"
+        return [c.rule("baseline-quality", "INCONCLUSIVE", None, threshold, "No ok fp32 trial.")]
+    loss_problem, flat = _loss_problem(ref)
+    vals = [t.metrics[c.metric] for t in ref if c.metric in t.metrics and math.isfinite(t.metrics[c.metric])]
+    problems = [p for p in (loss_problem, _floor_problem(c, vals, floor)) if p]
+    observed = {"fp32_mean": mean(vals) if vals else None, "loss_fell": len(ref) - len(flat), "trials": len(ref)}
+    if problems:
+        why = "; ".join(problems)
+        c.notes["quality_problem"] = why
+        return [c.rule("baseline-quality", "INCONCLUSIVE", observed, threshold,
+                       why + ": FP32 itself did not learn enough for parity to mean anything.", trials=flat)]
+    floor_txt = f", mean {c.metric} {g(mean(vals))} meets min_baseline_metric {g(floor)}" if floor is not None else \
+        " (no min_baseline_metric set)"
+    return [c.rule("baseline-quality", "PASS", observed, threshold, f"FP32 loss fell in {all_of(len(ref))}{floor_txt}.")]
+
+
+def metric_values(trials: list[Trial], metric: str) -> tuple[list[float], list[str], list[str]]:
+    """(finite values, trials missing the metric, trials where it is not finite)."""
+    vals, missing, bad = [], [], []
+    for t in trials:
+        v = t.metrics.get(metric)
+        if v is None:
+            missing.append(t.key)
+        elif not math.isfinite(v):
+            bad.append(t.key)
+        else:
+            vals.append(float(v))
+    return vals, missing, bad
+
+
+def margin_text(margin: float, sd: float | None, n: int, c: Ctx) -> str:
+    if sd is None:
+        return f"margin {g(margin)} = metric_abs_tol (one FP32 seed or one AMP seed: seed sd unknown)"
+    return (f"margin {g(margin)} = max(metric_abs_tol {g(c.th.metric_abs_tol)}, {g(c.th.metric_sigma_k)} x "
+            f"seed sd {g(sd)} pooled over {n} seeds of both arms)")
+
+
+def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str) -> tuple[str, str, dict]:
+    """(status, message tail, details) of the one-sided test of `cand` against `ref` (>= 2 values each)."""
+    r = inference.parity_batch(np.array([ref]), np.array([cand]), c.th.metric_abs_tol, c.th.metric_sigma_k,
+                               c.th.confidence, c.goal)
+    worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "lower", "upper", "margin", "sd"))
+    status = str(r["status"][0])
+    conf = f"one-sided {c.th.confidence:.0%} bounds"
+    head = (f"{who} worse by {g(worse, 3)} ({conf} {g(lo, 3)} to {g(up, 3)}), "
+            f"{margin_text(margin, sd, len(ref) + len(cand), c)}")
+    if status == "PASS":
+        tail = f"; non-inferiority shown (upper bound {g(up, 3)} <= margin)."
+        if worse < -margin:
+            tail += " Better than the reference beyond the margin: not a regression, but the numerics differ."
+    elif status == "FAIL":
+        tail = f"; a drop beyond the margin is shown (lower bound {g(lo, 3)} > margin)."
+    else:
+        k = c.th.metric_sigma_k if c.th.metric_sigma_k * sd >= 0.8 * c.th.metric_abs_tol else 0.0
+        need = inference.seeds_needed(sd, margin, c.th.confidence, margin_k=k)
+        tail = f"; not demonstrated either way: {more_seeds_text(min(len(ref), len(cand)), need)}."
+    return status, head + tail, {"lower": lo, "upper": up, "margin": margin, "sd": sd}
+
+
+def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
+    """AMP's mean metric not worse than FP32's beyond the margin (a non-inferiority test).
+
+    observed = how much worse AMP's mean is (positive = worse, either goal); threshold = the margin.
+    """
+    ref_vals, ref_missing, ref_bad = metric_values(c.ok(REFERENCE_MODE), c.metric)
+    amp_vals, amp_missing, amp_bad = metric_values(c.ok(c.mode), c.metric)
+    if amp_bad:
+        return [c.rule("accuracy-parity", "FAIL", None, None,
+                       f"AMP metric {c.metric!r} is not finite in {', '.join(amp_bad)}.", trials=amp_bad)]
+    if ref_missing or amp_missing or ref_bad or not ref_vals or not amp_vals:
+        which = ref_missing + amp_missing + ref_bad
+        why = f"metric {c.metric!r} missing or not finite in {', '.join(which)}" if which else "no ok trials to compare"
+        return [c.rule("accuracy-parity", "INCONCLUSIVE", None, None, f"Cannot compare accuracy: {why}.", trials=which)]
+    amp_mean, ref_mean = mean(amp_vals), mean(ref_vals)
+    worse = stats.worse_by(amp_mean, ref_mean, c.goal)
+    direction = "lower is better" if c.goal == "min" else "higher is better"
+    head = f"AMP mean {c.metric} {g(amp_mean)} vs FP32 {g(ref_mean)} ({len(amp_vals)} vs {len(ref_vals)} seeds, {direction}): "
+    details = {"amp_mean": amp_mean, "fp32_mean": ref_mean, "amp_values": amp_vals,
+               "fp32_values": ref_vals}
+    if min(len(ref_vals), len(amp_vals)) < inference.MIN_TRIALS:
+        margin = c.th.metric_abs_tol
+        status, msg = "INCONCLUSIVE", (f"{head}worse by {g(worse, 3)} ({margin_text(margin, None, 0, c)}); not "
+                                       f"judged: {more_seeds_text(1, inference.MIN_TRIALS)}."
+                                       + one_seed_note(len(ref_vals), len(amp_vals)))
+    else:
+        status, tail, extra = noninferiority(c, ref_vals, amp_vals, "AMP")
+        margin, msg = extra["margin"], head + tail
+        details.update(extra)
+    if c.amp_inactive:
+        return [c.rule("accuracy-parity", status, worse, margin, msg, informational=True, **details)]
+    problem = c.notes.get("quality_problem")
+    if problem:
+        return [c.rule("accuracy-parity", "INCONCLUSIVE", worse, margin, f"Not judged ({problem}). {msg}", **details)]
+    return [c.rule("accuracy-parity", status, worse, margin, msg, **details)]
+
+
+BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only)
+ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only)

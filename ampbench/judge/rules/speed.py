@@ -1,0 +1,121 @@
+"""speedup, and the trial-level throughput comparison that history-throughput shares with it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ampbench.config import REFERENCE_MODE
+from ampbench.judge import inference, interference
+from ampbench.judge.baseline import CompactTrial
+from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
+from ampbench.judge.verdict import RuleResult
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Per-trial median rates of two arms and, when there is enough data, the bounds on their ratio."""
+
+    num: np.ndarray
+    den: np.ndarray
+    short: list[str]  # trials left out for too few measured steps
+    bounds: inference.Bounds | None
+
+    @property
+    def point(self) -> float:
+        """Ratio of geometric means of per-trial medians (defined even with one trial per side)."""
+        return float(np.exp(np.mean(np.log(self.num)) - np.mean(np.log(self.den))))
+
+    def caveat(self) -> str:
+        return one_seed_note(len(self.den), len(self.num))
+
+
+def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
+    out, short = [], []
+    for t in trials:
+        r = t.rates()
+        if len(r) >= inference.MIN_STEPS:
+            out.append(float(np.median(r)))
+        else:
+            short.append(f"{t.mode}__seed{t.seed} ({len(r)} steps)")
+    return out, short
+
+
+def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
+            extra: list[list[CompactTrial]] | None = None, drift_sd: float = 0.0) -> Comparison | None:
+    """None when a side has no trial with enough measured steps; `extra` arms only add to the spread."""
+    a, sa = _medians(num)
+    b, sb = _medians(den)
+    if not a or not b:
+        return None
+    ok = min(len(a), len(b)) >= inference.MIN_TRIALS
+    more = [_medians(x)[0] for x in extra or []]
+    bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd) if ok else None
+    return Comparison(np.array(a), np.array(b), sa + sb, bounds)
+
+
+def shortfall_text(cmp: Comparison | None, need_seeds: int | None = None) -> str:
+    """How much more data a comparison below the minimum needs."""
+    parts = []
+    if cmp is None or cmp.short:
+        short = "" if cmp is None else f" ({', '.join(cmp.short)})"
+        parts.append(f"every trial needs at least {inference.MIN_STEPS} measured steps{short}: raise train.steps")
+    if cmp is not None and cmp.bounds is None:
+        have = min(len(cmp.num), len(cmp.den))
+        parts.append(more_seeds_text(have, max(inference.MIN_TRIALS, need_seeds or 0)))
+    return "; ".join(parts)
+
+
+def planned_seeds(cmp: Comparison, gap: float, confidence: float, drift_sd: float = 0.0) -> int | None:
+    sd = cmp.bounds.sd if cmp.bounds else None
+    return inference.seeds_needed(sd, gap, confidence, drift_sd=drift_sd)
+
+
+def rule_speedup(c: Ctx) -> list[RuleResult]:
+    """Geometric-mean ratio of per-trial median samples/s, AMP / FP32, against min_speedup.
+
+    PASS: the one-sided lower bound >= min_speedup; FAIL: the upper bound < min_speedup; otherwise
+    INCONCLUSIVE with the seeds needed.  observed = the ratio (a number); details hold the bounds.
+    """
+    need = c.th.min_speedup
+    amp, ref = c.compact(c.mode), c.compact(REFERENCE_MODE)
+    cmp = compare(amp, ref, c.th.confidence)
+    if cmp is None or cmp.bounds is None:
+        est = None if cmp is None else cmp.point
+        head = "" if cmp is None else f"AMP/FP32 throughput {est:.3f} (point estimate). "
+        return [c.rule("speedup", "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
+                       + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive)]
+    b = cmp.bounds
+    status = str(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), need)[0])
+    msg = (f"AMP {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs FP32 {g(float(np.exp(np.mean(np.log(cmp.den)))))} "
+           f"samples/s (per-trial medians, {len(cmp.num)} vs {len(cmp.den)} seeds): speedup {b.estimate:.3f}, "
+           f"{b.confidence:.0%} CI [{b.low:.3f}, {b.high:.3f}]; one-sided bounds {b.lower:.3f} to {b.upper:.3f} vs "
+           f"min_speedup {g(need)}")
+    if status == "PASS":
+        msg += ": shown."
+    elif status == "FAIL":
+        msg += ": below it, shown."
+    else:
+        seeds = planned_seeds(cmp, -math.log(0.9), c.th.confidence)
+        msg += f": not demonstrated either way; {more_seeds_text(len(cmp.num), seeds)}."
+    why = _disturbance(c, status, b.estimate / need)
+    if why:
+        status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
+    return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
+                   estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
+                   confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
+
+
+def _disturbance(c: Ctx, status: str, ratio_to_need: float) -> str | None:
+    """A FAIL/INCONCLUSIVE explained by a disturbed AMP arm, or a PASS inflated by a disturbed FP32 arm."""
+    amp, ref, tol = c.compact(c.mode), c.compact(REFERENCE_MODE), c.th.history_min_change
+    if status == "PASS":
+        why = interference.explain(ref, amp, 1.0, tol)
+        return f"measurement disturbed (fp32: {why}; the speedup may be inflated)" if why else None
+    why = interference.explain(amp, ref, min(1.0, ratio_to_need), tol)
+    return f"measurement disturbed ({c.mode}: {why})" if why else None
+
+
+SPEEDUP = Rule("speedup", rule_speedup, amp_only)

@@ -1,0 +1,73 @@
+"""stability: no non-finite loss, few skipped (found_inf) steps, no loss-scale collapse."""
+
+from __future__ import annotations
+
+from ampbench.judge import stats
+from ampbench.judge.rules.context import Ctx, Rule, finite, g, n_of
+from ampbench.judge.verdict import RuleResult
+from ampbench.results import Trial
+
+
+def _collapse_text(col: stats.Collapse, floor: float) -> str:
+    if col.kind == "floor":
+        why = f"fell below loss_scale_floor {g(floor)} (to {g(col.scale)}) at step {col.detected_step}"
+    else:
+        why = (f"halved {col.halvings} times without recovering (to {g(col.scale)} by step {col.detected_step}) "
+               "while the loss stopped falling")
+    return f"loss-scale collapse began at step {col.began_step}: scale {why}"
+
+
+def _trial_problems(c: Ctx, t: Trial) -> tuple[list[str], int, float, stats.Collapse | None]:
+    """(problems, non-finite losses, skipped fraction, collapse) of one trial."""
+    th = c.th
+    bad_steps = [s.step for s in t.steps if not finite(s.loss)]
+    nonfinite = max(t.nonfinite_losses, len(bad_steps))
+    skipped = max(t.skipped_steps, sum(1 for s in t.steps if s.found_inf))
+    frac = skipped / len(t.steps)
+    problems = []
+    if nonfinite:
+        first = bad_steps[0] if bad_steps else None
+        problems.append(f"{t.key}: {nonfinite} non-finite loss(es)" + (f", first at step {first}" if first else ""))
+    if frac > th.max_skipped_fraction:
+        problems.append(f"{t.key}: {skipped} of {len(t.steps)} steps skipped (found_inf), {frac:.1%} > "
+                        f"{th.max_skipped_fraction:.1%}")
+    col = stats.find_scale_collapse([s.step for s in t.steps], [s.loss_scale for s in t.steps],
+                                    [s.loss for s in t.steps], th.loss_scale_floor, th.collapse_halvings)
+    if col:
+        problems.append(f"{t.key}: {_collapse_text(col, th.loss_scale_floor)}")
+    return problems, nonfinite, frac, col
+
+
+def rule_stability(c: Ctx) -> list[RuleResult]:
+    """observed = {"nonfinite_losses": count, "max_skipped_fraction": worst trial's share of skipped
+    steps, "collapse_began_step": step where the earliest loss-scale collapse began, or null}."""
+    th = c.th
+    threshold = {"nonfinite_losses": 0, "max_skipped_fraction": th.max_skipped_fraction,
+                 "loss_scale_floor": th.loss_scale_floor, "collapse_halvings": th.collapse_halvings}
+    ts = [t for t in c.present(c.mode) if t.steps]
+    if not ts:
+        return [c.rule("stability", "INCONCLUSIVE", None, threshold, "No step records to inspect.")]
+    problems, names, nonfinite_total, worst_frac, worst_key = [], [], 0, 0.0, ""
+    first_collapse: int | None = None
+    for t in ts:
+        found, nonfinite, frac, col = _trial_problems(c, t)
+        problems += found
+        names += [t.key] * bool(found)
+        nonfinite_total += nonfinite
+        if frac >= worst_frac:
+            worst_frac, worst_key = frac, t.key
+        if col and (first_collapse is None or col.began_step < first_collapse):
+            first_collapse = col.began_step
+    scale_seen = any(s.loss_scale is not None for t in ts for s in t.steps)
+    observed = {"nonfinite_losses": nonfinite_total, "max_skipped_fraction": worst_frac,
+                "collapse_began_step": first_collapse}
+    scale_txt = "" if scale_seen else " No loss scale was recorded (scaler off or inactive)."
+    if problems:
+        return [c.rule("stability", "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt,
+                       trials=sorted(set(names)))]
+    return [c.rule("stability", "PASS", observed, threshold,
+                   f"{n_of(len(ts), 'trial')}: no non-finite loss, at most {worst_frac:.1%} of steps skipped "
+                   f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt)]
+
+
+STABILITY = Rule("stability", rule_stability)

@@ -1,0 +1,74 @@
+"""time-to-target (MLPerf's time-to-train): AMP must reach the suite's target; its time ratio vs FP32."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ampbench.config import REFERENCE_MODE
+from ampbench.judge import inference
+from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
+from ampbench.judge.target import first_reach
+from ampbench.judge.verdict import RuleResult
+from ampbench.results import Trial
+
+
+def _record(t: Trial, metric: str, value: float, goal: Any) -> dict[str, Any] | None:
+    """The trial's time_to_target record for this target, recomputed from its evals when absent."""
+    rec = t.time_to_target
+    if rec and rec.get("metric") == metric and rec.get("value") == value:
+        return rec
+    if not t.evals:
+        return None
+    try:
+        return first_reach(t.evals, metric, value, goal)
+    except ValueError:
+        return None
+
+
+def _ratio_text(c: Ctx, amp: list[float], ref: list[float]) -> tuple[float | None, str, dict]:
+    if not amp or not ref:
+        return None, "", {}
+    point = (sum(amp) / len(amp)) / (sum(ref) / len(ref))
+    if min(len(amp), len(ref)) < inference.MIN_TRIALS:
+        return point, f" Time-to-target ratio AMP/FP32 {point:.3f} (point estimate).{one_seed_note(len(ref), len(amp))}", {}
+    b = inference.log_ratio_bounds(amp, ref, c.th.confidence)
+    return b.estimate, (f" Time-to-target ratio AMP/FP32 {b.estimate:.3f} ({b.confidence:.0%} CI [{b.low:.3f}, "
+                        f"{b.high:.3f}], {len(amp)} vs {len(ref)} seeds; below 1 = AMP faster)."), \
+        {"ci_low": b.low, "ci_high": b.high}
+
+
+def rule_time_to_target(c: Ctx) -> list[RuleResult]:
+    """PASS when every AMP trial reached the target; FAIL when one did not while FP32 did; otherwise
+    INCONCLUSIVE.  observed = AMP/FP32 ratio of mean wall seconds to the target (a number, or null);
+    details hold its interval and the per-trial seconds."""
+    tgt = c.suite.train.target
+    assert tgt is not None
+    threshold = {"metric": tgt.metric, "value": tgt.value, "goal": c.goal}
+    amp = {t.key: _record(t, tgt.metric, tgt.value, c.goal) for t in c.ok(c.mode)}
+    ref = {t.key: _record(t, tgt.metric, tgt.value, c.goal) for t in c.ok(REFERENCE_MODE)}
+    if not amp or not ref or any(r is None for r in [*amp.values(), *ref.values()]):
+        return [c.rule("time-to-target", "INCONCLUSIVE", None, threshold,
+                       f"No eval records of {tgt.metric!r} to find when the target {g(tgt.value)} was reached "
+                       "(set train.eval_every).", informational=c.amp_inactive)]
+    amp_s = [r["wall_s"] for r in amp.values() if r and r["reached"]]
+    ref_s = [r["wall_s"] for r in ref.values() if r and r["reached"]]
+    missed = [k for k, r in amp.items() if r and not r["reached"]]
+    ratio, ratio_txt, extra = _ratio_text(c, amp_s, ref_s)
+    best = ", ".join(f"{k} best {g(r['best'])}" for k, r in amp.items() if r and not r["reached"])
+    if missed and len(ref_s) == len(ref):
+        status, msg = "FAIL", f"{c.mode} did not reach {tgt.metric} {g(tgt.value)} in {len(missed)} trial(s) ({best}) while FP32 did in all."
+    elif missed:
+        status, msg = "INCONCLUSIVE", (f"{c.mode} missed {tgt.metric} {g(tgt.value)} in {len(missed)} trial(s) "
+                                       f"({best}), and FP32 missed it in {len(ref) - len(ref_s)}: the target or the "
+                                       "run length does not fit this profile.")
+    else:
+        status, msg = "PASS", f"{c.mode} reached {tgt.metric} {g(tgt.value)} in all {len(amp)} trials."
+    return [c.rule("time-to-target", status, ratio, threshold, msg + ratio_txt, trials=missed,
+                   informational=c.amp_inactive, amp_wall_s=amp_s, fp32_wall_s=ref_s, **extra)]
+
+
+def _has_target(c: Ctx) -> bool:
+    return not c.is_ref and c.suite.train.target is not None
+
+
+TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target)

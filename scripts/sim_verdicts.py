@@ -1,0 +1,103 @@
+#!/usr/bin/env python
+"""The verdict error-rate table of docs/checks.md: the grid of tests/test_verdict_sim.py, more runs.
+
+    PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # ~2 minutes on one core
+
+False FAIL = FAIL when nothing is wrong (history: no change; speedup: true speedup 10% above
+min_speedup; parity: no drop).  False PASS = PASS at the issue's effect sizes (10% slowdown, speedup 10%
+below min_speedup, metric drop of twice the margin).  INCONCLUSIVE is shown for both cases.  Noise
+model: tests/verdict_sim.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+
+import numpy as np
+
+from ampbench.config import Thresholds
+from ampbench.judge import inference
+from tests import verdict_sim as vs
+
+TH = Thresholds(min_speedup=1.3)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def _planner(sd: float, gap: float, drift: float = 0.0, margin_k: float = 0.0) -> str:
+    k = inference.seeds_needed(sd, gap, TH.confidence, drift_sd=drift, margin_k=margin_k)
+    return ">64" if k is None else str(k)
+
+
+def history_table(null_n: int, eff_n: int) -> list[str]:
+    gap = math.log((1 - TH.history_min_change) / (1 - 2 * TH.history_min_change))
+    out = [("| seeds | spread | false FAIL (worst) | false PASS (worst) | INCONCLUSIVE, no change | "
+           "10% slowdown FAILs | planner seeds (rho 0 / 0.7) |"), "|---|---|---|---|---|---|---|"]
+    for k, sp in itertools.product((2, 3, 5), (0.005, 0.01, 0.02, 0.05)):
+        ff, fp, inc, det = [], [], [], []
+        for d, rho in itertools.product((0.0, 0.01, 0.02), (0.0, 0.7)):
+            rng = np.random.default_rng(int(k * 1000 + sp * 1e5 + d * 1e4 + rho * 10))
+            n = vs.rates(vs.history_outcomes(rng, null_n, k, 0.0, sp, rho, d, TH))
+            e = vs.rates(vs.history_outcomes(rng, eff_n, k, 0.10, sp, rho, d, TH))
+            ff.append(n["FAIL"]), fp.append(e["PASS"]), inc.append(n["INCONCLUSIVE"]), det.append(e["FAIL"])
+        rng = np.random.default_rng(7)
+        sds = [float(np.std(np.log(vs.trial_medians(rng, 1, 4000, 0.0, sp, rho, 0.0)), ddof=1)) for rho in (0, 0.7)]
+        plan = " / ".join(_planner(s, gap, inference.RUN_DRIFT_SD) for s in sds)
+        out.append(f"| {k} | {sp:.1%} | {_pct(max(ff))} | {_pct(max(fp))} | {_pct(min(inc))}-{_pct(max(inc))} | "
+                   f"{_pct(min(det))}-{_pct(max(det))} | {plan} |")
+    return out
+
+
+def speedup_table(n: int) -> list[str]:
+    out = [("| seeds | spread | false FAIL (true 1.1 x min) | false PASS (true 0.9 x min) | INCONCLUSIVE (1.1x / 0.9x) | "
+           "95% CI coverage (worst) | planner seeds (rho 0 / 0.7) |"), "|---|---|---|---|---|---|---|"]
+    for k, sp in itertools.product((2, 3, 5), (0.005, 0.01, 0.02, 0.05)):
+        ff, fp, inc_g, inc_b, cov = [], [], [], [], []
+        for rho in (0.0, 0.7):
+            rng = np.random.default_rng(int(k * 1000 + sp * 1e5 + rho * 10 + 3))
+            g, cg = vs.speedup_outcomes(rng, n, k, TH.min_speedup * 1.1, sp, rho, TH)
+            b, cb = vs.speedup_outcomes(rng, n, k, TH.min_speedup * 0.9, sp, rho, TH)
+            g, b = vs.rates(g), vs.rates(b)
+            ff.append(g["FAIL"]), fp.append(b["PASS"]), inc_g.append(g["INCONCLUSIVE"]), inc_b.append(b["INCONCLUSIVE"])
+            cov += [float(cg.mean()), float(cb.mean())]
+        rng = np.random.default_rng(8)
+        sds = [float(np.std(np.log(vs.trial_medians(rng, 1, 4000, 0.0, sp, rho, 0.0)), ddof=1)) for rho in (0, 0.7)]
+        plan = " / ".join(_planner(s, -math.log(0.9)) for s in sds)
+        out.append(f"| {k} | {sp:.1%} | {_pct(max(ff))} | {_pct(max(fp))} | {_pct(max(inc_g))} / {_pct(max(inc_b))} | "
+                   f"{_pct(min(cov))} | {plan} |")
+    return out
+
+
+def parity_table(n: int) -> list[str]:
+    out = [("| seeds | metric seed sd / abs_tol | false FAIL | false PASS (drop 2 x margin) | INCONCLUSIVE (no drop / drop) | "
+           "drop detected | planner seeds |"), "|---|---|---|---|---|---|---|"]
+    for k, frac in itertools.product((2, 3, 5), (0.25, 0.5, 1.0)):
+        sd = frac * TH.metric_abs_tol
+        rng = np.random.default_rng(int(k * 100 + frac * 1000))
+        a = vs.rates(vs.parity_outcomes(rng, n, k, 0.0, sd, TH))
+        b = vs.rates(vs.parity_outcomes(rng, n, k, 2 * vs.true_margin(sd, TH), sd, TH))
+        plan = _planner(sd, vs.true_margin(sd, TH), margin_k=TH.metric_sigma_k if TH.metric_sigma_k * sd >= 0.8 * TH.metric_abs_tol else 0)
+        out.append(f"| {k} | {frac:g} | {_pct(a['FAIL'])} | {_pct(b['PASS'])} | {_pct(a['INCONCLUSIVE'])} / "
+                   f"{_pct(b['INCONCLUSIVE'])} | {_pct(b['FAIL'])} | {plan} |")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--null", type=int, default=10000, help="simulated comparisons per cell, no change")
+    ap.add_argument("--effect", type=int, default=4000, help="simulated comparisons per cell, with the effect")
+    args = ap.parse_args()
+    print("#### history-throughput (worst / range over drift 0, 1, 2% and rho 0, 0.7)\n")
+    print("\n".join(history_table(args.null, args.effect)))
+    print("\n#### speedup (worst over rho 0, 0.7; min_speedup 1.3)\n")
+    print("\n".join(speedup_table(args.effect)))
+    print("\n#### accuracy-parity (and history-metric: the same test)\n")
+    print("\n".join(parity_table(5 * args.null)))
+
+
+if __name__ == "__main__":
+    main()

@@ -102,9 +102,9 @@ def device_slug(env: Env) -> str:
 def peak_memory(trial: Trial) -> tuple[int, str]:
     """(bytes, source): the CUDA allocator's peak on GPU, the host allocator's on CPU, else peak RSS."""
     m = trial.memory
-    if m.source in ("cuda", "host") and m.peak_allocated_bytes > 0:
-        return int(m.peak_allocated_bytes), m.source
-    if m.rss_peak_bytes > 0:
+    if m.source in ("cuda", "host") and (m.peak_allocated_bytes or 0) > 0:
+        return int(m.peak_allocated_bytes or 0), m.source
+    if (m.rss_peak_bytes or 0) > 0:
         return int(m.rss_peak_bytes), "rss"
     return 0, "none"
 

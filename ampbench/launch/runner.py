@@ -178,7 +178,7 @@ def launch_trial(
                 if on_event:
                     on_event(ev)
             if spec.memory_limit_bytes:
-                rss = _rss_bytes(proc.pid)
+                rss = distributed.ranks_rss_bytes(proc.pid) if rank_dir else _rss_bytes(proc.pid)
                 peak_rss = max(peak_rss, rss)
                 if rss > spec.memory_limit_bytes:
                     killed = "oom"

@@ -194,8 +194,19 @@ def env() -> None:
 
     fp = device.environment()
     for k, v in fp.model_dump().items():
-        out.print(f"{k:14} {v}")
-    out.print(f"{'amp':14} {device.amp_support_summary()}")
+        out.print(f"{k:14} {v}", markup=False)
+    out.print(f"{'amp':14} {device.amp_support_summary()}", markup=False)
+
+
+@app.command()
+def selftest(
+    out_dir: Path = typer.Option(Path("results/selftest"), "--out", help="Where run folders and selftest.json go"),
+) -> None:
+    """GPU self-test (<= 10 min on one GPU): gpu-smoke profile of every bundled suite, GPU evidence
+    asserted. Exit 0 all checks hold, 1 one failed, 3 no GPU (prints what it would check)."""
+    from ampbench.launch.selftest import run_selftest
+
+    raise typer.Exit(run_selftest(out_dir, console=out))
 
 
 def main() -> None:

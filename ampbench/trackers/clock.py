@@ -22,21 +22,28 @@ from ampbench.results import StepRecord, Throughput
 
 
 class StepClock:
-    """perf_counter around a step; `sync` (chosen once per trial) waits for the device before stopping."""
+    """perf_counter around a step; `sync` (chosen once per trial) waits for the device before stopping.
 
-    __slots__ = ("_sync", "_t0")
+    Also the process CPU time of the step (`cpu_s` after `stop()`): CPU time well below the wall
+    time on CPU means the step waited for a core (a loaded machine), not for work.
+    """
+
+    __slots__ = ("_c0", "_sync", "_t0", "cpu_s")
 
     def __init__(self, sync: Callable[[], None] | None = None) -> None:
         self._sync = sync
-        self._t0 = 0.0
+        self._t0 = self._c0 = self.cpu_s = 0.0
 
     def start(self) -> None:
+        self._c0 = time.process_time()
         self._t0 = time.perf_counter()
 
     def stop(self) -> float:
         if self._sync is not None:
             self._sync()
-        return time.perf_counter() - self._t0
+        dt = time.perf_counter() - self._t0
+        self.cpu_s = time.process_time() - self._c0
+        return dt
 
 
 def throughput(steps: list[StepRecord], counts: dict[str, int] | None = None,

@@ -68,7 +68,7 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
             res.train_wall += dt
             if step == train.amp_stats_steps:
                 stats.close()
-            if record_step(tr, res, step, warm, loss_sum, samples, counts, outcome, dt):
+            if record_step(tr, res, step, warm, loss_sum, samples, counts, outcome, dt, clock.cpu_s):
                 break
             if train.eval_every and step % train.eval_every == 0 and step < tr.steps_total:
                 _timed_eval(tr, p, res, step, warm)
@@ -106,11 +106,11 @@ def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[float, 
 
 
 def record_step(tr: TrialContext, res: LoopResult, step: int, warm: bool, loss_sum: float, samples: int,
-                counts: dict[str, int], outcome: Any, dt: float) -> bool:
+                counts: dict[str, int], outcome: Any, dt: float, cpu_s: float | None = None) -> bool:
     """Store the step, tell the runner; True when the trial diverged and must stop."""
     finite = math.isfinite(loss_sum)
     rec = StepRecord(step=step, loss=loss_sum if finite else None, time_s=dt, loss_scale=outcome.loss_scale,
-                     found_inf=outcome.found_inf, samples=samples, warmup=warm)
+                     found_inf=outcome.found_inf, samples=samples, warmup=warm, cpu_s=cpu_s)
     if not warm:
         for k, v in counts.items():
             res.counts_total[k] = res.counts_total.get(k, 0) + v

@@ -222,7 +222,7 @@ def launch_trial(
         batch_size=spec.batch_size or suite.batch_size(suite.mode(spec.mode)),
         wall_s=time.monotonic() - t0,
     )
-    trial.memory.rss_peak_bytes = peak_rss
+    trial.memory.rss_peak_bytes = peak_rss or None  # None: not measured (no memory ceiling was set)
     run.write_trial(trial) if trial_path == run.trial_path(spec.mode, spec.seed) else \
         trial_path.write_text(json.dumps(trial.to_json()))
     return trial

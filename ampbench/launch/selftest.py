@@ -97,7 +97,10 @@ def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: lis
     quiet = Console(quiet=True)
     execute(RunOptions(suite_file=Path(name), profile=PROFILE, out_dir=runs, report=False, run_id=run_id,
                        overrides=list(extra or []), modes=list(modes or [])), console=quiet)
-    return open_run(runs / name / run_id).trials
+    folders = sorted(runs.glob(f"*/{run_id}"))   # <suite name>/<run id>
+    if not folders:
+        raise RuntimeError(f"selftest: suite {name} left no run folder under {runs}")
+    return open_run(folders[0]).trials
 
 
 def run_selftest(out_dir: Path, console: Console) -> int:
@@ -115,7 +118,12 @@ def run_selftest(out_dir: Path, console: Console) -> int:
     results: list[CheckResult] = []
     runs = out_dir / "runs"
     for name in sorted(bundled_suites()):
-        for t in _run_suite(name, runs):
+        try:
+            trials = _run_suite(name, runs)
+        except Exception as exc:  # a suite that cannot run here (missing extra, bad data) fails its check
+            results.append(CheckResult("trial-ok", name, False, f"{type(exc).__name__}: {exc}"[:300]))
+            continue
+        for t in trials:
             results += _check_trial(t)
     session = Session().open()
     gpus = int(session.nv.nvmlDeviceGetCount()) if session.nv is not None else 1

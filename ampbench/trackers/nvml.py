@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PROCESS, DEVICE = "nvml-process", "nvml-device"
-POLL_S = 0.05
+POLL_S = 0.1  # 10 Hz: NVML calls release the GIL; the thread's Python work stays << 1% of a step
 # nvmlClocksEventReasons bits (nvml.h), named as nvidia-smi names them.
 THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
                  0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",

@@ -13,15 +13,27 @@ from ampbench.results import Trial
 
 
 class Events:
-    """The worker's private line channel to the runner."""
+    """The worker's private line channel to the runner; step events arrive in batches (trial/loop.py)."""
 
     def __init__(self, stream: TextIO | None):
         self.stream = stream
+        self._pending: list[str] = []
 
     def emit(self, **data: Any) -> None:
         if self.stream is not None:
-            self.stream.write(EVENT_PREFIX + json.dumps(data) + "\n")
+            self._pending.append(EVENT_PREFIX + json.dumps(data) + "\n")
+            self.flush()
+
+    def queue(self, **data: Any) -> None:
+        """An event sent with the next `emit` or `flush`."""
+        if self.stream is not None:
+            self._pending.append(EVENT_PREFIX + json.dumps(data) + "\n")
+
+    def flush(self) -> None:
+        if self.stream is not None and self._pending:
+            self.stream.write("".join(self._pending))
             self.stream.flush()
+            self._pending.clear()
 
 
 class TrialContext:

@@ -169,3 +169,54 @@ def test_ranks_rss_covers_the_children_not_the_launcher():
     finally:
         child.kill()
         child.wait()
+
+
+def test_cuda_bus_id_asks_the_cuda_runtime_for_the_ordinal(monkeypatch):
+    import ctypes
+
+    from ampbench.trackers import cuda
+
+    asked = []
+
+    class Lib:
+        def cudaDeviceGetPCIBusId(self, buf, n, dev):  # noqa: N802 (the CUDA name)
+            asked.append(dev.value)
+            buf.value = b"0000:3b:00.0"
+            return 0
+
+    monkeypatch.setenv("FLAGS_selected_gpus", "1")
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Lib())
+    assert cuda.cuda_bus_id() == "0000:3b:00.0" and asked == [1]
+
+    def missing(name):
+        raise OSError(name)
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    assert cuda.cuda_bus_id(0) is None
+
+
+def test_has_gpu_cheap_reads_nvidia_smi(monkeypatch):
+    import subprocess
+    import types
+
+    from ampbench.trackers import cuda
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=0, stdout="GPU 0: A100 (UUID: GPU-1)"))
+    assert cuda.has_gpu_cheap()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert not cuda.has_gpu_cheap()
+
+
+def test_allocator_failure_is_recorded_not_zero(toy_suite, tmp_path, gpu, monkeypatch):
+    import paddle
+
+    gpu(four_gpus(own_on=0), "0000:1b:00.0")
+
+    def broken(*a):
+        raise RuntimeError("allocator stats unavailable")
+
+    monkeypatch.setattr(paddle.device.cuda, "max_memory_allocated", broken)
+    t = _run_toy(toy_suite, tmp_path)
+    assert t.memory.peak_allocated_bytes is None and "unavailable" in t.memory.errors["allocator"]
+    assert t.memory.device_used_bytes == 2 * GIB   # NVML still measured

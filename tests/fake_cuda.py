@@ -25,8 +25,8 @@ class FakeGpu:
     name: str = "Fake A100-SXM4-40GB"
     used: int = 3 * GIB
     pids: dict[int, int] = field(default_factory=dict)   # pid -> usedGpuMemory
-    mig: list["FakeGpu"] = field(default_factory=list)
-    parent: "FakeGpu | None" = None
+    mig: list[FakeGpu] = field(default_factory=list)
+    parent: FakeGpu | None = None
     energy_mj: float = 1_000_000.0
 
 

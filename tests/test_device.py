@@ -98,3 +98,23 @@ def test_selftest_checks_pass_a_good_gpu_trial_and_name_each_defect():
                      amp=AmpInfo(requested=True, active=False, dtype="float16", scaler_enabled=True, op_calls={}))
     failed = {r.check for r in _check_trial(bad) if r.ok is False}
     assert failed == {"amp-active", "memory-order", "nvml-device", "step-times", "energy"}
+
+
+def test_selftest_report_writes_one_json_and_fails_on_any_failed_check(tmp_path):
+    import json
+
+    from rich.console import Console
+
+    from ampbench.launch.selftest import CheckResult, _check_data_parallel, _report
+
+    ok = [CheckResult("energy", "resnet/fp32", True, "9 J"), CheckResult("data-parallel", "-", None, "1 GPU")]
+    assert _report(ok, tmp_path, Console(quiet=True), 60.0) == 0
+    doc = json.loads((tmp_path / "selftest.json").read_text())
+    assert doc["passed"] and len(doc["results"]) == 2
+    assert _report([*ok, CheckResult("energy", "bert/fp32", False, "None J")], tmp_path, Console(quiet=True), 1.0) == 1
+    same = _gpu_trial(memory=Memory(per_rank=[{"rank": r, "device_used_bytes": 5, "peak_allocated_bytes": 4,
+                                               "nvml_device": {"pci_bus_id": "0000:1b:00.0"}} for r in (0, 1)]))
+    assert _check_data_parallel(same)[0].ok is False        # both ranks on one GPU: NVML read the wrong card
+    two = _gpu_trial(memory=Memory(per_rank=[{"rank": r, "device_used_bytes": 5, "peak_allocated_bytes": 4,
+                                              "nvml_device": {"pci_bus_id": f"0000:1{r}:00.0"}} for r in (0, 1)]))
+    assert _check_data_parallel(two)[0].ok is True

@@ -179,7 +179,7 @@ def test_cuda_bus_id_asks_the_cuda_runtime_for_the_ordinal(monkeypatch):
     asked = []
 
     class Lib:
-        def cudaDeviceGetPCIBusId(self, buf, n, dev):  # noqa: N802 (the CUDA name)
+        def cudaDeviceGetPCIBusId(self, buf, n, dev):
             asked.append(dev.value)
             buf.value = b"0000:3b:00.0"
             return 0

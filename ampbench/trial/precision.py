@@ -11,8 +11,9 @@ import contextlib
 import hashlib
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ampbench.config import ModeConfig
 
@@ -68,7 +69,7 @@ class Precision:
     live: bool = False   # scaler_enabled, fixed after prepare(): read on every step without a getattr
 
     @classmethod
-    def build(cls, mode: ModeConfig) -> "Precision":
+    def build(cls, mode: ModeConfig) -> Precision:
         p = cls(mode=mode)
         if mode.amp:
             p.unknown_names = unknown_op_names(mode.custom_white_list + mode.custom_black_list)

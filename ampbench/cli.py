@@ -354,6 +354,17 @@ def import_paddlenlp_cmd(
         _fail(str(e))
 
 
+@app.command()
+def selftest(
+    out_dir: Path = typer.Option(Path("results/selftest"), "--out", help="Where run folders and selftest.json go"),
+) -> None:
+    """GPU self-test (<= 10 min on one GPU): gpu-smoke profile of every bundled suite, GPU evidence
+    asserted. Exit 0 all checks hold, 1 one failed, 3 no GPU (prints what it would check)."""
+    from ampbench.launch.selftest import run_selftest
+
+    raise typer.Exit(run_selftest(out_dir, console=out))
+
+
 def main() -> None:
     """Entry point: Ctrl-C and SIGTERM end with 130 / 143 and a line saying so (typer would swallow
     a KeyboardInterrupt into a silent exit); `ampbench run` stops its worker and says how to resume."""

@@ -36,12 +36,12 @@ def _bench_env() -> BenchEnv:
 
     from ampbench.trackers import device
 
-    gpu = device.has_gpu()
-    paddle.set_device("gpu" if gpu else "cpu")
+    gpu = device.select_device()
     dtype = os.environ.get(DTYPE_ENV, "float16")
     if dtype not in ("float16", "bfloat16"):
         raise pytest.UsageError(f"{DTYPE_ENV}={dtype!r}: expected float16 or bfloat16")
     rounds = int(os.environ.get(ROUNDS_ENV, "30" if gpu else "8"))
+    # auto_cast evidence (a probe matmul/conv2d really returns dtype), not paddle.amp.is_*_supported()
     return BenchEnv(gpu=gpu, dtype=dtype, amp_active=device.amp_supported(dtype),
                     device=str(paddle.get_device()), rounds=rounds)
 

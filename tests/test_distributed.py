@@ -19,6 +19,7 @@ import pytest
 
 from ampbench.config import ConfigError, DistributedConfig
 from ampbench.launch import distributed, process
+from ampbench.trial import replicas
 from ampbench.launch.runner import launch_trial
 from ampbench.results import RunDir, Trial, load_trial
 from tests.conftest import TOY_SUITE
@@ -112,7 +113,7 @@ def test_fp16_allreduce_compresses_gradients(dp):
     t, ref = dp["fp16ar"], dp["ok"]
     assert t.status == "ok", t.error
     d = t.distributed
-    assert d["fp16_allreduce"] is True and d["allreduce"] == distributed.COMPRESSED
+    assert d["fp16_allreduce"] is True and d["allreduce"] == replicas.COMPRESSED
     assert d["replicas_in_sync"] is True
     assert list(d["comm_dtypes"]) == ["float16-rounded float32"] and "gloo" in d["note"]  # CPU: see GLOO_FP16_NOTE
     assert d["weight_digests"][0] != ref.distributed["weight_digests"][0]   # rounding really happened...
@@ -186,11 +187,11 @@ def test_rank_zero_file_relabelled_by_the_failing_rank(tmp_path):
 def test_failure_note_written_only_in_a_launched_rank(tmp_path, monkeypatch):
     monkeypatch.setenv(distributed.RANK_DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PADDLE_TRAINERS_NUM", "1")
-    distributed.write_failure_note("crashed", "x")
+    replicas.write_failure_note("crashed", "x")
     assert not list(tmp_path.iterdir())
     monkeypatch.setenv("PADDLE_TRAINERS_NUM", "2")
     monkeypatch.setenv("PADDLE_TRAINER_ID", "1")
-    distributed.write_failure_note("crashed", "RuntimeError: y")
+    replicas.write_failure_note("crashed", "RuntimeError: y")
     note = json.loads((tmp_path / "rank1.failure.json").read_text())
     assert note["rank"] == 1 and note["error"] == "RuntimeError: y"
 
@@ -198,16 +199,16 @@ def test_failure_note_written_only_in_a_launched_rank(tmp_path, monkeypatch):
 def test_only_rank_zero_writes_and_faults_target_a_rank(monkeypatch):
     dp_suite = {"distributed": {"nproc_per_node": 2}}
     monkeypatch.setenv("PADDLE_TRAINER_ID", "1")
-    assert not distributed.writes_trial(dp_suite)
-    assert distributed.writes_trial({})                       # single process: stray env ignored
+    assert not replicas.writes_trial(dp_suite)
+    assert replicas.writes_trial({})                       # single process: stray env ignored
     monkeypatch.setenv(distributed.FAULT_RANK_ENV, "1")
-    assert distributed.fault_applies()
+    assert replicas.fault_applies()
     monkeypatch.setenv("PADDLE_TRAINER_ID", "0")
-    assert distributed.writes_trial(dp_suite) and not distributed.fault_applies()
+    assert replicas.writes_trial(dp_suite) and not replicas.fault_applies()
 
 
 def test_every_nth_shards_a_stream_without_overlap():
-    shards = [list(distributed._every_nth(iter(range(10)), r, 3)) for r in range(3)]
+    shards = [list(replicas._every_nth(iter(range(10)), r, 3)) for r in range(3)]
     assert shards == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
 
 

@@ -16,7 +16,7 @@ from ampbench.results import (
     load_trial,
     write_summary_csv,
 )
-from ampbench.trackers.measure import throughput
+from ampbench.trackers.clock import throughput
 
 
 def trial(mode="fp32", seed=0, **kw) -> Trial:

@@ -103,6 +103,12 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def tree_rss_bytes(pid: int) -> int:
+    """The largest resident set in the worker's process tree: for a data-parallel trial the ranks
+    (each its own device's process), not the launcher; for a single process, the worker itself."""
+    return max([rss_bytes(p) for p in [pid, *_descendants(pid)]])
+
+
 def start_ticks(pid: int) -> str:
     """A process's start time (field 22 of /proc/PID/stat): with the pid, it names one process."""
     try:
@@ -250,7 +256,7 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
                     break
                 if ev:
                     on_event(ev)
-                peak = max(peak, rss_bytes(proc.pid))
+                peak = max(peak, tree_rss_bytes(proc.pid))
                 if limits.memory_limit_bytes and peak > limits.memory_limit_bytes:
                     killed = "oom"
                 elif time.monotonic() - t0 > limits.timeout_s:

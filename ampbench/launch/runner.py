@@ -179,7 +179,7 @@ def _record_failure(spec: TrialSpec, run: RunDir, out: Outcome, failure: Any, st
         config=suite.model_dump(mode="json"), config_hash=spec.config_hash, steps=steps,
         batch_size=spec.batch_size or suite.batch_size(suite.mode(spec.mode)), wall_s=out.wall_s,
     )
-    trial.memory.rss_peak_bytes = out.peak_rss
+    trial.memory.rss_peak_bytes = out.peak_rss or None  # None: never read
     if Path(spec.trial_path) == run.trial_path(spec.mode, spec.seed):
         run.write_trial(trial)
     else:

@@ -38,6 +38,8 @@ class Env(_Open):
     cpu_count: int = 0
     git_sha: str = ""
     ampbench: str = ""
+    # GPU only (NVML): power_limit_w, sm/mem max clocks, application clock, nvml_device (index, uuid, bus id)
+    gpu: dict[str, Any] = {}
 
 
 class AmpInfo(_Open):
@@ -75,14 +77,31 @@ class Throughput(_Open):
     measured_steps: int = 0
     unit: str = "samples"
     extra_per_s: dict[str, float] = {}
+    # Wall time of the measured window (first measured step's start to last one's end, evaluations
+    # excluded): the per-step times must add up to nearly this (ampbench selftest checks it).
+    window_s: float | None = None
 
 
 class Memory(_Open):
+    """Memory of a trial's measured window (trackers/memory.py); None = not measured, never 0.
+
+    `rss_peak_bytes` is whole-process (imports and data preparation included), unlike the
+    window-scoped allocator peaks; `device_used_source` says whether `device_used_bytes` is this
+    process's memory as NVML lists it (`nvml-process`) or the whole device's (`nvml-device`).
+    Energy is NVML's counter over the window (the whole GPU, also under MIG).
+    """
+
     source: Literal["cuda", "host", "none"] = "none"
-    peak_allocated_bytes: int = 0
-    peak_reserved_bytes: int = 0
-    rss_peak_bytes: int = 0
-    device_used_bytes: int = 0
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    rss_peak_bytes: int | None = Field(None, description="whole-process peak RSS (ru_maxrss), not window-scoped")
+    device_used_bytes: int | None = None
+    device_used_source: Literal["nvml-process", "nvml-device"] | None = None
+    nvml_device: dict[str, Any] | None = None
+    energy_j: float | None = None
+    energy_j_per_sample: float | None = None
+    errors: dict[str, str] = {}        # source -> error text: a missing figure says why
+    per_rank: list[dict[str, Any]] = []  # data parallel: every rank's figures (the fields above are maxima)
 
 
 class Interference(_Open):
@@ -150,9 +169,9 @@ class Trial(_Open):
     def peak_memory(self) -> tuple[int, str]:
         """(bytes, source) a mode is judged on: the allocator's peak (CUDA or host), else peak RSS."""
         m = self.memory
-        if m.source in ("cuda", "host") and m.peak_allocated_bytes > 0:
-            return int(m.peak_allocated_bytes), m.source
-        if m.rss_peak_bytes > 0:
+        if m.source in ("cuda", "host") and (m.peak_allocated_bytes or 0) > 0:
+            return int(m.peak_allocated_bytes or 0), m.source
+        if (m.rss_peak_bytes or 0) > 0:
             return int(m.rss_peak_bytes), "rss"
         return 0, "none"
 

@@ -11,8 +11,9 @@ import contextlib
 import hashlib
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ampbench.config import ModeConfig
 
@@ -54,6 +55,10 @@ class StepOutcome:
     found_inf: bool
 
 
+NO_SCALER = StepOutcome(loss_scale=None, found_inf=False)  # shared, never mutated
+_FP32 = contextlib.nullcontext()                           # reusable: no per-step allocation
+
+
 @dataclass
 class Precision:
     """Applies one mode to a model/optimizer and runs the scaled backward/step."""
@@ -61,9 +66,10 @@ class Precision:
     mode: ModeConfig
     scaler: Any = None
     unknown_names: list[str] = field(default_factory=list)
+    live: bool = False   # scaler_enabled, fixed after prepare(): read on every step without a getattr
 
     @classmethod
-    def build(cls, mode: ModeConfig) -> "Precision":
+    def build(cls, mode: ModeConfig) -> Precision:
         p = cls(mode=mode)
         if mode.amp:
             p.unknown_names = unknown_op_names(mode.custom_white_list + mode.custom_black_list)
@@ -92,6 +98,7 @@ class Precision:
                 decr_every_n_nan_or_inf=s.decr_every_n_nan_or_inf,
                 use_dynamic_loss_scaling=s.use_dynamic_loss_scaling,
             )
+        self.live = self.scaler_enabled
         return model, optimizer
 
     def check_model(self, model: Any) -> None:
@@ -118,10 +125,10 @@ class Precision:
         return bool(self.scaler is not None and getattr(self.scaler, "_enable", False))
 
     def autocast(self) -> contextlib.AbstractContextManager:
+        if not self.mode.amp:
+            return _FP32
         import paddle
 
-        if not self.mode.amp:
-            return contextlib.nullcontext()
         return paddle.amp.auto_cast(
             enable=True, custom_white_list=self.mode.custom_white_list or None,
             custom_black_list=self.mode.custom_black_list or None, level=self.mode.level,
@@ -130,17 +137,17 @@ class Precision:
 
     def backward(self, loss: Any) -> None:
         """Backward of one micro-batch: scaled when a live scaler exists."""
-        if self.scaler_enabled:
+        if self.live:
             self.scaler.scale(loss).backward()
         else:
             loss.backward()
 
     def step(self, optimizer: Any) -> StepOutcome:
         """One optimizer step: unscale + inf check + (maybe skipped) update + scale update."""
-        if not self.scaler_enabled:
+        if not self.live:
             optimizer.step()
             optimizer.clear_grad(set_to_zero=False)
-            return StepOutcome(loss_scale=None, found_inf=False)
+            return NO_SCALER
         scale = self.loss_scale()
         self.scaler.step(optimizer)
         found = self._found_inf()

@@ -1,0 +1,87 @@
+"""Memory over the measured window, from the best source this device has, plus NVML's energy.
+
+Sources: on a GPU the CUDA allocator's peaks (allocated, reserved; reset when the window opens)
+and NVML's view of the driver (`nvml.Poller`: this process's memory, else device-wide used memory,
+`device_used_source` says which); on CPU Paddle's host allocator peak. `None` means "not
+measured", never 0. `rss_peak_bytes` is whole-process (ru_maxrss: imports and data preparation
+included), unlike the window-scoped figures beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass, field
+from typing import Any
+
+from ampbench.results import Memory
+from ampbench.trackers import cuda, nvml
+
+
+def rss_peak_bytes() -> int:
+    """Peak resident set of this whole process since it started (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+@dataclass
+class MemoryTracker:
+    """Opens the window with `start()`, closes it with `stop()`; never raises for a missing source."""
+
+    gpu: bool = False
+    _host_stat: bool = False
+    _session: nvml.Session | None = None
+    _poller: nvml.Poller | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    window: dict[str, Any] = field(default_factory=dict)   # the NVML window's result (energy, interference)
+
+    def start(self) -> None:
+        if self.gpu:
+            self._start_gpu()
+            return
+        try:
+            from paddle.base import core
+
+            core.host_memory_stat_reset_peak_value("Allocated", 0)
+            self._host_stat = True
+        except Exception as exc:
+            self.errors["host_memory_stat"] = f"{type(exc).__name__}: {exc}"[:200]
+
+    def _start_gpu(self) -> None:
+        sync = cuda.synchronizer(True)
+        if sync is not None:
+            sync()
+        cuda.allocator_reset()
+        self._session = nvml.Session(os.environ, cuda.cuda_bus_id()).open()
+        if self._session.error:
+            self.errors["nvml"] = self._session.error
+        if self._session.dev is not None:
+            self._poller = nvml.Poller(self._session.nv, self._session.dev).start()
+
+    def stop(self) -> Memory:
+        rss = rss_peak_bytes()
+        if self.gpu:
+            return self._stop_gpu(rss)
+        if self._host_stat:
+            from paddle.base import core
+
+            peak = int(core.host_memory_stat_peak_value("Allocated", 0))
+            return Memory(source="host", peak_allocated_bytes=peak, rss_peak_bytes=rss, errors=dict(self.errors))
+        return Memory(source="none", rss_peak_bytes=rss, errors=dict(self.errors))
+
+    def _stop_gpu(self, rss: int) -> Memory:
+        sync = cuda.synchronizer(True)
+        if sync is not None:
+            sync()
+        fields: dict[str, Any] = {}
+        try:
+            fields.update(cuda.allocator_peaks())
+        except Exception as exc:
+            self.errors["allocator"] = f"{type(exc).__name__}: {exc}"[:200]
+        if self._poller is not None:
+            self.window = self._poller.stop()
+            self.errors.update({f"nvml.{k}": v for k, v in self.window.get("nvml_errors", {}).items()})
+            fields.update({k: self.window.get(k) for k in ("device_used_bytes", "device_used_source", "energy_j",
+                                                           "nvml_device")})
+        if self._session is not None:
+            self._session.close()
+        return Memory(source="cuda", rss_peak_bytes=rss, errors=dict(self.errors), **fields)

@@ -1,0 +1,262 @@
+"""NVML (nvidia-ml-py, the `gpu` extra): the GPU this rank really uses, and what the driver sees on it.
+
+Which device: `paddle.distributed.launch` gives each rank its card through `FLAGS_selected_gpus`,
+an ordinal into the CUDA-visible list, and leaves `CUDA_VISIBLE_DEVICES` alone. The visible entry
+may be an index (in CUDA's order: fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, while NVML
+numbers GPUs in PCI order), a `GPU-<uuid>` or a `MIG-...` instance. So the device is matched by
+PCI bus id as CUDA reports it, else by UUID, and by index only as the last, labelled resort.
+
+What is read over the measured window (a polling thread, `Poller`): this process's memory when
+NVML lists its PID (`nvml-process`); inside a container NVML lists host PIDs, so otherwise the
+device-wide used memory (`nvml-device`). Also energy (the counter's difference), SM clocks,
+throttle reasons, temperature, power, and the other processes on the GPU. Every NVML error is
+recorded (function and message), never swallowed; nvmlShutdown is always called.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PROCESS, DEVICE = "nvml-process", "nvml-device"
+POLL_S = 0.1  # 10 Hz: NVML calls release the GIL; the thread's Python work stays << 1% of a step
+# nvmlClocksEventReasons bits (nvml.h), named as nvidia-smi names them.
+THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                 0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+                 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
+IGNORED_THROTTLE = {"gpu_idle", "applications_clocks_setting"}  # not slow-downs
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def norm_bus_id(bus: str) -> str:
+    """'00000000:3B:00.0' (NVML) and '0000:3b:00.0' (CUDA) -> '0000:3b:00.0'."""
+    b = _text(bus).strip().lower()
+    dom, _, rest = b.partition(":")
+    return f"{int(dom, 16):04x}:{rest}" if rest and all(c in "0123456789abcdef" for c in dom) else b
+
+
+def cuda_ordinal(environ: Mapping[str, str]) -> int:
+    """The CUDA ordinal this process trains on: FLAGS_selected_gpus (set per rank by the launcher) or 0."""
+    sel = (environ.get("FLAGS_selected_gpus") or "0").split(",")[0].strip()
+    return int(sel) if sel.isdigit() else 0
+
+
+def visible_entry(environ: Mapping[str, str], ordinal: int) -> str | None:
+    """The CUDA_VISIBLE_DEVICES entry behind a CUDA ordinal (None when the variable is unset or 'all')."""
+    cvd = environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None or cvd.strip() in ("", "all"):
+        return None
+    entries = [e.strip() for e in cvd.split(",") if e.strip()]
+    return entries[ordinal] if ordinal < len(entries) else None
+
+
+@dataclass
+class NvmlDevice:
+    """One resolved device: its handle (the MIG instance's for MIG) and the whole GPU's (`parent`)."""
+
+    handle: Any
+    parent: Any
+    index: int | None
+    uuid: str
+    pci_bus_id: str
+    name: str
+    mig: bool
+    matched_by: str   # pci_bus_id | uuid | mig_uuid | index | index-assumed
+
+    def describe(self) -> dict[str, Any]:
+        return {"index": self.index, "uuid": self.uuid, "pci_bus_id": self.pci_bus_id, "name": self.name,
+                "mig": self.mig, "matched_by": self.matched_by}
+
+
+def _device(nv: Any, handle: Any, matched_by: str, mig: bool = False) -> NvmlDevice:
+    parent = nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle) if mig else handle
+    pci = nv.nvmlDeviceGetPciInfo(parent)
+    index = None if mig else int(nv.nvmlDeviceGetIndex(handle))
+    return NvmlDevice(handle=handle, parent=parent, index=index, uuid=_text(nv.nvmlDeviceGetUUID(handle)),
+                      pci_bus_id=norm_bus_id(_text(getattr(pci, "busId", ""))), name=_text(nv.nvmlDeviceGetName(parent)),
+                      mig=mig, matched_by=matched_by)
+
+
+def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None) -> NvmlDevice:
+    """The NVML device behind this process's CUDA device (see the module docstring for the order)."""
+    ordinal = cuda_ordinal(environ)
+    entry = visible_entry(environ, ordinal)
+    if entry and entry.startswith("MIG-"):
+        return _device(nv, nv.nvmlDeviceGetHandleByUUID(entry.encode()), "mig_uuid", mig=True)
+    if cuda_bus_id:
+        want = norm_bus_id(cuda_bus_id)
+        for i in range(int(nv.nvmlDeviceGetCount())):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            if norm_bus_id(_text(nv.nvmlDeviceGetPciInfo(h).busId)) == want:
+                return _device(nv, h, "pci_bus_id")
+    if entry and entry.startswith("GPU-"):
+        return _device(nv, nv.nvmlDeviceGetHandleByUUID(entry.encode()), "uuid")
+    index = int(entry) if entry and entry.isdigit() else ordinal
+    sure = environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or int(nv.nvmlDeviceGetCount()) == 1
+    return _device(nv, nv.nvmlDeviceGetHandleByIndex(index), "index" if sure else "index-assumed")
+
+
+@dataclass
+class Samples:
+    """What the poller saw; reduced to the trial's fields by `Poller.stop`."""
+
+    process_peak: int | None = None
+    device_peak: int | None = None
+    foreign: set[int] = field(default_factory=set)
+    own_pid_seen: bool = False
+    sm_clock: list[float] = field(default_factory=list)
+    power_w: list[float] = field(default_factory=list)
+    temperature: list[float] = field(default_factory=list)
+    throttle: set[str] = field(default_factory=set)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Poller:
+    """Samples the resolved device from a thread between `start()` and `stop()`."""
+
+    def __init__(self, nv: Any, dev: NvmlDevice, pid: int | None = None, interval_s: float = POLL_S) -> None:
+        self.nv, self.dev, self.pid, self.interval_s = nv, dev, pid or os.getpid(), interval_s
+        self.s = Samples()
+        self._energy0: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ampbench-nvml", daemon=True)
+
+    def _call(self, name: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # recorded per NVML function; the other readings go on
+            self.s.errors.setdefault(name, f"{type(exc).__name__}: {exc}"[:200])
+            return None
+
+    def start(self) -> Poller:
+        self._energy0 = self._energy_mj()
+        self.sample()
+        self._thread.start()
+        return self
+
+    def _energy_mj(self) -> float | None:
+        v = self._call("nvmlDeviceGetTotalEnergyConsumption",
+                       lambda: self.nv.nvmlDeviceGetTotalEnergyConsumption(self.dev.parent))
+        return float(v) if v is not None else None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def sample(self) -> None:
+        nv, h, p, s = self.nv, self.dev.handle, self.dev.parent, self.s
+        procs = self._call("nvmlDeviceGetComputeRunningProcesses", lambda: nv.nvmlDeviceGetComputeRunningProcesses(h))
+        for proc in procs or []:
+            if proc.pid == self.pid:
+                s.own_pid_seen = True
+                if proc.usedGpuMemory:
+                    s.process_peak = max(s.process_peak or 0, int(proc.usedGpuMemory))
+            else:
+                s.foreign.add(int(proc.pid))
+        mem = self._call("nvmlDeviceGetMemoryInfo", lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        if mem is not None:
+            s.device_peak = max(s.device_peak or 0, int(mem.used))
+        for name, fn, out, scale in (
+            ("nvmlDeviceGetClockInfo", lambda: nv.nvmlDeviceGetClockInfo(p, nv.NVML_CLOCK_SM), s.sm_clock, 1.0),
+            ("nvmlDeviceGetPowerUsage", lambda: nv.nvmlDeviceGetPowerUsage(p), s.power_w, 1e-3),
+            ("nvmlDeviceGetTemperature", lambda: nv.nvmlDeviceGetTemperature(p, nv.NVML_TEMPERATURE_GPU),
+             s.temperature, 1.0),
+        ):
+            v = self._call(name, fn)
+            if v is not None:
+                out.append(float(v) * scale)
+        bits = self._call("nvmlDeviceGetCurrentClocksThrottleReasons",
+                          lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(p))
+        if bits:
+            s.throttle |= {n for b, n in THROTTLE_BITS.items() if int(bits) & b and n not in IGNORED_THROTTLE}
+
+    def stop(self) -> dict[str, Any]:
+        """Memory fields of the window (bytes or None), energy in joules, interference and errors."""
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sample()
+        e1 = self._energy_mj()
+        s = self.s
+        used, source = (s.process_peak, PROCESS) if s.process_peak else (s.device_peak, DEVICE)
+        if not s.own_pid_seen and used is not None:
+            s.errors.setdefault("pid", f"pid {self.pid} not in NVML's process list (PID namespace?): "
+                                       "device-wide used memory recorded")
+        energy = (e1 - self._energy0) / 1000.0 if e1 is not None and self._energy0 is not None else None
+        return {"device_used_bytes": used, "device_used_source": source if used is not None else None,
+                "energy_j": energy, "nvml_device": self.dev.describe(), "nvml_errors": dict(s.errors),
+                "interference": self.interference_sample()}
+
+    def interference_sample(self) -> dict[str, Any]:
+        """The GPU fields of results.models.Interference (SHARED_FIELDS.md)."""
+        s = self.s
+        foreign = sorted(s.foreign) if s.own_pid_seen or len(s.foreign) > 1 else []
+        return {"foreign_processes": foreign,
+                "sm_clock_mhz_median": statistics.median(s.sm_clock) if s.sm_clock else None,
+                "sm_clock_max_mhz": max(s.sm_clock) if s.sm_clock else None,
+                "throttle_reasons": sorted(s.throttle),
+                "temperature_c_max": max(s.temperature) if s.temperature else None,
+                "power_w_median": statistics.median(s.power_w) if s.power_w else None}
+
+
+def interference_sample(window: dict[str, Any] | None) -> dict[str, Any]:
+    """The Interference GPU fields of a finished window (empty when NVML did not run)."""
+    return dict((window or {}).get("interference") or {})
+
+
+class Session:
+    """nvmlInit .. nvmlShutdown around one use, with the device of this process resolved."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None, cuda_bus_id: str | None = None) -> None:
+        self.environ = os.environ if environ is None else environ
+        self.cuda_bus_id = cuda_bus_id
+        self.nv: Any = None
+        self.dev: NvmlDevice | None = None
+        self.error = ""
+
+    def open(self) -> Session:
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+            self.nv = pynvml
+        except Exception as exc:
+            self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"[:300]
+            return self
+        try:
+            self.dev = resolve(self.nv, self.environ, self.cuda_bus_id)
+        except Exception as exc:
+            self.error = f"NVML device not resolved: {type(exc).__name__}: {exc}"[:300]
+        return self
+
+    def close(self) -> None:
+        if self.nv is not None:
+            try:
+                self.nv.nvmlShutdown()
+            except Exception as exc:
+                self.error = self.error or f"nvmlShutdown: {exc}"
+            self.nv = None
+
+    def static_info(self) -> dict[str, Any]:
+        """Driver, power limit and clocks for Env (empty values where NVML cannot say)."""
+        if self.nv is None:
+            return {}
+        nv, out = self.nv, {}
+        for key, fn in (("driver", lambda: _text(nv.nvmlSystemGetDriverVersion())),
+                        ("power_limit_w", lambda: nv.nvmlDeviceGetPowerManagementLimit(self.dev.parent) / 1000.0),
+                        ("sm_clock_max_mhz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(self.dev.parent, nv.NVML_CLOCK_SM))),
+                        ("mem_clock_max_mhz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(self.dev.parent, nv.NVML_CLOCK_MEM))),
+                        ("sm_clock_app_mhz", lambda: int(nv.nvmlDeviceGetApplicationsClock(self.dev.parent, nv.NVML_CLOCK_SM)))):
+            try:
+                out[key] = fn()
+            except Exception:
+                out[key] = None
+        if self.dev is not None:
+            out["nvml_device"] = self.dev.describe()
+        return out

@@ -1,0 +1,60 @@
+"""What every part of a trial shares: the spec, the validated suite and mode, the trial record
+being filled, and the private event channel to the runner."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, TextIO
+
+from ampbench.config import ModeConfig, Suite
+from ampbench.launch.spec import EVENT_PREFIX, TrialSpec
+from ampbench.results import Trial
+
+
+class Events:
+    """The worker's private line channel to the runner; step events arrive in batches (trial/loop.py)."""
+
+    def __init__(self, stream: TextIO | None):
+        self.stream = stream
+        self._pending: list[str] = []
+
+    def emit(self, **data: Any) -> None:
+        if self.stream is not None:
+            self._pending.append(EVENT_PREFIX + json.dumps(data) + "\n")
+            self.flush()
+
+    def queue(self, **data: Any) -> None:
+        """An event sent with the next `emit` or `flush`."""
+        if self.stream is not None:
+            self._pending.append(EVENT_PREFIX + json.dumps(data) + "\n")
+
+    def flush(self) -> None:
+        if self.stream is not None and self._pending:
+            self.stream.write("".join(self._pending))
+            self.stream.flush()
+            self._pending.clear()
+
+
+class TrialContext:
+    """Holds the state of one trial so a failure can still be recorded with what was done."""
+
+    def __init__(self, spec: TrialSpec, events: Events):
+        self.spec, self.events = spec, events
+        self.t_start = time.perf_counter()
+        self.suite: Suite = spec.suite
+        self.mode: ModeConfig = self.suite.mode(spec.mode)
+        self.batch = spec.batch_size or self.suite.batch_size(self.mode)
+        self.accum = self.suite.grad_accum(self.mode)
+        self.steps_total = spec.steps or self.suite.train.steps
+        self.trial = Trial(
+            suite=self.suite.suite.name, workload=self.suite.suite.workload, mode=self.mode.name, seed=spec.seed,
+            profile=spec.profile, status="crashed", config=self._effective_config(), config_hash=spec.config_hash,
+            batch_size=self.batch, grad_accum=self.accum,
+        )
+
+    def _effective_config(self) -> dict[str, Any]:
+        cfg = self.suite.model_dump(mode="json")
+        cfg["mode"] = self.mode.model_dump(mode="json")
+        cfg["effective"] = {"batch_size": self.batch, "grad_accum": self.accum, "steps": self.steps_total}
+        return cfg

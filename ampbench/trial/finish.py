@@ -1,0 +1,63 @@
+"""After the last step: AMP evidence, memory and energy, throughput, final evaluation, replicas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ampbench.trial.context import TrialContext
+from ampbench.trial.evaluation import evaluate, time_to_target
+from ampbench.trial.loop import LoopResult
+from ampbench.trial.setup import Parts
+
+
+def finish(tr: TrialContext, p: Parts, res: LoopResult) -> None:
+    from ampbench.trackers.clock import throughput
+    from ampbench.trackers.nvml import interference_sample
+
+    p.numerics.close()
+    t = tr.trial
+    t.memory = res.memory
+    amp_evidence(tr, p, res)
+    t.throughput = throughput(t.steps, res.counts_total, window_s=res.window_s)
+    attach_interference(t, {"cpu_share": t.cpu_share(), "others_cpu": res.others_cpu})
+    if res.nvml_window:
+        attach_interference(t, interference_sample(res.nvml_window))
+    if t.status != "diverged":
+        t.metrics = evaluate(tr, p, len(t.steps), res.train_wall, final=True)
+        t.status = "ok"
+    time_to_target(tr, p.wl)
+    t.workload_info = p.wl.describe()  # counts from training too
+    p.replicas.finish(t, p.model)      # per-rank memory (maxima, energy summed), weight digests
+    samples = sum(s.samples for s in t.measured_steps())
+    if t.memory.energy_j is not None and samples:
+        t.memory.energy_j_per_sample = t.memory.energy_j / samples
+
+
+def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
+    """Whether a low-precision op really ran, and if not, whether the device or the lists are why."""
+    from ampbench.trackers import device
+    from ampbench.trial.precision import low_precision_calls
+
+    amp, mode = p.amp, tr.mode
+    amp.op_calls = dict(res.op_counts)
+    low = low_precision_calls(amp.op_calls)
+    amp.active = bool(mode.amp and low > 0)
+    n = min(tr.suite.train.amp_stats_steps, len(tr.trial.steps))
+    amp.evidence = f"{low} low-precision op calls of {sum(sum(c.values()) for c in amp.op_calls.values())} " \
+                   f"in the first {n} step(s)"
+    if mode.amp and not amp.active:
+        amp.inactive_reason = (
+            f"AMP inactive on this device ({tr.trial.env.device}): {mode.dtype} AMP is unsupported here "
+            f"(a probe matmul/conv2d under auto_cast {mode.level} stayed float32), every op ran in float32"
+            if not device.amp_supported(mode.dtype, mode.level) else
+            "AMP requested but no op ran in low precision (check the custom op lists)"
+        )
+
+
+def attach_interference(trial: Any, fields: dict[str, Any]) -> None:
+    """Merge evidence of a disturbed measurement (CPU share, other processes, NVML) into
+    `Trial.interference`."""
+    from ampbench.results import Interference
+
+    current = trial.interference.model_dump() if trial.interference is not None else {}
+    trial.interference = Interference.model_validate({**current, **fields})

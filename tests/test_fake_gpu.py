@@ -153,22 +153,28 @@ def test_data_parallel_memory_covers_every_rank_and_stays_null_when_unmeasured()
     assert empty.peak_allocated_bytes is None and empty.energy_j is None
 
 
-def test_ranks_rss_covers_the_children_not_the_launcher():
+def test_tree_rss_covers_the_children_not_only_the_launcher():
+    """The memory ceiling of a data-parallel trial sees the ranks (children of the launcher)."""
     import subprocess
+    import time
 
-    from ampbench.launch.distributed import ranks_rss_bytes
+    from ampbench.launch.process import rss_bytes, tree_rss_bytes
 
-    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(200 * 2**20); import time; time.sleep(30)"])
+    launcher = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'b = bytearray(200 * 2**20); import time; time.sleep(30)'])\n"
+        "time.sleep(30)")])
     try:
-        import time
-
         deadline = time.monotonic() + 20
-        while ranks_rss_bytes(os.getpid()) < 150 * 2**20 and time.monotonic() < deadline:
+        while tree_rss_bytes(launcher.pid) < 150 * 2**20 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert ranks_rss_bytes(os.getpid()) >= 150 * 2**20
+        assert rss_bytes(launcher.pid) < 100 * 2**20  # the launcher itself is small...
+        assert tree_rss_bytes(launcher.pid) >= 150 * 2**20  # ...its child rank is what counts
     finally:
-        child.kill()
-        child.wait()
+        from ampbench.launch.process import kill_tree
+
+        kill_tree(launcher.pid)
+        launcher.wait()
 
 
 def test_cuda_bus_id_asks_the_cuda_runtime_for_the_ordinal(monkeypatch):

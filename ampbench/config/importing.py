@@ -6,12 +6,11 @@ every key it could not honour (with why), so nothing a user set is dropped silen
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench.config.errors import ConfigError
+from ampbench.config.toml_text import toml_key, toml_value
 
 
 @dataclass
@@ -27,28 +26,6 @@ class UnsupportedConfig(ConfigError):
     """The config asks for something ampbench cannot benchmark (exit 2 with the reason)."""
 
 
-def _scalar(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isinf(v) or math.isnan(v):
-            raise ValueError(f"{v} cannot be written to a suite")
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_scalar(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_scalar(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-
-
 def to_toml(suite: dict[str, Any], header: list[str] | None = None) -> str:
     """Suite data -> TOML text: top-level tables, [[modes]] arrays, nested tables inline."""
     out = [f"# {line}" if line else "#" for line in (header or [])]
@@ -57,16 +34,16 @@ def to_toml(suite: dict[str, Any], header: list[str] | None = None) -> str:
         if name == "modes":
             for m in value:
                 out.append("[[modes]]")
-                out += [f"{_key(k)} = {_scalar(v)}" for k, v in m.items()]
+                out += [f"{toml_key(k)} = {toml_value(v)}" for k, v in m.items()]
                 out.append("")
         elif name == "profiles":
             for pname, prof in value.items():
-                out.append(f"[profiles.{_key(pname)}]")
-                out += [f"{_key(k)} = {_scalar(v)}" for k, v in prof.items()]
+                out.append(f"[profiles.{toml_key(pname)}]")
+                out += [f"{toml_key(k)} = {toml_value(v)}" for k, v in prof.items()]
                 out.append("")
         else:
             out.append(f"[{name}]")
-            out += [f"{_key(k)} = {_scalar(v)}" for k, v in value.items()]
+            out += [f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()]
             out.append("")
     return "\n".join(out)
 
@@ -85,6 +62,7 @@ def render_checked(imported: Imported, source: str, file: str) -> str:
     """The suite as TOML, after validating it (every profile) exactly as `ampbench run` would."""
     import os
     import tempfile
+
     import tomllib
 
     from ampbench.config.loading import load_suite

@@ -9,11 +9,10 @@ then re-run and re-check.
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from ampbench.config import ModeConfig, ScalerConfig
+from ampbench.config.toml_text import toml_value
 from ampbench.diagnose.models import ModeDiagnosis, mode_diagnosis
 from ampbench.judge.verdict import RuleResult
 
@@ -25,23 +24,6 @@ BASELINE_QUALITY = ("FP32 must learn before parity means anything: raise `steps`
 HISTORY = ("Compare this run's environment (Paddle/CUDA/cuDNN versions, driver, `default_lists_hash` of the AMP "
            "op lists) with the baseline's: a changed op list or library moves numbers without any suite change. "
            "If the change is intended, record a new baseline with `ampbench baseline save RUN_DIR`.")
-
-
-def toml_value(v: Any) -> str:
-    """A Python value as a TOML value (strings double-quoted, floats that stay floats)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"no TOML form for {type(v).__name__}")
 
 
 def toml_line(key: str, value: Any) -> str:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.results import load_doc
+from ampbench.results import load_optional
 
 DIAGNOSIS_SCHEMA = "ampbench.diagnosis/1"
 Kind = Literal["fp32-nonfinite", "amp-nonfinite", "fp16-range", "underflow", "diverged"]
@@ -95,10 +95,7 @@ class DiagnosisFile(BaseModel):
 
 def load_diagnosis(run_dir: Path | str) -> DiagnosisFile | None:
     """diagnosis.json of a run folder, or None when `ampbench diagnose` was never run there."""
-    p = Path(run_dir) / "diagnosis.json"
-    if not p.exists():
-        return None
-    return load_doc(p, DiagnosisFile, "diagnosis file")
+    return load_optional(Path(run_dir) / "diagnosis.json", DiagnosisFile, "diagnosis file")
 
 
 def mode_diagnosis(diagnosis: Any, mode: str) -> ModeDiagnosis | None:

@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.results import Memory, load_doc
+from ampbench.results import Memory, load_optional
 
 PROBE_SCHEMA = "ampbench.probe/1"
 FITS_STATUSES = ("ok", "diverged")  # diverging in a few steps still means the batch fitted in memory
@@ -138,7 +138,4 @@ class ProbeFile(_Open):
 
 def load_probe(run_dir: str | Path) -> ProbeFile | None:
     """probe.json of a run folder, or None when it has none (for the report)."""
-    p = Path(run_dir) / "probe.json"
-    if not p.is_file():
-        return None
-    return load_doc(p, ProbeFile, "probe file")
+    return load_optional(Path(run_dir) / "probe.json", ProbeFile, "probe file")

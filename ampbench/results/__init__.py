@@ -10,6 +10,7 @@ from ampbench.results.files import (
     atomic_write_text,
     last_line,
     load_doc,
+    load_optional,
     new_run_id,
     os_reason,
     read_json,
@@ -50,7 +51,7 @@ from ampbench.results.run_dir import (
 from ampbench.results.summary import load_summary, summary_rows, write_summary_csv
 
 __all__ = [
-    "ResultsError", "atomic_write_json", "atomic_write_text", "load_doc", "read_json", "read_text",
+    "ResultsError", "atomic_write_json", "atomic_write_text", "load_doc", "load_optional", "read_json", "read_text",
     "validate_doc", "write_doc", "os_reason", "safe_name", "new_run_dir", "plan_of", "run_lock", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord", "Interference",
     "Memory", "RunInfo", "Status", "StepRecord", "Throughput", "Trial", "trial_key", "OpenRun", "RunDir",
     "check_belongs", "load_trial", "open_run", "suite_of", "load_summary", "summary_rows", "write_summary_csv",

@@ -149,6 +149,12 @@ def validate_doc(model: type[D], data: Any, path: Path | str) -> D:
         raise ResultsError(f"{path}: {key}: {err['msg']}") from None
 
 
+def load_optional(path: Path | str, model: type[D], what: str | None = None) -> D | None:
+    """A side file that may not exist yet (probe.json, diagnosis.json, check.json): None when absent."""
+    p = Path(path)
+    return load_doc(p, model, what) if p.is_file() else None
+
+
 def load_doc(path: Path | str, model: type[D], what: str | None = None) -> D:
     """The one reader of every ampbench file: trial, run, check, baseline, probe, diagnosis."""
     label = what or f"{getattr(model, 'SCHEMA', model.__name__)} file"

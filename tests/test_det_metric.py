@@ -1,5 +1,6 @@
 """Detection metric on hand-made boxes: perfect, shifted, missing, extra, don't-care, one-to-one."""
 
+import numpy as np
 import pytest
 
 pytest.importorskip("shapely")
@@ -63,6 +64,19 @@ def test_invalid_polygons_are_skipped_on_both_sides():
     assert (c.matched, c.gt, c.pred) == (1, 1, 1)
 
 
+def test_empty_point_list_follows_shapelys_validity():
+    # Rule 1 keeps whatever shapely calls valid and simple; shapely's empty polygon is both, so an
+    # empty point list is counted on either side (PaddleOCR counts it) and, with area 0, never matches.
+    from shapely.geometry import Polygon
+
+    kept = int(Polygon([]).is_valid and Polygon([]).is_simple)
+    c = match_image([A, []], [A, []])
+    assert (c.matched, c.gt, c.pred) == (1, 1 + kept, 1 + kept)
+    # two empty polygons have no union: IoU 0, no match, no division by zero
+    c = match_image([[]], [[]])
+    assert (c.matched, c.gt, c.pred) == (0, kept, kept)
+
+
 def test_prediction_inside_dont_care_is_not_counted():
     inner = rect(1, 1, 9, 9)
     c = match_image([A, B], [inner, B], ignore=[True, False])
@@ -101,8 +115,6 @@ def _paddleocr_evaluator():
 
 
 def test_equals_paddleocr_detection_iou_evaluator_when_available():
-    import numpy as np
-
     ev = _paddleocr_evaluator()
     rng = np.random.default_rng(0)
     gts, preds, ignores = [], [], []
@@ -119,6 +131,32 @@ def test_equals_paddleocr_detection_iou_evaluator_when_available():
     ours = detection_scores(gts, preds, ignores)
     for k in ("precision", "recall", "hmean"):
         assert ours[k] == pytest.approx(theirs[k], abs=1e-12)
+
+
+def _hostile_image(rng):
+    """GTs, ignore tags, predictions: invalid shapes, exact IoU 0.5, nested GTs, many-to-one."""
+    pool = [lambda: rng.integers(0, 12, (4, 2)).tolist(), lambda: [[0, 0], [10, 10], [10, 0], [0, 10]],
+            lambda: [[0, 0], [10, 0], [20, 0], [30, 0]], lambda: rect(0, 0, 12, 10), lambda: rect(4, 0, 16, 10),
+            lambda: rect(0, 0, 10, 5), lambda: A, lambda: rect(1, 1, 9, 9), lambda: [[0, 0], [8, 0], [4, 6]],
+            lambda: rng.uniform(0, 30, (int(rng.integers(3, 8)), 2)).tolist()]
+    gts = [pool[rng.integers(len(pool))]() for _ in range(rng.integers(0, 6))]
+    ignore = [["abc", "###", "*"][rng.integers(3)] in ("###", "*") for _ in gts]
+    preds = [pool[rng.integers(len(pool))]() for _ in range(rng.integers(0, 6))]
+    preds += [(np.asarray(g, float) + rng.integers(-2, 3, np.shape(g))).tolist() for g in gts if rng.random() < 0.5]
+    if rng.random() < 0.3:
+        preds.append([])  # an empty prediction (PaddleOCR counts it)
+    return gts, ignore, preds
+
+
+def test_equals_paddleocr_on_hostile_polygons_when_available():
+    ev = _paddleocr_evaluator()
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        g, i, p = _hostile_image(rng)
+        r = ev.evaluate_image([{"points": x, "text": "", "ignore": ig} for x, ig in zip(g, i)],
+                              [{"points": x, "text": ""} for x in p])
+        c = match_image(g, p, i)
+        assert (c.matched, c.gt, c.pred) == (r["detMatched"], r["gtCare"], r["detCare"]), (g, i, p)
 
 
 def test_detmetric_calling_convention_accumulates_over_batches():

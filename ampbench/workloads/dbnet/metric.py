@@ -3,11 +3,15 @@
 
 The rules (each with its reason in docs/ocr.md), as PaddleOCR's DetectionIoUEvaluator applies them:
 1. A polygon that shapely finds invalid or not simple (zero area, self-intersecting, too few
-   distinct points) is skipped, on the ground-truth side and the prediction side alike.
+   distinct points) is skipped, on the ground-truth side and the prediction side alike. An empty
+   point list is shapely's empty polygon, which is valid and simple: it is counted (never matched),
+   as PaddleOCR counts it. One or two points, which PaddleOCR's shapely call rejects with an
+   error, are skipped here.
 2. A prediction whose area lies more than 50% inside a "don't care" ground truth (`###`, `*`)
    is itself "don't care": neither a true nor a false positive. Don't-care ground truths are
    not counted and cannot be matched.
 3. IoU = intersection area / union area (shapely's union); a pair matches when IoU > 0.5, strictly.
+   Two empty polygons (union area 0, where PaddleOCR divides by zero) have IoU 0.
 4. Matching is one-to-one, greedy in index order: ground truth i takes the first unmatched
    prediction j with IoU > 0.5 (not the best one).
 5. Counts (matched, cared ground truths, cared predictions) are summed over all images before
@@ -47,10 +51,18 @@ def _valid(points: ArrayLike) -> Any:
     from shapely.geometry import Polygon
 
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    if len(pts) == 0:
+        return Polygon()  # valid and simple for shapely, so PaddleOCR counts it
     if len(pts) < 3:
         return None
     poly = Polygon(pts)
     return poly if poly.is_valid and poly.is_simple else None
+
+
+def _iou(d: Any, g: Any) -> float:
+    """Rule 3, with an empty union (two empty polygons) as IoU 0 instead of a division by zero."""
+    union = d.union(g).area
+    return d.intersection(g).area / union if union else 0.0
 
 
 def _dont_care_predictions(dont: list[Any], preds: list[Any], overlap: float) -> set[int]:
@@ -89,7 +101,7 @@ def match_image(
         for j, d in enumerate(pred_polys):
             if j in used_p or j in pred_dont:
                 continue
-            if d.intersection(g).area / d.union(g).area > iou_threshold:
+            if _iou(d, g) > iou_threshold:
                 used_p.add(j)
                 matched += 1
                 break

@@ -221,7 +221,7 @@ def test_kill_tree_reaches_ranks_in_their_own_session():
     child = int(parent.stdout.readline())
     assert os.getpgid(child) != os.getpgid(parent.pid)
     t0 = time.monotonic()
-    distributed.kill_tree(parent.pid, grace_s=2)
+    process.kill_tree(parent.pid, grace_s=2)
     parent.wait(timeout=5)
     deadline = time.monotonic() + 5
     while process._alive(child) and time.monotonic() < deadline:

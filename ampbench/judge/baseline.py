@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.results import (
     RUN_SCHEMA,
-    Env,
     Interference,
     ResultsError,
     RunInfo,
@@ -35,6 +34,7 @@ from ampbench.results import (
     safe_name,
 )
 from ampbench.results.models import rates_from
+from ampbench.trackers.env import device_slug  # one definition, shared with nightly.sh
 
 BASELINE_SCHEMA = "ampbench.baseline/1"
 DEFAULT_BASELINE_DIR = Path("results/baselines")
@@ -84,13 +84,6 @@ class Baseline(BaseModel):
 
 
 # ---------------------------------------------------------------- trial -> compact view
-
-
-def device_slug(env: Env) -> str:
-    """Folder name for a device (one definition, shared with nightly.sh): ampbench.trackers.device.device_slug."""
-    from ampbench.trackers.device import device_slug as _slug
-
-    return _slug(env)
 
 
 def compact(trial: Trial, metric: str) -> CompactTrial:

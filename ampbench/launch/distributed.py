@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config import ConfigError, DistributedConfig
+from ampbench.results import tail_lines as read_tail
 
 RANK_DIR_ENV = "AMPBENCH_RANK_DIR"        # the launcher's --log_dir, where ranks leave failure notes
 FAULT_RANK_ENV = "AMPBENCH_FAULT_RANK"    # inject AMPBENCH_FAULT / spec.fault on this rank only
@@ -60,13 +61,6 @@ def launch_command(cfg: DistributedConfig, worker_cmd: list[str], log_dir: Path)
     if cfg.backend != "auto":
         env["PADDLE_DISTRI_BACKEND"] = cfg.backend
     return cmd + list(worker_cmd), env
-
-
-def kill_tree(pid: int, grace_s: float = 3.0) -> None:
-    """SIGTERM then SIGKILL the launcher and every descendant (ranks run in sessions of their own)."""
-    from ampbench.launch.process import kill_tree as _kill_tree
-
-    _kill_tree(pid, grace_s)
 
 
 # ---------------------------------------------------------------- failures (runner side)
@@ -114,7 +108,7 @@ def rank_failure(log_dir: Path, launcher_log: Path, returncode: int | None, worl
     if rank >= 0 and "TimeoutException" in _read(Path(log_dir) / f"workerlog.{rank}"):
         head += (f" (a collective timed out: another rank stopped answering, hung or dead; "
                  f"see the other workerlog.* in {log_dir})")
-    tail = _tail(Path(log_dir) / f"workerlog.{rank}", tail_lines) if rank >= 0 else _tail(launcher_log, tail_lines)
+    tail = read_tail(Path(log_dir) / f"workerlog.{rank}", tail_lines) if rank >= 0 else read_tail(launcher_log, tail_lines)
     where = f"rank {rank} log {Path(log_dir) / f'workerlog.{rank}'}" if rank >= 0 else f"launcher log {launcher_log}"
     return RankFailure(rank=rank, status=status, message=f"{head}\n(log: {where})", log_tail=tail)
 
@@ -124,10 +118,6 @@ def _read(p: Path) -> str:
         return Path(p).read_text(errors="replace")
     except OSError:
         return ""
-
-
-def _tail(p: Path, lines: int) -> str:
-    return "\n".join(_read(p).splitlines()[-lines:])
 
 
 def _last_line(text: str) -> str:

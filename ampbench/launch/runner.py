@@ -56,6 +56,7 @@ from ampbench.results import (
     new_run_dir,
     open_run,
     run_lock,
+    tail_lines,
     trial_key,
     write_summary_csv,
 )
@@ -76,13 +77,6 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- one trial
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def _step_collector(steps: list[StepRecord], on_event: Callable[[dict[str, Any]], None] | None
@@ -172,7 +166,7 @@ def _record_failure(spec: TrialSpec, run: RunDir, out: Outcome, failure: Any, st
     if failure is not None:
         status, error, tail = failure.status, failure.message, failure.log_tail
     else:
-        (status, error), tail = _killed_status(out, spec, timeout), _tail(log_path)
+        (status, error), tail = _killed_status(out, spec, timeout), tail_lines(log_path)
     trial = Trial(
         suite=suite.suite.name, workload=suite.suite.workload, mode=spec.mode, seed=spec.seed,
         profile=spec.profile, status=status, error=error, log_tail=tail or None,
@@ -312,8 +306,7 @@ def finish_run(run: RunDir, console: Console, strict: bool = False,
                report: Callable[[Path], Path] | None = None) -> int:
     """summary.csv, the table, check.json (+ report.md); returns the exit code."""
     from ampbench.judge.check import check_run
-    from ampbench.report.console import print_check
-    from ampbench.report.console import print_trials
+    from ampbench.report.console import print_check, print_trials
 
     trials = open_run(run.path).trials  # validated: nothing foreign reaches the summary
     write_summary_csv(run, trials)

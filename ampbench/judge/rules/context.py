@@ -13,6 +13,7 @@ from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.judge.baseline import Baseline, CompactTrial, compact
 from ampbench.judge.verdict import RuleResult
 from ampbench.results import Trial
+from ampbench.results import last_line as results_last_line
 
 
 @dataclass
@@ -115,11 +116,8 @@ def finite(x: float | None) -> bool:
 
 
 def last_line(text: str | None) -> str:
-    """The line that says what went wrong: the exception line of a traceback, or the runner's own
-    sentence for a killed trial (which is followed by the log tail, not the cause)."""
-    head = (text or "").split("--- last log lines ---")[0]
-    lines = [ln.strip() for ln in head.strip().splitlines() if ln.strip()]
-    return lines[-1][:160] if lines else "no error recorded"
+    """The line that says what went wrong (results.last_line), or a placeholder when none was recorded."""
+    return results_last_line(text) or "no error recorded"
 
 
 def one_seed_note(n_ref: int, n_cur: int) -> str:

@@ -69,6 +69,16 @@ def _save(fig: Any, path: Path, inactive: str | None = None) -> Path:
     return path
 
 
+def _log_y(ax: Any, base: float = 10) -> None:
+    """A log y axis whose tick labels are plain numbers: the default labels are math text
+    (`$\\mathdefault{10^{0}}$`), which `_save` turns off for every text on the figure."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.set_yscale("log", base=base)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def _legend_right(ax: Any) -> None:
     """Legend outside the axes on the right: it can never cover data."""
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
@@ -128,7 +138,7 @@ def loss_curves(trials: list[Trial], path: Path, colors: dict[str, str],
     lo_all = np.nanmin([np.nanmin(_curve(ts)[2]) for ts in groups.values()])
     hi_all = np.nanmax([np.nanmax(_curve(ts)[3]) for ts in groups.values()])
     if positive and hi_all / max(lo_all, 1e-30) > 30:
-        ax.set_yscale("log")
+        _log_y(ax)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss")
     ax.set_title("Training loss (line: mean over seeds, band: min to max)", fontsize=10)
@@ -160,7 +170,7 @@ def loss_scale(trials: list[Trial], path: Path, colors: dict[str, str], inactive
                 any_skip = True
                 sx, sy = zip(*skip)
                 ax.scatter(sx, sy, marker="x", s=22, color=FLAG_COLOR, linewidths=1.1, zorder=3)
-    ax.set_yscale("log", base=2)
+    _log_y(ax, base=2)
     if any_skip:
         ax.scatter([], [], marker="x", color=FLAG_COLOR, label="skipped step (found inf/nan)")
     ax.set_xlabel("optimizer step")

@@ -117,3 +117,10 @@ def test_bundled_suites_validate_in_every_profile(name):
     loaded = load_suite(path, profile="default")
     for prof in loaded.profiles_available:
         assert "fp32" in [m.name for m in load_suite(path, profile=prof).suite.modes]
+
+
+def test_a_folder_given_as_the_suite_is_named_as_a_folder(tmp_path):
+    folder = tmp_path / "suite.toml"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match="is a folder, not a suite file"):
+        load_suite(folder)

@@ -138,6 +138,8 @@ def _non_finite(data: Any, path: str = "") -> str | None:
 
 def read_toml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(p, "", "is a folder, not a suite file (give the .toml file inside it, or a bundled suite name)")
     if not p.is_file():
         raise ConfigError(p, "", "suite file not found (try `ampbench suites` to list the bundled ones)")
     try:

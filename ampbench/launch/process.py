@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.launch.spec import EVENT_PREFIX
+from ampbench.results.files import open_for_writing
 
 PARENT_ENV = "AMPBENCH_PARENT"  # "PID:START_TICKS" of the ampbench process a worker belongs to
 _PR_SET_PDEATHSIG = 1
@@ -235,15 +236,16 @@ def spawn(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
 
 
 def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limits,
-               on_event: Callable[[dict[str, Any]], None]) -> Outcome:
+               on_event: Callable[[dict[str, Any]], None], log_root: Path | None = None) -> Outcome:
     """Run a worker to its end (or kill it at a limit); any exception here, Ctrl-C included, kills
-    the whole tree first and then propagates."""
+    the whole tree first and then propagates. The log is opened without following a link (below
+    `log_root`, the run folder, when given)."""
     oom_before = cgroup_oom_kills()
     q: queue.Queue[dict[str, Any] | None] = queue.Queue()
     killed: str | None = None
     peak = 0
     t0 = time.monotonic()
-    with open(log_path, "w", encoding="utf-8") as log:
+    with open_for_writing(log_path, root=log_root) as log:
         proc = spawn(cmd, env, log)
         try:
             threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()

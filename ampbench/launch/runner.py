@@ -136,15 +136,14 @@ def launch_trial(
     """Run one trial in a fresh process; always returns a Trial (written to spec.trial_path)."""
     key = trial_key(spec.mode, spec.seed)
     spec_path, log_path = run.path / "specs" / f"{key}.json", run.logs_dir / f"{key}.log"
-    atomic_write_text(spec_path, spec.model_dump_json(indent=1))
-    run.logs_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(spec_path, spec.model_dump_json(indent=1), root=run.path)
     trial_path = Path(spec.trial_path)
     trial_path.unlink(missing_ok=True)
     timeout = spec.timeout_s or spec.suite.train.timeout_s
     cmd, dist_env, rank_dir = _launch_cmd(spec, spec_path, run, key)
     steps: list[StepRecord] = []
     out = run_worker(cmd, {**dist_env, **(env or {})}, log_path, Limits(timeout, spec.memory_limit_bytes),
-                     _step_collector(steps, on_event))
+                     _step_collector(steps, on_event), log_root=run.path)
     failure = None if out.killed or rank_dir is None else distributed.rank_failure(
         rank_dir, log_path, out.returncode, distributed.world_size_of(spec.suite.distributed))
     if failure is not None and trial_path.exists():  # rank 0 wrote its view; the failing rank decides

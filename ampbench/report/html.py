@@ -7,9 +7,12 @@ plots/ folder; raw HTML inside the markdown is escaped, never passed through.
 from __future__ import annotations
 
 import base64
+import contextlib
 from html import escape
 from pathlib import Path
 from urllib.parse import unquote
+
+from ampbench.results.files import ResultsError
 
 CSS = """body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:980px;margin:2em auto;
 padding:0 1em;line-height:1.45;color:#1f2328}table{border-collapse:collapse;margin:1em 0;font-size:14px}
@@ -19,9 +22,13 @@ blockquote{border-left:4px solid #d0d7de;margin:0;padding:0 1em;color:#59636e}""
 MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
-def data_uri(path: Path) -> str:
+def data_uri(path: Path, root: Path | None = None) -> str:
+    """A file as a data: URI; with `root`, read without following a link below it (regular files only)."""
+    from ampbench.results.files import read_bytes
+
     mime = MIME.get(path.suffix.lower(), "application/octet-stream")
-    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    data = read_bytes(path, "image", root=root, limit=64 * 2**20)
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
 
 
 def to_html(md: str, title: str, base: Path | None = None) -> str:
@@ -36,8 +43,9 @@ def to_html(md: str, title: str, base: Path | None = None) -> str:
                 src = child.attrs.get("src") if child.type == "image" else None
                 if isinstance(src, str) and ":" not in src.split("/", 1)[0]:
                     target = Path(base) / unquote(src)
-                    if target.is_file():
-                        child.attrs["src"] = data_uri(target)
+                    if ".." not in Path(unquote(src)).parts and target.is_file():
+                        with contextlib.suppress(ResultsError):  # a link or a FIFO is left as a plain link
+                            child.attrs["src"] = data_uri(target, root=Path(base))
     body = parser.renderer.render(tokens, parser.options, {})
     return page(title, body)
 

@@ -22,6 +22,7 @@ from ampbench.report.trend import overview, trend_entries, trend_section
 from ampbench.report.verdicts import failed_trials, verdicts
 from ampbench.report.view import Ctx, RunView, h, load_view
 from ampbench.results import ResultsError, atomic_write_text
+from ampbench.results.files import check_output
 
 FORMATS = ("md", "html")
 
@@ -42,19 +43,26 @@ def write_report(run_dirs: list[Path], output: Path | None = None, history: Path
     views = [load_view(Path(p)) for p in run_dirs]
     multi = len(views) > 1
     ext = ".html" if fmt == "html" else ".md"
+    root: Path | None = None
     if output is None:
         output = views[-1].run.path / (("comparison" if multi else "report") + ext)
+        root = views[-1].run.path  # inside the run folder: no link followed
+    else:
+        check_output(Path(output), [p for v in views for p in (v.run.path / "run.json", *v.run.trial_files())])
+        if also_html:
+            check_output(Path(output).with_suffix(".html"))
     output = Path(output)
     plots_dir = output.parent / "plots" if output.parent.resolve() in {v.run.path.resolve() for v in views} \
         else output.parent / f"{output.stem}-plots"
     ctx = Ctx(out_dir=output.parent, plots_dir=plots_dir, multi=multi, history=history is not None)
     md = render(views, ctx, trend_entries(views, history))
     if fmt == "html":
-        atomic_write_text(output, to_html(md, title=title(views), base=output.parent))
+        atomic_write_text(output, to_html(md, title=title(views), base=output.parent), root=root)
     else:
-        atomic_write_text(output, md)
+        atomic_write_text(output, md, root=root)
         if also_html:
-            atomic_write_text(output.with_suffix(".html"), to_html(md, title=title(views), base=output.parent))
+            atomic_write_text(output.with_suffix(".html"), to_html(md, title=title(views), base=output.parent),
+                              root=root)
     return output
 
 

@@ -58,14 +58,22 @@ def _plain_text() -> Any:
 
 
 def _save(fig: Any, path: Path, inactive: str | None = None) -> Path:
-    """Write the PNG; `inactive` (text) is stamped on the figure so the image cannot be read as AMP numbers."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the PNG; `inactive` (text) is stamped on the figure so the image cannot be read as AMP numbers.
+    Rendered into memory, then written by the atomic writer inside the report's folder (plots live in
+    <folder>/<plots>/name.png): a link planted at plots/ or at the PNG is refused, never written through."""
+    import io
+
+    from ampbench.results.files import atomic_write_bytes
+
     with _plain_text():
         for t in fig.findobj(lambda o: hasattr(o, "set_parse_math")):
             t.set_parse_math(False)
         if inactive:
             fig.suptitle(inactive, fontsize=9.5, color=FLAG_COLOR, fontweight="bold")
-        fig.savefig(path, dpi=DPI)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI)
+    path = Path(path)
+    atomic_write_bytes(path, buf.getvalue(), root=path.parent.parent)
     return path
 
 

@@ -7,14 +7,16 @@ something is wrong, and turns OS and encoding errors into `ResultsError` (the CL
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import json
 import os
 import re
-import tempfile
+import secrets
+import stat
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import IO, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -28,19 +30,6 @@ class Versioned(Protocol):
 
 
 D = TypeVar("D", bound=BaseModel)
-
-
-def _umask() -> int:
-    """The process umask (read without changing it where /proc allows)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
 
 
 def os_reason(e: OSError | UnicodeDecodeError) -> str:
@@ -63,70 +52,271 @@ def safe_name(name: object, what: str = "name") -> str:
     return name
 
 
-def _mode_for(path: Path) -> int:
-    """An existing file keeps its permissions; a new one gets 0666 minus the process umask."""
-    try:
-        return path.stat().st_mode & 0o7777
-    except OSError:
-        return 0o666 & ~_umask()
+MAX_READ_BYTES = 512 * 2**20  # no ampbench file is this big; a larger one is not ours (or a device)
+RECORD_NAMES = {"run.json"}      # files a run folder is defined by: never replaced by another verb's output
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder, then rename: readers see the old or the new file.
-    OS errors (disk full, read-only, a folder in the way) become ResultsError naming the path."""
-    path = Path(path)
+def _link_error(path: Path) -> ResultsError:
+    return ResultsError(f"{path}: is a symbolic link; ampbench never reads, writes or copies through a link "
+                        "inside a folder it owns (replace it with a regular file or folder)")
+
+
+def _components(path: Path, root: Path | None) -> tuple[Path, list[str]]:
+    """(base folder opened as given, names below it walked without following links)."""
+    if root is None:
+        return path.parent, [path.name]
     try:
+        rel = path.relative_to(root)
+    except ValueError:
+        raise ResultsError(f"{path}: outside the folder {root} it belongs to") from None
+    parts = [p for p in rel.parts if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise ResultsError(f"{path}: not a file inside {root}")
+    return root, parts
+
+
+def _open_dirs(base: Path, names: list[str], create: bool) -> int:
+    """A descriptor of base/names[0]/.../names[-1] (folders), refusing a symbolic link at every step below
+    `base` and, with `create`, making the missing ones; the caller closes it."""
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    except FileNotFoundError:
+        if not create:
+            raise
+        base.mkdir(parents=True, exist_ok=True)
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    here = base
+    try:
+        for name in names:
+            here = here / name
+            try:
+                nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(os.lstat(name, dir_fd=fd).st_mode):
+                    raise _link_error(here) from None
+                if e.errno == errno.ENOTDIR:
+                    raise NotADirectoryError(errno.ENOTDIR, f"{here} is a file, not a folder", str(here)) from None
+                raise
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _existing(dfd: int, name: str, path: Path) -> os.stat_result | None:
+    """What is at `name` now (not following a link); refuses a link, a folder and anything not a regular file."""
+    try:
+        st = os.lstat(name, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise _link_error(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "a folder is in the way", str(path))
+    if not stat.S_ISREG(st.st_mode):  # a device, FIFO or socket is never replaced by a result
+        raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", str(path))
+    return st
+
+
+def _parent_fd(path: Path, root: Path | None) -> tuple[int, str]:
+    if root is None:
         blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:
             raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is a file, not a folder", str(blocker))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_dir():
-            raise IsADirectoryError(errno.EISDIR, "a folder is in the way", str(path))
-        if path.exists() and not path.is_file():  # a device, FIFO or socket is never replaced by a result
-            raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", str(path))
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:
-        raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None
+    base, names = _components(path, None if root is None else Path(root))
+    return _open_dirs(base, names[:-1], create=True), names[-1]
+
+
+def atomic_write_bytes(path: Path, data: bytes, root: Path | None = None, replace: bool = True) -> None:
+    """Write via a temp file in the same folder, then rename: readers see the old or the new file.
+
+    Never through a symbolic link: the target itself must not be a link, and with `root` (the folder
+    ampbench owns, e.g. the run folder) no folder between `root` and the file may be one either.
+    `replace=False` refuses an existing file (a record). OS errors (disk full, read-only, a folder in
+    the way) become ResultsError naming the path."""
+    path = Path(path)
+    dfd = -1
+    tmp = f".{path.name}.{secrets.token_hex(4)}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        dfd, name = _parent_fd(path, root)
+        old = _existing(dfd, name, path)
+        if old is not None and not replace:
+            raise ResultsError(f"{path}: already exists; ampbench never replaces it (choose another output)")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=dfd)
+    except OSError as e:
+        if dfd >= 0:
+            os.close(dfd)
+        raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None
+    except BaseException:
+        if dfd >= 0:
+            os.close(dfd)
+        raise
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
+            if old is not None:  # an existing file keeps its permissions; a new one gets 0666 minus the umask
+                os.fchmod(f.fileno(), old.st_mode & 0o7777)
+        if replace:
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        else:
+            os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=dfd)
     except BaseException as e:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        if isinstance(e, FileExistsError):
+            raise ResultsError(f"{path}: already exists; ampbench never replaces it (choose another output)") from None
         if isinstance(e, OSError):
             raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None
         raise
+    finally:
+        os.close(dfd)
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=True) + "\n")
+def atomic_write_text(path: Path, text: str, root: Path | None = None, replace: bool = True) -> None:
+    """`atomic_write_bytes` of UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"), root=root, replace=replace)
 
 
-def write_doc(path: Path, doc: BaseModel) -> None:
+def atomic_write_json(path: Path, data: Any, root: Path | None = None) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=True) + "\n", root=root)
+
+
+def write_doc(path: Path, doc: BaseModel, root: Path | None = None) -> None:
     """A model as its JSON file (aliases such as `schema` written by name)."""
-    atomic_write_json(path, doc.model_dump(mode="json", by_alias=True))
+    atomic_write_json(path, doc.model_dump(mode="json", by_alias=True), root=root)
 
 
-def read_text(path: Path, what: str = "result file") -> str:
-    """A file's text, or ResultsError naming it (missing, a folder, unreadable, not UTF-8)."""
+def open_for_writing(path: Path, root: Path | None = None) -> IO[str]:
+    """A log file opened for writing (truncated), never through a symbolic link (see atomic_write_bytes)."""
+    path = Path(path)
+    dfd = -1
+    try:
+        dfd, name = _parent_fd(path, root)
+        _existing(dfd, name, path)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=dfd)
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None
+    finally:
+        if dfd >= 0:
+            os.close(dfd)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def refuse_link(path: Path) -> None:
+    """A fixed path ampbench creates inside its folder (a lock) must not be a symbolic link."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise _link_error(Path(path))
+
+
+def is_record(path: Path) -> bool:
+    """Whether an existing file is one ampbench must never overwrite with another verb's output:
+    run.json, a trial file, or any ampbench result document (its first bytes name an ampbench schema)."""
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        st = os.lstat(p)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if p.name in RECORD_NAMES or p.parent.name == "trials":
+        return True
+    try:
+        with open(p, "rb", opener=lambda f, fl: os.open(f, fl | os.O_NONBLOCK | _NOFOLLOW)) as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return re.search(rb'"schema"\s*:\s*"ampbench\.', head) is not None
+
+
+def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_records: bool = False) -> Path:
+    """A user's `-o` path, checked before anything is computed: not one of the inputs, not a record
+    (unless `allow_records`, e.g. a baseline refreshed on purpose), not a folder, parent not a file."""
+    path = Path(path)
+    for src in inputs:
+        with contextlib.suppress(OSError):
+            if path.exists() and Path(src).exists() and os.path.samefile(path, src):
+                raise ResultsError(f"{path}: is the input {src}; refusing to replace it (choose another output)")
+    if path.is_dir():
+        raise ResultsError(f"{path}: is a folder; give a file name")
+    if not allow_records and is_record(path):
+        raise ResultsError(f"{path}: is an ampbench record (run.json, a trial or result file); refusing to replace it")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ResultsError(f"{path}: cannot write: {blocker} is a file, not a folder")
+    return path
+
+
+def read_bytes(path: Path, what: str = "result file", root: Path | None = None,
+               limit: int = MAX_READ_BYTES) -> bytes:
+    """A regular file's bytes, or ResultsError naming it: missing, a folder, a FIFO or device (opened
+    non-blocking, so a FIFO never hangs a read), larger than `limit`, unreadable. With `root`, no
+    symbolic link is followed below it (the file included)."""
+    p = Path(path)
+    dfd = -1
+    try:
+        if root is None:
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
+        else:
+            base, names = _components(p, Path(root))
+            dfd = _open_dirs(base, names[:-1], create=False)
+            fd = os.open(names[-1], os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
     except FileNotFoundError:
         raise ResultsError(f"{p}: {what} not found") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{p}: {what} expected, found a folder") from None
-    except UnicodeDecodeError as e:
-        raise ResultsError(f"{p}: {what} is not UTF-8 text (byte {e.start}); corrupt?") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP and root is not None:
+            raise _link_error(p) from None
+        if e.errno == errno.EISDIR:
+            raise ResultsError(f"{p}: {what} expected, found a folder") from None
+        raise ResultsError(f"{p}: cannot read {what}: {os_reason(e)}") from None
+    finally:
+        if dfd >= 0:
+            os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ResultsError(f"{p}: {what} expected, found a folder")
+        if not stat.S_ISREG(st.st_mode):
+            raise ResultsError(f"{p}: {what} is not a regular file (a FIFO, socket or device); refusing to read it")
+        if st.st_size > limit:
+            raise ResultsError(f"{p}: {what} is {st.st_size:,} bytes, over the {limit:,}-byte limit; not an ampbench file?")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise ResultsError(f"{p}: {what} is over the {limit:,}-byte limit; not an ampbench file?")
+        return data
     except OSError as e:
         raise ResultsError(f"{p}: cannot read {what}: {os_reason(e)}") from None
+    finally:
+        os.close(fd)
 
 
-def read_json(path: Path, what: str = "result file") -> Any:
-    text = read_text(path, what)
+def read_text(path: Path, what: str = "result file", root: Path | None = None, limit: int = MAX_READ_BYTES) -> str:
+    """A file's text, or ResultsError naming it (missing, a folder, not a regular file, too big, unreadable,
+    not UTF-8)."""
+    data = read_bytes(path, what, root=root, limit=limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path}: {what} is not UTF-8 text (byte {e.start}); corrupt?") from None
+
+
+def read_json(path: Path, what: str = "result file", root: Path | None = None) -> Any:
+    text = read_text(path, what, root=root)
     try:
         return json.loads(text)
     except RecursionError:
@@ -149,16 +339,17 @@ def validate_doc(model: type[D], data: Any, path: Path | str) -> D:
         raise ResultsError(f"{path}: {key}: {err['msg']}") from None
 
 
-def load_optional(path: Path | str, model: type[D], what: str | None = None) -> D | None:
+def load_optional(path: Path | str, model: type[D], what: str | None = None, root: Path | None = None) -> D | None:
     """A side file that may not exist yet (probe.json, diagnosis.json, check.json): None when absent."""
     p = Path(path)
-    return load_doc(p, model, what) if p.is_file() else None
+    return load_doc(p, model, what, root=root) if os.path.lexists(p) and not p.is_dir() else None
 
 
-def load_doc(path: Path | str, model: type[D], what: str | None = None) -> D:
-    """The one reader of every ampbench file: trial, run, check, baseline, probe, diagnosis."""
+def load_doc(path: Path | str, model: type[D], what: str | None = None, root: Path | None = None) -> D:
+    """The one reader of every ampbench file: trial, run, check, baseline, probe, diagnosis; with `root`
+    (its run folder) no symbolic link is followed below that folder."""
     label = what or f"{getattr(model, 'SCHEMA', model.__name__)} file"
-    return validate_doc(model, read_json(Path(path), label), path)
+    return validate_doc(model, read_json(Path(path), label, root=root), path)
 
 
 # ---------------------------------------------------------------- small shared text helpers

@@ -13,19 +13,29 @@ import errno
 import fcntl
 import os
 import secrets
+import stat
 from collections.abc import Iterator
+from typing import IO
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ampbench.config.suite import Suite
-from ampbench.results.files import ResultsError, load_doc, os_reason, safe_name, write_doc
+from ampbench.results.files import (
+    ResultsError,
+    load_doc,
+    open_for_writing,
+    os_reason,
+    refuse_link,
+    safe_name,
+    write_doc,
+)
 from ampbench.results.models import RunInfo, Trial, trial_key
 
 
-def load_trial(path: Path) -> Trial:
-    return load_doc(path, Trial, "trial file")
+def load_trial(path: Path, root: Path | None = None) -> Trial:
+    return load_doc(path, Trial, "trial file", root=root)
 
 
 class RunDir:
@@ -49,24 +59,42 @@ class RunDir:
         return self.logs_dir / f"{trial_key(mode, seed)}.log"
 
     def write_run(self, info: RunInfo) -> None:
-        write_doc(self.path / "run.json", info)
+        write_doc(self.path / "run.json", info, root=self.path)
+
+    def write(self, rel: str, text: str) -> Path:
+        """A file of the run folder (report.md, summary.csv, check.json ...), atomically, no link followed."""
+        from ampbench.results.files import atomic_write_text
+
+        atomic_write_text(self.path / rel, text, root=self.path)
+        return self.path / rel
+
+    def open_log(self, mode: str, seed: int) -> IO[str]:
+        """The trial's worker log, opened for writing without following a link in logs/."""
+        return open_for_writing(self.log_path(mode, seed), root=self.path)
 
     def load_run(self) -> RunInfo:
         if not self.path.is_dir():
             raise ResultsError(f"{self.path}: run folder not found")
-        return load_doc(self.path / "run.json", RunInfo, "run file")
+        return load_doc(self.path / "run.json", RunInfo, "run file", root=self.path)
 
     def write_trial(self, trial: Trial) -> Path:
         p = self.trial_path(trial.mode, trial.seed)
-        write_doc(p, trial)
+        write_doc(p, trial, root=self.path)
         return p
 
     def trial_files(self) -> list[Path]:
-        return sorted(self.trials_dir.glob("*.json")) if self.trials_dir.is_dir() else []
+        if not self.trials_dir.is_dir():
+            return []
+        if self.trials_dir.is_symlink():
+            refuse_link(self.trials_dir)
+        return sorted(self.trials_dir.glob("*.json"))
+
+    def load_trial(self, p: Path) -> Trial:
+        return load_trial(p, root=self.path)
 
     def load_trials(self) -> list[Trial]:
         """All trial files, sorted by (mode order in the plan, seed); any bad file raises."""
-        trials = [load_trial(p) for p in self.trial_files()]
+        trials = [self.load_trial(p) for p in self.trial_files()]
         try:
             order = {m: i for i, m in enumerate(dict.fromkeys(str(p.get("mode")) for p in self.load_run().plan))}
         except ResultsError:
@@ -79,7 +107,7 @@ class RunDir:
         done = set()
         for p in self.trial_files():
             try:
-                t = load_trial(p)
+                t = self.load_trial(p)
             except ResultsError:
                 continue
             if (t.status == "ok" and p.stem == t.key and (not config_hash or t.config_hash == config_hash)
@@ -135,10 +163,13 @@ def run_lock(path: Path) -> Iterator[None]:
     --resume` of the same folder is refused instead of re-running the same trials."""
     lock = Path(path) / ".lock"
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        refuse_link(lock)  # whatever takes the lock: a planted link must not be truncated through
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
     except OSError as e:
         raise ResultsError(f"{path}: cannot lock the run folder: {os_reason(e)}") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ResultsError(f"{lock}: not a regular file; refusing to use it as the run folder's lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -186,7 +217,7 @@ def open_run(path: str | Path) -> OpenRun:
     plan_of(info, rd.path / "run.json")
     trials = []
     for p in rd.trial_files():
-        t = load_trial(p)
+        t = rd.load_trial(p)
         check_belongs(p, t, info)
         trials.append(t)
     order = {m.name: i for i, m in enumerate(suite.modes)}

@@ -42,7 +42,8 @@ class TrialRunner(TrialContext):
         finish(self, parts, result)
 
     def write(self) -> None:
-        atomic_write_json(Path(self.spec.trial_path), self.trial.to_json())
+        p = Path(self.spec.trial_path)  # <run folder>/trials/<key>.json: no link followed inside the run folder
+        atomic_write_json(p, self.trial.to_json(), root=p.parent.parent if p.parent.name == "trials" else None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -308,6 +308,16 @@ def env() -> None:
     out.print(f"{'amp':14} {device.amp_support_summary()}", markup=False)
 
 
+def _import_output(output: Optional[Path], inputs: list[Path]) -> None:
+    """-o checked before reading anything: never the input config, a record or a folder; its folder exists."""
+    from ampbench.results.files import check_output
+
+    if output is not None:
+        check_output(output, inputs)
+        if not output.parent.is_dir():
+            raise ResultsError(f"{output}: cannot write: the folder {output.parent} does not exist")
+
+
 def _write_imported(imported: object, source: str, output: Optional[Path]) -> None:
     from ampbench.config.importing import Imported, render_checked
 
@@ -316,7 +326,7 @@ def _write_imported(imported: object, source: str, output: Optional[Path]) -> No
     if output is None:
         out.print(text, markup=False, highlight=False, soft_wrap=True)
     else:
-        output.write_text(text, encoding="utf-8")
+        atomic_write_text(output, text)
         err.print(f"wrote {output}", markup=False, highlight=False)
     for key, why in imported.not_honoured.items():
         err.print(f"not honoured: {key}: {why}", markup=False, highlight=False, soft_wrap=True)
@@ -331,10 +341,9 @@ def import_paddleocr_cmd(
     """PaddleOCR DB config -> suite (fp32 + its AMP mode); keys not honoured are listed; exit 2 if unsupported."""
     from ampbench.config.import_paddleocr import import_paddleocr
 
-    try:
+    with _guard():
+        _import_output(output, [config])
         _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)
-    except ConfigError as e:
-        _fail(str(e))
 
 
 @import_app.command("paddlenlp")
@@ -347,11 +356,10 @@ def import_paddlenlp_cmd(
     """PaddleNLP Trainer args -> the bert suite with fp32 + their AMP mode; keys not honoured are listed."""
     from ampbench.config.import_paddlenlp import import_paddlenlp, load_args
 
-    try:
+    with _guard():
+        _import_output(output, [args_json] if args_json else [])
         parsed, where = load_args(args_json, args)
         _write_imported(import_paddlenlp(parsed, where, source), where, output)
-    except ConfigError as e:
-        _fail(str(e))
 
 
 @app.command()

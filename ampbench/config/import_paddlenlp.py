@@ -18,7 +18,7 @@ from typing import Any
 
 from ampbench.config.bundled import bundled_suites
 from ampbench.config.errors import ConfigError
-from ampbench.config.importing import Imported
+from ampbench.config.importing import Imported, boundary, items, load_json_object, number, read_input, text
 
 NO_EFFECT = {"output_dir", "overwrite_output_dir", "logging_dir", "logging_steps", "save_steps", "save_total_limit",
              "do_train", "do_eval", "do_predict", "report_to", "disable_tqdm", "logging_first_step",
@@ -34,7 +34,11 @@ def parse_cli_args(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     lists: set[str] = set()
     key: str | None = None
-    for tok in shlex.split(text):
+    try:
+        tokens = shlex.split(text)
+    except ValueError as e:
+        raise ConfigError("--args", "", f"cannot be read as a command line ({e}: an unclosed quote?)") from None
+    for tok in tokens:
         if tok.startswith("--"):
             key, eq, val = tok[2:].partition("=")
             out[key] = _value(val) if eq else True
@@ -70,31 +74,38 @@ def _amp_mode(a: dict[str, Any], where: str) -> dict[str, Any] | None:
     dtype = "float16" if a.get("fp16") else "bfloat16"
     mode: dict[str, Any] = {"name": f"amp-{level.lower()}-{'fp16' if a.get('fp16') else 'bf16'}",
                             "level": level, "dtype": dtype,
-                            "scaler": {"enable": True, "init_loss_scaling": float(a.get("scale_loss", 2.0 ** 15)),
+                            "scaler": {"enable": True, "init_loss_scaling": number(where, "scale_loss", a.get("scale_loss", 2.0 ** 15),
+                                                                   above=0),
                                        "use_dynamic_loss_scaling": True}}
     for src, dst in (("amp_custom_black_list", "custom_black_list"), ("amp_custom_white_list", "custom_white_list")):
         if a.get(src):
             vals = a[src]
-            mode[dst] = [str(x) for x in (vals if isinstance(vals, list) else str(vals).split(","))]
+            vals = vals if isinstance(vals, list) else text(where, src, vals).split(",")
+            mode[dst] = [text(where, src, x) for x in items(where, src, vals)]
     return mode
 
 
-def _train(a: dict[str, Any], base: dict[str, Any], out: Imported) -> dict[str, Any]:
+def _train(a: dict[str, Any], base: dict[str, Any], out: Imported, where: str) -> dict[str, Any]:
     train = dict(base.get("train", {}))
     opt = dict(train.get("optimizer", {}))
-    simple = {"per_device_train_batch_size": ("batch_size", int), "gradient_accumulation_steps": ("grad_accum", int),
-              "max_steps": ("steps", int)}
-    for src, (dst, t) in simple.items():
-        if src in a and not (src == "max_steps" and int(a[src]) <= 0):
-            train[dst] = t(a[src])
-    optkeys = {"learning_rate": ("lr", float), "weight_decay": ("weight_decay", float),
-               "max_grad_norm": ("grad_clip_norm", float), "warmup_steps": ("lr_warmup_steps", int)}
-    for src, (dst, t) in optkeys.items():
+    simple = {"per_device_train_batch_size": ("batch_size", 1), "gradient_accumulation_steps": ("grad_accum", 1),
+              "max_steps": ("steps", None)}
+    for src, (dst, low) in simple.items():
         if src in a:
-            opt[dst] = t(a[src]) if not (src == "max_grad_norm" and float(a[src]) <= 0) else None
+            v = number(where, src, a[src], int, minimum=low, maximum=10**9)
+            if not (src == "max_steps" and v <= 0):  # PaddleNLP's max_steps -1: not set
+                train[dst] = v
+    optkeys = {"learning_rate": ("lr", float, {"above": 0}), "weight_decay": ("weight_decay", float, {"minimum": 0}),
+               "max_grad_norm": ("grad_clip_norm", float, {}), "warmup_steps": ("lr_warmup_steps", int, {"minimum": 0})}
+    for src, (dst, t, bounds) in optkeys.items():
+        if src in a:
+            v = number(where, src, a[src], t, **bounds)
+            opt[dst] = None if src == "max_grad_norm" and v <= 0 else v
     if a.get("warmup_ratio") and not a.get("warmup_steps"):
-        opt["lr_warmup_steps"] = int(float(a["warmup_ratio"]) * train.get("steps", 100))
+        ratio = number(where, "warmup_ratio", a["warmup_ratio"], minimum=0, maximum=1)
+        opt["lr_warmup_steps"] = int(ratio * train.get("steps", 100))
     if "lr_scheduler_type" in a:
+        text(where, "lr_scheduler_type", a["lr_scheduler_type"])
         if a["lr_scheduler_type"] in SCHEDULES:
             opt["schedule"] = SCHEDULES[a["lr_scheduler_type"]]
         else:
@@ -117,15 +128,20 @@ WHY = {"amp_master_grad": "FP32 master gradients (decorate(master_grad=True)) ar
 
 def import_paddlenlp(args: dict[str, Any], where: str, source: str = "paddlenlp") -> Imported:
     """Trainer arguments (already parsed) -> the bert suite with them applied."""
+    with boundary(where):
+        return _import(args, where, source)
+
+
+def _import(args: dict[str, Any], where: str, source: str) -> Imported:
     base = tomllib.loads(bundled_suites()["bert"].read_text(encoding="utf-8"))
     out = Imported(suite={})
     amp = _amp_mode(args, where)
     wl = dict(base["workload"], source=source)
     if "max_seq_length" in args:
-        wl["max_seq_len"] = int(args["max_seq_length"])
+        wl["max_seq_len"] = number(where, "max_seq_length", args["max_seq_length"], int, minimum=2, maximum=10**6)
     meta = dict(base["suite"], name="bert-paddlenlp", description=f"bert suite with PaddleNLP Trainer args from {where}")
     if "seed" in args:
-        meta["seeds"] = [int(args["seed"])]
+        meta["seeds"] = [number(where, "seed", args["seed"], int, minimum=0, maximum=2**32 - 1)]
     for k in args:
         if k not in READ and k not in NO_EFFECT:
             out.not_honoured[k] = WHY.get(k, "not read by ampbench")
@@ -134,7 +150,7 @@ def import_paddlenlp(args: dict[str, Any], where: str, source: str = "paddlenlp"
     modes = [{"name": "fp32"}] + ([amp] if amp else [])
     # the bundled profiles keep their sizes but compare the args' modes
     profiles = {n: {**p, "modes": modes} if "modes" in p else p for n, p in base.get("profiles", {}).items()}
-    out.suite = {"suite": meta, "workload": wl, "train": _train(args, base, out), "modes": modes,
+    out.suite = {"suite": meta, "workload": wl, "train": _train(args, base, out, where), "modes": modes,
                  "thresholds": base.get("thresholds", {}), "profiles": profiles}
     return out
 
@@ -145,12 +161,8 @@ def load_args(path: str | Path | None, cli: str | None) -> tuple[dict[str, Any],
         raise ConfigError("ampbench import paddlenlp", "", "give exactly one of ARGS.json or --args \"...\"")
     if cli is not None:
         return parse_cli_args(cli), "--args"
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))  # type: ignore[arg-type]
-    except FileNotFoundError:
-        raise ConfigError(str(path), "", "file not found") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(str(path), "", f"not valid JSON ({e})") from None
+    assert path is not None
+    data = load_json_object(read_input(path, "Trainer arguments file"), str(path))
     if not isinstance(data, dict):
         raise ConfigError(str(path), "", "Trainer arguments must be a JSON object")
     return data, str(path)

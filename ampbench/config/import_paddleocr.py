@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config.errors import ConfigError
-from ampbench.config.importing import Imported, UnsupportedConfig
+from ampbench.config.importing import Imported, UnsupportedConfig, boundary, items, load_yaml, mapping, number, read_input, text
 
 # What PaddleOCR's tools/train.py sets when use_amp is on (the cuDNN one only on CUDA builds).
 PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1}
@@ -41,10 +41,13 @@ class _Reader:
         self.out = Imported(suite={})
 
     def section(self, name: str) -> dict[str, Any]:
-        sec = self.cfg.get(name) or {}
-        if not isinstance(sec, dict):
-            raise ConfigError(self.file, name, "must be a mapping")
-        return sec
+        return mapping(self.file, name, self.cfg.get(name))
+
+    def sub(self, key: str, value: Any) -> dict[str, Any]:
+        return mapping(self.file, key, value)
+
+    def num(self, key: str, value: Any, kind: type = float, **bounds: float) -> Any:
+        return number(self.file, key, value, kind, **bounds)
 
     def skip(self, key: str, why: str) -> None:
         self.out.not_honoured[key] = why
@@ -67,27 +70,28 @@ def _architecture(r: _Reader) -> dict[str, Any]:
     if arch.get("Transform"):
         _unsupported(r.file, "Architecture.Transform", "a Transform stage is not part of DBNet here")
     wl: dict[str, Any] = {}
-    bb = arch.get("Backbone") or {}
+    bb = r.sub("Architecture.Backbone", arch.get("Backbone"))
     name = bb.get("name")
     if name == "MobileNetV3":
         if bb.get("model_name", "large") != "large":
             _unsupported(r.file, "Architecture.Backbone.model_name", "only MobileNetV3 large is implemented")
-        wl.update(backbone="MobileNetV3", backbone_scale=float(bb.get("scale", 0.5)),
+        wl.update(backbone="MobileNetV3", backbone_scale=r.num("Architecture.Backbone.scale", bb.get("scale", 0.5), above=0),
                   backbone_se=not bb.get("disable_se", False))
         r.rest("Architecture.Backbone", bb, {"name", "model_name", "scale", "disable_se"})
     elif name in ("ResNet_vd", "ResNet"):
-        wl.update(backbone="ResNet_vd", backbone_layers=int(bb.get("layers", 50)))
+        wl.update(backbone="ResNet_vd", backbone_layers=r.num("Architecture.Backbone.layers", bb.get("layers", 50), int, minimum=1))
         if name == "ResNet":
             r.out.notes.append("Backbone ResNet read as ResNet_vd (what PaddleOCR's DB ResNet configs build).")
         r.rest("Architecture.Backbone", bb, {"name", "layers"})
     else:
         _unsupported(r.file, "Architecture.Backbone.name", f"{name!r}; supported: MobileNetV3 (large), ResNet_vd")
-    neck, head = arch.get("Neck") or {}, arch.get("Head") or {}
+    neck, head = r.sub("Architecture.Neck", arch.get("Neck")), r.sub("Architecture.Head", arch.get("Head"))
     if neck.get("name") != "DBFPN":
         _unsupported(r.file, "Architecture.Neck.name", f"{neck.get('name')!r}; supported: DBFPN")
     if head.get("name") != "DBHead":
         _unsupported(r.file, "Architecture.Head.name", f"{head.get('name')!r}; supported: DBHead")
-    wl.update(fpn_channels=int(neck.get("out_channels", 256)), k=float(head.get("k", 50)))
+    wl.update(fpn_channels=r.num("Architecture.Neck.out_channels", neck.get("out_channels", 256), int, minimum=1),
+              k=r.num("Architecture.Head.k", head.get("k", 50), above=0))
     r.rest("Architecture.Neck", neck, {"name", "out_channels"})
     r.rest("Architecture.Head", head, {"name", "k"})
     r.rest("Architecture", arch, {"model_type", "algorithm", "Transform", "Backbone", "Neck", "Head"})
@@ -103,7 +107,11 @@ def _loss(r: _Reader) -> dict[str, Any]:
         _unsupported(r.file, "Loss.main_loss_type", f"{main!r}; supported: DiceLoss, BCELoss")
     keys = {"balance_loss": bool, "alpha": float, "beta": float, "ohem_ratio": float, "eps": float}
     out: dict[str, Any] = {"main_loss_type": main}
-    out.update({k: t(loss[k]) for k, t in keys.items() if k in loss})
+    for k, t in keys.items():
+        if k in loss and t is bool and not isinstance(loss[k], bool):
+            raise ConfigError(r.file, f"Loss.{k}", f"{loss[k]!r} is not true or false")
+        if k in loss:
+            out[k] = loss[k] if t is bool else r.num(f"Loss.{k}", loss[k], minimum=0)
     r.rest("Loss", loss, {"name", "main_loss_type", *keys})
     return out
 
@@ -114,27 +122,28 @@ def _optimizer(r: _Reader, steps_per_epoch: int) -> dict[str, Any]:
     if o.get("name") not in names:
         _unsupported(r.file, "Optimizer.name", f"{o.get('name')!r}; supported: {', '.join(names)}")
     out: dict[str, Any] = {"name": names[o["name"]]}
-    lr = o.get("lr") or {}
-    out["lr"] = float(lr.get("learning_rate", 0.001))
+    lr = r.sub("Optimizer.lr", o.get("lr"))
+    out["lr"] = r.num("Optimizer.lr.learning_rate", lr.get("learning_rate", 0.001), above=0)
     sched = {None: "constant", "Cosine": "cosine", "Linear": "linear"}
     if lr.get("name") in sched:
         out["schedule"] = sched[lr.get("name")]
     else:
         r.skip("Optimizer.lr.name", f"{lr.get('name')!r} schedule not available (constant, Cosine, Linear)")
     if lr.get("warmup_epoch"):
-        out["lr_warmup_steps"] = int(math.ceil(float(lr["warmup_epoch"]) * steps_per_epoch))
+        out["lr_warmup_steps"] = int(math.ceil(r.num("Optimizer.lr.warmup_epoch", lr["warmup_epoch"], minimum=0,
+                                                    maximum=1e6) * steps_per_epoch))
     r.rest("Optimizer.lr", lr, {"name", "learning_rate", "warmup_epoch"})
-    reg = o.get("regularizer") or {}
+    reg = r.sub("Optimizer.regularizer", o.get("regularizer"))
     if reg and reg.get("name", "L2") == "L2":
-        out["weight_decay"] = float(reg.get("factor", 0.0))
+        out["weight_decay"] = r.num("Optimizer.regularizer.factor", reg.get("factor", 0.0), minimum=0)
     elif reg:
         r.skip("Optimizer.regularizer", f"{reg.get('name')!r}: only L2 is applied")
     if "clip_norm" in o:
-        out["grad_clip_norm"] = float(o["clip_norm"])
+        out["grad_clip_norm"] = r.num("Optimizer.clip_norm", o["clip_norm"], above=0)
     if "momentum" in o:
-        out["momentum"] = float(o["momentum"])
+        out["momentum"] = r.num("Optimizer.momentum", o["momentum"], minimum=0)
     for k, default in (("beta1", 0.9), ("beta2", 0.999)):
-        if k in o and float(o[k]) != default:
+        if k in o and r.num(f"Optimizer.{k}", o[k], minimum=0, maximum=1) != default:
             r.skip(f"Optimizer.{k}", f"{o[k]} differs from Paddle's default {default}, which ampbench uses")
     r.rest("Optimizer", o, {"name", "lr", "regularizer", "clip_norm", "momentum", "beta1", "beta2"})
     return out
@@ -149,9 +158,9 @@ def _post_and_metric(r: _Reader) -> dict[str, Any]:
     out = {}
     for src, dst in (("thresh", "det_thresh"), ("box_thresh", "box_thresh"), ("unclip_ratio", "unclip_ratio")):
         if src in post:
-            out[dst] = float(post[src])
+            out[dst] = r.num(f"PostProcess.{src}", post[src], minimum=0)
     if "max_candidates" in post:
-        out["max_candidates"] = int(post["max_candidates"])
+        out["max_candidates"] = r.num("PostProcess.max_candidates", post["max_candidates"], int, minimum=1)
     for k, default in (("use_dilation", False), ("score_mode", "fast"), ("box_type", "quad")):
         if k in post and post[k] != default:
             r.skip(f"PostProcess.{k}", f"{post[k]!r}: ampbench uses DBPostProcess's default {default!r}")
@@ -163,21 +172,23 @@ def _post_and_metric(r: _Reader) -> dict[str, Any]:
 
 def _transforms(r: _Reader, split: str, transforms: list[Any], wl: dict[str, Any]) -> None:
     """Label-map settings and the crop size; augmentations are listed as not honoured."""
-    for i, t in enumerate(transforms or []):
-        name, args = (next(iter(t.items())) if isinstance(t, dict) else (str(t), None))
-        args = args or {}
+    for i, t in enumerate(items(r.file, f"{split}.dataset.transforms", transforms)):
+        name, args = (next(iter(t.items())) if isinstance(t, dict) and t else (text(r.file, f"{split}.dataset.transforms[{i}]", t), None))
+        name = text(r.file, f"{split}.dataset.transforms[{i}]", name)
         key = f"{split}.dataset.transforms[{i}].{name}"
+        args = r.sub(key, args)
         if name == "EastRandomCropData":
-            size = list(args.get("size", [640, 640]))
-            if size[0] != size[1] or size[0] % 32:
+            size = [r.num(key + ".size", v, int, minimum=32) for v in items(r.file, key + ".size", args.get("size", [640, 640]))]
+            if len(size) != 2 or size[0] != size[1] or size[0] % 32:
                 raise ConfigError(r.file, key + ".size", f"{size}: ampbench needs a square size, multiple of 32")
             wl["image_size"] = int(size[0])
             r.skip(key, "random crop replaced by a fixed letterbox to the same size (labels cached once)")
         elif name == "MakeBorderMap":
-            wl.update({k: float(args[k]) for k in ("shrink_ratio", "thresh_min", "thresh_max") if k in args})
+            wl.update({k: r.num(f"{key}.{k}", args[k], minimum=0) for k in ("shrink_ratio", "thresh_min", "thresh_max")
+                       if k in args})
         elif name == "MakeShrinkMap":
-            wl.update({k: (int(v) if k == "min_text_size" else float(v)) for k, v in args.items()
-                       if k in ("shrink_ratio", "min_text_size")})
+            wl.update({k: r.num(f"{key}.{k}", v, int if k == "min_text_size" else float, minimum=0)
+                       for k, v in args.items() if k in ("shrink_ratio", "min_text_size")})
         elif name == "DetResizeForTest":
             r.skip(key, "eval images are letterboxed to image_size instead")
         elif name not in LABEL_TRANSFORMS:
@@ -187,18 +198,20 @@ def _transforms(r: _Reader, split: str, transforms: list[Any], wl: dict[str, Any
 def _datasets(r: _Reader, wl: dict[str, Any], synthetic: bool) -> tuple[int, int]:
     """Train/Eval SimpleDataSet -> workload.dataset; returns (batch size, training images)."""
     train, evals = r.section("Train"), r.section("Eval")
-    tds, eds = train.get("dataset") or {}, evals.get("dataset") or {}
+    tds, eds = r.sub("Train.dataset", train.get("dataset")), r.sub("Eval.dataset", evals.get("dataset"))
     for split, ds in (("Train", tds), ("Eval", eds)):
         if ds.get("name", "SimpleDataSet") != "SimpleDataSet":
             raise UnsupportedConfig(r.file, f"{split}.dataset.name", f"{ds.get('name')!r}: only SimpleDataSet is read")
         _transforms(r, split, ds.get("transforms") or [], wl)
         r.rest(f"{split}.dataset", ds, {"name", "data_dir", "label_file_list", "ratio_list", "transforms"})
-    loader = train.get("loader") or {}
-    batch = int(loader.get("batch_size_per_card", 8))
+    loader = r.sub("Train.loader", train.get("loader"))
+    batch = r.num("Train.loader.batch_size_per_card", loader.get("batch_size_per_card", 8), int, minimum=1)
     if loader.get("drop_last") is False:
         r.skip("Train.loader.drop_last", "false: ampbench always drops the last partial batch of an epoch")
-    files = [str(f) for f in tds.get("label_file_list") or []]
-    eval_files = [str(f) for f in eds.get("label_file_list") or []]
+    files = [text(r.file, "Train.dataset.label_file_list", f, path=True)
+             for f in items(r.file, "Train.dataset.label_file_list", tds.get("label_file_list"))]
+    eval_files = [text(r.file, "Eval.dataset.label_file_list", f, path=True)
+                  for f in items(r.file, "Eval.dataset.label_file_list", eds.get("label_file_list"))]
     missing = [f for f in files + eval_files if not Path(f).is_file()]
     if synthetic or not files or not eval_files or missing:
         why = ("replaced by ampbench's synthetic scene text (--synthetic-data)" if synthetic else
@@ -212,16 +225,26 @@ def _datasets(r: _Reader, wl: dict[str, Any], synthetic: bool) -> tuple[int, int
         return batch, 1000
     ratio = tds.get("ratio_list", 1.0)
     wl["dataset"] = {"kind": "paddleocr", "train_label": files,
-                     "ratio_list": [float(x) for x in ratio] if isinstance(ratio, list) else float(ratio),
+                     "ratio_list": [r.num("Train.dataset.ratio_list", x, above=0, maximum=1) for x in ratio]
+                     if isinstance(ratio, list) else r.num("Train.dataset.ratio_list", ratio, above=0, maximum=1),
                      "eval_label": eval_files,
-                     "data_dir": str(tds.get("data_dir", ".")), "eval_data_dir": str(eds.get("data_dir", "."))}
+                     "data_dir": text(r.file, "Train.dataset.data_dir", tds.get("data_dir", "."), path=True),
+                     "eval_data_dir": text(r.file, "Eval.dataset.data_dir", eds.get("data_dir", "."), path=True)}
     n = sum(_count_lines(f) for f in files)
     return batch, n or 1000
 
 
 def _count_lines(f: str) -> int:
+    """Images listed in a label file (a FIFO or a huge file is refused, never waited on)."""
+    from ampbench.results.files import ResultsError, read_bytes
+
     p = Path(f)
-    return sum(1 for b in p.read_bytes().split(b"\n") if b.strip()) if p.is_file() else 0
+    if not p.is_file():
+        return 0
+    try:
+        return sum(1 for b in read_bytes(p, "label file", limit=512 * 2**20).split(b"\n") if b.strip())
+    except ResultsError as e:
+        raise ConfigError(f, "", str(e).removeprefix(f"{f}: ")) from None
 
 
 def _amp_mode(r: _Reader) -> tuple[dict[str, Any] | None, int | None]:
@@ -240,13 +263,13 @@ def _amp_mode(r: _Reader) -> tuple[dict[str, Any] | None, int | None]:
         raise ConfigError(r.file, "Global.amp_level / amp_dtype", f"{level}/{dtype}: expected O1|O2, float16|bfloat16")
     mode: dict[str, Any] = {
         "name": f"amp-{level.lower()}-{'fp16' if dtype == 'float16' else 'bf16'}", "level": level, "dtype": dtype,
-        "scaler": {"enable": True, "init_loss_scaling": float(g.get("scale_loss", 1.0)),
+        "scaler": {"enable": True, "init_loss_scaling": r.num("Global.scale_loss", g.get("scale_loss", 1.0), above=0),
                    "use_dynamic_loss_scaling": bool(g.get("use_dynamic_loss_scaling", False))},
         "flags": dict(PADDLEOCR_AMP_FLAGS),
     }
     for src, dst in (("amp_custom_black_list", "custom_black_list"), ("amp_custom_white_list", "custom_white_list")):
         if g.get(src):
-            mode[dst] = [str(x) for x in g[src]]
+            mode[dst] = [text(r.file, f"Global.{src}", x) for x in items(r.file, f"Global.{src}", g[src])]
     if level == "O2":
         mode["master_weight"] = True  # PaddleOCR decorates O2 models with master_weight=True
     return mode, g.get("epoch_num")
@@ -254,17 +277,16 @@ def _amp_mode(r: _Reader) -> tuple[dict[str, Any] | None, int | None]:
 
 def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
     """Read a PaddleOCR det YAML config into a suite (see the module docstring)."""
-    import yaml
 
     file = str(path)
-    try:
-        cfg = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(file, "", "file not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(file, "", f"not valid YAML ({e})") from None
+    cfg = load_yaml(read_input(path, "PaddleOCR config"), file)
     if not isinstance(cfg, dict):
         raise ConfigError(file, "", "a PaddleOCR config is a YAML mapping (Global, Architecture, ...)")
+    with boundary(file):
+        return _import(cfg, file, Path(path), synthetic)
+
+
+def _import(cfg: dict[str, Any], file: str, path: Path, synthetic: bool) -> Imported:
     r = _Reader(cfg, file)
     wl = _architecture(r)
     wl["loss"] = _loss(r)
@@ -273,7 +295,7 @@ def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
     steps_per_epoch = max(1, math.ceil(n_train / batch))
     opt = _optimizer(r, steps_per_epoch)
     amp, epochs = _amp_mode(r)
-    steps = int(epochs) * steps_per_epoch if epochs else 3000
+    steps = r.num("Global.epoch_num", epochs, int, minimum=1, maximum=10**6) * steps_per_epoch if epochs else 3000
     r.rest("(top level)", cfg, {"Global", "Architecture", "Loss", "Optimizer", "PostProcess", "Metric",
                                 "Train", "Eval"})
     r.rest("Train", r.section("Train"), {"dataset", "loader"})
@@ -284,8 +306,9 @@ def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
         r.out.notes.append("Global.use_amp is off: the suite has only the fp32 mode; add an AMP mode to compare.")
     r.out.notes.append(f"train.steps = epoch_num x ceil({n_train} images / batch {batch}) = {steps}.")
     seed = r.section("Global").get("seed")
+    seed = 0 if seed is None else r.num("Global.seed", seed, int, minimum=0, maximum=2**32 - 1)
     r.out.suite = {
-        "suite": {"name": name, "workload": "dbnet", "metric": "hmean", "seeds": [int(seed) if seed is not None else 0],
+        "suite": {"name": name, "workload": "dbnet", "metric": "hmean", "seeds": [seed],
                   "description": f"PaddleOCR config {Path(path).name}"},
         "workload": wl,
         "train": {"batch_size": batch, "steps": steps, "warmup_steps": min(20, steps - 1), "optimizer": opt},

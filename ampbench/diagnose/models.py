@@ -95,7 +95,7 @@ class DiagnosisFile(BaseModel):
 
 def load_diagnosis(run_dir: Path | str) -> DiagnosisFile | None:
     """diagnosis.json of a run folder, or None when `ampbench diagnose` was never run there."""
-    return load_optional(Path(run_dir) / "diagnosis.json", DiagnosisFile, "diagnosis file")
+    return load_optional(Path(run_dir) / "diagnosis.json", DiagnosisFile, "diagnosis file", root=Path(run_dir))
 
 
 def mode_diagnosis(diagnosis: Any, mode: str) -> ModeDiagnosis | None:

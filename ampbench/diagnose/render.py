@@ -130,8 +130,8 @@ def write_diagnosis(run_dir: Path, suite: Suite, diag: ModeDiagnosis) -> tuple[P
     if doc is None or doc.suite != name:
         doc = DiagnosisFile(suite=name, run_dir=str(run_dir))
     doc.modes[diag.mode] = diag
-    write_doc(jpath, doc)
-    atomic_write_text(mpath, render_markdown(doc, {m.name: m for m in suite.modes}))
+    write_doc(jpath, doc, root=run_dir)
+    atomic_write_text(mpath, render_markdown(doc, {m.name: m for m in suite.modes}), root=run_dir)
     return jpath, mpath
 
 

@@ -27,6 +27,9 @@ from ampbench.results import ResultsError, RunDir, RunInfo, Trial, atomic_write_
 
 HISTORY_SCHEMA = "ampbench.history/1"
 NOT_CHECKED = "not checked"
+# Looser than a run folder's id (older tools wrote ':' and '+'), but bounded and starting with a letter or
+# digit: no control character, no formula start in a CSV cell, no path trick.
+HISTORY_RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,511}$"
 
 
 class ModeSummary(BaseModel):
@@ -66,7 +69,7 @@ class RunSummary(BaseModel):
     schema_: str = Field(HISTORY_SCHEMA, alias="schema")
     suite: str
     workload: str = ""
-    run_id: str
+    run_id: str = Field(pattern=HISTORY_RUN_ID)
     run_dir: str = ""
     profile: str = ""
     started: str = ""
@@ -226,7 +229,7 @@ def overall_verdict(check: CheckReport | None) -> str:
 def load_check_optional(run: RunDir) -> CheckReport | None:
     """check.json if the run was checked; a corrupt one is an error, a missing one is not."""
     p = run.path / "check.json"
-    return load_check(p) if p.is_file() else None
+    return load_check(p, root=run.path) if p.is_symlink() or p.is_file() else None
 
 
 def summarize_run(run_dir: Path | RunDir, trials: list[Trial] | None = None,

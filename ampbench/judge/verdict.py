@@ -57,11 +57,11 @@ class CheckReport(BaseModel):
     notes: list[str] = []
 
     def write(self, path: Path) -> None:
-        write_doc(path, self)
+        write_doc(path, self, root=Path(path).parent)  # RUN/check.json: not through a link
 
 
-def load_check(path: Path) -> CheckReport:
-    return load_doc(path, CheckReport, "check file")
+def load_check(path: Path, root: Path | None = None) -> CheckReport:
+    return load_doc(path, CheckReport, "check file", root=root)
 
 
 _SEVERITY = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}

@@ -138,4 +138,4 @@ class ProbeFile(_Open):
 
 def load_probe(run_dir: str | Path) -> ProbeFile | None:
     """probe.json of a run folder, or None when it has none (for the report)."""
-    return load_optional(Path(run_dir) / "probe.json", ProbeFile, "probe file")
+    return load_optional(Path(run_dir) / "probe.json", ProbeFile, "probe file", root=Path(run_dir))

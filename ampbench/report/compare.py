@@ -16,7 +16,8 @@ import numpy as np
 
 from ampbench.report import fmt
 from ampbench.results import ResultsError, open_run
-from ampbench.results.summary import summary_rows
+from ampbench.results.files import atomic_write_bytes, atomic_write_text, check_output
+from ampbench.results.summary import csv_safe_frame, summary_rows
 
 FORMATS = ("md", "csv", "parquet")
 
@@ -79,19 +80,25 @@ def write_summary(run_dirs: list[Path], fmt_name: str = "md", output: Path | Non
     """The comparison as text (md/csv to stdout when no output) or a file; parquet needs an output file."""
     if fmt_name not in FORMATS:
         raise ResultsError(f"--format {fmt_name}: unknown; use one of {', '.join(FORMATS)}")
+    if fmt_name == "parquet" and output is None:
+        raise ResultsError("--format parquet: give an output file with -o")
+    if output is not None:
+        check_output(Path(output), [Path(p) / "run.json" for p in run_dirs])
+        if not Path(output).parent.is_dir():
+            raise ResultsError(f"{output}: cannot write: the folder {Path(output).parent} does not exist")
     df = compare_frame([Path(p) for p in run_dirs])
     if fmt_name == "parquet":
-        if output is None:
-            raise ResultsError("--format parquet: give an output file with -o")
+        import io
+
+        buf = io.BytesIO()
         try:
-            df.to_parquet(output, index=False)
+            df.to_parquet(buf, index=False)
         except ImportError as e:
             raise ResultsError(f"--format parquet needs pyarrow (in the ctr extra; scripts/setup.sh installs it): {e}") from None
-        return Path(output)
-    text = to_markdown(df) if fmt_name == "md" else df.to_csv(index=False)
+        atomic_write_bytes(Path(output), buf.getvalue())  # type: ignore[arg-type]
+        return Path(output)  # type: ignore[arg-type]
+    text = to_markdown(df) if fmt_name == "md" else csv_safe_frame(df).to_csv(index=False)
     if output is None:
         return text
-    from ampbench.results import atomic_write_text
-
     atomic_write_text(Path(output), text)
     return Path(output)

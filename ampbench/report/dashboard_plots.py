@@ -8,6 +8,7 @@ shaded red across all panels.
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,40 @@ VERDICT_Y = {"PASS": 3, "INCONCLUSIVE": 2, "FAIL": 1, "ERROR": 0}
 VERDICT_COLOR = {"PASS": "#2da44e", "INCONCLUSIVE": "#bf8700", "FAIL": P.FLAG_COLOR, "ERROR": "#000000"}
 
 
+MAX_POINTS = 400   # per mode and panel: longer histories are drawn as per-bin medians with a min-max band
+
+
 def _series(entries: list[dict[str, Any]], mode: str, key: str, scale: float = 1.0) -> np.ndarray:
     vals = []
     for e in entries:
         v = ((e.get("modes") or {}).get(mode) or {}).get(key)
-        vals.append(np.nan if v is None else float(v) * scale)
-    return np.array(vals)
+        vals.append(P.plottable(v, scale))
+    return np.array(vals, dtype=float)
+
+
+def _bins(n: int) -> list[np.ndarray]:
+    """Run indexes per plotted point: one run each up to MAX_POINTS, else MAX_POINTS contiguous bins."""
+    idx = np.arange(n)
+    return [idx[i:i + 1] for i in range(n)] if n <= MAX_POINTS else np.array_split(idx, MAX_POINTS)
+
+
+def _binned(ys: np.ndarray, bins: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x, median, min, max) per bin, bins with no value dropped."""
+    if len(bins) == len(ys):
+        keep = ~np.isnan(ys)
+        x = np.arange(len(ys))[keep]
+        return x, ys[keep], ys[keep], ys[keep]
+    starts = np.array([b[0] for b in bins])
+    x, med, lo, hi = [], [], [], []
+    for k in range(len(bins)):
+        v = ys[starts[k]:starts[k] + len(bins[k])]
+        v = v[~np.isnan(v)]
+        if len(v):
+            x.append(float(np.mean(bins[k])))
+            med.append(float(np.median(v)))
+            lo.append(float(v.min()))
+            hi.append(float(v.max()))
+    return np.array(x), np.array(med), np.array(lo), np.array(hi)
 
 
 def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
@@ -33,32 +62,44 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
     modes = list(dict.fromkeys(m for e in entries for m in (e.get("modes") or {})))
     colors = P.mode_colors(modes)
     fig, axes = P._figure(8.0, nrows=4, sharex=True)
-    x = np.arange(len(entries))
-    unit_m, div = fmt.bytes_unit([float(m.get("peak_bytes") or 0) for e in entries
-                                  for m in (e.get("modes") or {}).values()])
+    bins = _bins(len(entries))
+    binned = len(bins) < len(entries)
+    unit_m, div = fmt.bytes_unit([v for e in entries for m in (e.get("modes") or {}).values()
+                                  if math.isfinite(v := P.plottable(m.get("peak_bytes")))])
     panels = [("samples_per_s", "samples/s (median)", 1.0), ("peak_bytes", f"peak memory ({unit_m})", 1 / div),
               ("metric_mean", metric + (" (%)" if fraction else ""), 100.0 if fraction else 1.0)]
     for row, (key, label, scale) in enumerate(panels):
         ax = axes[row, 0]
         for mode in modes:
-            ys = _series(entries, mode, key, scale)
-            if not np.all(np.isnan(ys)):
-                ax.plot(x, ys, marker="o", markersize=3.5, linewidth=1.3, color=colors[mode],
+            xs, med, lo, hi = _binned(_series(entries, mode, key, scale), bins)
+            if len(xs):
+                ax.plot(xs, med, marker=None if binned else "o", markersize=3.5, linewidth=1.3, color=colors[mode],
                         label=mode if row == 0 else None)
+                if binned:
+                    ax.fill_between(xs, lo, hi, color=colors[mode], alpha=0.15, linewidth=0)
         ax.set_ylabel(label, fontsize=8.5)
-    _verdict_panel(axes[3, 0], entries, modes, colors)
+    _verdict_panel(axes[3, 0], entries, modes, colors, bins)
     for ax in axes[:, 0]:
-        for good, bad in regressions:
-            ax.axvspan(good + 0.1, bad + 0.1, color=P.FLAG_COLOR, alpha=0.12, linewidth=0)
-    axes[-1, 0].set_xticks(x, [P.run_label(e) + _sha(e) for e in entries])
+        if len(regressions) <= 50:
+            for good, bad in regressions:
+                ax.axvspan(good + 0.1, bad + 0.1, color=P.FLAG_COLOR, alpha=0.12, linewidth=0)
+        else:  # one collection, not one patch per regression
+            ax.vlines([bad for _, bad in regressions], 0, 1, transform=ax.get_xaxis_transform(),
+                      color=P.FLAG_COLOR, alpha=0.25, linewidth=0.6)
+    ticks = P.thin_ticks(len(entries))
+    axes[-1, 0].set_xticks(ticks, [P.run_label(entries[i]) + _sha(entries[i]) for i in ticks])
     for lbl in axes[-1, 0].get_xticklabels():
-        lbl.set_rotation(30 if len(entries) > 3 else 0)
-        lbl.set_ha("right" if len(entries) > 3 else "center")
+        lbl.set_rotation(30 if len(ticks) > 3 else 0)
+        lbl.set_ha("right" if len(ticks) > 3 else "center")
         lbl.set_fontsize(7.5)
+    if binned:
+        axes[0, 0].set_title(f"Per mode over {len(entries):,} runs: median per bin of about "
+                             f"{len(entries) // len(bins)} runs, band min to max (x: start date, commit)", fontsize=10)
     if regressions:
         axes[0, 0].axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
     P._legend_right(axes[0, 0])
-    axes[0, 0].set_title("Per mode over runs (x: start date, commit)", fontsize=10)
+    if not binned:
+        axes[0, 0].set_title("Per mode over runs (x: start date, commit)", fontsize=10)
     buf = io.BytesIO()
     with P._plain_text():
         for t in fig.findobj(lambda o: hasattr(o, "set_parse_math")):
@@ -73,15 +114,26 @@ def _sha(e: dict[str, Any]) -> str:
     return f"\n{fmt.short_sha(e.get('git_sha'), 7)}" if e.get("git_sha") else ""
 
 
-def _verdict_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], colors: dict[str, str]) -> None:
+def _verdict_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], colors: dict[str, str],
+                   bins: list[np.ndarray] | None = None) -> None:
+    """One marker per run (or per bin: its worst verdict), all of a mode in one scatter call."""
     amp_modes = [m for m in modes if any(((e.get("modes") or {}).get(m) or {}).get("amp_requested") for e in entries)]
     offsets = np.linspace(-0.15, 0.15, len(amp_modes)) if len(amp_modes) > 1 else np.zeros(1)
+    bins = bins if bins is not None else _bins(len(entries))
     for off, mode in zip(offsets, amp_modes):
-        for i, e in enumerate(entries):
-            v = ((e.get("modes") or {}).get(mode) or {}).get("verdict")
-            if v in VERDICT_Y:
-                ax.scatter(i + off, VERDICT_Y[v], color=VERDICT_COLOR[v], edgecolors=colors[mode], linewidths=1.5,
-                           s=40, zorder=3)
+        ys = np.array([VERDICT_Y.get(((e.get("modes") or {}).get(mode) or {}).get("verdict"), np.nan)
+                       for e in entries], dtype=float)
+        xs, ws = [], []
+        for b in bins:
+            v = ys[b[0]:b[-1] + 1]
+            v = v[~np.isnan(v)]
+            if len(v):
+                xs.append(float(np.mean(b)) + off)
+                ws.append(float(v.min()))
+        if xs:
+            names = {y: n for n, y in VERDICT_Y.items()}
+            ax.scatter(xs, ws, c=[VERDICT_COLOR[names[int(w)]] for w in ws], edgecolors=colors[mode],
+                       linewidths=1.5, s=40 if len(xs) < 100 else 12, zorder=3)
     ax.set_yticks(list(VERDICT_Y.values()), list(VERDICT_Y))
     ax.set_ylim(-0.6, 3.6)
     ax.set_ylabel("verdict (AMP modes)", fontsize=8.5)

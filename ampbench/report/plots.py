@@ -294,7 +294,8 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
               ("metric_mean", f"{metric} mean" + (" (%)" if fraction else ""))]
     fig, axes = _figure(6.4, nrows=3, sharex=True)
     x = np.arange(len(entries))
-    mem_vals = [float(m.get("peak_bytes") or 0) for e in entries for m in e.get("modes", {}).values()]
+    mem_vals = [v for e in entries for m in e.get("modes", {}).values()
+                if math.isfinite(v := plottable(m.get("peak_bytes")))]
     unit_m, div = fmt.bytes_unit(mem_vals)
     modes = list(dict.fromkeys(m for e in entries for m in e.get("modes", {})))
     flagged_any = False
@@ -304,12 +305,8 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
             ys, fl = [], []
             for e in entries:
                 ms = e.get("modes", {}).get(mode) or {}
-                v = ms.get(key)
-                if v is not None and key == "peak_bytes":
-                    v = v / div
-                if v is not None and key == "metric_mean" and fraction:
-                    v = 100 * v
-                ys.append(np.nan if v is None else float(v))
+                scale = 1 / div if key == "peak_bytes" else (100.0 if key == "metric_mean" and fraction else 1.0)
+                ys.append(plottable(ms.get(key), scale))
                 fl.append(ms.get("verdict") in ("FAIL", "ERROR"))
             ys_a = np.array(ys)
             if np.all(np.isnan(ys_a)):
@@ -325,17 +322,35 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
     if flagged_any:
         axes[0, 0].scatter([], [], s=90, facecolors="none", edgecolors=FLAG_COLOR,
                            label="flagged by\nthe checker\n(FAIL/ERROR)")
-    labels = [run_label(e) for e in entries]
+    ticks = thin_ticks(len(entries))
     ax = axes[-1, 0]
-    ax.set_xticks(x, labels)
+    ax.set_xticks(ticks, [run_label(entries[i]) for i in ticks])
     for lbl in ax.get_xticklabels():
-        lbl.set_rotation(30 if len(entries) > 4 else 0)
-        lbl.set_ha("right" if len(entries) > 4 else "center")
+        lbl.set_rotation(30 if len(ticks) > 4 else 0)
+        lbl.set_ha("right" if len(ticks) > 4 else "center")
         lbl.set_fontsize(8)
     ax.set_xlabel("run (start date)")
     _legend_right(axes[0, 0])
     axes[0, 0].set_title("Trend over runs", fontsize=10)
     return _save(fig, path, inactive)
+
+
+PLOT_LIMIT = 1e150  # larger magnitudes (a corrupt or hostile 1e308) break axis limits; drawn as gaps
+
+
+def plottable(v: Any, scale: float = 1.0) -> float:
+    """A value for an axis: a finite number of sane magnitude, else NaN (a gap)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return math.nan
+    x = float(v) * scale
+    return x if math.isfinite(x) and abs(x) < PLOT_LIMIT else math.nan
+
+
+def thin_ticks(n: int, most: int = 12) -> list[int]:
+    """At most `most` evenly spread run indexes to label (one label per run does not scale)."""
+    if n <= most:
+        return list(range(n))
+    return sorted({int(round(i)) for i in np.linspace(0, n - 1, most)})
 
 
 def run_label(entry: dict[str, Any]) -> str:

@@ -10,8 +10,11 @@ history line names, or made from that run folder when it still exists.  No scrip
 from __future__ import annotations
 
 import base64
+import math
+import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -22,6 +25,7 @@ from ampbench.report import fmt
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
 from ampbench.results import ResultsError, RunDir, atomic_write_text
+from ampbench.results.files import atomic_write_bytes, os_reason, read_bytes
 
 BAD = ("FAIL", "ERROR")
 CSS = BASE_CSS + ".bad{color:#d62728;font-weight:bold}.ok{color:#2da44e}td.num{text-align:right}"
@@ -35,8 +39,21 @@ class Regression:
     rules: list[str] = field(default_factory=list)
 
 
+SITE_MARK = ".ampbench-site"   # marks a folder publish made, the only kind it replaces
+LATEST_RUNS = 500              # rows on a suite page; older runs are on pages of OLDER_PAGE runs
+OLDER_PAGE = 2000
+MAX_REGRESSIONS = 200          # listed per suite page (the count is always given)
+
+
 def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name) or "suite"
+    """A file-name-safe form of a suite or run id: long names keep a prefix plus a hash, so two ids
+    never share a file and none exceeds the file-name limit."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip(".") or "suite"
+    if len(s) > 96 or s != name:
+        import hashlib
+
+        s = f"{s[:80]}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
+    return s
 
 
 def history_files(history: Path) -> list[Path]:
@@ -91,72 +108,181 @@ def archived_path(history: Path, suite: str, run_id: str) -> Path:
 
 def archive_report(run_dir: Path, history: Path) -> Path:
     """The run's self-contained report.html, copied beside the history so the dashboard can link it
-    after the run folder is gone (nightly.sh commits it with the history)."""
+    after the run folder is gone (nightly.sh commits it with the history). Read and written without
+    following a link (in the run folder, or under the history folder)."""
     from ampbench.report.markdown import write_report
 
     src = write_report([Path(run_dir)], fmt="html")
     info = RunDir(run_dir).load_run()
     dst = archived_path(history, info.suite, info.run_id)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
+    atomic_write_bytes(dst, read_bytes(src, "report", root=Path(run_dir)), root=Path(history))
     return dst
 
 
-def find_report(entry: dict[str, Any], history: Path) -> Path | None:
+def _report_html(path: Path, root: Path) -> bytes | None:
+    """A report page's bytes, only if it is a regular file reached without a link below `root` and
+    looks like HTML: a link to a secret (or to /proc/self/environ) is never published."""
+    try:
+        data = read_bytes(path, "report", root=root, limit=256 * 2**20)
+    except ResultsError:
+        return None
+    return data if data.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")) else None
+
+
+def find_report(entry: dict[str, Any], history: Path) -> bytes | None:
     """The run's report.html: archived beside the history, in its run folder, or made from it."""
     archived = archived_path(history, entry["suite"], entry["run_id"])
-    if archived.is_file():
-        return archived
-    run_dir = Path(entry.get("run_dir") or "")
-    if entry.get("run_dir") and (run_dir / "report.html").is_file():
-        return run_dir / "report.html"
-    if entry.get("run_dir") and (run_dir / "run.json").is_file():
+    if os.path.lexists(archived):
+        return _report_html(archived, Path(history))
+    if not entry.get("run_dir"):
+        return None
+    run_dir = Path(entry["run_dir"])
+    if os.path.lexists(run_dir / "report.html"):
+        return _report_html(run_dir / "report.html", run_dir)
+    if (run_dir / "run.json").is_file() and not run_dir.is_symlink():
         from ampbench.report.markdown import write_report
 
         try:
-            return write_report([run_dir], fmt="html")
+            return _report_html(write_report([run_dir], fmt="html"), run_dir)
         except ResultsError:
             return None
     return None
 
 
-def publish(history: Path, output: Path, repo_url: str | None = None) -> Path:
-    """Write SITE/index.html and SITE/<suite>.html (+ SITE/reports/...); returns the index."""
-    history, output = Path(history), Path(output)
-    hist_root = history if history.is_dir() else history.parent
-    suites: list[tuple[str, list[dict[str, Any]]]] = []
+def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(suite, runs oldest first) per suite; several history files of one suite are merged (one run
+    id once), so a suite is listed once and no history disappears."""
+    merged: dict[str, dict[str, dict[str, Any]]] = {}
     for path in history_files(history):
-        entries = load_history(path)
-        if entries:
-            suites.append((entries[-1]["suite"], entries))
-    if not suites:
+        for e in load_history(path):
+            merged.setdefault(e["suite"], {})[e["run_id"]] = e
+    return [(suite, sorted(runs.values(), key=lambda d: (d.get("started") or "", d["run_id"])))
+            for suite, runs in merged.items()]
+
+
+def check_site_output(output: Path) -> None:
+    """`-o SITE` must be a folder publish may replace: absent, empty, or a site it made before."""
+    if os.path.lexists(output) and output.is_symlink():
+        raise ResultsError(f"{output}: is a symbolic link; give the site folder itself")
+    if output.exists() and not output.is_dir():
+        raise ResultsError(f"{output}: exists and is not a folder; publish writes a folder of pages")
+    if output.is_dir() and any(output.iterdir()) and not (output / SITE_MARK).is_file() \
+            and not (output / "index.html").is_file():
+        raise ResultsError(f"{output}: a folder that is not an ampbench site; refusing to replace it "
+                           "(give an empty or new folder)")
+    blocker = next((p for p in output.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ResultsError(f"{output}: cannot write: {blocker} is a file, not a folder")
+    if not output.parent.is_dir():
+        raise ResultsError(f"{output}: cannot write: its parent folder {output.parent} does not exist")
+
+
+def publish(history: Path, output: Path, repo_url: str | None = None) -> Path:
+    """Write SITE/index.html and SITE/<suite>.html (+ SITE/reports/...); returns the index.
+
+    The site is built in a fresh folder beside SITE and swapped in when complete: a full disk or a
+    crash leaves the previous site (or nothing), never half a site."""
+    history, output = Path(history), Path(output)
+    check_site_output(output)
+    hist_root = history if history.is_dir() else history.parent
+    suites = load_suites(history)
+    if not any(entries for _, entries in suites):
         raise ResultsError(f"{history}: the history holds no runs")
-    output.mkdir(parents=True, exist_ok=True)
+    try:
+        build = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+    except OSError as e:
+        raise ResultsError(f"{output}: cannot write: {os_reason(e)}") from None
+    try:
+        _build_site(build, suites, hist_root, repo_url)
+        _swap(build, output)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    return output / "index.html"
+
+
+def _build_site(out: Path, suites: list[tuple[str, list[dict[str, Any]]]], hist_root: Path,
+                repo_url: str | None) -> None:
+    atomic_write_text(out / SITE_MARK, "written by ampbench publish; the folder is replaced on each publish\n",
+                      root=out)
     rows = []
     for suite, entries in suites:
-        links = _copy_reports(entries, hist_root, output)
+        links = _copy_reports(entries, hist_root, out)
         regs = regressions(entries)
-        atomic_write_text(output / f"{slug(suite)}.html", suite_page(suite, entries, regs, links, repo_url))
+        older = _older_pages(out, suite, entries, links)
+        atomic_write_text(out / f"{slug(suite)}.html", suite_page(suite, entries, regs, links, repo_url, older),
+                          root=out)
         rows.append(_index_row(suite, entries, regs))
     body = ("<h1>ampbench dashboard</h1><p>Nightly AMP validation history, one page per suite. "
             "Verdict: the latest run's.</p><table><thead><tr><th>Suite</th><th>Runs</th><th>Latest run</th>"
             "<th>Latest verdict</th><th>Regressions</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
-    index = output / "index.html"
-    atomic_write_text(index, page("ampbench dashboard", body + _CHECK_SCRIPT, CSS))
-    return index
+    atomic_write_text(out / "index.html", page("ampbench dashboard", body + _CHECK_SCRIPT, CSS), root=out)
+
+
+def _swap(build: Path, output: Path) -> None:
+    """Put the finished site at `output`; an older site there is moved aside first, then removed."""
+    old = None
+    try:
+        if output.exists():
+            old = output.parent / f".{output.name}.old-{os.getpid()}"
+            os.replace(output, old)
+        os.replace(build, output)
+        os.chmod(output, 0o777 & ~_umask())
+    except OSError as e:
+        if old is not None and not output.exists():
+            os.replace(old, output)
+            old = None
+        raise ResultsError(f"{output}: cannot write: {os_reason(e)}") from None
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
 
 
 def _copy_reports(entries: list[dict[str, Any]], hist_root: Path, output: Path) -> dict[str, str]:
     links = {}
+    archived: dict[str, set[str]] = {}
     for e in entries:
-        src = find_report(e, hist_root)
-        if src is None:
+        folder = slug(e["suite"])
+        if folder not in archived:  # one listing per suite instead of one lookup per run
+            try:
+                archived[folder] = set(os.listdir(hist_root / "reports" / folder))
+            except OSError:
+                archived[folder] = set()
+        if not e.get("run_dir") and f"{slug(e['run_id'])}.html" not in archived[folder]:
+            continue
+        data = find_report(e, hist_root)
+        if data is None:
             continue
         rel = Path("reports") / slug(e["suite"]) / f"{slug(e['run_id'])}.html"
-        (output / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, output / rel)
+        atomic_write_bytes(output / rel, data, root=output)
         links[e["run_id"]] = rel.as_posix()
     return links
+
+
+def _older_pages(out: Path, suite: str, entries: list[dict[str, Any]], links: dict[str, str]) -> list[str]:
+    """Runs older than the latest LATEST_RUNS, newest first, on pages of OLDER_PAGE runs; their file names."""
+    rest = entries[:-LATEST_RUNS] if len(entries) > LATEST_RUNS else []
+    names = []
+    frac = _fraction(entries)
+    for k, stop in enumerate(range(len(rest), 0, -OLDER_PAGE), 1):
+        chunk = rest[max(0, stop - OLDER_PAGE):stop]
+        name = f"{slug(suite)}-runs-{k}.html"
+        body = (f'<p><a href="{escape(slug(suite))}.html">{escape(suite)}</a></p><h1>{escape(suite)}: older runs '
+                f"({k})</h1>" + _runs_table(chunk, links, frac))
+        atomic_write_text(out / name, page(f"ampbench: {suite} (older runs {k})", body, CSS), root=out)
+        names.append(name)
+    return names
+
+
+def _fraction(entries: list[dict[str, Any]]) -> bool:
+    vals = [m.get("metric_mean") for e in entries for m in (e.get("modes") or {}).values()]
+    return fmt.is_fraction_metric([x for x in vals if isinstance(x, (int, float)) and math.isfinite(x)])
 
 
 def _verdict_html(v: str | None) -> str:
@@ -173,28 +299,37 @@ def _index_row(suite: str, entries: list[dict[str, Any]], regs: list[Regression]
 
 
 def suite_page(suite: str, entries: list[dict[str, Any]], regs: list[Regression], links: dict[str, str],
-               repo_url: str | None) -> str:
+               repo_url: str | None, older: list[str] | None = None) -> str:
     from ampbench.report.dashboard_plots import suite_figure
     from ampbench.report.trend import inactive_note
 
     metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
-    vals = [m.get("metric_mean") for e in entries for m in (e.get("modes") or {}).values()]
-    frac = fmt.is_fraction_metric([x for x in vals if x is not None])
+    frac = _fraction(entries)
     png = suite_figure(entries, metric, frac, [(r.good, r.bad) for r in regs if r.good >= 0], inactive_note(entries))
     img = (f'<img class="plot" alt="{escape(suite, quote=True)}: throughput, memory, metric and verdict over runs" '
            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
     parts = [f'<p><a href="index.html">all suites</a></p><h1>{escape(suite)}</h1>',
              f"<p>{len(entries)} runs; primary metric <code>{escape(metric)}</code>.</p>", img,
              "<h2>Regressions</h2>", _regressions_html(entries, regs, repo_url),
-             "<h2>Runs</h2>", _runs_table(entries, links, frac)]
+             "<h2>Runs</h2>", _runs_note(entries, older or []), _runs_table(entries[-LATEST_RUNS:], links, frac)]
     return page(f"ampbench: {suite}", "\n".join(parts) + _CHECK_SCRIPT, CSS)
+
+
+def _runs_note(entries: list[dict[str, Any]], older: list[str]) -> str:
+    if not older:
+        return ""
+    pages = ", ".join(f'<a href="{escape(n, quote=True)}">{k}</a>' for k, n in enumerate(older, 1))
+    return (f"<p>The latest {LATEST_RUNS} of {len(entries)} runs, newest first; older runs, newest first: "
+            f"pages {pages}.</p>")
 
 
 def _regressions_html(entries: list[dict[str, Any]], regs: list[Regression], repo_url: str | None) -> str:
     if not regs:
         return "<p>No mode went from passing to FAIL/ERROR in this history.</p>"
     items = []
-    for r in regs:
+    if len(regs) > MAX_REGRESSIONS:
+        items.append(f"<li>{len(regs)} regressions; the latest {MAX_REGRESSIONS} are listed</li>")
+    for r in regs[-MAX_REGRESSIONS:]:
         good = escape(entries[r.good]["run_id"]) if r.good >= 0 else "none (flagged since the first run shown)"
         rules = f" ({escape(', '.join(r.rules))})" if r.rules else ""
         items.append(f"<li><code>{escape(r.mode)}</code>{rules}: last good run {good}, first bad run "

@@ -17,6 +17,9 @@ RUN_SCHEMA = "ampbench.run/1"
 CHECK_SCHEMA = "ampbench.check/1"
 
 Status = Literal["ok", "oom", "diverged", "crashed", "timeout"]
+# A run id names a folder and ends up in file names, CSV cells and pages: letters, digits, '_', '.', '-',
+# starting with a letter or digit (so no cell starts a spreadsheet formula); what ampbench writes matches.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
 
 class _Open(BaseModel):
@@ -213,7 +216,7 @@ class RunInfo(_Open):
     suite: str
     suite_file: str
     profile: str
-    run_id: str
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
     config_hash: str
     plan: list[dict[str, Any]]
     config: dict[str, Any]

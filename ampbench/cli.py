@@ -37,9 +37,11 @@ def _console(stderr: bool = False) -> Console:
     """A terminal gets rich output at its width; a pipe or CI log gets plain, uncut lines (no
     80-column default that truncates mode names), and COLUMNS still wins when set."""
     stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty() or os.environ.get("COLUMNS"):
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, width=200, no_color=True, highlight=False)
+    cols = os.environ.get("COLUMNS", "")
+    width = int(cols) if cols.isdigit() and 40 <= int(cols) <= 10_000 else None  # COLUMNS=0 or junk: ignored
+    if stream.isatty():
+        return Console(stderr=stderr, width=width)
+    return Console(stderr=stderr, width=width or 200, no_color=True, highlight=False)
 
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,

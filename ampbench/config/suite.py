@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+
+# An integer setting: a boolean is not one (pydantic's lax mode reads `batch_size = true` as 1).
+StrictInt = Annotated[int, Strict()]
 
 REFERENCE_MODE = "fp32"
 DEFAULT_PROFILE = "default"
@@ -30,7 +33,7 @@ class OptimizerConfig(_Strict):
     weight_decay: float = Field(0.0, ge=0)
     momentum: float = Field(0.9, ge=0)
     schedule: Literal["constant", "linear", "cosine"] = "constant"
-    lr_warmup_steps: int = Field(0, ge=0)
+    lr_warmup_steps: StrictInt = Field(0, ge=0)
     grad_clip_norm: float | None = Field(None, gt=0)
 
 
@@ -42,17 +45,17 @@ class TargetConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    batch_size: int = Field(32, ge=1)
-    steps: int = Field(100, ge=1)
-    warmup_steps: int = Field(5, ge=0)
+    batch_size: StrictInt = Field(32, ge=1)
+    steps: StrictInt = Field(100, ge=1)
+    warmup_steps: StrictInt = Field(5, ge=0)
     optimizer: OptimizerConfig = OptimizerConfig()
-    grad_accum: int = Field(1, ge=1)
-    eval_every: int = Field(0, ge=0)
+    grad_accum: StrictInt = Field(1, ge=1)
+    eval_every: StrictInt = Field(0, ge=0)
     target: TargetConfig | None = None
     timeout_s: float = Field(3600.0, gt=0)
-    amp_stats_steps: int = Field(2, ge=1)
-    log_every: int = Field(1, ge=1)
-    diverge_after: int = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
+    amp_stats_steps: StrictInt = Field(2, ge=1)
+    log_every: StrictInt = Field(1, ge=1)
+    diverge_after: StrictInt = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
 
     @model_validator(mode="after")
     def _warmup_below_steps(self) -> "TrainConfig":
@@ -68,8 +71,8 @@ class ScalerConfig(_Strict):
     init_loss_scaling: float = Field(65536.0, gt=0)
     incr_ratio: float = Field(2.0, gt=1)
     decr_ratio: float = Field(0.5, gt=0, lt=1)
-    incr_every_n_steps: int = Field(2000, ge=1)
-    decr_every_n_nan_or_inf: int = Field(1, ge=1)
+    incr_every_n_steps: StrictInt = Field(2000, ge=1)
+    decr_every_n_nan_or_inf: StrictInt = Field(1, ge=1)
     use_dynamic_loss_scaling: bool = True
 
 
@@ -87,8 +90,8 @@ class ModeConfig(_Strict):
     use_promote: bool = True
     master_weight: bool | None = None
     scaler: ScalerConfig = ScalerConfig()
-    batch_size: int | None = Field(None, ge=1)
-    grad_accum: int | None = Field(None, ge=1)
+    batch_size: StrictInt | None = Field(None, ge=1)
+    grad_accum: StrictInt | None = Field(None, ge=1)
     check_numerics: bool = False
     # O2 only: paddle.nn layer classes decorate() leaves in FP32, e.g. ["Embedding"] keeps tables FP32
     excluded_layers: list[str] = []
@@ -124,16 +127,16 @@ class Thresholds(_Strict):
     min_memory_reduction: float = Field(0.0, le=1)
     max_skipped_fraction: float = Field(0.02, ge=0, le=1)
     loss_scale_floor: float = Field(1.0, ge=0)
-    collapse_halvings: int = Field(8, ge=2)
+    collapse_halvings: StrictInt = Field(8, ge=2)
     confidence: float = Field(0.95, gt=0.5, lt=1)
-    bootstrap_resamples: int = Field(2000, ge=100)
+    bootstrap_resamples: StrictInt = Field(2000, ge=100)
     history_min_change: float = Field(0.05, ge=0)
     history_alpha: float = Field(0.01, gt=0, lt=0.5)
 
 
 class DistributedConfig(_Strict):
-    nproc_per_node: int = Field(1, ge=1)
-    nnodes: int = Field(1, ge=1)
+    nproc_per_node: StrictInt = Field(1, ge=1)
+    nnodes: StrictInt = Field(1, ge=1)
     ips: str | None = None
     master: str | None = None
     backend: Literal["auto", "gloo", "nccl"] = "auto"
@@ -150,7 +153,7 @@ class SuiteMeta(_Strict):
     workload: str
     metric: str
     metric_goal: Literal["max", "min"] = "max"
-    seeds: list[int] = Field([0], min_length=1)
+    seeds: list[StrictInt] = Field([0], min_length=1)
     description: str = ""
 
     @field_validator("seeds")

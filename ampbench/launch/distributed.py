@@ -78,7 +78,7 @@ _FAILED_RE = re.compile(r"Container rank (\d+) status failed .*? code (-?\d+)")
 
 
 def rank_failure(log_dir: Path, launcher_log: Path, returncode: int | None, world: int,
-                 tail_lines: int = 30) -> RankFailure | None:
+                 tail_lines: int = 30, oom_kills: int = 0) -> RankFailure | None:
     """Why a data-parallel trial failed, or None if the launcher exited 0.
 
     The earliest failure note a rank wrote wins (a crash on one rank makes the others fail in
@@ -98,8 +98,13 @@ def rank_failure(log_dir: Path, launcher_log: Path, returncode: int | None, worl
         why_line = _last_line(why)
     elif named:
         rank, code = int(named.group(1)), int(named.group(2))
-        status = "oom" if code in (-signal.SIGKILL, 128 + signal.SIGKILL) else "crashed"
+        killed = code in (-signal.SIGKILL, 128 + signal.SIGKILL)
+        # SIGKILL alone is not an OOM (anyone can send it): oom only with the kernel's OOM-kill count as evidence
+        status = "oom" if killed and oom_kills > 0 else "crashed"
         why_line = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
+        if killed:
+            why_line += (f" (the kernel OOM killer fired {oom_kills} time(s) meanwhile)" if oom_kills > 0 else
+                         " (killed from outside: no kernel OOM kill was recorded)")
     else:
         rank, status = -1, "crashed"
         why_line = f"the launcher exited with code {returncode}"

@@ -45,6 +45,42 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ampbench")
 
 
+def _utf8(what: str, path: Path | str | None) -> None:
+    """A path that cannot be written to run.json as text (non-UTF-8 bytes from the shell) is refused up front."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+        raise ConfigError(what, shown, "the path is not valid UTF-8; rename it (or use another folder)") from None
+
+
+def preflight(suite_file: Path | str | None, out_dir: Path | None) -> None:
+    """What would otherwise fail only after a trial crashed, refused before any run folder exists:
+    a deleted working folder, AMPBENCH_CACHE that is a file, an --out that is a dangling link or a file,
+    paths that are not UTF-8."""
+    try:
+        os.getcwd()
+    except OSError:
+        raise ConfigError("run", "working folder", f"the current folder {os.environ.get('PWD', '')!s} no longer "
+                          "exists (deleted?); cd to an existing folder") from None
+    cache = default_cache_dir()
+    _utf8(CACHE_ENV, cache)
+    blocker = next((p for p in (cache, *cache.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ConfigError(CACHE_ENV, str(cache), f"{blocker} is a file, not a folder; point {CACHE_ENV} at a folder")
+    if suite_file is not None:
+        _utf8("SUITE", suite_file)
+    if out_dir is not None:
+        out = Path(out_dir)
+        _utf8("--out", out)
+        for p in (out, *out.parents):
+            if p.is_symlink() and not p.exists():
+                raise ConfigError("--out", str(out), f"{p} is a symbolic link to {os.readlink(p)}, which does not "
+                                  "exist; create it or choose another folder")
+            if p.exists() and not p.is_dir():
+                raise ConfigError("--out", str(out), f"{p} is a file, not a folder")
+
+
 def plan_trials(suite: Suite, only_modes: list[str] | None = None) -> list[tuple[str, int]]:
     """Seed-major order (fp32 and every AMP mode for seed 0, then seed 1...): a run cut short
     still holds matched pairs."""
@@ -133,7 +169,7 @@ def refuse_unhonoured(opts: RunOptions, info: RunInfo, where: Path) -> None:
     """--resume finishes the run exactly as run.json plans it; arguments that would change the plan
     or the config are refused rather than silently ignored."""
     given = [name for name, value in (("--profile", opts.profile), ("--mode", opts.modes), ("--seeds", opts.seeds),
-                                      ("--set", opts.overrides)) if value]
+                                      ("--set", opts.overrides)) if value not in (None, [])]
     if given:
         raise ConfigError("--resume", ", ".join(given),
                           f"not honoured: --resume finishes {where} as planned in its run.json (profile "

@@ -259,6 +259,8 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
                 if ev:
                     on_event(ev)
                 peak = max(peak, tree_rss_bytes(proc.pid))
+                if proc.poll() is not None:  # exited by itself: whatever the clock says now (Ctrl-Z, fg), not a kill
+                    continue
                 if limits.memory_limit_bytes and peak > limits.memory_limit_bytes:
                     killed = "oom"
                 elif time.monotonic() - t0 > limits.timeout_s:

@@ -9,6 +9,7 @@ Ctrl-C / SIGTERM stop the current worker's whole tree, keep the finished trials 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -33,6 +34,7 @@ from ampbench.launch.plan import (
     parse_bytes,
     parse_faults,
     parse_seeds,
+    preflight,
     plan_trials,
 )
 from ampbench.launch.process import (
@@ -145,7 +147,8 @@ def launch_trial(
     out = run_worker(cmd, {**dist_env, **(env or {})}, log_path, Limits(timeout, spec.memory_limit_bytes),
                      _step_collector(steps, on_event), log_root=run.path)
     failure = None if out.killed or rank_dir is None else distributed.rank_failure(
-        rank_dir, log_path, out.returncode, distributed.world_size_of(spec.suite.distributed))
+        rank_dir, log_path, out.returncode, distributed.world_size_of(spec.suite.distributed),
+        oom_kills=max(out.oom_kills, 0))
     if failure is not None and trial_path.exists():  # rank 0 wrote its view; the failing rank decides
         merged = distributed.apply_failure(trial_path, failure)
         if merged is not None:
@@ -160,8 +163,14 @@ def launch_trial(
 
 def _record_failure(spec: TrialSpec, run: RunDir, out: Outcome, failure: Any, steps: list[StepRecord],
                     log_path: Path, timeout: float) -> Trial:
-    """The trial file for a worker that could not write one itself."""
+    """The trial file for a worker that could not write one itself; a finished ok trial the worker did
+    write is never replaced (ampbench stopped with Ctrl-Z past the timeout while the worker finished)."""
     suite = spec.suite
+    with contextlib.suppress(ResultsError, OSError):
+        done = load_trial(Path(spec.trial_path))
+        if done.status == "ok" and done.key == trial_key(spec.mode, spec.seed) and done.config_hash == spec.config_hash \
+                and failure is None:
+            return done
     if failure is not None:
         status, error, tail = failure.status, failure.message, failure.log_tail
     else:
@@ -193,7 +202,8 @@ def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite,
 
     if opts.suite_file is None:
         raise ConfigError("run", "SUITE", "give a suite file or a bundled suite name (or --resume RUN_DIR)")
-    seeds = [f"suite.seeds={parse_seeds(opts.seeds)}"] if opts.seeds else []
+    preflight(opts.suite_file, opts.out_dir)
+    seeds = [f"suite.seeds={parse_seeds(opts.seeds)}"] if opts.seeds is not None else []
     loaded = load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(),
                         overrides=opts.overrides + seeds)
     suite = loaded.suite
@@ -227,6 +237,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
     Ctrl-C / SIGTERM: the worker tree is stopped, finished trials kept, and 130 / 143 returned."""
     console = console or Console()
     if opts.resume:
+        preflight(None, None)
         r = load_resume(opts)
         run, info, suite, plan = r.run, r.info, r.suite, r.plan
         faults = parse_faults(_fault_env(), plan)

@@ -12,15 +12,16 @@ from typing import Any, Iterator
 import numpy as np
 from pydantic import Field
 
+from ampbench.config.suite import StrictInt
 from ampbench.workloads.base import Batch, Workload, WorkloadParams, shuffled_indices
 
 
 class ToyParams(WorkloadParams):
-    features: int = Field(16, ge=1)
-    hidden: int = Field(32, ge=1)
-    classes: int = Field(4, ge=2)
-    train_rows: int = Field(2048, ge=16)
-    eval_rows: int = Field(512, ge=16)
+    features: StrictInt = Field(16, ge=1)
+    hidden: StrictInt = Field(32, ge=1)
+    classes: StrictInt = Field(4, ge=2)
+    train_rows: StrictInt = Field(2048, ge=16)
+    eval_rows: StrictInt = Field(512, ge=16)
     # Test hooks: multiply the loss by this factor (1e38 overflows fp32 -> non-finite loss).
     loss_factor: float = 1.0
     # Test hook (planted NaN source): a layer after the hidden ReLU that is the identity for

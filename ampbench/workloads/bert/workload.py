@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ampbench.config import ConfigError
+from ampbench.config.suite import StrictInt
 from ampbench.workloads.base import Batch, Workload, WorkloadParams
 
 PAD_MULTIPLE = 8  # batch-wise padding rounds up to this (tensor-core friendly shapes)
@@ -31,8 +32,8 @@ class ReviewData(WorkloadParams):
     path: str | None = None  # kind = "file": a text<TAB>label TSV or text,label CSV
     held_out_fraction: float = Field(0.1, gt=0, lt=1)
     split_seed: int = 0  # fixes the split; trial seeds change init and order only
-    max_train_rows: int | None = Field(None, ge=8)  # first N training rows (quick runs, tests)
-    max_eval_rows: int | None = Field(None, ge=8)
+    max_train_rows: StrictInt | None = Field(None, ge=8)  # first N training rows (quick runs, tests)
+    max_eval_rows: StrictInt | None = Field(None, ge=8)
 
     @model_validator(mode="after")
     def _path(self) -> ReviewData:
@@ -44,20 +45,20 @@ class ReviewData(WorkloadParams):
 class BertParams(WorkloadParams):
     source: Literal["paddleformers", "paddlenlp"] = "paddleformers"
     dataset: ReviewData = ReviewData()
-    vocab_size: int = Field(8000, ge=64)
-    min_frequency: int = Field(2, ge=1)
+    vocab_size: StrictInt = Field(8000, ge=64)
+    min_frequency: StrictInt = Field(2, ge=1)
     lowercase: bool = True
-    max_seq_len: int = Field(128, ge=8, le=512)
+    max_seq_len: StrictInt = Field(128, ge=8, le=512)
     padding: Literal["max_length", "batch"] = "max_length"  # "batch": to the batch's longest (x8)
-    hidden_size: int = Field(768, ge=8)
-    num_layers: int = Field(12, ge=1)
-    num_heads: int = Field(12, ge=1)
-    intermediate_size: int = Field(3072, ge=8)
-    max_position_embeddings: int = Field(512, ge=8)
+    hidden_size: StrictInt = Field(768, ge=8)
+    num_layers: StrictInt = Field(12, ge=1)
+    num_heads: StrictInt = Field(12, ge=1)
+    intermediate_size: StrictInt = Field(3072, ge=8)
+    max_position_embeddings: StrictInt = Field(512, ge=8)
     dropout: float = Field(0.1, ge=0, lt=1)
     attention_dropout: float = Field(0.1, ge=0, lt=1)
     pretrained_dir: str | None = None  # local folder from save_pretrained(), with its vocab.txt
-    eval_batch_size: int = Field(256, ge=1)
+    eval_batch_size: StrictInt = Field(256, ge=1)
 
     @model_validator(mode="after")
     def _shapes(self) -> BertParams:

@@ -22,6 +22,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ampbench.config.suite import StrictInt
+
 MISSING = 0  # bucket for an empty categorical field
 
 
@@ -78,14 +80,14 @@ class CriteoSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(description="training TSV (.gz allowed); relative paths are from the current folder")
     eval_path: str | None = None
-    holdout_every: int = Field(10, ge=2, description="without eval_path: every Nth line is held out")
-    eval_rows: int = Field(100_000, ge=100)
-    dense_fields: int = Field(13, ge=0)
-    sparse_fields: int = Field(26, ge=1)
+    holdout_every: StrictInt = Field(10, ge=2, description="without eval_path: every Nth line is held out")
+    eval_rows: StrictInt = Field(100_000, ge=100)
+    dense_fields: StrictInt = Field(13, ge=0)
+    sparse_fields: StrictInt = Field(26, ge=1)
     hash_buckets: int | list[int] = Field(1_000_000, description="embedding rows per categorical field")
     on_error: Literal["raise", "skip"] = "raise"
-    shuffle_buffer: int = Field(100_000, ge=1)
-    block_rows: int = Field(8192, ge=1)
+    shuffle_buffer: StrictInt = Field(100_000, ge=1)
+    block_rows: StrictInt = Field(8192, ge=1)
 
     @field_validator("path", "eval_path")
     @classmethod

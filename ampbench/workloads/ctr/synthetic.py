@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ampbench.config.suite import StrictInt
 from ampbench.workloads.ctr.criteo import CTRArrays
 
 # SeedSequence stream tags: one independent stream per purpose.
@@ -34,17 +35,17 @@ class SyntheticSpec(BaseModel):
     """`[workload.synthetic]`: the offline default dataset."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    dense_fields: int = Field(13, ge=0)
-    sparse_fields: int = Field(26, ge=1)
+    dense_fields: StrictInt = Field(13, ge=0)
+    sparse_fields: StrictInt = Field(26, ge=1)
     vocab: int | list[int] = Field(10_000, description="ids per categorical field (= embedding rows)")
     zipf: float = Field(1.1, gt=0, description="popularity exponent: id k is drawn with p ~ (k+1)^-zipf")
-    rank: int = Field(4, ge=1, description="latent dimension of the hidden factorization machine")
+    rank: StrictInt = Field(4, ge=1, description="latent dimension of the hidden factorization machine")
     signal: float = Field(1.5, gt=0, description="std of the hidden logit; larger -> higher oracle AUC")
     ctr: float = Field(0.25, gt=0, lt=1, description="mean click rate (Criteo's is about 0.26)")
-    eval_rows: int = Field(50_000, ge=100)
-    train_rows: int | None = Field(None, ge=1, description="unset: fresh rows every batch (one pass)")
-    data_seed: int = Field(2024, description="fixes the hidden truth and the eval split")
-    threads: int = Field(1, ge=1, description="threads generating streaming batches (GPU runs need a few)")
+    eval_rows: StrictInt = Field(50_000, ge=100)
+    train_rows: StrictInt | None = Field(None, ge=1, description="unset: fresh rows every batch (one pass)")
+    data_seed: StrictInt = Field(2024, description="fixes the hidden truth and the eval split")
+    threads: StrictInt = Field(1, ge=1, description="threads generating streaming batches (GPU runs need a few)")
 
     @model_validator(mode="after")
     def _sizes(self) -> SyntheticSpec:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from ampbench.config.suite import StrictInt
 from ampbench.workloads.base import Batch, Workload, WorkloadParams
 from ampbench.workloads.ctr.adult import AdultSpec
 from ampbench.workloads.ctr.criteo import CriteoSpec, CTRArrays
@@ -26,14 +27,14 @@ from ampbench.workloads.ctr.synthetic import SyntheticSpec
 
 class CTRParams(WorkloadParams):
     model: Literal["deepfm", "wide_deep"] = "deepfm"
-    embedding_dim: int = Field(8, ge=1)
-    mlp: list[int] = [256, 128]
+    embedding_dim: StrictInt = Field(8, ge=1)
+    mlp: list[StrictInt] = [256, 128]
     dropout: float = Field(0.0, ge=0, lt=1)
     sparse: bool = Field(False, description="sparse (SelectedRows) embedding gradients; Paddle 3.3.1's fp16 "
                          "GradScaler cannot unscale them (docs/ctr.md)")
     init_std: float = Field(0.01, gt=0, description="std of the normal init of embedding rows")
-    eval_batch_size: int = Field(16384, ge=1)
-    prefetch: int = Field(2, ge=0, description="batches prepared ahead in a thread; 0 = inline")
+    eval_batch_size: StrictInt = Field(16384, ge=1)
+    prefetch: StrictInt = Field(2, ge=0, description="batches prepared ahead in a thread; 0 = inline")
     # which data source; each has its own table so a profile can switch with one key
     dataset: Literal["synthetic", "criteo", "adult"] = "synthetic"
     synthetic: SyntheticSpec = SyntheticSpec()

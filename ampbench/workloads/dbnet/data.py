@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ampbench.config.suite import StrictInt
+
 GENERATOR_VERSION = 2  # bump when the drawing code changes: it is part of the cache key
 
 # scikit-image's bundled photographs (no download) that contain no text of their own.
@@ -69,8 +71,8 @@ class SceneTextSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    images: int = Field(200, ge=1)
-    image_size: int = Field(640, ge=32)
+    images: StrictInt = Field(200, ge=1)
+    image_size: StrictInt = Field(640, ge=32)
     seed: int = 0
     lines: tuple[int, int] = (2, 6)              # min, max text lines per image
     text_height: tuple[float, float] = (0.04, 0.10)  # line height as a fraction of image_size
@@ -78,7 +80,7 @@ class SceneTextSpec(BaseModel):
     max_angle: float = Field(20.0, ge=0, le=90)  # degrees, uniform in [-max, max]
     blur_prob: float = Field(0.3, ge=0, le=1)
     noise_std: float = Field(3.0, ge=0)          # gaussian pixel noise, 0-255 scale
-    jpeg_quality: int = Field(95, ge=10, le=100)
+    jpeg_quality: StrictInt = Field(95, ge=10, le=100)
 
     @model_validator(mode="after")
     def _ranges(self) -> "SceneTextSpec":
@@ -296,5 +298,8 @@ def ensure_dataset(spec: SceneTextSpec, cache_root: Path) -> Path:
 
 # The reader of PaddleOCR label files lives in labels.py; re-exported for existing callers.
 from ampbench.workloads.dbnet.labels import (  # noqa: E402,F401
-    IGNORE_TRANSCRIPTIONS, LabeledImage, load_image, read_label_file,
+    IGNORE_TRANSCRIPTIONS,
+    LabeledImage,
+    load_image,
+    read_label_file,
 )

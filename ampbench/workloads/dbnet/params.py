@@ -11,6 +11,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from ampbench.config.suite import StrictInt
 from ampbench.workloads.base import WorkloadParams
 
 Backbone = Literal["MobileNetV3", "ResNet_vd", "resnet18", "resnet34", "resnet50",
@@ -21,8 +22,8 @@ class SyntheticData(WorkloadParams):
     """Generated scene text (ampbench.workloads.dbnet.data); train and eval splits use different seeds."""
 
     kind: Literal["synthetic-scene-text"] = "synthetic-scene-text"
-    images: int = Field(1000, ge=1)
-    eval_images: int = Field(100, ge=1)
+    images: StrictInt = Field(1000, ge=1)
+    eval_images: StrictInt = Field(100, ge=1)
     seed: int = 0
     lines: tuple[int, int] = (2, 6)
     text_height: tuple[float, float] = (0.04, 0.10)
@@ -42,8 +43,8 @@ class LabelFileData(WorkloadParams):
     data_dir: str | None = None             # image paths in the label files are relative to this
     eval_data_dir: str | None = None        # default: data_dir
     seed: int = 0                           # draws the ratio_list samples
-    max_images: int | None = Field(None, ge=1)
-    eval_images: int | None = Field(None, ge=1)
+    max_images: StrictInt | None = Field(None, ge=1)
+    eval_images: StrictInt | None = Field(None, ge=1)
 
     @property
     def train_files(self) -> list[str]:
@@ -85,8 +86,8 @@ class DBNetParams(WorkloadParams):
     backbone_scale: float | None = Field(None, gt=0)  # MobileNetV3 width; None: 0.5 ours, 1.0 paddle.vision's
     backbone_layers: int = 50                          # ResNet_vd depth (18, 34, 50, 101)
     backbone_se: bool = True                           # MobileNetV3 squeeze-excite (PaddleOCR: disable_se)
-    fpn_channels: int = Field(256, ge=8)
-    image_size: int = Field(640, ge=32)
+    fpn_channels: StrictInt = Field(256, ge=8)
+    image_size: StrictInt = Field(640, ge=32)
     k: float = Field(50.0, gt=0)
     # "sigmoid" is the numerically stable form of B; "exp" is PaddleOCR's literal
     # reciprocal(1 + exp(-k (P - T))), which can overflow in float16 (an AMP hazard to study).
@@ -94,13 +95,13 @@ class DBNetParams(WorkloadParams):
     shrink_ratio: float = Field(0.4, gt=0, lt=1)
     thresh_min: float = 0.3
     thresh_max: float = 0.7
-    min_text_size: int = Field(8, ge=1)
+    min_text_size: StrictInt = Field(8, ge=1)
     loss: LossParams = LossParams()
     det_thresh: float = Field(0.3, gt=0, lt=1)   # DBPostProcess thresh
     box_thresh: float = Field(0.6, gt=0, lt=1)
-    max_candidates: int = Field(1000, ge=1)
+    max_candidates: StrictInt = Field(1000, ge=1)
     unclip_ratio: float = Field(1.5, gt=0)
-    eval_batch_size: int = Field(8, ge=1)
+    eval_batch_size: StrictInt = Field(8, ge=1)
     # Batch-norm running-stat momentum for every BN layer. paddle.vision's MobileNetV3 uses 0.99,
     # whose running statistics lag the weights for hundreds of steps, so an eval-mode model
     # outputs a flat map early in training; 0.9 is Paddle's default and what PaddleOCR's backbones use.

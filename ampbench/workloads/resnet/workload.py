@@ -12,6 +12,7 @@ from typing import Any, Iterator, Literal
 import numpy as np
 from pydantic import Field
 
+from ampbench.config.suite import StrictInt
 from ampbench.workloads.base import Batch, Workload, WorkloadParams, shuffled_indices
 
 MEAN, STD = 0.45, 0.25
@@ -20,15 +21,15 @@ MEAN, STD = 0.45, 0.25
 class ImageDataset(WorkloadParams):
     kind: Literal["mnist-5k", "image-folder", "cifar-python"] = "mnist-5k"
     path: str | None = None
-    limit: int | None = Field(None, ge=10)  # use only the first N images (after a fixed shuffle)
+    limit: StrictInt | None = Field(None, ge=10)  # use only the first N images (after a fixed shuffle)
 
 
 class ResNetParams(WorkloadParams):
     model: Literal["resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "mobilenet_v3_large"] = "resnet18"
-    image_size: int = Field(32, ge=16)
+    image_size: StrictInt = Field(32, ge=16)
     dataset: ImageDataset = ImageDataset()
     eval_fraction: float = Field(0.2, gt=0, lt=1)
-    eval_batch_size: int = Field(250, ge=1)
+    eval_batch_size: StrictInt = Field(250, ge=1)
 
 
 class ResNetWorkload(Workload[ResNetParams]):

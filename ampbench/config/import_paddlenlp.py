@@ -101,8 +101,8 @@ def _train(a: dict[str, Any], base: dict[str, Any], out: Imported, where: str) -
         if src in a:
             v = number(where, src, a[src], t, **bounds)
             opt[dst] = None if src == "max_grad_norm" and v <= 0 else v
-    if a.get("warmup_ratio") and not a.get("warmup_steps"):
-        ratio = number(where, "warmup_ratio", a["warmup_ratio"], minimum=0, maximum=1)
+    ratio = number(where, "warmup_ratio", a["warmup_ratio"], minimum=0, maximum=1) if "warmup_ratio" in a else 0
+    if ratio and not a.get("warmup_steps"):
         opt["lr_warmup_steps"] = int(ratio * train.get("steps", 100))
     if "lr_scheduler_type" in a:
         text(where, "lr_scheduler_type", a["lr_scheduler_type"])

@@ -295,7 +295,7 @@ def _import(cfg: dict[str, Any], file: str, path: Path, synthetic: bool) -> Impo
     steps_per_epoch = max(1, math.ceil(n_train / batch))
     opt = _optimizer(r, steps_per_epoch)
     amp, epochs = _amp_mode(r)
-    steps = r.num("Global.epoch_num", epochs, int, minimum=1, maximum=10**6) * steps_per_epoch if epochs else 3000
+    steps = r.num("Global.epoch_num", epochs, int, minimum=1, maximum=10**6) * steps_per_epoch if epochs is not None else 3000
     r.rest("(top level)", cfg, {"Global", "Architecture", "Loss", "Optimizer", "PostProcess", "Metric",
                                 "Train", "Eval"})
     r.rest("Train", r.section("Train"), {"dataset", "loader"})

@@ -205,12 +205,12 @@ def mapping(file: str, key: str, value: Any) -> dict[str, Any]:
 
 
 def items(file: str, key: str, value: Any) -> list[Any]:
-    """A list (absent or null counts as empty; one scalar counts as a list of one)."""
+    """A list (absent or null counts as empty)."""
     if value is None:
         return []
-    if isinstance(value, dict):
-        raise ConfigError(file, key, f"must be a list, found a mapping {_show(value)}")
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(file, key, f"must be a list, found {type(value).__name__} {_show(value)}")
+    return list(value)
 
 
 def text(file: str, key: str, value: Any, path: bool = False) -> str:

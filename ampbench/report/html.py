@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 from urllib.parse import unquote
 
-from ampbench.results.files import ResultsError
+from ampbench.core.errors import ResultsError
 
 CSS = """body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:980px;margin:2em auto;
 padding:0 1em;line-height:1.45;color:#1f2328}table{border-collapse:collapse;margin:1em 0;font-size:14px}
@@ -24,7 +24,7 @@ MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jp
 
 def data_uri(path: Path, root: Path | None = None) -> str:
     """A file as a data: URI; with `root`, read without following a link below it (regular files only)."""
-    from ampbench.results.files import read_bytes
+    from ampbench.core.files import read_bytes
 
     mime = MIME.get(path.suffix.lower(), "application/octet-stream")
     data = read_bytes(path, "image", root=root, limit=64 * 2**20)

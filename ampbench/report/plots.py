@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ampbench.judge.history import REFERENCE_MODE, ModeSummary
+from ampbench.config import REFERENCE_MODE
+from ampbench.core.records import Trial
 from ampbench.judge.stats import Margin
 from ampbench.report import fmt
-from ampbench.results import Trial
+from ampbench.results.history import ModeSummary
 
 WIDTH_IN, DPI = 8.0, 110  # 880 px
 # Red is kept for flags (skipped steps, flagged runs), so no mode line is red.
@@ -63,7 +64,7 @@ def _save(fig: Any, path: Path, inactive: str | None = None) -> Path:
     <folder>/<plots>/name.png): a link planted at plots/ or at the PNG is refused, never written through."""
     import io
 
-    from ampbench.results.files import atomic_write_bytes
+    from ampbench.core.files import atomic_write_bytes
 
     with _plain_text():
         for t in fig.findobj(lambda o: hasattr(o, "set_parse_math")):

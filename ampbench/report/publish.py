@@ -20,12 +20,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ampbench.judge.history import NOT_CHECKED, REFERENCE_MODE, load_history
+from ampbench.config import REFERENCE_MODE
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_bytes, atomic_write_text, os_reason, read_bytes
 from ampbench.report import fmt
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
-from ampbench.results import ResultsError, RunDir, atomic_write_text
-from ampbench.results.files import atomic_write_bytes, os_reason, read_bytes
+from ampbench.results.history import NOT_CHECKED, load_history
+from ampbench.results.run_dir import RunDir
 
 BAD = ("FAIL", "ERROR")
 CSS = BASE_CSS + ".bad{color:#d62728;font-weight:bold}.ok{color:#2da44e}td.num{text-align:right}"
@@ -154,7 +156,8 @@ def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
     id once), so a suite is listed once and no history disappears."""
     merged: dict[str, dict[str, dict[str, Any]]] = {}
     for path in history_files(history):
-        for e in load_history(path):
+        for s in load_history(path):
+            e = s.model_dump(mode="json", by_alias=True)  # the page code reads plain dicts
             merged.setdefault(e["suite"], {})[e["run_id"]] = e
     return [(suite, sorted(runs.values(), key=lambda d: (d.get("started") or "", d["run_id"])))
             for suite, runs in merged.items()]

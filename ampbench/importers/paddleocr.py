@@ -15,8 +15,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ampbench.config.errors import ConfigError
-from ampbench.config.importing import Imported, UnsupportedConfig, boundary, items, load_yaml, mapping, number, read_input, text
+from ampbench.core.errors import ConfigError
+from ampbench.importers.base import (
+    Imported,
+    UnsupportedConfig,
+    boundary,
+    items,
+    load_yaml,
+    mapping,
+    number,
+    read_input,
+    text,
+)
 
 # What PaddleOCR's tools/train.py sets when use_amp is on (the cuDNN one only on CUDA builds).
 PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1}
@@ -236,7 +246,8 @@ def _datasets(r: _Reader, wl: dict[str, Any], synthetic: bool) -> tuple[int, int
 
 def _count_lines(f: str) -> int:
     """Images listed in a label file (a FIFO or a huge file is refused, never waited on)."""
-    from ampbench.results.files import ResultsError, read_bytes
+    from ampbench.core.errors import ResultsError
+    from ampbench.core.files import read_bytes
 
     p = Path(f)
     if not p.is_file():

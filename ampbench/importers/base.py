@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampbench.config.errors import ConfigError
+from ampbench.core.errors import ConfigError
 
 MAX_INPUT_BYTES = 4 * 2**20     # a training config is a few KB; more is not one
 MAX_DEPTH = 64                  # PaddleOCR/PaddleNLP configs nest about 5 deep
@@ -45,7 +45,8 @@ class UnsupportedConfig(ConfigError):
 
 def read_input(path: str | Path, what: str) -> str:
     """The config's text: a regular file, at most MAX_INPUT_BYTES, UTF-8; otherwise `file: reason`."""
-    from ampbench.results.files import ResultsError, read_bytes
+    from ampbench.core.errors import ResultsError
+    from ampbench.core.files import read_bytes
 
     file = str(path)
     try:
@@ -279,7 +280,7 @@ def render_checked(imported: Imported, source: str, file: str) -> str:
 
     import tomllib
 
-    from ampbench.config.loading import load_suite
+    from ampbench.workloads.suites import load_suite
 
     _finite(imported.suite, "", file)
     with boundary(file):

@@ -1,14 +1,18 @@
-"""Reading and writing ampbench's JSON files: one atomic writer, one versioned loader.
+"""File primitives every layer shares: the one atomic writer and the guarded readers.
 
-Every write is atomic (temp file + rename, created with the process umask) so an interrupted run
-never leaves half a file; every read goes through `load_doc`, which names the file and the key when
-something is wrong, and turns OS and encoding errors into `ResultsError` (the CLI's exit 2).
+Every write is atomic (temp file + rename inside the same folder, created with the process umask) so
+an interrupted run never leaves half a file, and never goes through a symbolic link: the target is
+never a link, and below the folder ampbench owns (`root`: the run folder, the site being built) no
+folder is one either, walked with directory descriptors and O_NOFOLLOW. Reads open regular files
+only (a FIFO never hangs a reader), bounded in size, and name the file when it is missing, a folder,
+a link below its root or not UTF-8, turning OS and encoding errors into `ResultsError` (the CLI's
+exit 2). A user's `-o` is checked by `check_output`: never an input, a record or a folder.
+Versioned documents: core/docs.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import errno
 import json
 import os
@@ -16,20 +20,9 @@ import re
 import secrets
 import stat
 from pathlib import Path
-from typing import IO, Any, ClassVar, Protocol, TypeVar
+from typing import IO, Any
 
-from pydantic import BaseModel, ValidationError
-
-
-class ResultsError(Exception):
-    """A result file that is missing, unreadable, truncated or not ours; the message names the file."""
-
-
-class Versioned(Protocol):
-    SCHEMA: ClassVar[str]
-
-
-D = TypeVar("D", bound=BaseModel)
+from ampbench.core.errors import ResultsError
 
 
 def os_reason(e: OSError | UnicodeDecodeError) -> str:
@@ -194,11 +187,6 @@ def atomic_write_json(path: Path, data: Any, root: Path | None = None) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=True) + "\n", root=root)
 
 
-def write_doc(path: Path, doc: BaseModel, root: Path | None = None) -> None:
-    """A model as its JSON file (aliases such as `schema` written by name)."""
-    atomic_write_json(path, doc.model_dump(mode="json", by_alias=True), root=root)
-
-
 def open_for_writing(path: Path, root: Path | None = None) -> IO[str]:
     """A log file opened for writing (truncated), never through a symbolic link (see atomic_write_bytes)."""
     path = Path(path)
@@ -325,48 +313,10 @@ def read_json(path: Path, what: str = "result file", root: Path | None = None) -
         raise ResultsError(f"{path}: {what} is not valid JSON ({e}); truncated or corrupt?") from None
 
 
-def validate_doc(model: type[D], data: Any, path: Path | str) -> D:
-    """Data already read -> the model, checking the schema tag first (versioned files only)."""
-    schema = getattr(model, "SCHEMA", None)
-    if schema is not None and (not isinstance(data, dict) or data.get("schema") != schema):
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ResultsError(f"{path}: not an ampbench file (expected schema {schema!r}, found {got!r})")
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ResultsError(f"{path}: {key}: {err['msg']}") from None
 
-
-def load_optional(path: Path | str, model: type[D], what: str | None = None, root: Path | None = None) -> D | None:
-    """A side file that may not exist yet (probe.json, diagnosis.json, check.json): None when absent."""
-    p = Path(path)
-    return load_doc(p, model, what, root=root) if os.path.lexists(p) and not p.is_dir() else None
-
-
-def load_doc(path: Path | str, model: type[D], what: str | None = None, root: Path | None = None) -> D:
-    """The one reader of every ampbench file: trial, run, check, baseline, probe, diagnosis; with `root`
-    (its run folder) no symbolic link is followed below that folder."""
-    label = what or f"{getattr(model, 'SCHEMA', model.__name__)} file"
-    return validate_doc(model, read_json(Path(path), label, root=root), path)
-
-
-# ---------------------------------------------------------------- small shared text helpers
-# One definition each (issue #12 found them duplicated across runner, probe, check, distributed, diagnose).
+# ---------------------------------------------------------------- log text helpers
 
 LOG_TAIL_MARKER = "--- last log lines ---"  # older trial files carry the log tail inside `error` after this
-
-
-def utc_now() -> str:
-    """The timestamp every result file records (`started`, `finished`, `created`): UTC, ISO 8601, seconds."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def new_run_id(tag: str = "") -> str:
-    """A run folder name: local start time + pid (two runs started in the same second differ), + `-tag`."""
-    rid = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 10000:04d}"
-    return f"{rid}-{tag}" if tag else rid
 
 
 def last_line(text: str | None, limit: int = 160) -> str:

@@ -157,7 +157,7 @@ def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
     merged: dict[str, dict[str, dict[str, Any]]] = {}
     for path in history_files(history):
         for s in load_history(path):
-            e = s.model_dump(mode="json", by_alias=True)  # the page code reads plain dicts
+            e = s.to_json()  # the page code reads plain dicts
             merged.setdefault(e["suite"], {})[e["run_id"]] = e
     return [(suite, sorted(runs.values(), key=lambda d: (d.get("started") or "", d["run_id"])))
             for suite, runs in merged.items()]

@@ -230,7 +230,7 @@ def test_publish_on_a_full_disk_leaves_the_previous_site_whole(work, monkeypatch
             raise OSError(err, os.strerror(err))
         return real(src, dst, *a, **k)
 
-    monkeypatch.setattr("ampbench.results.files.os.replace", failing)
+    monkeypatch.setattr("ampbench.core.files.os.replace", failing)
     r = invoke("publish", str(hist), "-o", str(work / "site"))
     assert r.exit_code == 2 and name in r.output
     assert {p.name: p.read_bytes() for p in (work / "site").iterdir() if p.is_file()} == before
@@ -430,7 +430,7 @@ def test_worker_that_exited_is_not_killed_by_a_late_clock(tmp_path, monkeypatch)
 
     monkeypatch.setattr(process, "spawn", spawn)
     monkeypatch.setattr(process.time, "monotonic", clock)
-    from ampbench.launch.spec import EVENT_PREFIX
+    from ampbench.core.protocol import EVENT_PREFIX
 
     code = f"for i in range(5): print({EVENT_PREFIX!r} + '{{\"event\": \"step\", \"i\": %d}}' % i, flush=True)"
     seen = []
@@ -440,9 +440,9 @@ def test_worker_that_exited_is_not_killed_by_a_late_clock(tmp_path, monkeypatch)
 
 
 def test_a_finished_ok_trial_is_never_replaced_by_a_failure(run_dir):
+    from ampbench.launch.launcher import _record_failure
     from ampbench.launch.process import Outcome
-    from ampbench.launch.runner import _record_failure
-    from ampbench.launch.spec import TrialSpec
+    from ampbench.trial.spec import TrialSpec
 
     rd = RunDir(run_dir)
     info = rd.load_run()
@@ -451,6 +451,6 @@ def test_a_finished_ok_trial_is_never_replaced_by_a_failure(run_dir):
     suite = make_suite(seeds=(0, 1))
     spec = TrialSpec(suite=suite, suite_file="s.toml", mode="fp32", seed=0, profile="default", trial_path=str(path),
                      config_hash=info.config_hash, cache_dir=str(run_dir / "cache"))
-    t = _record_failure(spec, rd, Outcome(returncode=0, killed="timeout", peak_rss=0, wall_s=1e6, oom_kills=0),
+    t = _record_failure(spec, Outcome(returncode=0, killed="timeout", peak_rss=0, wall_s=1e6, oom_kills=0),
                         None, [], rd.log_path("fp32", 0), 10.0)
     assert t.status == "ok" and path.read_bytes() == before

@@ -170,7 +170,7 @@ def test_resume_with_a_linked_log_exits_2_and_writes_nothing_outside(run_dir, ou
 
 
 def test_trial_file_written_by_the_worker_not_through_a_linked_trials_folder(work, outside):
-    from ampbench.results import atomic_write_json
+    from ampbench.core.files import atomic_write_json
 
     run = work / "r"
     run.mkdir()

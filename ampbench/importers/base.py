@@ -100,7 +100,10 @@ def load_yaml(text: str, file: str) -> Any:
     """YAML (safe tags only) with alias expansion, depth and size bounded before any object is built."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader already refuses control characters here
+    except yaml.YAMLError as e:
+        raise ConfigError(file, "", f"not valid YAML ({one_line(str(e))})") from None
     try:
         node = loader.get_single_node()
         if node is None:

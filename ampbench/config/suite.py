@@ -60,7 +60,10 @@ class TrainConfig(_Strict):
     @model_validator(mode="after")
     def _warmup_below_steps(self) -> "TrainConfig":
         if self.warmup_steps >= self.steps:
-            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below steps ({self.steps})")
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below steps ({self.steps}): these are "
+                             "ampbench's measurement warm-up steps (not the learning-rate warm-up, "
+                             "optimizer.lr_warmup_steps); for a short run set both, e.g. --set train.steps=5 "
+                             "--set train.warmup_steps=1")
         return self
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_json, safe_name
+from ampbench.core.files import atomic_write_json, check_output, os_reason, safe_name
 from ampbench.core.records import Trial
 from ampbench.results.run_dir import RunDir
 
@@ -119,11 +119,20 @@ def export_document(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def export_run(run_dir: Path, output: Path) -> Path:
-    """Write the run's step times as pytest-benchmark JSON to `output` (a file, or a folder to put <run_id>.json in)."""
+def export_run(run_dir: Path, output: Path, folder: bool = False) -> Path:
+    """Write the run's step times as pytest-benchmark JSON to `output` (a file, or a folder to put <run_id>.json
+    in: an existing folder, or any path given with a trailing slash, `-o exports/`, made if missing)."""
     doc = export_document(Path(run_dir))
     out = Path(output)
+    if folder and not out.is_dir():
+        if out.exists():
+            raise ResultsError(f"{out}: is a file; `-o {out}/` asks for a folder")
+        try:
+            out.mkdir(parents=True)
+        except OSError as e:
+            raise ResultsError(f"{out}: cannot create the folder: {os_reason(e)}") from None
     if out.is_dir():
         out = out / f"{safe_name(doc['ampbench']['run_id'], 'run_id')}.json"  # a name from run.json
+    check_output(out, [Path(run_dir) / "run.json"])
     atomic_write_json(out, doc)
     return out

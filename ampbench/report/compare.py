@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_bytes, atomic_write_text, check_output
 from ampbench.judge.summary import summarize_modes
 from ampbench.report import fmt
 from ampbench.results.run_dir import open_run
-from ampbench.core.files import atomic_write_bytes, atomic_write_text, check_output
 from ampbench.results.summary import csv_safe_frame, summary_rows
 
 FORMATS = ("md", "csv", "parquet")

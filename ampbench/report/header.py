@@ -127,8 +127,9 @@ def when(info: RunInfo) -> str:
         try:
             end = dt.datetime.fromisoformat(info.finished)
             dur = (end - dt.datetime.fromisoformat(start)).total_seconds()
-            text += f", took {fmt.seconds(dur)}"
-        except ValueError:
+            text += f", took {fmt.seconds(dur)}" if dur >= 0 else \
+                f", finished {info.finished.replace('T', ' ')[:19]} (before its start: clock changed?)"
+        except (ValueError, TypeError):
             pass
     elif start:
         text += ", not finished"

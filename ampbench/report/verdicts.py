@@ -7,6 +7,8 @@ Advice comes from `ampbench.diagnose.advice.advice_for` (with the run's diagnosi
 
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 
 from ampbench.diagnose.advice import advice_for
@@ -92,5 +94,6 @@ def rule_advice(v: RunView, r: RuleResult) -> list[str]:
         return []
     batch = next((m.batch_size for m in v.summary.modes.values() if m.mode == r.mode and m.batch_size), None)
     tips = advice_for(r, mode, v.diagnosis, batch_size=batch)
-    return [" ".join(t.split()) for t in tips]  # one line each: a list item cannot break
+    here = shlex.quote(str(v.run.path)).replace("`", "")  # the real folder in the commands, not a placeholder
+    return [" ".join(t.replace("RUN_DIR", here).split()) for t in tips]  # one line each: a list item cannot break
 

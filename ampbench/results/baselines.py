@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.core.docs import load_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_text, read_json, safe_name
+from ampbench.core.files import atomic_write_text, check_output, read_json, safe_name
 from ampbench.core.records import RUN_SCHEMA, Interference, RunInfo, Trial, rates_from
 from ampbench.results.run_dir import open_run
 from ampbench.trackers.env import device_slug  # one definition, shared with nightly.sh
@@ -140,8 +141,12 @@ def dumps(b: Baseline) -> str:
                   lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",") if v.strip()) + "]", text) + "\n"
 
 
-def save_baseline(run_dir: Path, output: Path | None = None) -> Path:
-    """Write the compact baseline of a run; default results/baselines/<device-slug>/<suite>.json."""
+def save_baseline(run_dir: Path, output: Path | None = None,
+                  warn: Callable[[str], None] | None = None) -> Path:
+    """Write the compact baseline of a run; default results/baselines/<device-slug>/<suite>.json.
+    `warn` hears why the baseline may not be what nightly GPU CI should compare against (a CPU run)."""
+    if output is not None:
+        check_output(Path(output), [Path(run_dir) / "run.json"], allow_records=True)
     b = from_run(Path(run_dir))
     if not any(b.trials(m) for m in b.modes):
         raise ResultsError(f"{run_dir}: no trial finished ok; nothing to save as a baseline")
@@ -149,6 +154,9 @@ def save_baseline(run_dir: Path, output: Path | None = None) -> Path:
         raise ResultsError(f"{run_dir}: no ok '{REFERENCE_MODE}' trial; a baseline needs the reference mode")
     path = Path(output) if output else \
         DEFAULT_BASELINE_DIR / safe_name(b.device, "device") / f"{safe_name(b.suite, 'suite')}.json"
+    if warn is not None and b.device == "cpu":
+        warn(f"{run_dir} ran on {b.device}: AMP is inactive on a CPU, so this baseline holds FP32 numbers for every "
+             "mode; nightly GPU CI should compare against a baseline saved from a GPU run")
     atomic_write_text(path, dumps(b))
     return path
 

@@ -39,11 +39,16 @@ def _console(stderr: bool = False) -> Console:
     """A terminal gets rich output at its width; a pipe or CI log gets plain, uncut lines (no
     80-column default that truncates mode names), and COLUMNS still wins when set."""
     stream = sys.stderr if stderr else sys.stdout
-    cols = os.environ.get("COLUMNS", "")
-    width = int(cols) if cols.isdigit() and 40 <= int(cols) <= 10_000 else None  # COLUMNS=0 or junk: ignored
     if stream.isatty():
-        return Console(stderr=stderr, width=width)
-    return Console(stderr=stderr, width=width or 200, no_color=True, highlight=False)
+        return Console(stderr=stderr, width=_width(True))
+    return Console(stderr=stderr, width=_width(False), no_color=True, highlight=False)
+
+
+def _width(terminal: bool) -> int | None:
+    """COLUMNS when it is a usable width (0 or junk is ignored), else the terminal's, else 200 in a pipe."""
+    cols = os.environ.get("COLUMNS", "")
+    width = int(cols) if cols.isdigit() and 40 <= int(cols) <= 10_000 else None
+    return width if terminal else (width or 200)
 
 
 class GuardedTyper(typer.Typer):
@@ -55,6 +60,8 @@ class GuardedTyper(typer.Typer):
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(fn)
             def guarded(*a: Any, **kw: Any) -> Any:
+                for c in (out, err):  # COLUMNS as it is now, not as it was at import
+                    c.width = _width(c.is_terminal)  # type: ignore[assignment]
                 with _guard():
                     return fn(*a, **kw)
             return register(guarded)

@@ -512,3 +512,26 @@ def test_advice_names_the_real_run_folder(work):
     assert r.exit_code == 0, r.output
     md = (run / "report.md").read_text()
     assert "RUN_DIR" not in md and f"--resume {run}" in md
+
+
+def test_piped_check_lines_fit_columns_and_keep_mode_names_whole(run_dir):
+    for cols in ("100", "200"):
+        r = invoke("check", str(run_dir), env={"COLUMNS": cols})
+        lines = [ln for ln in r.output.splitlines() if ln.strip()]
+        assert lines and all(len(ln) <= int(cols) for ln in lines), max(map(len, lines))
+        assert sum("amp-o1-fp16  " in ln for ln in lines) >= 3   # rule lines start with the whole mode name
+
+
+def test_piped_tables_and_progress_use_no_box_drawing():
+    import io
+
+    from rich.console import Console
+
+    from ampbench.report.console import print_trials
+    from tests.factories import make_trials as trials_of
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=200, no_color=True)
+    print_trials(trials_of(make_suite(seeds=(0,)), n_steps=10), console)
+    text = buf.getvalue()
+    assert "fp32" in text and not any(ch in text for ch in "━┃│─┏┓┗┛┡┩")

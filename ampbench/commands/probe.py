@@ -32,6 +32,7 @@ from ampbench.core.files import last_line
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import RunInfo, Trial
 from ampbench.core.units import parse_bytes
+from ampbench.report.console import table_box
 from ampbench.results.probe_file import (
     FITS_STATUSES,
     PROBE_SCHEMA,
@@ -221,7 +222,7 @@ def summary_line(e: ProbeMode) -> str:
 
 
 def print_probe(doc: ProbeFile, console: Console) -> None:
-    t = Table(title=f"max batch size ({doc.device}, {doc.steps} step(s) per attempt)")
+    t = Table(title=f"max batch size ({doc.device}, {doc.steps} step(s) per attempt)", box=table_box(console))
     for c in ("mode", "max batch", "peak at max", "attempts", "AMP"):
         t.add_column(c)
     for name, e in doc.modes.items():

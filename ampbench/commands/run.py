@@ -129,7 +129,8 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
                 todo: list[tuple[str, int]], faults: dict[str, str], console: Console) -> None:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[info]}", markup=False), console=console, transient=False) as progress:
+                  TextColumn("{task.fields[info]}", markup=False), console=console, transient=False,
+                  disable=not console.is_terminal) as progress:  # a pipe gets one line per trial, no bar
         overall = progress.add_task("trials", total=len(plan), completed=len(plan) - len(todo), info="")
         for mode, seed in todo:
             spec = make_spec(info, suite, run, mode, seed, faults.get(trial_key(mode, seed)))

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from ampbench.core.files import atomic_write_json
 from ampbench.core.records import Trial
+from ampbench.report.console import table_box
 
 PROFILE = "gpu-smoke"
 LOW_OPS = ("conv2d", "matmul", "matmul_v2")   # what Paddle's default white lists name for fp16/bf16
@@ -138,7 +139,7 @@ def run_selftest(out_dir: Path, console: Console) -> int:
 
 
 def _report(results: list[CheckResult], out_dir: Path, console: Console, wall_s: float) -> int:
-    table = Table(title=f"ampbench selftest ({wall_s / 60:.1f} min)")
+    table = Table(title=f"ampbench selftest ({wall_s / 60:.1f} min)", box=table_box(console))
     for col in ("check", "trial", "result", "detail"):
         table.add_column(col)
     for r in results:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -16,8 +18,13 @@ from ampbench.report.fmt import bytes_h
 from ampbench.results.verdicts import CheckReport
 
 
+def table_box(console: Console) -> Any:
+    """Box-drawing characters on a terminal; plain ASCII in a pipe or CI log (they garble there)."""
+    return box.HEAVY_HEAD if console.is_terminal else box.ASCII
+
+
 def print_trials(trials: list[Trial], console: Console) -> None:
-    table = Table(title="trials", title_justify="left")
+    table = Table(title="trials", title_justify="left", box=table_box(console))
     for col in ("mode", "seed", "status", "samples/s", "peak memory", "metric", "AMP active"):
         table.add_column(col, justify="right" if col in ("seed", "samples/s", "peak memory") else "left")
     for t in trials:
@@ -83,9 +90,13 @@ def _plain_check(report: CheckReport, console: Console) -> None:
     for v in report.verdicts:
         for r in v.rules:
             star = "*" if getattr(r, "informational", False) else ""
-            console.print(f"{v.mode}  {r.rule}  {r.status}{star}  observed {_short(r.observed)}  "
-                          f"threshold {_short(r.threshold)}  {r.message}", markup=False, highlight=False,
-                          soft_wrap=True)
+            line = (f"{v.mode}  {r.rule}  {r.status}{star}  observed {_short(r.observed)}  "
+                    f"threshold {_short(r.threshold)}  {r.message}")
+            # at most the console's width (200 in a pipe, or COLUMNS), continuation lines indented;
+            # words (a mode name, a path) are never cut
+            for part in textwrap.wrap(line, width=max(40, console.width), subsequent_indent="    ",
+                                      break_long_words=False, break_on_hyphens=False) or [line]:
+                console.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_check(report: CheckReport, console: Console) -> None:

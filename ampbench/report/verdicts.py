@@ -8,7 +8,6 @@ Advice comes from `ampbench.diagnose.advice.advice_for` (with the run's diagnosi
 from __future__ import annotations
 
 import shlex
-
 from pathlib import Path
 
 from ampbench.diagnose.advice import advice_for

@@ -535,3 +535,13 @@ def test_piped_tables_and_progress_use_no_box_drawing():
     print_trials(trials_of(make_suite(seeds=(0,)), n_steps=10), console)
     text = buf.getvalue()
     assert "fp32" in text and not any(ch in text for ch in "━┃│─┏┓┗┛┡┩")
+
+
+def test_code_spans_in_rule_messages_render_as_code_not_escaped_backticks():
+    from ampbench.report.fmt import md_prose
+    from ampbench.report.html import to_html
+
+    md = md_prose("raise `train.steps` or set `x|y` <b>now</b> *really*")
+    html = to_html(md, "t")
+    assert "<code>train.steps</code>" in html and "\\`" not in html and "<b>" not in html
+    assert "&lt;b&gt;now" in html and "<em>" not in html

@@ -13,7 +13,7 @@ from ampbench.config import REFERENCE_MODE
 from ampbench.judge.stats import parity_margin
 from ampbench.report import fmt
 from ampbench.report import plots as P
-from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
+from ampbench.report.fmt import DASH, md_code, md_link, md_prose, md_table, md_text
 from ampbench.report.view import Ctx, RunView, h
 
 MAX_FINDINGS = 5
@@ -109,7 +109,7 @@ def diagnosis_section(v: RunView, ctx: Ctx, level: int) -> str:
     out = [h(level, "Op-level diagnosis"), f"From `ampbench diagnose` ({link})."]
     for name, m in (d.get("modes") or {}).items():
         out.append(h(level + 1, md_code(name)))
-        facts = [md_text(m.get("summary") or "", 800)]
+        facts = [md_prose(m.get("summary") or "", 800)]
         if m.get("inactive_note"):
             facts.append(md_text(m["inactive_note"], 400))
         cands = m.get("black_list_candidates") or []

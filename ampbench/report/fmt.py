@@ -126,6 +126,27 @@ def md_text(text: object, max_len: int | None = None) -> str:
     return s
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def md_prose(text: object, max_len: int | None = None) -> str:
+    """Text ampbench wrote with `code` spans (rule messages, advice, notes): each span stays code (its
+    content shown as typed), the rest is escaped like md_text; escaped backticks never show as `\``."""
+    s = _WS.sub(" ", str(text)).strip()
+    if max_len is not None and len(s) > max_len:
+        s = s[: max_len - 1].rstrip() + "…"
+    def plain(seg: str) -> str:  # md_text of a piece, keeping the spaces around it
+        core = seg.strip()
+        return seg[:len(seg) - len(seg.lstrip())] + md_text(core) + seg[len(seg.rstrip()):] if core else seg
+
+    out, pos = [], 0
+    for m in _CODE_SPAN.finditer(s):
+        out += [plain(s[pos:m.start()]), md_code(m.group(1))]
+        pos = m.end()
+    out.append(plain(s[pos:]))
+    return "".join(out)
+
+
 def md_code(text: object) -> str:
     """Inline code for a name (op, mode, path): backticks in the name lengthen the fence,
     pipes are escaped for tables, whitespace is collapsed so a cell stays one line."""

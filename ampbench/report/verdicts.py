@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ampbench.diagnose.advice import advice_for
 from ampbench.report import fmt
-from ampbench.report.fmt import md_code, md_link, md_text
+from ampbench.report.fmt import md_code, md_link, md_prose, md_text
 from ampbench.report.tables import value
 from ampbench.report.view import Ctx, RunView, h
 from ampbench.results.verdicts import RuleResult
@@ -47,7 +47,7 @@ def verdicts(v: RunView, ctx: Ctx, level: int) -> str:
         items.append(f"- {md_code(mv.mode)}: **{mv.verdict}**")
         for r in reasons:
             info = " (informational)" if r.informational else ""
-            line = (f"  - **{r.status}**{info} {md_code(r.rule)}: {md_text(r.message, 600)} "
+            line = (f"  - **{r.status}**{info} {md_code(r.rule)}: {md_prose(r.message, 600)} "
                     f"(observed {value(r.observed)}; threshold {value(r.threshold)})")
             if r.trials:
                 line += f"; trials: {_trial_links(v, ctx, r.trials)}"

@@ -532,7 +532,7 @@ def test_piped_tables_and_progress_use_no_box_drawing():
 
     buf = io.StringIO()
     console = Console(file=buf, width=200, no_color=True)
-    print_trials(trials_of(make_suite(seeds=(0,)), n_steps=10), console)
+    print_trials(trials_of(make_suite(seeds=(0,)), n_steps=10), console, "accuracy")
     text = buf.getvalue()
     assert "fp32" in text and not any(ch in text for ch in "━┃│─┏┓┗┛┡┩")
 

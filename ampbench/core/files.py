@@ -239,12 +239,12 @@ def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_r
             if path.exists() and Path(src).exists() and os.path.samefile(path, src):
                 raise ResultsError(f"{path}: is the input {src}; refusing to replace it (choose another output)")
     if path.is_dir():
-        raise ResultsError(f"{path}: is a folder; give a file name")
+        raise ResultsError(f"{path}: is a folder; give a file name (EISDIR)")
     if is_record(path) and (not allow_records or path.name in RECORD_NAMES or path.parent.name == "trials"):
         raise ResultsError(f"{path}: is an ampbench record (run.json, a trial or result file); refusing to replace it")
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
-        raise ResultsError(f"{path}: cannot write: {blocker} is a file, not a folder")
+        raise ResultsError(f"{path}: cannot write: {blocker} is a file, not a folder (ENOTDIR)")
     return path
 
 

@@ -373,6 +373,9 @@ def main() -> None:
     """Entry point: Ctrl-C and SIGTERM end with 130 / 143 and a line saying so (typer would swallow
     a KeyboardInterrupt into a silent exit); `ampbench run` stops its worker and says how to resume."""
     install_signal_handlers()
+    for stream in (sys.stdout, sys.stderr):  # PYTHONIOENCODING=ascii and a non-ASCII path: shown escaped, not exit 1
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     # Paddle's import warns about a C++-extension compiler cache ampbench never uses: noise in every run.
     warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
     try:

@@ -545,3 +545,23 @@ def test_code_spans_in_rule_messages_render_as_code_not_escaped_backticks():
     html = to_html(md, "t")
     assert "<code>train.steps</code>" in html and "\\`" not in html and "<b>" not in html
     assert "&lt;b&gt;now" in html and "<em>" not in html
+
+
+def test_non_utf8_run_path_in_summary(work, run_dir):
+    odd = work / os.fsdecode(b"runs-\xff")
+    run_dir.parent.parent.rename(odd)
+    moved = odd / run_dir.parent.name / run_dir.name
+    for fmt in ("md", "csv"):
+        r = invoke("summary", str(moved), "--format", fmt, "-o", str(work / f"s.{fmt}"))
+        assert r.exit_code == 0, r.output
+        assert "\\xff" in (work / f"s.{fmt}").read_text() or fmt == "md"
+
+
+def test_ascii_only_output_encoding_with_a_non_ascii_name(tmp_path):
+    out = tmp_path / "suite-é.toml"
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "import", "paddlenlp", "--args", "--fp16", "-o", str(out)],
+                       capture_output=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "PYTHONIOENCODING": "ascii",
+                            "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0, r.stderr[-500:]
+    assert out.is_file() and b"Traceback" not in r.stderr and b"suite-\\xe9" in r.stderr

@@ -25,6 +25,11 @@ from typing import IO, Any
 from ampbench.core.errors import ResultsError
 
 
+def shown_path(path: Path | str) -> str:
+    """A path as text that can always be printed or written (a name with non-UTF-8 bytes gets them as \\xNN)."""
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+
+
 def os_reason(e: OSError | UnicodeDecodeError) -> str:
     """An OS or encoding error as a short reason with its errno name: `No space left on device (ENOSPC)`."""
     if isinstance(e, UnicodeDecodeError):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_bytes, atomic_write_text, check_output
+from ampbench.core.files import atomic_write_bytes, atomic_write_text, check_output, shown_path
 from ampbench.judge.summary import summarize_modes
 from ampbench.report import fmt
 from ampbench.results.run_dir import open_run
@@ -34,7 +34,7 @@ def trial_frame(run_dirs: list[Path]) -> Any:  # -> pandas.DataFrame
         modes = summarize_modes(run.trials, run.suite.suite.metric, confidence=run.suite.thresholds.confidence)
         for row, t in zip(rows, run.trials):
             row["run_id"] = run.info.run_id
-            row["run_dir"] = str(path)
+            row["run_dir"] = shown_path(path)
             row["metric"] = t.metrics.get(run.suite.suite.metric)
             row["mode_samples_per_s"] = modes[t.mode].samples_per_s
             row["peak_bytes"] = t.peak_memory()[0] or None
@@ -57,7 +57,7 @@ def compare_frame(run_dirs: list[Path]) -> Any:  # -> pandas.DataFrame
         samples_per_s=("mode_samples_per_s", "first"), peak_bytes=("peak_bytes", "max"),
         metric_mean=("metric", "mean"), metric_sd=("metric", "std"), skipped_steps=("skipped_steps", "sum"))
     out = agg.join(stats).reset_index()
-    first = out[out["run_dir"] == str(run_dirs[0])].set_index(["suite", "mode"])["samples_per_s"]
+    first = out[out["run_dir"] == shown_path(run_dirs[0])].set_index(["suite", "mode"])["samples_per_s"]
     ref = out.set_index(["suite", "mode"]).index.map(lambda k: first.get(k, np.nan))
     out["samples_per_s_vs_first"] = out["samples_per_s"].to_numpy() / np.asarray(ref, dtype=float) - 1
     return out

@@ -565,3 +565,12 @@ def test_ascii_only_output_encoding_with_a_non_ascii_name(run_dir, work):
                             "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert r.returncode == 0, r.stderr[-500:]
     assert out.is_file() and b"Traceback" not in r.stderr + r.stdout and b"rapport-\\xe9" in r.stdout
+
+
+def test_check_against_its_own_baseline_shows_no_change(run_dir, work):
+    from ampbench.commands.check import check_run
+
+    assert invoke("baseline", "save", str(run_dir), "-o", str(work / "b.json")).exit_code == 0
+    report = check_run(run_dir, baseline=work / "b.json")
+    rules = [r for v in report.verdicts for r in v.rules if r.rule == "history-throughput"]
+    assert rules and all(r.observed == 0.0 for r in rules), [r.observed for r in rules]

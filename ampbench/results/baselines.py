@@ -125,8 +125,12 @@ def from_trials(info: RunInfo, suite: Suite, trials: list[Trial], source: str = 
 # ---------------------------------------------------------------- files
 
 
+STORED_DIGITS = 6                 # significant digits of a baseline's step times
+STORED_REL_ERROR = 5 * 10.0 ** -STORED_DIGITS  # so a run against its own baseline differs by up to this much
+
+
 def _round(x: float) -> float:
-    return float(f"{x:.6g}") if math.isfinite(x) else x
+    return float(f"{x:.{STORED_DIGITS}g}") if math.isfinite(x) else x
 
 
 def dumps(b: Baseline) -> str:

@@ -18,7 +18,7 @@ from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, on
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
 from ampbench.judge.rules.speed import compare, planned_seeds, shortfall_text
-from ampbench.results.baselines import CompactTrial
+from ampbench.results.baselines import STORED_REL_ERROR, CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
@@ -41,6 +41,13 @@ def _other_arms(c: Ctx) -> list[list[CompactTrial]]:
     assert c.baseline is not None
     modes = [m.name for m in c.suite.modes if m.name != c.mode]
     return [c.compact(m) for m in modes] + [c.baseline.trials(m) for m in modes]
+
+
+def _change(ratio: float) -> float:
+    """ratio - 1, with differences below the baseline's storage rounding shown as 0 (a run checked
+    against its own baseline is unchanged, not +4e-07)."""
+    x = ratio - 1
+    return 0.0 if abs(x) <= 2 * STORED_REL_ERROR else x
 
 
 def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) -> RuleResult:
@@ -76,7 +83,7 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
     why = None if status == "PASS" else interference.disturbed(cur, base, b.estimate, m, ("this run", "baseline"))
     if why:
         status, msg = "INCONCLUSIVE", f"{note}{why[0].upper()}{why[1:]}. {msg[len(note):]}"
-    return c.rule("history-throughput", status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
+    return c.rule("history-throughput", status, _change(b.estimate), threshold, msg, ratio=b.estimate, lower=b.lower,
                   upper=b.upper, ci_low=b.low, ci_high=b.high, seeds=[len(cmp.num), len(cmp.den)],
                   disturbed=bool(why))
 

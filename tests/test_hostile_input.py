@@ -574,3 +574,12 @@ def test_check_against_its_own_baseline_shows_no_change(run_dir, work):
     report = check_run(run_dir, baseline=work / "b.json")
     rules = [r for v in report.verdicts for r in v.rules if r.rule == "history-throughput"]
     assert rules and all(r.observed == 0.0 for r in rules), [r.observed for r in rules]
+
+
+def test_paddlenlp_short_max_steps_imports_with_a_fitting_measurement_warmup(work):
+    import tomllib
+
+    r = invoke("import", "paddlenlp", "--args", "--fp16 --max_steps 10 --warmup_steps 50", "-o", str(work / "s.toml"))
+    assert r.exit_code == 0, r.output
+    train = tomllib.loads((work / "s.toml").read_text())["train"]
+    assert train["steps"] == 10 and train["warmup_steps"] < 10 and train["optimizer"]["lr_warmup_steps"] == 50

@@ -97,6 +97,11 @@ def _train(a: dict[str, Any], base: dict[str, Any], out: Imported, where: str) -
             v = number(where, src, a[src], int, minimum=low, maximum=10**9)
             if not (src == "max_steps" and v <= 0):  # PaddleNLP's max_steps -1: not set
                 train[dst] = v
+    if "steps" in train and train.get("warmup_steps", 0) >= train["steps"]:
+        # ampbench's measurement warm-up (not the Trainer's learning-rate warm-up) must fit a short max_steps
+        train["warmup_steps"] = max(0, min(train["steps"] // 5, train["steps"] - 1))
+        out.notes.append(f"train.warmup_steps = {train['warmup_steps']} (ampbench's measurement warm-up, shortened to "
+                         f"fit max_steps {train['steps']}; the learning-rate warm-up is optimizer.lr_warmup_steps)")
     optkeys = {"learning_rate": ("lr", float, {"above": 0}), "weight_decay": ("weight_decay", float, {"minimum": 0}),
                "max_grad_norm": ("grad_clip_norm", float, {}), "warmup_steps": ("lr_warmup_steps", int, {"minimum": 0})}
     for src, (dst, t, bounds) in optkeys.items():

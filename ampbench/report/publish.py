@@ -26,7 +26,7 @@ from ampbench.core.files import atomic_write_bytes, atomic_write_text, os_reason
 from ampbench.report import fmt
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
-from ampbench.results.history import NOT_CHECKED, load_history
+from ampbench.results.history import NOT_CHECKED, iter_history_rows
 from ampbench.results.run_dir import RunDir
 
 BAD = ("FAIL", "ERROR")
@@ -156,8 +156,7 @@ def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
     id once), so a suite is listed once and no history disappears."""
     merged: dict[str, dict[str, dict[str, Any]]] = {}
     for path in history_files(history):
-        for s in load_history(path):
-            e = s.to_json()  # the page code reads plain dicts
+        for e in iter_history_rows(path):  # plain dicts, one validated line at a time
             merged.setdefault(e["suite"], {})[e["run_id"]] = e
     return [(suite, sorted(runs.values(), key=lambda d: (d.get("started") or "", d["run_id"])))
             for suite, runs in merged.items()]

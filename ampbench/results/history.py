@@ -9,8 +9,9 @@ git-ignored) run folders.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,6 +121,17 @@ def _parse_line(line: str, path: Path, lineno: int) -> RunSummary:
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or delete that line") from None
     return validate_doc(RunSummary, data, f"{path}:{lineno}")
+
+
+def iter_history_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """Each line of one history file, validated, as a plain dict without default values (the dashboard
+    holds 100,000 of them: one model at a time, never all)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ResultsError(f"{path}: history file not found")
+    for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+        if line.strip():
+            yield _parse_line(line, path, i).model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
 
 def load_history(path: Path) -> list[RunSummary]:

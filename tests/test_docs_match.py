@@ -120,4 +120,4 @@ def test_documented_setup_installs_what_documented_commands_need():
     assert "pyarrow" in installed               # ampbench summary --format parquet
     assert "pandas" in installed and "matplotlib" in installed and "markdown-it-py" in installed
     assert "websocket-client" in resolve(["test"])
-    assert re.search(r"--test\) .*debs\+=\(chromium\)", setup)   # the dashboard's browser test
+    assert re.search(r"--test\) .*debs\+=\(chromium\b", setup)   # the dashboard's browser test

@@ -121,7 +121,7 @@ def _verdict_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], col
     offsets = np.linspace(-0.15, 0.15, len(amp_modes)) if len(amp_modes) > 1 else np.zeros(1)
     bins = bins if bins is not None else _bins(len(entries))
     for off, mode in zip(offsets, amp_modes):
-        ys = np.array([VERDICT_Y.get(((e.get("modes") or {}).get(mode) or {}).get("verdict"), np.nan)
+        ys = np.array([float(VERDICT_Y.get(str(((e.get("modes") or {}).get(mode) or {}).get("verdict")), np.nan))
                        for e in entries], dtype=float)
         xs, ws = [], []
         for b in bins:

@@ -56,6 +56,8 @@ def test_dry_run_checks_reports_writes_history_and_exits_inconclusive(tmp_path):
     r = nightly("--dry-run", "--out", str(out2), "--baselines", str(base), "--history", str(hist),
                 env={"NIGHTLY_SUITES": f"{toy},{other}", "NIGHTLY_SET": "train.steps=4 train.warmup_steps=1"})
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    for name in ("toy", "toy2"):   # each suite's check table once (the one against the baseline)
+        assert r.stdout.count(f"ampbench check: {name} (") == 1, r.stdout[-3000:]
     runs = out2.joinpath("runs.txt").read_text().split()
     assert [Path(p).parent.name for p in runs] == ["toy", "toy2"]
     check = json.loads((Path(runs[0]) / "check.json").read_text())

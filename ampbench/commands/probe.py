@@ -84,7 +84,7 @@ class TrialAttempts:
 
     def __init__(self, run: RunDir, cfg: dict[str, Any], suite_file: str, profile: str, config_hash: str,
                  mode: str, seed: int, memory_limit_bytes: int | None, timeout_s: float, cache_dir: Path):
-        self.run, self.cfg, self.mode, self.seed = run, cfg, mode, seed
+        self.run, self.suite, self.mode, self.seed = run, Suite.model_validate(cfg), mode, seed
         self.suite_file, self.profile, self.config_hash = suite_file, profile, config_hash
         self.limit, self.timeout_s, self.cache_dir = memory_limit_bytes, timeout_s, cache_dir
         self.records: list[ProbeAttempt] = []
@@ -92,9 +92,9 @@ class TrialAttempts:
     def __call__(self, batch: int) -> tuple[bool, int | None]:
         sub = RunDir(self.run.path / "attempts" / self.mode / f"bs{batch}")
         spec = TrialSpec(
-            suite=self.cfg, suite_file=self.suite_file, profile=self.profile, config_hash=self.config_hash,
+            suite=self.suite, suite_file=self.suite_file, profile=self.profile, config_hash=self.config_hash,
             mode=self.mode, seed=self.seed, trial_path=str(sub.trial_path(self.mode, self.seed)),
-            cache_dir=str(self.cache_dir), batch_size=batch, steps=self.cfg["train"]["steps"],
+            cache_dir=str(self.cache_dir), batch_size=batch, steps=self.suite.train.steps,
             timeout_s=self.timeout_s, memory_limit_bytes=self.limit,
         )
         t0 = time.monotonic()

@@ -115,6 +115,11 @@ class ModeConfig(_Strict):
     def amp(self) -> bool:
         return self.level != "O0"
 
+    @property
+    def amp_level(self) -> Literal["O0", "O1", "O2"]:
+        """`level` once validated: never None (the fp32 mode without one is O0, set by `_level`)."""
+        return self.level or "O0"
+
 
 class Thresholds(_Strict):
     metric_abs_tol: float = Field(0.01, ge=0)
@@ -192,7 +197,7 @@ class Suite(_Strict):
             raise ValueError(f"duplicate mode names: {', '.join(dup)}")
         if REFERENCE_MODE not in names:
             raise ValueError(f"no '{REFERENCE_MODE}' mode to compare against (modes: {', '.join(names)})")
-        bad = [k for m in [self, *self.modes] for k in m.flags if not k.startswith("FLAGS_")]
+        bad = [k for flags in [self.flags, *(m.flags for m in self.modes)] for k in flags if not k.startswith("FLAGS_")]
         if bad:
             raise ValueError(f"flags: {', '.join(bad)}: Paddle flag names start with FLAGS_")
         return self

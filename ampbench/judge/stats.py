@@ -104,34 +104,36 @@ def bootstrap_ratio_batch(
     so memory stays bounded for long runs.
     """
     rng = np.random.default_rng(seed)
-    sides = []
+    sides: list[np.ndarray | list[np.ndarray]] = []  # a (B, k, L) table, or B = 1 ragged trials
     for side in (num, den):
         if isinstance(side, np.ndarray) and side.ndim == 3:
-            sides.append((side, None))
-        else:
-            if not len(side) or any(len(g) == 0 for g in side):
-                raise ValueError("bootstrap needs at least one non-empty trial on each side")
-            t = _as_table(side)
-            sides.append((t, None) if t is not None else (None, list(side)))
-    size = sum(t.shape[0] * t.shape[1] * t.shape[2] if t is not None else sum(map(len, g)) for t, g in sides)
+            sides.append(side)
+            continue
+        groups = list(side)
+        if not groups or any(len(g) == 0 for g in groups):
+            raise ValueError("bootstrap needs at least one non-empty trial on each side")
+        t = _as_table(groups)
+        sides.append(t if t is not None else groups)
+    size = sum(s.size if isinstance(s, np.ndarray) else sum(map(len, s)) for s in sides)
     step = max(1, chunk // max(1, size))
     draws: list[np.ndarray] = []
     done = 0
     while done < resamples:
         r = min(step, resamples - done)
-        meds = [_resample_medians(t, r, rng) if t is not None else _ragged_medians(g, r, rng) for t, g in sides]
+        meds = [_resample_medians(s, r, rng) if isinstance(s, np.ndarray) else _ragged_medians(s, r, rng)
+                for s in sides]
         draws.append(meds[0] / meds[1])
         done += r
     dist = np.concatenate(draws, axis=1)
     a = (1 - confidence) / 2
     low, high = np.quantile(dist, [a, 1 - a], axis=1)
 
-    def pooled(t: np.ndarray | None, g: list | None) -> np.ndarray:
-        if t is not None:
-            return np.median(t.reshape(t.shape[0], -1), axis=1)
-        return np.array([pooled_median(g)])
+    def pooled(s: np.ndarray | list[np.ndarray]) -> np.ndarray:
+        if isinstance(s, np.ndarray):
+            return np.median(s.reshape(s.shape[0], -1), axis=1)
+        return np.array([pooled_median(s)])
 
-    est = pooled(*sides[0]) / pooled(*sides[1])
+    est = pooled(sides[0]) / pooled(sides[1])
     return est, low, high
 
 
@@ -255,8 +257,8 @@ def find_scale_collapse(
                      drops[0] if drops else i)
             return Collapse(int(steps[j]), int(st), "floor", sc, len(drops))
         if drops and drops[-1] == i and len(drops) >= halvings:
-            j = stalled_from()
-            if j is not None:
-                return Collapse(int(steps[j]), int(st), "halvings", sc, len(drops) - drops.index(j))
+            began = stalled_from()
+            if began is not None:
+                return Collapse(int(steps[began]), int(st), "halvings", sc, len(drops) - drops.index(began))
         prev = sc
     return None

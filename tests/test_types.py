@@ -21,7 +21,7 @@ def test_mypy_is_clean(request: pytest.FixtureRequest) -> None:
     cache = request.config.cache.mkdir("mypy") if request.config.cache is not None else None
     cmd = [sys.executable, "-m", "mypy", "ampbench"] + (["--cache-dir", str(cache)] if cache else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, f"mypy ampbench failed (exit {out.returncode}):\n{out.stdout}{out.stderr}"
     assert "Success: no issues found" in out.stdout, out.stdout
 
@@ -48,4 +48,4 @@ def test_the_ignore_checker_tells_a_reason_from_none() -> None:
     assert ignores_without_reason("x = f()  # type: ignore[arg-type]\n", "m.py") == [
         "m.py:1: x = f()  # type: ignore[arg-type]"]
     assert ignores_without_reason("x = f()  # type: ignore\n", "m.py")  # no code
-    assert ignores_without_reason("x = f()  # type: ignore[arg-type]  # paddle's stub lacks it\n", "m.py") == []
+    assert ignores_without_reason("x = f()  # type: ignore[arg-type]  # paddle's stub lacks it\n", "x.py") == []

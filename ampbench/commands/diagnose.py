@@ -74,7 +74,7 @@ def _diag_config(config: dict[str, Any], steps: int) -> dict[str, Any]:
 def _run_pair(run: OpenRun, mode: str, seed: int, steps: int, batch: int, out: Path,
               console: Console) -> dict[str, Trial]:
     """FP32 then `mode`, one process each, every op output dumped; trials kept under `out`."""
-    suite = Suite.model_validate(_diag_config(run.info.config, steps))
+    suite = Suite.model_validate(_diag_config(run.suite.model_dump(mode="json"), steps))
     trials: dict[str, Trial] = {}
     sub = RunDir(out)
     for m in (REFERENCE_MODE, mode):

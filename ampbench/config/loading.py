@@ -30,7 +30,6 @@ class LoadedSuite(BaseModel):
     model_config = ConfigDict(frozen=True)
     path: str
     profile: str
-    profiles_available: list[str]
     suite: Suite
     raw: dict[str, Any]
 
@@ -222,4 +221,4 @@ def load_suite(
     if where:
         raise ConfigError("--set", where, "inf and nan are not allowed: give a finite number")
     suite = validate_suite(base, file, chosen, on_valid)
-    return LoadedSuite(path=file, profile=chosen, profiles_available=available, suite=suite, raw=base)
+    return LoadedSuite(path=file, profile=chosen, suite=suite, raw=base)

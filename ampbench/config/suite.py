@@ -51,7 +51,6 @@ class TrainConfig(_Strict):
     target: TargetConfig | None = None
     timeout_s: float = Field(3600.0, gt=0)
     amp_stats_steps: int = Field(2, ge=1)
-    log_every: int = Field(1, ge=1)
     diverge_after: int = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
 
     @model_validator(mode="after")
@@ -131,7 +130,6 @@ class Thresholds(_Strict):
     loss_scale_floor: float = Field(1.0, ge=0)
     collapse_halvings: int = Field(8, ge=2)
     confidence: float = Field(0.95, gt=0.5, lt=1)
-    bootstrap_resamples: int = Field(2000, ge=100)
     history_min_change: float = Field(0.05, ge=0)
     history_alpha: float = Field(0.01, gt=0, lt=0.5)
 

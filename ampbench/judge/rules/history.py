@@ -18,7 +18,7 @@ from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
 from ampbench.judge.rules.speed import compare, planned_seeds, shortfall_text
 from ampbench.results.baselines import CompactTrial
-from ampbench.results.verdicts import RuleResult, Status, as_status
+from ampbench.results.verdicts import RuleResult, as_status
 
 
 def rule_history(c: Ctx) -> list[RuleResult]:

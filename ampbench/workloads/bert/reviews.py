@@ -46,10 +46,6 @@ class TextDataset:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def class_counts(self) -> dict[str, int]:
-        counts = np.bincount(self.labels, minlength=len(self.label_names))
-        return {n: int(c) for n, c in zip(self.label_names, counts)}
-
     def majority_rate(self) -> float:
         """Accuracy of always predicting the most common class: the floor a model must beat."""
         if not len(self):

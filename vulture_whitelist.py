@@ -33,6 +33,7 @@ _._momentum  # paddle BatchNorm reads _momentum in forward (dbnet bn_momentum)
 
 # Called from outside the package.
 _.archive_report  # scripts/nightly.sh keeps each run's report.html beside the history
+_.launch_in_process  # the in-process launcher: for tests and debugging (a breakpoint in a workload)
 
 # Pending: issue 23 wires thresholds.history_alpha into the history rule; drop this line when it lands.
 _.history_alpha

@@ -29,10 +29,9 @@ def two_runs(tmp_path):
 
 
 def expected_rate(run, mode) -> float:
-    """judge/measure.py's definition: the geometric mean of the ok trials' median per-step rates."""
     per_trial = [np.median([s["samples"] / s["time_s"] for s in t["steps"] if not s["warmup"]])
                  for t in load_trials(run) if t["mode"] == mode and t["status"] == "ok"]
-    return float(np.exp(np.mean(np.log(per_trial))))
+    return float(np.exp(np.mean(np.log(per_trial))))  # judge/measure.py: geometric mean of trial medians
 
 
 def test_frame_numbers(two_runs):

@@ -15,7 +15,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn, Optional, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -51,20 +51,23 @@ def _width(terminal: bool) -> int | None:
     return width if terminal else (width or 200)
 
 
+_Verb = TypeVar("_Verb", bound=Callable[..., Any])
+
+
 class GuardedTyper(typer.Typer):
     """Every verb runs inside `_guard`: one place maps a user-fixable problem to one line and exit 2."""
 
-    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[_Verb], _Verb]:
         register = super().command(*args, **kwargs)
 
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def decorate(fn: _Verb) -> _Verb:
             @functools.wraps(fn)
             def guarded(*a: Any, **kw: Any) -> Any:
                 for c in (out, err):  # COLUMNS as it is now, not as it was at import
                     c.width = _width(c.is_terminal)  # type: ignore[assignment]
                 with _guard():
                     return fn(*a, **kw)
-            return register(guarded)
+            return cast(_Verb, register(guarded))  # functools.wraps gave `guarded` fn's signature
         return decorate
 
 

@@ -164,11 +164,10 @@ def _import(args: dict[str, Any], where: str, source: str) -> Imported:
 
 def load_args(path: str | Path | None, cli: str | None) -> tuple[dict[str, Any], str]:
     """Trainer arguments from a JSON file (as PaddleNLP's parse_json_file reads) or a CLI string."""
-    if (path is None) == (cli is None):
-        raise ConfigError("ampbench import paddlenlp", "", "give exactly one of ARGS.json or --args \"...\"")
-    if cli is not None:
+    if cli is not None and path is None:
         return parse_cli_args(cli), "--args"
-    assert path is not None
+    if path is None or cli is not None:
+        raise ConfigError("ampbench import paddlenlp", "", "give exactly one of ARGS.json or --args \"...\"")
     data = load_json_object(read_input(path, "Trainer arguments file"), str(path))
     if not isinstance(data, dict):
         raise ConfigError(str(path), "", "Trainer arguments must be a JSON object")

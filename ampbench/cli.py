@@ -64,7 +64,7 @@ class GuardedTyper(typer.Typer):
             @functools.wraps(fn)
             def guarded(*a: Any, **kw: Any) -> Any:
                 for c in (out, err):  # COLUMNS as it is now, not as it was at import
-                    c.width = _width(c.is_terminal)  # type: ignore[assignment]
+                    c.width = _width(c.is_terminal)  # type: ignore[assignment]  # reason: None = detect (rich accepts it)
                 with _guard():
                     return fn(*a, **kw)
             return cast(_Verb, register(guarded))  # functools.wraps gave `guarded` fn's signature
@@ -377,8 +377,10 @@ def main() -> None:
     a KeyboardInterrupt into a silent exit); `ampbench run` stops its worker and says how to resume."""
     install_signal_handlers()
     for stream in (sys.stdout, sys.stderr):  # PYTHONIOENCODING=ascii and a non-ASCII path: shown escaped, not exit 1
-        with contextlib.suppress(AttributeError, ValueError):
-            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        reconfigure = getattr(stream, "reconfigure", None)  # a TextIOWrapper's; absent on a replaced stream
+        with contextlib.suppress(ValueError):
+            if reconfigure is not None:
+                reconfigure(errors="backslashreplace")
     # Paddle's import warns about a C++-extension compiler cache ampbench never uses: noise in every run.
     warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
     try:

@@ -253,20 +253,15 @@ def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_r
     return path
 
 
-def read_bytes(path: Path, what: str = "result file", root: Path | None = None,
-               limit: int = MAX_READ_BYTES) -> bytes:
-    """A regular file's bytes, or ResultsError naming it: missing, a folder, a FIFO or device (opened
-    non-blocking, so a FIFO never hangs a read), larger than `limit`, unreadable. With `root`, no
-    symbolic link is followed below it (the file included)."""
-    p = Path(path)
+def _open_for_reading(p: Path, what: str, root: Path | None) -> int:
+    """A read-only, non-blocking descriptor of `p` (no link followed below `root`), or ResultsError."""
     dfd = -1
     try:
         if root is None:
-            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
-        else:
-            base, names = _components(p, Path(root))
-            dfd = _open_dirs(base, names[:-1], create=False)
-            fd = os.open(names[-1], os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+            return os.open(p, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
+        base, names = _components(p, Path(root))
+        dfd = _open_dirs(base, names[:-1], create=False)
+        return os.open(names[-1], os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
     except FileNotFoundError:
         raise ResultsError(f"{p}: {what} not found") from None
     except OSError as e:
@@ -278,6 +273,15 @@ def read_bytes(path: Path, what: str = "result file", root: Path | None = None,
     finally:
         if dfd >= 0:
             os.close(dfd)
+
+
+def read_bytes(path: Path, what: str = "result file", root: Path | None = None,
+               limit: int = MAX_READ_BYTES) -> bytes:
+    """A regular file's bytes, or ResultsError naming it: missing, a folder, a FIFO or device (opened
+    non-blocking, so a FIFO never hangs a read), larger than `limit`, unreadable. With `root`, no
+    symbolic link is followed below it (the file included)."""
+    p = Path(path)
+    fd = _open_for_reading(p, what, root)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):

@@ -97,8 +97,9 @@ def write_summary(run_dirs: list[Path], fmt_name: str = "md", output: Path | Non
             df.to_parquet(buf, index=False)
         except ImportError as e:
             raise ResultsError(f"--format parquet needs pyarrow (in the ctr extra; scripts/setup.sh installs it): {e}") from None
-        atomic_write_bytes(Path(output), buf.getvalue())  # type: ignore[arg-type]
-        return Path(output)  # type: ignore[arg-type]
+        assert output is not None  # refused above
+        atomic_write_bytes(Path(output), buf.getvalue())
+        return Path(output)
     text = to_markdown(df) if fmt_name == "md" else csv_safe_frame(df).to_csv(index=False)
     if output is None:
         return text

@@ -79,27 +79,12 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
                     ax.fill_between(xs, lo, hi, color=colors[mode], alpha=0.15, linewidth=0)
         ax.set_ylabel(label, fontsize=8.5)
     _verdict_panel(axes[3, 0], entries, modes, colors, bins)
-    for ax in axes[:, 0]:
-        if len(regressions) <= 50:
-            for good, bad in regressions:
-                ax.axvspan(good + 0.1, bad + 0.1, color=P.FLAG_COLOR, alpha=0.12, linewidth=0)
-        else:  # one collection, not one patch per regression
-            ax.vlines([bad for _, bad in regressions], 0, 1, transform=ax.get_xaxis_transform(),
-                      color=P.FLAG_COLOR, alpha=0.25, linewidth=0.6)
-    ticks = P.thin_ticks(len(entries))
-    axes[-1, 0].set_xticks(ticks, [P.run_label(entries[i]) + _sha(entries[i]) for i in ticks])
-    for lbl in axes[-1, 0].get_xticklabels():
-        lbl.set_rotation(30 if len(ticks) > 3 else 0)
-        lbl.set_ha("right" if len(ticks) > 3 else "center")
-        lbl.set_fontsize(7.5)
-    if binned:
-        axes[0, 0].set_title(f"Per mode over {len(entries):,} runs: median per bin of about "
-                             f"{len(entries) // len(bins)} runs, band min to max (x: start date, commit)", fontsize=10)
-    if regressions:
-        axes[0, 0].axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
+    _mark_regressions(axes, regressions)
+    _x_axis(axes[-1, 0], entries)
+    title = (f"Per mode over {len(entries):,} runs: median per bin of about {len(entries) // len(bins)} runs, "
+             "band min to max (x: start date, commit)") if binned else "Per mode over runs (x: start date, commit)"
+    axes[0, 0].set_title(title, fontsize=10)
     P._legend_right(axes[0, 0])
-    if not binned:
-        axes[0, 0].set_title("Per mode over runs (x: start date, commit)", fontsize=10)
     buf = io.BytesIO()
     with P._plain_text():
         for t in fig.findobj(lambda o: hasattr(o, "set_parse_math")):
@@ -108,6 +93,29 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
             fig.suptitle(inactive, fontsize=9.5, color=P.FLAG_COLOR, fontweight="bold")
         fig.savefig(buf, format="png", dpi=P.DPI)
     return buf.getvalue()
+
+
+def _mark_regressions(axes: Any, regressions: list[tuple[int, int]]) -> None:
+    """Last good -> first bad shaded on every panel; many of them as one line collection per panel."""
+    for ax in axes[:, 0]:
+        if len(regressions) <= 50:
+            for good, bad in regressions:
+                ax.axvspan(good + 0.1, bad + 0.1, color=P.FLAG_COLOR, alpha=0.12, linewidth=0)
+        else:  # one collection, not one patch per regression
+            ax.vlines([bad for _, bad in regressions], 0, 1, transform=ax.get_xaxis_transform(),
+                      color=P.FLAG_COLOR, alpha=0.25, linewidth=0.6)
+    if regressions:
+        axes[0, 0].axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
+
+
+def _x_axis(ax: Any, entries: list[dict[str, Any]]) -> None:
+    """At most a dozen run labels (start date, commit), whatever the number of runs."""
+    ticks = P.thin_ticks(len(entries))
+    ax.set_xticks(ticks, [P.run_label(entries[i]) + _sha(entries[i]) for i in ticks])
+    for lbl in ax.get_xticklabels():
+        lbl.set_rotation(30 if len(ticks) > 3 else 0)
+        lbl.set_ha("right" if len(ticks) > 3 else "center")
+        lbl.set_fontsize(7.5)
 
 
 def _sha(e: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import filelock
 from pydantic import ValidationError
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from ampbench.config.suite import Suite
 from ampbench.core.docs import load_doc, write_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import open_for_writing, os_reason, refuse_link
+from ampbench.core.files import os_reason, refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.records import RunInfo, Trial, trial_key
 
@@ -75,10 +75,6 @@ class RunDir:
 
         atomic_write_text(self.path / rel, text, root=self.path)
         return self.path / rel
-
-    def open_log(self, mode: str, seed: int) -> IO[str]:
-        """The trial's worker log, opened for writing without following a link in logs/."""
-        return open_for_writing(self.log_path(mode, seed), root=self.path)
 
     def load_run(self) -> RunInfo:
         if not self.path.is_dir():

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
+from ampbench.judge import sequential
 from ampbench.judge.baseline import Baseline, CompactTrial, compact
+from ampbench.judge.sequential import Design
 from ampbench.judge.verdict import RuleResult
 from ampbench.results import Trial
 from ampbench.results import last_line as results_last_line
@@ -27,6 +29,8 @@ class Ctx:
     baseline: Baseline | None
     baseline_note: str
     notes: dict[str, Any] = field(default_factory=dict)
+    design: Design | None = None  # the looks of a sequential run (run --until-decided), None: fixed seeds
+    drift_sd: float | None = None  # run-to-run drift estimated from the history (None: the default)
     _compact: dict[str, list[CompactTrial]] = field(default_factory=dict)
 
     @property
@@ -63,6 +67,12 @@ class Ctx:
     def amp_inactive(self) -> bool:
         ok = self.ok(self.mode)
         return not self.is_ref and bool(ok) and not all(t.amp.active for t in ok)
+
+    def levels(self, history: bool = False, baseline_trials: int = 0) -> tuple[float, float]:
+        """(PASS, FAIL) one-sided confidences of this look: `confidence` and 1 - fail alpha for a fixed-seed
+        run; the alpha-spending boundaries of the current look in a sequential one (judge.sequential)."""
+        alpha = self.th.history_alpha if history else self.th.fail_alpha
+        return sequential.levels(self.th.confidence, alpha, self.design, baseline_trials if history else 0)
 
     def rule(self, rule: str, status: str, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:

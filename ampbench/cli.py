@@ -86,16 +86,32 @@ def run(
                                           "plans it (refuses --profile/--mode/--seeds/--set)"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
+    until_decided: bool = typer.Option(False, "--until-decided", help="Add matched seeds while a speed or parity "
+                                       "rule is INCONCLUSIVE and more seeds can decide it (alpha spending over the looks)"),
+    max_seeds: int = typer.Option(12, "--max-seeds", min=2, max=64, help="Seed cap per mode for --until-decided"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Time budget for --until-decided, e.g. 2h, 45m"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
+                                            "or baseline JSON); with --until-decided the history rules count"),
+    affinity: Optional[str] = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
+    from ampbench.judge.until import parse_duration
+    from ampbench.launch.plan import parse_cpus
     from ampbench.launch.runner import RunOptions, execute
 
-    opts = RunOptions(
-        suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
-        overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
-        reporter=_report_run,
-    )
     with _guard():
+        try:
+            budget_s = parse_duration(budget) if budget is not None else None
+        except ValueError as e:
+            raise ConfigError("--budget", budget or "", str(e)) from None
+        if (budget is not None or max_seeds != 12) and not until_decided:
+            raise ConfigError("--max-seeds/--budget", budget or str(max_seeds), "only with --until-decided")
+        opts = RunOptions(
+            suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
+            overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
+            reporter=_report_run, until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s,
+            baseline=baseline, affinity=parse_cpus(affinity) if affinity else None,
+        )
         code = execute(opts, console=out)
     raise typer.Exit(code)
 

@@ -14,6 +14,7 @@ from ampbench.config import Suite
 from ampbench.judge.baseline import Baseline, device_slug, load_baseline
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.rules.registry import RULES
+from ampbench.judge.sequential import Design
 from ampbench.judge.verdict import CheckReport, ModeVerdict, combine, exit_code
 from ampbench.results import ResultsError, Trial, open_run
 
@@ -54,8 +55,11 @@ def check_trials(
     plan: list[tuple[str, int]],
     baseline: Baseline | None = None,
     allow_mismatch: bool = False,
+    design: Design | None = None,
+    drift_sd: float | None = None,
 ) -> list[ModeVerdict]:
-    """Judge every planned mode (fp32 too: its own completeness, stability and history)."""
+    """Judge every planned mode (fp32 too: its own completeness, stability and history); `design`: the
+    looks of a sequential run (its rules decide at the alpha-spending levels of the last look)."""
     plan = [(str(m), int(s)) for m, s in plan]
     names = [m.name for m in suite.modes]
     unknown = sorted({m for m, _ in plan} - set(names))
@@ -64,7 +68,18 @@ def check_trials(
     note = _baseline_note(suite, trials, baseline, allow_mismatch)
     by_key = {(t.mode, t.seed): t for t in trials}
     planned_modes = [m for m in names if any(pm == m for pm, _ in plan)]
-    return [judge_mode(Ctx(suite, m, plan, by_key, baseline, note)) for m in planned_modes]
+    return [judge_mode(Ctx(suite, m, plan, by_key, baseline, note, design=design, drift_sd=drift_sd))
+            for m in planned_modes]
+
+
+def design_of(info_sequential: dict | None, where: Path) -> Design | None:
+    """run.json's `sequential` entry as a Design (None: a fixed-seed run)."""
+    if info_sequential is None:
+        return None
+    try:
+        return Design.model_validate(info_sequential)
+    except ValueError as e:
+        raise ResultsError(f"{where}: sequential: {str(e).splitlines()[-1].strip()}") from None
 
 
 def _plan(info_plan: list[dict], where: Path, suite: Suite) -> list[tuple[str, int]]:
@@ -103,11 +118,17 @@ def check_run(run_dir: Path, baseline: Path | None = None, strict: bool = False,
     if baseline is not None:
         ok = [t for t in trials if t.status == "ok"]
         base = load_baseline(Path(baseline), suite=info.suite, device=device_slug(ok[0].env) if ok else None)
-    verdicts = check_trials(suite, trials, plan, baseline=base, allow_mismatch=allow_mismatch)
+    design = design_of(info.sequential, run.path / "run.json")
+    verdicts = check_trials(suite, trials, plan, baseline=base, allow_mismatch=allow_mismatch, design=design)
+    notes = _notes(verdicts)
+    if design is not None:
+        notes.append(f"Seeds added until decided (run --until-decided): looks at {', '.join(map(str, design.looks))} "
+                     f"seeds per mode, cap {design.max_seeds}; every decision at its alpha-spending level "
+                     "(PASS Pocock, FAIL O'Brien-Fleming: docs/checks.md).")
     report = CheckReport(
         suite=info.suite, run_dir=str(run.path), profile=info.profile, config_hash=info.config_hash, strict=strict,
         baseline=str(base.path) if base is not None else None, verdicts=verdicts,
-        exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=_notes(verdicts),
+        exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=notes,
     )
     try:
         report.write(run.path / "check.json")

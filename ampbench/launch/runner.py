@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 import shutil
 import signal
 from collections.abc import Callable
@@ -242,8 +243,22 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             console.print(f"{len(done)} finished trial(s) kept, {len(todo)} to run")
         with keep_signal_handlers():  # it imports paddle, which would take over SIGTERM
             _warn_unknown_ops(suite, console)
+        started = time.monotonic()
+        if opts.until_decided and not opts.resume:
+            from ampbench.commands import until_decided as ud  # orchestration above launch/ (issue 20 moves this)
+
+            ud.start(info, suite, ud.Sequential(opts.max_seeds, opts.budget_s, opts.baseline))
+        if opts.affinity and not opts.resume:
+            info.affinity = sorted(opts.affinity)
+        run.write_run(info)
         try:
             _run_trials(run, info, suite, plan, todo, faults, console)
+            if opts.until_decided and info.sequential is not None:
+                from ampbench.commands import until_decided as ud
+
+                suite = ud.extend(run, info, suite, plan, ud.Sequential(opts.max_seeds, opts.budget_s, opts.baseline),
+                                  lambda new: _run_trials(run, info, suite, new, new, faults, console),
+                                  console, started)
         except (KeyboardInterrupt, Interrupted) as e:
             code = e.exit_code if isinstance(e, Interrupted) else 130
             kept = len(run.finished_keys(config_hash=info.config_hash, suite=info.suite))
@@ -253,7 +268,8 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             return code
         info.finished = _now()
         run.write_run(info)
-    return finish_run(run, console, strict=opts.strict, report=opts.reporter if opts.report else None)
+    return finish_run(run, console, strict=opts.strict, report=opts.reporter if opts.report else None,
+                      baseline=opts.baseline)
 
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
@@ -303,7 +319,7 @@ def _warn_unknown_ops(suite: Suite, console: Console) -> None:
 
 
 def finish_run(run: RunDir, console: Console, strict: bool = False,
-               report: Callable[[Path], Path] | None = None) -> int:
+               report: Callable[[Path], Path] | None = None, baseline: Path | None = None) -> int:
     """summary.csv, the table, check.json (+ report.md); returns the exit code."""
     from ampbench.judge.check import check_run
     from ampbench.report.console import print_check, print_trials
@@ -311,7 +327,7 @@ def finish_run(run: RunDir, console: Console, strict: bool = False,
     trials = open_run(run.path).trials  # validated: nothing foreign reaches the summary
     write_summary_csv(run, trials)
     print_trials(trials, console)
-    result = check_run(run.path, strict=strict)
+    result = check_run(run.path, baseline=baseline, strict=strict)
     print_check(result, console)
     if report is not None:
         try:

@@ -16,7 +16,7 @@ from ampbench.judge.baseline import CompactTrial
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
-from ampbench.judge.rules.speed import compare, level_text, planned_seeds, shortfall_text
+from ampbench.judge.rules.speed import compare, fail_bound, level_text, planned_seeds, shortfall_text
 from ampbench.judge.verdict import RuleResult
 from ampbench.report.fmt import bytes_h
 
@@ -72,7 +72,7 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
         gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
         seeds = planned_seeds(cmp, gap, c.th.confidence, drift, 1 - c.th.history_alpha)
         msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound "
-                f"{b.lower - 1:+.1%}, FAIL bound {b.fail_upper - 1:+.1%}, {level_text(b)}); "
+                f"{b.lower - 1:+.1%}, FAIL bound {fail_bound(b, ratio=False)}, {level_text(b)}); "
                 f"{more_seeds_text(len(cmp.num), seeds)}.")
     why = None if status == "PASS" else interference.disturbed(cur, base, b.estimate, m, ("this run", "baseline"))
     if why:

@@ -91,7 +91,9 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
                                c.th.confidence, c.goal, fail_confidence=fc, pass_confidence=pc)
     worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "fail_lower", "upper", "margin", "sd"))
     status = str(r["status"][0])
-    conf = f"one-sided bounds: FAIL {g(lo, 3)} at {fc:.4g}, PASS {g(up, 3)} at {pc:.4g}"
+    fail = f"FAIL {g(lo, 3)} at {fc:.4g}" if math.isfinite(lo) else \
+        f"no FAIL from fewer than {inference.MIN_FAIL_TRIALS} seeds per side"
+    conf = f"one-sided bounds: {fail}, PASS {g(up, 3)} at {pc:.4g}"
     head = f"{who} worse by {g(worse, 3)} ({conf}), {margin_text(margin, sd, len(ref) + len(cand), c)}"
     if status == "PASS":
         tail = f"; non-inferiority shown (upper bound {g(up, 3)} <= margin)."

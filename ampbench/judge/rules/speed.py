@@ -95,7 +95,7 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     status = inference.decide_bounds(b, need)
     msg = (f"AMP {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs FP32 {g(float(np.exp(np.mean(np.log(cmp.den)))))} "
            f"samples/s (per-trial medians, {len(cmp.num)} vs {len(cmp.den)} seeds): speedup {b.estimate:.3f}, "
-           f"{b.confidence:.0%} CI [{b.low:.3f}, {b.high:.3f}]; PASS bound {b.lower:.3f}, FAIL bound {b.fail_upper:.3f} "
+           f"{b.confidence:.0%} CI [{b.low:.3f}, {b.high:.3f}]; PASS bound {b.lower:.3f}, FAIL bound {fail_bound(b)} "
            f"({level_text(b)}) vs min_speedup {g(need)}")
     if status == "PASS":
         msg += ": shown."
@@ -116,7 +116,17 @@ def level_text(b: inference.Bounds) -> str:
     """The two one-sided levels a decision used, e.g. "PASS at 95%, FAIL at 99%"."""
     def pct(x: float) -> str:
         return "100%" if x >= 1 else f"{float(f'{100 * x:.4g}'):g}%"
+    if not math.isfinite(b.fail_upper):
+        return (f"one-sided, PASS at {pct(b.pass_confidence)}; no FAIL from fewer than "
+                f"{inference.MIN_FAIL_TRIALS} trials per side")
     return f"one-sided, PASS at {pct(b.pass_confidence)}, FAIL at {pct(b.fail_confidence)}"
+
+
+def fail_bound(b: inference.Bounds, ratio: bool = True) -> str:
+    """The FAIL bound as text ("n/a" below MIN_FAIL_TRIALS)."""
+    if not math.isfinite(b.fail_upper):
+        return "n/a"
+    return f"{b.fail_upper - 1:+.1%}" if not ratio else f"{b.fail_upper:.3f}"
 
 
 def _disturbance(c: Ctx, status: str, ratio_to_need: float) -> str | None:

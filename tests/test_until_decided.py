@@ -1,0 +1,174 @@
+"""run --until-decided: the look loop (commands.until_decided) on synthetic GPU-like trials, the stop rules
+(judge.until), and that `check` of a sequential run decides at the levels of its last look."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from ampbench.commands import until_decided as ud
+from ampbench.judge import sequential, until
+from ampbench.judge.check import check_run
+from ampbench.judge.planner import PlanRow
+from ampbench.judge.verdict import ModeVerdict, RuleResult
+from ampbench.results import RunDir, open_run
+from tests.factories import StepNoise, make_run, make_suite, make_trial
+
+AMP = "amp-o1-fp16"
+
+
+def _trial(mode: str, seed: int, speed: float, rng: np.random.Generator, trial_sd: float) -> object:
+    times = StepNoise(step_sd=0.03, trial_sd=trial_sd).times(rng, 45, 0.05 / speed)
+    return make_trial(mode, seed, times=times, metric=0.9 + rng.normal(0, 0.002))
+
+
+def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: int = 8):
+    suite = make_suite(seeds=[0, 1, 2], min_speedup=1.3)
+    rng = np.random.default_rng(int(speedup * 100) + int(trial_sd * 1000))
+    speeds = {"fp32": 1.0, AMP: speedup}
+    run_path = make_run(tmp_path, suite, [_trial(m.name, s, speeds[m.name], rng, trial_sd)
+                                          for m in suite.modes for s in (0, 1, 2)])
+    run = RunDir(run_path)
+    info = run.load_run()
+    opts = ud.Sequential(max_seeds=max_seeds)
+    ud.start(info, suite, opts)
+    run.write_run(info)
+    plan = [(p["mode"], p["seed"]) for p in info.plan]
+    ran: list[list[tuple[str, int]]] = []
+
+    def run_trials(new: list[tuple[str, int]]) -> None:
+        ran.append(list(new))
+        for m, s in new:
+            run.write_trial(_trial(m, s, speeds[m], rng, trial_sd))
+
+    import time
+    ud.extend(run, info, suite, plan, opts, run_trials, Console(file=open("/dev/null", "w")), time.monotonic())
+    return run_path, ran
+
+
+def test_clear_speedup_is_decided_at_the_suites_seeds(tmp_path):
+    path, ran = _sequential_run(tmp_path, speedup=1.8, trial_sd=0.005)
+    assert ran == []
+    rep = check_run(path)
+    speed = next(r for v in rep.verdicts for r in v.rules if r.rule == "speedup")
+    assert speed.status == "PASS"
+    assert open_run(path).info.sequential["looks"] == [3]
+
+
+def test_undecided_speedup_gets_matched_seeds_until_decided(tmp_path):
+    """A true speedup 10% below min_speedup at 4% spread: not shown at 3 seeds, FAILed after more."""
+    path, ran = _sequential_run(tmp_path, speedup=1.3 * 0.9, trial_sd=0.04, max_seeds=10)
+    assert ran, "no seed added"
+    assert all({m for m, _ in new} == {"fp32", AMP} and len({s for _, s in new}) == 1 for new in ran)
+    info = open_run(path).info
+    k = info.sequential["looks"]
+    assert k == list(range(3, 3 + len(k))) and len(info.plan) == 2 * k[-1]
+    assert info.config["suite"]["seeds"] == list(range(k[-1]))
+    rep = check_run(path)
+    speed = next(r for v in rep.verdicts for r in v.rules if r.rule == "speedup")
+    assert speed.status in ("FAIL", "INCONCLUSIVE") and (speed.status == "FAIL" or k[-1] == 10)
+    assert "until decided" in " ".join(rep.notes)
+
+
+def test_a_sequential_look_is_stricter_than_the_fixed_plan(tmp_path):
+    """The same trials judged as look 1 of a sequential run decide at stricter levels than a fixed run."""
+    suite = make_suite(seeds=[0, 1, 2], min_speedup=1.3)
+    rng = np.random.default_rng(4)
+    path = make_run(tmp_path, suite, [_trial(m.name, s, 1.0 if m.name == "fp32" else 1.5, rng, 0.02)
+                                      for m in suite.modes for s in (0, 1, 2)])
+    fixed = next(r for v in check_run(path).verdicts for r in v.rules if r.rule == "speedup")
+    run = RunDir(path)
+    info = run.load_run()
+    info.sequential = sequential.Design(looks=[3], max_seeds=12).model_dump()
+    run.write_run(info)
+    seq = next(r for v in check_run(path).verdicts for r in v.rules if r.rule == "speedup")
+    d_fixed, d_seq = fixed.model_extra["details"], seq.model_extra["details"]
+    assert d_seq["lower"] < d_fixed["lower"] and d_seq["fail_confidence"] > d_fixed["fail_confidence"]
+
+
+def test_bad_sequential_entry_in_run_json_is_named(tmp_path):
+    suite = make_suite(seeds=[0, 1])
+    path = make_run(tmp_path, suite, [make_trial(m.name, s) for m in suite.modes for s in (0, 1)])
+    run = RunDir(path)
+    info = run.load_run()
+    info.sequential = {"looks": [], "max_seeds": 4}
+    run.write_run(info)
+    from ampbench.results import ResultsError
+    with pytest.raises(ResultsError, match="run.json: sequential"):
+        check_run(path)
+
+
+def _verdict(rule: str, status: str, **details) -> ModeVerdict:
+    r = RuleResult(suite="s", mode=AMP, rule=rule, status=status, observed=None, threshold=None, message="m",
+                   details=details)
+    return ModeVerdict(suite="s", mode=AMP, verdict=status, rules=[r])
+
+
+def _row(rule: str, need: int | None, spread: float | None = 0.02) -> PlanRow:
+    return PlanRow(mode=AMP, rule=rule, spread=spread, effect="e", seeds_needed=need, seeds_run=3)
+
+
+@pytest.mark.parametrize("status, details, need, seeds, cap, more", [
+    ("INCONCLUSIVE", {}, 6, 3, 12, True),           # the planner can reach it within the cap
+    ("INCONCLUSIVE", {}, 20, 3, 12, False),         # beyond the cap: do not spend the GPU-hours
+    ("INCONCLUSIVE", {}, None, 3, 12, False),       # beyond the planner's 64
+    ("INCONCLUSIVE", {}, 6, 12, 12, False),         # cap reached
+    ("INCONCLUSIVE", {"disturbed": True}, 6, 3, 12, False),
+    ("PASS", {}, 6, 3, 12, False),
+    ("FAIL", {}, 6, 3, 12, False),
+])
+def test_stop_rules(status, details, need, seeds, cap, more):
+    n = until.needs([_verdict("speedup", status, **details)], [_row("speedup", need)], seeds, cap)
+    assert until.want_more(n) is more
+    assert (len(n) == 1) is (status == "INCONCLUSIVE")
+
+
+def test_history_metric_is_sized_by_the_parity_row_and_unknown_spread_continues():
+    n = until.needs([_verdict("history-metric", "INCONCLUSIVE")], [_row("accuracy-parity", None, spread=None)], 1, 8)
+    assert until.want_more(n) and "spread not known" in until.summary(n)
+
+
+@pytest.mark.parametrize("text, secs", [("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("45", 45)])
+def test_parse_duration(text, secs):
+    assert until.parse_duration(text) == secs
+
+
+@pytest.mark.parametrize("text", ["", "abc", "0", "5x", "h"])
+def test_parse_duration_refuses(text):
+    with pytest.raises(ValueError):
+        until.parse_duration(text)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--until-decided", "--budget", "soon"], "--budget"),
+    (["--max-seeds", "5"], "only with --until-decided"),
+    (["--affinity", "99999"], "--affinity"),
+    (["--affinity", "3-1"], "--affinity"),
+])
+def test_bad_run_options_exit_2_with_one_line(toy_suite, tmp_path, args, words):
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+    r = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(tmp_path / "runs"), *args],
+                           env={"COLUMNS": "200"})
+    assert r.exit_code == 2 and words in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_affinity_pins_every_trial_and_is_recorded(toy_suite, tmp_path, cache_env):
+    """On CPU with a pool of one: --affinity 0 -> run.json and each trial's placement say CPU 0 only."""
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+    r = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(tmp_path / "runs"), "--affinity", "0",
+                                 "--no-report"], env={"COLUMNS": "200"})
+    assert r.exit_code in (0, 3), r.output
+    run = open_run(next(p for p in (tmp_path / "runs" / "toy").iterdir()))
+    assert run.info.affinity == [0]
+    for t in run.trials:
+        assert t.interference.cpu_affinity == [0] and set(t.interference.cpus_seen) <= {0}
+        assert t.interference.main_cpus == [0] and t.interference.numa_nodes in ([0], [])

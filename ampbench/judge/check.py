@@ -102,6 +102,10 @@ def _notes(verdicts: list[ModeVerdict]) -> list[str]:
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
     if any(r.message.startswith("[baseline mismatch") for r in rules):
         notes.append("Baseline from a different suite/config/device, compared anyway (--allow-mismatch).")
+    clustered = next((d["clustered"] for r in rules if (d := (r.model_extra or {}).get("details", {}) or {})
+                      and d.get("clustered")), None)
+    if clustered:
+        notes.append(f"Throughput: {clustered}.")
     if any((r.model_extra or {}).get("details", {}).get("disturbed") for r in rules):
         notes.append("Some throughput was measured while another process competed for the machine: "
                      "those speed rules are INCONCLUSIVE (measurement disturbed); re-run on a quiet machine.")

@@ -16,7 +16,7 @@ from ampbench.judge.baseline import CompactTrial
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
-from ampbench.judge.rules.speed import compare, fail_bound, level_text, planned_seeds, shortfall_text
+from ampbench.judge.rules.speed import clustering, compare, fail_bound, level_text, planned_seeds, shortfall_text
 from ampbench.judge.verdict import RuleResult
 from ampbench.report.fmt import bytes_h
 
@@ -77,9 +77,12 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
     why = None if status == "PASS" else interference.disturbed(cur, base, b.estimate, m, ("this run", "baseline"))
     if why:
         status, msg = "INCONCLUSIVE", f"{note}{why[0].upper()}{why[1:]}. {msg[len(note):]}"
+    clustered = clustering([cur, base, *_other_arms(c)])
+    if clustered:
+        msg += f" Note: {clustered}."
     return c.rule("history-throughput", status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
                   upper=b.upper, fail_upper=b.fail_upper, ci_low=b.low, ci_high=b.high,
-                  seeds=[len(cmp.num), len(cmp.den)], drift_sd=drift, disturbed=bool(why))
+                  seeds=[len(cmp.num), len(cmp.den)], drift_sd=drift, disturbed=bool(why), clustered=clustered)
 
 
 def _metrics(trials: list[CompactTrial]) -> list[float]:

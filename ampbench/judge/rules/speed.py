@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE
-from ampbench.judge import inference, interference
+from ampbench.judge import clusters, inference, interference
 from ampbench.judge.baseline import CompactTrial
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.judge.verdict import RuleResult
@@ -107,9 +107,24 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     why = _disturbance(c, status, b.estimate / need)
     if why:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
+    clustered = clustering([amp, ref])
+    if clustered:
+        msg += f" Note: {clustered}."
     return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
+                   clustered=clustered,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
                    fail_upper=b.fail_upper, confidence=b.confidence, fail_confidence=b.fail_confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
+
+
+def clustering(arms: list[list[CompactTrial]]) -> str | None:
+    """"trial levels cluster: ..." when the arms' per-trial levels form two groups (judge.clusters)."""
+    levels, cpus = [], []
+    for arm in arms:
+        kept = [t for t in arm if len(t.rates()) >= inference.MIN_STEPS]
+        levels.append([math.log(float(np.median(t.rates()))) for t in kept])
+        cpus.append([list(t.interference.main_cpus) if t.interference is not None else [] for t in kept])
+    found = clusters.find(levels, cpus)
+    return found.describe() if found else None
 
 
 def level_text(b: inference.Bounds) -> str:

@@ -189,3 +189,38 @@ def seeds_needed(sd: float | None, gap: float, confidence: float, power: float =
         if tc * se + st.t.ppf(power, df) * spread <= gap and (z_alarm - tc) * se <= null_gap:
             return k
     return None
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """A ratio from interleaved pairs (A B A B ...): geometric mean of the per-pair ratios and its interval."""
+
+    estimate: float
+    low: float
+    high: float
+    pairs: int
+    sd: float  # sd of the per-pair log ratios
+    pairs_for_claim: int | None  # pairs whose interval half-width would be <= `claim` at this sd
+
+    def text(self, claim: float) -> str:
+        need = "unknown (one pair)" if self.pairs_for_claim is None else str(self.pairs_for_claim)
+        return (f"{self.estimate:.3f} ({self.pairs} pairs, 95% CI {self.low:.3f} to {self.high:.3f}; "
+                f"a +-{claim:.0%} claim needs {need} pairs at this spread)")
+
+
+def paired_ratio(num: Sequence[float], den: Sequence[float], confidence: float = 0.95,
+                 claim: float = 0.02, max_pairs: int = 10_000) -> PairedRatio:
+    """t interval on the log of per-pair ratios num_i / den_i (the pair is the unit: both sides of a
+    pair ran back to back, so slow machine drift cancels inside it), and the pairs a claim of +-`claim`
+    needs: the smallest n with t_(n-1) x sd / sqrt(n) <= log(1 + claim)."""
+    r = np.log(np.asarray(num, float)) - np.log(np.asarray(den, float))
+    n = len(r)
+    est = float(np.exp(r.mean()))
+    if n < 2:
+        return PairedRatio(est, math.nan, math.nan, n, math.nan, None)
+    sd = float(r.std(ddof=1))
+    half = float(st.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    target = math.log(1 + claim)
+    need = next((k for k in range(2, max_pairs + 1)
+                 if st.t.ppf((1 + confidence) / 2, k - 1) * sd / math.sqrt(k) <= target), None)
+    return PairedRatio(est, float(np.exp(r.mean() - half)), float(np.exp(r.mean() + half)), n, sd, need)

@@ -90,7 +90,7 @@ def bare(name: str, cpus: list[int] | None = None) -> dict:
 
 def harness(name: str, out: Path, cpus: list[int] | None = None) -> dict:
     from ampbench.config import Suite
-    from ampbench.launch.runner import TrialSpec, launch_trial
+    from ampbench.commands.run import TrialSpec, launch_trial
     from ampbench.results import RunDir
 
     w = WORKLOADS[name]
@@ -149,7 +149,7 @@ def main() -> int:
     ap.add_argument("--affinity", default=None, help="Pin both sides of every pair to this CPU set, e.g. 0 or 0-1")
     ap.add_argument("--bare", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    from ampbench.launch.plan import parse_cpus
+    from ampbench.commands.run_plan import parse_cpus
 
     cpus = parse_cpus(a.affinity) if a.affinity else None
     if a.bare:

@@ -6,7 +6,7 @@ import numpy as np
 
 from ampbench.judge import clusters
 from ampbench.judge.check import check_trials
-from ampbench.results import Interference
+from ampbench.core.records import Interference
 from tests.factories import make_suite, make_trial, plan_of
 
 
@@ -34,5 +34,5 @@ def test_the_speedup_rule_says_when_trial_levels_cluster():
             t = [0.05 * (1.33 if slow else 1.0) * (0.7 if m != "fp32" else 1.0)] * 40
             trials.append(make_trial(m, s, times=t, interference=Interference(main_cpus=[1 if slow else 0])))
     rules = {r.rule: r for v in check_trials(suite, trials, plan_of(suite)) for r in v.rules}
-    d = rules["speedup"].model_extra["details"]
+    d = rules["speedup"].details
     assert d["clustered"] and "CPU 1" in d["clustered"] and "trial levels cluster" in rules["speedup"].message

@@ -11,10 +11,10 @@ from rich.console import Console
 
 from ampbench.commands import until_decided as ud
 from ampbench.judge import sequential, until
-from ampbench.judge.check import check_run
+from ampbench.commands.check import check_run
 from ampbench.judge.planner import PlanRow
-from ampbench.judge.verdict import ModeVerdict, RuleResult
-from ampbench.results import RunDir, open_run
+from ampbench.results.verdicts import ModeVerdict, RuleResult
+from ampbench.results.run_dir import RunDir, open_run
 from tests.factories import StepNoise, make_run, make_suite, make_trial
 
 AMP = "amp-o1-fp16"
@@ -36,7 +36,7 @@ def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: 
     opts = ud.Sequential(max_seeds=max_seeds)
     ud.start(info, suite, opts)
     run.write_run(info)
-    plan = [(p["mode"], p["seed"]) for p in info.plan]
+    plan = info.planned()
     ran: list[list[tuple[str, int]]] = []
 
     def run_trials(new: list[tuple[str, int]]) -> None:
@@ -85,7 +85,7 @@ def test_a_sequential_look_is_stricter_than_the_fixed_plan(tmp_path):
     info.sequential = sequential.Design(looks=[3], max_seeds=12).model_dump()
     run.write_run(info)
     seq = next(r for v in check_run(path).verdicts for r in v.rules if r.rule == "speedup")
-    d_fixed, d_seq = fixed.model_extra["details"], seq.model_extra["details"]
+    d_fixed, d_seq = fixed.details, seq.details
     assert d_seq["lower"] < d_fixed["lower"] and d_seq["fail_confidence"] > d_fixed["fail_confidence"]
 
 
@@ -96,7 +96,7 @@ def test_bad_sequential_entry_in_run_json_is_named(tmp_path):
     info = run.load_run()
     info.sequential = {"looks": [], "max_seeds": 4}
     run.write_run(info)
-    from ampbench.results import ResultsError
+    from ampbench.core.errors import ResultsError
     with pytest.raises(ResultsError, match="run.json: sequential"):
         check_run(path)
 

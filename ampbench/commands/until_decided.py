@@ -21,11 +21,12 @@ from rich.markup import escape
 
 from ampbench.config import Suite
 from ampbench.judge import until
-from ampbench.judge.baseline import device_slug, load_baseline
+from ampbench.core.records import PlanEntry, RunInfo
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.sequential import Design
-from ampbench.results import RunDir, RunInfo, open_run
+from ampbench.results.baselines import device_slug, load_baseline
+from ampbench.results.run_dir import RunDir, open_run
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def extend(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]]
         suite = suite.model_copy(update={"suite": suite.suite.model_copy(update={"seeds": seeds})})
         design = Design(looks=[*design.looks, k + 1], max_seeds=design.max_seeds,
                         pass_spending=design.pass_spending, fail_spending=design.fail_spending)
-        info.plan = [{"mode": m, "seed": s} for m, s in plan]
+        info.plan = [PlanEntry(mode=m, seed=s) for m, s in plan]
         info.config = suite.model_dump(mode="json")
         info.sequential = design.model_dump()
         run.write_run(info)

@@ -28,9 +28,8 @@ import numpy as np
 from scipy import stats as st
 
 from ampbench.judge import sequential
+from ampbench.judge.measure import MIN_TRIALS
 
-MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
-MIN_STEPS = 10  # measured steps per trial for a usable per-trial median
 # A FAIL needs this many trials per side: two tight trials per arm cannot tell a regression from two
 # processes that landed on a slower and a faster CPU (bimodal trial levels, tests/verdict_sim.py: with
 # 2 + 2 trials the t bound FAILs ~6% of identical comparisons; with 3 + 3, pooled, well under 1%).

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.judge.planner import PlanRow
-from ampbench.judge.verdict import ModeVerdict, RuleResult
+from ampbench.results.verdicts import ModeVerdict, RuleResult
 
 SEEDED_RULES = ("speedup", "accuracy-parity", "history-throughput", "history-metric")
 PLANNER_RULE = {"history-metric": "accuracy-parity"}  # the same test; the planner sizes the parity one
@@ -31,7 +31,7 @@ class Need:
 
 
 def _details(r: RuleResult) -> dict:
-    return (r.model_extra or {}).get("details", {}) or {}
+    return r.details
 
 
 def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seeds: int) -> list[Need]:
@@ -42,7 +42,7 @@ def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seed
         for r in v.rules:
             if r.rule not in SEEDED_RULES or r.status != "INCONCLUSIVE":
                 continue
-            if (r.model_extra or {}).get("informational"):
+            if r.informational:
                 out.append(Need(v.mode, r.rule, False, "informational (AMP inactive)"))
                 continue
             if _details(r).get("disturbed"):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The verdict error-rate table of docs/checks.md: the grid of tests/test_verdict_sim.py, more runs.
 
-    PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # ~2 minutes on one core
+    PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # a few minutes on one core
+    PYTHONPATH=. python scripts/sim_verdicts.py --only sequential   # one table (fixed, kinds, sequential)
 
 False FAIL = FAIL when nothing is wrong (history: no change; speedup: true speedup 10% above
 min_speedup; parity: no drop).  False PASS = PASS at the issue's effect sizes (10% slowdown, speedup 10%
@@ -28,8 +29,9 @@ def _pct(x: float) -> str:
     return f"{x:.1%}"
 
 
-def _planner(sd: float, gap: float, drift: float = 0.0, margin_k: float = 0.0) -> str:
-    k = inference.seeds_needed(sd, gap, TH.confidence, drift_sd=drift, margin_k=margin_k)
+def _planner(sd: float, gap: float, drift: float = 0.0, margin_k: float = 0.0, alpha: float | None = None) -> str:
+    k = inference.seeds_needed(sd, gap, TH.confidence, drift_sd=drift, margin_k=margin_k,
+                               fail_confidence=1 - (TH.fail_alpha if alpha is None else alpha))
     return ">64" if k is None else str(k)
 
 
@@ -46,7 +48,7 @@ def history_table(null_n: int, eff_n: int) -> list[str]:
             ff.append(n["FAIL"]), fp.append(e["PASS"]), inc.append(n["INCONCLUSIVE"]), det.append(e["FAIL"])
         rng = np.random.default_rng(7)
         sds = [float(np.std(np.log(vs.trial_medians(rng, 1, 4000, 0.0, sp, rho, 0.0)), ddof=1)) for rho in (0, 0.7)]
-        plan = " / ".join(_planner(s, gap, inference.RUN_DRIFT_SD) for s in sds)
+        plan = " / ".join(_planner(s, gap, inference.RUN_DRIFT_SD, alpha=TH.history_alpha) for s in sds)
         out.append(f"| {k} | {sp:.1%} | {_pct(max(ff))} | {_pct(max(fp))} | {_pct(min(inc))}-{_pct(max(inc))} | "
                    f"{_pct(min(det))}-{_pct(max(det))} | {plan} |")
     return out

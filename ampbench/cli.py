@@ -135,15 +135,19 @@ def run(
 @app.command(epilog=EXIT_CODES)
 def check(
     run_dir: Path = typer.Argument(..., help="A run folder (results/runs/<suite>/<id>)"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Run folder or baseline JSON (or a folder of them)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Run folder or baseline JSON (or a folder of "
+                                            "them), or `last`: the previous run of this suite, device and config"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
+    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the run-to-run drift "
+                                           "the history rules allow is estimated from it"),
 ) -> None:
-    """Judge a run: parity, speedup, memory, stability, history. Writes check.json."""
+    """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
+    check-vs-BASELINE.json, the run's own check.json is kept)."""
     from ampbench.commands.check import check_run
     from ampbench.report.console import print_check
 
-    report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch)
+    report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
     print_check(report, out)
     raise typer.Exit(report.exit_code)
 

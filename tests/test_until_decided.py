@@ -193,3 +193,69 @@ def test_memory_fail_needs_its_own_level_when_peaks_vary():
     assert rule(0.28, 0.05) == "INCONCLUSIVE"
     assert rule(0.05, 0.01) == "FAIL"
     assert rule(0.28, 0.0) == "FAIL" and rule(0.35, 0.0) == "PASS"
+
+
+def test_baseline_last_finds_the_previous_run_of_the_same_key_and_keeps_check_json(tmp_path):
+    """Runs keyed per suite, device and config: `--baseline last` picks the latest earlier one, the check
+    against it goes to check-vs-<run>.json, and the run's own check.json is never replaced."""
+    import json
+
+    from ampbench.results.previous import previous_run
+
+    suite = make_suite(seeds=[0, 1, 2])
+    other = make_suite(seeds=[0, 1, 2], min_speedup=1.7)  # another config hash
+    rng = np.random.default_rng(1)
+
+    def mk(s, rid, started):
+        path = make_run(tmp_path, s, [_trial(m.name, k, 1.5 if m.name != "fp32" else 1.0, rng, 0.01)
+                                      for m in s.modes for k in (0, 1, 2)], run_id=rid)
+        rd = RunDir(path)
+        info = rd.load_run()
+        info.started = started
+        rd.write_run(info)
+        return path
+
+    a = mk(suite, "a", "2026-11-01T00:00:00Z")
+    b = mk(suite, "b", "2026-11-02T00:00:00Z")
+    mk(other, "c", "2026-11-02T12:00:00Z")  # later, but another config: not comparable
+    d = mk(suite, "d", "2026-11-03T00:00:00Z")
+    assert previous_run(d) == b and previous_run(b) == a
+    from ampbench.core.errors import ResultsError
+    with pytest.raises(ResultsError, match="no earlier run"):
+        previous_run(a)
+    own = check_run(d)
+    before = (d / "check.json").read_bytes()
+    rep = check_run(d, baseline="last")
+    assert rep.baseline is not None and rep.baseline.endswith("b")
+    assert (d / "check.json").read_bytes() == before and json.loads(before)["baseline"] is None
+    assert json.loads((d / "check-vs-b.json").read_text())["baseline"].endswith("b")
+    assert RunDir(d).latest_check_path().name == "check-vs-b.json" and own.baseline is None
+
+
+def test_check_with_history_uses_the_estimated_drift(tmp_path):
+    """--history: the history rule's drift allowance comes from consecutive runs in the history."""
+    import json
+    import math as m
+
+    from ampbench.results.history import RunSummary
+
+    suite = make_suite(seeds=[0, 1, 2])
+    rng = np.random.default_rng(2)
+    runs = [make_run(tmp_path, suite, [_trial(mo.name, k, 1.0, rng, 0.01) for mo in suite.modes for k in (0, 1, 2)],
+                     run_id=rid) for rid in ("base", "cur")]
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    lines = []
+    for i in range(30):  # a machine that drifts 6% between nights
+        v = 1000 * m.exp(rng.normal(0, 0.06))
+        lines.append(RunSummary.model_validate({
+            "suite": suite.suite.name, "run_id": f"n{i:02d}", "started": f"2026-10-{i + 1:02d}",
+            "config_hash": suite.config_hash(), "modes": {"fp32": {"mode": "fp32", "samples_per_s": v,
+                                                                    "samples_per_s_ci": [v * 0.995, v * 1.005]}}}).to_json())
+    (hist / f"{suite.suite.name}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    rep = check_run(runs[1], baseline=runs[0], history=hist)
+    rule = next(r for v in rep.verdicts for r in v.rules if r.rule == "history-throughput" and v.mode == "fp32")
+    assert rule.details["drift_sd"] > 0.04 and any("run-to-run drift" in n for n in rep.notes)
+    plain = check_run(runs[1], baseline=runs[0])
+    rule0 = next(r for v in plain.verdicts for r in v.rules if r.rule == "history-throughput" and v.mode == "fp32")
+    assert rule0.details["drift_sd"] == pytest.approx(0.01)

@@ -195,7 +195,9 @@ def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool
     trials = open_run(run.path).trials  # validated: nothing foreign reaches the summary
     write_summary_csv(run, trials)
     print_trials(trials, console)
-    result = check_run(run.path, baseline=baseline, strict=strict)
+    result = check_run(run.path, strict=strict)  # the run's own check.json
+    if baseline is not None:  # and the comparison in its own file (check-vs-<baseline>.json), shown
+        result = check_run(run.path, baseline=baseline, strict=strict)
     print_check(result, console)
     if report:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ampbench.judge.rules.amp import AMP_ACTIVE, OP_LISTS
 from ampbench.judge.rules.completeness import COMPLETENESS
 from ampbench.judge.rules.context import Rule
+from ampbench.judge.rules.energy import ENERGY
 from ampbench.judge.rules.history import HISTORY
 from ampbench.judge.rules.memory import MEMORY
 from ampbench.judge.rules.parity import ACCURACY_PARITY, BASELINE_QUALITY
@@ -17,6 +18,6 @@ from ampbench.judge.rules.stability import STABILITY
 from ampbench.judge.rules.target import TIME_TO_TARGET
 
 RULES: tuple[Rule, ...] = (
-    COMPLETENESS, AMP_ACTIVE, OP_LISTS, BASELINE_QUALITY, ACCURACY_PARITY, SPEEDUP, MEMORY, TIME_TO_TARGET,
+    COMPLETENESS, AMP_ACTIVE, OP_LISTS, BASELINE_QUALITY, ACCURACY_PARITY, SPEEDUP, MEMORY, ENERGY, TIME_TO_TARGET,
     STABILITY, HISTORY,
 )

@@ -113,7 +113,10 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
                    clustered=clustered,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
-                   fail_upper=b.fail_upper, confidence=b.confidence, fail_confidence=b.fail_confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
+                   fail_upper=b.fail_upper, fail_confidence=b.fail_confidence,
+                   amp_samples_per_s=float(np.exp(np.mean(np.log(cmp.num)))),
+                   fp32_samples_per_s=float(np.exp(np.mean(np.log(cmp.den)))),
+                   confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
 
 
 def clustering(arms: list[list[CompactTrial]]) -> str | None:

@@ -192,6 +192,21 @@ def publish(
 
 
 @app.command()
+def compare(
+    run_dir: Path = typer.Argument(..., help="A run folder"),
+    other: Optional[Path] = typer.Argument(None, help="Another run folder (default: the previous run of the same "
+                                           "suite, device and config beside RUN_DIR)"),
+    sort: str = typer.Option("name", "--sort", help="name, min, max, mean, stddev, median, iqr, trials, "
+                             "samples_per_s or change (numeric: best first)"),
+) -> None:
+    """Two runs per mode as pytest-benchmark's comparison table: min, max, mean, stddev, median, IQR, change."""
+    from ampbench.report.compare_runs import compare_rows, print_compare
+    from ampbench.results.previous import previous_run
+
+    print_compare(compare_rows(run_dir, other if other is not None else previous_run(run_dir), sort), out)
+
+
+@app.command()
 def summary(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders to compare (the first is the reference)"),
     fmt: str = typer.Option("md", "--format", help="md, csv or parquet"),

@@ -259,3 +259,32 @@ def test_check_with_history_uses_the_estimated_drift(tmp_path):
     plain = check_run(runs[1], baseline=runs[0])
     rule0 = next(r for v in plain.verdicts for r in v.rules if r.rule == "history-throughput" and v.mode == "fp32")
     assert rule0.details["drift_sd"] == pytest.approx(0.01)
+
+
+def test_compare_table_against_the_previous_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+    from ampbench.report.compare_runs import compare_rows
+
+    suite = make_suite(seeds=[0, 1, 2])
+    rng = np.random.default_rng(5)
+    paths = []
+    for rid, started, speed in (("a", "2026-11-01T00:00:00Z", 1.0), ("b", "2026-11-02T00:00:00Z", 0.8)):
+        p = make_run(tmp_path, suite, [_trial(m.name, k, speed, rng, 0.005) for m in suite.modes for k in (0, 1, 2)],
+                     run_id=rid)
+        rd = RunDir(p)
+        info = rd.load_run()
+        info.started = started
+        rd.write_run(info)
+        paths.append(p)
+    rows = compare_rows(paths[1], paths[0], sort="change")
+    assert [r.run_id for r in rows][:2] == ["b", "b"] and all(r.change == pytest.approx(-0.2, abs=0.03)
+                                                              for r in rows if r.run_id == "b")
+    assert {r.trials for r in rows} == {3} and all(r.min <= r.median <= r.max for r in rows)
+    r = CliRunner().invoke(app, ["compare", str(paths[1]), "--sort", "min"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "StdDev" in r.output and "IQR" in r.output and "fp32 (a)" in r.output
+    bad = CliRunner().invoke(app, ["compare", str(paths[1]), "--sort", "nope"], env={"COLUMNS": "200"})
+    assert bad.exit_code == 2 and "--sort" in bad.output
+    none = CliRunner().invoke(app, ["compare", str(paths[0])], env={"COLUMNS": "200"})
+    assert none.exit_code == 2 and "no earlier run" in none.output

@@ -28,7 +28,7 @@ def test_planted_slowdown_wraps_the_optimizer_step_and_spins(tmp_path):
             "    s = time.perf_counter(); (w * w).sum().backward(); time.sleep(0.02); opt.step(); opt.clear_grad()\n"
             "    t.append(time.perf_counter() - s)\n"
             "print(min(t[2:]))\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
     name, step = out.stdout.split()[-2:]
     assert name == "_slow_step", out.stderr[-2000:]
     assert float(step) >= 0.035  # a 20 ms step spun up by F / (1 - F) = 1x: at least ~40 ms

@@ -10,11 +10,11 @@ import pytest
 from rich.console import Console
 
 from ampbench.commands import until_decided as ud
-from ampbench.judge import sequential, until
 from ampbench.commands.check import check_run
+from ampbench.judge import sequential, until
 from ampbench.judge.planner import PlanRow
-from ampbench.results.verdicts import ModeVerdict, RuleResult
 from ampbench.results.run_dir import RunDir, open_run
+from ampbench.results.verdicts import ModeVerdict, RuleResult
 from tests.factories import StepNoise, make_run, make_suite, make_trial
 
 AMP = "amp-o1-fp16"
@@ -44,8 +44,9 @@ def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: 
         for m, s in new:
             run.write_trial(_trial(m, s, speeds[m], rng, trial_sd))
 
+    import io
     import time
-    ud.extend(run, info, suite, plan, opts, run_trials, Console(file=open("/dev/null", "w")), time.monotonic())
+    ud.extend(run, info, suite, plan, opts, run_trials, Console(file=io.StringIO()), time.monotonic())
     return run_path, ran
 
 

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.config import Suite
-from ampbench.judge import until
 from ampbench.core.records import PlanEntry, RunInfo
+from ampbench.judge import until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.sequential import Design

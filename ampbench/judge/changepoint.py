@@ -29,6 +29,7 @@ floored at inference.RUN_DRIFT_SD (1%), afterwards at DRIFT_FLOOR.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -210,7 +211,7 @@ def drift(entries: Sequence[dict[str, Any]], modes: Sequence[str] | None = None)
     d2, within = [], []
     for mode in modes:
         pts = _series(entries, mode, "samples_per_s")
-        for (i0, y0), (i1, y1) in zip(pts, pts[1:]):
+        for (i0, y0), (i1, y1) in itertools.pairwise(pts):
             e0, e1 = entries[i0], entries[i1]
             if (e0.get("config_hash") or "") != (e1.get("config_hash") or "") or any(
                     (mode, a) in found for a in range(i0 + 1, i1 + 1)):

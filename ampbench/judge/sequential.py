@@ -34,10 +34,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-
-import numpy as np
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import optimize
 from scipy import stats as st

@@ -11,8 +11,8 @@ from ampbench.trial.setup import Parts
 
 
 def finish(tr: TrialContext, p: Parts, res: LoopResult) -> None:
-    from ampbench.trackers.clock import throughput
     from ampbench.trackers import placement
+    from ampbench.trackers.clock import throughput
     from ampbench.trackers.nvml import interference_sample
 
     p.numerics.close()

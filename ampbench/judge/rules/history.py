@@ -16,7 +16,14 @@ from ampbench.judge import inference, interference
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
-from ampbench.judge.rules.speed import clustering, compare, fail_bound, level_text, planned_seeds, shortfall_text
+from ampbench.judge.rules.speed import (
+    clustering,
+    compare,
+    fail_bound,
+    level_text,
+    planned_seeds,
+    shortfall_text,
+)
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.verdicts import RuleResult
 

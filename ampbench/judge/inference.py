@@ -68,6 +68,15 @@ def _pooled(a: np.ndarray, b: np.ndarray, extra: Sequence[np.ndarray] = ()) -> t
     return a.mean(-1) - b.mean(-1), sd * math.sqrt(1 / a.shape[-1] + 1 / b.shape[-1]), df
 
 
+def _bound(est: np.ndarray, t: float | np.ndarray, se: np.ndarray) -> np.ndarray:
+    """est + t x se, where an infinite t (a look that spends nothing, too few trials) is an infinite bound
+    even when se is 0 (inf x 0 would be NaN)."""
+    t = np.asarray(t, float)
+    with np.errstate(invalid="ignore"):
+        out = est + t * se
+    return np.where(np.isinf(t), np.copysign(np.inf, t), out)
+
+
 def diff_bounds_batch(a: np.ndarray, b: np.ndarray, confidence: float,
                       extra: Sequence[np.ndarray] = (), drift_sd: float | np.ndarray = 0.0,
                       fail_confidence: float | None = None,
@@ -86,7 +95,7 @@ def diff_bounds_batch(a: np.ndarray, b: np.ndarray, confidence: float,
         tf = np.inf  # the FAIL bounds say nothing: no FAIL from fewer trials
     sd = np.sqrt(np.maximum(se ** 2 - np.asarray(drift_sd) ** 2, 0)) / math.sqrt(1 / a.shape[-1] + 1 / b.shape[-1])
     return {"estimate": est, "low": est - t2 * se, "high": est + t2 * se, "lower": est - t1 * se,
-            "upper": est + t1 * se, "fail_lower": est - tf * se, "fail_upper": est + tf * se,
+            "upper": est + t1 * se, "fail_lower": _bound(est, -tf, se), "fail_upper": _bound(est, tf, se),
             "sd": sd, "df": np.full(est.shape, df)}
 
 

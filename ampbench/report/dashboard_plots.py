@@ -58,17 +58,7 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
             ax.axvspan(good + 0.1, bad + 0.1, color=P.FLAG_COLOR, alpha=0.12, linewidth=0)
         for i in config_changes or []:
             ax.axvline(i - 0.5, color="#6e7781", linestyle=":", linewidth=1.2)
-    for st in steps or []:
-        ax = axes[0, 0]
-        color = P.FLAG_COLOR if st.regression else "#2da44e"
-        ax.axvline(st.after - 0.5, color=color, linestyle="--", linewidth=1.3)
-        ys = _series(entries, st.mode, "samples_per_s")
-        y = np.nanmax(ys) if not np.all(np.isnan(ys)) else 0.0
-        ax.annotate(f"{st.mode} {st.change:+.1%}", (st.after - 0.5, y), fontsize=7, color=color, rotation=90,
-                    ha="right", va="top")
-    for i in config_changes or []:
-        axes[0, 0].annotate("config changed", (i - 0.5, axes[0, 0].get_ylim()[0]), fontsize=7, color="#6e7781",
-                            rotation=90, ha="right", va="bottom")
+    _marks(axes[0, 0], entries, steps or [], config_changes or [])
     axes[-1, 0].set_xticks(x, [P.run_label(e) + _sha(e) for e in entries])
     for lbl in axes[-1, 0].get_xticklabels():
         lbl.set_rotation(30 if len(entries) > 3 else 0)
@@ -94,6 +84,20 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
 
 def _sha(e: dict[str, Any]) -> str:
     return f"\n{fmt.short_sha(e.get('git_sha'), 7)}" if e.get("git_sha") else ""
+
+
+def _marks(ax: Any, entries: list[dict[str, Any]], steps: list[Any], config_changes: list[int]) -> None:
+    """Label the throughput panel: each change point (mode and size) and each config change."""
+    for st in steps or []:
+        color = P.FLAG_COLOR if st.regression else "#2da44e"
+        ax.axvline(st.after - 0.5, color=color, linestyle="--", linewidth=1.3)
+        ys = _series(entries, st.mode, "samples_per_s")
+        y = np.nanmax(ys) if not np.all(np.isnan(ys)) else 0.0
+        ax.annotate(f"{st.mode} {st.change:+.1%}", (st.after - 0.5, y), fontsize=7, color=color, rotation=90,
+                    ha="right", va="top")
+    for i in config_changes or []:
+        ax.annotate("config changed", (i - 0.5, ax.get_ylim()[0]), fontsize=7, color="#6e7781",
+                    rotation=90, ha="right", va="bottom")
 
 
 def _speedup_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], colors: dict[str, str]) -> None:

@@ -107,10 +107,10 @@ def _noise_sd(y: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
-def segment(y: Sequence[float], sd: float, min_seg: int = MIN_SEGMENT, k: float | None = None) -> list[int]:
+def segment(y: Sequence[float] | np.ndarray, sd: float, min_seg: int = MIN_SEGMENT, k: float | None = None) -> list[int]:
     """Change positions (index of the first point of each new segment) of the penalised L2 optimum."""
     k = PENALTY_K if k is None else k
-    y = np.asarray(y, float)
+    y = np.asarray(y, float)  # type: ignore[assignment]  # a Sequence in, an array from here on
     n = len(y)
     if n < 2 * min_seg or sd <= 0:
         return []

@@ -50,13 +50,14 @@ def _cpus(v: list[int]) -> str:
 
 def find(arms: Sequence[Sequence[float]], cpus: Sequence[Sequence[list[int]]] | None = None) -> Clusters | None:
     """`arms`: per-trial log levels of each arm; `cpus`: per trial, the main CPUs it ran on (optional)."""
-    res, where = [], []
+    res: list[float] = []
+    where: list[list[int]] = []
     for i, a in enumerate(arms):
         if len(a) < 2:
             continue
         m = float(np.mean(a))
-        for j, x in enumerate(a):
-            res.append(float(x) - m)
+        for j, val in enumerate(a):
+            res.append(float(val) - m)
             where.append(list(cpus[i][j]) if cpus is not None and i < len(cpus) and j < len(cpus[i]) else [])
     if len(res) < 4:
         return None

@@ -79,8 +79,10 @@ def _state(fracs: tuple[float, ...], alpha: float, kind: str) -> tuple[tuple[flo
     built look by look, so a run's k-th look reuses its first k - 1 (Lan-DeMets: a boundary depends
     only on the looks before it)."""
     t = fracs[-1]
+    bounds: tuple[float, ...] = ()
+    dens: np.ndarray | None = None
     if len(fracs) == 1:
-        prev_t, prev_spent, bounds, dens = 0.0, 0.0, (), None
+        prev_t, prev_spent = 0.0, 0.0
     else:
         bounds, dens = _state(fracs[:-1], alpha, kind)
         prev_t, prev_spent = fracs[-2], spent(alpha, fracs[-2], kind)

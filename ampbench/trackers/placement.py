@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 _SYS_CPU = Path("/sys/devices/system/cpu")
 
@@ -69,17 +70,17 @@ def numa_nodes(cpus: list[int]) -> list[int]:
     return sorted(nodes)
 
 
-def sample() -> dict[str, object]:
+def sample() -> dict[str, Any]:
     """The Interference fields of placement, one snapshot."""
     cpus = thread_cpus()
     return {"cpu_affinity": affinity(), "cpus_seen": cpus, "main_cpu": main_cpu(), "numa_nodes": numa_nodes(cpus)}
 
 
-def merge(a: dict[str, object] | None, b: dict[str, object]) -> dict[str, object]:
+def merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
     """Two snapshots (window start, end): CPUs seen in either; the main thread's CPU at both."""
     if not a:
         return {**b, "main_cpus": [b["main_cpu"]] if b.get("main_cpu") is not None else []}
-    seen = sorted(set(a.get("cpus_seen", [])) | set(b.get("cpus_seen", [])))  # type: ignore[arg-type]
+    seen = sorted(set(a.get("cpus_seen", [])) | set(b.get("cpus_seen", [])))
     mains = [x for x in (a.get("main_cpu"), b.get("main_cpu")) if x is not None]
     return {"cpu_affinity": b.get("cpu_affinity") or a.get("cpu_affinity") or [], "cpus_seen": seen,
             "main_cpu": b.get("main_cpu"), "main_cpus": sorted(set(mains)), "numa_nodes": numa_nodes(seen)}

@@ -64,3 +64,18 @@ def test_noise_marks_nothing_and_a_config_change_is_marked_not_a_regression(tmp_
     assert "slowdown" not in steps and "config changed at run night-10" in steps
     noise = _lines([0.0] * 25, seed=3)
     assert "No step found" in steps_text(noise)
+
+
+def test_report_with_history_puts_the_verdict_before_the_trend(tmp_path):
+    from ampbench.report.markdown import write_report
+    from tests.test_report import copy_run
+
+    run = copy_run(tmp_path, "a", run_id="night-x", started="2026-10-30T02:00:00+00:00")
+    lines = _lines([0.0] * 12 + [math.log(0.92)] * 10, seed=1)
+    for x in lines:
+        x["suite"] = "ocr"
+    hist = _history(tmp_path, lines)
+    (hist / "toy.jsonl").rename(hist / "ocr.jsonl")
+    text = write_report([run], output=tmp_path / "r.md", history=hist).read_text()
+    assert text.index("**Verdict") < text.index("## Trend") < text.index("Steps in the series")
+    assert "11cccccccc..12cccccccc" in text

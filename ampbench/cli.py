@@ -109,6 +109,8 @@ def run(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
                                             "or baseline JSON); with --until-decided the history rules count"),
     affinity: Optional[str] = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
+    sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
+                                              "a grid), e.g. --sweep train.batch_size=8,16,32"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
@@ -128,6 +130,10 @@ def run(
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity else None,
     )
+    if sweep:
+        from ampbench.commands.sweep import run_sweep
+
+        raise typer.Exit(run_sweep(opts, list(sweep), out))
     code = execute(opts, console=out)
     raise typer.Exit(code)
 

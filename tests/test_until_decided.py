@@ -289,3 +289,32 @@ def test_compare_table_against_the_previous_run(tmp_path):
     assert bad.exit_code == 2 and "--sort" in bad.output
     none = CliRunner().invoke(app, ["compare", str(paths[0])], env={"COLUMNS": "200"})
     assert none.exit_code == 2 and "no earlier run" in none.output
+
+
+def test_sweep_grid_parsing():
+    from ampbench.commands.sweep import parse_sweep, points
+    from ampbench.config import ConfigError
+
+    grid = parse_sweep(["train.batch_size=8,16", "train.steps=12,14"])
+    assert points(grid) == [["train.batch_size=8", "train.steps=12"], ["train.batch_size=8", "train.steps=14"],
+                            ["train.batch_size=16", "train.steps=12"], ["train.batch_size=16", "train.steps=14"]]
+    for bad in (["nokey"], ["a="], ["a=1", "a=2"], ["a=" + ",".join(map(str, range(65)))]):
+        with pytest.raises(ConfigError):
+            parse_sweep(bad)
+
+
+def test_sweep_runs_one_comparison_per_point_and_lays_the_grid_out(toy_suite, tmp_path, cache_env):
+    """On CPU with the toy: two batch sizes -> two run folders with their own check.json, one sweep report."""
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+    r = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(tmp_path / "runs"), "--no-report",
+                                 "--sweep", "train.batch_size=16,32"], env={"COLUMNS": "200"})
+    assert r.exit_code == 3, r.output  # AMP inactive on CPU: INCONCLUSIVE at every point
+    runs = sorted(p for p in (tmp_path / "runs" / "toy").iterdir() if p.is_dir())
+    assert len(runs) == 2 and all((p / "check.json").is_file() for p in runs)
+    assert {t.batch_size for t in open_run(runs[0]).trials} == {16}
+    assert {t.batch_size for t in open_run(runs[1]).trials} == {32}
+    (report,) = (tmp_path / "runs" / "toy").glob("sweep-*.md")
+    text = report.read_text()
+    assert "`train.batch_size=16`" in text and "`train.batch_size=32`" in text and text.count("`fp32`") == 2

@@ -109,6 +109,9 @@ def run(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
                                             "or baseline JSON); with --until-decided the history rules count"),
     affinity: Optional[str] = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
+    at_max_batch: bool = typer.Option(False, "--at-max-batch", help="Every mode at the largest batch `ampbench "
+                                      "probe` found (the newest probe of the suite, or --probe DIR)"),
+    probe: Optional[Path] = typer.Option(None, "--probe", help="The probe folder (or probe.json) for --at-max-batch"),
     sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
 ) -> None:
@@ -128,8 +131,10 @@ def run(
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
-        affinity=parse_cpus(affinity) if affinity else None,
+        affinity=parse_cpus(affinity) if affinity else None, at_max_batch=at_max_batch, probe=probe,
     )
+    if probe is not None and not at_max_batch:
+        raise ConfigError("--probe", str(probe), "only with --at-max-batch")
     if sweep:
         from ampbench.commands.sweep import run_sweep
 

@@ -318,3 +318,42 @@ def test_sweep_runs_one_comparison_per_point_and_lays_the_grid_out(toy_suite, tm
     (report,) = (tmp_path / "runs" / "toy").glob("sweep-*.md")
     text = report.read_text()
     assert "`train.batch_size=16`" in text and "`train.batch_size=32`" in text and text.count("`fp32`") == 2
+
+
+def _probe(folder: Path, suite: str, profile: str, batches: dict[str, int]) -> None:
+    from ampbench.results.probe_file import ProbeFile
+
+    folder.mkdir(parents=True)
+    doc = ProbeFile.model_validate({
+        "suite": suite, "suite_file": "x.toml", "profile": profile, "run_id": folder.name, "device": "cpu",
+        "ceiling": "memory_limit", "steps": 2, "max_batch_limit": 64, "seed": 0, "started": "2026-11-01T00:00:00Z",
+        "finished": "2026-11-01T00:01:00Z",
+        "modes": {m: {"configured_batch": 32, "max_batch": b} for m, b in batches.items()}})
+    (folder / "probe.json").write_text(doc.model_dump_json(by_alias=True))
+
+
+def test_at_max_batch_runs_each_mode_at_the_probes_largest_batch(toy_suite, tmp_path, cache_env):
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+    out = tmp_path / "runs"
+    _probe(out / "toy" / "p1-probe", "toy", "default", {"fp32": 8, "amp-o1-fp16": 24})
+    r = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(out), "--no-report", "--at-max-batch"],
+                           env={"COLUMNS": "200"})
+    assert r.exit_code == 3, r.output
+    run = next(p for p in (out / "toy").iterdir() if (p / "trials").is_dir())
+    assert {t.mode: t.batch_size for t in open_run(run).trials} == {"fp32": 8, "amp-o1-fp16": 24}
+    assert "largest batches" in r.output
+
+
+def test_at_max_batch_refuses_a_mode_the_probe_did_not_size(toy_suite, tmp_path):
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+    out = tmp_path / "runs"
+    _probe(out / "toy" / "p1-probe", "toy", "default", {"fp32": 8, "amp-o1-fp16": 0})
+    r = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(out), "--at-max-batch"], env={"COLUMNS": "200"})
+    assert r.exit_code == 2 and "modes.amp-o1-fp16" in r.output and "no largest batch" in r.output
+    none = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(tmp_path / "empty"), "--at-max-batch"],
+                              env={"COLUMNS": "200"})
+    assert none.exit_code == 2 and "no finished probe" in none.output

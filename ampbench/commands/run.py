@@ -66,6 +66,13 @@ def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite,
     loaded = load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(),
                         overrides=opts.overrides + seeds)
     suite = loaded.suite
+    if opts.at_max_batch:
+        from ampbench.commands.max_batch_run import at_max_batch, find_probe
+
+        probe, where = find_probe(Path(opts.out_dir), suite.suite.name, loaded.profile, opts.probe)
+        suite = at_max_batch(suite, probe, where)
+        console.print(f"at the probe's largest batches ({escape(str(where))}): "
+                      + ", ".join(f"{escape(m.name)} {m.batch_size}" for m in suite.modes))
     plan = plan_trials(suite, opts.modes)
     faults = parse_faults(_fault_env(), plan)
     if opts.run_id:

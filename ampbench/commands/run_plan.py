@@ -43,6 +43,8 @@ class RunOptions:
     budget_s: float | None = None
     baseline: Path | None = None
     affinity: list[int] | None = None  # --affinity: every trial pinned to this CPU set (os.sched_setaffinity)
+    at_max_batch: bool = False  # --at-max-batch [--probe DIR]: every mode at the probe's largest batch
+    probe: Path | None = None
 
 
 def default_cache_dir() -> Path:

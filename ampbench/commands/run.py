@@ -29,12 +29,14 @@ from ampbench.commands.run_plan import (
     plan_trials,
 )
 from ampbench.config import ConfigError, Suite
+from ampbench.core.errors import ResultsError
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV
 from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.process import Interrupted, keep_signal_handlers
 from ampbench.report.console import print_check, print_trials
+from ampbench.results.previous import LAST, previous_run
 from ampbench.results.run_dir import RunDir, new_run_dir, open_run, run_lock
 from ampbench.results.summary import write_summary_csv
 from ampbench.trial.spec import TrialSpec
@@ -125,8 +127,11 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             if opts.affinity:
                 info.affinity = sorted(opts.affinity)
             run.write_run(info)
+        baseline = opts.baseline
         try:
             _run_trials(run, info, suite, plan, todo, faults, console)
+            baseline = _resolve_baseline(run, baseline, console)
+            seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
             if opts.until_decided and info.sequential is not None:
                 suite = ud.extend(run, info, suite, plan, seq,
                                   lambda new: _run_trials(run, info, suite, new, new, faults, console),
@@ -140,7 +145,21 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             return code
         info.finished = utc_now()
         run.write_run(info)
-    return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=opts.baseline)
+    return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline)
+
+
+def _resolve_baseline(run: RunDir, baseline: Path | None, console: Console) -> Path | None:
+    """`--baseline last` once the run has trials (its machine key is theirs): the previous run of the same
+    suite, device and config; none yet (a first nightly) is a warning, not an error, as pytest-benchmark."""
+    if baseline is None or str(baseline) != LAST:
+        return baseline
+    try:
+        found = previous_run(run.path)
+    except ResultsError as e:
+        console.print(f"[yellow]warning:[/] {escape(str(e))}; judged without a baseline", soft_wrap=True)
+        return None
+    console.print(f"baseline: the previous run {escape(str(found))}")
+    return found
 
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],

@@ -357,3 +357,16 @@ def test_at_max_batch_refuses_a_mode_the_probe_did_not_size(toy_suite, tmp_path)
     none = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(tmp_path / "empty"), "--at-max-batch"],
                               env={"COLUMNS": "200"})
     assert none.exit_code == 2 and "no finished probe" in none.output
+
+
+def test_run_baseline_last_without_a_previous_run_is_a_warning(tmp_path):
+    import io
+
+    from ampbench.commands.run import _resolve_baseline
+
+    suite = make_suite(seeds=[0, 1])
+    path = make_run(tmp_path, suite, [make_trial(m.name, s) for m in suite.modes for s in (0, 1)])
+    buf = io.StringIO()
+    assert _resolve_baseline(RunDir(path), Path("last"), Console(file=buf, width=200)) is None
+    assert "no earlier run" in buf.getvalue() and "without a baseline" in buf.getvalue()
+    assert _resolve_baseline(RunDir(path), tmp_path / "b.json", Console(file=buf)) == tmp_path / "b.json"

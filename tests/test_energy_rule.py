@@ -33,3 +33,15 @@ def test_no_energy_on_a_gpu_gives_no_line_and_on_cpu_an_inconclusive_one():
     assert _energy_rule(none) == []  # GPU without NVML's energy counter: nothing to decide, nothing said
     cpu = _energy_rule(none, amp_active=False)
     assert [r.status for r in cpu] == ["INCONCLUSIVE"] and "not measured" in cpu[0].message
+
+
+def test_the_energy_rule_is_self_contained():
+    """One module, one registry line: the registry finds its judge, its advice and its label."""
+    from ampbench.diagnose.advice import advice_for
+    from ampbench.judge.rules.registry import RULES, rule_for
+
+    assert rule_for("energy") in RULES and rule_for("energy").advice is not None
+    rules = _energy_rule({"fp32": [1.0, 1.02, 0.98, 1.01], "amp-o1-fp16": [1.40, 1.45, 1.38, 1.42]})
+    suite = make_suite(seeds=(0, 1, 2, 3))
+    tips = advice_for(rules[0], suite.mode("amp-o1-fp16"))
+    assert tips and "speedup" in tips[0] and "`level = \"O2\"`" in tips[0]

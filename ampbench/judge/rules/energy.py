@@ -9,10 +9,12 @@ measured (CPU; a GPU without NVML's total-energy counter gets no energy line at 
 
 from __future__ import annotations
 
-from ampbench.config import REFERENCE_MODE
+from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.core.records import Trial
 from ampbench.judge import inference
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, g, more_seeds_text
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 MAX_ENERGY_RATIO = 1.0  # AMP J/sample over FP32 J/sample: AMP should not cost more energy per sample
@@ -47,4 +49,15 @@ def _applies(c: Ctx) -> bool:
     return amp_only(c) and (c.amp_inactive or bool(_per_sample(c.ok(c.mode)) or _per_sample(c.ok(REFERENCE_MODE))))
 
 
-ENERGY = Rule("energy", rule_energy, _applies)
+def advise_energy(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """Energy per sample follows time per sample: what speeds AMP up usually saves energy too."""
+    if r.informational:
+        return [kit.INACTIVE]
+    if "not measured" in r.message or "too few" in r.message:
+        return ["Energy comes from NVML's total-energy counter (Volta or newer): run on such a GPU with "
+                "nvidia-ml-py installed, and at least two seeds per mode."]
+    return ["AMP spends more energy per sample when it is not faster: see the speedup rule's advice "
+            f"(O2, a larger batch){'; ' + kit.toml_line('level', 'O2') if m.level == 'O1' else ''}."]
+
+
+ENERGY = Rule("energy", rule_energy, _applies, advice=advise_energy)

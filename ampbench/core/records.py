@@ -168,6 +168,7 @@ class Trial(VersionedDoc):
     numerics: dict[str, Any] | None = None
     flags: dict[str, Any] = {}  # Paddle FLAGS applied in the trial (suite [flags] + the mode's)
     interference: Interference | None = None
+    workload_info: dict[str, Any] = {}  # facts the workload reports (Workload.describe()), free-form
 
     @property
     def key(self) -> str:
@@ -178,8 +179,9 @@ class Trial(VersionedDoc):
         m = self.memory
         if m.source in ("cuda", "host") and (m.peak_allocated_bytes or 0) > 0:
             return int(m.peak_allocated_bytes or 0), m.source
-        if (m.rss_peak_bytes or 0) > 0:
-            return int(m.rss_peak_bytes), "rss"
+        rss = m.rss_peak_bytes or 0
+        if rss > 0:
+            return int(rss), "rss"
         return 0, "none"
 
     def measured_steps(self) -> list[StepRecord]:
@@ -247,6 +249,8 @@ class RunInfo(VersionedDoc):
     # run --until-decided: {"looks": [seeds per arm at each check], "max_seeds": N, ...} (judge.sequential.Design)
     sequential: dict[str, Any] | None = None
     affinity: list[int] | None = None  # run --affinity: the CPU set every trial of the run was pinned to
+    overrides: list[str] = []  # the --set KEY=VALUE overrides the run was started with
+    kind: Literal["run", "probe"] = "run"  # a probe's folder holds attempts, not planned trials
 
     def planned(self) -> list[tuple[str, int]]:
         return [(p.mode, p.seed) for p in self.plan]

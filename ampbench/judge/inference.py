@@ -99,11 +99,6 @@ def diff_bounds_batch(a: np.ndarray, b: np.ndarray, confidence: float,
             "sd": sd, "df": np.full(est.shape, df)}
 
 
-def trial_medians(groups: Sequence[np.ndarray]) -> np.ndarray:
-    """Each trial's median per-step rate: robust to stalls, one number per replication unit."""
-    return np.array([float(np.median(g)) for g in groups])
-
-
 def log_ratio_bounds(num: Sequence[float], den: Sequence[float], confidence: float,
                      extra: Sequence[Sequence[float]] = (), drift_sd: float = 0.0,
                      fail_confidence: float | None = None, pass_confidence: float | None = None) -> Bounds:
@@ -117,16 +112,6 @@ def log_ratio_bounds(num: Sequence[float], den: Sequence[float], confidence: flo
     fc = pc if fail_confidence is None else fail_confidence
     return Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
                   int(r["df"][0]), confidence, e["fail_lower"], e["fail_upper"], fc, pc)
-
-
-def diff_bounds(a: Sequence[float], b: Sequence[float], confidence: float,
-                fail_confidence: float | None = None) -> Bounds:
-    r = diff_bounds_batch(np.asarray(a, float)[None], np.asarray(b, float)[None], confidence,
-                          fail_confidence=fail_confidence)
-    v = {k: float(x[0]) for k, x in r.items()}
-    return Bounds(v["estimate"], v["low"], v["high"], v["lower"], v["upper"], v["sd"], int(v["df"]), confidence,
-                  v["fail_lower"], v["fail_upper"], confidence if fail_confidence is None else fail_confidence,
-                  confidence)
 
 
 def decide_batch(lower: np.ndarray, upper: np.ndarray, threshold: float | np.ndarray,

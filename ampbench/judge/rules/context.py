@@ -14,8 +14,9 @@ from ampbench.core.files import last_line as results_last_line
 from ampbench.core.records import Trial
 from ampbench.judge import sequential
 from ampbench.judge.sequential import Design
+from ampbench.judge.rules.advice_kit import Advice
 from ampbench.results.baselines import Baseline, CompactTrial, compact
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status
 
 
 @dataclass
@@ -74,13 +75,13 @@ class Ctx:
         alpha = self.th.history_alpha if history else self.th.fail_alpha
         return sequential.levels(self.th.confidence, alpha, self.design, baseline_trials if history else 0)
 
-    def rule(self, rule: str, status: str, observed: Any, threshold: Any, message: str,
+    def rule(self, rule: str, status: Status, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:
         """One result; `informational` turns any status into INCONCLUSIVE (AMP did not really run)."""
         if informational:
             status = "INCONCLUSIVE"
             message = f"Informational (AMP inactive): {message}"
-        return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,  # type: ignore[arg-type]
+        return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,
                           observed=plain(observed), threshold=plain(threshold), message=message,
                           trials=trials or [], informational=informational, details=plain(details))
 
@@ -169,7 +170,7 @@ class Rule:
     name: str
     judge: Callable[[Ctx], list[RuleResult]]
     applies: Callable[[Ctx], bool] = always
-    advice: Callable[..., list[str]] | None = None  # (result, mode config, mode diagnosis, batch size)
+    advice: Advice | None = None  # (result, mode config, mode diagnosis, batch size)
     labels: tuple[str, ...] = ()
 
     def emits(self, result_name: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from ampbench.judge import inference, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status, as_status
 
 
 def _loss_problem(ref: list[Trial]) -> tuple[str | None, list[str]]:
@@ -85,14 +86,14 @@ def margin_text(margin: float, sd: float | None, n: int, c: Ctx) -> str:
 
 
 def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
-                   history: bool = False) -> tuple[str, str, dict]:
+                   history: bool = False) -> tuple[Status, str, dict[str, Any]]:
     """(status, message tail, details) of the one-sided test of `cand` against `ref` (>= 2 values each).
     PASS at `confidence`, FAIL at 1 - fail_alpha (history: 1 - history_alpha), or a sequential look's levels."""
     pc, fc = c.levels(history=history, baseline_trials=len(ref) if history else 0)
     r = inference.parity_batch(np.array([ref]), np.array([cand]), c.th.metric_abs_tol, c.th.metric_sigma_k,
                                c.th.confidence, c.goal, fail_confidence=fc, pass_confidence=pc)
     worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "fail_lower", "upper", "margin", "sd"))
-    status = str(r["status"][0])
+    status = as_status(r["status"][0])
     fail = f"FAIL {g(lo, 3)} at {fc:.4g}" if math.isfinite(lo) else \
         f"no FAIL from fewer than {inference.MIN_FAIL_TRIALS} seeds per side"
     conf = f"one-sided bounds: {fail}, PASS {g(up, 3)} at {pc:.4g}"
@@ -130,7 +131,8 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
     worse = stats.worse_by(amp_mean, ref_mean, c.goal)
     direction = "lower is better" if c.goal == "min" else "higher is better"
     head = f"AMP mean {c.metric} {g(amp_mean)} vs FP32 {g(ref_mean)} ({len(amp_vals)} vs {len(ref_vals)} seeds, {direction}): "
-    details = {"amp_mean": amp_mean, "fp32_mean": ref_mean, "amp_values": amp_vals,
+    status: Status
+    details: dict[str, Any] = {"amp_mean": amp_mean, "fp32_mean": ref_mean, "amp_values": amp_vals,
                "fp32_values": ref_vals}
     if min(len(ref_vals), len(amp_vals)) < inference.MIN_TRIALS:
         margin = c.th.metric_abs_tol

@@ -93,7 +93,7 @@ def _guard() -> Iterator[None]:
 
 
 @app.command(epilog=EXIT_CODES)
-def run(
+def run(  # noqa: PLR0913  typer: one parameter per command-line option
     suite_file: Optional[Path] = typer.Argument(
         None, help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr); optional with --resume"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),

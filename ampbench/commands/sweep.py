@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ampbench.commands.run_plan import RunOptions
 from ampbench.config import ConfigError
 from ampbench.core.files import atomic_write_text
 from ampbench.core.names import utc_now
@@ -59,11 +60,11 @@ def _slug(point: list[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(p.split(".")[-1] for p in point)).strip("-.")[:60] or "point"
 
 
-def run_sweep(opts: object, sweep: list[str], console: Console) -> int:
+def run_sweep(opts: RunOptions, sweep: list[str], console: Console) -> int:
     """Run every point (opts: commands.run_plan.RunOptions), then write the grid report; worst exit code."""
     from ampbench.commands.run import execute
 
-    if getattr(opts, "resume", None):
+    if opts.resume:
         raise ConfigError("--sweep", " ".join(sweep), "not with --resume (resume each point's run folder)")
     grid = parse_sweep(sweep)
     stamp = utc_now().replace(":", "").replace("-", "").replace("+", "")[:15]
@@ -71,9 +72,9 @@ def run_sweep(opts: object, sweep: list[str], console: Console) -> int:
     for i, point in enumerate(points(grid)):
         run_id = f"sweep-{stamp}-{i:02d}-{_slug(point)}"
         console.print(f"[bold]sweep point {i + 1}[/]: {escape(', '.join(point))}")
-        sub = dataclasses.replace(opts, overrides=[*opts.overrides, *point], run_id=run_id)  # type: ignore[type-var]
+        sub = dataclasses.replace(opts, overrides=[*opts.overrides, *point], run_id=run_id)
         code = execute(sub, console=console)
-        found = sorted(Path(opts.out_dir).glob(f"*/{run_id}"))  # type: ignore[attr-defined]
+        found = sorted(Path(opts.out_dir).glob(f"*/{run_id}"))
         done.append((point, found[0] if found else None, code))
     if done and done[0][1] is not None:
         path = done[0][1].parent / f"sweep-{stamp}.md"

@@ -110,7 +110,7 @@ def _noise_sd(y: np.ndarray) -> float:
 def segment(y: Sequence[float] | np.ndarray, sd: float, min_seg: int = MIN_SEGMENT, k: float | None = None) -> list[int]:
     """Change positions (index of the first point of each new segment) of the penalised L2 optimum."""
     k = PENALTY_K if k is None else k
-    y = np.asarray(y, float)  # type: ignore[assignment]  # a Sequence in, an array from here on
+    y = np.asarray(y, float)
     n = len(y)
     if n < 2 * min_seg or sd <= 0:
         return []

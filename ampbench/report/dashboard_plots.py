@@ -64,13 +64,7 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
         lbl.set_rotation(30 if len(entries) > 3 else 0)
         lbl.set_ha("right" if len(entries) > 3 else "center")
         lbl.set_fontsize(7.5)
-    if regressions:
-        axes[0, 0].axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
-    if steps:
-        axes[0, 0].plot([], [], color=P.FLAG_COLOR, linestyle="--", label="step in the series\n(change point)")
-    if config_changes:
-        axes[0, 0].plot([], [], color="#6e7781", linestyle=":", label="config changed")
-    P._legend_right(axes[0, 0])
+    _legend(axes[0, 0], bool(regressions), bool(steps), bool(config_changes))
     axes[0, 0].set_title("Per mode over runs (x: start date, commit)", fontsize=10)
     buf = io.BytesIO()
     with P._plain_text():
@@ -84,6 +78,17 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
 
 def _sha(e: dict[str, Any]) -> str:
     return f"\n{fmt.short_sha(e.get('git_sha'), 7)}" if e.get("git_sha") else ""
+
+
+def _legend(ax: Any, regressions: bool, steps: bool, config_changes: bool) -> None:
+    """The legend right of the throughput panel, with an entry for each kind of mark drawn."""
+    if regressions:
+        ax.axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
+    if steps:
+        ax.plot([], [], color=P.FLAG_COLOR, linestyle="--", label="step in the series\n(change point)")
+    if config_changes:
+        ax.plot([], [], color="#6e7781", linestyle=":", label="config changed")
+    P._legend_right(ax)
 
 
 def _marks(ax: Any, entries: list[dict[str, Any]], steps: list[Any], config_changes: list[int]) -> None:

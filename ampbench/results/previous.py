@@ -42,11 +42,6 @@ def _key(rd: RunDir, info: RunInfo) -> RunKey | None:
     return None
 
 
-def run_key(run_dir: Path) -> RunKey | None:
-    rd = RunDir(run_dir)
-    return _key(rd, rd.load_run())
-
-
 def previous_run(run_dir: Path) -> Path:
     """The latest earlier run with the same key, or ResultsError naming the key and the folder searched."""
     run_dir = Path(run_dir)

@@ -12,18 +12,18 @@ from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status
 
 SOURCE_TEXT = {"cuda": "CUDA allocator peak (max_memory_allocated)", "host": "host allocator peak (CPU)",
                "rss": "process peak RSS"}
 
 
-def _decide(c: Ctx, amp: list[float], ref: list[float], need: float) -> tuple[str, str]:
+def _decide(c: Ctx, amp: list[float], ref: list[float], need: float) -> tuple[Status, str]:
     """(status, how): peaks that vary between seeds are judged like the other rules, PASS at `confidence`,
     FAIL at 1 - fail_alpha on the log ratio of the trials' peaks; identical peaks (the usual case: the
     allocator's peak is deterministic for a fixed batch) and a single seed compare the medians."""
     red = 1 - float(np.median(amp)) / float(np.median(ref))
-    point = "PASS" if red >= need else "FAIL"
+    point: Status = "PASS" if red >= need else "FAIL"
     if min(len(amp), len(ref)) < inference.MIN_FAIL_TRIALS or (len(set(amp)) == 1 and len(set(ref)) == 1):
         return point, "medians"
     pc, fc = c.levels()

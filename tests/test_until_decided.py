@@ -15,7 +15,7 @@ from ampbench.judge import sequential, until
 from ampbench.judge.planner import PlanRow
 from ampbench.results.run_dir import RunDir, open_run
 from ampbench.results.verdicts import ModeVerdict, RuleResult
-from tests.factories import StepNoise, make_run, make_suite, make_trial
+from tests.factories import StepNoise, make_run, make_suite, make_trial, write_trial
 
 AMP = "amp-o1-fp16"
 
@@ -42,7 +42,7 @@ def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: 
     def run_trials(new: list[tuple[str, int]]) -> None:
         ran.append(list(new))
         for m, s in new:
-            run.write_trial(_trial(m, s, speeds[m], rng, trial_sd))
+            write_trial(run, _trial(m, s, speeds[m], rng, trial_sd))
 
     import io
     import time

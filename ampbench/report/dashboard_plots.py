@@ -2,7 +2,9 @@
 
 Drawn with matplotlib (math text off) and returned as PNG bytes for a data: URI, so a published
 site is plain files with no script or font to fetch.  Regressions (last good -> first bad run) are
-shaded red across all panels.
+shaded red across all panels; steps the change-point analysis found in a mode's throughput
+(judge.changepoint, with or without a verdict flip) are dashed lines, config-hash changes dotted
+grey lines; a panel shows each AMP mode's speedup over FP32 with its interval.
 """
 
 from __future__ import annotations
@@ -57,11 +59,14 @@ def _binned(ys: np.ndarray, bins: list[np.ndarray]) -> tuple[np.ndarray, np.ndar
 
 
 def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
-                 regressions: list[tuple[int, int]], inactive: str | None) -> bytes:
-    """PNG of four stacked panels over the runs; `regressions`: (last good, first bad) run indexes."""
+                 regressions: list[tuple[int, int]], inactive: str | None,
+                 steps: list[Any] | None = None, config_changes: list[int] | None = None) -> bytes:
+    """PNG of five stacked panels over the runs; `regressions`: (last good, first bad) run indexes;
+    `steps`: judge.changepoint.Step (drawn where the series stepped, verdict flip or not);
+    `config_changes`: indexes of the first run of a new config hash (another experiment)."""
     modes = list(dict.fromkeys(m for e in entries for m in (e.get("modes") or {})))
     colors = P.mode_colors(modes)
-    fig, axes = P._figure(8.0, nrows=4, sharex=True)
+    fig, axes = P._figure(9.6, nrows=5, sharex=True)
     bins = _bins(len(entries))
     binned = len(bins) < len(entries)
     unit_m, div = fmt.bytes_unit([v for e in entries for m in (e.get("modes") or {}).values()
@@ -78,13 +83,18 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
                 if binned:
                     ax.fill_between(xs, lo, hi, color=colors[mode], alpha=0.15, linewidth=0)
         ax.set_ylabel(label, fontsize=8.5)
-    _verdict_panel(axes[3, 0], entries, modes, colors, bins)
+    _speedup_panel(axes[3, 0], entries, modes, colors, bins)
+    _verdict_panel(axes[4, 0], entries, modes, colors, bins)
     _mark_regressions(axes, regressions)
+    for ax in axes[:, 0]:
+        for i in config_changes or []:
+            ax.axvline(i - 0.5, color="#6e7781", linestyle=":", linewidth=1.2)
+    _marks(axes[0, 0], entries, steps or [], config_changes or [])
     _x_axis(axes[-1, 0], entries)
+    _legend(axes[0, 0], bool(regressions), bool(steps), bool(config_changes))
     title = (f"Per mode over {len(entries):,} runs: median per bin of about {len(entries) // len(bins)} runs, "
              "band min to max (x: start date, commit)") if binned else "Per mode over runs (x: start date, commit)"
     axes[0, 0].set_title(title, fontsize=10)
-    P._legend_right(axes[0, 0])
     buf = io.BytesIO()
     with P._plain_text():
         for t in fig.findobj(lambda o: hasattr(o, "set_parse_math")):
@@ -104,8 +114,6 @@ def _mark_regressions(axes: Any, regressions: list[tuple[int, int]]) -> None:
         else:  # one collection, not one patch per regression
             ax.vlines([bad for _, bad in regressions], 0, 1, transform=ax.get_xaxis_transform(),
                       color=P.FLAG_COLOR, alpha=0.25, linewidth=0.6)
-    if regressions:
-        axes[0, 0].axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
 
 
 def _x_axis(ax: Any, entries: list[dict[str, Any]]) -> None:
@@ -120,6 +128,54 @@ def _x_axis(ax: Any, entries: list[dict[str, Any]]) -> None:
 
 def _sha(e: dict[str, Any]) -> str:
     return f"\n{fmt.short_sha(e.get('git_sha'), 7)}" if e.get("git_sha") else ""
+
+
+def _legend(ax: Any, regressions: bool, steps: bool, config_changes: bool) -> None:
+    """The legend right of the throughput panel, with an entry for each kind of mark drawn."""
+    if regressions:
+        ax.axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
+    if steps:
+        ax.plot([], [], color=P.FLAG_COLOR, linestyle="--", label="step in the series\n(change point)")
+    if config_changes:
+        ax.plot([], [], color="#6e7781", linestyle=":", label="config changed")
+    P._legend_right(ax)
+
+
+def _marks(ax: Any, entries: list[dict[str, Any]], steps: list[Any], config_changes: list[int]) -> None:
+    """Label the throughput panel: each change point (mode and size) and each config change."""
+    for st in steps or []:
+        color = P.FLAG_COLOR if st.regression else "#2da44e"
+        ax.axvline(st.after - 0.5, color=color, linestyle="--", linewidth=1.3)
+        ys = _series(entries, st.mode, "samples_per_s")
+        y = np.nanmax(ys) if not np.all(np.isnan(ys)) else 0.0
+        ax.annotate(f"{st.mode} {st.change:+.1%}", (st.after - 0.5, y), fontsize=7, color=color, rotation=90,
+                    ha="right", va="top")
+    for i in config_changes or []:
+        ax.annotate("config changed", (i - 0.5, ax.get_ylim()[0]), fontsize=7, color="#6e7781",
+                    rotation=90, ha="right", va="bottom")
+
+
+def _speedup_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], colors: dict[str, str],
+                   bins: list[np.ndarray] | None = None) -> None:
+    """AMP / FP32 throughput per run with its interval: the question users ask of the history.
+    A long history: per bin the median speedup, the band from the lowest interval end to the highest."""
+    bins = bins if bins is not None else _bins(len(entries))
+    binned = len(bins) < len(entries)
+    for mode in modes:
+        sp = _series(entries, mode, "speedup")
+        if mode == "fp32" or np.all(np.isnan(sp)):
+            continue
+        ci = [((e.get("modes") or {}).get(mode) or {}).get("speedup_ci") or [None, None] for e in entries]
+        lo = np.array([P.plottable(c[0]) for c in ci], dtype=float)
+        hi = np.array([P.plottable(c[1]) for c in ci], dtype=float)
+        x, med, _, _ = _binned(sp, bins)
+        xl, _, low, _ = _binned(lo, bins)
+        xh, _, _, high = _binned(hi, bins)
+        ax.plot(x, med, marker=None if binned else "o", markersize=3.5, linewidth=1.3, color=colors[mode])
+        if len(xl) == len(xh) and len(xl):
+            ax.fill_between(xl, low, high, color=colors[mode], alpha=0.15, linewidth=0)
+    ax.axhline(1.0, color="#6e7781", linewidth=0.8)
+    ax.set_ylabel("speedup vs fp32", fontsize=8.5)
 
 
 def _verdict_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], colors: dict[str, str],

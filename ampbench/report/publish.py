@@ -10,6 +10,7 @@ history line names, or made from that run folder when it still exists.  No scrip
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 import os
 import re
@@ -46,6 +47,7 @@ SITE_MARK = ".ampbench-site"   # marks a folder publish made, the only kind it r
 LATEST_RUNS = 500              # rows on a suite page; older runs are on pages of OLDER_PAGE runs
 OLDER_PAGE = 2000
 MAX_REGRESSIONS = 200          # listed per suite page (the count is always given)
+CHANGEPOINT_WINDOW = 500       # change points are searched in the latest runs only (see recent_steps)
 
 
 def slug(name: str) -> str:
@@ -308,7 +310,7 @@ def suite_page(suite: str, entries: list[dict[str, Any]], regs: list[Regression]
 
     metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
     frac = _fraction(entries)
-    steps = changepoint.all_steps(entries)
+    steps = recent_steps(entries)
     cfg = changepoint.config_changes(entries)
     png = suite_figure(entries, metric, frac, [(r.good, r.bad) for r in regs if r.good >= 0], inactive_note(entries),
                        steps, [c.index for c in cfg])
@@ -339,6 +341,15 @@ def _steps_html(entries: list[dict[str, Any]], steps: list[changepoint.Step], cf
     if not items:
         return "<p>No step found in any mode's throughput (penalised segmentation, Welch-confirmed).</p>"
     return "<ul>" + "".join(items) + "</ul>"
+
+
+def recent_steps(entries: list[dict[str, Any]]) -> list[changepoint.Step]:
+    """Change points of the latest CHANGEPOINT_WINDOW runs (the ones the page lists), indexes into all
+    of `entries`: the segmentation is quadratic in the runs on a steady series, so 100,000 runs would
+    never publish."""
+    off = max(0, len(entries) - CHANGEPOINT_WINDOW)
+    found = changepoint.all_steps(entries[off:])
+    return [dataclasses.replace(s, before=s.before + off, after=s.after + off) for s in found] if off else found
 
 
 def _runs_note(entries: list[dict[str, Any]], older: list[str]) -> str:

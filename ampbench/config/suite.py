@@ -86,6 +86,7 @@ class ModeConfig(_Strict):
     custom_black_list: list[str] = []
     use_promote: bool = True
     master_weight: bool | None = None
+    master_grad: bool = False   # O2 only: FP32 weight gradients (paddle.amp.decorate(master_grad=True))
     scaler: ScalerConfig = ScalerConfig()
     batch_size: int | None = Field(None, ge=1)
     grad_accum: int | None = Field(None, ge=1)
@@ -103,6 +104,8 @@ class ModeConfig(_Strict):
             object.__setattr__(self, "level", "O0")
         if self.name == REFERENCE_MODE and self.level != "O0":
             raise ValueError("the 'fp32' mode is the reference and must have level O0")
+        if self.master_grad and self.level != "O2":
+            raise ValueError("master_grad only applies to level O2 (paddle.amp.decorate)")
         if self.excluded_layers and self.level != "O2":
             raise ValueError("excluded_layers only applies to level O2 (paddle.amp.decorate)")
         bad = [n for n in self.excluded_layers if not _is_paddle_layer_name(n)]

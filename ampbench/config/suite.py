@@ -64,7 +64,9 @@ class TrainConfig(_Strict):
 class ScalerConfig(_Strict):
     """Every documented argument of paddle.amp.GradScaler."""
 
-    enable: bool = True
+    # None (the default): a scaler for float16, none for bfloat16 (FP32's exponent range; Paddle turns
+    # dynamic scaling off for it at the first scale()). true builds one for bf16 too; false never.
+    enable: bool | None = None
     init_loss_scaling: float = Field(65536.0, gt=0)
     incr_ratio: float = Field(2.0, gt=1)
     decr_ratio: float = Field(0.5, gt=0, lt=1)
@@ -117,6 +119,13 @@ class ModeConfig(_Strict):
     @property
     def amp(self) -> bool:
         return self.level != "O0"
+
+    @property
+    def scaler_wanted(self) -> bool:
+        """Whether this mode builds a paddle.amp.GradScaler (see ScalerConfig.enable)."""
+        if not self.amp or self.scaler.enable is False:
+            return False
+        return self.scaler.enable is True or self.dtype == "float16"
 
 
 class Thresholds(_Strict):

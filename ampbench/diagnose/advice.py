@@ -32,7 +32,7 @@ def toml_line(key: str, value: Any) -> str:
 
 def scaler_line(mode: ModeConfig, **changes: Any) -> str:
     """The whole `scaler = {...}` inline table with `changes` applied (replaces the mode's scaler line)."""
-    data = {**mode.scaler.model_dump(), **changes}
+    data = {k: v for k, v in {**mode.scaler.model_dump(), **changes}.items() if v is not None}  # TOML has no null
     ScalerConfig.model_validate(data)  # advice must never suggest an invalid table
     return toml_line("scaler", data)
 
@@ -92,7 +92,7 @@ def _bf16(mode: ModeConfig) -> list[str]:
 
 def _scaler_for_collapse(mode: ModeConfig, diag: Any) -> list[str]:
     s = mode.scaler
-    if mode.dtype != "float16" or not s.enable or not s.use_dynamic_loss_scaling:
+    if mode.dtype != "float16" or not mode.scaler_wanted or not s.use_dynamic_loss_scaling:
         return []
     forward_overflow = diag is not None and any(
         f.phase == "forward" and f.kind in ("amp-nonfinite", "fp16-range") for f in diag.findings)
@@ -107,7 +107,7 @@ def _scaler_for_collapse(mode: ModeConfig, diag: Any) -> list[str]:
 
 def _scaler_for_underflow(mode: ModeConfig, diag: Any) -> list[str]:
     s = mode.scaler
-    if mode.dtype != "float16" or not s.enable:
+    if mode.dtype != "float16" or not mode.scaler_wanted:
         return []
     seen = diag is not None and any(f.kind == "underflow" and f.phase == "backward" for f in diag.findings)
     lead = "The diagnosis saw gradients flushed to zero in float16. " if seen else ""
@@ -201,12 +201,12 @@ def _stability(m: ModeConfig, diag: Any, r: RuleResult, text: str) -> list[str]:
         out += _bf16(m)
     if collapse:
         out += _scaler_for_collapse(m, diag)
-    elif skipped and m.dtype == "float16" and m.scaler.enable:
+    elif skipped and m.dtype == "float16" and m.scaler_wanted:
         s = m.scaler
         lower = FP16_SAFE_SCALE if s.init_loss_scaling > FP16_SAFE_SCALE else s.init_loss_scaling / 8
         out.append("Many steps were skipped for Inf gradients: a start scale that is too large spends the first steps "
                    f"halving; start lower: {scaler_line(m, init_loss_scaling=lower)}.")
-    if nonfinite and not m.scaler.enable and m.dtype == "float16":
+    if nonfinite and not m.scaler_wanted and m.dtype == "float16":
         out.append(f"float16 without loss scaling: enable the scaler so Inf steps are skipped instead of applied: "
                    f"{scaler_line(m, enable=True)}.")
     return list(dict.fromkeys(out))

@@ -67,11 +67,9 @@ def _host(v: Any, kind: type) -> Any:
 
 def wants_scaler(mode: ModeConfig) -> bool:
     """A GradScaler is built for float16 AMP (unless `scaler.enable = false`) and for bfloat16 only
-    when the mode asks for one explicitly (`scaler = { enable = true, ... }`): bf16 has FP32's
-    exponent range, and Paddle turns dynamic scaling off for it at the first `scale()` anyway."""
-    if not mode.amp or not mode.scaler.enable:
-        return False
-    return mode.dtype == "float16" or "enable" in mode.scaler.model_fields_set
+    when the mode asks for one (`scaler = { enable = true, ... }`): bf16 has FP32's exponent
+    range, and Paddle turns dynamic scaling off for it at the first `scale()` anyway."""
+    return mode.scaler_wanted
 
 
 @dataclass

@@ -363,15 +363,11 @@ class FakeAmp:
     def _counts(self) -> dict[str, dict[str, int]]:
         if not self.collecting:
             return {}
-        from ampbench.trackers.opstats import parse_op_stats
-
-        return parse_op_stats(dict(self._real_stats()))
+        return _parse(dict(self._real_stats()))
 
     def op_list(self) -> dict[str, str]:
-        from ampbench.trackers.opstats import parse_op_stats
-
         out = {}
-        for op, c in parse_op_stats(dict(self._real_stats())).items():
+        for op, c in _parse(dict(self._real_stats())).items():
             a = self.adjust.get(op, {})
             v = [c[k] + a.get(k, 0) for k in ("float16", "bfloat16", "float32", "other")]
             out[op] = ",".join(str(x) for x in v)
@@ -425,6 +421,15 @@ class _GpuPlaceTracer:
     def _expected_place(self) -> Any:
         return types.SimpleNamespace(is_gpu_place=lambda: True, is_xpu_place=lambda: False,
                                      is_custom_place=lambda: False, get_device_id=lambda: 0)
+
+
+def _parse(raw: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Paddle's {op: "fp16,bf16,fp32,other"} call counts."""
+    out = {}
+    for op, text in raw.items():
+        v = [int(x) for x in str(text).split(",")] + [0, 0, 0, 0]
+        out[op] = dict(zip(("float16", "bfloat16", "float32", "other"), v[:4], strict=True))
+    return out
 
 
 def _sub(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
@@ -483,7 +488,7 @@ def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_para
 
     lib = FakeLibCuda(machine)
     real_cdll = ctypes.CDLL
-    monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: lib if name == tcuda.CUDA_DRIVER else real_cdll(name, *a, **k))
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: lib if name == "libcuda.so.1" else real_cdll(name, *a, **k))
     real_run = subprocess.run
 
     def run(cmd: Any, *a: Any, **k: Any) -> Any:
@@ -499,8 +504,8 @@ def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_para
     nodes.mkdir(exist_ok=True)
     for g in machine.gpus:
         (nodes / f"nvidia{g.index}").write_text("")
-    monkeypatch.setattr(tcuda, "DEVICE_NODES", str(nodes / "nvidia[0-9]*"))
-    monkeypatch.setattr(tcuda, "PROC_GPUS", str(tmp_path / "no-proc" / "*"))
+    monkeypatch.setattr(tcuda, "DEVICE_NODES", str(nodes / "nvidia[0-9]*"), raising=False)
+    monkeypatch.setattr(tcuda, "PROC_GPUS", str(tmp_path / "no-proc" / "*"), raising=False)
 
     fc = FakeCuda()
     inst = Installed(machine=machine, nv=nv, cuda=fc, amp=FakeAmp(cast_params=cast_params), libcuda=lib)

@@ -42,12 +42,6 @@ dtype = "bfloat16"
 scaler = { enable = true }
 
 [[modes]]
-name = "amp-o2-fp16-mg"
-level = "O2"
-dtype = "float16"
-master_grad = true
-
-[[modes]]
 name = "amp-o1-fp16-checked"
 level = "O1"
 dtype = "float16"
@@ -127,8 +121,9 @@ def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), override
         return [run_toy(suite, tmp_path / "st", m, overrides) for m in modes]
 
     monkeypatch.setattr(selftest, "_run_suite", run_suite)
+    monkeypatch.setattr("ampbench.config.bundled.bundled_suites", lambda: {"toy": suite})
     out = tmp_path / "selftest"
-    code = selftest.run_selftest(out, Console(quiet=True), suites=["toy"])
+    code = selftest.run_selftest(out, Console(quiet=True))
     import json
 
     doc = json.loads((out / "selftest.json").read_text())
@@ -198,13 +193,13 @@ def test_selftest_amp_active_fails_where_paddle_says_unsupported_but_low_precisi
 
 
 def test_1_amp_active_counts_linear_v2_from_paddles_white_list(machine, suite, tmp_path):
-    from ampbench.launch.selftest import _check_trial, evidence_ops
+    from ampbench.launch import selftest
 
     machine("a100")
-    assert "linear_v2" in evidence_ops("float16", [])
     t = run_toy(suite, tmp_path, "amp-o1-fp16")
-    r = next(r for r in _check_trial(t) if r.check == "amp-active")
+    r = next(r for r in selftest._check_trial(t) if r.check == "amp-active")
     assert r.ok is True and "linear_v2" in r.detail
+    assert "linear_v2" in selftest.evidence_ops("float16", [])
 
 
 def test_4_gpu_count_is_paddles_not_nvmls(machine, suite, tmp_path, monkeypatch):
@@ -449,11 +444,12 @@ def test_18_cublas_alloc_failure_is_out_of_memory(monkeypatch, suite, tmp_path):
     assert classify_error(raised.value) == "oom" and "CUBLAS_STATUS_ALLOC_FAILED" in str(raised.value)
 
 
-def test_19_o2_master_grad_reaches_decorate(machine, suite, tmp_path):
+def test_19_o2_master_grad_reaches_decorate(machine, toy_suite, tmp_path):
     from ampbench.config import ModeConfig
 
     inst = machine("a100")
-    t = run_toy(suite, tmp_path, "amp-o2-fp16-mg")
+    mg = toy_suite('[[modes]]\nname = "amp-o2-fp16-mg"\nlevel = "O2"\ndtype = "float16"\nmaster_grad = true\n')
+    t = run_toy(mg, tmp_path, "amp-o2-fp16-mg")
     assert t.status == "ok", t.error
     assert inst.amp.master_grad is True and t.amp.master_grad is True
     with pytest.raises(ValueError, match="master_grad only applies to level O2"):

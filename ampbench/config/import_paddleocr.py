@@ -18,7 +18,8 @@ from typing import Any
 from ampbench.config.errors import ConfigError
 from ampbench.config.importing import Imported, UnsupportedConfig
 
-# PaddleOCR tools/train.py under use_amp (the last two on CUDA builds only; a CPU build records them as null)
+# PaddleOCR tools/train.py under use_amp: the two cuDNN/cuBLAS flags on CUDA builds (a CPU build records
+# them as null); FLAGS_max_inplace_grad_add = 8 was also set there by earlier PaddleOCR releases.
 PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1,
                        "FLAGS_gemm_use_half_precision_compute_type": 0}
 # Keys with no effect on the trained numbers (logging, saving, inference paths).

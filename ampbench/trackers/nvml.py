@@ -30,8 +30,8 @@ THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_p
                  0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
 IGNORED_THROTTLE = {"gpu_idle", "applications_clocks_setting"}  # not slow-downs
 PID_NOTE = "pid"   # Samples.errors key of "our PID is not listed": a note (containers), not a failure
-# nvidia-ml-py 13 maps nvmlDeviceGetComputeRunningProcesses to the _v3 symbol, which drivers older
-# than the R470/R510 branches lack (FunctionNotFound): fall back to the _v2 symbol there.
+# nvidia-ml-py 13 maps nvmlDeviceGetComputeRunningProcesses to the _v3 symbol; an older driver's
+# libnvidia-ml lacks it (NVMLError_FunctionNotFound): fall back to the _v2 symbol there, once.
 PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
 
 

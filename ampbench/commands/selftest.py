@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampbench.results import Trial, atomic_write_json
+from ampbench.core.files import atomic_write_json
+from ampbench.core.records import Trial
 
 PROFILE = "gpu-smoke"
 NVML_NOTES = {"nvml.pid"}   # our PID not in NVML's list (containers): device-wide memory recorded, not a failure
@@ -185,8 +186,8 @@ def describe_checks(console: Console) -> None:
 
 def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: list[str] | None = None,
                tag: str = "") -> list[Trial]:
-    from ampbench.launch.runner import RunOptions, execute
-    from ampbench.results import open_run
+    from ampbench.commands.run import RunOptions, execute
+    from ampbench.results.run_dir import open_run
 
     run_id = f"selftest-{name}{tag}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     quiet = Console(quiet=True)

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ampbench.config.errors import ConfigError
-from ampbench.config.importing import Imported, UnsupportedConfig
+from ampbench.core.errors import ConfigError
+from ampbench.importers.base import Imported, UnsupportedConfig
 
 # PaddleOCR tools/train.py under use_amp: the two cuDNN/cuBLAS flags on CUDA builds (a CPU build records
 # them as null); FLAGS_max_inplace_grad_add = 8 was also set there by earlier PaddleOCR releases.

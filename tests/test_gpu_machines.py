@@ -107,7 +107,7 @@ def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), override
     """run_selftest with the toy suite's trials run in this process (the fake GPU is in-process)."""
     from rich.console import Console
 
-    from ampbench.launch import selftest
+    from ampbench.commands import selftest
 
     calls = []
     # steps long enough that the per-step bookkeeping outside the clock stays below the 20% the
@@ -180,7 +180,7 @@ def test_selftest_fails_on_a_planted_defect(machine, suite, tmp_path, monkeypatc
 
 def test_selftest_amp_active_fails_where_paddle_says_unsupported_but_low_precision_ran(machine, suite, tmp_path,
                                                                                         monkeypatch):
-    from ampbench.launch.selftest import Machine, _check_trial
+    from ampbench.commands.selftest import Machine, _check_trial
 
     machine("a100")
     t = run_toy(suite, tmp_path, "amp-o1-bf16")
@@ -193,7 +193,7 @@ def test_selftest_amp_active_fails_where_paddle_says_unsupported_but_low_precisi
 
 
 def test_1_amp_active_counts_linear_v2_from_paddles_white_list(machine, suite, tmp_path):
-    from ampbench.launch import selftest
+    from ampbench.commands import selftest
 
     machine("a100")
     t = run_toy(suite, tmp_path, "amp-o1-fp16")
@@ -372,7 +372,7 @@ def test_12_gpu_smoke_data_is_small():
 
 def test_13_ocr_amp_modes_carry_paddleocrs_amp_flags(machine, tmp_path):
     from ampbench.config import load_suite
-    from ampbench.config.import_paddleocr import PADDLEOCR_AMP_FLAGS
+    from ampbench.importers.paddleocr import PADDLEOCR_AMP_FLAGS
 
     want = {"FLAGS_cudnn_batchnorm_spatial_persistent": 1, "FLAGS_gemm_use_half_precision_compute_type": 0}
     assert all(PADDLEOCR_AMP_FLAGS.get(k) == v for k, v in want.items())
@@ -461,3 +461,14 @@ def test_fake_machines_are_tests_only():
 
     for p in (ROOT / "ampbench").rglob("*.py"):
         assert not re.search(r"^\s*(from|import) tests\b", p.read_text(), re.M), p
+
+
+def test_paddle_below_2_6_is_refused_on_a_gpu_with_a_message(monkeypatch, suite, tmp_path):
+    from ampbench.trackers.cuda import unsupported_paddle
+
+    m = machines()["paddle26"]
+    m.paddle_version = "2.5.2"
+    install_machine(monkeypatch, m, tmp_path)
+    with pytest.raises(RuntimeError, match="paddlepaddle-gpu 2.5.2 is not supported: ampbench needs Paddle >= 2.6"):
+        run_toy(suite, tmp_path, "fp32")
+    assert unsupported_paddle("3.3.1") == unsupported_paddle("2.6.2") == unsupported_paddle("0.0.0") == ""

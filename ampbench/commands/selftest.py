@@ -65,22 +65,17 @@ class Machine:
 
 
 def machine_facts() -> Machine:
-    import paddle
-
     from ampbench.trackers import cuda, device
     from ampbench.trackers.nvml import Session
 
     session = Session(cuda_bus_id=cuda.cuda_bus_id()).open()
     session.close()
     cc = cuda.compute_capability()
-    try:
-        name = str(paddle.device.cuda.get_device_name())
-    except Exception:
-        name = ""
     return Machine(gpus=cuda.visible_gpu_count(),
                    unsupported={d: device.amp_unsupported_reason(d) for d in ("float16", "bfloat16")},
-                   nvml_error=session.error, allocator_reset=cuda.has_allocator_reset(), paddle=paddle.__version__,
-                   device_name=name, compute_capability=list(cc) if cc else None)
+                   nvml_error=session.error, allocator_reset=cuda.has_allocator_reset(),
+                   paddle=cuda.paddle_version(), device_name=cuda.device_name(),
+                   compute_capability=list(cc) if cc else None)
 
 
 def evidence_ops(dtype: str, custom_white: list[str]) -> set[str]:

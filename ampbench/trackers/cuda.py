@@ -109,6 +109,38 @@ def compute_capability() -> tuple[int, int] | None:
         return None
 
 
+OLDEST_PADDLE = (2, 6)   # docs/gpu.md "Supported versions"
+
+
+def unsupported_paddle(version: str | None = None) -> str:
+    """Why this Paddle is refused on a GPU ("" when it is supported): below 2.6 the operator stats,
+    op lists and GradScaler state ampbench reads are not what its evidence rests on."""
+    v = version if version is not None else paddle_version()
+    parts = [int(p) if p.isdigit() else 0 for p in v.split(".")[:2]] + [0, 0]
+    if (parts[0], parts[1]) == (0, 0):  # a develop build reports 0.0.0: accepted, recorded in env
+        return ""
+    if (parts[0], parts[1]) < OLDEST_PADDLE:
+        return (f"paddlepaddle-gpu {v} is not supported: ampbench needs Paddle >= 2.6 on a GPU "
+                "(>= 3.0 for the allocator's window peaks); see docs/gpu.md")
+    return ""
+
+
+def paddle_version() -> str:
+    import paddle
+
+    return str(paddle.__version__)
+
+
+def device_name() -> str:
+    """The GPU's name as Paddle reports it ("" off a GPU)."""
+    import paddle
+
+    try:
+        return str(paddle.device.cuda.get_device_name())
+    except (RuntimeError, ValueError, OSError):   # no device behind a CUDA build
+        return ""
+
+
 def has_allocator_reset() -> bool:
     import paddle
 

@@ -56,6 +56,12 @@ def set_up(tr: TrialContext) -> Parts:
     from ampbench.trial.replicas import Replicas
 
     gpu = device.select_device()
+    if gpu:
+        from ampbench.trackers.cuda import unsupported_paddle
+
+        refused = unsupported_paddle()
+        if refused:
+            raise RuntimeError(refused)
     tr.trial.flags = apply_flags(tr.suite.flags, tr.mode.flags)  # Paddle FLAGS from [flags], recorded
     replicas = Replicas.from_env(tr.suite, tr.mode)  # data parallel: a no-op for one process
     replicas.init()

@@ -386,21 +386,21 @@ class FakeAmp:
     def decorate(self, models: Any, optimizers: Any = None, level: str = "O1", dtype: str = "float16",
                  master_weight: Any = None, save_dtype: Any = None, master_grad: bool = False,
                  excluded_layers: Any = None) -> Any:
-        import paddle
-
         ac = self._ac
         if level == "O1" or not self._supported(dtype):   # decorate's GPU-place branch: unchanged, silently
             return models if optimizers is None else (models, optimizers)
         ms = models if isinstance(models, list) else [models]
-        ac.set_excluded_layers(ms, excluded_layers)
+        if self.cast_params:   # Paddle's own amp_initialize: excluded layers, norms kept, the rest cast
+            ac.amp_initialize(models=ms, dtype=dtype, excluded_layers=excluded_layers)
+        else:                  # the same decision, parameters left float32 (CPU kernels must train)
+            ac.set_excluded_layers(ms, excluded_layers)
         for m in ms:
             for lname, layer in m.named_sublayers(include_self=True):
                 keep = ac.need_keep_fp32(layer, dtype)
                 for pname, param in layer.named_parameters(include_sublayers=False):
                     key = f"{lname}.{pname}" if lname else pname
-                    self.decorated[key] = "float32" if keep else dtype
-                if not keep and self.cast_params:
-                    layer._to_impl(dtype=dtype, include_sublayers=False, floating_only=True)
+                    self.decorated[key] = str(param.dtype).replace("paddle.", "") if self.cast_params else (
+                        "float32" if keep else dtype)
         if optimizers is not None:
             for opt in optimizers if isinstance(optimizers, list) else [optimizers]:
                 ac._set_multi_precision(opt, master_weight is not False)

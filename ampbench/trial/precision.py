@@ -193,11 +193,6 @@ class Precision:
         scale, found = handle
         return StepOutcome(loss_scale=_host(scale, float), found_inf=bool(_host(found, bool)))
 
-    def loss_scale(self) -> float | None:
-        if not self.scaler_enabled:
-            return None
-        return _host(getattr(self.scaler, "_scale", None), float)
-
     def describe(self) -> dict[str, Any]:
         m = self.mode
         lists = default_lists(m.dtype, m.level) if m.amp else {"white": [], "black": []}

@@ -10,6 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.core.records import Trial
+from ampbench.judge import measure
+from ampbench.report import fmt
 from ampbench.report.fmt import bytes_h
 from ampbench.results.verdicts import CheckReport
 
@@ -31,6 +33,14 @@ def print_trials(trials: list[Trial], console: Console) -> None:
             Text(f"{primary} {metric:.4f}") if metric is not None else "-", active,
         )
     console.print(table)
+    by_mode: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_mode.setdefault(t.mode, []).append(t)
+    for mode, ts in by_mode.items():
+        ms = measure.mode_stats([t.step_rates() for t in ts if t.status == "ok"])
+        if ms.samples_per_s:
+            console.print(Text(f"  {mode}: {fmt.num(ms.samples_per_s)} samples/s "
+                               f"(geometric mean of {len(ms.per_trial)} trial median(s))"))
 
 
 _STYLE = {"PASS": "green", "FAIL": "bold red", "INCONCLUSIVE": "yellow", "ERROR": "bold magenta"}

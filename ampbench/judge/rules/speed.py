@@ -105,6 +105,8 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
     return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
+                   amp_samples_per_s=float(np.exp(np.mean(np.log(cmp.num)))),
+                   fp32_samples_per_s=float(np.exp(np.mean(np.log(cmp.den)))),
                    confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
 
 

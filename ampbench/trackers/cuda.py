@@ -105,7 +105,7 @@ def compute_capability() -> tuple[int, int] | None:
     try:
         major, minor = paddle.device.cuda.get_device_capability()
         return int(major), int(minor)
-    except Exception:
+    except (RuntimeError, ValueError, OSError):   # no device behind a CUDA build
         return None
 
 

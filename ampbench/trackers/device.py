@@ -12,8 +12,8 @@ from ampbench.trackers.env import device_slug, environment
 
 __all__ = [
     "amp_support_summary",
-    "amp_unsupported_reason",
     "amp_supported",
+    "amp_unsupported_reason",
     "device_slug",
     "environment",
     "has_gpu",

@@ -11,11 +11,11 @@ AMP mode (with PaddleOCR's AMP flags), and a cpu profile. Everything else is lis
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ConfigError
+from ampbench.core.names import slug
 from ampbench.importers.base import Imported, UnsupportedConfig
 
 # PaddleOCR tools/train.py under use_amp: the two cuDNN/cuBLAS flags on CUDA builds (a CPU build records
@@ -280,7 +280,7 @@ def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
                                 "Train", "Eval"})
     r.rest("Train", r.section("Train"), {"dataset", "loader"})
     r.rest("Eval", r.section("Eval"), {"dataset", "loader"})
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", Path(path).stem).strip("-.") or "paddleocr"
+    name = slug(Path(path).stem, fallback="paddleocr")
     modes = [{"name": "fp32"}] + ([amp] if amp else [])
     if not amp:
         r.out.notes.append("Global.use_amp is off: the suite has only the fp32 mode; add an AMP mode to compare.")

@@ -16,13 +16,12 @@ from ampbench.report.fmt import bytes_h
 from ampbench.results.verdicts import CheckReport
 
 
-def print_trials(trials: list[Trial], console: Console) -> None:
+def print_trials(trials: list[Trial], console: Console, primary: str) -> None:
+    """The trial table (each trial's own figures) and one line per mode with the mode's samples/s."""
     table = Table(title="trials", title_justify="left")
     for col in ("mode", "seed", "status", "samples/s", "peak memory", "metric", "AMP active"):
         table.add_column(col, justify="right" if col in ("seed", "samples/s", "peak memory") else "left")
     for t in trials:
-        meta = t.config.get("suite")
-        primary = str(meta.get("metric", "")) if isinstance(meta, dict) else ""
         metric = t.metrics.get(primary)
         mem = t.memory.peak_allocated_bytes or t.memory.rss_peak_bytes
         active = "yes" if t.amp.active else ("no (inactive on this device)" if t.amp.requested else "-")

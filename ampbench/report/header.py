@@ -78,9 +78,8 @@ def header(v: RunView) -> str:
         f"- **AMP op lists:** {oplist_hash_text(v)}",
         f"- **Paddle flags:** {flags_text(v)}",
     ]
-    overrides = getattr(info, "overrides", None)
-    if overrides:
-        lines.append("- **Overrides:** " + ", ".join(md_code(o) for o in overrides))
+    if info.overrides:
+        lines.append("- **Overrides:** " + ", ".join(md_code(o) for o in info.overrides))
     out = [overall(v)]
     note = inactive(v)
     if note:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import sys
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
-DTYPES = ("float16", "bfloat16")
+LowDtype = Literal["float16", "bfloat16"]
+DTYPES: tuple[LowDtype, ...] = ("float16", "bfloat16")
 LEVELS = ("O1", "O2")
 
 
@@ -82,34 +83,34 @@ def _rule(dtype: str, cc: tuple[int, int] | None, cuda: str) -> bool:
     return cc[0] >= 8 and major.isdigit() and int(major) >= 11
 
 
-def probe(dtype: str, level: str = "O1") -> Capability:
+def probe(dtype: LowDtype, level: str = "O1") -> Capability:
     """Run a matmul and a conv2d under auto_cast and report the dtypes they ran in."""
     import paddle
 
     from ampbench.trackers.opstats import collect_op_dtypes
 
-    level = "O1" if level not in LEVELS else level  # OD casts a subset of O1's ops: O1 decides
+    lv: Literal["O1", "O2"] = "O2" if level == "O2" else "O1"  # OD casts a subset of O1's ops: O1 decides
     reason = unsupported_reason(dtype)
     try:
         x, w = paddle.ones([8, 8]), paddle.ones([8, 8])
         img, k = paddle.ones([1, 2, 8, 8]), paddle.ones([2, 2, 3, 3])
         with warnings.catch_warnings():  # "amp_guard ... makes no effect" on CPU: the answer says so
             warnings.simplefilter("ignore")
-            with collect_op_dtypes() as counts, paddle.amp.auto_cast(enable=True, level=level, dtype=dtype):
+            with collect_op_dtypes() as counts, paddle.amp.auto_cast(enable=True, level=lv, dtype=dtype):
                 mm = paddle.matmul(x, w)
                 cv = paddle.nn.functional.conv2d(img, k)
         low = sum(c.get(dtype, 0) for op, c in counts.items() if op in ("matmul_v2", "matmul", "conv2d"))
-        return Capability(dtype=dtype, level=level, matmul=_dtype_name(mm), conv2d=_dtype_name(cv), low_calls=low,
+        return Capability(dtype=dtype, level=lv, matmul=_dtype_name(mm), conv2d=_dtype_name(cv), low_calls=low,
                           unsupported=reason)
     except Exception as exc:  # a device without kernels for this dtype may raise instead
-        return Capability(dtype=dtype, level=level, error=f"{type(exc).__name__}: {exc}"[:300], unsupported=reason)
+        return Capability(dtype=dtype, level=lv, error=f"{type(exc).__name__}: {exc}"[:300], unsupported=reason)
 
 
 def probe_all() -> list[Capability]:
     return [probe(d, lv) for d in DTYPES for lv in LEVELS]
 
 
-def amp_works(dtype: str, level: str = "O1") -> bool:
+def amp_works(dtype: LowDtype, level: str = "O1") -> bool:
     """True when auto_cast at this dtype and level really produces low-precision outputs here."""
     return probe(dtype, level).works
 

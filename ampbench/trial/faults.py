@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+from ampbench.core.records import Status
+
 # Paddle raises ResourceExhaustedError ("out of memory") from its allocator, but a cuBLAS/cuDNN
 # workspace that cannot be allocated surfaces as an External error naming the library's status
 # (CUBLAS_STATUS_ALLOC_FAILED, CUDNN_STATUS_ALLOC_FAILED): both are the memory boundary.
@@ -13,7 +15,7 @@ OOM_MARKERS = ("out of memory", "resourceexhausted", "resource_exhausted", "cann
                "cuda_error_out_of_memory")
 
 
-def classify_error(exc: BaseException) -> str:
+def classify_error(exc: BaseException) -> Status:
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS):
         return "oom"

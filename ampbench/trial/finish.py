@@ -51,7 +51,7 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
             f"AMP inactive on this device ({tr.trial.env.device}): {rule}" if rule else
             f"AMP inactive on this device ({tr.trial.env.device}): {mode.dtype} AMP is unsupported here "
             f"(a probe matmul/conv2d under auto_cast {mode.level} stayed float32), every op ran in float32"
-            if not device.amp_supported(mode.dtype, mode.level) else
+            if not device.amp_supported(mode.dtype, mode.amp_level) else
             "AMP requested but no op ran in low precision (check the custom op lists)"
         )
 

@@ -107,7 +107,9 @@ def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[Any, in
     """Forward/backward of every micro-batch, gradient sync, optimizer (and scheduler) step.
 
     Returns device values (the micro-batch losses, the scaler's handle): nothing is read to the host."""
-    losses, samples, counts = [], 0, {}
+    losses: list[Any] = []
+    samples = 0
+    counts: dict[str, int] = {}
     accum, rep, prec = tr.accum, p.replicas, p.prec
     dp = rep.world > 1
     poison = fault.kind is not None and fault.poison(step)

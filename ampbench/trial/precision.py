@@ -103,10 +103,9 @@ class Precision:
             if unknown:
                 raise ValueError(f"mode {self.mode.name}: excluded_layers {unknown} are not paddle.nn layer classes")
             excluded = [getattr(paddle.nn, n) for n in self.mode.excluded_layers] or None
-            extra = {"master_grad": True} if self.mode.master_grad else {}
             model, optimizer = paddle.amp.decorate(
                 models=model, optimizers=optimizer, level="O2", dtype=self.mode.dtype,
-                master_weight=self.mode.master_weight, excluded_layers=excluded, **extra,
+                master_weight=self.mode.master_weight, master_grad=self.mode.master_grad, excluded_layers=excluded,
             )
         if wants_scaler(self.mode):
             s = self.mode.scaler
@@ -157,7 +156,7 @@ class Precision:
 
         return paddle.amp.auto_cast(
             enable=True, custom_white_list=self.mode.custom_white_list or None,
-            custom_black_list=self.mode.custom_black_list or None, level=self.mode.level,
+            custom_black_list=self.mode.custom_black_list or None, level=self.mode.amp_level,
             dtype=self.mode.dtype, use_promote=self.mode.use_promote,
         )
 
@@ -195,7 +194,7 @@ class Precision:
 
     def describe(self) -> dict[str, Any]:
         m = self.mode
-        lists = default_lists(m.dtype, m.level) if m.amp else {"white": [], "black": []}
+        lists = default_lists(m.dtype, m.amp_level) if m.amp else {"white": [], "black": []}
         return {
             "requested": m.amp, "level": m.level, "dtype": m.dtype if m.amp else "float32",
             "use_promote": m.use_promote, "white_list": list(m.custom_white_list),

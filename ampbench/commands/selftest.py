@@ -110,18 +110,19 @@ def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
         add("loss-scale", not missing and bool(t.steps), f"steps without a loss scale: {missing[:5]}")
     if t.amp.requested and t.amp.dtype == "bfloat16":
         live = [s.step for s in t.steps if s.loss_scale is not None]
+        why = "switched off by Paddle at step 1" if t.amp.scaler_built else "none built"
         add("loss-scale", not t.amp.scaler_enabled and not live,
-            "bf16: no live scaler" if not live else f"bf16 with a live loss scaler on steps {live[:5]}")
+            f"bf16: no live scaler ({why})" if not live else f"bf16 with a live loss scaler on steps {live[:5]}")
     m = t.memory
     a, r, d = m.peak_allocated_bytes, m.peak_reserved_bytes, m.device_used_bytes
     if not mc.allocator_reset:
         add("memory-order", None, f"n/a: Paddle {mc.paddle} has no reset_max_memory_* (needs >= 3.0): "
                                   f"{m.errors.get('allocator', '')}"[:300])
     elif mc.nvml_error:
-        add("memory-order", None not in (a, r) and 0 < a <= r,  # type: ignore[operator]
+        add("memory-order", a is not None and r is not None and 0 < a <= r,
             f"allocated {a}, reserved {r}; driver-seen memory n/a ({mc.nvml_error})")
     else:
-        add("memory-order", None not in (a, r, d) and 0 < a <= r <= d,  # type: ignore[operator]
+        add("memory-order", a is not None and r is not None and d is not None and 0 < a <= r <= d,
             f"allocated {a}, reserved {r}, device {d} ({m.device_used_source})")
     errs = {k: v for k, v in m.errors.items() if k.startswith("nvml") and k not in NVML_NOTES}
     notes = {k: v for k, v in m.errors.items() if k in NVML_NOTES}

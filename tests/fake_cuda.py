@@ -118,8 +118,475 @@ class FakeCuda:
         monkeypatch.setattr(paddle.version, "cuda", lambda: "12.3")
         monkeypatch.setattr(paddle.version, "cudnn", lambda: "9.0.0")
 
+    burst: dict[str, int] = field(default_factory=dict)   # a short-lived peak since the last reset (an eval)
+
     def _sync(self, *a: Any) -> None:
         self.syncs += 1
 
     def _reset(self, *a: Any) -> None:
         self.resets += 1
+        self.burst.clear()
+
+    def spike(self, nbytes: int) -> None:
+        """Something (an evaluation) briefly held `nbytes`: the allocator's peaks show it until a reset."""
+        self.burst = {"allocated": nbytes, "reserved": nbytes + 2**20}
+
+    def peak(self, kind: str) -> int:
+        base = self.allocated if kind == "allocated" else self.reserved
+        return max(base, self.burst.get(kind, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulated machines: a fake of Paddle's *GPU build*, not of ampbench's expectations.
+#
+# What follows Paddle's own code (docs/gpu.md cites file:line):
+# - `paddle.is_compiled_with_cuda()` is True, so Paddle's real `F.linear` takes its CUDA-build
+#   branch and runs `linear_v2` (the op stats record it);
+# - AMP decisions are Paddle's GPU-place branches, run with Paddle's own functions: auto_cast /
+#   amp_guard and decorate call `_is_gpu_float16_supported` / `_is_gpu_bfloat16_supported`
+#   (which read the machine's compute capability and CUDA version) and turn themselves off with
+#   Paddle's warning below 7.0 / 8.0; decorate's O2 parameter dtypes are decided by Paddle's
+#   `set_excluded_layers` + `need_keep_fp32`; GradScaler is Paddle's class, constructed as on a
+#   GPU place, so its bf16 switch-off in `scale()` and its host read in `update()` are real;
+# - the op dtype evidence: CPU kernels stay float32, so the fake attributes each op call made
+#   inside an enabled auto_cast as the GPU tracer would (O1: Paddle's white list for the dtype
+#   plus the custom white list, minus the custom black list; O2: every op but the black list and
+#   casts) from Paddle's own `amp_lists`. Approximation: the tracer's promote rules for ops on
+#   neither list are not imitated (they count as float32);
+# - library errors use the status names of cuBLAS/cuDNN as Paddle reports them;
+# - nvidia-ml-py 13: `nvmlDeviceGetComputeRunningProcesses` calls the `_v3` symbol; old drivers
+#   lack it (FunctionNotFound), `_v2` exists.
+# Parameters stay float32 during trials (CPU has no fp16 kernels for training): `cast_params=True`
+# makes decorate really cast, for assertions on a decorated model without training it.
+# ---------------------------------------------------------------------------------------------
+
+import contextlib  # noqa: E402
+import sys  # noqa: E402
+import warnings  # noqa: E402
+
+
+class NVMLError_FunctionNotFound(NVMLError):  # noqa: N801  (pynvml's generated class name)
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
+    pass
+
+
+GPU_ONLY_FLAGS = {"FLAGS_cudnn_batchnorm_spatial_persistent": False, "FLAGS_gemm_use_half_precision_compute_type": True,
+                  "FLAGS_cudnn_deterministic": False, "FLAGS_cudnn_exhaustive_search": False}
+
+
+@dataclass
+class Machine:
+    """One simulated GPU machine."""
+
+    name: str
+    gpus: list[FakeGpu]
+    gpu_name: str = "NVIDIA A100-SXM4-80GB"
+    cc: tuple[int, int] = (8, 0)
+    total: int = 80 * GIB
+    cuda: str = "12.3"
+    env: dict[str, str] = field(default_factory=dict)   # CUDA_VISIBLE_DEVICES, FLAGS_selected_gpus ...
+    nvml: bool = True             # libnvidia-ml present (a container with NVIDIA_DRIVER_CAPABILITIES=compute: no)
+    nvidia_smi: bool = True
+    host_pids: bool = False       # container without --pid=host: NVML lists host PIDs, never ours
+    paddle_version: str = "3.3.1"
+    reset_api: bool = True        # paddle.device.cuda.reset_max_memory_* (Paddle >= 3.0)
+    nvml_v3: bool = True          # driver exports nvmlDeviceGetComputeRunningProcesses_v3
+    alloc_fail_rows: int | None = None   # cuBLAS cannot allocate its workspace above this many rows
+
+    def visible(self) -> list[str]:
+        cvd = self.env.get("CUDA_VISIBLE_DEVICES")
+        if cvd is None:
+            return [g.uuid for g in self.gpus]
+        return [e.strip() for e in cvd.split(",") if e.strip()]
+
+    def bus_of(self, ordinal: int) -> str:
+        """What the CUDA driver API reports for a visible ordinal (CUDA_VISIBLE_DEVICES applied)."""
+        entry = self.visible()[ordinal]
+        for g in self.gpus:
+            if entry in (g.uuid, str(g.index)) or any(m.uuid == entry for m in g.mig):
+                dom, _, rest = g.bus_id.partition(":")
+                return f"{int(dom, 16):04x}:{rest}".lower()
+        raise IndexError(ordinal)
+
+
+def a100_gpus(n: int = 1, own_on: int = 0) -> list[FakeGpu]:
+    gpus = [FakeGpu(index=i, uuid=f"GPU-a100000{i}-0000-0000-0000-000000000000", bus_id=f"00000000:{0x07 + i:02X}:00.0",
+                    name="NVIDIA A100-SXM4-80GB", used=(2 + i) * GIB) for i in range(n)]
+    gpus[own_on].pids[os.getpid()] = 5 * GIB
+    return gpus
+
+
+def machines() -> dict[str, Machine]:
+    """The simulated machines every GPU-path test runs against."""
+    v100 = a100_gpus()
+    for g in v100:
+        g.name = "Tesla V100-SXM2-32GB"
+    p100 = a100_gpus()
+    for g in p100:
+        g.name = "Tesla P100-PCIE-16GB"
+    container = a100_gpus()
+    container[0].pids = {31337: 5 * GIB}          # a host PID: ours is not listed
+    subset = four_gpus(own_on=2)                  # CUDA_VISIBLE_DEVICES=2,3: Paddle sees two GPUs, NVML four
+    mig = four_gpus(own_on=3)
+    for inst in mig[3].mig:
+        inst.pids[os.getpid()] = 3 * GIB + 1       # this process on the MIG instance holds more than it reserved
+    return {
+        "a100": Machine("a100", a100_gpus()),
+        "v100": Machine("v100", v100, gpu_name="Tesla V100-SXM2-32GB", cc=(7, 0), total=32 * GIB),
+        "p100": Machine("p100", p100, gpu_name="Tesla P100-PCIE-16GB", cc=(6, 0), total=16 * GIB),
+        "container": Machine("container", container, host_pids=True),
+        "subset": Machine("subset", subset, env={"CUDA_VISIBLE_DEVICES": "2,3"}),
+        "mig": Machine("mig", mig, env={"CUDA_VISIBLE_DEVICES": "MIG-3-1"}),
+        "no-nvml": Machine("no-nvml", a100_gpus(), nvml=False, nvidia_smi=False),
+        "paddle26": Machine("paddle26", a100_gpus(), paddle_version="2.6.2", reset_api=False, cuda="12.0"),
+        "old-driver": Machine("old-driver", a100_gpus(), nvml_v3=False),
+    }
+
+
+class FakeLibCuda:
+    """libcuda.so.1's three driver-API calls ampbench makes (cuInit, cuDeviceGet, cuDeviceGetPCIBusId)."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.m = machine
+        self.calls: list[str] = []
+
+    def cuInit(self, flags: int) -> int:  # noqa: N802
+        self.calls.append("cuInit")
+        return 0
+
+    def cuDeviceGet(self, ref: Any, ordinal: Any) -> int:  # noqa: N802
+        i = ordinal.value
+        if i >= len(self.m.visible()):
+            return 101   # CUDA_ERROR_INVALID_DEVICE
+        ref._obj.value = i
+        return 0
+
+    def cuDeviceGetPCIBusId(self, buf: Any, n: Any, dev: Any) -> int:  # noqa: N802
+        buf.value = self.m.bus_of(dev.value).encode()
+        return 0
+
+
+class FakeAmp:
+    """Paddle's GPU-place AMP decisions over a CPU build (see the block comment above)."""
+
+    def __init__(self, cast_params: bool = False) -> None:
+        self.cast_params = cast_params
+        self.frames: list[dict[str, Any]] = []
+        self.adjust: dict[str, dict[str, int]] = {}
+        self.collecting = False
+        self.decorated: dict[str, str] = {}   # parameter name -> dtype decorate gave it (or would have)
+        self.master_grad = False
+        self.warnings: list[str] = []
+
+    # -- auto_cast ---------------------------------------------------------------------------
+    def install(self, monkeypatch: Any) -> None:
+        import paddle
+        from paddle.base import core
+
+        ac = sys.modules["paddle.amp.auto_cast"]
+        gs = sys.modules["paddle.amp.grad_scaler"]
+        self._real_auto_cast = paddle.amp.auto_cast
+        self._real_stats = core.get_low_precision_op_list
+        self._real_enable = paddle.amp.debugging.enable_operator_stats_collection
+        self._real_disable = paddle.amp.debugging.disable_operator_stats_collection
+        self._ac = ac
+        monkeypatch.setattr(paddle.amp, "auto_cast", self.auto_cast)
+        monkeypatch.setattr(paddle.amp, "amp_guard", self.auto_cast)
+        monkeypatch.setattr(paddle.amp, "decorate", self.decorate)
+        monkeypatch.setattr(core, "get_low_precision_op_list", self.op_list)
+        monkeypatch.setattr(paddle.amp.debugging, "enable_operator_stats_collection", self.enable_stats)
+        monkeypatch.setattr(paddle.amp.debugging, "disable_operator_stats_collection", self.disable_stats)
+        real_tracer = gs._dygraph_tracer
+        monkeypatch.setattr(gs, "_dygraph_tracer", lambda: _GpuPlaceTracer(real_tracer()))
+
+    def _supported(self, dtype: str) -> bool:
+        return bool(self._ac._is_gpu_float16_supported() if dtype == "float16" else self._ac._is_gpu_bfloat16_supported())
+
+    def _gate(self, enable: bool, dtype: str) -> bool:
+        """amp_guard's GPU-place branch: below the capability Paddle warns and turns AMP off."""
+        import paddle
+
+        if enable and not self._supported(dtype):
+            cc = paddle.device.cuda.get_device_capability()
+            msg = (f"For {dtype}, amp only support NVIDIA GPU with Compute Capability "
+                   f"{'7.0' if dtype == 'float16' else '8.0'} or higher, current GPU is: "
+                   f"{paddle.device.cuda.get_device_name()}, with Compute Capability: {cc[0]}.{cc[1]}.")
+            self.warnings.append(msg)
+            warnings.warn(msg, stacklevel=3)
+            return False
+        return enable
+
+    @contextlib.contextmanager
+    def auto_cast(self, enable: bool = True, custom_white_list: Any = None, custom_black_list: Any = None,
+                  level: str = "O1", dtype: str = "float16", use_promote: bool = True) -> Any:
+        from paddle.amp import amp_lists
+
+        on = self._gate(enable, dtype) and level in ("O1", "O2")
+        white = set(amp_lists.white_list()[dtype]["O1"]) | set(custom_white_list or [])
+        black = set(amp_lists.black_list()[dtype][level if level in ("O1", "O2") else "O1"]) | set(custom_black_list or [])
+        white -= set(custom_black_list or [])
+        black -= set(custom_white_list or [])
+        frame = {"on": on, "level": level, "dtype": dtype, "white": white, "black": black,
+                 "start": self._counts(), "children": {}}
+        self.frames.append(frame)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="amp_guard can only be enabled on CUDAPlace")
+                with self._real_auto_cast(enable=on, custom_white_list=custom_white_list,
+                                          custom_black_list=custom_black_list, level=level, dtype=dtype,
+                                          use_promote=use_promote):
+                    yield
+        finally:
+            self.frames.pop()
+            end = self._counts()
+            total = _sub(end, frame["start"])
+            own = _sub(total, frame["children"])
+            if on:
+                for op, c in own.items():
+                    n = c.get("float32", 0)
+                    low = (op in white) if level == "O1" else (op not in black and op not in ("cast", "cast_"))
+                    if n and low:
+                        a = self.adjust.setdefault(op, {})
+                        a["float32"] = a.get("float32", 0) - n
+                        a[dtype] = a.get(dtype, 0) + n
+            if self.frames:
+                parent = self.frames[-1]["children"]
+                for op, c in total.items():
+                    p = parent.setdefault(op, {})
+                    for k, v in c.items():
+                        p[k] = p.get(k, 0) + v
+
+    # -- op stats ----------------------------------------------------------------------------
+    def _counts(self) -> dict[str, dict[str, int]]:
+        if not self.collecting:
+            return {}
+        return _parse(dict(self._real_stats()))
+
+    def op_list(self) -> dict[str, str]:
+        out = {}
+        for op, c in _parse(dict(self._real_stats())).items():
+            a = self.adjust.get(op, {})
+            v = [c[k] + a.get(k, 0) for k in ("float16", "bfloat16", "float32", "other")]
+            out[op] = ",".join(str(x) for x in v)
+        return out
+
+    def enable_stats(self) -> None:
+        self.adjust.clear()
+        self.collecting = True
+        self._real_enable()
+
+    def disable_stats(self) -> None:
+        self.collecting = False
+        self._real_disable()
+
+    # -- decorate ----------------------------------------------------------------------------
+    def decorate(self, models: Any, optimizers: Any = None, level: str = "O1", dtype: str = "float16",
+                 master_weight: Any = None, save_dtype: Any = None, master_grad: bool = False,
+                 excluded_layers: Any = None) -> Any:
+        ac = self._ac
+        if level == "O1" or not self._supported(dtype):   # decorate's GPU-place branch: unchanged, silently
+            return models if optimizers is None else (models, optimizers)
+        ms = models if isinstance(models, list) else [models]
+        if self.cast_params:   # Paddle's own amp_initialize: excluded layers, norms kept, the rest cast
+            ac.amp_initialize(models=ms, dtype=dtype, excluded_layers=excluded_layers)
+        else:                  # the same decision, parameters left float32 (CPU kernels must train)
+            ac.set_excluded_layers(ms, excluded_layers)
+        for m in ms:
+            for lname, layer in m.named_sublayers(include_self=True):
+                keep = ac.need_keep_fp32(layer, dtype)
+                for pname, param in layer.named_parameters(include_sublayers=False):
+                    key = f"{lname}.{pname}" if lname else pname
+                    self.decorated[key] = str(param.dtype).replace("paddle.", "") if self.cast_params else (
+                        "float32" if keep else dtype)
+        if optimizers is not None:
+            for opt in optimizers if isinstance(optimizers, list) else [optimizers]:
+                ac._set_multi_precision(opt, master_weight is not False)
+        self.master_grad = bool(master_grad)
+        return models if optimizers is None else (models, optimizers)
+
+
+class _GpuPlaceTracer:
+    """The dygraph tracer as GradScaler's constructor sees it on a GPU: its place is a CUDAPlace."""
+
+    def __init__(self, tracer: Any) -> None:
+        self._t = tracer
+
+    def __getattr__(self, k: str) -> Any:
+        return getattr(self._t, k)
+
+    @property
+    def _expected_place(self) -> Any:
+        return types.SimpleNamespace(is_gpu_place=lambda: True, is_xpu_place=lambda: False,
+                                     is_custom_place=lambda: False, get_device_id=lambda: 0)
+
+
+def _parse(raw: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Paddle's {op: "fp16,bf16,fp32,other"} call counts."""
+    out = {}
+    for op, text in raw.items():
+        v = [int(x) for x in str(text).split(",")] + [0, 0, 0, 0]
+        out[op] = dict(zip(("float16", "bfloat16", "float32", "other"), v[:4], strict=True))
+    return out
+
+
+def _sub(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    out = {}
+    for op, c in a.items():
+        d = {k: v - b.get(op, {}).get(k, 0) for k, v in c.items()}
+        if any(d.values()):
+            out[op] = d
+    return out
+
+
+@dataclass
+class Installed:
+    machine: Machine
+    nv: Any
+    cuda: FakeCuda
+    amp: FakeAmp
+    libcuda: FakeLibCuda
+    devices_asked: list[Any] = field(default_factory=list)   # device arguments of the allocator queries
+    set_device: list[str] = field(default_factory=list)
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_params: bool = False) -> Installed:
+    """Make this process look like `machine` running Paddle's GPU build (tests only)."""
+    import ctypes
+    import subprocess
+
+    import paddle
+
+    from ampbench.trackers import cuda as tcuda
+
+    for k in ("FLAGS_selected_gpus", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in machine.env.items():
+        monkeypatch.setenv(k, v)
+    nv = make_pynvml(machine.gpus, init_error=False)
+    nv.NVMLError = NVMLError
+    nv.NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
+    if machine.host_pids:
+        for g in machine.gpus:
+            g.pids.pop(os.getpid(), None)
+    real_procs = nv.nvmlDeviceGetComputeRunningProcesses
+    if machine.nvml_v3:
+        nv.nvmlDeviceGetComputeRunningProcesses_v3 = real_procs
+    else:   # nvidia-ml-py 13's wrapper calls the _v3 symbol the old driver lacks
+        def missing(h: Any) -> Any:
+            raise NVMLError_FunctionNotFound("Function Not Found")
+        nv.nvmlDeviceGetComputeRunningProcesses = missing
+    nv.nvmlDeviceGetComputeRunningProcesses_v2 = real_procs
+    if not machine.nvml:
+        def no_lib() -> None:
+            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+        nv.nvmlInit = no_lib
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+
+    lib = FakeLibCuda(machine)
+    real_cdll = ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: lib if name == "libcuda.so.1" else real_cdll(name, *a, **k))
+    real_run = subprocess.run
+
+    def run(cmd: Any, *a: Any, **k: Any) -> Any:
+        if isinstance(cmd, list) and cmd and cmd[0] == "nvidia-smi":
+            if not machine.nvidia_smi:
+                raise FileNotFoundError(2, "No such file or directory", "nvidia-smi")
+            return types.SimpleNamespace(returncode=0, stdout="\n".join(
+                f"GPU {g.index}: {g.name} (UUID: {g.uuid})" for g in machine.gpus), stderr="")
+        return real_run(cmd, *a, **k)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    nodes = tmp_path / "dev"
+    nodes.mkdir(exist_ok=True)
+    for g in machine.gpus:
+        (nodes / f"nvidia{g.index}").write_text("")
+    monkeypatch.setattr(tcuda, "DEVICE_NODES", str(nodes / "nvidia[0-9]*"), raising=False)
+    monkeypatch.setattr(tcuda, "PROC_GPUS", str(tmp_path / "no-proc" / "*"), raising=False)
+
+    fc = FakeCuda()
+    inst = Installed(machine=machine, nv=nv, cuda=fc, amp=FakeAmp(cast_params=cast_params), libcuda=lib)
+    real_set_device = paddle.set_device
+
+    def set_device(d: str) -> Any:
+        inst.set_device.append(d)
+        return real_set_device("cpu")
+
+    monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: True)
+    from paddle.base import core as _core   # paddle.seed then seeds one CUDA generator per device: none here
+
+    monkeypatch.setattr(_core, "get_cuda_device_count", lambda: 0, raising=False)
+    monkeypatch.setattr(paddle, "set_device", set_device)
+    monkeypatch.setattr(paddle, "__version__", machine.paddle_version)
+    monkeypatch.setattr(paddle.device, "synchronize", fc._sync)
+    c = paddle.device.cuda
+    monkeypatch.setattr(c, "device_count", lambda: len(machine.visible()))
+    monkeypatch.setattr(c, "get_device_capability", lambda *a: machine.cc)
+    monkeypatch.setattr(c, "get_device_name", lambda *a: machine.gpu_name)
+    if machine.reset_api:
+        monkeypatch.setattr(c, "reset_max_memory_allocated", lambda *a: (inst.devices_asked.append(a), fc._reset()))
+        monkeypatch.setattr(c, "reset_max_memory_reserved", lambda *a: (inst.devices_asked.append(a), fc._reset()))
+    else:
+        monkeypatch.delattr(c, "reset_max_memory_allocated", raising=False)
+        monkeypatch.delattr(c, "reset_max_memory_reserved", raising=False)
+    monkeypatch.setattr(c, "max_memory_allocated", lambda *a: (inst.devices_asked.append(a), fc.peak("allocated"))[1])
+    monkeypatch.setattr(c, "max_memory_reserved", lambda *a: (inst.devices_asked.append(a), fc.peak("reserved"))[1])
+    monkeypatch.setattr(paddle.version, "cuda", lambda: machine.cuda)
+    monkeypatch.setattr(paddle.version, "cudnn", lambda: "9.0.0")
+
+    real_set, real_get = paddle.set_flags, paddle.get_flags
+
+    def set_flags(d: dict[str, Any]) -> None:
+        rest = {}
+        for k, v in d.items():
+            if k in GPU_ONLY_FLAGS:
+                inst.flags[k] = type(GPU_ONLY_FLAGS[k])(v)
+            else:
+                rest[k] = v
+        if rest:
+            real_set(rest)
+
+    def get_flags(names: Any) -> dict[str, Any]:
+        names = [names] if isinstance(names, str) else list(names)
+        out = {k: inst.flags.get(k, GPU_ONLY_FLAGS[k]) for k in names if k in GPU_ONLY_FLAGS}
+        rest = [k for k in names if k not in GPU_ONLY_FLAGS]
+        if rest:
+            out.update(real_get(rest))
+        return out
+
+    monkeypatch.setattr(paddle, "set_flags", set_flags)
+    monkeypatch.setattr(paddle, "get_flags", get_flags)
+    if machine.alloc_fail_rows is not None:
+        from paddle import _C_ops
+
+        real_linear = _C_ops.linear_v2
+
+        def linear_v2(x: Any, w: Any, b: Any, *a: Any) -> Any:
+            if x.shape[0] > machine.alloc_fail_rows:
+                raise OSError("(External) CUBLAS error(3). \n  [Hint: 'CUBLAS_STATUS_ALLOC_FAILED'. Resource "
+                              "allocation failed inside the cuBLAS library. ] (at ../paddle/phi/kernels/funcs/"
+                              "blas/blas_impl.cu.h)")
+            return real_linear(x, w, b, *a)
+
+        monkeypatch.setattr(_C_ops, "linear_v2", linear_v2)
+    dbg = sys.modules["paddle.amp.debugging"]   # TensorCheckerConfig asks core.is_compiled_with_cuda()
+    monkeypatch.setattr(dbg, "core", _CudaBuildCore(dbg.core))
+    inst.amp.install(monkeypatch)
+    return inst
+
+
+class _CudaBuildCore:
+    """paddle.base.core as a CUDA build answers `is_compiled_with_cuda` (everything else delegated)."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    def __getattr__(self, k: str) -> Any:
+        return getattr(self._core, k)
+
+    @staticmethod
+    def is_compiled_with_cuda() -> bool:
+        return True

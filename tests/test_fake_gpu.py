@@ -179,7 +179,7 @@ def test_tree_rss_covers_the_children_not_only_the_launcher():
         launcher.wait()
 
 
-def test_cuda_bus_id_asks_the_cuda_runtime_for_the_ordinal(monkeypatch):
+def test_cuda_bus_id_asks_the_cuda_driver_for_the_ordinal(monkeypatch):
     import ctypes
 
     from ampbench.trackers import cuda
@@ -187,14 +187,23 @@ def test_cuda_bus_id_asks_the_cuda_runtime_for_the_ordinal(monkeypatch):
     asked = []
 
     class Lib:
-        def cudaDeviceGetPCIBusId(self, buf, n, dev):
+        def cuInit(self, flags):
+            return 0
+
+        def cuDeviceGet(self, ref, ordinal):
+            asked.append(ordinal.value)
+            ref._obj.value = 40 + ordinal.value
+            return 0
+
+        def cuDeviceGetPCIBusId(self, buf, n, dev):
             asked.append(dev.value)
             buf.value = b"0000:3b:00.0"
             return 0
 
+    names = []
     monkeypatch.setenv("FLAGS_selected_gpus", "1")
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: Lib())
-    assert cuda.cuda_bus_id() == "0000:3b:00.0" and asked == [1]
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: (names.append(name), Lib())[1])
+    assert cuda.cuda_bus_id() == "0000:3b:00.0" and asked == [1, 41] and names == ["libcuda.so.1"]
 
     def missing(name):
         raise OSError(name)

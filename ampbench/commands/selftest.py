@@ -4,6 +4,12 @@ Runs the `gpu-smoke` profile (a few dozen steps per mode) of every bundled suite
 the evidence below on every trial; with two or more GPUs also a 2-rank data-parallel trial. One
 table, one `selftest.json`; exit 0 only when every check holds, 1 when one fails, 3 at once on a
 machine without a GPU (it prints what it would check: nothing GPU-side can be proven there).
+
+A check reads n/a, with the reason, where this machine cannot support it (Paddle turns fp16 AMP
+off below compute capability 7.0 and bf16 below 8.0; no NVML in the container; Paddle 2.x has
+no allocator peak reset; one visible GPU): it fails only where the measurement is wrong.
+`selftest.json` also keeps every raw figure the GPU profiles' thresholds are set from
+(`figures`, one row per trial; docs/gpu.md "From a selftest to thresholds").
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from ampbench.core.records import Trial
 from ampbench.report.console import table_box
 
 PROFILE = "gpu-smoke"
-LOW_OPS = ("conv2d", "matmul", "matmul_v2")   # what Paddle's default white lists name for fp16/bf16
+NVML_NOTES = {"nvml.pid"}   # our PID not in NVML's list (containers): device-wide memory recorded, not a failure
 CHECKS: dict[str, str] = {
     "trial-ok": "every trial of every bundled suite's gpu-smoke profile finished (status ok)",
-    "amp-active": "every AMP mode ran float16/bfloat16 calls of conv2d or matmul (Paddle's default white lists)",
+    "amp-active": "every AMP mode ran float16/bfloat16 calls of an op on Paddle's default white list for its "
+                  "dtype (paddle.amp.amp_lists.white_list(); e.g. conv2d, matmul_v2, linear_v2) or its custom white list",
     "loss-scale": "every fp16 mode with a live GradScaler recorded a loss scale on every step",
     "memory-order": "0 < peak allocated <= peak reserved <= driver-seen (NVML) memory in every trial",
     "nvml-device": "NVML resolved the trial's own GPU (PCI bus id, UUID or MIG) with no NVML errors",
@@ -45,8 +52,44 @@ class CheckResult:
     detail: str
 
 
-def _check_trial(t: Trial) -> list[CheckResult]:
-    """Every check that applies to one trial."""
+@dataclass(frozen=True)
+class Machine:
+    """What this machine can support, asked once in the selftest process (the trials run on the same GPU)."""
+
+    gpus: int                              # GPUs Paddle can use (CUDA_VISIBLE_DEVICES, MIG)
+    unsupported: dict[str, str]            # dtype -> why Paddle turns that AMP off here ("" = supported)
+    nvml_error: str = ""                   # "" when NVML initialised and resolved this process's GPU
+    allocator_reset: bool = True           # paddle.device.cuda.reset_max_memory_* exist (Paddle >= 3.0)
+    paddle: str = ""
+    device_name: str = ""
+    compute_capability: list[int] | None = None
+
+
+def machine_facts() -> Machine:
+    from ampbench.trackers import cuda, device
+    from ampbench.trackers.nvml import Session
+
+    session = Session(cuda_bus_id=cuda.cuda_bus_id()).open()
+    session.close()
+    cc = cuda.compute_capability()
+    return Machine(gpus=cuda.visible_gpu_count(),
+                   unsupported={d: device.amp_unsupported_reason(d) for d in ("float16", "bfloat16")},
+                   nvml_error=session.error, allocator_reset=cuda.has_allocator_reset(),
+                   paddle=cuda.paddle_version(), device_name=cuda.device_name(),
+                   compute_capability=list(cc) if cc else None)
+
+
+def evidence_ops(dtype: str, custom_white: list[str]) -> set[str]:
+    """Ops whose low-precision calls prove AMP ran: Paddle's default white list for the dtype (O1's, which
+    O2 also runs in low precision), plus the mode's custom white list."""
+    from ampbench.trial.precision import default_lists
+
+    return set(default_lists(dtype, "O1")["white"]) | set(custom_white)
+
+
+def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
+    """Every check that applies to one trial (`mc` None: a machine that supports everything)."""
+    mc = mc or Machine(gpus=1, unsupported={})
     out = []
     subj = f"{t.suite}/{t.mode}"
 
@@ -54,24 +97,72 @@ def _check_trial(t: Trial) -> list[CheckResult]:
         out.append(CheckResult(name, subj, ok, detail))
 
     add("trial-ok", t.status == "ok", t.status if t.status == "ok" else f"{t.status}: {(t.error or '')[:200]}")
+    unsupported = mc.unsupported.get(t.amp.dtype, "") if t.amp.requested else ""
     if t.amp.requested:
-        low = {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items() if op in LOW_OPS}
-        add("amp-active", t.amp.active and sum(low.values()) > 0, f"{t.amp.dtype} calls {low or 'none'}")
+        ops = evidence_ops(t.amp.dtype, t.amp.white_list)
+        low = {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items() if op in ops and c.get(t.amp.dtype, 0)}
+        if unsupported:   # Paddle turned AMP off here: low-precision calls would be the defect
+            add("amp-active", None if not low else False,
+                f"n/a: {unsupported}" if not low else f"{unsupported}, yet {t.amp.dtype} calls {low}")
+        else:
+            add("amp-active", t.amp.active and sum(low.values()) > 0, f"{t.amp.dtype} calls {low or 'none'}")
     if t.amp.requested and t.amp.dtype == "float16" and t.amp.scaler_enabled:
         missing = [s.step for s in t.steps if s.loss_scale is None]
         add("loss-scale", not missing and bool(t.steps), f"steps without a loss scale: {missing[:5]}")
+    if t.amp.requested and t.amp.dtype == "bfloat16":
+        live = [s.step for s in t.steps if s.loss_scale is not None]
+        why = "switched off by Paddle at step 1" if t.amp.scaler_built else "none built"
+        add("loss-scale", not t.amp.scaler_enabled and not live,
+            f"bf16: no live scaler ({why})" if not live else f"bf16 with a live loss scaler on steps {live[:5]}")
     m = t.memory
     a, r, d = m.peak_allocated_bytes, m.peak_reserved_bytes, m.device_used_bytes
-    add("memory-order", a is not None and r is not None and d is not None and 0 < a <= r <= d,
-        f"allocated {a}, reserved {r}, device {d} ({m.device_used_source})")
-    errs = {k: v for k, v in m.errors.items() if k.startswith("nvml")}
-    add("nvml-device", bool(m.nvml_device) and not errs, f"{m.nvml_device or 'none'}; errors {errs or 'none'}")
+    if not mc.allocator_reset:
+        add("memory-order", None, f"n/a: Paddle {mc.paddle} has no reset_max_memory_* (needs >= 3.0): "
+                                  f"{m.errors.get('allocator', '')}"[:300])
+    elif mc.nvml_error:
+        add("memory-order", a is not None and r is not None and 0 < a <= r,
+            f"allocated {a}, reserved {r}; driver-seen memory n/a ({mc.nvml_error})")
+    else:
+        add("memory-order", a is not None and r is not None and d is not None and 0 < a <= r <= d,
+            f"allocated {a}, reserved {r}, device {d} ({m.device_used_source})")
+    errs = {k: v for k, v in m.errors.items() if k.startswith("nvml") and k not in NVML_NOTES}
+    notes = {k: v for k, v in m.errors.items() if k in NVML_NOTES}
+    if mc.nvml_error:
+        add("nvml-device", None, f"n/a: {mc.nvml_error}")
+    else:
+        add("nvml-device", bool(m.nvml_device) and not errs,
+            f"{m.nvml_device or 'none'}; errors {errs or 'none'}" + (f"; note {notes}" if notes else ""))
     total, window = sum(s.time_s for s in t.measured_steps()), t.throughput.window_s
     share = total / window if window else None
     add("step-times", share is not None and STEP_SUM_RANGE[0] <= share <= STEP_SUM_RANGE[1],
         f"sum of steps {total:.3f} s of window {window or 0:.3f} s")
-    add("energy", (m.energy_j or 0) > 0, f"{m.energy_j} J, {m.energy_j_per_sample} J/sample")
+    if mc.nvml_error:
+        add("energy", None, f"n/a: {mc.nvml_error}")
+    else:
+        add("energy", (m.energy_j or 0) > 0, f"{m.energy_j} J, {m.energy_j_per_sample} J/sample")
     return out
+
+
+def figures(t: Trial) -> dict[str, Any]:
+    """The raw figures a GPU profile's thresholds are set from (min_speedup, min_memory_reduction,
+    metric tolerance, max_skipped_fraction, loss_scale_floor, min_baseline_metric, target)."""
+    m, tp = t.memory, t.throughput
+    scales = [s.loss_scale for s in t.steps if s.loss_scale is not None]
+    return {
+        "suite": t.suite, "mode": t.mode, "seed": t.seed, "status": t.status, "batch_size": t.batch_size,
+        "amp_active": t.amp.active, "dtype": t.amp.dtype, "level": t.amp.level,
+        "samples_per_s": tp.samples_per_s, "step_time_median_s": tp.step_time_median_s,
+        "step_time_p90_s": tp.step_time_p90_s, "measured_steps": tp.measured_steps, "window_s": tp.window_s,
+        "extra_per_s": dict(tp.extra_per_s or {}),
+        "step_times_s": [s.time_s for s in t.measured_steps()],
+        "peak_allocated_bytes": m.peak_allocated_bytes, "peak_reserved_bytes": m.peak_reserved_bytes,
+        "device_used_bytes": m.device_used_bytes, "device_used_source": m.device_used_source,
+        "energy_j": m.energy_j, "energy_j_per_sample": m.energy_j_per_sample,
+        "metrics": dict(t.metrics or {}), "skipped_steps": t.skipped_steps, "nonfinite_losses": t.nonfinite_losses,
+        "loss_scale_min": min(scales) if scales else None, "loss_scale_last": scales[-1] if scales else None,
+        "final_loss": next((s.loss for s in reversed(t.steps) if s.loss is not None), None),
+        "wall_s": t.wall_s, "flags": dict(t.flags or {}),
+    }
 
 
 def _check_data_parallel(t: Trial) -> list[CheckResult]:
@@ -105,7 +196,7 @@ def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: lis
     return open_run(folders[0]).trials
 
 
-def run_selftest(out_dir: Path, console: Console) -> int:
+def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = None) -> int:
     """0 all checks hold, 1 one failed, 3 no GPU (nothing run)."""
     from ampbench.trackers.cuda import has_gpu, has_gpu_cheap
 
@@ -114,31 +205,31 @@ def run_selftest(out_dir: Path, console: Console) -> int:
         describe_checks(console)
         return 3
     from ampbench.config.bundled import bundled_suites
-    from ampbench.trackers.nvml import Session
 
     t0 = time.monotonic()
+    mc = machine_facts()
     results: list[CheckResult] = []
+    rows: list[dict[str, Any]] = []
     runs = out_dir / "runs"
-    for name in sorted(bundled_suites()):
+    for name in sorted(suites or bundled_suites()):
         try:
             trials = _run_suite(name, runs)
         except Exception as exc:  # a suite that cannot run here (missing extra, bad data) fails its check
             results.append(CheckResult("trial-ok", name, False, f"{type(exc).__name__}: {exc}"[:300]))
             continue
         for t in trials:
-            results += _check_trial(t)
-    session = Session().open()
-    gpus = int(session.nv.nvmlDeviceGetCount()) if session.nv is not None else 1
-    session.close()
-    if gpus >= 2:
+            results += _check_trial(t, mc)
+            rows.append(figures(t))
+    if mc.gpus >= 2:   # Paddle's count of usable GPUs, not NVML's (which ignores CUDA_VISIBLE_DEVICES and MIG)
         for t in _run_suite("resnet", runs, ["distributed.nproc_per_node=2"], ["fp32"], tag="-dp"):
             results += _check_data_parallel(t)
     else:
-        results.append(CheckResult("data-parallel", "-", None, f"{gpus} GPU: needs two"))
-    return _report(results, out_dir, console, time.monotonic() - t0)
+        results.append(CheckResult("data-parallel", "-", None, f"n/a: {mc.gpus} GPU visible to Paddle, needs two"))
+    return _report(results, out_dir, console, time.monotonic() - t0, mc, rows)
 
 
-def _report(results: list[CheckResult], out_dir: Path, console: Console, wall_s: float) -> int:
+def _report(results: list[CheckResult], out_dir: Path, console: Console, wall_s: float,
+            mc: Machine | None = None, rows: list[dict[str, Any]] | None = None) -> int:
     table = Table(title=f"ampbench selftest ({wall_s / 60:.1f} min)", box=table_box(console))
     for col in ("check", "trial", "result", "detail"):
         table.add_column(col)
@@ -147,8 +238,9 @@ def _report(results: list[CheckResult], out_dir: Path, console: Console, wall_s:
         table.add_row(Text(r.check), Text(r.subject), Text(mark, style="green" if r.ok else "red"), Text(r.detail))
     console.print(table)
     failed = [r for r in results if r.ok is False]
-    doc: dict[str, Any] = {"schema": "ampbench.selftest/1", "passed": not failed, "wall_s": wall_s,
-                           "checks": CHECKS, "results": [asdict(r) for r in results]}
+    doc: dict[str, Any] = {"schema": "ampbench.selftest/2", "passed": not failed, "wall_s": wall_s,
+                           "machine": asdict(mc) if mc else None, "checks": CHECKS,
+                           "results": [asdict(r) for r in results], "figures": list(rows or [])}
     atomic_write_json(out_dir / "selftest.json", doc)
     console.print(Text(f"selftest: {'all checks hold' if not failed else f'{len(failed)} check(s) failed'}; "
                        f"{out_dir / 'selftest.json'}"))

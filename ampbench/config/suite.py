@@ -69,7 +69,9 @@ class TrainConfig(_Strict):
 class ScalerConfig(_Strict):
     """Every documented argument of paddle.amp.GradScaler."""
 
-    enable: bool = True
+    # None (the default): a scaler for float16, none for bfloat16 (FP32's exponent range; Paddle turns
+    # dynamic scaling off for it at the first scale()). true builds one for bf16 too; false never.
+    enable: bool | None = None
     init_loss_scaling: float = Field(65536.0, gt=0)
     incr_ratio: float = Field(2.0, gt=1)
     decr_ratio: float = Field(0.5, gt=0, lt=1)
@@ -91,6 +93,7 @@ class ModeConfig(_Strict):
     custom_black_list: list[str] = []
     use_promote: bool = True
     master_weight: bool | None = None
+    master_grad: bool = False   # O2 only: FP32 weight gradients (paddle.amp.decorate(master_grad=True))
     scaler: ScalerConfig = ScalerConfig()
     batch_size: StrictInt | None = Field(None, ge=1)
     grad_accum: StrictInt | None = Field(None, ge=1)
@@ -108,6 +111,8 @@ class ModeConfig(_Strict):
             object.__setattr__(self, "level", "O0")
         if self.name == REFERENCE_MODE and self.level != "O0":
             raise ValueError("the 'fp32' mode is the reference and must have level O0")
+        if self.master_grad and self.level != "O2":
+            raise ValueError("master_grad only applies to level O2 (paddle.amp.decorate)")
         if self.excluded_layers and self.level != "O2":
             raise ValueError("excluded_layers only applies to level O2 (paddle.amp.decorate)")
         bad = [n for n in self.excluded_layers if not _is_paddle_layer_name(n)]
@@ -119,6 +124,13 @@ class ModeConfig(_Strict):
     @property
     def amp(self) -> bool:
         return self.level != "O0"
+
+    @property
+    def scaler_wanted(self) -> bool:
+        """Whether this mode builds a paddle.amp.GradScaler (see ScalerConfig.enable)."""
+        if not self.amp or self.scaler.enable is False:
+            return False
+        return self.scaler.enable is True or self.dtype == "float16"
 
     @property
     def amp_level(self) -> Literal["O0", "O1", "O2"]:

@@ -59,7 +59,10 @@ class AmpInfo(_Open):
     unknown_op_names: list[str] = []
     op_calls: dict[str, dict[str, int]] = {}
     scaler: dict[str, Any] = {}
-    scaler_enabled: bool = False
+    scaler_enabled: bool = False   # as it stood after the first step (Paddle may turn it off there)
+    scaler_built: bool = False     # a GradScaler was built (float16, or bfloat16 with scaler.enable = true)
+    excluded_layers: list[str] = []  # O2: layer classes decorate kept FP32
+    master_grad: bool = False      # O2: decorate(master_grad=True)
     evidence: str = ""
     inactive_reason: str = ""
 

@@ -28,8 +28,10 @@ from ampbench.importers.base import (
     text,
 )
 
-# What PaddleOCR's tools/train.py sets when use_amp is on (the cuDNN one only on CUDA builds).
-PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1}
+# PaddleOCR tools/train.py under use_amp: the two cuDNN/cuBLAS flags on CUDA builds (a CPU build records
+# them as null); FLAGS_max_inplace_grad_add = 8 was also set there by earlier PaddleOCR releases.
+PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1,
+                       "FLAGS_gemm_use_half_precision_compute_type": 0}
 # Keys with no effect on the trained numbers (logging, saving, inference paths).
 NO_EFFECT = {"use_gpu", "log_smooth_window", "print_batch_step", "save_model_dir", "save_epoch_step",
              "cal_metric_during_train", "checkpoints", "save_inference_dir", "use_visualdl", "infer_img",

@@ -6,13 +6,14 @@ Every GPU-only call stays inside trackers/: the CUDA runtime and allocator in `c
 
 from __future__ import annotations
 
-from ampbench.trackers.capability import LowDtype, amp_works, probe_all, summary
+from ampbench.trackers.capability import LowDtype, amp_works, probe_all, summary, unsupported_reason
 from ampbench.trackers.cuda import has_gpu, has_gpu_cheap, select_device, synchronize, synchronizer
 from ampbench.trackers.env import device_slug, environment
 
 __all__ = [
     "amp_support_summary",
     "amp_supported",
+    "amp_unsupported_reason",
     "device_slug",
     "environment",
     "has_gpu",
@@ -30,3 +31,8 @@ def amp_supported(dtype: LowDtype, level: str = "O1") -> bool:
 
 def amp_support_summary() -> str:
     return summary(probe_all())
+
+
+def amp_unsupported_reason(dtype: str) -> str:
+    """Why Paddle turns `dtype` AMP off on this GPU ("" when it does not, or off a GPU)."""
+    return unsupported_reason(dtype)

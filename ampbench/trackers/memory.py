@@ -5,6 +5,10 @@ and NVML's view of the driver (`nvml.Poller`: this process's memory, else device
 `device_used_source` says which); on CPU Paddle's host allocator peak. `None` means "not
 measured", never 0. `rss_peak_bytes` is whole-process (ru_maxrss: imports and data preparation
 included), unlike the window-scoped figures beside it.
+
+Mid-run evaluations are not training: `pause()` / `resume()` around one keep its allocator peak
+(the peaks are read before it and reset after it), its NVML samples and its energy out of the
+window, as its time is kept out of `window_s`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class MemoryTracker:
     _poller: nvml.Poller | None = None
     errors: dict[str, str] = field(default_factory=dict)
     window: dict[str, Any] = field(default_factory=dict)   # the NVML window's result (energy, interference)
+    _peaks: dict[str, int] = field(default_factory=dict)   # allocator peaks of the window's earlier parts
+    _can_reset: bool = False
 
     def start(self) -> None:
         if self.gpu:
@@ -47,15 +53,57 @@ class MemoryTracker:
             self.errors["host_memory_stat"] = f"{type(exc).__name__}: {exc}"[:200]
 
     def _start_gpu(self) -> None:
-        sync = cuda.synchronizer(True)
-        if sync is not None:
-            sync()
-        cuda.allocator_reset()
+        self._sync()
+        self._reset_allocator()
         self._session = nvml.Session(os.environ, cuda.cuda_bus_id()).open()
         if self._session.error:
             self.errors["nvml"] = self._session.error
         if self._session.dev is not None:
             self._poller = nvml.Poller(self._session.nv, self._session.dev).start()
+
+    @staticmethod
+    def _sync() -> None:
+        sync = cuda.synchronizer(True)
+        if sync is not None:
+            sync()
+
+    def _reset_allocator(self) -> None:
+        try:
+            reason = cuda.allocator_reset()
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"[:200]
+        self._can_reset = reason is None
+        if reason:
+            self.errors["allocator"] = reason
+
+    def _keep_peaks(self) -> None:
+        """Fold the allocator's peaks so far into `_peaks` (max per field)."""
+        if not self._can_reset:
+            return
+        try:
+            for k, v in cuda.allocator_peaks().items():
+                self._peaks[k] = max(self._peaks.get(k, 0), v)
+        except Exception as exc:
+            self.errors.setdefault("allocator", f"{type(exc).__name__}: {exc}"[:200])
+
+    def pause(self) -> None:
+        """Before a mid-run evaluation: keep the training peaks, stop NVML sampling and energy."""
+        if not self.gpu:
+            return
+        self._sync()
+        self._keep_peaks()
+        if self._poller is not None:
+            self._poller.pause()
+
+    def resume(self) -> None:
+        """After it: reset the allocator's peaks (the evaluation's are dropped), sample again."""
+        if not self.gpu:
+            return
+        self._sync()
+        if self._can_reset:
+            self._reset_allocator()
+        if self._poller is not None:
+            self._poller.resume()
 
     def stop(self) -> Memory:
         rss = rss_peak_bytes()
@@ -69,14 +117,11 @@ class MemoryTracker:
         return Memory(source="none", rss_peak_bytes=rss, errors=dict(self.errors))
 
     def _stop_gpu(self, rss: int) -> Memory:
-        sync = cuda.synchronizer(True)
-        if sync is not None:
-            sync()
+        self._sync()
         fields: dict[str, Any] = {}
-        try:
-            fields.update(cuda.allocator_peaks())
-        except Exception as exc:
-            self.errors["allocator"] = f"{type(exc).__name__}: {exc}"[:200]
+        if self._can_reset:   # else the peaks would span the whole process: not measured (null)
+            self._keep_peaks()
+            fields.update(self._peaks)
         if self._poller is not None:
             self.window = self._poller.stop()
             self.errors.update({f"nvml.{k}": v for k, v in self.window.get("nvml_errors", {}).items()})

@@ -29,6 +29,15 @@ THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_p
                  0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
                  0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
 IGNORED_THROTTLE = {"gpu_idle", "applications_clocks_setting"}  # not slow-downs
+PID_NOTE = "pid"   # Samples.errors key of "our PID is not listed": a note (containers), not a failure
+# nvidia-ml-py 13 maps nvmlDeviceGetComputeRunningProcesses to the _v3 symbol; an older driver's
+# libnvidia-ml lacks it (NVMLError_FunctionNotFound): fall back to the _v2 symbol there, once.
+PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+
+
+def _function_not_found(nv: Any, exc: Exception) -> bool:
+    cls = getattr(nv, "NVMLError_FunctionNotFound", None)
+    return (isinstance(cls, type) and isinstance(exc, cls)) or "function not found" in str(exc).lower()
 
 
 def _text(v: Any) -> str:
@@ -125,6 +134,10 @@ class Poller:
         self.nv, self.dev, self.pid, self.interval_s = nv, dev, pid or os.getpid(), interval_s
         self.s = Samples()
         self._energy0: float | None = None
+        self._paused_mj = 0.0            # energy spent while paused (mid-run evaluations), subtracted
+        self._pause_mj: float | None = None
+        self._paused = threading.Event()
+        self._procs_call = PROCESS_CALLS[0]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ampbench-nvml", daemon=True)
 
@@ -148,11 +161,36 @@ class Poller:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.sample()
+            if not self._paused.is_set():
+                self.sample()
+
+    def pause(self) -> None:
+        """Stop sampling and counting energy (a mid-run evaluation is not part of the window)."""
+        self._paused.set()
+        self._pause_mj = self._energy_mj()
+
+    def resume(self) -> None:
+        e = self._energy_mj()
+        if e is not None and self._pause_mj is not None:
+            self._paused_mj += e - self._pause_mj
+        self._pause_mj = None
+        self._paused.clear()
+
+    def _processes(self) -> Any:
+        nv, h = self.nv, self.dev.handle
+        try:
+            return getattr(nv, self._procs_call)(h)
+        except Exception as exc:
+            if self._procs_call == PROCESS_CALLS[0] and _function_not_found(nv, exc) and hasattr(nv, PROCESS_CALLS[1]):
+                self._procs_call = PROCESS_CALLS[1]   # an old driver: the _v2 entry point, once
+                return self._processes()
+            self.s.errors.setdefault(self._procs_call, f"{type(exc).__name__}: {exc}"[:200])
+            return None
 
     def sample(self) -> None:
-        nv, h, p, s = self.nv, self.dev.handle, self.dev.parent, self.s
-        procs = self._call("nvmlDeviceGetComputeRunningProcesses", lambda: nv.nvmlDeviceGetComputeRunningProcesses(h))
+        nv, p, s = self.nv, self.dev.parent, self.s
+        h = self.dev.handle
+        procs = self._processes()
         for proc in procs or []:
             if proc.pid == self.pid:
                 s.own_pid_seen = True
@@ -186,10 +224,12 @@ class Poller:
         s = self.s
         used, source = (s.process_peak, PROCESS) if s.process_peak else (s.device_peak, DEVICE)
         if not s.own_pid_seen and used is not None:
-            s.errors.setdefault("pid", f"pid {self.pid} not in NVML's process list (PID namespace?): "
+            s.errors.setdefault(PID_NOTE, f"pid {self.pid} not in NVML's process list (PID namespace?): "
                                        "device-wide used memory recorded")
-        energy = (e1 - self._energy0) / 1000.0 if e1 is not None and self._energy0 is not None else None
-        return {"device_used_bytes": used, "device_used_source": source if used is not None else None,
+        energy = ((e1 - self._energy0 - self._paused_mj) / 1000.0
+                  if e1 is not None and self._energy0 is not None else None)
+        return {"processes_call": self._procs_call,
+                "device_used_bytes": used, "device_used_source": source if used is not None else None,
                 "energy_j": energy, "nvml_device": self.dev.describe(), "nvml_errors": dict(s.errors),
                 "interference": self.interference_sample()}
 

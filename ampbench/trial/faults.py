@@ -7,7 +7,12 @@ import time
 
 from ampbench.core.records import Status
 
-OOM_MARKERS = ("out of memory", "resourceexhausted", "resource_exhausted", "cannot allocate memory")
+# Paddle raises ResourceExhaustedError ("out of memory") from its allocator, but a cuBLAS/cuDNN
+# workspace that cannot be allocated surfaces as an External error naming the library's status
+# (CUBLAS_STATUS_ALLOC_FAILED, CUDNN_STATUS_ALLOC_FAILED): both are the memory boundary.
+OOM_MARKERS = ("out of memory", "resourceexhausted", "resource_exhausted", "cannot allocate memory",
+               "cublas_status_alloc_failed", "cudnn_status_alloc_failed", "cudaerrormemoryallocation",
+               "cuda_error_out_of_memory")
 
 
 def classify_error(exc: BaseException) -> Status:

@@ -48,7 +48,9 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     amp.evidence = f"{low} low-precision op calls of {sum(sum(c.values()) for c in amp.op_calls.values())} " \
                    f"in the first {n} step(s)"
     if mode.amp and not amp.active:
+        rule = device.amp_unsupported_reason(mode.dtype)
         amp.inactive_reason = (
+            f"AMP inactive on this device ({tr.trial.env.device}): {rule}" if rule else
             f"AMP inactive on this device ({tr.trial.env.device}): {mode.dtype} AMP is unsupported here "
             f"(a probe matmul/conv2d under auto_cast {mode.level} stayed float32), every op ran in float32"
             if not device.amp_supported(mode.dtype, mode.amp_level) else

@@ -4,6 +4,13 @@ Timing policy (trackers/clock.py): a step is timed from before its first batch i
 end of its optimizer update on the device, the same for every mode and scaler. Only the step's
 own work is inside the clock; its record and event are written after it stops. The loop keeps
 per-step Python work small: on a ~0.5 ms toy step every microsecond shows.
+
+No host read inside a step: the loss tensors and the scaler's scale/found-inf tensors are kept
+as device values and read (`.item()`) after the clock stopped (`read_step`), so the device never
+idles between backward and the optimizer update while the host waits for a number (paddleformers
+keeps the loss on the device; PaddleOCR reads its stats after the update). On a GPU the clock's
+stop synchronises the device anyway, so the reads after it are cheap. Data-parallel ranks
+average the loss (one all-reduce) after the clock too.
 """
 
 from __future__ import annotations
@@ -72,11 +79,14 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
                     fault.maybe(step)
                 p.numerics.begin(step)
                 clock.start()
-                out = one_step(tr, p, fault, step)
+                raw = one_step(tr, p, fault, step)
                 dt = clock.stop()
                 if not warm:
                     res.window_end = time.perf_counter()
                 p.numerics.end(step)
+                out = read_step(p, raw)
+                if step == 1:
+                    p.amp.scaler_enabled = p.prec.refresh()  # Paddle may turn the scaler off at step 1
                 res.train_wall += dt
                 if step == train.amp_stats_steps:
                     stats.close()
@@ -84,7 +94,7 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
                     break
                 if train.eval_every and step % train.eval_every == 0 and step < tr.steps_total:
                     log.flush()
-                    _timed_eval(tr, p, res, step, warm)
+                    _timed_eval(tr, p, res, step, warm, mem)
     finally:
         log.flush()  # also when a step raised: the trial file keeps the steps done
     res.memory = mem.stop() if res.window_t0 is not None else Memory(rss_peak_bytes=rss_peak_bytes())
@@ -95,9 +105,12 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
     return res
 
 
-def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[float, int, dict[str, int], Any]:
-    """Forward/backward of every micro-batch, gradient sync, optimizer (and scheduler) step."""
-    loss_sum, samples = 0.0, 0
+def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[Any, int, dict[str, int], Any]:
+    """Forward/backward of every micro-batch, gradient sync, optimizer (and scheduler) step.
+
+    Returns device values (the micro-batch losses, the scaler's handle): nothing is read to the host."""
+    losses: list[Any] = []
+    samples = 0
     counts: dict[str, int] = {}
     accum, rep, prec = tr.accum, p.replicas, p.prec
     dp = rep.world > 1
@@ -111,18 +124,28 @@ def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[float, 
         if accum > 1:
             loss = loss / accum
         prec.backward(loss)
-        loss_sum += float(loss.item())
+        losses.append(loss)
         samples += batch.samples
         if batch.counts:
             for k, v in batch.counts.items():
                 counts[k] = counts.get(k, 0) + v
     if dp:
         rep.sync_grads()
-        loss_sum, samples, counts = rep.reduce_step(loss_sum, samples, counts)
-    outcome = prec.step(p.optimizer)
+    handle = prec.step(p.optimizer)
     if p.sched is not None:
         p.sched.step()
-    return loss_sum, samples, counts, outcome
+    return losses, samples, counts, handle
+
+
+def read_step(p: Parts, raw: tuple[Any, int, dict[str, int], Any]) -> tuple[float, int, dict[str, int], Any]:
+    """The step's numbers on the host, after its clock stopped: loss sum, samples, counts, scaler outcome."""
+    losses, samples, counts, handle = raw
+    loss_sum = 0.0
+    for loss in losses:
+        loss_sum += float(loss.item())
+    if p.replicas.world > 1:
+        loss_sum, samples, counts = p.replicas.reduce_step(loss_sum, samples, counts)
+    return loss_sum, samples, counts, p.prec.outcome(handle)
 
 
 class StepLog:
@@ -181,8 +204,14 @@ def record_step(tr: TrialContext, res: LoopResult, log: StepLog, step: int, warm
     return False
 
 
-def _timed_eval(tr: TrialContext, p: Parts, res: LoopResult, step: int, warm: bool) -> None:
+def _timed_eval(tr: TrialContext, p: Parts, res: LoopResult, step: int, warm: bool, mem: Any = None) -> None:
+    """A mid-run evaluation: its time, allocator peak, NVML samples and energy stay out of the window."""
+    window = not warm and mem is not None and res.window_t0 is not None
+    if window:
+        mem.pause()
     t0 = time.perf_counter()
     evaluate(tr, p, step, res.train_wall)
     if not warm:
         res.eval_s += time.perf_counter() - t0
+    if window:
+        mem.resume()

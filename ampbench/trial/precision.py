@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench.config import ModeConfig
+from ampbench.trackers.opstats import collect_op_dtypes, low_precision_calls, parse_op_stats
 
 
 def known_op_names() -> set[str]:
@@ -49,7 +48,7 @@ def lists_hash(lists: dict[str, list[str]]) -> str:
 
 @dataclass
 class StepOutcome:
-    """What one optimizer step tells about the scaler."""
+    """What one optimizer step tells about the scaler (read after the step's clock stopped)."""
 
     loss_scale: float | None
     found_inf: bool
@@ -59,14 +58,33 @@ NO_SCALER = StepOutcome(loss_scale=None, found_inf=False)  # shared, never mutat
 _FP32 = contextlib.nullcontext()                           # reusable: no per-step allocation
 
 
+def _host(v: Any, kind: type) -> Any:
+    """A device scalar (or a plain value) as a Python value: the one host read, after the clock."""
+    if v is None:
+        return None
+    return kind(v.item()) if hasattr(v, "item") else kind(v)
+
+
+def wants_scaler(mode: ModeConfig) -> bool:
+    """A GradScaler is built for float16 AMP (unless `scaler.enable = false`) and for bfloat16 only
+    when the mode asks for one (`scaler = { enable = true, ... }`): bf16 has FP32's exponent
+    range, and Paddle turns dynamic scaling off for it at the first `scale()` anyway."""
+    return mode.scaler_wanted
+
+
 @dataclass
 class Precision:
-    """Applies one mode to a model/optimizer and runs the scaled backward/step."""
+    """Applies one mode to a model/optimizer and runs the scaled backward/step.
+
+    No host read happens inside a step: `step()` returns the scaler's device tensors (the scale it
+    unscaled with, the found-inf flag) and `outcome()` reads them after the step's clock stopped.
+    `GradScaler.update()` replaces `_scale` by a new tensor (never writes it in place), so the
+    handle still holds this step's scale."""
 
     mode: ModeConfig
     scaler: Any = None
     unknown_names: list[str] = field(default_factory=list)
-    live: bool = False   # scaler_enabled, fixed after prepare(): read on every step without a getattr
+    live: bool = False   # scaler_enabled, fixed after prepare() and refreshed after step 1
 
     @classmethod
     def build(cls, mode: ModeConfig) -> Precision:
@@ -76,7 +94,8 @@ class Precision:
         return p
 
     def prepare(self, model: Any, optimizer: Any) -> tuple[Any, Any]:
-        """O2 casts parameters to low precision and keeps FP32 master weights (paddle.amp.decorate)."""
+        """O2 casts parameters to low precision and keeps FP32 master weights (paddle.amp.decorate);
+        `excluded_layers` keep theirs FP32, `master_grad` gives FP32 weight gradients."""
         import paddle
 
         if self.mode.amp and self.mode.level == "O2":
@@ -86,9 +105,9 @@ class Precision:
             excluded = [getattr(paddle.nn, n) for n in self.mode.excluded_layers] or None
             model, optimizer = paddle.amp.decorate(
                 models=model, optimizers=optimizer, level="O2", dtype=self.mode.dtype,
-                master_weight=self.mode.master_weight, excluded_layers=excluded,
+                master_weight=self.mode.master_weight, master_grad=self.mode.master_grad, excluded_layers=excluded,
             )
-        if self.mode.amp and self.mode.scaler.enable:
+        if wants_scaler(self.mode):
             s = self.mode.scaler
             with self.autocast():  # GradScaler reads the AMP dtype from the global AMP state
                 pass
@@ -116,13 +135,19 @@ class Precision:
         if sparse:
             raise ValueError(
                 f"mode {self.mode.name}: GradScaler cannot unscale sparse gradients of {', '.join(sparse)}; "
-                "set the workload's sparse = false, or scaler = { enable = false } (bf16)"
+                "set the workload's sparse = false, or scaler = { enable = false }"
             )
 
     @property
     def scaler_enabled(self) -> bool:
-        """Paddle turns the scaler off on devices without AMP and for bf16 with dynamic scaling."""
+        """Paddle turns the scaler off on devices without AMP and, at the first `scale()`, whenever
+        the global AMP dtype is not float16 with dynamic scaling."""
         return bool(self.scaler is not None and getattr(self.scaler, "_enable", False))
+
+    def refresh(self) -> bool:
+        """After the first step: follow Paddle's own decision (the scaler may have turned itself off)."""
+        self.live = self.scaler_enabled
+        return self.live
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if not self.mode.amp:
@@ -142,34 +167,30 @@ class Precision:
         else:
             loss.backward()
 
-    def step(self, optimizer: Any) -> StepOutcome:
-        """One optimizer step: unscale + inf check + (maybe skipped) update + scale update."""
+    def step(self, optimizer: Any) -> Any:
+        """One optimizer step: unscale + inf check + (maybe skipped) update + scale update.
+
+        Returns None without a live scaler, else (scale, found_inf) as device values: nothing is
+        read to the host here."""
         if not self.live:
             optimizer.step()
             optimizer.clear_grad(set_to_zero=False)
-            return NO_SCALER
-        scale = self.loss_scale()
-        self.scaler.step(optimizer)
-        found = self._found_inf()
-        self.scaler.update()
+            return None
+        sc = self.scaler
+        scale = sc._scale
+        sc.step(optimizer)
+        found = sc._cache_found_inf if getattr(sc, "_cache_found_inf", None) is not None else sc._found_inf
+        sc.update()
         optimizer.clear_grad(set_to_zero=False)
-        return StepOutcome(loss_scale=scale, found_inf=found)
+        return scale, found
 
-    def loss_scale(self) -> float | None:
-        if not self.scaler_enabled:
-            return None
-        s = getattr(self.scaler, "_scale", None)
-        if s is None:
-            return None
-        return float(s.item()) if hasattr(s, "item") else float(s)
-
-    def _found_inf(self) -> bool:
-        for attr in ("_found_inf", "_cache_found_inf"):
-            v = getattr(self.scaler, attr, None)
-            if v is None:
-                continue
-            return bool(v.item()) if hasattr(v, "item") else bool(v)
-        return False
+    @staticmethod
+    def outcome(handle: Any) -> StepOutcome:
+        """The step's loss scale and overflow flag as Python values (after the clock stopped)."""
+        if handle is None:
+            return NO_SCALER
+        scale, found = handle
+        return StepOutcome(loss_scale=_host(scale, float), found_inf=bool(_host(found, bool)))
 
     def describe(self) -> dict[str, Any]:
         m = self.mode
@@ -180,43 +201,12 @@ class Precision:
             "black_list": list(m.custom_black_list), "default_lists_hash": lists_hash(lists) if m.amp else "",
             "unknown_op_names": list(self.unknown_names),
             "scaler": m.scaler.model_dump() if m.amp else {}, "scaler_enabled": self.scaler_enabled,
+            "scaler_built": self.scaler is not None, "excluded_layers": list(m.excluded_layers),
+            "master_grad": bool(m.master_grad),
         }
 
 
-# ------------------------------------------------------------------ op dtype evidence
-
-
-@contextlib.contextmanager
-def collect_op_dtypes() -> Iterator[dict[str, dict[str, int]]]:
-    """Counts forward op calls per dtype while the block runs (Paddle's operator stats).
-
-    `paddle.amp.debugging.enable_operator_stats_collection` records calls by dtype;
-    `core.get_low_precision_op_list()` returns {op: "fp16,bf16,fp32,other"}. The disable call
-    prints a table, which is swallowed here (the counts go into the trial instead).
-    """
-    import paddle
-    from paddle.base import core
-
-    counts: dict[str, dict[str, int]] = {}
-    paddle.amp.debugging.enable_operator_stats_collection()
-    try:
-        yield counts
-    finally:
-        raw = dict(core.get_low_precision_op_list())
-        with contextlib.redirect_stdout(io.StringIO()):
-            paddle.amp.debugging.disable_operator_stats_collection()
-        counts.update(parse_op_stats(raw))
-
-
-def parse_op_stats(raw: dict[str, str]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for op, text in raw.items():
-        parts = [int(x) for x in str(text).split(",")] + [0, 0, 0, 0]
-        out[op] = {"float16": parts[0], "bfloat16": parts[1], "float32": parts[2], "other": parts[3]}
-    return out
-
-
-def low_precision_calls(op_calls: dict[str, dict[str, int]]) -> int:
-    """Low-precision op calls, casts excluded: casting a float16 input (e.g. a label map a workload
-    stored as fp16) runs a float16 `cast` even where AMP is a no-op, and proves nothing."""
-    return sum(c.get("float16", 0) + c.get("bfloat16", 0) for op, c in op_calls.items() if op not in ("cast", "cast_"))
+# The op dtype evidence (collect_op_dtypes, parse_op_stats, low_precision_calls) lives with the
+# other device evidence in trackers/opstats.py; re-exported here for the worker and tests.
+__all__ = ["NO_SCALER", "Precision", "StepOutcome", "collect_op_dtypes", "low_precision_calls", "parse_op_stats",
+           "wants_scaler"]

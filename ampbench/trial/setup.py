@@ -56,6 +56,12 @@ def set_up(tr: TrialContext) -> Parts:
     from ampbench.trial.replicas import Replicas
 
     gpu = device.select_device()
+    if gpu:
+        from ampbench.trackers.cuda import unsupported_paddle
+
+        refused = unsupported_paddle()
+        if refused:
+            raise RuntimeError(refused)
     tr.trial.flags = apply_flags(tr.suite.flags, tr.mode.flags)  # Paddle FLAGS from [flags], recorded
     replicas = Replicas.from_env(tr.suite, tr.mode)  # data parallel: a no-op for one process
     replicas.init()
@@ -64,6 +70,8 @@ def set_up(tr: TrialContext) -> Parts:
     wl = _workload(tr, replicas)
     numerics = NumericsHook.for_trial(tr.mode.check_numerics, tr.spec.trial_path, rank=replicas.rank)
     tr.trial.numerics = numerics.record  # updated in place after every step
+    if numerics.active:
+        tr.trial.flags.update(flags_set_by_checker())
     seed_everything(tr.spec.seed)
     model = wl.build_model()
     optimizer, sched = build_optimizer(tr.suite.train.optimizer, model.parameters(), tr.steps_total)
@@ -80,6 +88,20 @@ def set_up(tr: TrialContext) -> Parts:
     gc.freeze()
     return Parts(gpu=gpu, wl=wl, model=model, optimizer=optimizer, sched=sched, prec=prec, replicas=replicas,
                  numerics=numerics, amp=amp, batches=batches)
+
+
+def flags_set_by_checker() -> dict[str, Any]:
+    """Paddle's TensorCheckerConfig sets FLAGS_cudnn_deterministic=True for the rest of the process on
+    CUDA builds (its `_set_seed`): deterministic cuDNN kernels change speed, so the trial records it."""
+    import paddle
+
+    if not paddle.is_compiled_with_cuda():
+        return {}
+    name = "FLAGS_cudnn_deterministic"
+    try:
+        return {name: bool(paddle.get_flags([name])[name])}
+    except (ValueError, RuntimeError, KeyError):
+        return {name: None}
 
 
 def _workload(tr: TrialContext, replicas: Replicas) -> Any:

@@ -29,7 +29,7 @@ def toml_line(key: str, value: Any) -> str:
 
 def scaler_line(mode: ModeConfig, **changes: Any) -> str:
     """The whole `scaler = {...}` inline table with `changes` applied (replaces the mode's scaler line)."""
-    data = {**mode.scaler.model_dump(), **changes}
+    data = {k: v for k, v in {**mode.scaler.model_dump(), **changes}.items() if v is not None}  # TOML has no null
     ScalerConfig.model_validate(data)  # advice must never suggest an invalid table
     return toml_line("scaler", data)
 
@@ -85,7 +85,7 @@ def bf16(mode: ModeConfig) -> list[str]:
 
 def scaler_for_collapse(mode: ModeConfig, diag: ModeDiagnosis | None) -> list[str]:
     s = mode.scaler
-    if mode.dtype != "float16" or not s.enable or not s.use_dynamic_loss_scaling:
+    if mode.dtype != "float16" or not mode.scaler_wanted or not s.use_dynamic_loss_scaling:
         return []
     forward_overflow = diag is not None and any(
         f.phase == "forward" and f.kind in ("amp-nonfinite", "fp16-range") for f in diag.findings)
@@ -100,7 +100,7 @@ def scaler_for_collapse(mode: ModeConfig, diag: ModeDiagnosis | None) -> list[st
 
 def scaler_for_underflow(mode: ModeConfig, diag: ModeDiagnosis | None) -> list[str]:
     s = mode.scaler
-    if mode.dtype != "float16" or not s.enable:
+    if mode.dtype != "float16" or not mode.scaler_wanted:
         return []
     seen = diag is not None and any(f.kind == "underflow" and f.phase == "backward" for f in diag.findings)
     lead = "The diagnosis saw gradients flushed to zero in float16. " if seen else ""

@@ -85,12 +85,12 @@ def _stability(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: s
         out += kit.bf16(m)
     if collapse:
         out += kit.scaler_for_collapse(m, diag)
-    elif skipped and m.dtype == "float16" and m.scaler.enable:
+    elif skipped and m.dtype == "float16" and m.scaler_wanted:
         s = m.scaler
         lower = kit.FP16_SAFE_SCALE if s.init_loss_scaling > kit.FP16_SAFE_SCALE else s.init_loss_scaling / 8
         out.append("Many steps were skipped for Inf gradients: a start scale that is too large spends the first steps "
                    f"halving; start lower: {kit.scaler_line(m, init_loss_scaling=lower)}.")
-    if nonfinite and not m.scaler.enable and m.dtype == "float16":
+    if nonfinite and not m.scaler_wanted and m.dtype == "float16":
         out.append(f"float16 without loss scaling: enable the scaler so Inf steps are skipped instead of applied: "
                    f"{kit.scaler_line(m, enable=True)}.")
     return list(dict.fromkeys(out))

@@ -7,6 +7,7 @@ module with a `Rule` object, listed here.
 from __future__ import annotations
 
 from ampbench.judge.rules.amp import AMP_ACTIVE, OP_LISTS
+from ampbench.judge.rules.compared import AMP_COMPARED
 from ampbench.judge.rules.completeness import COMPLETENESS
 from ampbench.judge.rules.context import Rule
 from ampbench.judge.rules.history import HISTORY
@@ -17,6 +18,6 @@ from ampbench.judge.rules.stability import STABILITY
 from ampbench.judge.rules.target import TIME_TO_TARGET
 
 RULES: tuple[Rule, ...] = (
-    COMPLETENESS, AMP_ACTIVE, OP_LISTS, BASELINE_QUALITY, ACCURACY_PARITY, SPEEDUP, MEMORY, TIME_TO_TARGET,
+    AMP_COMPARED, COMPLETENESS, AMP_ACTIVE, OP_LISTS, BASELINE_QUALITY, ACCURACY_PARITY, SPEEDUP, MEMORY, TIME_TO_TARGET,
     STABILITY, HISTORY,
 )

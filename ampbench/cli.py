@@ -320,6 +320,8 @@ def _write_imported(imported: object, source: str, output: Optional[Path]) -> No
         err.print(f"wrote {output}", markup=False, highlight=False)
     for key, why in imported.not_honoured.items():
         err.print(f"not honoured: {key}: {why}", markup=False, highlight=False, soft_wrap=True)
+    for line in imported.decisions:
+        err.print(f"decided: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 @import_app.command("paddleocr")
@@ -342,7 +344,8 @@ def import_paddlenlp_cmd(
     args_json: Optional[Path] = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),
     args: Optional[str] = typer.Option(None, "--args", help='Trainer arguments as on the command line: "--fp16 ..."'),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
-    source: str = typer.Option("paddlenlp", "--source", help="BERT package the suite uses: paddlenlp or paddleformers"),
+    source: str = typer.Option("paddleformers", "--source",
+                               help="BERT package the suite uses: paddleformers (installed by setup.sh) or paddlenlp"),
 ) -> None:
     """PaddleNLP Trainer args -> the bert suite with fp32 + their AMP mode; keys not honoured are listed."""
     from ampbench.config.import_paddlenlp import import_paddlenlp, load_args

@@ -152,6 +152,8 @@ class SuiteMeta(_Strict):
     metric_goal: Literal["max", "min"] = "max"
     seeds: list[int] = Field([0], min_length=1)
     description: str = ""
+    # What `ampbench import` decided (modes, data, keys not honoured): report.md shows them
+    notes: list[str] = []
 
     @field_validator("seeds")
     @classmethod
@@ -205,6 +207,7 @@ class Suite(_Strict):
         data = self.model_dump(mode="json")
         data["suite"].pop("seeds", None)
         data["suite"].pop("description", None)
+        data["suite"].pop("notes", None)
         data["train"].pop("timeout_s", None)
         blob = json.dumps(data, sort_keys=True).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]

@@ -94,6 +94,9 @@ class ModeConfig(_Strict):
     excluded_layers: list[str] = []
     fp16_allreduce: bool = False
     flags: dict[str, Any] = {}  # Paddle FLAGS for this mode only, over the suite's [flags]
+    # workload = "command" only: what this mode adds to the program's argv and environment
+    args: list[str] = []
+    env: dict[str, str] = {}
 
     @model_validator(mode="after")
     def _level(self) -> "ModeConfig":

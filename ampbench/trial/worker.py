@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     events = Events(os.fdopen(event_fd, "w", buffering=1))
     spec = TrialSpec.model_validate_json(Path(argv[0]).read_text())
     watch_parent()  # ends this process (every rank) if ampbench is gone, even SIGKILLed
+    if spec.suite.suite.workload == "command":  # the user's own program, run and measured (trial/command.py)
+        from ampbench.trial.command import run_command
+
+        return run_command(spec, events)
     lead = writes_trial(spec.suite.model_dump(mode="json"))  # data parallel: only rank 0 reports and writes
     if not lead:
         events = Events(None)

@@ -100,6 +100,20 @@ def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples
         time.sleep(POLL_S)
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Linux: processes the program leaves behind (a daemonised child) are re-parented to this worker,
+    not to init, so they stay in the tree that timeouts and Ctrl-C kill and are found at the end."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _leftovers(own_pid: int, child: int) -> list[int]:
     """Processes the program started that are still running after it ended (killed, then named)."""
     left = [p for p in _descendants(own_pid) if p != child]
@@ -127,6 +141,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     try:
         argv, env, cwd = command_line(tr, p, out, events_dir)
         events.emit(event="phase", phase="program")
+        become_subreaper()
         proc = subprocess.Popen(guarded(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
     except (OSError, ValueError, KeyError, IndexError) as e:

@@ -30,7 +30,7 @@ from typing import Any
 
 NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 _KV_COLON = re.compile(rf"([A-Za-z_][\w.()/-]*): ({NUM})\b")
-_KV_EQ = re.compile(rf"^\s*(eval_\w+)\s*=\s*({NUM})\s*$")
+_KV_EQ = re.compile(rf"(?:^|\s)(eval_\w+)\s*=\s*({NUM})\s*$")
 _IPS = re.compile(rf"\bips: ({NUM})")
 _INTERVAL_SPS = re.compile(rf"\binterval_samples_per_second: ({NUM})")
 _HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
@@ -98,7 +98,7 @@ class LogScan:
             self._ips(line)
 
     def _trainer(self, line: str) -> None:
-        m = _KV_EQ.match(line)
+        m = _KV_EQ.search(line)
         if m and (v := _num(m.group(2))) is not None:
             self.metrics[m.group(1)] = v
             return

@@ -33,6 +33,7 @@ _KV_COLON = re.compile(rf"([A-Za-z_][\w.()/-]*): ({NUM})\b")
 _KV_EQ = re.compile(rf"(?:^|\s)(eval_\w+)\s*=\s*({NUM})\s*$")
 _IPS = re.compile(rf"\bips: ({NUM})")
 _INTERVAL_SPS = re.compile(rf"\binterval_samples_per_second: ({NUM})")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
 
 PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json")
@@ -72,6 +73,8 @@ class LogScan:
     def feed(self, line: str) -> None:
         if len(line) > 8192:
             line = line[:8192]
+        if "\x1b[" in line:  # colour codes (paddleformers' logger colours every line)
+            line = _ANSI.sub("", line)
         getattr(self, f"_{self.preset}", self._regex)(line)
         if self._tp is not None:
             self._ips(line, self._tp)

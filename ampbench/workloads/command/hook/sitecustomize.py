@@ -23,6 +23,7 @@ so `finally` blocks and atexit run) right after its N-th step.
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.machinery
 import importlib.util
 import json
@@ -160,7 +161,8 @@ def _stepping(fn):
         if st.depth == 0:
             _boundary(st)
         return out
-    wrapper.__wrapped__ = fn
+    functools.update_wrapper(wrapper, fn)
+    wrapper._ampbench = True
     return wrapper
 
 
@@ -212,19 +214,29 @@ def _finish(reason: str, st: _State | None = None) -> None:
     st.flush(force=True)
 
 
+def _wrap_steps(cls) -> None:
+    for name in ("step", "minimize"):
+        fn = vars(cls).get(name)
+        if callable(fn) and not getattr(fn, "_ampbench", False):
+            setattr(cls, name, _stepping(fn))
+
+
 def _patch_optimizers(paddle) -> None:
-    """Optimizer subclasses override step(): wrap each instance's step/minimize once it is built."""
-    opt_cls = paddle.optimizer.Optimizer
-    init = opt_cls.__init__
+    """Every Optimizer class's own step()/minimize() (subclasses override them, and AdamW's __init__
+    never calls Optimizer's), including classes defined later (__init_subclass__)."""
+    base = paddle.optimizer.Optimizer
+    todo, seen = [base], set()
+    while todo:
+        cls = todo.pop()
+        if cls not in seen:
+            seen.add(cls)
+            _wrap_steps(cls)
+            todo.extend(cls.__subclasses__())
 
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        if not getattr(self, "_ampbench_wrapped", False):
-            self._ampbench_wrapped = True
-            self.step = _stepping(self.step)
-            self.minimize = _stepping(self.minimize)
-
-    opt_cls.__init__ = __init__
+    def __init_subclass__(cls, **kwargs):
+        super(base, cls).__init_subclass__(**kwargs)
+        _wrap_steps(cls)
+    base.__init_subclass__ = classmethod(__init_subclass__)
 
 
 def _patch_scalers(paddle) -> None:

@@ -2,26 +2,27 @@
 
 Thin: each verb parses its options and calls one function of the module that owns the work.
 Errors the user can fix (bad suite file, corrupt or unreadable results, a full or read-only disk)
-print one line naming the file and the reason, and exit 2 (`_guard`, the one place that maps them).
+print one line naming the file and the reason, and exit 2: every verb runs inside `_guard`, the one
+place that maps them (GuardedTyper registers each verb wrapped in it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ampbench.config import ConfigError
+from ampbench.core.errors import UserError
+from ampbench.core.files import atomic_write_text, os_reason
 from ampbench.launch.process import Interrupted, install_signal_handlers
-from ampbench.results import ResultsError
-from ampbench.results.files import atomic_write_text, os_reason
 
 EXIT_CODES = """\b
 Exit codes:
@@ -42,12 +43,27 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=200, no_color=True, highlight=False)
 
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,
-                  rich_markup_mode=None)
-baseline_app = typer.Typer(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.",
-                           rich_markup_mode=None)
+class GuardedTyper(typer.Typer):
+    """Every verb runs inside `_guard`: one place maps a user-fixable problem to one line and exit 2."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        register = super().command(*args, **kwargs)
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(fn)
+            def guarded(*a: Any, **kw: Any) -> Any:
+                with _guard():
+                    return fn(*a, **kw)
+            return register(guarded)
+        return decorate
+
+
+app = GuardedTyper(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,
+                   rich_markup_mode=None)
+baseline_app = GuardedTyper(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.",
+                            rich_markup_mode=None)
 app.add_typer(baseline_app, name="baseline")
-import_app = typer.Typer(no_args_is_help=True, help="Turn a PaddleOCR config or PaddleNLP Trainer args into a suite.")
+import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR config or PaddleNLP Trainer args into a suite.")
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()
@@ -64,7 +80,7 @@ def _guard() -> Iterator[None]:
     result-file errors, and OS or encoding errors on ampbench's files (path and reason named)."""
     try:
         yield
-    except (ConfigError, ResultsError) as e:
+    except UserError as e:
         _fail(str(e))
     except UnicodeDecodeError as e:
         _fail(f"a file is not UTF-8 text: {os_reason(e)}")
@@ -88,24 +104,14 @@ def run(
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
-    from ampbench.launch.runner import RunOptions, execute
+    from ampbench.commands.run import RunOptions, execute
 
     opts = RunOptions(
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
-        reporter=_report_run,
     )
-    with _guard():
-        code = execute(opts, console=out)
+    code = execute(opts, console=out)
     raise typer.Exit(code)
-
-
-def _report_run(run_dir: Path) -> Path:
-    """report.md + self-contained report.html of one finished run (handed to the runner: launch/ does
-    not import report/)."""
-    from ampbench.report.markdown import write_report
-
-    return write_report([run_dir], also_html=True)
 
 
 @app.command(epilog=EXIT_CODES)
@@ -116,11 +122,10 @@ def check(
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json."""
-    from ampbench.judge.check import check_run
+    from ampbench.commands.check import check_run
     from ampbench.report.console import print_check
 
-    with _guard():
-        report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch)
+    report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch)
     print_check(report, out)
     raise typer.Exit(report.exit_code)
 
@@ -132,10 +137,7 @@ def plan(
     """How many seeds each rule needs for <= 1% false alarms and >= 95% detection (from this run's spread)."""
     from ampbench.judge.planner import plan_lines, plan_run
 
-    try:
-        rows = plan_run(run_dir)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
+    rows = plan_run(run_dir)
     for line in plan_lines(rows):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -150,8 +152,7 @@ def report(
     """Write the markdown report (with PNG plots) for one or more runs."""
     from ampbench.report.markdown import write_report
 
-    with _guard():
-        path = write_report(run_dirs, output=output, history=history, fmt=fmt)
+    path = write_report(run_dirs, output=output, history=history, fmt=fmt)
     out.print(f"report: {escape(str(path))}")
 
 
@@ -164,10 +165,7 @@ def publish(
     """Write a static HTML dashboard of the history: one page per suite, regressions with their commit range."""
     from ampbench.report.publish import publish as publish_site
 
-    try:
-        index = publish_site(history, output, repo_url=repo_url)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
+    index = publish_site(history, output, repo_url=repo_url)
     out.print(f"dashboard: {index}", markup=False)
 
 
@@ -180,10 +178,7 @@ def summary(
     """Compare runs per mode as one table (a pandas DataFrame): samples/s, memory, metric, change vs the first run."""
     from ampbench.report.compare import write_summary
 
-    try:
-        result = write_summary(run_dirs, fmt, output)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
+    result = write_summary(run_dirs, fmt, output)
     if isinstance(result, Path):
         out.print(f"summary: {result}", markup=False)
     else:
@@ -202,14 +197,13 @@ def probe(
     out_dir: Path = typer.Option(Path("results/runs"), "--out"),
 ) -> None:
     """Find the largest batch size each mode trains without running out of memory."""
-    from ampbench.launch.probe import ProbeOptions, run_probe
+    from ampbench.commands.probe import ProbeOptions, run_probe
 
-    with _guard():
-        code = run_probe(
-            ProbeOptions(suite_file=suite_file, profile=profile, modes=list(modes or []), max_batch=max_batch,
-                         memory_limit=memory_limit, steps=steps, overrides=list(set_ or []), out_dir=out_dir),
-            console=out,
-        )
+    code = run_probe(
+        ProbeOptions(suite_file=suite_file, profile=profile, modes=list(modes or []), max_batch=max_batch,
+                     memory_limit=memory_limit, steps=steps, overrides=list(set_ or []), out_dir=out_dir),
+        console=out,
+    )
     raise typer.Exit(code)
 
 
@@ -221,10 +215,9 @@ def diagnose(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**32 - 1),
 ) -> None:
     """Re-run a short FP32/AMP pair with Paddle's numerics tools and name the ops that diverge."""
-    from ampbench.diagnose.rerun import run_diagnose
+    from ampbench.commands.diagnose import run_diagnose
 
-    with _guard():
-        code = run_diagnose(run_dir, mode=mode, steps=steps, seed=seed, console=out)
+    code = run_diagnose(run_dir, mode=mode, steps=steps, seed=seed, console=out)
     raise typer.Exit(code)
 
 
@@ -234,10 +227,9 @@ def export_benchmark(
     output: Path = typer.Option(..., "-o", "--output"),
 ) -> None:
     """Export a run's per-mode step times as pytest-benchmark JSON (for `pytest-benchmark compare`)."""
-    from ampbench.results.export import export_run
+    from ampbench.report.benchmark_export import export_run
 
-    with _guard():
-        path = export_run(run_dir, output)
+    path = export_run(run_dir, output)
     out.print(f"wrote {escape(str(path))}")
 
 
@@ -247,10 +239,9 @@ def baseline_save(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Default: results/baselines/<device>/<suite>.json"),
 ) -> None:
     """Write the compact baseline file that nightly CI commits."""
-    from ampbench.judge.baseline import save_baseline
+    from ampbench.results.baselines import save_baseline
 
-    with _guard():
-        path = save_baseline(run_dir, output)
+    path = save_baseline(run_dir, output)
     out.print(f"baseline: {escape(str(path))}")
 
 
@@ -270,13 +261,11 @@ def suites(
         target = dest / f"{copy}.toml"
         if target.exists():
             _fail(f"{target}: already exists; remove it or choose another --to folder")
-        with _guard():
-            atomic_write_text(target, table[copy].read_text(encoding="utf-8"))
+        atomic_write_text(target, table[copy].read_text(encoding="utf-8"))
         out.print(f"wrote {target}: edit it, then `ampbench run {target}`", markup=False)
         return
     for name, p in table.items():
-        with _guard():
-            raw = read_toml(p)
+        raw = read_toml(p)
         meta = raw.get("suite", {})
         profs = ", ".join(["default", *sorted(raw.get("profiles", {}))])
         out.print(f"{name:8} workload={meta.get('workload')}  profiles: {profs}  ({p})", markup=False)
@@ -288,12 +277,9 @@ def schema(
     write: Optional[Path] = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
 ) -> None:
     """Print the JSON Schema of a file ampbench writes or reads (no NAME: list them)."""
-    from ampbench.results.schemas import schema_command
+    from ampbench.commands.schema import schema_command
 
-    try:
-        text = schema_command(name, write)
-    except (ConfigError, ResultsError) as e:
-        _fail(str(e))
+    text = schema_command(name, write)
     typer.echo(text)
 
 
@@ -309,14 +295,16 @@ def env() -> None:
 
 
 def _write_imported(imported: object, source: str, output: Optional[Path]) -> None:
-    from ampbench.config.importing import Imported, render_checked
+    from ampbench.importers.base import Imported, render_checked
 
     assert isinstance(imported, Imported)
     text = render_checked(imported, source, str(output or "<stdout>"))
     if output is None:
         out.print(text, markup=False, highlight=False, soft_wrap=True)
     else:
-        output.write_text(text, encoding="utf-8")
+        if Path(source).exists() and output.exists() and output.resolve() == Path(source).resolve():
+            _fail(f"{output}: is the config being imported; write the suite to another file")
+        atomic_write_text(output, text)
         err.print(f"wrote {output}", markup=False, highlight=False)
     for key, why in imported.not_honoured.items():
         err.print(f"not honoured: {key}: {why}", markup=False, highlight=False, soft_wrap=True)
@@ -331,12 +319,9 @@ def import_paddleocr_cmd(
     synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Use ampbench's synthetic text, not the label files"),
 ) -> None:
     """PaddleOCR DB config -> suite (fp32 + its AMP mode); keys not honoured are listed; exit 2 if unsupported."""
-    from ampbench.config.import_paddleocr import import_paddleocr
+    from ampbench.importers.paddleocr import import_paddleocr
 
-    try:
-        _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)
-    except ConfigError as e:
-        _fail(str(e))
+    _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)
 
 
 @import_app.command("paddlenlp")
@@ -348,13 +333,10 @@ def import_paddlenlp_cmd(
                                help="BERT package the suite uses: paddleformers (installed by setup.sh) or paddlenlp"),
 ) -> None:
     """PaddleNLP Trainer args -> the bert suite with fp32 + their AMP mode; keys not honoured are listed."""
-    from ampbench.config.import_paddlenlp import import_paddlenlp, load_args
+    from ampbench.importers.paddlenlp import import_paddlenlp, load_args
 
-    try:
-        parsed, where = load_args(args_json, args)
-        _write_imported(import_paddlenlp(parsed, where, source), where, output)
-    except ConfigError as e:
-        _fail(str(e))
+    parsed, where = load_args(args_json, args)
+    _write_imported(import_paddlenlp(parsed, where, source), where, output)
 
 
 @app.command()
@@ -363,7 +345,7 @@ def selftest(
 ) -> None:
     """GPU self-test (<= 10 min on one GPU): gpu-smoke profile of every bundled suite, GPU evidence
     asserted. Exit 0 all checks hold, 1 one failed, 3 no GPU (prints what it would check)."""
-    from ampbench.launch.selftest import run_selftest
+    from ampbench.commands.selftest import run_selftest
 
     raise typer.Exit(run_selftest(out_dir, console=out))
 

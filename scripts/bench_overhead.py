@@ -82,7 +82,7 @@ def bare(name: str) -> dict:
 
 def harness(name: str, out: Path) -> dict:
     from ampbench.config import Suite
-    from ampbench.launch.runner import TrialSpec, launch_trial
+    from ampbench.commands.run import TrialSpec, launch_trial
     from ampbench.results import RunDir
 
     w = WORKLOADS[name]

@@ -157,8 +157,8 @@ ok = [t for t in trials if t.status == "ok"] or trials
 print(device_slug(ok[0].env) if ok else "unknown")
 PY
 }
-append_history() {  # RUN_DIR HISTORY_DIR: one summary line per run (ampbench.judge.history)
-  "$PY" -c "import sys; from ampbench.judge.history import append_history; print('history:', append_history(sys.argv[1], sys.argv[2]))" "$1" "$2"
+append_history() {  # RUN_DIR HISTORY_DIR: one summary line per run (ampbench.commands.history)
+  "$PY" -c "import sys; from ampbench.commands.history import append_history; print('history:', append_history(sys.argv[1], sys.argv[2]))" "$1" "$2"
 }
 archive_report() {  # RUN_DIR HISTORY_DIR: the run's report.html kept beside the history (dashboard links)
   "$PY" -c "import sys; from ampbench.report.publish import archive_report; print('report:', archive_report(sys.argv[1], sys.argv[2]))" "$1" "$2"

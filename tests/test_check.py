@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ampbench.judge.baseline import DEFAULT_BASELINE_DIR, load_baseline, save_baseline
-from ampbench.judge.check import check_run, check_trials
-from ampbench.judge.verdict import load_check
+from ampbench.results.baselines import DEFAULT_BASELINE_DIR, load_baseline, save_baseline
+from ampbench.commands.check import check_run
+from ampbench.judge.check import check_trials
+from ampbench.results.verdicts import load_check
 from ampbench.report.console import print_check
 from ampbench.results import ResultsError
 from tests.factories import CPU_ENV, StepNoise, make_run, make_suite, make_trial, make_trials, plan_of

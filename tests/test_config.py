@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.config import ConfigError, deep_merge, load_suite, parse_override
+from ampbench.config import ConfigError, deep_merge, parse_override
+from ampbench.workloads.suites import load_suite
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from ampbench.config import ConfigError, load_suite
+from ampbench.config import ConfigError
+from ampbench.workloads.suites import load_suite
 from ampbench.workloads import get_workload_class
 from ampbench.workloads.base import WorkloadContext
 from ampbench.workloads.ctr.workload import CTRParams, CTRWorkload, prefetched

@@ -12,7 +12,8 @@ pytest.importorskip("skimage")
 
 import paddle  # noqa: E402
 
-from ampbench.config import ConfigError, load_suite  # noqa: E402
+from ampbench.config import ConfigError
+from ampbench.workloads.suites import load_suite  # noqa: E402
 from ampbench.workloads import get_workload_class  # noqa: E402
 from ampbench.workloads.base import WorkloadContext  # noqa: E402
 from ampbench.workloads.dbnet.metric import detection_scores  # noqa: E402
@@ -195,7 +196,7 @@ def test_workload_itself_shows_no_low_precision_ops_on_cpu(workload):
 @pytest.mark.parametrize("hmean,expected", [(0.0, "INCONCLUSIVE"), (0.79, "PASS")])
 def test_cpu_profile_floor_makes_a_blind_detector_inconclusive(tmp_path, hmean, expected):
     """The cpu profile's min_baseline_metric: FP32 and AMP both at hmean 0 is not parity."""
-    from ampbench.judge.check import check_run
+    from ampbench.commands.check import check_run
     from tests.factories import make_run, make_trials
 
     suite = load_suite(SUITE, profile="cpu").suite

@@ -69,7 +69,7 @@ def test_selftest_on_cpu_exits_3_and_lists_its_checks():
     from typer.testing import CliRunner
 
     from ampbench.cli import app
-    from ampbench.launch.selftest import CHECKS
+    from ampbench.commands.selftest import CHECKS
 
     res = CliRunner().invoke(app, ["selftest"])
     assert res.exit_code == 3
@@ -90,7 +90,7 @@ def _gpu_trial(**kw) -> Trial:
 
 
 def test_selftest_checks_pass_a_good_gpu_trial_and_name_each_defect():
-    from ampbench.launch.selftest import _check_trial
+    from ampbench.commands.selftest import _check_trial
 
     assert all(r.ok for r in _check_trial(_gpu_trial()))
     bad = _gpu_trial(memory=Memory(source="cuda", peak_allocated_bytes=5, peak_reserved_bytes=2, device_used_bytes=None,
@@ -105,7 +105,7 @@ def test_selftest_report_writes_one_json_and_fails_on_any_failed_check(tmp_path)
 
     from rich.console import Console
 
-    from ampbench.launch.selftest import CheckResult, _check_data_parallel, _report
+    from ampbench.commands.selftest import CheckResult, _check_data_parallel, _report
 
     ok = [CheckResult("energy", "resnet/fp32", True, "9 J"), CheckResult("data-parallel", "-", None, "1 GPU")]
     assert _report(ok, tmp_path, Console(quiet=True), 60.0) == 0

@@ -10,8 +10,8 @@ import pytest
 
 from ampbench.config import ConfigError, ModeConfig, Suite
 from ampbench.diagnose.compare import black_list_candidates, classify, compare_dumps, condense
-from ampbench.diagnose.models import DiagnosisFile, Finding, Tolerances, load_diagnosis
-from ampbench.diagnose.rerun import run_diagnose
+from ampbench.results.diagnosis_file import DiagnosisFile, Finding, Tolerances, load_diagnosis
+from ampbench.commands.diagnose import run_diagnose
 from ampbench.trial.numerics import OpStat
 from tests.factories import make_run
 

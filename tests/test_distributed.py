@@ -20,7 +20,7 @@ import pytest
 from ampbench.config import ConfigError, DistributedConfig
 from ampbench.launch import distributed, process
 from ampbench.trial import replicas
-from ampbench.launch.runner import launch_trial
+from ampbench.commands.run import launch_trial
 from ampbench.results import RunDir, Trial, load_trial
 from tests.conftest import TOY_SUITE
 from tests.test_worker import spec_for

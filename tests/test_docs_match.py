@@ -12,7 +12,8 @@ import pytest
 import tomllib
 
 from ampbench.config.bundled import bundled_suites
-from ampbench.config.loading import load_suite, read_toml
+from ampbench.config.loading import read_toml
+from ampbench.workloads.suites import load_suite
 from ampbench.report.markdown import write_report
 from tests.test_report import copy_run
 

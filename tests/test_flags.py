@@ -2,7 +2,8 @@
 
 import pytest
 
-from ampbench.config import ConfigError, load_suite
+from ampbench.config import ConfigError
+from ampbench.workloads.suites import load_suite
 from ampbench.trial.flags import apply_flags, merged_flags
 
 

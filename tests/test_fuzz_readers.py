@@ -23,10 +23,12 @@ import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ampbench.config import ConfigError, load_suite
-from ampbench.judge.baseline import read_baseline_file, save_baseline
-from ampbench.judge.history import append_history, load_history
-from ampbench.judge.verdict import load_check
+from ampbench.config import ConfigError
+from ampbench.workloads.suites import load_suite
+from ampbench.results.baselines import read_baseline_file, save_baseline
+from ampbench.commands.history import append_history
+from ampbench.results.history import load_history
+from ampbench.results.verdicts import load_check
 from ampbench.results import ResultsError, RunDir, RunInfo, load_doc, load_trial, open_run
 from ampbench.workloads.dbnet.data import read_label_file
 from tests.conftest import TOY_SUITE
@@ -158,7 +160,7 @@ def _valid_docs() -> dict[str, Any]:
     root = _SCRATCH / "valid"
     s = make_suite(seeds=(0, 1))
     run = make_run(root / "runs", s, make_trials(s, n_steps=12, env=CPU_ENV, config_hash=s.config_hash()))
-    from ampbench.judge.check import check_run
+    from ampbench.commands.check import check_run
 
     check_run(run)
     save_baseline(run, root / "baseline.json")

@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ampbench.judge.history import HISTORY_SCHEMA, append_history, load_history, summarize_run
+from ampbench.commands.history import append_history
+from ampbench.commands.history import summarize_run_dir as summarize_run
+from ampbench.results.history import HISTORY_SCHEMA, load_history
 from ampbench.results import ResultsError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gpu_run"

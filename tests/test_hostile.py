@@ -21,11 +21,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.config import ConfigError, load_suite
-from ampbench.launch.plan import parse_bytes, parse_faults
+from ampbench.config import ConfigError
+from ampbench.workloads.suites import load_suite
+from ampbench.commands.run_plan import parse_faults
+from ampbench.core.units import parse_bytes
 from ampbench.launch.process import Outcome
-from ampbench.launch.runner import _killed_status
-from ampbench.launch.spec import TrialSpec
+from ampbench.launch.launcher import _killed_status
+from ampbench.trial.spec import TrialSpec
 from ampbench.results import ResultsError, RunDir, atomic_write_text, new_run_dir, run_lock, safe_name
 from tests.conftest import TOY_SUITE
 from tests.factories import make_run, make_suite, make_trial, make_trials
@@ -283,7 +285,7 @@ def _fail_replace(err: int):
 
 @pytest.mark.parametrize("err,name", [(errno.EROFS, "EROFS"), (errno.ENOSPC, "ENOSPC"), (errno.EACCES, "EACCES")])
 def test_check_on_unwritable_run_folder_judges_and_prints(run_dir, monkeypatch, err, name):
-    monkeypatch.setattr("ampbench.results.files.os.replace", _fail_replace(err))
+    monkeypatch.setattr("ampbench.core.files.os.replace", _fail_replace(err))
     r = invoke("check", str(run_dir))
     assert r.exit_code in (0, 1, 3), r.output
     assert "check.json not written" in r.output and name in r.output and "amp-o1-fp16" in r.output
@@ -293,7 +295,7 @@ def test_check_on_unwritable_run_folder_judges_and_prints(run_dir, monkeypatch, 
 
 @pytest.mark.parametrize("err,name", [(errno.ENOSPC, "ENOSPC"), (errno.EROFS, "EROFS")])
 def test_report_and_baseline_on_full_or_readonly_disk_exit_2(run_dir, monkeypatch, work, err, name):
-    monkeypatch.setattr("ampbench.results.files.os.replace", _fail_replace(err))
+    monkeypatch.setattr("ampbench.core.files.os.replace", _fail_replace(err))
     for args in (["report", str(run_dir)], ["baseline", "save", str(run_dir), "-o", str(work / "b.json")]):
         r = invoke(*args)
         assert r.exit_code == 2 and name in r.output, r.output
@@ -316,7 +318,7 @@ def test_tampered_suite_name_cannot_direct_writes_outside(run_dir, work):
     r = invoke("baseline", "save", str(run_dir))
     assert r.exit_code == 2 and "cannot be used in a file name" in r.output
     assert listing(work) == before and not Path("/X.json").exists()
-    from ampbench.judge.history import append_history
+    from ampbench.commands.history import append_history
 
     with pytest.raises(ResultsError, match="cannot be used"):
         append_history(run_dir, work / "history")
@@ -429,7 +431,7 @@ def test_files_created_with_the_process_umask(work, umask, mode):
 
 
 def test_history_append_keeps_the_files_mode(run_dir, work):
-    from ampbench.judge.history import append_history
+    from ampbench.commands.history import append_history
 
     old = os.umask(0o077)
     try:

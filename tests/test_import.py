@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.config import load_suite
-from ampbench.config.import_paddlenlp import import_paddlenlp, parse_cli_args
-from ampbench.config.import_paddleocr import PADDLEOCR_AMP_FLAGS, import_paddleocr
+from ampbench.workloads.suites import load_suite
+from ampbench.importers.paddlenlp import import_paddlenlp, parse_cli_args
+from ampbench.importers.paddleocr import PADDLEOCR_AMP_FLAGS, import_paddleocr
 
 FIX = Path(__file__).parent / "fixtures"
 MV3 = FIX / "paddleocr" / "det_mv3_db_global_amp.yml"   # AMP through Global.use_amp (PaddleOCR >= 2.5)

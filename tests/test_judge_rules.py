@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 
 from ampbench.cli import app
 from ampbench.config import TargetConfig
-from ampbench.judge.check import check_run, check_trials
+from ampbench.commands.check import check_run
+from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_run
 from ampbench.results import EvalRecord, Interference
 from tests.factories import GPU_ENV, StepNoise, make_run, make_suite, make_trials, plan_of

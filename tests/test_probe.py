@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 from ampbench.config import ConfigError
-from ampbench.launch.probe import AttemptFailed, ProbeOptions, load_probe, run_probe, search_max_batch
+from ampbench.commands.probe import AttemptFailed, ProbeOptions, load_probe, run_probe, search_max_batch
 
 
 class Ceiling:
@@ -131,7 +131,7 @@ def test_real_probe_in_subprocesses(tmp_path):
 
 
 def test_probe_file_round_trips_and_refuses_other_files(tmp_path):
-    from ampbench.launch.max_batch import ProbeAttempt, ProbeFile, ProbeMode
+    from ampbench.results.probe_file import ProbeAttempt, ProbeFile, ProbeMode
     from ampbench.results import ResultsError, write_doc
 
     assert load_probe(tmp_path) is None  # no probe.json: nothing to report

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.judge.history import append_history
+from ampbench.commands.history import append_history
 from ampbench.report.publish import publish, regressions
 from ampbench.results import ResultsError
 from tests.browser import load_page

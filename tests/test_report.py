@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
-from ampbench.judge.history import append_history
+from ampbench.commands.history import append_history
 from ampbench.report import fmt
 from ampbench.report.markdown import INACTIVE_LINE, write_report
 from ampbench.results import ResultsError
@@ -348,8 +348,8 @@ def test_fixture_matches_its_generator(tmp_path):
 @pytest.fixture(scope="session")
 def cpu_run(tmp_path_factory) -> Path:
     """`ampbench run` of the ResNet suite's cpu profile, shortened, in a temporary folder."""
-    if importlib.util.find_spec("ampbench.launch.runner") is None:
-        pytest.skip("ampbench.launch.runner is not written yet: the real CPU run cannot be made")
+    if importlib.util.find_spec("ampbench.commands.run") is None:
+        pytest.skip("ampbench.commands.run is not written yet: the real CPU run cannot be made")
     out = tmp_path_factory.mktemp("cpu_run")
     cmd = [sys.executable, "-m", "ampbench.cli", "run", str(ROOT / "suites" / "resnet.toml"), "--profile", "cpu",
            "--mode", "amp-o1-fp16", "--set", "train.steps=6", "--set", "train.batch_size=16",

@@ -211,7 +211,7 @@ def test_cache_fingerprint_follows_data_dir_contents_and_images(tmp_path):
 
 
 def test_missing_files_are_found_when_the_suite_loads(tmp_path, monkeypatch):
-    from ampbench.config import load_suite
+    from ampbench.workloads.suites import load_suite
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "imgs").mkdir()

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.results.schemas import FILES, json_schema, schema_text
+from ampbench.commands.schema import FILES, json_schema, schema_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
@@ -77,10 +77,10 @@ def test_bundled_suite_files_validate_and_a_typo_does_not(path: Path) -> None:
 
 def test_files_ampbench_writes_validate(tmp_path: Path) -> None:
     """Baseline and history line derived from the fixture, a diagnosis and a probe file, as written."""
-    from ampbench.diagnose.models import DiagnosisFile, Finding, ModeDiagnosis
-    from ampbench.judge.baseline import save_baseline
-    from ampbench.judge.history import append_history
-    from ampbench.launch.max_batch import ProbeAttempt, ProbeFile, ProbeMode
+    from ampbench.results.diagnosis_file import DiagnosisFile, Finding, ModeDiagnosis
+    from ampbench.results.baselines import save_baseline
+    from ampbench.commands.history import append_history
+    from ampbench.results.probe_file import ProbeAttempt, ProbeFile, ProbeMode
     from ampbench.results import write_doc
 
     run = tmp_path / "run"

@@ -20,7 +20,7 @@ import pytest
 
 from ampbench.config import Thresholds
 from ampbench.judge import inference
-from ampbench.judge.baseline import Baseline, compact
+from ampbench.results.baselines import Baseline, compact
 from ampbench.judge.check import check_trials
 from tests import verdict_sim as vs
 from tests.factories import StepNoise, make_suite, make_trials, plan_of

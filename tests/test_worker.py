@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.config import load_suite
-from ampbench.launch.runner import TrialSpec, launch_trial
+from ampbench.workloads.suites import load_suite
+from ampbench.commands.run import TrialSpec, launch_trial
 from ampbench.results import RunDir, Trial, load_trial
 
 

@@ -1,6 +1,5 @@
 """Layer 1, config: suite files -> validated `Suite` models (models in suite.py, reading in loading.py)."""
 
-from ampbench.config.errors import ConfigError
 from ampbench.config.loading import (
     LoadedSuite,
     deep_merge,
@@ -23,6 +22,7 @@ from ampbench.config.suite import (
     Thresholds,
     TrainConfig,
 )
+from ampbench.core.errors import ConfigError
 
 __all__ = [
     "ConfigError", "LoadedSuite", "deep_merge", "load_suite", "parse_override", "read_toml", "resolve_profile",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from ampbench.config.errors import ConfigError
+from ampbench.core.errors import ConfigError
 
 
 def bundled_dir() -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ampbench.config.bundled import resolve_suite
-from ampbench.config.errors import ConfigError
 from ampbench.config.suite import DEFAULT_PROFILE, Suite
+from ampbench.core.errors import ConfigError
 
 
 class LoadedSuite(BaseModel):
@@ -71,7 +72,7 @@ def parse_override(text: str, file: str = "--set") -> tuple[str, Any]:
     return key.strip(), parsed
 
 
-def _loc(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
+def key_path(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     """Pydantic location -> 'modes[1].scaler.init_loss_scaling' (mode named where possible)."""
     parts: list[str] = []
     for i, p in enumerate(loc):
@@ -87,7 +88,7 @@ def _loc(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     return ".".join(parts)
 
 
-def _reason(err: dict[str, Any]) -> str:
+def error_reason(err: dict[str, Any]) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         return "unknown key (check the spelling; see README 'Suite file reference')"
@@ -99,28 +100,21 @@ def _reason(err: dict[str, Any]) -> str:
     return msg
 
 
-def validate_suite(data: dict[str, Any], file: str, profile: str) -> Suite:
-    """Validate merged data; the workload table is checked by the workload's own params model."""
+SuiteCheck = Callable[[Suite, str, str], None]  # (suite, file, profile): raises ConfigError
+
+
+def validate_suite(data: dict[str, Any], file: str, profile: str, on_valid: SuiteCheck | None = None) -> Suite:
+    """Validate merged data into a Suite; `on_valid` adds checks config/ cannot know (the workload's
+    own parameters: workloads.suites.check_workload)."""
     where = file if profile == DEFAULT_PROFILE else f"{file} (profile {profile})"
     try:
         suite = Suite.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise ConfigError(where, _loc(err["loc"], data), _reason(err) + more) from None
-    from ampbench.workloads import get_workload_class  # no paddle import at module level there
-
-    try:
-        cls = get_workload_class(suite.suite.workload)
-    except KeyError as e:
-        raise ConfigError(where, "suite.workload", str(e.args[0])) from None
-    try:
-        params = cls.Params.model_validate(suite.workload)
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise ConfigError(where, "workload." + _loc(err["loc"], data), _reason(err)) from None
-    for key, reason in cls.check_suite(params, suite):
-        raise ConfigError(where, key, reason)
+        raise ConfigError(where, key_path(err["loc"], data), error_reason(err) + more) from None
+    if on_valid is not None:
+        on_valid(suite, file, profile)
     return suite
 
 
@@ -203,6 +197,7 @@ def load_suite(
     profile: str | None = None,
     has_gpu: bool = False,
     overrides: list[str] | None = None,
+    on_valid: SuiteCheck | None = None,
 ) -> LoadedSuite:
     """A suite file -> a validated Suite. The base is validated as written (a profile must not hide
     a mistake in it), then the chosen profile and the overrides are merged and validated again."""
@@ -213,7 +208,7 @@ def load_suite(
     available = sorted(profiles)
     chosen = resolve_profile(profile, available, has_gpu)
     base = {k: v for k, v in raw.items() if k != "profiles"}
-    validate_suite(base, file, DEFAULT_PROFILE)
+    validate_suite(base, file, DEFAULT_PROFILE, on_valid)
     if chosen != DEFAULT_PROFILE:
         base = deep_merge(base, _profile_table(profiles, chosen, available, file))
     for ov in overrides or []:
@@ -222,5 +217,5 @@ def load_suite(
     where = _non_finite(base)
     if where:
         raise ConfigError("--set", where, "inf and nan are not allowed: give a finite number")
-    suite = validate_suite(base, file, chosen)
+    suite = validate_suite(base, file, chosen, on_valid)
     return LoadedSuite(path=file, profile=chosen, profiles_available=available, suite=suite, raw=base)

@@ -141,6 +141,15 @@ class DistributedConfig(_Strict):
     master: str | None = None
     backend: Literal["auto", "gloo", "nccl"] = "auto"
 
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+    @property
+    def multi_process(self) -> bool:
+        """N ranks under paddle.distributed.launch rather than one worker process."""
+        return self.world_size > 1
+
     @model_validator(mode="after")
     def _nodes_meet(self) -> "DistributedConfig":
         if self.nnodes > 1 and not (self.master or self.ips):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import tomli_w
+
 from ampbench.config import ModeConfig, ScalerConfig
-from ampbench.config.toml_text import toml_value
-from ampbench.diagnose.models import ModeDiagnosis, mode_diagnosis
-from ampbench.judge.verdict import RuleResult
+from ampbench.results.diagnosis_file import ModeDiagnosis, mode_diagnosis
+from ampbench.results.verdicts import RuleResult
 
 FP16_SAFE_SCALE = 32768.0
 INACTIVE = ("AMP was inactive in these trials, so this number describes FP32 on both sides; no suite change "
@@ -27,7 +28,7 @@ HISTORY = ("Compare this run's environment (Paddle/CUDA/cuDNN versions, driver, 
 
 
 def toml_line(key: str, value: Any) -> str:
-    return f"`{key} = {toml_value(value)}`"
+    return f"`{tomli_w.dumps({key: value}).strip()}`"
 
 
 def scaler_line(mode: ModeConfig, **changes: Any) -> str:
@@ -132,7 +133,7 @@ def advice_for(rule_result: RuleResult, mode_config: ModeConfig, diagnosis: Any 
     if r.status == "PASS":
         return []
     diag = _diag(diagnosis, m)
-    informational = bool(getattr(r, "informational", False) or (r.model_extra or {}).get("informational"))
+    informational = r.informational
     rule = r.rule
     text = (r.message or "").lower()
     if rule == "amp-active":
@@ -166,7 +167,7 @@ def _amp_active(m: ModeConfig, text: str) -> list[str]:
                    f"{toml_line('dtype', 'float16')}.")
     if m.custom_black_list and ("custom op list" in text or "no op ran" in text or not out):
         out.append("Paddle ran no op in low precision: check that `custom_black_list` does not hold the matmul/conv "
-                   f"ops (current: {toml_value(list(m.custom_black_list))}); e.g. {toml_line('custom_black_list', [])}.")
+                   f"ops (current: {_toml_list(m.custom_black_list)}); e.g. {toml_line('custom_black_list', [])}.")
     return out
 
 
@@ -225,7 +226,7 @@ def _speedup(m: ModeConfig, batch_size: int | None, text: str) -> list[str]:
         out.append("AMP usually frees memory for a larger batch: set `batch_size` in this mode to twice the FP32 batch.")
     if m.custom_black_list:
         out.append(f"Every black-listed op adds casts around it; drop entries you do not need (current: "
-                   f"{toml_value(list(m.custom_black_list))}).")
+                   f"{_toml_list(m.custom_black_list)}).")
     out.append("Tensor Cores need matmul/conv dimensions (hidden sizes, channels, batch x sequence) in multiples of 8; "
                "`tox -e bench` times the white- and black-list ops in FP32 and auto_cast on this GPU.")
     return out
@@ -275,3 +276,8 @@ def diagnosis_advice(mode_config: ModeConfig, diagnosis: Any) -> list[str]:
     if any(f.kind == "underflow" for f in diag.findings):
         out += _scaler_for_underflow(mode_config, diag)
     return list(dict.fromkeys(out))
+
+
+def _toml_list(items: list[str]) -> str:
+    """A list as the right-hand side of a TOML line (tomli-w: names from a suite reach TOML escaped)."""
+    return tomli_w.dumps({"x": list(items)}).strip().removeprefix("x = ")

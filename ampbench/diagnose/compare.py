@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ampbench.config import ModeConfig
-from ampbench.diagnose.models import Finding, Kind, Tolerances
+from ampbench.results.diagnosis_file import Finding, Kind, Tolerances
 from ampbench.trial.numerics import FP16_MAX, OpStat
 
 # Ops that are bookkeeping, not numerics a custom list could move: never suggested for black-listing.

@@ -13,9 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ampbench.config import ModeConfig, Suite
+from ampbench.core.docs import write_doc
+from ampbench.core.files import atomic_write_text
 from ampbench.diagnose.advice import diagnosis_advice
-from ampbench.diagnose.models import KIND_TEXT, DiagnosisFile, Finding, ModeDiagnosis, load_diagnosis
-from ampbench.results import atomic_write_text, write_doc
+from ampbench.results.diagnosis_file import KIND_TEXT, DiagnosisFile, Finding, ModeDiagnosis, load_diagnosis
 from ampbench.trial.numerics import FP16_MAX
 
 HEADERS = ["#", "step", "phase", "op", "finding", "FP32 dtype", "AMP dtype", "FP32 max abs", "AMP max abs",

@@ -1,5 +1,6 @@
 """Rules -> verdicts: is each AMP mode as accurate as FP32, faster, leaner, stable, and no worse
-than the baseline?  Writes check.json (the contract in verdict.py) and sets the exit code.
+than the baseline?  Builds the CheckReport (the contract in verdict.py) and its exit code; the
+`check` use-case (commands/check.py) opens the run and writes check.json.
 
 The rules live in judge/rules/ (one module per family, listed in rules/registry.py); this module
 runs them for every planned mode.  When AMP did not really run (CPU), a mode is INCONCLUSIVE, never
@@ -8,14 +9,14 @@ PASS; the parity, speedup and memory numbers are still computed and marked infor
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ampbench.config import Suite
-from ampbench.judge.baseline import Baseline, device_slug, load_baseline
+from ampbench.core.errors import ResultsError
+from ampbench.core.records import Trial
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.rules.registry import RULES
-from ampbench.judge.verdict import CheckReport, ModeVerdict, combine, exit_code
-from ampbench.results import ResultsError, Trial, open_run
+from ampbench.results.baselines import Baseline, device_slug
+from ampbench.results.run_dir import OpenRun
+from ampbench.results.verdicts import CheckReport, ModeVerdict, combine, exit_code
 
 
 def _mismatches(suite: Suite, trials: list[Trial], b: Baseline) -> list[str]:
@@ -56,7 +57,6 @@ def check_trials(
     allow_mismatch: bool = False,
 ) -> list[ModeVerdict]:
     """Judge every planned mode (fp32 too: its own completeness, stability and history)."""
-    plan = [(str(m), int(s)) for m, s in plan]
     names = [m.name for m in suite.modes]
     unknown = sorted({m for m, _ in plan} - set(names))
     if unknown:
@@ -67,19 +67,6 @@ def check_trials(
     return [judge_mode(Ctx(suite, m, plan, by_key, baseline, note)) for m in planned_modes]
 
 
-def _plan(info_plan: list[dict], where: Path, suite: Suite) -> list[tuple[str, int]]:
-    try:
-        plan = [(str(p["mode"]), int(p["seed"])) for p in info_plan]
-    except (KeyError, TypeError, ValueError):
-        raise ResultsError(f"{where}: plan entries must be {{\"mode\": ..., \"seed\": ...}}") from None
-    if not plan:
-        raise ResultsError(f"{where}: the plan is empty; nothing to check")
-    unknown = sorted({m for m, _ in plan} - {m.name for m in suite.modes})
-    if unknown:
-        raise ResultsError(f"{where}: plan names mode(s) {unknown} that its config does not define")
-    return plan
-
-
 def _notes(verdicts: list[ModeVerdict]) -> list[str]:
     rules = [r for v in verdicts for r in v.rules]
     notes = []
@@ -87,30 +74,19 @@ def _notes(verdicts: list[ModeVerdict]) -> list[str]:
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
     if any(r.message.startswith("[baseline mismatch") for r in rules):
         notes.append("Baseline from a different suite/config/device, compared anyway (--allow-mismatch).")
-    if any((r.model_extra or {}).get("details", {}).get("disturbed") for r in rules):
+    if any(r.details.get("disturbed") for r in rules):
         notes.append("Some throughput was measured while another process competed for the machine: "
                      "those speed rules are INCONCLUSIVE (measurement disturbed); re-run on a quiet machine.")
     return notes
 
 
-def check_run(run_dir: Path, baseline: Path | None = None, strict: bool = False,
+def judge_run(run: OpenRun, baseline: Baseline | None = None, strict: bool = False,
               allow_mismatch: bool = False) -> CheckReport:
-    """Load a run folder, judge it, write check.json next to the trials, return the report."""
-    run = open_run(Path(run_dir))
-    info, suite, trials = run.info, run.suite, run.trials
-    plan = _plan(info.plan, run.path / "run.json", suite)
-    base = None
-    if baseline is not None:
-        ok = [t for t in trials if t.status == "ok"]
-        base = load_baseline(Path(baseline), suite=info.suite, device=device_slug(ok[0].env) if ok else None)
-    verdicts = check_trials(suite, trials, plan, baseline=base, allow_mismatch=allow_mismatch)
-    report = CheckReport(
+    """Judge an opened run (against `baseline` when given): the CheckReport check.json holds."""
+    info = run.info
+    verdicts = check_trials(run.suite, run.trials, info.planned(), baseline=baseline, allow_mismatch=allow_mismatch)
+    return CheckReport(
         suite=info.suite, run_dir=str(run.path), profile=info.profile, config_hash=info.config_hash, strict=strict,
-        baseline=str(base.path) if base is not None else None, verdicts=verdicts,
+        baseline=str(baseline.path) if baseline is not None else None, verdicts=verdicts,
         exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=_notes(verdicts),
     )
-    try:
-        report.write(run.path / "check.json")
-    except ResultsError as e:  # a read-only run folder is judged and printed all the same
-        report.notes.append(f"check.json not written: {e}")
-    return report

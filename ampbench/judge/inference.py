@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 
-MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
-MIN_STEPS = 10  # measured steps per trial for a usable per-trial median
+from ampbench.judge.measure import MIN_TRIALS
+
 # Run-to-run drift of the whole machine (sd of the log level difference between two runs of the same
 # code): invisible inside either run, so a history comparison adds it to the variance of its estimate.
 RUN_DRIFT_SD = 0.01

@@ -17,9 +17,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
-from ampbench.judge import inference, stats
-from ampbench.judge.baseline import compact
-from ampbench.results import Trial, open_run
+from ampbench.core.records import Trial
+from ampbench.judge import inference, stats, measure
+from ampbench.results.baselines import compact
+from ampbench.results.run_dir import open_run
 
 
 class PlanRow(BaseModel):
@@ -37,7 +38,7 @@ def _log_medians(trials: list[Trial], metric: str) -> list[float]:
     out = []
     for t in trials:
         r = compact(t, metric).rates()
-        if len(r) >= inference.MIN_STEPS:
+        if len(r) >= measure.MIN_STEPS:
             out.append(math.log(float(np.median(r))))
     return out
 

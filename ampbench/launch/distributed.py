@@ -26,21 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config import ConfigError, DistributedConfig
-from ampbench.results import tail_lines as read_tail
-
-RANK_DIR_ENV = "AMPBENCH_RANK_DIR"        # the launcher's --log_dir, where ranks leave failure notes
-FAULT_RANK_ENV = "AMPBENCH_FAULT_RANK"    # inject AMPBENCH_FAULT / spec.fault on this rank only
-
+from ampbench.core.files import tail_lines as read_tail
+from ampbench.core.protocol import RANK_DIR_ENV
 
 # ---------------------------------------------------------------- launch (runner side)
-
-
-def world_size_of(cfg: DistributedConfig) -> int:
-    return cfg.nproc_per_node * cfg.nnodes
-
-
-def is_multi_process(cfg: DistributedConfig) -> bool:
-    return world_size_of(cfg) > 1
 
 
 def launch_command(cfg: DistributedConfig, worker_cmd: list[str], log_dir: Path) -> tuple[list[str], dict[str, str]]:
@@ -128,15 +117,17 @@ def _last_line(text: str) -> str:
 def apply_failure(trial_path: Path, failure: RankFailure) -> Any:
     """Rank 0's trial file, re-labelled with the failure of the rank that broke the trial (rank 0's
     own error, if it had one, is kept below).  None if the file cannot be read."""
-    from ampbench.results import ResultsError, atomic_write_json, load_trial
+    from ampbench.core.docs import load_doc, write_doc
+    from ampbench.core.errors import ResultsError
+    from ampbench.core.records import Trial
 
     try:
-        trial = load_trial(trial_path)
+        trial = load_doc(trial_path, Trial, "trial file")
     except ResultsError:
         return None
     own = trial.error if trial.status != "ok" and failure.rank != 0 else None
     trial.status = failure.status
     trial.error = failure.message + (f"\n--- rank 0 error ---\n{own[-2000:]}" if own else "")
     trial.log_tail = failure.log_tail or None
-    atomic_write_json(Path(trial_path), trial.to_json())
+    write_doc(Path(trial_path), trial)
     return trial

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ampbench.launch.spec import EVENT_PREFIX
+import psutil
 
-PARENT_ENV = "AMPBENCH_PARENT"  # "PID:START_TICKS" of the ampbench process a worker belongs to
-_PR_SET_PDEATHSIG = 1
+from ampbench.core.processes import guarded, kill_tree, tree_rss_bytes  # noqa: F401  (shared with trial/command.py)
+from ampbench.core.protocol import EVENT_PREFIX, PARENT_ENV, process_token
+
 
 
 class Interrupted(BaseException):
@@ -89,32 +90,7 @@ class Outcome:
         return -rc if rc is not None and rc < 0 else None
 
 
-# ---------------------------------------------------------------- process facts from /proc
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def tree_rss_bytes(pid: int) -> int:
-    """The largest resident set in the worker's process tree: for a data-parallel trial the ranks
-    (each its own device's process), not the launcher; for a single process, the worker itself."""
-    return max([rss_bytes(p) for p in [pid, *_descendants(pid)]])
-
-
-def start_ticks(pid: int) -> str:
-    """A process's start time (field 22 of /proc/PID/stat): with the pid, it names one process."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
+# ---------------------------------------------------------------- process facts (psutil)
 
 
 def cgroup_oom_kills() -> int:
@@ -127,87 +103,6 @@ def cgroup_oom_kills() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return -1
-
-
-# ---------------------------------------------------------------- no orphans
-
-
-# Run before the worker's own program (not as a preexec_fn, which is unsafe with threads): ask the
-# kernel for SIGKILL when ampbench dies (the setting survives exec), give up if it is already gone.
-_DEATH_GUARD = ("import ctypes, os, sys\n"
-                "try:\n    ctypes.CDLL(None).prctl(%d, %d, 0, 0, 0)\nexcept Exception:\n    pass\n"
-                "if os.getppid() != int(sys.argv[1]):\n    os._exit(1)\n"
-                "os.execvp(sys.argv[2], sys.argv[2:])\n").replace("%d, %d", f"{_PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}")
-
-
-def guarded(cmd: list[str]) -> list[str]:
-    """`cmd` behind the parent-death guard: the process (same pid after exec) dies with ampbench."""
-    return [sys.executable, "-c", _DEATH_GUARD, str(os.getpid()), *cmd]
-
-
-def parent_token() -> str:
-    return f"{os.getpid()}:{start_ticks(os.getpid())}"
-
-
-def watch_parent(env: dict[str, str] | None = None, every_s: float = 0.5) -> None:
-    """In a worker (every rank): a daemon thread that kills this process once the ampbench process
-    named in AMPBENCH_PARENT is gone (ranks of a data-parallel trial are not its direct children)."""
-    token = (env if env is not None else os.environ).get(PARENT_ENV, "")
-    pid_text, _, ticks = token.partition(":")
-    if not pid_text.isdigit():
-        return
-
-    def watch() -> None:
-        while start_ticks(int(pid_text)) == ticks:
-            time.sleep(every_s)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="ampbench-parent-watchdog", daemon=True).start()
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def kill_tree(pid: int, grace_s: float = 2.0) -> None:
-    """SIGTERM, then SIGKILL, to the worker, its process groups and every descendant (ranks that a
-    launcher started in sessions of their own included); descendants are listed before signalling."""
-    pids = [pid, *_descendants(pid)]
-    groups = set()
-    for p in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            groups.add(os.getpgid(p))
-    groups.discard(os.getpgrp())  # never our own group
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for g in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(g, sig)
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, sig)
-        deadline = time.monotonic() + grace_s
-        while sig == signal.SIGTERM and time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 # ---------------------------------------------------------------- run one worker
@@ -230,7 +125,7 @@ def spawn(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
     """The worker in its own session, dying with us (pdeathsig + the AMPBENCH_PARENT watchdog)."""
     return subprocess.Popen(
         guarded(cmd), stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, errors="replace",
-        env={**os.environ, **env, PARENT_ENV: parent_token()}, start_new_session=True,
+        env={**os.environ, **env, PARENT_ENV: process_token(os.getpid())}, start_new_session=True,
     )
 
 

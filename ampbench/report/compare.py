@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ampbench.core.errors import ResultsError
 from ampbench.report import fmt
-from ampbench.results import ResultsError, open_run
+from ampbench.results.run_dir import open_run
 from ampbench.results.summary import summary_rows
 
 FORMATS = ("md", "csv", "parquet")
@@ -91,7 +92,7 @@ def write_summary(run_dirs: list[Path], fmt_name: str = "md", output: Path | Non
     text = to_markdown(df) if fmt_name == "md" else df.to_csv(index=False)
     if output is None:
         return text
-    from ampbench.results import atomic_write_text
+    from ampbench.core.files import atomic_write_text
 
     atomic_write_text(Path(output), text)
     return Path(output)

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampbench.judge.verdict import CheckReport
+from ampbench.core.records import Trial
 from ampbench.report.fmt import bytes_h
-from ampbench.results import Trial
+from ampbench.results.verdicts import CheckReport
 
 
 def print_trials(trials: list[Trial], console: Console) -> None:

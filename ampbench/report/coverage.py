@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.judge.history import ModeSummary
+from ampbench.core.records import Trial
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
 from ampbench.report.view import RunView, h
-from ampbench.results import Trial
+from ampbench.results.history import ModeSummary
 
 MAX_OP_ROWS = 40
 DTYPES = ("float16", "bfloat16", "float32", "other")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ampbench.judge.history import REFERENCE_MODE
+from ampbench.config import REFERENCE_MODE
 from ampbench.judge.stats import parity_margin
 from ampbench.report import fmt
 from ampbench.report import plots as P

@@ -13,30 +13,9 @@ import math
 import re
 from urllib.parse import quote
 
-DASH = "—"  # shown for a value that does not exist (not the same as zero)
+from ampbench.core.units import DASH, _missing, bytes_h, bytes_unit, num
 
-_KIB, _MIB, _GIB, _TIB = 1024, 1024**2, 1024**3, 1024**4
-
-
-def _missing(x: float | None) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def num(x: float | None, digits: int = 3) -> str:
-    """`digits` significant digits, thousands separated, no scientific notation in the usual range."""
-    if _missing(x):
-        return DASH
-    x = float(x)  # type: ignore[arg-type]
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(x)))
-    if mag >= 15 or mag < -4:
-        return f"{x:.{digits - 1}e}"
-    decimals = max(0, digits - 1 - mag)
-    return f"{x:,.{decimals}f}"
-
+__all__ = ["DASH", "bytes_h", "bytes_unit", "num"]
 
 def num_g(x: float | None, digits: int = 4) -> str:
     """Up to `digits` significant digits without trailing zeros (thresholds, observed values)."""
@@ -46,26 +25,6 @@ def num_g(x: float | None, digits: int = 4) -> str:
     if math.isfinite(x) and 1e-4 <= abs(x) < 1e6 or x == 0:
         return f"{x:.{digits}g}"
     return num(x, digits)
-
-
-def bytes_h(n: float | None) -> str:
-    """Binary units with three significant digits: 15.0 GiB, 812 MiB, 4.00 KiB; 0 or None -> dash."""
-    if _missing(n) or not n:
-        return DASH
-    n = float(n)  # type: ignore[arg-type]
-    for unit, size in (("TiB", _TIB), ("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
-        if abs(n) >= size:
-            return f"{num(n / size)} {unit}"
-    return f"{int(n)} B"
-
-
-def bytes_unit(values: list[float]) -> tuple[str, float]:
-    """One unit for a whole axis: the largest unit under which the biggest value is >= 1."""
-    top = max((abs(v) for v in values if not _missing(v)), default=0.0)
-    for unit, size in (("TiB", _TIB), ("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
-        if top >= size:
-            return unit, float(size)
-    return "B", 1.0
 
 
 def ratio(x: float | None) -> str:

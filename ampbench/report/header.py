@@ -10,11 +10,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ampbench.judge.history import NOT_CHECKED
+from ampbench.core.records import Env, RunInfo
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_text
 from ampbench.report.view import RunView
-from ampbench.results import Env, RunInfo
+from ampbench.results.history import NOT_CHECKED
 
 INACTIVE_LINE = "AMP inactive on this device: numbers are FP32 vs FP32, parity not judged."
 MAX_FLAGS = 30

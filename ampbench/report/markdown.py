@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_text
 from ampbench.report.coverage import coverage
 from ampbench.report.evidence import diagnosis_section, plots_section, probe_section
 from ampbench.report.fmt import md_code, md_text
@@ -21,7 +23,6 @@ from ampbench.report.tables import summary_table, time_to_target, trials_table
 from ampbench.report.trend import overview, trend_entries, trend_section
 from ampbench.report.verdicts import failed_trials, verdicts
 from ampbench.report.view import Ctx, RunView, h, load_view
-from ampbench.results import ResultsError, atomic_write_text
 
 FORMATS = ("md", "html")
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ampbench.judge.history import REFERENCE_MODE, ModeSummary
+from ampbench.config import REFERENCE_MODE
+from ampbench.core.records import Trial
 from ampbench.judge.stats import Margin
 from ampbench.report import fmt
-from ampbench.results import Trial
+from ampbench.results.history import ModeSummary
 
 WIDTH_IN, DPI = 8.0, 110  # 880 px
 # Red is kept for flags (skipped steps, flagged runs), so no mode line is red.

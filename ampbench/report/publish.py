@@ -17,11 +17,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ampbench.judge.history import NOT_CHECKED, REFERENCE_MODE, load_history
+from ampbench.config import REFERENCE_MODE
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_text
 from ampbench.report import fmt
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
-from ampbench.results import ResultsError, RunDir, atomic_write_text
+from ampbench.results.history import NOT_CHECKED, load_history
+from ampbench.results.run_dir import RunDir
 
 BAD = ("FAIL", "ERROR")
 CSS = BASE_CSS + ".bad{color:#d62728;font-weight:bold}.ok{color:#2da44e}td.num{text-align:right}"

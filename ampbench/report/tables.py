@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.judge.history import NOT_CHECKED, REFERENCE_MODE, ModeSummary
+from ampbench.config import REFERENCE_MODE
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
 from ampbench.report.view import Ctx, RunView, h
+from ampbench.results.history import NOT_CHECKED, ModeSummary
 
 
 def _amp_cell(m: ModeSummary) -> str:
@@ -30,8 +31,7 @@ def summary_table(v: RunView) -> str:
               "Verdict"]
     planned: dict[str, int] = {}
     for p in v.info.plan:
-        if isinstance(p, dict) and "mode" in p:
-            planned[str(p["mode"])] = planned.get(str(p["mode"]), 0) + 1
+        planned[p.mode] = planned.get(p.mode, 0) + 1
     if not v.trials:
         return f"No trial results in {md_code('trials/')} yet ({len(v.info.plan)} planned)."
     rows = []

@@ -10,11 +10,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ampbench.judge.history import NOT_CHECKED, REFERENCE_MODE, history_sources, load_history
+from ampbench.config import REFERENCE_MODE
 from ampbench.report import fmt
 from ampbench.report import plots as P
 from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
 from ampbench.report.view import Ctx, RunView
+from ampbench.results.history import NOT_CHECKED, history_sources, load_history
 
 
 def overview(views: list[RunView], ctx: Ctx) -> str:

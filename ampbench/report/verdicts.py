@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ampbench.diagnose.advice import advice_for
-from ampbench.judge.verdict import RuleResult
 from ampbench.report import fmt
 from ampbench.report.fmt import md_code, md_link, md_text
 from ampbench.report.tables import value
 from ampbench.report.view import Ctx, RunView, h
+from ampbench.results.verdicts import RuleResult
 
 
 def _trial_links(v: RunView, ctx: Ctx, refs: list[str]) -> str:
@@ -45,7 +45,7 @@ def verdicts(v: RunView, ctx: Ctx, level: int) -> str:
             continue
         items.append(f"- {md_code(mv.mode)}: **{mv.verdict}**")
         for r in reasons:
-            info = " (informational)" if (r.model_extra or {}).get("informational") else ""
+            info = " (informational)" if r.informational else ""
             line = (f"  - **{r.status}**{info} {md_code(r.rule)}: {md_text(r.message, 600)} "
                     f"(observed {value(r.observed)}; threshold {value(r.threshold)})")
             if r.trials:

@@ -11,13 +11,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ampbench.config import Suite
-from ampbench.judge.history import RunSummary, load_check_optional, summarize_run
-from ampbench.judge.verdict import CheckReport
+from ampbench.core.records import RunInfo, Trial
+from ampbench.judge.summary import summarize_run
 from ampbench.report import fmt
-from ampbench.results import RunDir, RunInfo, Trial, open_run
+from ampbench.results.diagnosis_file import DiagnosisFile, load_diagnosis
+from ampbench.results.history import RunSummary
+from ampbench.results.probe_file import ProbeFile, load_probe
+from ampbench.results.run_dir import RunDir, open_run
+from ampbench.results.verdicts import CheckReport, load_check_optional
 
 
 @dataclass
@@ -30,8 +33,8 @@ class RunView:
     trials: list[Trial]
     check: CheckReport | None
     summary: RunSummary
-    probe: tuple[Any, Path] | None = None  # (probe.json as loaded by launch.probe.load_probe, its path)
-    diagnosis: Any = None   # diagnosis.json (diagnose.models.load_diagnosis), None when never diagnosed
+    probe: tuple[ProbeFile, Path] | None = None  # probe.json (results.probe_file) and its path
+    diagnosis: DiagnosisFile | None = None  # diagnosis.json, None when never diagnosed
 
     @property
     def fraction(self) -> bool:
@@ -53,21 +56,17 @@ class RunView:
 
 
 def load_view(path: Path, side_files: bool = True) -> RunView:
-    from ampbench.diagnose.models import load_diagnosis
-
     opened = open_run(path)
-    check = load_check_optional(opened.dir)
-    summary = summarize_run(opened.dir, opened.trials, check)
+    check = load_check_optional(opened.dir.check_path)
+    summary = summarize_run(opened.info, opened.suite, opened.trials, check, str(opened.path))
     probe = find_probe(opened.path) if side_files else None
     diagnosis = load_diagnosis(opened.path) if side_files else None
     return RunView(opened.dir, opened.info, opened.suite, opened.trials, check, summary, probe, diagnosis)
 
 
-def find_probe(run_path: Path) -> tuple[Any, Path] | None:
+def find_probe(run_path: Path) -> tuple[ProbeFile, Path] | None:
     """probe.json in the run folder, else the newest probe folder of the same suite beside it
     (`ampbench probe --out` writes <out>/<suite>/<run-id>-probe/, next to the runs)."""
-    from ampbench.launch.max_batch import load_probe
-
     candidates = [run_path, *sorted((p.parent for p in run_path.parent.glob("*-probe/probe.json")), reverse=True)]
     for folder in candidates:
         doc = load_probe(folder)

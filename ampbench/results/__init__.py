@@ -3,25 +3,21 @@
 Stable public paths: `ampbench.results.Trial`, `RunInfo`, `load_doc`, `open_run`, `RunDir`.
 """
 
-from ampbench.results.files import (
+from ampbench.core.docs import load_doc, load_optional, validate_doc, write_doc
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import (
     LOG_TAIL_MARKER,
-    ResultsError,
     atomic_write_json,
     atomic_write_text,
     last_line,
-    load_doc,
-    load_optional,
-    new_run_id,
     os_reason,
     read_json,
     read_text,
     safe_name,
     tail_lines,
-    utc_now,
-    validate_doc,
-    write_doc,
 )
-from ampbench.results.models import (
+from ampbench.core.names import new_run_id, utc_now
+from ampbench.core.records import (
     CHECK_SCHEMA,
     RUN_SCHEMA,
     TRIAL_SCHEMA,
@@ -44,15 +40,15 @@ from ampbench.results.run_dir import (
     load_trial,
     new_run_dir,
     open_run,
-    plan_of,
     run_lock,
+    sort_trials,
     suite_of,
 )
 from ampbench.results.summary import load_summary, summary_rows, write_summary_csv
 
 __all__ = [
     "ResultsError", "atomic_write_json", "atomic_write_text", "load_doc", "load_optional", "read_json", "read_text",
-    "validate_doc", "write_doc", "os_reason", "safe_name", "new_run_dir", "plan_of", "run_lock", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord", "Interference",
+    "validate_doc", "write_doc", "os_reason", "safe_name", "new_run_dir", "sort_trials", "run_lock", "CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "Env", "EvalRecord", "Interference",
     "Memory", "RunInfo", "Status", "StepRecord", "Throughput", "Trial", "trial_key", "OpenRun", "RunDir",
     "check_belongs", "load_trial", "open_run", "suite_of", "load_summary", "summary_rows", "write_summary_csv",
     "LOG_TAIL_MARKER", "last_line", "new_run_id", "tail_lines", "utc_now",

@@ -8,20 +8,19 @@ trial file checked to belong to this run.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import errno
-import fcntl
-import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
 from pydantic import ValidationError
 
 from ampbench.config.suite import Suite
-from ampbench.results.files import ResultsError, load_doc, os_reason, safe_name, write_doc
-from ampbench.results.models import RunInfo, Trial, trial_key
+from ampbench.core.docs import load_doc, write_doc
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import os_reason
+from ampbench.core.names import new_run_id
+from ampbench.core.records import RunInfo, Trial, trial_key
 
 
 def load_trial(path: Path) -> Trial:
@@ -48,6 +47,24 @@ class RunDir:
     def log_path(self, mode: str, seed: int) -> Path:
         return self.logs_dir / f"{trial_key(mode, seed)}.log"
 
+    @property
+    def check_path(self) -> Path:
+        return self.path / "check.json"
+
+    @property
+    def specs_dir(self) -> Path:
+        return self.path / "specs"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.path / "plots"
+
+    def spec_path(self, mode: str, seed: int) -> Path:
+        return self.specs_dir / f"{trial_key(mode, seed)}.json"
+
+    def ranks_dir(self, mode: str, seed: int) -> Path:
+        return self.logs_dir / f"{trial_key(mode, seed)}.ranks"
+
     def write_run(self, info: RunInfo) -> None:
         write_doc(self.path / "run.json", info)
 
@@ -68,10 +85,10 @@ class RunDir:
         """All trial files, sorted by (mode order in the plan, seed); any bad file raises."""
         trials = [load_trial(p) for p in self.trial_files()]
         try:
-            order = {m: i for i, m in enumerate(dict.fromkeys(str(p.get("mode")) for p in self.load_run().plan))}
+            modes = list(dict.fromkeys(p.mode for p in self.load_run().plan))
         except ResultsError:
-            order = {}
-        return sorted(trials, key=lambda t: (order.get(t.mode, 999), t.mode, t.seed))
+            modes = []
+        return sort_trials(trials, modes)
 
     def finished_keys(self, config_hash: str | None = None, suite: str | None = None) -> set[str]:
         """Trials that need no re-run on --resume: readable, status ok, named for what they hold, and
@@ -98,27 +115,13 @@ def suite_of(info: RunInfo, where: Path | str) -> Suite:
         raise ResultsError(f"{where}: config.{key}: {err['msg']} (run.json written by another version?)") from None
 
 
-def plan_of(info: RunInfo, where: Path | str) -> list[tuple[str, int]]:
-    """run.json's plan as (mode, seed) pairs, refusing entries a tampered or foreign file could hold."""
-    out: list[tuple[str, int]] = []
-    for i, p in enumerate(info.plan):
-        mode, seed = (p.get("mode"), p.get("seed")) if isinstance(p, dict) else (None, None)
-        if not isinstance(mode, str) or isinstance(seed, bool) or not isinstance(seed, int):
-            raise ResultsError(f"{where}: plan[{i}]: expected {{\"mode\": NAME, \"seed\": INTEGER}}, got {p!r}")
-        safe_name(mode, f"{where}: plan[{i}].mode")
-        out.append((mode, seed))
-    if not out:
-        raise ResultsError(f"{where}: the plan is empty; nothing to run")
-    return out
-
-
 def new_run_dir(parent: Path) -> tuple[RunDir, str]:
     """A fresh run folder under `parent` with an id no concurrent run can take: time, pid and random
     bits, created with mkdir(exist_ok=False) and retried on the (unlikely) collision."""
     try:
         parent.mkdir(parents=True, exist_ok=True)
         for _ in range(20):
-            run_id = f"{dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid() % 10000:04d}{secrets.token_hex(2)}"
+            run_id = new_run_id()
             try:
                 (parent / run_id).mkdir()
                 return RunDir(parent / run_id), run_id
@@ -132,25 +135,19 @@ def new_run_dir(parent: Path) -> tuple[RunDir, str]:
 @contextlib.contextmanager
 def run_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on a run folder while trials are written into it: a second `run
-    --resume` of the same folder is refused instead of re-running the same trials."""
+    --resume` of the same folder is refused instead of re-running the same trials. The lock file
+    is never a symlink (filelock would open whatever it points to)."""
     lock = Path(path) / ".lock"
+    if lock.is_symlink() or (lock.exists() and not lock.is_file()):
+        raise ResultsError(f"{lock}: is a symlink or not a regular file; refusing to use it as the run's lock")
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        with filelock.FileLock(lock, timeout=0):
+            yield
+    except filelock.Timeout:
+        raise ResultsError(f"{path}: another ampbench process is writing this run folder "
+                           "(it holds its .lock); wait for it to finish") from None
     except OSError as e:
         raise ResultsError(f"{path}: cannot lock the run folder: {os_reason(e)}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise ResultsError(f"{path}: cannot lock the run folder: {os_reason(e)}") from None
-            raise ResultsError(f"{path}: another ampbench process is writing this run folder "
-                               "(it holds its .lock); wait for it to finish") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        yield
-    finally:
-        os.close(fd)
 
 
 def check_belongs(path: Path, trial: Trial, info: RunInfo) -> None:
@@ -183,12 +180,18 @@ def open_run(path: str | Path) -> OpenRun:
     rd = RunDir(path)
     info = rd.load_run()
     suite = suite_of(info, rd.path / "run.json")
-    plan_of(info, rd.path / "run.json")
+    unknown = sorted({p.mode for p in info.plan} - {m.name for m in suite.modes})
+    if unknown:
+        raise ResultsError(f"{rd.path / 'run.json'}: plan names mode(s) {unknown} that its config does not define")
     trials = []
     for p in rd.trial_files():
         t = load_trial(p)
         check_belongs(p, t, info)
         trials.append(t)
-    order = {m.name: i for i, m in enumerate(suite.modes)}
-    trials.sort(key=lambda t: (order.get(t.mode, 999), t.mode, t.seed))
-    return OpenRun(dir=rd, info=info, suite=suite, trials=trials)
+    return OpenRun(dir=rd, info=info, suite=suite, trials=sort_trials(trials, [m.name for m in suite.modes]))
+
+
+def sort_trials(trials: list[Trial], modes: list[str]) -> list[Trial]:
+    """The one trial order: modes as listed (the suite's, or the plan's), then seed."""
+    order = {m: i for i, m in enumerate(modes)}
+    return sorted(trials, key=lambda t: (order.get(t.mode, len(order)), t.mode, t.seed))

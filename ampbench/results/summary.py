@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ampbench.results.files import atomic_write_text, last_line
-from ampbench.results.models import Trial
+from ampbench.core.files import atomic_write_text, last_line
+from ampbench.core.records import Trial
 from ampbench.results.run_dir import RunDir
 
 

@@ -14,7 +14,7 @@ import resource
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.results import Memory
+from ampbench.core.records import Memory
 from ampbench.trackers import cuda, nvml
 
 

@@ -23,11 +23,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ampbench.launch.process import _descendants, guarded, kill_tree, tree_rss_bytes
-from ampbench.launch.spec import TrialSpec
-from ampbench.results import Env, atomic_write_json
+from ampbench.core.files import atomic_write_json
+from ampbench.core.processes import descendants, guarded, kill_tree, tree_rss_bytes
+from ampbench.core.records import Env
 from ampbench.trial.command_record import EventReader, step_record
 from ampbench.trial.context import Events, TrialContext
+from ampbench.trial.spec import TrialSpec
 from ampbench.workloads.command import HOOK_DIR
 from ampbench.workloads.command.params import CommandParams
 from ampbench.workloads.command.presets import LogScan
@@ -116,7 +117,7 @@ def become_subreaper() -> None:
 
 def _leftovers(own_pid: int, child: int) -> list[int]:
     """Processes the program started that are still running after it ended (killed, then named)."""
-    left = [p for p in _descendants(own_pid) if p != child]
+    left = [p for p in descendants(own_pid) if p != child]
     for p in left:
         kill_tree(p, grace_s=0.5)
     return left

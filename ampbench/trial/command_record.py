@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampbench.results import AmpInfo, Memory, StepRecord, Trial
+from ampbench.core.records import AmpInfo, Memory, StepRecord, Trial
 from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 

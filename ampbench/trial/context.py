@@ -8,8 +8,9 @@ import time
 from typing import Any, TextIO
 
 from ampbench.config import ModeConfig, Suite
-from ampbench.launch.spec import EVENT_PREFIX, TrialSpec
-from ampbench.results import Trial
+from ampbench.core.protocol import EVENT_PREFIX
+from ampbench.core.records import Trial
+from ampbench.trial.spec import TrialSpec
 
 
 class Events:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.results import EvalRecord
+from ampbench.core.records import EvalRecord
+from ampbench.core.target import first_reach
 from ampbench.trial.context import TrialContext
 from ampbench.trial.setup import Parts
 
@@ -28,7 +29,5 @@ def time_to_target(tr: TrialContext, wl: Any) -> None:
     target = tr.suite.train.target
     if target is None:
         return
-    from ampbench.judge.target import first_reach
-
     goal = wl.metric_goals.get(target.metric, "max")
     tr.trial.time_to_target = first_reach(tr.trial.evals, target.metric, target.value, goal)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.results import Memory, StepRecord
+from ampbench.core.records import Memory, StepRecord
 from ampbench.trial.context import TrialContext
 from ampbench.trial.evaluation import evaluate
 from ampbench.trial.setup import Parts

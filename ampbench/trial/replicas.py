@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config import DistributedConfig, ModeConfig, Suite
-from ampbench.launch.distributed import FAULT_RANK_ENV, RANK_DIR_ENV, is_multi_process, world_size_of
-from ampbench.results import Memory
+from ampbench.core.protocol import FAULT_RANK_ENV, RANK_DIR_ENV
+from ampbench.core.records import Memory
 
 COMPRESSED = "ampbench-fp16-compressed"
 DATA_PARALLEL = "paddle.DataParallel"
@@ -65,7 +65,7 @@ def writes_trial(suite: dict[str, Any]) -> bool:
     """Whether this worker reports to the runner and writes the trial: rank 0 of a data-parallel
     trial, or any single-process trial (whatever PADDLE_* variables an outer job left set)."""
     cfg = DistributedConfig.model_validate(suite.get("distributed") or {})
-    return not is_multi_process(cfg) or env_rank() == 0
+    return not cfg.multi_process or env_rank() == 0
 
 
 def fault_applies() -> bool:
@@ -124,7 +124,7 @@ class Replicas:
     @classmethod
     def from_env(cls, suite: Suite, mode: ModeConfig) -> Replicas:
         cfg = suite.distributed
-        expected = world_size_of(cfg)
+        expected = cfg.world_size
         if expected <= 1:
             return cls()
         world = env_world_size()

@@ -18,13 +18,13 @@ import time
 import traceback
 from pathlib import Path
 
-from ampbench.launch.process import watch_parent
-from ampbench.launch.spec import TrialSpec
-from ampbench.results import atomic_write_json
+from ampbench.core.files import atomic_write_json
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.faults import classify_error
+from ampbench.trial.parent_watch import watch_parent
 from ampbench.trial.replicas import write_failure_note, writes_trial
 from ampbench.trial.setup import seed_everything
+from ampbench.trial.spec import TrialSpec
 
 __all__ = ["Events", "TrialRunner", "main", "seed_everything"]
 

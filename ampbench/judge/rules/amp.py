@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ampbench.core.records import Trial
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
-from ampbench.judge.verdict import RuleResult
-from ampbench.results import Trial
+from ampbench.results.verdicts import RuleResult
 
 LOW_PRECISION = ("float16", "bfloat16", "fp16", "bf16")
 CAST_OPS = ("cast", "cast_")  # a cast of a user's fp16 tensor is not evidence that AMP ran

@@ -8,7 +8,7 @@ nothing.  This rule makes the reference INCONCLUSIVE (exit 3) and says why.
 from __future__ import annotations
 
 from ampbench.judge.rules.context import Ctx, Rule
-from ampbench.judge.verdict import RuleResult
+from ampbench.results.verdicts import RuleResult
 
 
 def _planned_amp_modes(c: Ctx) -> list[str]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.records import trial_key
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
-from ampbench.judge.verdict import RuleResult, combine
-from ampbench.results import trial_key
+from ampbench.results.verdicts import RuleResult, combine
 
 
 def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[str, str, str]]:

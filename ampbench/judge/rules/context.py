@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
-from ampbench.judge.baseline import Baseline, CompactTrial, compact
-from ampbench.judge.verdict import RuleResult
-from ampbench.results import Trial
-from ampbench.results import last_line as results_last_line
+from ampbench.core.files import last_line as results_last_line
+from ampbench.core.records import Trial
+from ampbench.results.baselines import Baseline, CompactTrial, compact
+from ampbench.results.verdicts import RuleResult
 
 
 @dataclass
@@ -70,12 +70,9 @@ class Ctx:
         if informational:
             status = "INCONCLUSIVE"
             message = f"Informational (AMP inactive): {message}"
-        extra: dict[str, Any] = {"informational": informational}
-        if details:
-            extra["details"] = plain(details)
         return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,  # type: ignore[arg-type]
                           observed=plain(observed), threshold=plain(threshold), message=message,
-                          trials=trials or [], **extra)
+                          trials=trials or [], informational=informational, details=plain(details))
 
 
 def plain(x: Any) -> Any:

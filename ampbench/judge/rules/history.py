@@ -11,14 +11,14 @@ import math
 
 import numpy as np
 
+from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference
-from ampbench.judge.baseline import CompactTrial
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
 from ampbench.judge.rules.speed import compare, planned_seeds, shortfall_text
-from ampbench.judge.verdict import RuleResult
-from ampbench.report.fmt import bytes_h
+from ampbench.results.baselines import CompactTrial
+from ampbench.results.verdicts import RuleResult
 
 
 def rule_history(c: Ctx) -> list[RuleResult]:

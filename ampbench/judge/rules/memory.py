@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.units import bytes_h
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
-from ampbench.judge.verdict import RuleResult
-from ampbench.report.fmt import bytes_h
+from ampbench.results.verdicts import RuleResult
 
 SOURCE_TEXT = {"cuda": "CUDA allocator peak (max_memory_allocated)", "host": "host allocator peak (CPU)",
                "rss": "process peak RSS"}

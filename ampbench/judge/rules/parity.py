@@ -7,10 +7,10 @@ import math
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.records import Trial
 from ampbench.judge import inference, stats
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
-from ampbench.judge.verdict import RuleResult
-from ampbench.results import Trial
+from ampbench.results.verdicts import RuleResult
 
 
 def _loss_problem(ref: list[Trial]) -> tuple[str | None, list[str]]:

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE
-from ampbench.judge import inference, interference
-from ampbench.judge.baseline import CompactTrial
+from ampbench.judge import inference, interference, measure
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
-from ampbench.judge.verdict import RuleResult
+from ampbench.results.baselines import CompactTrial
+from ampbench.results.verdicts import RuleResult
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
     out, short = [], []
     for t in trials:
         r = t.rates()
-        if len(r) >= inference.MIN_STEPS:
+        if len(r) >= measure.MIN_STEPS:
             out.append(float(np.median(r)))
         else:
             short.append(f"{t.mode}__seed{t.seed} ({len(r)} steps)")
@@ -61,7 +61,7 @@ def shortfall_text(cmp: Comparison | None, need_seeds: int | None = None) -> str
     parts = []
     if cmp is None or cmp.short:
         short = "" if cmp is None else f" ({', '.join(cmp.short)})"
-        parts.append(f"every trial needs at least {inference.MIN_STEPS} measured steps{short}: raise train.steps")
+        parts.append(f"every trial needs at least {measure.MIN_STEPS} measured steps{short}: raise train.steps")
     if cmp is not None and cmp.bounds is None:
         have = min(len(cmp.num), len(cmp.den))
         parts.append(more_seeds_text(have, max(inference.MIN_TRIALS, need_seeds or 0)))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ampbench.core.records import Trial
 from ampbench.judge import stats
 from ampbench.judge.rules.context import Ctx, Rule, finite, g, n_of
-from ampbench.judge.verdict import RuleResult
-from ampbench.results import Trial
+from ampbench.results.verdicts import RuleResult
 
 
 def _collapse_text(col: stats.Collapse, floor: float) -> str:

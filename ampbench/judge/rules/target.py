@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.records import Trial
+from ampbench.core.target import first_reach
 from ampbench.judge import inference
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
-from ampbench.judge.target import first_reach
-from ampbench.judge.verdict import RuleResult
-from ampbench.results import Trial
+from ampbench.results.verdicts import RuleResult
 
 
 def _record(t: Trial, metric: str, value: float, goal: Any) -> dict[str, Any] | None:

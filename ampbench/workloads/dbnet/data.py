@@ -296,5 +296,8 @@ def ensure_dataset(spec: SceneTextSpec, cache_root: Path) -> Path:
 
 # The reader of PaddleOCR label files lives in labels.py; re-exported for existing callers.
 from ampbench.workloads.dbnet.labels import (  # noqa: E402,F401
-    IGNORE_TRANSCRIPTIONS, LabeledImage, load_image, read_label_file,
+    IGNORE_TRANSCRIPTIONS,
+    LabeledImage,
+    load_image,
+    read_label_file,
 )

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ampbench.config.errors import ConfigError
+from ampbench.core.errors import ConfigError
 
 IGNORE_TRANSCRIPTIONS = ("###", "*")  # PaddleOCR's DetLabelEncode ignore marks
 BOM = b"\xef\xbb\xbf"

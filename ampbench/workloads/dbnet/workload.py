@@ -16,7 +16,13 @@ import numpy as np
 from ampbench.workloads.base import Batch, Workload
 from ampbench.workloads.dbnet.params import DBNetParams, LabelFileData, SyntheticData
 from ampbench.workloads.dbnet.prep import (
-    TRAIN_ARRAYS, build_train_arrays, cached_dir, letterbox, make_label_maps, paddleocr_version, ppocr_ops,
+    TRAIN_ARRAYS,
+    build_train_arrays,
+    cached_dir,
+    letterbox,
+    make_label_maps,
+    paddleocr_version,
+    ppocr_ops,
 )
 
 __all__ = ["DBNetParams", "DBNetWorkload", "make_label_maps", "ppocr_ops"]

@@ -21,19 +21,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.config import REFERENCE_MODE, Suite
-from ampbench.results import (
-    RUN_SCHEMA,
-    Interference,
-    ResultsError,
-    RunInfo,
-    Trial,
-    atomic_write_text,
-    load_doc,
-    open_run,
-    read_json,
-    safe_name,
-)
-from ampbench.results.models import rates_from
+from ampbench.core.docs import load_doc
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_text, read_json, safe_name
+from ampbench.core.records import RUN_SCHEMA, Interference, RunInfo, Trial, rates_from
+from ampbench.results.run_dir import open_run
 from ampbench.trackers.env import device_slug  # one definition, shared with nightly.sh
 
 BASELINE_SCHEMA = "ampbench.baseline/1"

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampbench.results import Trial, atomic_write_json
+from ampbench.core.files import atomic_write_json
+from ampbench.core.records import Trial
 
 PROFILE = "gpu-smoke"
 LOW_OPS = ("conv2d", "matmul", "matmul_v2")   # what Paddle's default white lists name for fp16/bf16
@@ -90,8 +91,8 @@ def describe_checks(console: Console) -> None:
 
 def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: list[str] | None = None,
                tag: str = "") -> list[Trial]:
-    from ampbench.launch.runner import RunOptions, execute
-    from ampbench.results import open_run
+    from ampbench.commands.run import RunOptions, execute
+    from ampbench.results.run_dir import open_run
 
     run_id = f"selftest-{name}{tag}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     quiet = Console(quiet=True)

@@ -1,33 +1,21 @@
-"""Reading and writing ampbench's JSON files: one atomic writer, one versioned loader.
+"""File primitives every layer shares: the one atomic writer and the guarded readers.
 
 Every write is atomic (temp file + rename, created with the process umask) so an interrupted run
-never leaves half a file; every read goes through `load_doc`, which names the file and the key when
-something is wrong, and turns OS and encoding errors into `ResultsError` (the CLI's exit 2).
+never leaves half a file; reads name the file when it is missing, a folder or not UTF-8, and turn
+OS and encoding errors into `ResultsError` (the CLI's exit 2). Versioned documents: core/docs.py.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import json
 import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-
-class ResultsError(Exception):
-    """A result file that is missing, unreadable, truncated or not ours; the message names the file."""
-
-
-class Versioned(Protocol):
-    SCHEMA: ClassVar[str]
-
-
-D = TypeVar("D", bound=BaseModel)
+from ampbench.core.errors import ResultsError
 
 
 def _umask() -> int:
@@ -105,11 +93,6 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=True) + "\n")
 
 
-def write_doc(path: Path, doc: BaseModel) -> None:
-    """A model as its JSON file (aliases such as `schema` written by name)."""
-    atomic_write_json(path, doc.model_dump(mode="json", by_alias=True))
-
-
 def read_text(path: Path, what: str = "result file") -> str:
     """A file's text, or ResultsError naming it (missing, a folder, unreadable, not UTF-8)."""
     p = Path(path)
@@ -135,47 +118,9 @@ def read_json(path: Path, what: str = "result file") -> Any:
         raise ResultsError(f"{path}: {what} is not valid JSON ({e}); truncated or corrupt?") from None
 
 
-def validate_doc(model: type[D], data: Any, path: Path | str) -> D:
-    """Data already read -> the model, checking the schema tag first (versioned files only)."""
-    schema = getattr(model, "SCHEMA", None)
-    if schema is not None and (not isinstance(data, dict) or data.get("schema") != schema):
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ResultsError(f"{path}: not an ampbench file (expected schema {schema!r}, found {got!r})")
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ResultsError(f"{path}: {key}: {err['msg']}") from None
-
-
-def load_optional(path: Path | str, model: type[D], what: str | None = None) -> D | None:
-    """A side file that may not exist yet (probe.json, diagnosis.json, check.json): None when absent."""
-    p = Path(path)
-    return load_doc(p, model, what) if p.is_file() else None
-
-
-def load_doc(path: Path | str, model: type[D], what: str | None = None) -> D:
-    """The one reader of every ampbench file: trial, run, check, baseline, probe, diagnosis."""
-    label = what or f"{getattr(model, 'SCHEMA', model.__name__)} file"
-    return validate_doc(model, read_json(Path(path), label), path)
-
-
-# ---------------------------------------------------------------- small shared text helpers
-# One definition each (issue #12 found them duplicated across runner, probe, check, distributed, diagnose).
+# ---------------------------------------------------------------- log text helpers
 
 LOG_TAIL_MARKER = "--- last log lines ---"  # older trial files carry the log tail inside `error` after this
-
-
-def utc_now() -> str:
-    """The timestamp every result file records (`started`, `finished`, `created`): UTC, ISO 8601, seconds."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def new_run_id(tag: str = "") -> str:
-    """A run folder name: local start time + pid (two runs started in the same second differ), + `-tag`."""
-    rid = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 10000:04d}"
-    return f"{rid}-{tag}" if tag else rid
 
 
 def last_line(text: str | None, limit: int = 160) -> str:

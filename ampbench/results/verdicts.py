@@ -1,6 +1,6 @@
 """Verdict vocabulary and check.json (**contract**): one entry per suite x mode x rule.
 
-Kept apart from check.py so the runner, the checker and the report share one definition.
+The store's model of check.json: the judge fills it, the report and the history read it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.results import CHECK_SCHEMA, ResultsError, load_doc, write_doc
+from ampbench.core.docs import VersionedDoc, load_doc, load_optional, write_doc
+from ampbench.core.errors import ResultsError
+from ampbench.core.records import CHECK_SCHEMA
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]
 
@@ -28,6 +30,17 @@ class RuleResult(BaseModel):
     threshold: Any = None
     message: str
     trials: list[str] = []
+    informational: bool = False  # AMP did not really run: any status reads INCONCLUSIVE
+    details: dict[str, Any] = {}  # the rule's numbers (bounds, seeds, ...); speedup: SpeedupDetails
+
+
+class SpeedupDetails(BaseModel):
+    """The speed rule's interval, as the summary, the report and the history read it."""
+
+    model_config = ConfigDict(extra="allow")
+    estimate: float
+    ci_low: float
+    ci_high: float
 
 
 class ModeVerdict(BaseModel):
@@ -41,10 +54,16 @@ class ModeVerdict(BaseModel):
     def reasons(self) -> list[RuleResult]:
         return [r for r in self.rules if r.status != "PASS"]
 
+    def speedup_details(self) -> SpeedupDetails | None:
+        """The speed rule's estimate and interval, when it had enough data to compute them."""
+        for r in self.rules:
+            if r.rule == "speedup" and all(isinstance(r.details.get(k), (int, float)) for k in ("estimate", "ci_low", "ci_high")):
+                return SpeedupDetails.model_validate(r.details)
+        return None
 
-class CheckReport(BaseModel):
+
+class CheckReport(VersionedDoc):
     SCHEMA: ClassVar[str] = CHECK_SCHEMA
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field(CHECK_SCHEMA, alias="schema")
     suite: str
     run_dir: str
@@ -62,6 +81,11 @@ class CheckReport(BaseModel):
 
 def load_check(path: Path) -> CheckReport:
     return load_doc(path, CheckReport, "check file")
+
+
+def load_check_optional(path: Path) -> CheckReport | None:
+    """check.json if the run was checked; a corrupt one is an error, a missing one is not."""
+    return load_optional(path, CheckReport, "check file")
 
 
 _SEVERITY = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}
@@ -83,4 +107,4 @@ def exit_code(verdicts: list[str], strict: bool = False) -> int:
     return EXIT_PASS
 
 
-__all__ = ["CheckReport", "ModeVerdict", "ResultsError", "RuleResult", "combine", "exit_code", "load_check"]
+__all__ = ["CheckReport", "ModeVerdict", "ResultsError", "RuleResult", "SpeedupDetails", "combine", "exit_code", "load_check", "load_check_optional"]

@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ampbench.config.errors import ConfigError
-from ampbench.config.importing import Imported, UnsupportedConfig
+from ampbench.core.errors import ConfigError
+from ampbench.importers.base import Imported, UnsupportedConfig
 
 # What PaddleOCR's tools/train.py sets when use_amp is on (the cuDNN one only on CUDA builds).
 PADDLEOCR_AMP_FLAGS = {"FLAGS_max_inplace_grad_add": 8, "FLAGS_cudnn_batchnorm_spatial_persistent": 1}

@@ -14,7 +14,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.results import Memory, load_optional
+from ampbench.core.docs import load_optional
+from ampbench.core.records import Memory
 
 PROBE_SCHEMA = "ampbench.probe/1"
 FITS_STATUSES = ("ok", "diverged")  # diverging in a few steps still means the batch fitted in memory

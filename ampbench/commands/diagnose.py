@@ -24,14 +24,17 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from ampbench.commands.run import launch_trial
+from ampbench.commands.run_plan import default_cache_dir
 from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig
+from ampbench.core.files import last_line
+from ampbench.core.records import Trial, trial_key
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
-from ampbench.diagnose.models import KIND_TEXT, ModeDiagnosis, Tolerances
 from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagnosis
-from ampbench.launch.runner import default_cache_dir, launch_trial
-from ampbench.launch.spec import TrialSpec
-from ampbench.results import OpenRun, RunDir, Trial, last_line, open_run, trial_key
+from ampbench.results.diagnosis_file import KIND_TEXT, ModeDiagnosis, Tolerances
+from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.trial.numerics import LEVEL_ENV, read_dump
+from ampbench.trial.spec import TrialSpec
 
 INFINITE_MARKER = "OP Types produce infinite outputs:"  # what compare_accuracy prints before its list
 
@@ -50,7 +53,7 @@ def _check_request(run: OpenRun, mode: str, steps: int) -> None:
 
 def _pick_seed(run: OpenRun, mode: str) -> int:
     """The first seed whose trial of `mode` went wrong (status, non-finite loss, skipped steps), else the first."""
-    seeds = [int(p["seed"]) for p in run.info.plan if p.get("mode") == mode] or list(run.suite.suite.seeds)
+    seeds = [p.seed for p in run.info.plan if p.mode == mode] or list(run.suite.suite.seeds)
     by_seed = {t.seed: t for t in run.trials if t.mode == mode}
     for s in seeds:
         t = by_seed.get(s)

@@ -1,6 +1,6 @@
 """Trial and run records: the result-file contract (docs/results-format.md, schemas/ in the repo).
 
-Each versioned document carries `SCHEMA` (its `schema` tag); `load_doc` checks it on every read.
+Each versioned document derives from `VersionedDoc` (its `schema` tag); `load_doc` checks it on every read.
 One definition per derived figure: a trial's peak memory and per-step rates live here, so the
 checker, the history and the report cannot disagree.
 """
@@ -10,13 +10,18 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from ampbench.core.docs import VersionedDoc
 
 TRIAL_SCHEMA = "ampbench.trial/1"
 RUN_SCHEMA = "ampbench.run/1"
 CHECK_SCHEMA = "ampbench.check/1"
 
 Status = Literal["ok", "oom", "diverged", "crashed", "timeout"]
+Dtype = Literal["float32", "float16", "bfloat16"]
+Level = Literal["O0", "O1", "O2"]
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # names that become parts of file names
 
 
 class _Open(BaseModel):
@@ -45,8 +50,8 @@ class Env(_Open):
 class AmpInfo(_Open):
     requested: bool = False
     active: bool = False
-    level: str = "O0"
-    dtype: str = "float32"
+    level: Level = "O0"
+    dtype: Dtype = "float32"
     use_promote: bool = True
     white_list: list[str] = []
     black_list: list[str] = []
@@ -126,7 +131,7 @@ class EvalRecord(_Open):
     metrics: dict[str, float]
 
 
-class Trial(_Open):
+class Trial(VersionedDoc):
     SCHEMA: ClassVar[str] = TRIAL_SCHEMA
     schema_: str = Field(TRIAL_SCHEMA, alias="schema")
     suite: str
@@ -157,14 +162,9 @@ class Trial(_Open):
     flags: dict[str, Any] = {}  # Paddle FLAGS applied in the trial (suite [flags] + the mode's)
     interference: Interference | None = None
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
     @property
     def key(self) -> str:
         return trial_key(self.mode, self.seed)
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
 
     def peak_memory(self) -> tuple[int, str]:
         """(bytes, source) a mode is judged on: the allocator's peak (CUDA or host), else peak RSS."""
@@ -194,6 +194,11 @@ class Trial(_Open):
         return sum(s.cpu_s or 0.0 for s in steps) / wall if steps and wall > 0 else None
 
 
+def trial_rate(rates: np.ndarray) -> float | None:
+    """A trial's samples/s: the median of its per-step rates (judge/measure.py defines the rest)."""
+    return float(np.median(rates)) if len(rates) else None
+
+
 def rates_from(times: list[float], samples: list[int] | int) -> np.ndarray:
     """Per-step samples/s from step times and samples (one int when constant); the one definition
     shared by a Trial and a baseline file's compact trial.  Zero-time and zero-sample steps are dropped."""
@@ -207,19 +212,33 @@ def trial_key(mode: str, seed: int) -> str:
     return f"{mode}__seed{seed}"
 
 
-class RunInfo(_Open):
+class PlanEntry(BaseModel):
+    """One planned trial: a mode and a seed (a tampered run.json cannot smuggle a path in)."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: str = Field(pattern=NAME_PATTERN)
+    seed: StrictInt = Field(ge=0)
+
+    @property
+    def key(self) -> str:
+        return trial_key(self.mode, self.seed)
+
+
+class RunInfo(VersionedDoc):
     SCHEMA: ClassVar[str] = RUN_SCHEMA
     schema_: str = Field(RUN_SCHEMA, alias="schema")
     suite: str
     suite_file: str
     profile: str
-    run_id: str
+    run_id: str = Field(pattern=NAME_PATTERN)
     config_hash: str
-    plan: list[dict[str, Any]]
-    config: dict[str, Any]
+    plan: list[PlanEntry] = Field(min_length=1)
+    config: dict[str, Any]  # the effective suite: typed by the store (results.OpenRun.suite)
     env: Env = Env()
     started: str = ""
     finished: str | None = None
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    def planned(self) -> list[tuple[str, int]]:
+        return [(p.mode, p.seed) for p in self.plan]
 
 

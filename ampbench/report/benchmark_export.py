@@ -17,7 +17,10 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from ampbench.results import ResultsError, RunDir, Trial, atomic_write_json, safe_name
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_json, safe_name
+from ampbench.core.records import Trial
+from ampbench.results.run_dir import RunDir
 
 UNITS = {"step": "seconds per step", "sample": "seconds per sample"}
 

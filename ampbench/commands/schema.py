@@ -19,13 +19,13 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from ampbench.config import ConfigError, Suite
-from ampbench.diagnose.models import DiagnosisFile
-from ampbench.judge.baseline import Baseline
-from ampbench.judge.history import RunSummary
-from ampbench.judge.verdict import CheckReport
-from ampbench.launch.max_batch import ProbeFile
-from ampbench.results.files import atomic_write_text
-from ampbench.results.models import RunInfo, Trial
+from ampbench.core.files import atomic_write_text
+from ampbench.core.records import RunInfo, Trial
+from ampbench.results.baselines import Baseline
+from ampbench.results.diagnosis_file import DiagnosisFile
+from ampbench.results.history import RunSummary
+from ampbench.results.probe_file import ProbeFile
+from ampbench.results.verdicts import CheckReport
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -6,16 +6,10 @@ The runner resolves the suite (profile, overrides) once; workers never re-read t
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict
 
 from ampbench.config.suite import Suite
-
-Fault = Literal["crash", "hang", "oom", "exit", "nan"]
-
-# Events the worker writes on its private channel, one JSON object per line after this prefix.
-EVENT_PREFIX = "@@ampbench "
+from ampbench.core.protocol import Fault
 
 
 class TrialSpec(BaseModel):

@@ -24,8 +24,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ampbench.config import ConfigError, LoadedSuite, ModeConfig, Suite, load_suite
-from ampbench.launch.max_batch import (
+from ampbench.commands.run import launch_trial
+from ampbench.commands.run_plan import default_cache_dir
+from ampbench.config import ConfigError, LoadedSuite, ModeConfig, Suite
+from ampbench.core.docs import write_doc
+from ampbench.core.files import last_line
+from ampbench.core.names import new_run_id, utc_now
+from ampbench.core.records import RunInfo, Trial
+from ampbench.core.units import parse_bytes
+from ampbench.results.probe_file import (
     FITS_STATUSES,
     PROBE_SCHEMA,
     Attempt,
@@ -37,9 +44,9 @@ from ampbench.launch.max_batch import (
     load_probe,
     search_max_batch,
 )
-from ampbench.launch.runner import default_cache_dir, launch_trial, parse_bytes
-from ampbench.launch.spec import TrialSpec
-from ampbench.results import RunDir, RunInfo, Trial, last_line, new_run_id, utc_now, write_doc
+from ampbench.results.run_dir import RunDir
+from ampbench.trial.spec import TrialSpec
+from ampbench.workloads.suites import load_suite
 
 
 @dataclass

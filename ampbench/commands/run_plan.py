@@ -10,16 +10,17 @@ from __future__ import annotations
 import os
 import typing
 from dataclasses import dataclass, field
-from collections.abc import Callable
 from pathlib import Path
 
 from ampbench.config import ConfigError, Suite
 from ampbench.config.suite import MAX_SEED
-from ampbench.launch.spec import Fault, TrialSpec
-from ampbench.results import ResultsError, RunDir, RunInfo, plan_of, safe_name, suite_of, trial_key
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import safe_name
+from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
+from ampbench.core.records import RunInfo, trial_key
+from ampbench.results.run_dir import RunDir, suite_of
+from ampbench.trial.spec import TrialSpec
 
-FAULT_ENV = "AMPBENCH_FAULT"  # "MODE:SEED:KIND[,MODE:SEED:KIND...]", KIND in crash|hang|oom|exit|nan
-CACHE_ENV = "AMPBENCH_CACHE"
 FAULT_KINDS: tuple[str, ...] = typing.get_args(Fault)
 DEFAULT_OUT = Path("results/runs")
 
@@ -36,9 +37,6 @@ class RunOptions:
     strict: bool = False
     report: bool = True
     run_id: str | None = None
-    # Writes the report of a finished run folder; given by the caller (the CLI) so that launch/ never
-    # imports report/ (report reads launch's probe files: importing back would make a cycle).
-    reporter: Callable[[Path], Path] | None = None
 
 
 def default_cache_dir() -> Path:
@@ -89,19 +87,6 @@ def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) ->
             raise ConfigError(FAULT_ENV, item, "no such trial in this run's plan")
         out[key] = kind
     return out
-
-
-def parse_bytes(text: str) -> int:
-    """`6GiB`, `512m`, `1e9` -> bytes; ConfigError for anything else."""
-    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    try:
-        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
-    except (ValueError, IndexError):
-        raise ConfigError("--memory-limit", text, "expected a size such as 6GiB or 512MiB") from None
-    if not 0 < value < 2**63:
-        raise ConfigError("--memory-limit", text, "must be a positive, finite size")
-    return int(value)
 
 
 def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: str | None) -> TrialSpec:
@@ -155,7 +140,7 @@ def load_resume(opts: RunOptions) -> Resumed:
     suite = suite_of(info, where)
     if suite.suite.name != info.suite:
         raise ResultsError(f"{where}: suite {info.suite!r} but its config is suite {suite.suite.name!r}")
-    plan = plan_of(info, where)
+    plan = info.planned()
     unknown = sorted({m for m, _ in plan} - {m.name for m in suite.modes})
     if unknown:
         raise ResultsError(f"{where}: plan names mode(s) {unknown} that its config does not define")

@@ -1,4 +1,4 @@
-"""What the importers share: the result type, a small TOML writer, key bookkeeping.
+"""What the importers share: the result type, the TOML writing (tomli-w), key bookkeeping.
 
 An importer turns another tool's training config into an ampbench suite and lists, by name,
 every key it could not honour (with why), so nothing a user set is dropped silently.
@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.config.errors import ConfigError
-from ampbench.config.toml_text import toml_key, toml_value
+import tomli_w
+
+from ampbench.core.errors import ConfigError
 
 
 @dataclass
@@ -37,25 +38,16 @@ class UnsupportedConfig(ConfigError):
 
 
 def to_toml(suite: dict[str, Any], header: list[str] | None = None) -> str:
-    """Suite data -> TOML text: top-level tables, [[modes]] arrays, nested tables inline."""
-    out = [f"# {line}" if line else "#" for line in (header or [])]
+    """Suite data -> TOML text through tomli-w: no name or value from a user's file can become a
+    live TOML line. Header lines become comments, each kept on one line (newlines and control
+    characters shown escaped, so a key holding a newline cannot end the comment)."""
+    out = [f"# {_one_line(line)}" if line else "#" for line in (header or [])]
     out += [""] if header else []
-    for name, value in suite.items():
-        if name == "modes":
-            for m in value:
-                out.append("[[modes]]")
-                out += [f"{toml_key(k)} = {toml_value(v)}" for k, v in m.items()]
-                out.append("")
-        elif name == "profiles":
-            for pname, prof in value.items():
-                out.append(f"[profiles.{toml_key(pname)}]")
-                out += [f"{toml_key(k)} = {toml_value(v)}" for k, v in prof.items()]
-                out.append("")
-        else:
-            out.append(f"[{name}]")
-            out += [f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()]
-            out.append("")
-    return "\n".join(out)
+    return "\n".join(out) + tomli_w.dumps(suite, multiline_strings=False)
+
+
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def header_lines(source: str, imported: Imported) -> list[str]:
@@ -76,7 +68,7 @@ def render_checked(imported: Imported, source: str, file: str) -> str:
 
     import tomllib
 
-    from ampbench.config.loading import load_suite
+    from ampbench.workloads.suites import load_suite
 
     text = to_toml(imported.suite, header_lines(source, imported))
     fd, tmp = tempfile.mkstemp(suffix=".toml", prefix="ampbench-import-")

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import shlex
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 from ampbench.config.bundled import bundled_suites
-from ampbench.config.errors import ConfigError
-from ampbench.config.importing import Imported
+from ampbench.core.errors import ConfigError
+from ampbench.importers.base import Imported
 
 NO_EFFECT = {"output_dir", "overwrite_output_dir", "logging_dir", "logging_steps", "save_steps", "save_total_limit",
              "do_train", "do_eval", "do_predict", "report_to", "disable_tqdm", "logging_first_step",

@@ -1,0 +1,22 @@
+"""The nightly history: a finished run's summary line added to results/history/<suite>.jsonl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ampbench.judge.summary import summarize_run
+from ampbench.results import history
+from ampbench.results.history import RunSummary
+from ampbench.results.run_dir import open_run
+from ampbench.results.verdicts import load_check_optional
+
+
+def summarize_run_dir(run_dir: Path) -> RunSummary:
+    """A run folder as its history line (check.json's verdicts included when it was checked)."""
+    run = open_run(Path(run_dir))
+    return summarize_run(run.info, run.suite, run.trials, load_check_optional(run.dir.check_path), str(run.path))
+
+
+def append_history(run_dir: Path, history_dir: Path) -> Path:
+    """Add (or replace) the run's line in HISTORY_DIR/<suite>.jsonl; returns that file."""
+    return history.append_history(summarize_run_dir(run_dir), Path(history_dir))

@@ -1,0 +1,193 @@
+"""`ampbench run`: plan, launch every trial, then summary.csv, check.json and the report.
+
+The use-case composes the layers below: config (the suite), the store (the run folder), the
+launcher (one process per trial), the judge (check.json) and the report. Planning and up-front
+validation live in run_plan.py. Ctrl-C / SIGTERM stop the current worker's whole tree, keep the
+finished trials and say how to resume.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ampbench.commands.check import check_run
+from ampbench.commands.run_plan import (
+    RunOptions,
+    load_resume,
+    make_spec,
+    parse_faults,
+    parse_seeds,
+    plan_trials,
+)
+from ampbench.config import ConfigError, Suite
+from ampbench.core.names import utc_now
+from ampbench.core.protocol import FAULT_ENV
+from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
+from ampbench.launch.launcher import TrialFiles, launch
+from ampbench.launch.process import Interrupted, keep_signal_handlers
+from ampbench.report.console import print_check, print_trials
+from ampbench.results.run_dir import RunDir, new_run_dir, open_run, run_lock
+from ampbench.results.summary import write_summary_csv
+from ampbench.trial.spec import TrialSpec
+from ampbench.workloads.suites import load_suite
+
+# ---------------------------------------------------------------- one trial
+
+
+def trial_files(run: RunDir, mode: str, seed: int) -> TrialFiles:
+    return TrialFiles(spec=run.spec_path(mode, seed), log=run.log_path(mode, seed), ranks=run.ranks_dir(mode, seed))
+
+
+def launch_trial(spec: TrialSpec, run: RunDir, on_event: Callable[[dict[str, Any]], None] | None = None,
+                 env: dict[str, str] | None = None) -> Trial:
+    """One trial of a run folder through the launcher (its files where the store lays them out)."""
+    return launch(spec, trial_files(run, spec.mode, spec.seed), on_event, env)
+
+
+# ---------------------------------------------------------------- a whole run
+
+
+def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite, dict[str, str]]:
+    """Validate everything, then (only then) create the run folder and its run.json."""
+    from ampbench.trackers import device
+
+    if opts.suite_file is None:
+        raise ConfigError("run", "SUITE", "give a suite file or a bundled suite name (or --resume RUN_DIR)")
+    seeds = [f"suite.seeds={parse_seeds(opts.seeds)}"] if opts.seeds else []
+    loaded = load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(),
+                        overrides=opts.overrides + seeds)
+    suite = loaded.suite
+    plan = plan_trials(suite, opts.modes)
+    faults = parse_faults(_fault_env(), plan)
+    if opts.run_id:
+        run = RunDir(Path(opts.out_dir) / suite.suite.name / opts.run_id)
+        run.path.mkdir(parents=True, exist_ok=False)
+        run_id = opts.run_id
+    else:
+        run, run_id = new_run_dir(Path(opts.out_dir) / suite.suite.name)
+    info = RunInfo(
+        suite=suite.suite.name, suite_file=str(opts.suite_file), profile=loaded.profile, run_id=run_id,
+        config_hash=suite.config_hash(), plan=[PlanEntry(mode=m, seed=s) for m, s in plan],
+        config=suite.model_dump(mode="json"), started=utc_now(), overrides=opts.overrides,
+    )
+    run.write_run(info)
+    why = "" if opts.profile else (" (picked automatically: no GPU found)" if loaded.profile == "cpu" else "")
+    console.print(f"suite [bold]{escape(suite.suite.name)}[/] from {escape(str(opts.suite_file))}, "
+                  f"profile [bold]{escape(loaded.profile)}[/]{why}")
+    console.print(f"run folder: {escape(str(run.path))}")
+    return run, info, suite, faults
+
+
+def _fault_env() -> str | None:
+    return os.environ.get(FAULT_ENV)
+
+
+def execute(opts: RunOptions, console: Console | None = None) -> int:
+    """`ampbench run`: all planned trials, then summary.csv, check.json and report.md; returns the exit code.
+    Ctrl-C / SIGTERM: the worker tree is stopped, finished trials kept, and 130 / 143 returned."""
+    console = console or Console()
+    if opts.resume:
+        r = load_resume(opts)
+        run, info, suite, plan = r.run, r.info, r.suite, r.plan
+        faults = parse_faults(_fault_env(), plan)
+        console.print(f"resuming [bold]{escape(str(run.path))}[/] (profile {escape(info.profile)})")
+    else:
+        run, info, suite, faults = new_run(opts, console)
+        plan = info.planned()
+    with run_lock(run.path):
+        done = run.finished_keys(config_hash=info.config_hash, suite=info.suite) if opts.resume else set()
+        todo = [(m, s) for m, s in plan if trial_key(m, s) not in done]
+        if done:
+            console.print(f"{len(done)} finished trial(s) kept, {len(todo)} to run")
+        with keep_signal_handlers():  # it imports paddle, which would take over SIGTERM
+            _warn_unknown_ops(suite, console)
+        try:
+            _run_trials(run, info, suite, plan, todo, faults, console)
+        except (KeyboardInterrupt, Interrupted) as e:
+            code = e.exit_code if isinstance(e, Interrupted) else 130
+            kept = len(run.finished_keys(config_hash=info.config_hash, suite=info.suite))
+            console.print(f"[yellow]interrupted[/] ({'SIGTERM' if code == 143 else 'Ctrl-C'}): the running trial "
+                          f"was stopped, {kept} finished trial(s) kept. Continue with:\n"
+                          f"  ampbench run --resume {escape(str(run.path))}", soft_wrap=True)
+            return code
+        info.finished = utc_now()
+        run.write_run(info)
+    return finish_run(run, console, strict=opts.strict, report=opts.report)
+
+
+def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
+                todo: list[tuple[str, int]], faults: dict[str, str], console: Console) -> None:
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[info]}", markup=False), console=console, transient=False) as progress:
+        overall = progress.add_task("trials", total=len(plan), completed=len(plan) - len(todo), info="")
+        for mode, seed in todo:
+            spec = make_spec(info, suite, run, mode, seed, faults.get(trial_key(mode, seed)))
+            task = progress.add_task(f"  {escape(mode)} seed {seed}", total=suite.train.steps, info="starting")
+
+            def on_event(ev: dict[str, Any], task: Any = task) -> None:
+                if ev.get("event") == "step":
+                    loss = ev.get("loss")
+                    progress.update(task, completed=ev.get("step", 0),
+                                    info=f"loss {loss:.4g}" if isinstance(loss, float) else "loss non-finite")
+                elif ev.get("event") == "phase":
+                    progress.update(task, info=str(ev.get("phase", "")))
+
+            try:
+                trial = launch_trial(spec, run, on_event=on_event)
+            finally:
+                progress.remove_task(task)
+            progress.advance(overall)
+            console.print(f"  {escape(mode)} seed {seed}: {_status_text(trial)}")
+
+
+def _status_text(t: Trial) -> str:
+    """Rich markup: status colours ours, every text from a file escaped."""
+    if t.status != "ok":
+        last = (t.error or "").strip().splitlines()
+        return f"[red]{escape(t.status)}[/]: {escape(last[0] if last else '')}"
+    metric = ", ".join(f"{k} {v:.4g}" for k, v in list(t.metrics.items())[:2])
+    info = t.workload_info if isinstance(getattr(t, "workload_info", None), dict) else {}
+    warn = f" [yellow]warning:[/] {escape(str(info['warning']))}" if info.get("warning") else ""
+    return f"[green]ok[/] {t.throughput.samples_per_s:.1f} samples/s, {escape(metric)}{warn}"
+
+
+def _warn_unknown_ops(suite: Suite, console: Console) -> None:
+    from ampbench.trial.precision import unknown_op_names
+
+    for m in suite.modes:
+        if m.amp and (m.custom_white_list or m.custom_black_list):
+            bad = unknown_op_names(m.custom_white_list + m.custom_black_list)
+            if bad:
+                console.print(f"[yellow]warning:[/] mode {escape(m.name)}: Paddle does not know op name(s) "
+                              f"{escape(', '.join(bad))}; Paddle ignores them silently (did you mean "
+                              "lookup_table_v2 for embedding, matmul_v2 for matmul?)")
+
+
+def _write_report(run_dir: Path) -> Path:
+    """report.md + self-contained report.html of one finished run."""
+    from ampbench.report.markdown import write_report  # matplotlib: imported only when a report is made
+
+    return write_report([run_dir], also_html=True)
+
+
+def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool = True) -> int:
+    """summary.csv, the table, check.json (+ report.md); returns the exit code."""
+    trials = open_run(run.path).trials  # validated: nothing foreign reaches the summary
+    write_summary_csv(run, trials)
+    print_trials(trials, console)
+    result = check_run(run.path, strict=strict)
+    print_check(result, console)
+    if report:
+        try:
+            path = _write_report(run.path)
+            console.print(f"report: {escape(str(path))}")
+        except Exception as e:  # a report bug must not hide the verdict
+            console.print(f"[yellow]warning:[/] report failed: {escape(f'{type(e).__name__}: {e}')}")
+    return result.exit_code

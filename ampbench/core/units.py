@@ -1,0 +1,72 @@
+"""Units: byte sizes parsed and shown one way everywhere (pydantic's ByteSize), and plain numbers.
+
+A check message, a report table and a plot axis all print a byte count through `bytes_h`, so the
+judge and the report can never disagree on how 15 GiB looks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import ByteSize, TypeAdapter, ValidationError
+
+from ampbench.core.errors import ConfigError
+
+DASH = "—"  # shown for a value that does not exist (not the same as zero)
+
+_KIB, _MIB, _GIB, _TIB = 1024, 1024**2, 1024**3, 1024**4
+
+
+def _missing(x: float | None) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    """`digits` significant digits, thousands separated, no scientific notation in the usual range."""
+    if _missing(x):
+        return DASH
+    x = float(x)  # type: ignore[arg-type]
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    if mag >= 15 or mag < -4:
+        return f"{x:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - mag)
+    return f"{x:,.{decimals}f}"
+
+
+def bytes_h(n: float | None) -> str:
+    """Binary units with three significant digits: 15.0 GiB, 812 MiB, 4.00 KiB; 0 or None -> dash."""
+    if _missing(n) or not n:
+        return DASH
+    n = float(n)  # type: ignore[arg-type]
+    for unit, size in (("TiB", _TIB), ("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
+        if abs(n) >= size:
+            return f"{num(n / size)} {unit}"
+    return f"{int(n)} B"
+
+
+def bytes_unit(values: list[float]) -> tuple[str, float]:
+    """One unit for a whole axis: the largest unit under which the biggest value is >= 1."""
+    top = max((abs(v) for v in values if not _missing(v)), default=0.0)
+    for unit, size in (("TiB", _TIB), ("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
+        if top >= size:
+            return unit, float(size)
+    return "B", 1.0
+
+
+_BYTES = TypeAdapter(ByteSize)
+
+
+def parse_bytes(text: str, key: str = "--memory-limit") -> int:
+    """`6GiB`, `512MiB`, `8GB` -> bytes (ByteSize's units: KiB/MiB/GiB binary, KB/MB/GB decimal);
+    ConfigError naming the key for anything else, zero and absurd sizes included."""
+    try:
+        value = int(_BYTES.validate_python(text.strip()))
+    except ValidationError:
+        raise ConfigError(key, text, "expected a size such as 6GiB or 512MiB") from None
+    if not 0 < value < 2**63:
+        raise ConfigError(key, text, "must be a positive, finite size")
+    return value

@@ -1,0 +1,1 @@
+"""Layer: importers. Other tools' training configs (PaddleOCR, PaddleNLP) translated into suites."""

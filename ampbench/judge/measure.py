@@ -1,0 +1,67 @@
+"""The one measurement definition: a trial's and a mode's samples/s (pytest-benchmark's `Stats`).
+
+- A trial's figure is the median of its per-step rates over the measured steps (warm-up and
+  evaluations excluded): robust to a stall, one number per replication unit
+  (`Trial.samples_per_s()`, the same value the worker stores in `throughput.samples_per_s`).
+- A mode's figure is the geometric mean of its ok trials' figures, over the trials with at least
+  `MIN_STEPS` measured steps when any has them; its interval is the two-sided `confidence`
+  t interval on the log scale (two trials at least).
+- A speedup is the ratio of two modes' geometric means: the speed rule's point estimate.
+
+The console, summary.csv, `ampbench summary`, check.json, report.md/html, the history line and
+the dashboard all read these numbers, so a mode shows one samples/s everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as st
+
+from ampbench.core.records import trial_rate
+
+MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
+MIN_STEPS = 10  # measured steps per trial for a usable per-trial median
+
+
+@dataclass(frozen=True)
+class ModeStats:
+    """A mode's throughput: per-trial figures and their geometric mean with its interval."""
+
+    per_trial: tuple[float, ...]   # the trials' figures the mode's figure is made of
+    short: tuple[int, ...] = ()    # measured steps of trials left out for having < MIN_STEPS
+    confidence: float = 0.95
+
+    @property
+    def samples_per_s(self) -> float | None:
+        return float(np.exp(np.mean(np.log(self.per_trial)))) if self.per_trial else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """Two-sided `confidence` t interval of the geometric mean (log scale), >= 2 trials."""
+        k = len(self.per_trial)
+        if k < MIN_TRIALS:
+            return None
+        logs = np.log(self.per_trial)
+        half = st.t.ppf((1 + self.confidence) / 2, k - 1) * float(np.std(logs, ddof=1)) / math.sqrt(k)
+        centre = float(np.mean(logs))
+        return float(np.exp(centre - half)), float(np.exp(centre + half))
+
+
+def mode_stats(rate_groups: Sequence[np.ndarray], confidence: float = 0.95) -> ModeStats:
+    """From each ok trial's per-step rates: trials with >= MIN_STEPS measured steps when any has
+    them (the speed rule's rule), else every trial with a measured step (a figure, marked short)."""
+    usable = [g for g in rate_groups if len(g)]
+    long = [g for g in usable if len(g) >= MIN_STEPS]
+    keep = long or usable
+    short = tuple(len(g) for g in usable if len(g) < MIN_STEPS)
+    return ModeStats(tuple(trial_rate(g) or 0.0 for g in keep), short, confidence)
+
+
+def speedup(num: ModeStats, den: ModeStats) -> float | None:
+    """Ratio of geometric means (AMP over FP32): the speed rule's point estimate."""
+    a, b = num.samples_per_s, den.samples_per_s
+    return a / b if a and b else None

@@ -1,0 +1,112 @@
+"""A run summarised per mode (the history line, the report's summary table, the dashboard).
+
+Every throughput figure comes from judge/measure.py's one definition, so the console, summary.csv,
+`ampbench summary`, check.json, report.md/html, the history and the dashboard show the same
+samples/s for a mode. The speedup interval is the speed rule's own (check.json) when the run was
+checked, else the same trial-level log-ratio interval computed here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ampbench.config import REFERENCE_MODE, Suite
+from ampbench.core.records import RunInfo, Trial
+from ampbench.judge import inference, measure
+from ampbench.results.history import NOT_CHECKED, ModeSummary, RunSummary
+from ampbench.results.verdicts import CheckReport, SpeedupDetails, combine
+
+
+def _mode_summary(mode: str, ts: list[Trial], metric: str, confidence: float) -> tuple[ModeSummary, measure.ModeStats]:
+    """One mode's own figures (throughput with its interval, peak memory, metric)."""
+    ok = [t for t in ts if t.status == "ok"]
+    first = ts[0]
+    s = ModeSummary(
+        mode=mode, amp_requested=first.amp.requested, amp_active=any(t.amp.active for t in ok or ts),
+        level=first.amp.level, dtype=first.amp.dtype, batch_size=first.batch_size, trials=len(ts),
+        ok=len(ok), unit=first.throughput.unit or "samples",
+    )
+    for t in ts:
+        s.statuses[t.status] = s.statuses.get(t.status, 0) + 1
+    ms = measure.mode_stats([t.step_rates() for t in ok], confidence)
+    s.samples_per_s, s.samples_per_s_ci = ms.samples_per_s, ms.interval
+    peaks = [t.peak_memory() for t in ok if t.peak_memory()[0]]
+    if peaks:
+        s.peak_bytes = max(p for p, _ in peaks)
+        s.memory_source = peaks[0][1]
+    vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
+    if vals:
+        s.metric_mean = float(np.mean(vals))
+        s.metric_std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+        s.metric_n = len(vals)
+    s.skipped_steps = sum(t.skipped_steps for t in ok)
+    s.total_steps = sum(len(t.steps) for t in ok)
+    return s, ms
+
+
+def _relative(out: dict[str, ModeSummary], stats: dict[str, measure.ModeStats],
+              checker: dict[str, SpeedupDetails], confidence: float) -> None:
+    """Speedup, memory reduction and metric delta of each mode against fp32 (in place)."""
+    ref = out.get(REFERENCE_MODE)
+    if ref is None:
+        return
+    for mode, s in out.items():
+        if mode == REFERENCE_MODE:
+            continue
+        s.speedup = measure.speedup(stats[mode], stats[REFERENCE_MODE])
+        if mode in checker:  # the checker's own interval: report and check.json agree
+            d = checker[mode]
+            s.speedup_ci = (d.ci_low, d.ci_high)
+        elif s.speedup and min(len(stats[mode].per_trial), len(stats[REFERENCE_MODE].per_trial)) >= 2:
+            b = inference.log_ratio_bounds(stats[mode].per_trial, stats[REFERENCE_MODE].per_trial, confidence)
+            s.speedup_ci = (b.low, b.high)
+        if s.peak_bytes and ref.peak_bytes and s.memory_source == ref.memory_source:
+            s.memory_reduction = 1.0 - s.peak_bytes / ref.peak_bytes
+        if s.metric_mean is not None and ref.metric_mean is not None:
+            s.metric_delta = s.metric_mean - ref.metric_mean
+
+
+def summarize_modes(trials: list[Trial], metric: str, check: CheckReport | None = None,
+                    confidence: float = 0.95) -> dict[str, ModeSummary]:
+    """Per-mode figures, with speedup / memory reduction / metric delta relative to fp32."""
+    by_mode: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_mode.setdefault(t.mode, []).append(t)
+    verdicts = {v.mode: v for v in (check.verdicts if check else [])}
+    stats: dict[str, measure.ModeStats] = {}
+    checker: dict[str, SpeedupDetails] = {}
+    out: dict[str, ModeSummary] = {}
+    for mode, ts in by_mode.items():
+        out[mode], stats[mode] = _mode_summary(mode, ts, metric, confidence)
+        if mode in verdicts:
+            out[mode].verdict = verdicts[mode].verdict
+            out[mode].flagged_rules = [r.rule for r in verdicts[mode].reasons]
+            details = verdicts[mode].speedup_details()
+            if details is not None:
+                checker[mode] = details
+    _relative(out, stats, checker, confidence)
+    return out
+
+
+def overall_verdict(check: CheckReport | None) -> str:
+    if check is None:
+        return NOT_CHECKED
+    return combine([v.verdict for v in check.verdicts]) if check.verdicts else "PASS"
+
+
+def summarize_run(info: RunInfo, suite: Suite, trials: list[Trial], check: CheckReport | None,
+                  run_dir: str = "") -> RunSummary:
+    """The history line of one run (typed inputs: the store opened the run, the caller read check.json)."""
+    meta = suite.suite
+    env = info.env if info.env.paddle or not trials else trials[0].env
+    confidence = suite.thresholds.confidence
+    modes = summarize_modes(trials, meta.metric, check, confidence=confidence)
+    return RunSummary(
+        suite=info.suite, workload=meta.workload, run_id=info.run_id, run_dir=run_dir, profile=info.profile,
+        started=info.started, finished=info.finished, config_hash=info.config_hash, device=env.device,
+        device_name=env.device_name, driver=env.driver, paddle=env.paddle, cuda=env.cuda, cudnn=env.cudnn,
+        git_sha=env.git_sha, metric=meta.metric, metric_goal=meta.metric_goal, verdict=overall_verdict(check),
+        exit_code=check.exit_code if check else None, confidence=confidence, modes=modes,
+    )

@@ -1,0 +1,134 @@
+"""The launcher: one TrialSpec in, one Trial out, in a fresh process (or N ranks).
+
+One process per trial keeps peak memory clean and turns a crash, an OOM or a hang into that
+trial's status while the others go on. The launcher listens to the worker's event lines (progress,
+and the steps done so far, so a trial killed mid-way still keeps its partial curve) and always
+leaves a trial file at `spec.trial_path`: the worker's own, or one it writes for a worker that
+could not. Where those files live is the store's business (results/), not the launcher's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ampbench.core.docs import load_doc, write_doc
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_text, tail_lines
+from ampbench.core.records import StepRecord, Trial
+from ampbench.launch import distributed
+from ampbench.launch.process import Limits, Outcome, run_worker, worker_command
+from ampbench.trial.spec import TrialSpec
+
+
+@dataclass(frozen=True)
+class TrialFiles:
+    """Where the launcher puts the spec it hands over, the worker's log and the ranks' log folder."""
+
+    spec: Path
+    log: Path
+    ranks: Path
+
+
+def _step_collector(steps: list[StepRecord], on_event: Callable[[dict[str, Any]], None] | None
+                    ) -> Callable[[dict[str, Any]], None]:
+    """Keeps each step event once (paddle.distributed.launch re-prints a failed rank's log tail)."""
+    def handle(ev: dict[str, Any]) -> None:
+        if ev.get("event") == "step":
+            step = ev.get("step", 0)
+            if not isinstance(step, int) or (steps and step <= steps[-1].step):
+                return
+            try:
+                steps.append(StepRecord.model_validate({k: v for k, v in ev.items() if k != "event"}))
+            except ValueError:
+                return
+        if on_event:
+            on_event(ev)
+    return handle
+
+
+def _killed_status(out: Outcome, spec: TrialSpec, timeout: float) -> tuple[str, str]:
+    """Status and error for a worker that left no result: only what is known (who killed it, why)."""
+    mib = out.peak_rss / 2**20
+    if out.killed == "timeout":
+        return "timeout", f"trial exceeded its timeout of {timeout:.0f} s and was killed"
+    if out.killed == "oom":
+        limit = (spec.memory_limit_bytes or 0) / 2**20
+        return "oom", f"process memory {mib:.0f} MiB exceeded the ceiling of {limit:.0f} MiB and was killed"
+    sig = out.signal
+    if sig is None:
+        return "crashed", f"worker died with exit code {out.returncode} before writing its result"
+    name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+    if out.oom_kills > 0:
+        return "oom", (f"worker killed by {name}: the kernel OOM killer fired {out.oom_kills} time(s) in this "
+                       f"cgroup meanwhile (peak RSS seen {mib:.0f} MiB)")
+    ceiling = "no memory ceiling was set" if not spec.memory_limit_bytes else \
+        f"below the ceiling of {spec.memory_limit_bytes / 2**20:.0f} MiB"
+    oom = "no kernel OOM kill was recorded" if out.oom_kills == 0 else "kernel OOM kills not observable here"
+    return "crashed", (f"worker killed by {name}, not by ampbench (peak RSS seen {mib:.0f} MiB, {ceiling}; "
+                       f"{oom})")
+
+
+def _launch_cmd(spec: TrialSpec, files: TrialFiles) -> tuple[list[str], dict[str, str], Path | None]:
+    cmd, env, rank_dir = worker_command(files.spec), {}, None
+    if spec.suite.distributed.multi_process:  # N ranks under paddle.distributed.launch
+        rank_dir = files.ranks
+        shutil.rmtree(rank_dir, ignore_errors=True)
+        cmd, env = distributed.launch_command(spec.suite.distributed, cmd, rank_dir)
+    return cmd, env, rank_dir
+
+
+def launch(
+    spec: TrialSpec,
+    files: TrialFiles,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> Trial:
+    """Run one trial in a fresh process; always returns a Trial (written to spec.trial_path)."""
+    atomic_write_text(files.spec, spec.model_dump_json(indent=1))
+    files.log.parent.mkdir(parents=True, exist_ok=True)
+    trial_path = Path(spec.trial_path)
+    trial_path.unlink(missing_ok=True)
+    timeout = spec.timeout_s or spec.suite.train.timeout_s
+    cmd, dist_env, rank_dir = _launch_cmd(spec, files)
+    steps: list[StepRecord] = []
+    log_path = files.log
+    out = run_worker(cmd, {**dist_env, **(env or {})}, log_path, Limits(timeout, spec.memory_limit_bytes),
+                     _step_collector(steps, on_event))
+    failure = None if out.killed or rank_dir is None else distributed.rank_failure(
+        rank_dir, log_path, out.returncode, spec.suite.distributed.world_size)
+    if failure is not None and trial_path.exists():  # rank 0 wrote its view; the failing rank decides
+        merged = distributed.apply_failure(trial_path, failure)
+        if merged is not None:
+            return merged
+    if not out.killed and trial_path.exists() and failure is None:
+        try:
+            return load_doc(trial_path, Trial, "trial file")
+        except ResultsError:
+            pass  # a half-written file cannot happen (atomic), but a foreign one could: rewrite below
+    return _record_failure(spec, out, failure, steps, log_path, timeout)
+
+
+def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[StepRecord],
+                    log_path: Path, timeout: float) -> Trial:
+    """The trial file for a worker that could not write one itself."""
+    suite = spec.suite
+    if failure is not None:
+        status, error, tail = failure.status, failure.message, failure.log_tail
+    else:
+        (status, error), tail = _killed_status(out, spec, timeout), tail_lines(log_path)
+    trial = Trial(
+        suite=suite.suite.name, workload=suite.suite.workload, mode=spec.mode, seed=spec.seed,
+        profile=spec.profile, status=status, error=error, log_tail=tail or None,
+        config=suite.model_dump(mode="json"), config_hash=spec.config_hash, steps=steps,
+        batch_size=spec.batch_size or suite.batch_size(suite.mode(spec.mode)), wall_s=out.wall_s,
+    )
+    trial.memory.rss_peak_bytes = out.peak_rss or None  # None: never read
+    write_doc(Path(spec.trial_path), trial)
+    return trial
+
+

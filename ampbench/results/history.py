@@ -1,0 +1,142 @@
+"""The history store: one `RunSummary` JSON line per run in results/history/<suite>.jsonl.
+
+The nightly job appends a line after each run; the trend report and the dashboard read the file
+back as typed models.  A line holds per-mode figures (judge/summary.py computes them from the
+trials with the one measurement definition), enough to draw a trend without the (large,
+git-ignored) run folders.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ampbench.core.docs import VersionedDoc, validate_doc
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_text, read_text, safe_name
+from ampbench.core.records import Dtype, Level
+
+HISTORY_SCHEMA = "ampbench.history/1"
+NOT_CHECKED = "not checked"
+
+
+class ModeSummary(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    mode: str
+    amp_requested: bool = False
+    amp_active: bool = False
+    level: Level = "O0"
+    dtype: Dtype = "float32"
+    batch_size: int = 0
+    trials: int = 0
+    ok: int = 0
+    statuses: dict[str, int] = {}
+    unit: str = "samples"
+    samples_per_s: float | None = None
+    samples_per_s_ci: tuple[float, float] | None = None
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    peak_bytes: int | None = None
+    memory_source: str = "none"
+    memory_reduction: float | None = None
+    metric_mean: float | None = None
+    metric_std: float | None = None
+    metric_n: int = 0
+    metric_delta: float | None = None
+    skipped_steps: int = 0
+    total_steps: int = 0
+    verdict: str = NOT_CHECKED
+    flagged_rules: list[str] = []
+
+
+class RunSummary(VersionedDoc):
+    """One line of results/history/<suite>.jsonl (schema HISTORY_SCHEMA), read through validate_doc."""
+
+    SCHEMA: ClassVar[str] = HISTORY_SCHEMA
+    schema_: str = Field(HISTORY_SCHEMA, alias="schema")
+    suite: str
+    workload: str = ""
+    run_id: str
+    run_dir: str = ""
+    profile: str = ""
+    started: str = ""
+    finished: str | None = None
+    config_hash: str = ""
+    device: str = ""
+    device_name: str = ""
+    driver: str = ""
+    paddle: str = ""
+    cuda: str = ""
+    cudnn: str = ""
+    git_sha: str = ""
+    metric: str = ""
+    metric_goal: str = "max"
+    verdict: str = NOT_CHECKED
+    exit_code: int | None = None
+    confidence: float = 0.95  # of the intervals below
+    modes: dict[str, ModeSummary] = {}
+
+    def to_line(self) -> str:
+        data = self.model_dump(mode="json", by_alias=True)
+        return json.dumps(data, separators=(",", ":"), allow_nan=False)
+
+
+# ---------------------------------------------------------------- the history file
+
+
+def history_file(history_dir: Path, suite: str) -> Path:
+    return Path(history_dir) / f"{safe_name(suite, 'suite')}.jsonl"  # a name from a file: no path tricks
+
+
+def append_history(summary: RunSummary, history_dir: Path) -> Path:
+    """Add (or replace, if the run is already there) the run's summary line; returns the file.
+
+    Re-appending the same run replaces its line, so a re-checked nightly does not count twice.
+    The file is rewritten atomically: a crash never leaves half a line behind.
+    """
+    path = history_file(history_dir, summary.suite)
+    lines: list[str] = []
+    if path.is_file():
+        for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+            if not line.strip():
+                continue
+            if _parse_line(line, path, i).run_id != summary.run_id:  # a corrupt file is refused
+                lines.append(line)
+    lines.append(summary.to_line())
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def _parse_line(line: str, path: Path, lineno: int) -> RunSummary:
+    """One history line through the versioned loader (the error names file:line and the key)."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or delete that line") from None
+    return validate_doc(RunSummary, data, f"{path}:{lineno}")
+
+
+def load_history(path: Path) -> list[RunSummary]:
+    """All lines of one history file, oldest first (by start time), one entry per run id."""
+    path = Path(path)
+    if not path.is_file():
+        raise ResultsError(f"{path}: history file not found")
+    entries: dict[str, RunSummary] = {}
+    for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+        if line.strip():
+            data = _parse_line(line, path, i)
+            entries[data.run_id] = data
+    return sorted(entries.values(), key=lambda d: (d.started or "", d.run_id))
+
+
+def history_sources(history: Path, suites: list[str]) -> list[Path]:
+    """`--history` is a jsonl file or a folder of <suite>.jsonl; only existing files are returned."""
+    history = Path(history)
+    if history.is_file():
+        return [history]
+    if history.is_dir():
+        return [p for s in suites if (p := history_file(history, s)).is_file()]
+    raise ResultsError(f"{history}: history file or folder not found")

@@ -179,7 +179,7 @@ name = "fp32"
 
 
 def test_parse_bytes_and_fault_parsing_units():
-    assert parse_bytes("6GiB") == 6 * 2**30 and parse_bytes("512m") == 512 * 2**20
+    assert parse_bytes("6GiB") == 6 * 2**30 and parse_bytes("512MiB") == 512 * 2**20 and parse_bytes("8GB") == 8 * 10**9
     for bad in ("", "lots", "-1g", "inf", "nanb"):
         with pytest.raises(ConfigError):
             parse_bytes(bad)

@@ -11,7 +11,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PROMISED = {
     "ampbench.workloads": {"Workload", "Batch", "WorkloadParams", "WorkloadContext"},
     "ampbench.results": {"Trial", "RunInfo", "load_doc", "open_run"},
-    "ampbench.judge.check": {"check_run"},
+    "ampbench.commands.check": {"check_run"},
 }
 
 

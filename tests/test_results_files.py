@@ -21,8 +21,8 @@ def test_last_line_is_the_exception_line_not_the_appended_log_tail() -> None:
 def test_utc_now_and_run_ids() -> None:
     stamp = dt.datetime.fromisoformat(utc_now())
     assert stamp.utcoffset() == dt.timedelta(0) and stamp.microsecond == 0
-    assert re.fullmatch(r"\d{8}-\d{6}-\d{4}", new_run_id())
-    assert re.fullmatch(r"\d{8}-\d{6}-\d{4}-probe", new_run_id("probe"))
+    assert re.fullmatch(r"\d{8}-\d{6}-\d{4}[0-9a-f]{4}", new_run_id()) and new_run_id() != new_run_id()
+    assert re.fullmatch(r"\d{8}-\d{6}-\d{4}[0-9a-f]{4}-probe", new_run_id("probe"))
 
 
 def test_tail_lines(tmp_path: Path) -> None:

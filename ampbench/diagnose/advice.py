@@ -28,7 +28,8 @@ HISTORY = ("Compare this run's environment (Paddle/CUDA/cuDNN versions, driver, 
 
 
 def toml_line(key: str, value: Any) -> str:
-    return f"`{tomli_w.dumps({key: value}).strip()}`"
+    return f"`{key} = {toml_inline(value)}`" if isinstance(value, dict) else \
+        f"`{_one_line(tomli_w.dumps({key: value}))}`"
 
 
 def scaler_line(mode: ModeConfig, **changes: Any) -> str:
@@ -278,6 +279,19 @@ def diagnosis_advice(mode_config: ModeConfig, diagnosis: Any) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _one_line(text: str) -> str:
+    """tomli-w's multi-line array joined onto one line (still valid TOML: trailing commas are allowed)."""
+    return " ".join(part.strip() for part in text.strip().splitlines())
+
+
+def toml_inline(value: object) -> str:
+    """A value as an inline TOML value; every scalar rendered (escaped) by tomli-w."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_one_line(tomli_w.dumps({str(k): 0})).rsplit('=', 1)[0].strip()} = {toml_inline(v)}"
+                                for k, v in value.items()) + " }"
+    return _one_line(tomli_w.dumps({"x": value})).removeprefix("x = ")
+
+
 def _toml_list(items: list[str]) -> str:
     """A list as the right-hand side of a TOML line (tomli-w: names from a suite reach TOML escaped)."""
-    return tomli_w.dumps({"x": list(items)}).strip().removeprefix("x = ")
+    return toml_inline(list(items))

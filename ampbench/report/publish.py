@@ -129,7 +129,7 @@ def publish(history: Path, output: Path, repo_url: str | None = None) -> Path:
     hist_root = history if history.is_dir() else history.parent
     suites: list[tuple[str, list[dict[str, Any]]]] = []
     for path in history_files(history):
-        entries = load_history(path)
+        entries = [e.to_json() for e in load_history(path)]  # rendered from plain rows
         if entries:
             suites.append((entries[-1]["suite"], entries))
     if not suites:

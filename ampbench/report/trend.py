@@ -45,7 +45,7 @@ def trend_entries(views: list[RunView], history: Path | None) -> dict[str, list[
     entries: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in suites}
     if history is not None:
         for path in history_sources(Path(history), suites):
-            for e in load_history(path):
+            for e in (h.to_json() for h in load_history(path)):
                 entries.setdefault(e["suite"], {})[e["run_id"]] = e
     for v in views:
         entries[v.summary.suite][v.summary.run_id] = v.summary.model_dump(mode="json", by_alias=True)

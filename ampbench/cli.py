@@ -317,8 +317,17 @@ def import_paddleocr_cmd(
     config: Path = typer.Argument(..., help="A PaddleOCR det config (YAML), e.g. det_mv3_db.yml"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
     synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Use ampbench's synthetic text, not the label files"),
+    repo: Optional[Path] = typer.Option(None, "--repo", help="A PaddleOCR checkout: a command suite running its "
+                                        "tools/train.py -c CONFIG (any architecture) instead of a translation"),
+    python: Optional[str] = typer.Option(None, "--python", help="With --repo: the interpreter that runs "
+                                         "tools/train.py (default: this one)"),
 ) -> None:
-    """PaddleOCR DB config -> suite (fp32 + its AMP mode); keys not honoured are listed; exit 2 if unsupported."""
+    """PaddleOCR config -> suite (fp32 + its AMP modes); keys not honoured are listed; exit 2 if unsupported."""
+    if repo is not None:
+        from ampbench.importers.paddleocr_command import import_paddleocr_command
+
+        _write_imported(import_paddleocr_command(config, repo, python), str(config), output)
+        return
     from ampbench.importers.paddleocr import import_paddleocr
 
     _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)

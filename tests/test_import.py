@@ -233,7 +233,55 @@ def test_import_decisions_reach_report_md(tmp_path):
     from ampbench.results import RunInfo
 
     imp = import_paddleocr(MV3_STOCK, synthetic=True)
-    info = RunInfo(suite="s", suite_file="s.toml", profile="cpu", run_id="r", config_hash="", plan=[],
+    info = RunInfo(suite="s", suite_file="s.toml", profile="cpu", run_id="r", config_hash="", plan=[{"mode": "fp32", "seed": 0}],
                    config={"suite": imp.suite["suite"]})
     notes = suite_notes(info)
     assert any(n.startswith("modes: fp32, amp-o1-fp16, amp-o2-fp16") for n in notes)
+
+
+# ---------------------------------------------------------------- --repo: a command suite running their tools/train.py
+
+CHECKOUT = FIX / "paddleocr_checkout"
+V3 = FIX / "paddleocr" / "ch_PP-OCRv3_det_student.yml"
+V4 = FIX / "paddleocr" / "PP-OCRv4_mobile_det.yml"
+
+
+@pytest.mark.parametrize("cfg", [V3, V4])
+def test_pp_ocr_v3_v4_configs_give_a_command_suite_with_repo(tmp_path, cfg):
+    assert run_cli("import", "paddleocr", str(cfg), "--synthetic-data").exit_code == 2   # no translation for RSEFPN
+    out = tmp_path / "s.toml"
+    r = run_cli("import", "paddleocr", str(cfg), "--repo", str(CHECKOUT), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    wl = raw["workload"]
+    assert wl["command"][1:4] == ["tools/train.py", "-c", str(cfg.resolve())] and wl["cwd"] == str(CHECKOUT.resolve())
+    assert wl["command"][4] == "-o" and "Global.seed={seed}" in wl["command"] and wl["stop_after_steps"] is True
+    modes = {m["name"]: m for m in raw["modes"]}
+    assert modes["fp32"]["args"] == ["Global.use_amp=False"]
+    assert "Global.use_amp=True" in modes["amp-o2-fp16"]["args"] and "Global.amp_level=O2" in modes["amp-o2-fp16"]["args"]
+    assert set(modes) == {"fp32", "amp-o1-fp16", "amp-o2-fp16"}      # AMP on nowhere: O1 and O2
+    assert raw["thresholds"]["min_baseline_metric"] == 0.3
+    for profile in ("default", "cpu"):
+        assert load_suite(out, profile=profile).suite.suite.workload == "command"
+    assert "decided: program:" in r.output and "not honoured" not in r.output
+
+
+def test_repo_must_be_a_paddleocr_checkout(tmp_path):
+    r = run_cli("import", "paddleocr", str(V3), "--repo", str(tmp_path))
+    assert r.exit_code == 2 and "tools/train.py not found" in r.output
+
+
+@pytest.mark.slow
+def test_command_suite_from_repo_runs_their_train_py_with_the_modes_overrides(tmp_path):
+    out = tmp_path / "s.toml"
+    assert run_cli("import", "paddleocr", str(MV3_AMP), "--repo", str(CHECKOUT), "-o", str(out)).exit_code == 0
+    r = run_cli("run", str(out), "--profile", "cpu", "--out", str(tmp_path / "runs"), "--no-report")
+    assert r.exit_code == 3, r.output                       # AMP inactive on CPU
+    trials = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/trials/*.json")}
+    assert set(trials) == {"fp32__seed0", "amp-o1-fp16__seed0"}
+    for key, t in trials.items():
+        assert t["status"] == "ok", t["error"]
+        assert len(t["steps"]) == 8 and "hmean" in t["metrics"]   # ended by the hook; their eval at step 7
+        log = next((tmp_path / "runs").glob(f"*/*/logs/{key}.log")).read_text()
+        amp = key.startswith("amp")
+        assert f"use_amp={amp}" in log and ("scale_loss=1024.0" in log) == amp and "batch=2" in log

@@ -297,8 +297,8 @@ def _amp_modes(r: _Reader) -> tuple[list[dict[str, Any]], str, int | None]:
     return modes, why, g.get("epoch_num")
 
 
-def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
-    """Read a PaddleOCR det YAML config into a suite (see the module docstring)."""
+def load_config(path: str | Path) -> dict[str, Any]:
+    """A PaddleOCR YAML config as a mapping (shared with the command import, paddleocr_command.py)."""
     import yaml
 
     file = str(path)
@@ -310,6 +310,13 @@ def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
         raise ConfigError(file, "", f"not valid YAML ({e})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(file, "", "a PaddleOCR config is a YAML mapping (Global, Architecture, ...)")
+    return cfg
+
+
+def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
+    """Read a PaddleOCR det YAML config into a suite (see the module docstring)."""
+    file = str(path)
+    cfg = load_config(path)
     r = _Reader(cfg, file)
     wl = _architecture(r)
     wl["loss"] = _loss(r)

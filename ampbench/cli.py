@@ -340,11 +340,19 @@ def import_paddlenlp_cmd(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
     source: str = typer.Option("paddleformers", "--source",
                                help="BERT package the suite uses: paddleformers (installed by setup.sh) or paddlenlp"),
+    script: Optional[Path] = typer.Option(None, "--script", help="Your Trainer script: a command suite running it "
+                                          "with these arguments, instead of the bert suite"),
+    python: Optional[str] = typer.Option(None, "--python", help="With --script: the interpreter that runs it"),
 ) -> None:
-    """PaddleNLP Trainer args -> the bert suite with fp32 + their AMP mode; keys not honoured are listed."""
+    """PaddleNLP Trainer args -> the bert suite (or, with --script, your script) with fp32 + AMP modes."""
     from ampbench.importers.paddlenlp import import_paddlenlp, load_args
 
     parsed, where = load_args(args_json, args)
+    if script is not None:
+        from ampbench.importers.paddlenlp_command import import_paddlenlp_command
+
+        _write_imported(import_paddlenlp_command(parsed, where, script, python), where, output)
+        return
     _write_imported(import_paddlenlp(parsed, where, source), where, output)
 
 

@@ -285,3 +285,25 @@ def test_command_suite_from_repo_runs_their_train_py_with_the_modes_overrides(tm
         log = next((tmp_path / "runs").glob(f"*/*/logs/{key}.log")).read_text()
         amp = key.startswith("amp")
         assert f"use_amp={amp}" in log and ("scale_loss=1024.0" in log) == amp and "batch=2" in log
+
+
+@pytest.mark.slow
+def test_paddlenlp_script_import_runs_the_users_trainer_script(tmp_path):
+    pytest.importorskip("paddleformers")
+    script = FIX / "command" / "trainer_text_cls.py"
+    out = tmp_path / "s.toml"
+    r = run_cli("import", "paddlenlp", "--script", str(script), "--args",
+                "--bf16 --fp16_opt_level O1 --max_steps 8 --per_device_train_batch_size 16 --seed 3 "
+                "--logging_steps 4 --save_strategy no --report_to none --disable_tqdm true "
+                "--metric_for_best_model accuracy", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    assert raw["suite"]["metric"] == "eval_accuracy" and raw["suite"]["seeds"] == [3]
+    assert "--max_steps" in raw["workload"]["command"] and "{steps}" in raw["workload"]["command"]
+    assert "--bf16" not in raw["workload"]["command"]
+    assert _mode(raw, "amp-o1-bf16")["args"] == ["--bf16", "--fp16_opt_level", "O1"]
+    r = run_cli("run", str(out), "--out", str(tmp_path / "runs"), "--no-report")
+    assert r.exit_code == 3, r.output
+    trials = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/trials/*.json")]
+    assert len(trials) == 2 and all(t["status"] == "ok" and len(t["steps"]) == 8 for t in trials)
+    assert all("eval_accuracy" in t["metrics"] for t in trials)

@@ -197,8 +197,7 @@ def test_faults_are_clear_per_trial_errors_with_the_log_tail(tmp_path, args, exp
 @pytest.mark.slow
 def test_steps_short_of_train_steps_and_a_flood_are_reported(tmp_path):
     out = tmp_path / "runs"
-    cmd = f'["{sys.executable}", "{SCRIPT}", "--steps", "5", "--seed", "{{seed}}", "--out", "{{out}}", "--flood", "3"]'
-    text = suite_text(command=cmd, workload_extra="max_log_mib = 1", amp=False)
+    text = suite_text(extra_args=', "--quit-at", "5", "--flood", "3"', workload_extra="max_log_mib = 1", amp=False)
     r = run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
     assert r.exit_code == 2
     t = trials(out)["fp32__seed0"]
@@ -211,7 +210,7 @@ def test_steps_short_of_train_steps_and_a_flood_are_reported(tmp_path):
 @pytest.mark.slow
 def test_a_hanging_program_times_out_and_its_whole_tree_is_killed(tmp_path):
     out = tmp_path / "runs"
-    text = suite_text(extra_args=', "--hang-at", "6", "--linger"', timeout=12, amp=False)
+    text = suite_text(extra_args=', "--hang-at", "6", "--linger"', timeout=20, amp=False)
     r = run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
     assert r.exit_code == 1, r.output   # a timeout is a FAIL of its mode... fp32 here: its own completeness
     t = trials(out)["fp32__seed0"]

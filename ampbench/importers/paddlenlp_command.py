@@ -74,7 +74,7 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
     }
     out.decide(f"program: {prog} with your Trainer arguments; --max_steps/--seed/--output_dir/"
                "--per_device_train_batch_size come from the suite")
-    out.decide(f"modes: fp32, {', '.join(m['name'] for m in amps)} "
+    out.decide(f"modes: fp32, {', '.join(str(m['name']) for m in amps)} "
                + ("(your fp16/bf16 flags)" if mode else "(your args set neither fp16 nor bf16: O1 and O2 --fp16 "
                                                        "with the Trainer's defaults)"))
     out.decide(f"metric: {metric} ({'lower' if goal == 'min' else 'higher'} is better) from the Trainer's "

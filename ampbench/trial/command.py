@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -180,8 +179,3 @@ def worker_env() -> Env:
     return Env(platform=platform.platform(), cpu_count=os.cpu_count() or 0, git_sha=git_sha(),
                ampbench=ampbench.__version__, device_name=cpu_model())
 
-
-def exit_text(code: int | None) -> str:
-    if code is not None and code < 0 and -code in signal.Signals._value2member_map_:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with code {code}"

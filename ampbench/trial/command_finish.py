@@ -3,6 +3,7 @@ AMP evidence, the metric from the program's output, and a status that says what 
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,15 @@ def _metrics(tr: TrialContext, p: CommandParams, output: Any, out: Path) -> dict
     return found
 
 
+def exit_text(code: int | None) -> str:
+    if code is not None and code < 0 and -code in signal.Signals._value2member_map_:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
 def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int | None, launch_error: str,
              metrics: dict[str, float]) -> str | None:
     """Why this trial is not ok, in one sentence (None: it is ok)."""
-    from ampbench.trial.command import exit_text
-
     lead = reader.lead()
     stopped = lead is not None and lead.end.get("reason") == "stopped"
     steps = len(lead.steps) if lead else 0
@@ -88,7 +93,7 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
                                "train.batch_size is the program's real batch per optimizer step")
     if left:
         info["leftover_processes"] = left
-    t.workload_info = info
+    setattr(t, "workload_info", info)  # an extra field of the open Trial model
     why = _problem(tr, p, reader, code, launch_error, t.metrics)
     if why is None and left:
         why = f"the program left {len(left)} process(es) running after it ended (pids {left[:5]}; killed)"

@@ -103,10 +103,10 @@ class EventReader:
 
 
 def step_record(ev: dict[str, Any], samples: int, warmup_steps: int) -> StepRecord:
-    loss = ev.get("loss")
-    finite = isinstance(loss, (int, float)) and math.isfinite(loss)
+    raw = ev.get("loss")
+    loss = float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
     scale = ev.get("scale")
-    return StepRecord(step=int(ev["step"]), loss=float(loss) if finite else None, time_s=max(0.0, float(ev["t"])),
+    return StepRecord(step=int(ev["step"]), loss=loss, time_s=max(0.0, float(ev.get("t") or 0.0)),
                       loss_scale=float(scale) if isinstance(scale, (int, float)) else None,
                       found_inf=bool(ev.get("found_inf")), samples=samples, warmup=int(ev["step"]) <= warmup_steps)
 
@@ -114,7 +114,8 @@ def step_record(ev: dict[str, Any], samples: int, warmup_steps: int) -> StepReco
 def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: EventReader, instrumented: bool,
              scaler_cfg: dict[str, Any]) -> AmpInfo:
     """Op dtype evidence from every stepping process; without it AMP is never called active."""
-    amp = AmpInfo(requested=requested, level=level, dtype=dtype if requested else "float32", scaler=scaler_cfg)
+    amp = AmpInfo.model_validate({"requested": requested, "level": level, "dtype": dtype if requested else "float32",
+                                  "scaler": scaler_cfg})
     calls: dict[str, dict[str, int]] = {}
     for p in reader.stepping() or list(reader.procs.values()):
         for op, c in parse_op_stats(p.ops).items():

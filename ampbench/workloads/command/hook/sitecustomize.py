@@ -15,7 +15,7 @@ the loss (the tensors backward() ran on, unscaled when a GradScaler scaled them,
 boundary so no extra sync is added); the GradScaler's scale and found_inf; op dtype counts from
 Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak
 (CUDA allocator on GPU, reset when the measured window opens; the host allocator on CPU). Events
-are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written in batches (at most 4 a second) outside the
+are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
 timed region. With AMPBENCH_HOOK_STOP_AFTER = N > 0 the program is ended cleanly (SystemExit(0),
 so `finally` blocks and atexit run) right after its N-th step.
 """
@@ -29,7 +29,9 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 import time
+from typing import Any
 
 _DIR_ENV = "AMPBENCH_HOOK_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,34 +62,41 @@ class _State:
         self.stats_steps = int(os.environ.get("AMPBENCH_HOOK_STATS_STEPS", "2") or 2)
         self.warmup = int(os.environ.get("AMPBENCH_HOOK_WARMUP", "0") or 0)
         self.pending: list[str] = []
-        self.last_flush = time.perf_counter()
+        self.lock = threading.Lock()
         self.step = 0
         self.depth = 0
         self.t_prev = time.perf_counter()
         self.eval_t0: float | None = None
         self.eval_s = 0.0
-        self.losses: list = []
-        self.scaled: dict[int, object] = {}
-        self.scaler = None
-        self.sync = None
+        self.losses: list[Any] = []
+        self.scaled: dict[int, Any] = {}
+        self.scaler: Any = None
+        self.sync: Any = None
         self.stats_on = False
-        self.paddle = None
+        self.paddle: Any = None
         self.ended = False
 
     def emit(self, **ev: object) -> None:
-        self.pending.append(json.dumps(ev) + "\n")
+        line = json.dumps(ev) + "\n"
+        with self.lock:
+            self.pending.append(line)
 
     def flush(self, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not self.pending or (not force and now - self.last_flush < FLUSH_EVERY_S):
-            return
-        if os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
-            self.pending.clear()
+        """Write what is pending (a background thread does it every FLUSH_EVERY_S, so steps before a
+        hang or a kill still reach the file; the program's own thread never waits on the disk)."""
+        with self.lock:
+            lines, self.pending = self.pending, []
+        if not lines or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
             return
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write("".join(self.pending))
-        self.pending.clear()
-        self.last_flush = time.perf_counter()
+            f.write("".join(lines))
+
+    def start_flusher(self) -> None:
+        def loop() -> None:
+            while not self.ended:
+                time.sleep(FLUSH_EVERY_S)
+                self.flush()
+        threading.Thread(target=loop, name="ampbench-hook-flush", daemon=True).start()
 
 
 S: _State | None = None
@@ -97,7 +106,7 @@ def _loss_value(st: _State) -> float | None:
     total, seen = 0.0, False
     for t in st.losses:
         try:
-            total += float(t)
+            total += float(t.item()) if getattr(t, "size", 1) == 1 else float(t.sum().item())
             seen = True
         except (TypeError, ValueError, RuntimeError):
             pass
@@ -140,7 +149,6 @@ def _boundary(st: _State) -> None:
         _memory_reset(st)
     if st.step % 16 == 0:
         _memory(st)
-    st.flush()
     if st.stop_after and st.step >= st.stop_after:
         _finish("stopped", st)
         raise SystemExit(0)
@@ -327,6 +335,7 @@ def _install(paddle) -> None:
     st.emit(e="start", pid=os.getpid(), rank=int(os.environ.get("PADDLE_TRAINER_ID", "0") or 0),
             world=int(os.environ.get("PADDLE_TRAINERS_NUM", "1") or 1), argv=sys.argv[:20], **_facts(paddle, gpu))
     st.flush(force=True)
+    st.start_flusher()
     st.t_prev = time.perf_counter()
 
 

@@ -238,3 +238,17 @@ def test_the_users_own_sitecustomize_still_runs(tmp_path):
     t = trials(out)["fp32__seed0"]
     assert t["status"] == "ok" and len(t["steps"]) == 12
     assert "users sitecustomize ran" in next(out.glob("mine/*/logs/fp32__seed0.log")).read_text()
+
+
+@pytest.mark.slow
+def test_a_command_under_paddle_distributed_launch_is_measured_on_every_rank(tmp_path):
+    cmd = (f'["{sys.executable}", "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir", '
+           f'"{{out}}/ranks", "{SCRIPT}", "--steps", "{{steps}}", "--seed", "{{seed}}", "--out", "{{out}}"]')
+    out = tmp_path / "runs"
+    r = run("run", str(write(tmp_path, suite_text(command=cmd, amp=False, regex=False, timeout=200))), "--out",
+            str(out), "--no-report")
+    assert r.exit_code == 3, r.output              # fp32 only: nothing compared, never 0
+    t = trials(out)["fp32__seed0"]
+    assert t["status"] == "ok", t["error"]
+    assert t["world_size"] == 2 and len(t["steps"]) == 12 and t["steps"][0]["samples"] == 32
+    assert sorted(m["rank"] for m in t["memory"]["per_rank"]) == [0, 1]   # the launcher itself never stepped

@@ -15,9 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from ampbench.config import ConfigError, DistributedConfig
+from ampbench.core import protocol
 from ampbench.launch import distributed, process
 from ampbench.trial import replicas
 from ampbench.commands.run import launch_trial
@@ -129,7 +131,7 @@ def test_launch_command_wraps_worker():
     assert cmd[:3] == [sys.executable, "-m", "paddle.distributed.launch"]
     assert cmd[cmd.index("--nproc_per_node") + 1] == "4" and cmd[cmd.index("--log_dir") + 1] == "/x/ranks"
     assert cmd[-4:] == [sys.executable, "-m", "ampbench.trial.worker", "s.json"] and "--nnodes" not in cmd
-    assert env["PADDLE_DISTRI_BACKEND"] == "nccl" and env[distributed.RANK_DIR_ENV] == "/x/ranks"
+    assert env["PADDLE_DISTRI_BACKEND"] == "nccl" and env[protocol.RANK_DIR_ENV] == "/x/ranks"
     multi = DistributedConfig(nproc_per_node=8, nnodes=2, master="10.0.0.1:8090")
     cmd, env = distributed.launch_command(multi, ["w"], Path("r"))
     assert cmd[cmd.index("--nnodes") + 1] == "2" and cmd[cmd.index("--master") + 1] == "10.0.0.1:8090"
@@ -185,7 +187,7 @@ def test_rank_zero_file_relabelled_by_the_failing_rank(tmp_path):
 
 
 def test_failure_note_written_only_in_a_launched_rank(tmp_path, monkeypatch):
-    monkeypatch.setenv(distributed.RANK_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(protocol.RANK_DIR_ENV, str(tmp_path))
     monkeypatch.setenv("PADDLE_TRAINERS_NUM", "1")
     replicas.write_failure_note("crashed", "x")
     assert not list(tmp_path.iterdir())
@@ -201,7 +203,7 @@ def test_only_rank_zero_writes_and_faults_target_a_rank(monkeypatch):
     monkeypatch.setenv("PADDLE_TRAINER_ID", "1")
     assert not replicas.writes_trial(dp_suite)
     assert replicas.writes_trial({})                       # single process: stray env ignored
-    monkeypatch.setenv(distributed.FAULT_RANK_ENV, "1")
+    monkeypatch.setenv(protocol.FAULT_RANK_ENV, "1")
     assert replicas.fault_applies()
     monkeypatch.setenv("PADDLE_TRAINER_ID", "0")
     assert replicas.writes_trial(dp_suite) and not replicas.fault_applies()
@@ -224,7 +226,13 @@ def test_kill_tree_reaches_ranks_in_their_own_session():
     process.kill_tree(parent.pid, grace_s=2)
     parent.wait(timeout=5)
     deadline = time.monotonic() + 5
-    while process._alive(child) and time.monotonic() < deadline:
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not process._alive(child)
+    assert not alive(child)
     assert time.monotonic() - t0 < 8

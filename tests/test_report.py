@@ -105,6 +105,13 @@ def check_markdown(path: Path) -> str:
     return html
 
 
+def mode_rate(trials: list[dict], mode: str) -> float:
+    """judge/measure.py's definition: geometric mean of the ok trials' median per-step rates."""
+    meds = [np.median([s["samples"] / s["time_s"] for s in t["steps"] if not s["warmup"]])
+            for t in trials if t["mode"] == mode and t["status"] == "ok"]
+    return float(np.exp(np.mean(np.log(meds))))
+
+
 def rates(trials: list[dict], mode: str) -> list[float]:
     return [s["samples"] / s["time_s"] for t in trials if t["mode"] == mode and t["status"] == "ok"
             for s in t["steps"] if not s["warmup"]]
@@ -167,10 +174,10 @@ def test_gpu_report_summary_numbers(gpu_report):
     _, md, _ = gpu_report
     trials = load_trials(FIXTURE)
     fp32 = summary_row(md, "fp32")
-    assert fp32[3].startswith(fmt.num(np.median(rates(trials, "fp32"))) + " [")
+    assert fp32[3].startswith(fmt.num(mode_rate(trials, "fp32")) + " [")
     assert fp32[5] == "15.0 GiB (cuda)" and fp32[-1] == "reference"  # the fixture has no fp32 verdict
     o1 = summary_row(md, "amp-o1-fp16")
-    speed = np.median(rates(trials, "amp-o1-fp16")) / np.median(rates(trials, "fp32"))
+    speed = mode_rate(trials, "amp-o1-fp16") / mode_rate(trials, "fp32")
     assert o1[4].startswith(fmt.ratio(speed) + " [")
     assert o1[5] == "9.10 GiB (cuda)" and o1[6] == fmt.pct(9.1 / 15.0 - 1) == "-39.3%"
     ref = np.mean([t["metrics"]["hmean"] for t in trials if t["mode"] == "fp32"])
@@ -376,7 +383,7 @@ def test_report_from_real_cpu_run(cpu_run):
     else:
         assert "**Verdict: not checked**" in md
     fp32 = summary_row(md, "fp32")
-    assert fp32[3].startswith(fmt.num(np.median(rates(trials, "fp32"))))
+    assert fp32[3].startswith(fmt.num(mode_rate(trials, "fp32")))
     peak = max(t["memory"]["peak_allocated_bytes"] for t in trials if t["mode"] == "fp32")
     assert fp32[5] == f"{fmt.bytes_h(peak)} (host)"
     amp = summary_row(md, "amp-o1-fp16")

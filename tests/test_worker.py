@@ -125,3 +125,19 @@ def test_scaler_records_skipped_steps_and_halving(toy_suite, tmp_path, monkeypat
     assert all(s.found_inf for s in t.steps) and t.skipped_steps == 6
     assert scales == [65536.0 / 2**i for i in range(6)]
     assert all(math.isfinite(s.loss) for s in t.steps)  # loss finite, gradients overflowed
+
+
+def test_the_in_process_launcher_gives_the_same_trial(toy_trials, tmp_path):
+    """launch.inprocess runs the worker's own code here: same losses and metrics as the subprocess."""
+    from tests.conftest import TOY_SUITE
+
+    from ampbench.launch.inprocess import launch_in_process
+
+    suite = tmp_path / "toy.toml"
+    suite.write_text(TOY_SUITE)
+    events: list[dict] = []
+    t = launch_in_process(spec_for(suite, RunDir(tmp_path / "run"), "fp32", 0), on_event=events.append)
+    sub = toy_trials["a"]
+    assert t.status == "ok" and [s.loss for s in t.steps] == [s.loss for s in sub.steps]
+    assert t.metrics == sub.metrics
+    assert any(e.get("event") == "step" for e in events) and events[-1] == {"event": "done", "status": "ok"}

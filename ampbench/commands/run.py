@@ -179,9 +179,9 @@ def _write_report(run_dir: Path) -> Path:
 
 def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool = True) -> int:
     """summary.csv, the table, check.json (+ report.md); returns the exit code."""
-    trials = open_run(run.path).trials  # validated: nothing foreign reaches the summary
-    write_summary_csv(run, trials)
-    print_trials(trials, console)
+    opened = open_run(run.path)  # validated: nothing foreign reaches the summary
+    write_summary_csv(run, opened.trials)
+    print_trials(opened.trials, console, opened.suite.suite.metric)
     result = check_run(run.path, strict=strict)
     print_check(result, console)
     if report:

@@ -20,7 +20,12 @@ def new_run_id(tag: str = "") -> str:
     return f"{rid}-{tag}" if tag else rid
 
 
-def slug(text: str, limit: int = 64) -> str:
-    """A file-name-safe form of free text (device names, sweep points): `NVIDIA A100-SXM4` -> `nvidia-a100-sxm4`."""
-    out = re.sub(r"[^a-z0-9._-]+", "-", str(text).lower()).strip("-.")
-    return out[:limit] or "unknown"
+def slug(text: str, *, lower: bool = False, keep: str = "._-", fallback: str = "x", limit: int = 120) -> str:
+    """The one file-name-safe form of free text (device names, suite and run ids, config stems):
+    runs of other characters become one `-`, no leading dot or dash (nothing hidden), at most `limit`
+    characters (a 300-character run id still makes a valid file name); `fallback` when nothing is left.
+    `NVIDIA A100-SXM4-40GB` -> `nvidia-a100-sxm4-40gb` with lower=True, keep="-"."""
+    allowed = "A-Za-z0-9" + re.escape(keep)
+    out = re.sub(f"[^{allowed}]+", "-", str(text))
+    out = re.sub(r"-{2,}", "-", out.lower() if lower else out).strip("-.")
+    return out[:limit].rstrip("-.") or fallback

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ConfigError
+from ampbench.core.names import slug
 from ampbench.importers.base import Imported
 from ampbench.importers.paddlenlp import _amp_mode
 
@@ -63,7 +64,7 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
     metric = (best if str(best).startswith("eval_") else f"eval_{best}") if best else "eval_loss"
     goal = "min" if metric.endswith("loss") or args.get("greater_is_better") is False else "max"
     out.suite = {
-        "suite": {"name": prog.stem.replace("_", "-") or "trainer", "workload": "command", "metric": metric,
+        "suite": {"name": slug(prog.stem, fallback="trainer"), "workload": "command", "metric": metric,
                   "metric_goal": goal, "seeds": [int(args.get("seed", 0))],
                   "description": f"{prog.name} with the Trainer arguments of {where}"},
         "workload": {"command": cmd, "cwd": str(prog.resolve().parent), "metric": {"preset": "trainer"}},

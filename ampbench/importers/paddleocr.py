@@ -14,11 +14,11 @@ suite.notes, which report.md shows. Everything not read is listed by name.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ConfigError
+from ampbench.core.names import slug
 from ampbench.importers.base import Imported, UnsupportedConfig
 
 # What PaddleOCR's tools/train.py sets when use_amp is on (the cuDNN one only on CUDA builds).
@@ -330,7 +330,7 @@ def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
                                 "Train", "Eval"})
     r.rest("Train", r.section("Train"), {"dataset", "loader"})
     r.rest("Eval", r.section("Eval"), {"dataset", "loader"})
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", Path(path).stem).strip("-.") or "paddleocr"
+    name = slug(Path(path).stem, fallback="paddleocr")
     modes = [{"name": "fp32"}, *amps]
     r.out.decide(f"modes: fp32, {', '.join(m['name'] for m in amps)} (AMP from {amp_from})")
     r.out.notes.append(f"train.steps = epoch_num x ceil({n_train} images / batch {batch}) = {steps}.")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ConfigError
+from ampbench.core.names import slug
 from ampbench.importers.base import Imported, UnsupportedConfig
 from ampbench.importers.paddleocr import MIN_BASELINE_HMEAN, _amp_modes, _Reader, load_config
 
@@ -70,7 +71,7 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
     modes = [{"name": "fp32", "args": ["Global.use_amp=False"]},
              *({k: v for k, v in m.items() if k not in ("flags", "master_weight")} | {"args": _mode_args(m)}
                for m in amps)]
-    name = "".join(c if c.isalnum() or c in "_.-" else "-" for c in config.stem).strip("-.") or "paddleocr"
+    name = slug(config.stem, fallback="paddleocr")
     r.out.suite = {
         "suite": {"name": name, "workload": "command", "metric": metric,
                   "seeds": [int(seed) if seed is not None else 0],

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.core.records import Trial
-from ampbench.judge import inference, stats, measure
+from ampbench.judge import inference, measure, stats
 from ampbench.results.baselines import compact
 from ampbench.results.run_dir import open_run
 

@@ -1,8 +1,7 @@
 """`ampbench summary RUN...`: several runs side by side as one pandas DataFrame (md, csv or parquet).
 
-One row per (run, mode): trials, ok trials, samples/s (median over ok trials of each trial's median
-per-step rate), peak
-memory, metric mean and sd over seeds, and the change in samples/s against the same mode in the first
+One row per (run, mode): trials, ok trials, samples/s (judge/measure.py's definition: the geometric
+mean of the ok trials' median per-step rates, as every other surface shows it), peak memory, metric mean and sd over seeds, and the change in samples/s against the same mode in the first
 run given.  The frame is the data, the markdown table only a view of it, so csv/parquet carry the
 same numbers to a notebook.
 """
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ampbench.core.errors import ResultsError
+from ampbench.judge.summary import summarize_modes
 from ampbench.report import fmt
 from ampbench.results.run_dir import open_run
 from ampbench.results.summary import summary_rows
@@ -30,11 +30,12 @@ def trial_frame(run_dirs: list[Path]) -> Any:  # -> pandas.DataFrame
     for path in run_dirs:
         run = open_run(path)
         rows = summary_rows(run.trials)
+        modes = summarize_modes(run.trials, run.suite.suite.metric, confidence=run.suite.thresholds.confidence)
         for row, t in zip(rows, run.trials):
             row["run_id"] = run.info.run_id
             row["run_dir"] = str(path)
             row["metric"] = t.metrics.get(run.suite.suite.metric)
-            row["rate_median"] = float(np.median(t.step_rates())) if t.status == "ok" and len(t.step_rates()) else None
+            row["mode_samples_per_s"] = modes[t.mode].samples_per_s
             row["peak_bytes"] = t.peak_memory()[0] or None
         frames.append(pd.DataFrame(rows, columns=list(rows[0]) if rows else ["run_id", "mode"]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -52,7 +53,7 @@ def compare_frame(run_dirs: list[Path]) -> Any:  # -> pandas.DataFrame
     keys = ["run_dir", "run_id", "suite", "mode"]
     agg = df.groupby(keys, sort=False).agg(trials=("seed", "size"), ok=("ok", "sum"))
     stats = ok.groupby(keys, sort=False).agg(
-        samples_per_s=("rate_median", "median"), peak_bytes=("peak_bytes", "max"),
+        samples_per_s=("mode_samples_per_s", "first"), peak_bytes=("peak_bytes", "max"),
         metric_mean=("metric", "mean"), metric_sd=("metric", "std"), skipped_steps=("skipped_steps", "sum"))
     out = agg.join(stats).reset_index()
     first = out[out["run_dir"] == str(run_dirs[0])].set_index(["suite", "mode"])["samples_per_s"]

@@ -10,17 +10,18 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.core.records import Trial
+from ampbench.judge import measure
+from ampbench.report import fmt
 from ampbench.report.fmt import bytes_h
 from ampbench.results.verdicts import CheckReport
 
 
-def print_trials(trials: list[Trial], console: Console) -> None:
+def print_trials(trials: list[Trial], console: Console, primary: str) -> None:
+    """The trial table (each trial's own figures) and one line per mode with the mode's samples/s."""
     table = Table(title="trials", title_justify="left")
     for col in ("mode", "seed", "status", "samples/s", "peak memory", "metric", "AMP active"):
         table.add_column(col, justify="right" if col in ("seed", "samples/s", "peak memory") else "left")
     for t in trials:
-        meta = t.config.get("suite")
-        primary = str(meta.get("metric", "")) if isinstance(meta, dict) else ""
         metric = t.metrics.get(primary)
         mem = t.memory.peak_allocated_bytes or t.memory.rss_peak_bytes
         active = "yes" if t.amp.active else ("no (inactive on this device)" if t.amp.requested else "-")
@@ -31,6 +32,14 @@ def print_trials(trials: list[Trial], console: Console) -> None:
             Text(f"{primary} {metric:.4f}") if metric is not None else "-", active,
         )
     console.print(table)
+    by_mode: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_mode.setdefault(t.mode, []).append(t)
+    for mode, ts in by_mode.items():
+        ms = measure.mode_stats([t.step_rates() for t in ts if t.status == "ok"])
+        if ms.samples_per_s:
+            console.print(Text(f"  {mode}: {fmt.num(ms.samples_per_s)} samples/s "
+                               f"(geometric mean of {len(ms.per_trial)} trial median(s))"))
 
 
 _STYLE = {"PASS": "green", "FAIL": "bold red", "INCONCLUSIVE": "yellow", "ERROR": "bold magenta"}

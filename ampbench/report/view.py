@@ -8,11 +8,11 @@ a file the checker would refuse.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ampbench.config import Suite
+from ampbench.core.names import slug
 from ampbench.core.records import RunInfo, Trial
 from ampbench.judge.summary import summarize_run
 from ampbench.report import fmt
@@ -88,7 +88,7 @@ class Ctx:
         return Path(os.path.relpath(Path(path).resolve(), self.out_dir.resolve())).as_posix()
 
     def plot_path(self, view: RunView, name: str) -> Path:
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{view.summary.suite}-{view.summary.run_id}")
+        safe = slug(f"{view.summary.suite}-{view.summary.run_id}")
         prefix = f"{safe}-" if self.multi else ""
         return self.plots_dir / f"{prefix}{name}.png"
 

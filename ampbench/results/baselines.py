@@ -10,7 +10,6 @@ and a run folder are judged by identical code.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import re
@@ -21,9 +20,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.config import REFERENCE_MODE, Suite
-from ampbench.core.docs import load_doc
+from ampbench.core.docs import VersionedDoc, load_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, read_json, safe_name
+from ampbench.core.names import utc_now
 from ampbench.core.records import RUN_SCHEMA, Interference, RunInfo, Trial, rates_from
 from ampbench.results.run_dir import open_run
 from ampbench.trackers.env import device_slug  # one definition, shared with nightly.sh
@@ -54,9 +54,8 @@ class CompactTrial(BaseModel):
         return rates_from(self.step_time_s, self.samples)
 
 
-class Baseline(BaseModel):
+class Baseline(VersionedDoc):
     SCHEMA: ClassVar[str] = BASELINE_SCHEMA
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field(BASELINE_SCHEMA, alias="schema")
     suite: str
     profile: str = "default"
@@ -117,7 +116,7 @@ def from_trials(info: RunInfo, suite: Suite, trials: list[Trial], source: str = 
     return Baseline(
         suite=info.suite, profile=info.profile, config_hash=info.config_hash, device=device_slug(env),
         device_name=env.device_name or env.device, paddle=env.paddle, metric=meta.metric,
-        metric_goal=meta.metric_goal, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        metric_goal=meta.metric_goal, created=utc_now(),
         source=source, modes=modes,
     )
 

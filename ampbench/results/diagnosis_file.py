@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.core.docs import load_optional
+from ampbench.core.docs import VersionedDoc, load_optional
 
 DIAGNOSIS_SCHEMA = "ampbench.diagnosis/1"
 Kind = Literal["fp32-nonfinite", "amp-nonfinite", "fp16-range", "underflow", "diverged"]
@@ -82,11 +82,10 @@ class ModeDiagnosis(BaseModel):
     tolerances: Tolerances = Tolerances()
 
 
-class DiagnosisFile(BaseModel):
+class DiagnosisFile(VersionedDoc):
     """diagnosis.json: every mode diagnosed in one run folder (a later diagnose of a mode replaces it)."""
 
     SCHEMA: ClassVar[str] = DIAGNOSIS_SCHEMA
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field(DIAGNOSIS_SCHEMA, alias="schema")
     suite: str
     run_dir: str

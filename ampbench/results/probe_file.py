@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ampbench.core.docs import load_optional
+from ampbench.core.docs import VersionedDoc, load_optional
 from ampbench.core.records import Memory
 
 PROBE_SCHEMA = "ampbench.probe/1"
@@ -115,11 +115,10 @@ class ProbeMode(_Open):
     attempts: list[ProbeAttempt] = []
 
 
-class ProbeFile(_Open):
+class ProbeFile(VersionedDoc):
     """probe.json: the largest batch each mode trains without running out of memory."""
 
     SCHEMA: ClassVar[str] = PROBE_SCHEMA
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field(PROBE_SCHEMA, alias="schema")
     suite: str
     suite_file: str

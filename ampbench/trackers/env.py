@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ampbench.core.names import slug
 from ampbench.core.records import Env
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -81,7 +82,4 @@ def environment() -> Env:
 def device_slug(env: Env) -> str:
     """A folder-safe name for the device, used for results/baselines/<slug>/."""
     base = "cpu" if env.device in ("", "cpu") else (env.device_name or env.device)
-    slug = "".join(c.lower() if c.isalnum() else "-" for c in (base or "cpu")).strip("-")
-    while "--" in slug:
-        slug = slug.replace("--", "-")
-    return slug or "cpu"
+    return slug(base or "cpu", lower=True, keep="-", fallback="cpu")

@@ -26,7 +26,7 @@ from ampbench.trial.replicas import write_failure_note, writes_trial
 from ampbench.trial.setup import seed_everything
 from ampbench.trial.spec import TrialSpec
 
-__all__ = ["Events", "TrialRunner", "main", "seed_everything"]
+__all__ = ["Events", "TrialRunner", "main", "run_trial", "seed_everything"]
 
 
 class TrialRunner(TrialContext):
@@ -64,20 +64,29 @@ def main(argv: list[str] | None = None) -> int:
     lead = writes_trial(spec.suite.model_dump(mode="json"))  # data parallel: only rank 0 reports and writes
     if not lead:
         events = Events(None)
+    return run_trial(spec, events, write=lead)
+
+
+def run_trial(spec: TrialSpec, events: Events, write: bool = True) -> int:
+    """Set up, train and finish one trial in this process; the trial file is written (when `write`)
+    whatever happens, an exception included. Returns the worker's exit code (0 ok, 1 failed)."""
     tr = TrialRunner(spec, events)
     code = 0
     try:
         tr.run()
     except BaseException as exc:  # recorded, never lost: the trial file says what happened
-        tr.trial.status = classify_error(exc)  # type: ignore[assignment]
+        tr.trial.status = classify_error(exc)  # type: ignore[assignment]  # classify_error returns a Status string
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         traceback.print_exc()
         write_failure_note(tr.trial.status, tr.trial.error)
         code = 1
-    tr.trial.wall_s = time.perf_counter() - tr.t_start
-    if lead:
-        tr.write()
-    events.emit(event="done", status=tr.trial.status)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+    finally:
+        tr.trial.wall_s = time.perf_counter() - tr.t_start
+        if write:
+            tr.write()
+        events.emit(event="done", status=tr.trial.status)
     return code
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from ampbench.config import ModeConfig
 from ampbench.core.records import Trial
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 LOW_PRECISION = ("float16", "bfloat16", "fp16", "bf16")
@@ -100,5 +103,24 @@ def _has_lists(c: Ctx) -> bool:
     return bool(mode.custom_white_list or mode.custom_black_list)
 
 
-AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only)
+def _amp_active(m: ModeConfig, text: str) -> list[str]:
+    out = []
+    if "device" in text or "cpu" in text or "inactive on this device" in text:
+        out.append("AMP cannot run on this device (Paddle's auto_cast is a no-op without a CUDA/XPU device): run the "
+                   "suite on a GPU; no suite change activates it here.")
+    if m.dtype == "bfloat16":
+        out.append("bfloat16 kernels need compute capability 8.0+; on older GPUs use float16 with loss scaling: "
+                   f"{kit.toml_line('dtype', 'float16')}.")
+    if m.custom_black_list and ("custom op list" in text or "no op ran" in text or not out):
+        out.append("Paddle ran no op in low precision: check that `custom_black_list` does not hold the matmul/conv "
+                   f"ops (current: {kit.toml_list(m.custom_black_list)}); e.g. {kit.toml_line('custom_black_list', [])}.")
+    return out
+
+
+def advise_amp_active(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """What to try when AMP did not really run (device, dtype, op lists)."""
+    return _amp_active(m, (r.message or "").lower())
+
+
+AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only, advice=advise_amp_active)
 OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists)

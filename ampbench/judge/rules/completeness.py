@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ampbench.config import REFERENCE_MODE
+from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.core.records import trial_key
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, combine
 
 
@@ -50,4 +52,23 @@ def rule_completeness(c: Ctx) -> list[RuleResult]:
                    trials=[p[2] for p in problems if p[2]])]
 
 
-COMPLETENESS = Rule("completeness", rule_completeness)
+def _completeness(m: ModeConfig, batch_size: int | None, text: str) -> list[str]:
+    out = []
+    b = m.batch_size or batch_size
+    if "oom" in text or "out of memory" in text:
+        out.append(f"A trial ran out of memory: halve this mode's batch, {kit.toml_line('batch_size', max(1, b // 2))}."
+                   if b else "A trial ran out of memory: set a smaller `batch_size` in this mode.")
+    if "timeout" in text:
+        out.append("A trial hit its timeout: raise `timeout_s` in `[train]` or cut `steps`.")
+    if "crashed" in text or not out:
+        out.append("Read the trial's log in the run folder (`logs/<mode>__seed<k>.log`); `ampbench run --resume "
+                   "RUN_DIR` re-runs only the missing trials.")
+    return out
+
+
+def advise_completeness(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """A smaller batch after an OOM, a longer timeout, the log to read."""
+    return _completeness(m, batch_size, (r.message or "").lower())
+
+
+COMPLETENESS = Rule("completeness", rule_completeness, advice=advise_completeness)

@@ -153,8 +153,14 @@ def with_baseline(c: Ctx) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    """A registered rule: `judge` returns its results (none when it does not apply to the mode)."""
+    """A registered rule, self-contained: `judge` returns its results (none when it does not apply to
+    the mode), `advice` what to try when one does not pass, `labels` the result names it emits."""
 
     name: str
     judge: Callable[[Ctx], list[RuleResult]]
     applies: Callable[[Ctx], bool] = always
+    advice: Callable[..., list[str]] | None = None  # (result, mode config, mode diagnosis, batch size)
+    labels: tuple[str, ...] = ()
+
+    def emits(self, result_name: str) -> bool:
+        return result_name in (self.labels or (self.name,))

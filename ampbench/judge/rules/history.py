@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ampbench.config import ModeConfig
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
@@ -18,6 +19,7 @@ from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
 from ampbench.judge.rules.speed import compare, planned_seeds, shortfall_text
 from ampbench.results.baselines import CompactTrial
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 
@@ -115,4 +117,14 @@ def history_memory(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
     return c.rule("history-memory", "FAIL" if grow > lim else "PASS", grow, lim, msg)
 
 
-HISTORY = Rule("history", rule_history, with_baseline)
+HISTORY_ADVICE = ("Compare this run's environment (Paddle/CUDA/cuDNN versions, driver, `default_lists_hash` of the AMP "
+                  "op lists) with the baseline's: a changed op list or library moves numbers without any suite change. "
+                  "If the change is intended, record a new baseline with `ampbench baseline save RUN_DIR`.")
+
+
+def advise_history(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    return [HISTORY_ADVICE]
+
+
+HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history,
+               labels=("history-throughput", "history-metric", "history-memory"))

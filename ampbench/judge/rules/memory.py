@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ampbench.config import REFERENCE_MODE
+from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.core.units import bytes_h
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 SOURCE_TEXT = {"cuda": "CUDA allocator peak (max_memory_allocated)", "host": "host allocator peak (CPU)",
@@ -47,4 +49,22 @@ def rule_memory(c: Ctx) -> list[RuleResult]:
                    **details)]
 
 
-MEMORY = Rule("memory", rule_memory, amp_only)
+def _memory(m: ModeConfig, text: str) -> list[str]:
+    out = []
+    if "not device memory" in text:
+        out.append("This peak is host memory, not GPU memory: judge memory on a GPU run.")
+    if m.level == "O1":
+        out.append(f"O1 keeps weights and most activations in float32; O2 stores them in {m.dtype}: "
+                   f"{kit.toml_line('level', 'O2')}.")
+    elif m.master_weight is not False:
+        out.append("O2 keeps a float32 master copy of the weights (and Adam keeps float32 moments); without it the "
+                   f"weights take half the memory, at some accuracy risk: {kit.toml_line('master_weight', False)}.")
+    return out
+
+
+def advise_memory(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """O2's low-precision storage; dropping the master weights."""
+    return [kit.INACTIVE] if r.informational else _memory(m, (r.message or "").lower())
+
+
+MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory)

@@ -6,10 +6,12 @@ import math
 
 import numpy as np
 
-from ampbench.config import REFERENCE_MODE
+from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.core.records import Trial
 from ampbench.judge import inference, stats
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 
@@ -141,5 +143,37 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
     return [c.rule("accuracy-parity", status, worse, margin, msg, **details)]
 
 
-BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only)
-ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only)
+def _parity(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: str) -> list[str]:
+    out = kit.black_list(m, diag)
+    out += kit.o1(m)
+    if m.level == "O2" and m.master_weight is False:
+        out.append(f"Keep float32 master weights in O2 (small updates vanish in float16 weights): "
+                   f"{kit.toml_line('master_weight', True)}.")
+    if not m.use_promote:
+        out.append(f"Let mixed float16/float32 inputs promote to float32: {kit.toml_line('use_promote', True)}.")
+    out += kit.scaler_for_underflow(m, diag)
+    out += kit.bf16(m)
+    if m.dtype == "bfloat16":
+        out.append("bfloat16 keeps only 8 mantissa bits; float16 keeps 11 (with loss scaling): "
+                   f"{kit.toml_line('dtype', 'float16')}.")
+    if "one fp32 seed" in text:
+        out.append("With one FP32 seed the margin ignores seed-to-seed noise: add seeds (`seeds = [0, 1, 2]` in "
+                   "`[suite]`) for a noise-aware margin.")
+    return out
+
+
+def advise_parity(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """Black-list, O1, master weights, promotion, loss scale, the other dtype; more seeds."""
+    return [kit.INACTIVE] if r.informational else _parity(m, diag, r, (r.message or "").lower())
+
+
+BASELINE_QUALITY_ADVICE = ("FP32 must learn before parity means anything: raise `steps` in `[train]` (or the profile's "
+                           "`train = { steps = ... }`), or run the GPU profile, whose budget is sized for quality.")
+
+
+def advise_baseline_quality(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    return [BASELINE_QUALITY_ADVICE]
+
+
+BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only, advice=advise_baseline_quality)
+ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity)

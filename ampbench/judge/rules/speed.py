@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampbench.config import REFERENCE_MODE
+from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.judge import inference, interference, measure
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.results.baselines import CompactTrial
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 
@@ -105,6 +107,8 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
     return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
+                   amp_samples_per_s=float(np.exp(np.mean(np.log(cmp.num)))),
+                   fp32_samples_per_s=float(np.exp(np.mean(np.log(cmp.den)))),
                    confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
 
 
@@ -118,4 +122,28 @@ def _disturbance(c: Ctx, status: str, ratio_to_need: float) -> str | None:
     return f"measurement disturbed ({c.mode}: {why})" if why else None
 
 
-SPEEDUP = Rule("speedup", rule_speedup, amp_only)
+def _speedup(m: ModeConfig, batch_size: int | None, text: str) -> list[str]:
+    out = []
+    if m.level == "O1":
+        out.append("O2 runs nearly everything in low precision and skips most casts (keep FP32 master weights): "
+                   f"{kit.toml_line('level', 'O2')} with {kit.toml_line('master_weight', True)}.")
+    b = m.batch_size or batch_size
+    if b:
+        out.append(f"AMP usually frees memory for a larger batch, which keeps Tensor Cores busy: {kit.toml_line('batch_size', b * 2)} "
+                   "(parity is then judged across batch sizes; the report notes it).")
+    else:
+        out.append("AMP usually frees memory for a larger batch: set `batch_size` in this mode to twice the FP32 batch.")
+    if m.custom_black_list:
+        out.append(f"Every black-listed op adds casts around it; drop entries you do not need (current: "
+                   f"{kit.toml_list(m.custom_black_list)}).")
+    out.append("Tensor Cores need matmul/conv dimensions (hidden sizes, channels, batch x sequence) in multiples of 8; "
+               "`tox -e bench` times the white- and black-list ops in FP32 and auto_cast on this GPU.")
+    return out
+
+
+def advise_speedup(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """O2, a larger batch, fewer black-listed ops, Tensor-Core-friendly shapes."""
+    return [kit.INACTIVE] if r.informational else _speedup(m, batch_size, (r.message or "").lower())
+
+
+SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from ampbench.config import ModeConfig
 from ampbench.core.records import Trial
 from ampbench.judge import stats
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, finite, g, n_of
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 
@@ -70,4 +73,32 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
                    f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt)]
 
 
-STABILITY = Rule("stability", rule_stability)
+def _stability(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: str) -> list[str]:
+    obs = r.observed if isinstance(r.observed, dict) else {}
+    collapse = obs.get("collapse_began_step") is not None or "collapse" in text
+    nonfinite = bool(obs.get("nonfinite_losses")) or "non-finite" in text
+    skipped = "skipped" in text
+    out: list[str] = []
+    if collapse or nonfinite:
+        out += kit.black_list(m, diag)
+        out += kit.o1(m)
+        out += kit.bf16(m)
+    if collapse:
+        out += kit.scaler_for_collapse(m, diag)
+    elif skipped and m.dtype == "float16" and m.scaler.enable:
+        s = m.scaler
+        lower = kit.FP16_SAFE_SCALE if s.init_loss_scaling > kit.FP16_SAFE_SCALE else s.init_loss_scaling / 8
+        out.append("Many steps were skipped for Inf gradients: a start scale that is too large spends the first steps "
+                   f"halving; start lower: {kit.scaler_line(m, init_loss_scaling=lower)}.")
+    if nonfinite and not m.scaler.enable and m.dtype == "float16":
+        out.append(f"float16 without loss scaling: enable the scaler so Inf steps are skipped instead of applied: "
+                   f"{kit.scaler_line(m, enable=True)}.")
+    return list(dict.fromkeys(out))
+
+
+def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """Overflow (black-list, O1, bfloat16, scaler settings) or a start scale that skips too many steps."""
+    return _stability(m, diag, r, (r.message or "").lower())
+
+
+STABILITY = Rule("stability", rule_stability, advice=advise_stability)

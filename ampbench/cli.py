@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn, Optional, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -43,18 +43,21 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=200, no_color=True, highlight=False)
 
 
+_Verb = TypeVar("_Verb", bound=Callable[..., Any])
+
+
 class GuardedTyper(typer.Typer):
     """Every verb runs inside `_guard`: one place maps a user-fixable problem to one line and exit 2."""
 
-    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[_Verb], _Verb]:
         register = super().command(*args, **kwargs)
 
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def decorate(fn: _Verb) -> _Verb:
             @functools.wraps(fn)
             def guarded(*a: Any, **kw: Any) -> Any:
                 with _guard():
                     return fn(*a, **kw)
-            return register(guarded)
+            return cast(_Verb, register(guarded))  # functools.wraps gave `guarded` fn's signature
         return decorate
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ampbench.config import Suite
+from ampbench.core.docs import write_doc
 from ampbench.results import AmpInfo, Env, Memory, RunDir, RunInfo, StepRecord, Trial, atomic_write_json
 
 GPU_ENV = Env(paddle="3.3.1", device="gpu:0", device_name="NVIDIA Test GPU 24GB", cuda="12.6", python="3.11")
@@ -169,8 +170,15 @@ def make_run(
         config=suite.model_dump(mode="json"), env=GPU_ENV, started="2025-01-01T00:00:00Z",
     ))
     for t in trials:
-        rd.write_trial(t)
+        write_trial(rd, t)
     return path
+
+
+def write_trial(run: RunDir, t: Trial) -> Path:
+    """A trial file where the launcher writes it (the spec's trial_path is RunDir.trial_path)."""
+    p = run.trial_path(t.mode, t.seed)
+    write_doc(p, t)
+    return p
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ampbench.workloads.ctr.metrics import auc, log_loss, log_loss_from_logits
+from ampbench.workloads.ctr.metrics import auc, log_loss_from_logits
 
 metrics = pytest.importorskip("sklearn.metrics")
 
@@ -54,7 +54,6 @@ def test_log_loss_matches_sklearn() -> None:
     z = rng.normal(scale=3, size=1000)
     p = 1 / (1 + np.exp(-z))
     ref = metrics.log_loss(y, p)
-    assert log_loss(y, p) == pytest.approx(ref, rel=1e-9)
     assert log_loss_from_logits(y, z) == pytest.approx(ref, rel=1e-6)
 
 

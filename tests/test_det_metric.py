@@ -157,16 +157,3 @@ def test_equals_paddleocr_on_hostile_polygons_when_available():
                               [{"points": x, "text": ""} for x in p])
         c = match_image(g, p, i)
         assert (c.matched, c.gt, c.pred) == (r["detMatched"], r["gtCare"], r["detCare"]), (g, i, p)
-
-
-def test_detmetric_calling_convention_accumulates_over_batches():
-    from ampbench.workloads.dbnet.metric import DetMetric
-
-    m = DetMetric()
-    m([{"points": [A]}], [None, None, [[A, B]], [[False, True]]])
-    m([{"points": []}, {"points": [B]}], [None, None, [[A], [B]], [[False], [False]]])
-    got = m.get_metric()
-    want = detection_scores([[A, B], [A], [B]], [[A], [], [B]], [[False, True], [False], [False]])
-    assert got == {k: want[k] for k in ("precision", "recall", "hmean")}
-    assert got["recall"] == pytest.approx(2 / 3) and got["precision"] == 1.0
-    assert m.get_metric()["hmean"] == 0.0  # reset after reading

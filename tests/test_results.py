@@ -17,6 +17,7 @@ from ampbench.results import (
     write_summary_csv,
 )
 from ampbench.trackers.clock import throughput
+from tests.factories import write_trial
 
 
 def trial(mode="fp32", seed=0, **kw) -> Trial:
@@ -27,7 +28,7 @@ def trial(mode="fp32", seed=0, **kw) -> Trial:
 
 def test_round_trip_and_key(tmp_path):
     run = RunDir(tmp_path)
-    p = run.write_trial(trial("amp-o2-fp16", 3))
+    p = write_trial(run, trial("amp-o2-fp16", 3))
     assert p.name == "amp-o2-fp16__seed3.json"
     t = load_trial(p)
     assert t.mode == "amp-o2-fp16" and t.seed == 3 and t.steps[0].warmup
@@ -36,7 +37,7 @@ def test_round_trip_and_key(tmp_path):
 
 def test_truncated_file_names_file(tmp_path):
     run = RunDir(tmp_path)
-    p = run.write_trial(trial())
+    p = write_trial(run, trial())
     p.write_text(p.read_text()[:50])
     with pytest.raises(ResultsError, match=r"fp32__seed0\.json: trial file is not valid JSON"):
         load_trial(p)
@@ -69,8 +70,8 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
 
 def test_finished_keys_skip_non_ok_and_corrupt(tmp_path):
     run = RunDir(tmp_path)
-    run.write_trial(trial("fp32", 0))
-    run.write_trial(trial("fp32", 1).model_copy(update={"status": "crashed"}))
+    write_trial(run, trial("fp32", 0))
+    write_trial(run, trial("fp32", 1).model_copy(update={"status": "crashed"}))
     (run.trials_dir / "amp__seed0.json").write_text("{")
     assert run.finished_keys() == {"fp32__seed0"}
 

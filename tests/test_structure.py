@@ -1,11 +1,13 @@
-"""The shape rules of issue #12, checked on the source (ast only; nothing is imported).
+"""The shape rules, checked on the source.
 
-- no module over 400 lines, no function over 60 lines (a short, explicit allowlist for pure data
-  tables, each entry checked to really be data: assignments only);
+- complexity: ruff's C901 (cyclomatic complexity), PLR0912 (branches), PLR0913 (arguments) and
+  PLR0915 (statements) over ampbench/, limits in pyproject.toml [tool.ruff.lint] (they replace the
+  old 400-lines-per-module and 60-per-function caps, which cut concepts into files by size);
 - no import cycle between ampbench modules, counting every `import` anywhere in a module (function-level
   and TYPE_CHECKING imports included: a hidden cycle is still a cycle), with a package's `__init__`
-  as a node of its own;
-- at most 12 entries directly in ampbench/.
+  as a node of its own (ast only; nothing is imported);
+- the folders directly in ampbench/ are exactly the layers of the import-linter contract
+  (the contract itself: tests/test_layers.py).
 
 Each assertion message lists every offender, so one run shows the whole to-do list.
 """
@@ -13,26 +15,24 @@ Each assertion message lists every offender, so one run shows the whole to-do li
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "ampbench"
-MAX_MODULE_LINES = 400
-MAX_FUNCTION_LINES = 60
-MAX_TOP_ENTRIES = 12
-# Modules allowed over MAX_MODULE_LINES because they are pure data (module -> what the data is).
-# Every entry must hold only a docstring, imports and assignments (checked below).
-DATA_TABLES: dict[str, str] = {}
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "ampbench"
+COMPLEXITY_RULES = "C901,PLR0912,PLR0913,PLR0915"
 
 
 @dataclass(frozen=True)
 class Module:
-    name: str      # dotted: ampbench.results.files; a package's __init__ is the package name
+    name: str      # dotted: ampbench.core.files; a package's __init__ is the package name
     path: Path
     tree: ast.Module
-    lines: int
 
 
 def module_name(path: Path) -> str:
@@ -47,8 +47,7 @@ def load_modules() -> dict[str, Module]:
     for p in sorted(PKG.rglob("*.py")):
         if "__pycache__" in p.parts:
             continue
-        text = p.read_text(encoding="utf-8")
-        out[module_name(p)] = Module(module_name(p), p, ast.parse(text, str(p)), len(text.splitlines()))
+        out[module_name(p)] = Module(module_name(p), p, ast.parse(p.read_text(encoding="utf-8"), str(p)))
     return out
 
 
@@ -59,47 +58,31 @@ def _rel(m: Module) -> str:
     return str(m.path.relative_to(PKG.parent))
 
 
-# ---------------------------------------------------------------- sizes
+# ---------------------------------------------------------------- complexity
 
 
-def is_pure_data(tree: ast.Module) -> bool:
-    allowed = (ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)
-    return all(isinstance(node, allowed) for node in tree.body)
+def ruff(cwd: Path, *paths: str) -> subprocess.CompletedProcess[str]:
+    """ruff's complexity rules with the limits in cwd's pyproject.toml."""
+    return subprocess.run([sys.executable, "-m", "ruff", "check", *paths, "--select", COMPLEXITY_RULES,
+                           "--output-format", "concise", "--no-cache"],
+                          cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
 
-def long_modules() -> list[str]:
-    return [f"{_rel(m)}: {m.lines} lines" for m in MODULES.values()
-            if m.lines > MAX_MODULE_LINES and m.name not in DATA_TABLES]
+def test_no_function_over_the_complexity_limits() -> None:
+    out = ruff(ROOT, "ampbench")
+    assert out.returncode == 0, ("functions over the complexity limits (split them where that is clearer; "
+                                 f"a flat table may say `# noqa: C901  <why>`):\n{out.stdout}{out.stderr}")
 
 
-def long_functions() -> list[str]:
-    out = []
-    for m in MODULES.values():
-        for node in ast.walk(m.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                n = (node.end_lineno or node.lineno) - node.lineno + 1
-                if n > MAX_FUNCTION_LINES:
-                    out.append(f"{_rel(m)}:{node.lineno} {node.name}(): {n} lines")
-    return out
-
-
-def test_no_module_over_the_line_limit() -> None:
-    offenders = long_modules()
-    if offenders:
-        pytest.fail(f"modules over {MAX_MODULE_LINES} lines (split them):\n  " + "\n  ".join(offenders), pytrace=False)
-
-
-def test_no_function_over_the_line_limit() -> None:
-    offenders = long_functions()
-    if offenders:
-        pytest.fail(f"functions over {MAX_FUNCTION_LINES} lines (split them):\n  " + "\n  ".join(offenders),
-                    pytrace=False)
-
-
-def test_data_table_allowlist_holds_only_data() -> None:
-    bad = [f"{name}: not in ampbench" if name not in MODULES else f"{name}: has code, not only data"
-           for name in DATA_TABLES if name not in MODULES or not is_pure_data(MODULES[name].tree)]
-    assert not bad, "DATA_TABLES may list only modules of assignments:\n  " + "\n  ".join(bad)
+def test_the_complexity_check_sees_a_tangled_function(tmp_path: Path) -> None:
+    """The check can fail: thirteen independent branches in one function break C901 and PLR0912."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "ampbench").mkdir()
+    body = "".join(f"    if x == {i}:\n        return {i}\n" for i in range(13))
+    (tmp_path / "ampbench" / "tangled.py").write_text(f"def tangled(x: int) -> int:\n{body}    return -1\n")
+    out = ruff(tmp_path, "ampbench")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "tangled.py" in out.stdout and "C901" in out.stdout and "PLR0912" in out.stdout
 
 
 # ---------------------------------------------------------------- imports
@@ -205,7 +188,7 @@ def test_cycle_finder_sees_a_hidden_function_level_cycle() -> None:
     g = {"a": {"b": 1}, "b": {"a": 9}, "c": {"a": 1}}
     assert cycles(g) == [["a", "b"]]
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {}}) == []
-    m = Module("ampbench.x", PKG / "x.py", ast.parse("def f():\n    from ampbench.core import files\n"), 2)
+    m = Module("ampbench.x", PKG / "x.py", ast.parse("def f():\n    from ampbench.core import files\n"))
     assert "ampbench.core.files" in import_edges(m)
 
 

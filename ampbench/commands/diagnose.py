@@ -26,7 +26,7 @@ from rich.markup import escape
 
 from ampbench.commands.run import launch_trial
 from ampbench.commands.run_plan import default_cache_dir
-from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig
+from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig, Suite
 from ampbench.core.files import last_line
 from ampbench.core.records import Trial, trial_key
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
@@ -74,12 +74,12 @@ def _diag_config(config: dict[str, Any], steps: int) -> dict[str, Any]:
 def _run_pair(run: OpenRun, mode: str, seed: int, steps: int, batch: int, out: Path,
               console: Console) -> dict[str, Trial]:
     """FP32 then `mode`, one process each, every op output dumped; trials kept under `out`."""
-    cfg = _diag_config(run.info.config, steps)
+    suite = Suite.model_validate(_diag_config(run.suite.model_dump(mode="json"), steps))
     trials: dict[str, Trial] = {}
     sub = RunDir(out)
     for m in (REFERENCE_MODE, mode):
         spec = TrialSpec(
-            suite=cfg, suite_file=run.info.suite_file, profile=run.info.profile, config_hash=run.info.config_hash,
+            suite=suite, suite_file=run.info.suite_file, profile=run.info.profile, config_hash=run.info.config_hash,
             mode=m, seed=seed, trial_path=str(sub.trial_path(m, seed)), cache_dir=str(default_cache_dir()),
             batch_size=batch, steps=steps,
         )

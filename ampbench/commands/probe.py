@@ -30,7 +30,7 @@ from ampbench.config import ConfigError, LoadedSuite, ModeConfig, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.files import last_line
 from ampbench.core.names import new_run_id, utc_now
-from ampbench.core.records import RunInfo, Trial
+from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.units import parse_bytes
 from ampbench.results.probe_file import (
     FITS_STATUSES,
@@ -84,7 +84,7 @@ class TrialAttempts:
 
     def __init__(self, run: RunDir, cfg: dict[str, Any], suite_file: str, profile: str, config_hash: str,
                  mode: str, seed: int, memory_limit_bytes: int | None, timeout_s: float, cache_dir: Path):
-        self.run, self.cfg, self.mode, self.seed = run, cfg, mode, seed
+        self.run, self.suite, self.mode, self.seed = run, Suite.model_validate(cfg), mode, seed
         self.suite_file, self.profile, self.config_hash = suite_file, profile, config_hash
         self.limit, self.timeout_s, self.cache_dir = memory_limit_bytes, timeout_s, cache_dir
         self.records: list[ProbeAttempt] = []
@@ -92,9 +92,9 @@ class TrialAttempts:
     def __call__(self, batch: int) -> tuple[bool, int | None]:
         sub = RunDir(self.run.path / "attempts" / self.mode / f"bs{batch}")
         spec = TrialSpec(
-            suite=self.cfg, suite_file=self.suite_file, profile=self.profile, config_hash=self.config_hash,
+            suite=self.suite, suite_file=self.suite_file, profile=self.profile, config_hash=self.config_hash,
             mode=self.mode, seed=self.seed, trial_path=str(sub.trial_path(self.mode, self.seed)),
-            cache_dir=str(self.cache_dir), batch_size=batch, steps=self.cfg["train"]["steps"],
+            cache_dir=str(self.cache_dir), batch_size=batch, steps=self.suite.train.steps,
             timeout_s=self.timeout_s, memory_limit_bytes=self.limit,
         )
         t0 = time.monotonic()
@@ -147,10 +147,12 @@ def _selected_modes(suite: Suite, wanted: list[str]) -> list[ModeConfig]:
     return [m for m in suite.modes if not wanted or m.name in wanted]
 
 
-def _new_probe(opts: ProbeOptions, loaded: LoadedSuite, gpu: bool,
-               limit: int | None) -> tuple[RunDir, ProbeFile, dict[str, Any]]:
-    """The probe's run folder (run.json of kind "probe"), its probe.json (not yet written), the attempts' config."""
+def _new_probe(opts: ProbeOptions, loaded: LoadedSuite, gpu: bool, limit: int | None,
+               modes: list[ModeConfig]) -> tuple[RunDir, ProbeFile, dict[str, Any]]:
+    """The probe's run folder (run.json of kind "probe", planning each probed mode at the first seed),
+    its probe.json (not yet written), the attempts' config."""
     suite = loaded.suite
+    seed = suite.suite.seeds[0]
     cfg = probe_config(suite, opts.steps)
     config_hash = Suite.model_validate(cfg).config_hash()
     run_id = new_run_id("probe")
@@ -158,12 +160,13 @@ def _new_probe(opts: ProbeOptions, loaded: LoadedSuite, gpu: bool,
     run.path.mkdir(parents=True, exist_ok=False)
     started = utc_now()
     run.write_run(RunInfo(suite=suite.suite.name, suite_file=str(opts.suite_file), profile=loaded.profile,
-                          run_id=run_id, config_hash=config_hash, plan=[], config=cfg, started=started,
+                          run_id=run_id, config_hash=config_hash, config=cfg, started=started,
+                          plan=[PlanEntry(mode=m.name, seed=seed) for m in modes],
                           kind="probe"))
     doc = ProbeFile(
         suite=suite.suite.name, suite_file=str(opts.suite_file), profile=loaded.profile, run_id=run_id,
         device="gpu" if gpu else "cpu", ceiling="memory_limit" if limit else "device", memory_limit_bytes=limit,
-        steps=opts.steps, max_batch_limit=opts.max_batch, seed=suite.suite.seeds[0], config_hash=config_hash,
+        steps=opts.steps, max_batch_limit=opts.max_batch, seed=seed, config_hash=config_hash,
         started=started,
     )
     return run, doc, cfg
@@ -197,7 +200,7 @@ def run_probe(opts: ProbeOptions, console: Console) -> int:
     limit = _ceiling(opts, gpu)
     loaded = load_suite(opts.suite_file, opts.profile, has_gpu=gpu, overrides=opts.overrides)
     modes = _selected_modes(loaded.suite, opts.modes)
-    run, doc, cfg = _new_probe(opts, loaded, gpu, limit)
+    run, doc, cfg = _new_probe(opts, loaded, gpu, limit, modes)
     console.print(f"probe [bold]{escape(doc.suite)}[/] profile [bold]{escape(doc.profile)}[/], "
                   f"{'device memory' if gpu and not limit else f'ceiling {_gib(limit)} per attempt'}, "
                   f"{opts.steps} step(s) per attempt; folder {escape(str(run.path))}")

@@ -28,7 +28,7 @@ from ampbench.commands.run_plan import (
 )
 from ampbench.config import ConfigError, Suite
 from ampbench.core.names import utc_now
-from ampbench.core.protocol import FAULT_ENV
+from ampbench.core.protocol import FAULT_ENV, Fault
 from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.process import Interrupted, keep_signal_handlers
@@ -54,7 +54,7 @@ def launch_trial(spec: TrialSpec, run: RunDir, on_event: Callable[[dict[str, Any
 # ---------------------------------------------------------------- a whole run
 
 
-def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite, dict[str, str]]:
+def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite, dict[str, Fault]]:
     """Validate everything, then (only then) create the run folder and its run.json."""
     from ampbench.trackers import device
 
@@ -123,7 +123,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
 
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
-                todo: list[tuple[str, int]], faults: dict[str, str], console: Console) -> None:
+                todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console) -> None:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[info]}", markup=False), console=console, transient=False) as progress:
         overall = progress.add_task("trials", total=len(plan), completed=len(plan) - len(todo), info="")

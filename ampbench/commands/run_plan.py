@@ -21,7 +21,7 @@ from ampbench.core.records import RunInfo, trial_key
 from ampbench.results.run_dir import RunDir, suite_of
 from ampbench.trial.spec import TrialSpec
 
-FAULT_KINDS: tuple[str, ...] = typing.get_args(Fault)
+FAULT_KINDS: tuple[Fault, ...] = typing.get_args(Fault)
 DEFAULT_OUT = Path("results/runs")
 
 
@@ -71,9 +71,9 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) -> dict[str, str]:
+def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) -> dict[str, Fault]:
     """AMPBENCH_FAULT -> {trial key: kind}; unknown kinds (and, given a plan, trials not in it) refused."""
-    out: dict[str, str] = {}
+    out: dict[str, Fault] = {}
     keys = {trial_key(m, s) for m, s in plan} if plan is not None else None
     for item in filter(None, (x.strip() for x in (text or "").split(","))):
         try:
@@ -81,19 +81,20 @@ def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) ->
             key = trial_key(mode, int(seed))
         except ValueError:
             raise ConfigError(FAULT_ENV, item, "expected MODE:SEED:KIND, e.g. amp-o1-fp16:0:crash") from None
-        if kind not in FAULT_KINDS:
+        fault = next((f for f in FAULT_KINDS if f == kind), None)
+        if fault is None:
             raise ConfigError(FAULT_ENV, item, f"unknown fault kind {kind!r}; kinds: {', '.join(FAULT_KINDS)}")
         if keys is not None and key not in keys:
             raise ConfigError(FAULT_ENV, item, "no such trial in this run's plan")
-        out[key] = kind
+        out[key] = fault
     return out
 
 
-def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: str | None) -> TrialSpec:
+def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None) -> TrialSpec:
     return TrialSpec(
         suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
         mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
-        fault=fault,  # type: ignore[arg-type]
+        fault=fault,
     )
 
 

@@ -61,7 +61,7 @@ def _check_trial(t: Trial) -> list[CheckResult]:
         add("loss-scale", not missing and bool(t.steps), f"steps without a loss scale: {missing[:5]}")
     m = t.memory
     a, r, d = m.peak_allocated_bytes, m.peak_reserved_bytes, m.device_used_bytes
-    add("memory-order", None not in (a, r, d) and 0 < a <= r <= d,  # type: ignore[operator]
+    add("memory-order", a is not None and r is not None and d is not None and 0 < a <= r <= d,
         f"allocated {a}, reserved {r}, device {d} ({m.device_used_source})")
     errs = {k: v for k, v in m.errors.items() if k.startswith("nvml")}
     add("nvml-device", bool(m.nvml_device) and not errs, f"{m.nvml_device or 'none'}; errors {errs or 'none'}")

@@ -11,7 +11,7 @@ import copy
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -20,6 +20,9 @@ from ampbench.config.bundled import resolve_suite
 from ampbench.config.suite import DEFAULT_PROFILE, Suite
 from ampbench.core.errors import ConfigError
 
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
 
 class LoadedSuite(BaseModel):
     """A suite plus where it came from and which profile made it."""
@@ -27,7 +30,6 @@ class LoadedSuite(BaseModel):
     model_config = ConfigDict(frozen=True)
     path: str
     profile: str
-    profiles_available: list[str]
     suite: Suite
     raw: dict[str, Any]
 
@@ -79,7 +81,8 @@ def key_path(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
         if isinstance(p, int):
             name = ""
             if parts and parts[-1] == "modes" and i == 1:
-                modes = raw.get("modes") if isinstance(raw.get("modes"), list) else []
+                modes = raw.get("modes")
+                modes = modes if isinstance(modes, list) else []
                 if p < len(modes) and isinstance(modes[p], dict) and "name" in modes[p]:
                     name = f" ({modes[p]['name']})"
             parts[-1] = f"{parts[-1]}[{p}]{name}" if parts else f"[{p}]"
@@ -88,7 +91,7 @@ def key_path(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     return ".".join(parts)
 
 
-def error_reason(err: dict[str, Any]) -> str:
+def error_reason(err: ErrorDetails) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         return "unknown key (check the spelling; see README 'Suite file reference')"
@@ -218,4 +221,4 @@ def load_suite(
     if where:
         raise ConfigError("--set", where, "inf and nan are not allowed: give a finite number")
     suite = validate_suite(base, file, chosen, on_valid)
-    return LoadedSuite(path=file, profile=chosen, profiles_available=available, suite=suite, raw=base)
+    return LoadedSuite(path=file, profile=chosen, suite=suite, raw=base)

@@ -51,7 +51,6 @@ class TrainConfig(_Strict):
     target: TargetConfig | None = None
     timeout_s: float = Field(3600.0, gt=0)
     amp_stats_steps: int = Field(2, ge=1)
-    log_every: int = Field(1, ge=1)
     diverge_after: int = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
 
     @model_validator(mode="after")
@@ -118,6 +117,11 @@ class ModeConfig(_Strict):
     def amp(self) -> bool:
         return self.level != "O0"
 
+    @property
+    def amp_level(self) -> Literal["O0", "O1", "O2"]:
+        """`level` once validated: never None (the fp32 mode without one is O0, set by `_level`)."""
+        return self.level or "O0"
+
 
 class Thresholds(_Strict):
     metric_abs_tol: float = Field(0.01, ge=0)
@@ -129,7 +133,6 @@ class Thresholds(_Strict):
     loss_scale_floor: float = Field(1.0, ge=0)
     collapse_halvings: int = Field(8, ge=2)
     confidence: float = Field(0.95, gt=0.5, lt=1)
-    bootstrap_resamples: int = Field(2000, ge=100)
     history_min_change: float = Field(0.05, ge=0)
     history_alpha: float = Field(0.01, gt=0, lt=0.5)
 
@@ -197,7 +200,7 @@ class Suite(_Strict):
             raise ValueError(f"duplicate mode names: {', '.join(dup)}")
         if REFERENCE_MODE not in names:
             raise ValueError(f"no '{REFERENCE_MODE}' mode to compare against (modes: {', '.join(names)})")
-        bad = [k for m in [self, *self.modes] for k in m.flags if not k.startswith("FLAGS_")]
+        bad = [k for flags in [self.flags, *(m.flags for m in self.modes)] for k in flags if not k.startswith("FLAGS_")]
         if bad:
             raise ValueError(f"flags: {', '.join(bad)}: Paddle flag names start with FLAGS_")
         return self

@@ -161,6 +161,7 @@ class Trial(VersionedDoc):
     numerics: dict[str, Any] | None = None
     flags: dict[str, Any] = {}  # Paddle FLAGS applied in the trial (suite [flags] + the mode's)
     interference: Interference | None = None
+    workload_info: dict[str, Any] = {}  # facts the workload reports (Workload.describe()), free-form
 
     @property
     def key(self) -> str:
@@ -171,8 +172,9 @@ class Trial(VersionedDoc):
         m = self.memory
         if m.source in ("cuda", "host") and (m.peak_allocated_bytes or 0) > 0:
             return int(m.peak_allocated_bytes or 0), m.source
-        if (m.rss_peak_bytes or 0) > 0:
-            return int(m.rss_peak_bytes), "rss"
+        rss = m.rss_peak_bytes or 0
+        if rss > 0:
+            return int(rss), "rss"
         return 0, "none"
 
     def measured_steps(self) -> list[StepRecord]:
@@ -237,6 +239,8 @@ class RunInfo(VersionedDoc):
     env: Env = Env()
     started: str = ""
     finished: str | None = None
+    overrides: list[str] = []  # the --set KEY=VALUE overrides the run was started with
+    kind: Literal["run", "probe"] = "run"  # a probe's folder holds attempts, not planned trials
 
     def planned(self) -> list[tuple[str, int]]:
         return [(p.mode, p.seed) for p in self.plan]

@@ -7,17 +7,23 @@ judge and the report can never disagree on how 15 GiB looks.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from ampbench.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 DASH = "—"  # shown for a value that does not exist (not the same as zero)
 
 _KIB, _MIB, _GIB, _TIB = 1024, 1024**2, 1024**3, 1024**4
 
 
-def _missing(x: float | None) -> bool:
+def _missing(x: float | None) -> TypeIs[None]:
+    """None or NaN: shown as a dash (the type narrows to None, which is what matters to a caller that
+    goes on only when it is False: then `x` is a real number)."""
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
@@ -25,7 +31,7 @@ def num(x: float | None, digits: int = 3) -> str:
     """`digits` significant digits, thousands separated, no scientific notation in the usual range."""
     if _missing(x):
         return DASH
-    x = float(x)  # type: ignore[arg-type]
+    x = float(x)
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
     if x == 0:
@@ -41,7 +47,7 @@ def bytes_h(n: float | None) -> str:
     """Binary units with three significant digits: 15.0 GiB, 812 MiB, 4.00 KiB; 0 or None -> dash."""
     if _missing(n) or not n:
         return DASH
-    n = float(n)  # type: ignore[arg-type]
+    n = float(n)
     for unit, size in (("TiB", _TIB), ("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
         if abs(n) >= size:
             return f"{num(n / size)} {unit}"

@@ -120,7 +120,7 @@ def legacy_op_names() -> dict[str, str]:
     out: dict[str, str] = {}
     for name in core.get_all_op_names():
         try:
-            phi = core._get_phi_kernel_name(name)
+            phi = core._get_phi_kernel_name(name)  # type: ignore[attr-defined]  # pybind function missing from paddle's stubs
         except Exception:  # noqa: BLE001, S112 - some legacy ops have no phi kernel
             continue
         if phi and phi != name:

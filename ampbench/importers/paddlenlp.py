@@ -90,9 +90,9 @@ def _train(a: dict[str, Any], base: dict[str, Any], out: Imported) -> dict[str, 
             train[dst] = t(a[src])
     optkeys = {"learning_rate": ("lr", float), "weight_decay": ("weight_decay", float),
                "max_grad_norm": ("grad_clip_norm", float), "warmup_steps": ("lr_warmup_steps", int)}
-    for src, (dst, t) in optkeys.items():
+    for src, (dst, conv) in optkeys.items():
         if src in a:
-            opt[dst] = t(a[src]) if not (src == "max_grad_norm" and float(a[src]) <= 0) else None
+            opt[dst] = conv(a[src]) if not (src == "max_grad_norm" and float(a[src]) <= 0) else None
     if a.get("warmup_ratio") and not a.get("warmup_steps"):
         opt["lr_warmup_steps"] = int(float(a["warmup_ratio"]) * train.get("steps", 100))
     if "lr_scheduler_type" in a:
@@ -154,12 +154,12 @@ def import_paddlenlp(args: dict[str, Any], where: str, source: str = "paddleform
 
 def load_args(path: str | Path | None, cli: str | None) -> tuple[dict[str, Any], str]:
     """Trainer arguments from a JSON file (as PaddleNLP's parse_json_file reads) or a CLI string."""
-    if (path is None) == (cli is None):
-        raise ConfigError("ampbench import paddlenlp", "", "give exactly one of ARGS.json or --args \"...\"")
-    if cli is not None:
+    if cli is not None and path is None:
         return parse_cli_args(cli), "--args"
+    if path is None or cli is not None:
+        raise ConfigError("ampbench import paddlenlp", "", "give exactly one of ARGS.json or --args \"...\"")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(str(path), "", "file not found") from None
     except json.JSONDecodeError as e:

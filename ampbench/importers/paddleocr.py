@@ -33,7 +33,7 @@ AMP_KEYS = {"use_amp", "amp_level", "amp_dtype", "scale_loss", "use_dynamic_loss
 LABEL_TRANSFORMS = {"DecodeImage", "DetLabelEncode", "MakeBorderMap", "MakeShrinkMap", "NormalizeImage",
                     "ToCHWImage", "KeepKeys", "EastRandomCropData", "DetResizeForTest"}
 MIN_BASELINE_HMEAN = 0.3
-CPU_PROFILE = {"seeds": [0], "workload": {"image_size": 128, "fpn_channels": 64, "eval_batch_size": 16},
+CPU_PROFILE: dict[str, Any] = {"seeds": [0], "workload": {"image_size": 128, "fpn_channels": 64, "eval_batch_size": 16},
                "train": {"batch_size": 8, "steps": 200, "warmup_steps": 3, "timeout_s": 1800}}
 
 
@@ -350,7 +350,7 @@ def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
 
 
 def _cpu_profile(wl: dict[str, Any], opt: dict[str, Any]) -> dict[str, Any]:
-    prof = {k: dict(v) if isinstance(v, dict) else v for k, v in CPU_PROFILE.items()}
+    prof: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in CPU_PROFILE.items()}
     prof["train"]["optimizer"] = {**opt, "lr_warmup_steps": min(int(opt.get("lr_warmup_steps", 0)), 20)}
     if wl["dataset"]["kind"] == "paddleocr":
         prof["workload"]["dataset"] = {**wl["dataset"], "max_images": 256, "eval_images": 32}

@@ -68,11 +68,6 @@ def diff_bounds_batch(a: np.ndarray, b: np.ndarray, confidence: float,
             "upper": est + t1 * se, "sd": sd, "df": np.full(est.shape, df)}
 
 
-def trial_medians(groups: Sequence[np.ndarray]) -> np.ndarray:
-    """Each trial's median per-step rate: robust to stalls, one number per replication unit."""
-    return np.array([float(np.median(g)) for g in groups])
-
-
 def log_ratio_bounds(num: Sequence[float], den: Sequence[float], confidence: float,
                      extra: Sequence[Sequence[float]] = (), drift_sd: float = 0.0) -> Bounds:
     """Bounds on the ratio of geometric means of per-trial values (rates or times), num / den;
@@ -83,12 +78,6 @@ def log_ratio_bounds(num: Sequence[float], den: Sequence[float], confidence: flo
     e = {k: float(np.exp(v[0])) for k, v in r.items() if k not in ("sd", "df")}
     return Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
                   int(r["df"][0]), confidence)
-
-
-def diff_bounds(a: Sequence[float], b: Sequence[float], confidence: float) -> Bounds:
-    r = diff_bounds_batch(np.asarray(a, float)[None], np.asarray(b, float)[None], confidence)
-    v = {k: float(x[0]) for k, x in r.items()}
-    return Bounds(v["estimate"], v["low"], v["high"], v["lower"], v["upper"], v["sd"], int(v["df"]), confidence)
 
 
 def decide_batch(lower: np.ndarray, upper: np.ndarray, threshold: float | np.ndarray,

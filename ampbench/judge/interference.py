@@ -54,7 +54,7 @@ def evidence(trials: list[CompactTrial]) -> ArmEvidence:
     inf = [t.interference for t in trials if t.interference is not None]
     return ArmEvidence(
         cpu_share=_median([i.cpu_share for i in inf if i.cpu_share is not None and i.cpu_share > 0]),
-        others_cpu=_median([float(i.others_cpu) for i in inf if getattr(i, "others_cpu", None) is not None]),
+        others_cpu=_median([float(i.others_cpu) for i in inf if i.others_cpu is not None]),
         foreign=[p for i in inf for p in i.foreign_processes],
         throttle=[r for i in inf for r in i.throttle_reasons if r not in BENIGN_THROTTLE],
         clock_mhz=_median([i.sm_clock_mhz_median for i in inf if i.sm_clock_mhz_median]),

@@ -1,37 +1,16 @@
-"""Statistics shared by the report and the rules: bootstrap intervals of pooled medians (the report's
-per-mode figures), parity margins, loss trends, loss-scale collapse.  The verdicts' trial-level
-inference lives in inference.py.
+"""Statistics shared by the rules: parity margins, loss trends, loss-scale collapse.  The verdicts'
+trial-level inference lives in inference.py, a mode's samples/s and its interval in measure.py.
 
-Everything works on raw per-step samples grouped by trial (never on pre-aggregated numbers), so a
-baseline file or a run folder give the same answers.  Randomness is always an explicit seed: the
-same inputs give the same interval on every machine.  numpy arrays in, small dataclasses out; no
-knowledge of trials or suites here (check.py does that).
+numpy arrays in, small dataclasses out; no knowledge of trials or suites here (check.py does that).
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-Groups = Sequence[np.ndarray]  # one 1-D array of per-step values per trial (seed)
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with a two-sided confidence interval."""
-
-    estimate: float
-    low: float
-    high: float
-    confidence: float
-    resamples: int
-
-    def __str__(self) -> str:
-        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
 
 @dataclass(frozen=True)
@@ -42,110 +21,6 @@ class Margin:
     sd: float | None
     n: int
     source: str  # "abs_tol" | "sigma" | "abs_tol-only (one seed)"
-
-
-def stable_seed(*parts: object) -> int:
-    """A reproducible seed from names (Python's hash() is salted per process)."""
-    return zlib.crc32("|".join(map(str, parts)).encode())
-
-
-def pooled_median(groups: Groups) -> float:
-    return float(np.median(np.concatenate([np.asarray(g, float) for g in groups])))
-
-
-def _resample_medians(table: np.ndarray, reps: int, rng: np.random.Generator) -> np.ndarray:
-    """Two-stage bootstrap medians for a batch of equal-length trial tables.
-
-    table: (B, k trials, L steps) -> (B, reps) medians of resamples drawn as: k trials with
-    replacement, then L steps with replacement within each drawn trial.  Resampling trials carries
-    seed-to-seed variation into the interval, which a plain step bootstrap would hide; with k = 1
-    this is the ordinary bootstrap of the median.
-    """
-    bsz, k, length = table.shape
-    chosen = rng.integers(0, k, size=(bsz, reps, k, 1)) if k > 1 else np.zeros((bsz, reps, 1, 1), dtype=np.intp)
-    steps = rng.integers(0, length, size=(bsz, reps, k, length))
-    vals = table[np.arange(bsz)[:, None, None, None], chosen, steps]
-    return np.median(vals.reshape(bsz, reps, k * length), axis=-1)
-
-
-def _ragged_medians(groups: Groups, reps: int, rng: np.random.Generator) -> np.ndarray:
-    """The same two-stage resampling when trials have different step counts: (1, reps).
-
-    Each slot keeps the length of its original trial, so the pooled sample size never changes.
-    """
-    arrs = [np.asarray(g, float) for g in groups]
-    k = len(arrs)
-    lens = np.array([len(a) for a in arrs])
-    flat = np.concatenate(arrs)
-    offs = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    chosen = rng.integers(0, k, size=(reps, k))
-    src = chosen[:, np.repeat(np.arange(k), lens)]  # (reps, N): source trial of each pooled position
-    idx = offs[src] + np.floor(rng.random(src.shape) * lens[src]).astype(np.intp)
-    return np.median(flat[idx], axis=1)[None, :]
-
-
-def _as_table(groups: Groups) -> np.ndarray | None:
-    arrs = [np.asarray(g, float) for g in groups]
-    return np.stack(arrs)[None] if len({len(a) for a in arrs}) == 1 else None
-
-
-def bootstrap_ratio_batch(
-    num: np.ndarray | Groups,
-    den: np.ndarray | Groups,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-    chunk: int = 4_000_000,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Percentile bootstrap CIs of median(pooled num) / median(pooled den) for a batch.
-
-    num, den: (B, k, L) tables (B independent comparisons), or for B = 1 lists of per-trial arrays
-    of any lengths.  Returns (estimate, low, high), each of shape (B,).  Resampling runs in chunks
-    so memory stays bounded for long runs.
-    """
-    rng = np.random.default_rng(seed)
-    sides = []
-    for side in (num, den):
-        if isinstance(side, np.ndarray) and side.ndim == 3:
-            sides.append((side, None))
-        else:
-            if not len(side) or any(len(g) == 0 for g in side):
-                raise ValueError("bootstrap needs at least one non-empty trial on each side")
-            t = _as_table(side)
-            sides.append((t, None) if t is not None else (None, list(side)))
-    size = sum(t.shape[0] * t.shape[1] * t.shape[2] if t is not None else sum(map(len, g)) for t, g in sides)
-    step = max(1, chunk // max(1, size))
-    draws: list[np.ndarray] = []
-    done = 0
-    while done < resamples:
-        r = min(step, resamples - done)
-        meds = [_resample_medians(t, r, rng) if t is not None else _ragged_medians(g, r, rng) for t, g in sides]
-        draws.append(meds[0] / meds[1])
-        done += r
-    dist = np.concatenate(draws, axis=1)
-    a = (1 - confidence) / 2
-    low, high = np.quantile(dist, [a, 1 - a], axis=1)
-
-    def pooled(t: np.ndarray | None, g: list | None) -> np.ndarray:
-        if t is not None:
-            return np.median(t.reshape(t.shape[0], -1), axis=1)
-        return np.array([pooled_median(g)])
-
-    est = pooled(*sides[0]) / pooled(*sides[1])
-    return est, low, high
-
-
-def bootstrap_median_ratio(
-    num: Groups,
-    den: Groups,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-    chunk: int = 4_000_000,
-) -> Interval:
-    """CI of median(AMP samples/s) / median(FP32 samples/s), or current / baseline; two-stage per side."""
-    est, low, high = bootstrap_ratio_batch(list(num), list(den), confidence, resamples, seed, chunk)
-    return Interval(float(est[0]), float(low[0]), float(high[0]), confidence, resamples)
 
 
 def seed_sd(values: Sequence[float]) -> float | None:
@@ -212,6 +87,22 @@ class Collapse:
     halvings: int
 
 
+def _never_fell_after(losses: Sequence[float | None], j: int) -> bool:
+    """The loss never fell again by 1%, judged from just before decrease `j` to the end of the trial."""
+    return not loss_fell(list(losses[max(0, j - 1):]), rel=0.01)[0]
+
+
+def _stalled_from(drops: list[int], losses: Sequence[float | None], halvings: int) -> int | None:
+    """Earliest decrease of the current run after which the loss never fell again, if at least
+    `halvings` decreases followed it (itself included)."""
+    for k, j in enumerate(drops):
+        if len(drops) - k < halvings:
+            return None
+        if _never_fell_after(losses, j):
+            return j
+    return None
+
+
 def find_scale_collapse(
     steps: Sequence[int],
     scales: Sequence[float | None],
@@ -230,17 +121,6 @@ def find_scale_collapse(
     """
     prev: float | None = None
     drops: list[int] = []  # indices of the decreases since the last increase
-
-    def stalled_from() -> int | None:
-        """Earliest decrease of the current run after which the loss never fell again, if at least
-        `halvings` decreases followed it (itself included)."""
-        for k, j in enumerate(drops):
-            if len(drops) - k < halvings:
-                return None
-            if not loss_fell(list(losses[max(0, j - 1):]), rel=0.01)[0]:
-                return j
-        return None
-
     for i, (st, sc) in enumerate(zip(steps, scales)):
         if sc is None:
             continue
@@ -251,12 +131,11 @@ def find_scale_collapse(
             elif sc > prev:
                 drops = []
         if not sc >= floor:  # NaN scales count as below the floor
-            j = next((j for j in drops if not loss_fell(list(losses[max(0, j - 1):]), rel=0.01)[0]),
-                     drops[0] if drops else i)
+            j = next((j for j in drops if _never_fell_after(losses, j)), drops[0] if drops else i)
             return Collapse(int(steps[j]), int(st), "floor", sc, len(drops))
         if drops and drops[-1] == i and len(drops) >= halvings:
-            j = stalled_from()
-            if j is not None:
-                return Collapse(int(steps[j]), int(st), "halvings", sc, len(drops) - drops.index(j))
+            began = _stalled_from(drops, losses, halvings)
+            if began is not None:
+                return Collapse(int(steps[began]), int(st), "halvings", sc, len(drops) - drops.index(began))
         prev = sc
     return None

@@ -28,6 +28,7 @@ from typing import Any
 from ampbench.config import ConfigError, DistributedConfig
 from ampbench.core.files import tail_lines as read_tail
 from ampbench.core.protocol import RANK_DIR_ENV
+from ampbench.core.records import Status
 
 # ---------------------------------------------------------------- launch (runner side)
 
@@ -58,9 +59,17 @@ def launch_command(cfg: DistributedConfig, worker_cmd: list[str], log_dir: Path)
 @dataclass
 class RankFailure:
     rank: int
-    status: str          # a Trial status: crashed, oom, ...
+    status: Status       # a Trial status: crashed, oom, ...
     message: str         # one-paragraph error for the trial (which rank, why, which log)
     log_tail: str = ""   # the last lines of that log (the trial's `log_tail`)
+
+
+_STATUSES: tuple[Status, ...] = ("ok", "oom", "diverged", "crashed", "timeout")
+
+
+def _note_status(value: object) -> Status:
+    """A rank's failure note's status; anything unexpected counts as a crash."""
+    return next((s for s in _STATUSES if s == value), "crashed")
 
 
 _FAILED_RE = re.compile(r"Container rank (\d+) status failed .*? code (-?\d+)")
@@ -83,7 +92,7 @@ def rank_failure(log_dir: Path, launcher_log: Path, returncode: int | None, worl
     named = _FAILED_RE.search(_read(launcher_log))
     if notes:
         first = min(notes, key=lambda n: n.get("time", 0.0))
-        rank, status, why = int(first["rank"]), str(first.get("status", "crashed")), str(first.get("error", ""))
+        rank, status, why = int(first["rank"]), _note_status(first.get("status", "crashed")), str(first.get("error", ""))
         why_line = _last_line(why)
     elif named:
         rank, code = int(named.group(1)), int(named.group(2))

@@ -74,7 +74,8 @@ def _killed_status(out: Outcome, spec: TrialSpec, timeout: float) -> tuple[str, 
 
 
 def _launch_cmd(spec: TrialSpec, files: TrialFiles) -> tuple[list[str], dict[str, str], Path | None]:
-    cmd, env, rank_dir = worker_command(files.spec), {}, None
+    cmd, rank_dir = worker_command(files.spec), None
+    env: dict[str, str] = {}
     if spec.suite.distributed.multi_process:  # N ranks under paddle.distributed.launch
         rank_dir = files.ranks
         shutil.rmtree(rank_dir, ignore_errors=True)

@@ -21,7 +21,7 @@ def num_g(x: float | None, digits: int = 4) -> str:
     """Up to `digits` significant digits without trailing zeros (thresholds, observed values)."""
     if _missing(x):
         return DASH
-    x = float(x)  # type: ignore[arg-type]
+    x = float(x)
     if math.isfinite(x) and 1e-4 <= abs(x) < 1e6 or x == 0:
         return f"{x:.{digits}g}"
     return num(x, digits)
@@ -89,7 +89,7 @@ def seconds(s: float | None) -> str:
     """12.3 s, 4 min 05 s, 2 h 03 min."""
     if _missing(s):
         return DASH
-    s = float(s)  # type: ignore[arg-type]
+    s = float(s)
     if s < 60:
         return f"{num(s, 3)} s"
     if s < 3600:

@@ -78,9 +78,8 @@ def header(v: RunView) -> str:
         f"- **AMP op lists:** {oplist_hash_text(v)}",
         f"- **Paddle flags:** {flags_text(v)}",
     ]
-    overrides = getattr(info, "overrides", None)
-    if overrides:
-        lines.append("- **Overrides:** " + ", ".join(md_code(o) for o in overrides))
+    if info.overrides:
+        lines.append("- **Overrides:** " + ", ".join(md_code(o) for o in info.overrides))
     lines += [f"- **Decided at import:** {md_text(n, 600)}" for n in suite_notes(info)]
     out = [overall(v)]
     note = inactive(v)

@@ -77,9 +77,10 @@ def render(views: list[RunView], ctx: Ctx, trends: dict[str, list[dict[str, Any]
             parts.append(f"No trend for {md_code(suite)}: the history holds no earlier run of this suite.")
     for v in views:
         parts.append(run_section(v, ctx, level=3 if ctx.multi else 2))
-    parts.append("---\n\nWritten by `ampbench report`. Numbers: median samples/s per measured step "
-                 "(warm-up excluded) with a two-stage bootstrap interval (seeds, then steps); memory is the "
-                 "allocator's peak; metric mean ± standard deviation over seeds.")
+    parts.append("---\n\nWritten by `ampbench report`. Numbers: a mode's samples/s is the geometric mean "
+                 "of its trials' median per-step rates (warm-up excluded), with a t interval over the "
+                 "seeds (thresholds.confidence); memory is the allocator's peak; metric mean ± standard "
+                 "deviation over seeds.")
     return "\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
 

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import filelock
 from pydantic import ValidationError
@@ -73,11 +74,6 @@ class RunDir:
             raise ResultsError(f"{self.path}: run folder not found")
         return load_doc(self.path / "run.json", RunInfo, "run file")
 
-    def write_trial(self, trial: Trial) -> Path:
-        p = self.trial_path(trial.mode, trial.seed)
-        write_doc(p, trial)
-        return p
-
     def trial_files(self) -> list[Path]:
         return sorted(self.trials_dir.glob("*.json")) if self.trials_dir.is_dir() else []
 
@@ -105,10 +101,25 @@ class RunDir:
         return done
 
 
+# Suite keys earlier versions wrote into run.json's `config` although nothing read them; dropped on
+# read so those runs still open (a suite file that sets one is refused as an unknown key).
+RETIRED_CONFIG_KEYS = (("train", "log_every"), ("thresholds", "bootstrap_resamples"))
+
+
+def migrate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """run.json's `config` without the retired keys (a copy; the file itself is never rewritten)."""
+    out = dict(config)
+    for section, key in RETIRED_CONFIG_KEYS:
+        table = out.get(section)
+        if isinstance(table, dict) and key in table:
+            out[section] = {k: v for k, v in table.items() if k != key}
+    return out
+
+
 def suite_of(info: RunInfo, where: Path | str) -> Suite:
     """The run's effective suite, validated once from run.json's `config`."""
     try:
-        return Suite.model_validate(info.config)
+        return Suite.model_validate(migrate_config(info.config))
     except ValidationError as e:
         err = e.errors()[0]
         key = ".".join(str(p) for p in err["loc"])

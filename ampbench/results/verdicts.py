@@ -89,11 +89,21 @@ def load_check_optional(path: Path) -> CheckReport | None:
 
 
 _SEVERITY = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}
+_STATUSES: tuple[Status, ...] = ("PASS", "INCONCLUSIVE", "FAIL", "ERROR")
 
 
-def combine(statuses: list[str]) -> Status:
+def as_status(value: object) -> Status:
+    """A status computed as text (the vectorised decisions return numpy strings), checked."""
+    text = str(value)
+    for s in _STATUSES:
+        if s == text:
+            return s
+    raise ValueError(f"not a verdict status: {text!r}")
+
+
+def combine(statuses: list[Status]) -> Status:
     """A mode's verdict is its worst rule: ERROR > FAIL > INCONCLUSIVE > PASS."""
-    return max(statuses, key=_SEVERITY.__getitem__, default="PASS")  # type: ignore[return-value]
+    return max(statuses, key=_SEVERITY.__getitem__, default="PASS")
 
 
 def exit_code(verdicts: list[str], strict: bool = False) -> int:

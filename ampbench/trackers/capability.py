@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
-DTYPES = ("float16", "bfloat16")
+LowDtype = Literal["float16", "bfloat16"]
+DTYPES: tuple[LowDtype, ...] = ("float16", "bfloat16")
 LEVELS = ("O1", "O2")
 
 
@@ -37,29 +38,29 @@ def _dtype_name(t: Any) -> str:
     return str(t.dtype).replace("paddle.", "")
 
 
-def probe(dtype: str, level: str = "O1") -> Capability:
+def probe(dtype: LowDtype, level: str = "O1") -> Capability:
     """Run a matmul and a conv2d under auto_cast and report the dtypes they produced."""
     import paddle
 
-    level = "O1" if level not in LEVELS else level  # OD casts a subset of O1's ops: O1 decides
+    lv: Literal["O1", "O2"] = "O2" if level == "O2" else "O1"  # OD casts a subset of O1's ops: O1 decides
     try:
         x, w = paddle.ones([8, 8]), paddle.ones([8, 8])
         img, k = paddle.ones([1, 2, 8, 8]), paddle.ones([2, 2, 3, 3])
         with warnings.catch_warnings():  # "amp_guard ... makes no effect" on CPU: the answer says so
             warnings.simplefilter("ignore")
-            with paddle.amp.auto_cast(enable=True, level=level, dtype=dtype):
+            with paddle.amp.auto_cast(enable=True, level=lv, dtype=dtype):
                 mm = paddle.matmul(x, w)
                 cv = paddle.nn.functional.conv2d(img, k)
-        return Capability(dtype=dtype, level=level, matmul=_dtype_name(mm), conv2d=_dtype_name(cv))
+        return Capability(dtype=dtype, level=lv, matmul=_dtype_name(mm), conv2d=_dtype_name(cv))
     except Exception as exc:  # a device without kernels for this dtype may raise instead
-        return Capability(dtype=dtype, level=level, error=f"{type(exc).__name__}: {exc}"[:300])
+        return Capability(dtype=dtype, level=lv, error=f"{type(exc).__name__}: {exc}"[:300])
 
 
 def probe_all() -> list[Capability]:
     return [probe(d, lv) for d in DTYPES for lv in LEVELS]
 
 
-def amp_works(dtype: str, level: str = "O1") -> bool:
+def amp_works(dtype: LowDtype, level: str = "O1") -> bool:
     """True when auto_cast at this dtype and level really produces low-precision outputs here."""
     return probe(dtype, level).works
 

@@ -6,7 +6,7 @@ Every GPU-only call stays inside trackers/: the CUDA runtime and allocator in `c
 
 from __future__ import annotations
 
-from ampbench.trackers.capability import amp_works, probe_all, summary
+from ampbench.trackers.capability import LowDtype, amp_works, probe_all, summary
 from ampbench.trackers.cuda import has_gpu, has_gpu_cheap, select_device, synchronize, synchronizer
 from ampbench.trackers.env import device_slug, environment
 
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-def amp_supported(dtype: str, level: str = "O1") -> bool:
+def amp_supported(dtype: LowDtype, level: str = "O1") -> bool:
     """Whether auto_cast really produces `dtype` at `level` on the current device."""
     return amp_works(dtype, level)
 

@@ -248,11 +248,17 @@ class Session:
         if self.nv is None:
             return {}
         nv, out = self.nv, {}
+
+        def parent() -> Any:
+            if self.dev is None:
+                raise LookupError("no NVML device resolved")
+            return self.dev.parent
+
         for key, fn in (("driver", lambda: _text(nv.nvmlSystemGetDriverVersion())),
-                        ("power_limit_w", lambda: nv.nvmlDeviceGetPowerManagementLimit(self.dev.parent) / 1000.0),
-                        ("sm_clock_max_mhz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(self.dev.parent, nv.NVML_CLOCK_SM))),
-                        ("mem_clock_max_mhz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(self.dev.parent, nv.NVML_CLOCK_MEM))),
-                        ("sm_clock_app_mhz", lambda: int(nv.nvmlDeviceGetApplicationsClock(self.dev.parent, nv.NVML_CLOCK_SM)))):
+                        ("power_limit_w", lambda: nv.nvmlDeviceGetPowerManagementLimit(parent()) / 1000.0),
+                        ("sm_clock_max_mhz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(parent(), nv.NVML_CLOCK_SM))),
+                        ("mem_clock_max_mhz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(parent(), nv.NVML_CLOCK_MEM))),
+                        ("sm_clock_app_mhz", lambda: int(nv.nvmlDeviceGetApplicationsClock(parent(), nv.NVML_CLOCK_SM)))):
             try:
                 out[key] = fn()
             except Exception:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.protocol import EVENT_PREFIX
@@ -13,10 +13,18 @@ from ampbench.core.records import Trial
 from ampbench.trial.spec import TrialSpec
 
 
+class TextSink(Protocol):
+    """Where event lines go: the worker's stdout, or the in-process launcher's relay."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class Events:
     """The worker's private line channel to the runner; step events arrive in batches (trial/loop.py)."""
 
-    def __init__(self, stream: TextIO | None):
+    def __init__(self, stream: TextSink | None):
         self.stream = stream
         self._pending: list[str] = []
 

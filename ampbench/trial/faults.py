@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import time
 
+from ampbench.core.records import Status
+
 OOM_MARKERS = ("out of memory", "resourceexhausted", "resource_exhausted", "cannot allocate memory")
 
 
-def classify_error(exc: BaseException) -> str:
+def classify_error(exc: BaseException) -> Status:
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS):
         return "oom"

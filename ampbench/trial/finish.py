@@ -49,7 +49,7 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
         amp.inactive_reason = (
             f"AMP inactive on this device ({tr.trial.env.device}): {mode.dtype} AMP is unsupported here "
             f"(a probe matmul/conv2d under auto_cast {mode.level} stayed float32), every op ran in float32"
-            if not device.amp_supported(mode.dtype, mode.level) else
+            if not device.amp_supported(mode.dtype, mode.amp_level) else
             "AMP requested but no op ran in low precision (check the custom op lists)"
         )
 

@@ -95,7 +95,8 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
 
 def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[float, int, dict[str, int], Any]:
     """Forward/backward of every micro-batch, gradient sync, optimizer (and scheduler) step."""
-    loss_sum, samples, counts = 0.0, 0, {}
+    loss_sum, samples = 0.0, 0
+    counts: dict[str, int] = {}
     accum, rep, prec = tr.accum, p.replicas, p.prec
     dp = rep.world > 1
     poison = fault.kind is not None and fault.poison(step)

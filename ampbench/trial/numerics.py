@@ -239,16 +239,3 @@ class NumericsHook:
         return [ln for ln in lines if ln.strip()]
 
 
-def summarize(record: dict[str, Any] | None) -> str:
-    """One line for tables and reports: where the first NaN/Inf appeared, or that none did."""
-    if not record:
-        return "numerics not checked"
-    first = record.get("first_bad")
-    if not first:
-        return f"no NaN/Inf in any op output over {record.get('steps_checked', 0)} checked step(s)"
-    fwd = record.get("first_bad_forward")
-    txt = (f"first NaN/Inf at step {first['step']} in op {first['op']} ({first['dtype']}, "
-           f"{first['num_nan']} NaN, {first['num_inf']} Inf)")
-    if fwd and fwd is not first and fwd.get("op") != first.get("op"):
-        txt += f"; first in the forward pass: {fwd['op']} at step {fwd['step']}"
-    return txt + f"; {record.get('bad_steps', 0)} step(s) affected"

@@ -12,7 +12,7 @@ def build_optimizer(cfg: OptimizerConfig, parameters: Any, total_steps: int) -> 
     import paddle
 
     lr: Any = cfg.lr
-    sched = None
+    sched: paddle.optimizer.lr.LRScheduler | None = None
     if cfg.schedule == "linear":
         sched = paddle.optimizer.lr.PolynomialDecay(cfg.lr, decay_steps=max(1, total_steps), end_lr=0.0, power=1.0)
     elif cfg.schedule == "cosine":

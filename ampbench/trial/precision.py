@@ -131,7 +131,7 @@ class Precision:
 
         return paddle.amp.auto_cast(
             enable=True, custom_white_list=self.mode.custom_white_list or None,
-            custom_black_list=self.mode.custom_black_list or None, level=self.mode.level,
+            custom_black_list=self.mode.custom_black_list or None, level=self.mode.amp_level,
             dtype=self.mode.dtype, use_promote=self.mode.use_promote,
         )
 
@@ -159,7 +159,9 @@ class Precision:
         if not self.scaler_enabled:
             return None
         s = getattr(self.scaler, "_scale", None)
-        return float(s.item()) if hasattr(s, "item") else (float(s) if s is not None else None)
+        if s is None:
+            return None
+        return float(s.item()) if hasattr(s, "item") else float(s)
 
     def _found_inf(self) -> bool:
         for attr in ("_found_inf", "_cache_found_inf"):
@@ -171,7 +173,7 @@ class Precision:
 
     def describe(self) -> dict[str, Any]:
         m = self.mode
-        lists = default_lists(m.dtype, m.level) if m.amp else {"white": [], "black": []}
+        lists = default_lists(m.dtype, m.amp_level) if m.amp else {"white": [], "black": []}
         return {
             "requested": m.amp, "level": m.level, "dtype": m.dtype if m.amp else "float32",
             "use_promote": m.use_promote, "white_list": list(m.custom_white_list),

@@ -48,7 +48,8 @@ def merge_rank_memory(mem: Memory, ranks: list[tuple[int, dict[str, Any]]]) -> N
         vals = [int(m[key]) for _, m in ranks if m.get(key) is not None]
         setattr(mem, key, max(vals) if vals else None)
     energy = [m.get("energy_j") for _, m in ranks]
-    mem.energy_j = float(sum(energy)) if energy and all(e is not None for e in energy) else None  # type: ignore[arg-type]
+    measured = [e for e in energy if e is not None]
+    mem.energy_j = float(sum(measured)) if energy and len(measured) == len(energy) else None
     mem.per_rank = [{"rank": r, **{k: m.get(k) for k in (*RANK_FIELDS, "device_used_source", "energy_j",
                                                           "nvml_device")}} for r, m in ranks]
 

@@ -75,7 +75,7 @@ def run_trial(spec: TrialSpec, events: Events, write: bool = True) -> int:
     try:
         tr.run()
     except BaseException as exc:  # recorded, never lost: the trial file says what happened
-        tr.trial.status = classify_error(exc)  # type: ignore[assignment]  # classify_error returns a Status string
+        tr.trial.status = classify_error(exc)
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         traceback.print_exc()
         write_failure_note(tr.trial.status, tr.trial.error)

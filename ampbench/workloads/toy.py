@@ -73,7 +73,7 @@ class ToyWorkload(Workload[ToyParams]):
 
         with paddle.no_grad():
             logits = model(paddle.to_tensor(self.x_eval)).astype("float32")
-            loss = float(F.cross_entropy(logits, paddle.to_tensor(self.y_eval)).item())
+            loss = float(F.cross_entropy(logits, paddle.to_tensor(self.y_eval)))  # Tensor.__float__: item()
             acc = float((logits.argmax(1).numpy() == self.y_eval).mean())
         return {"accuracy": acc, "eval_loss": loss}
 

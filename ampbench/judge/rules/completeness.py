@@ -7,12 +7,12 @@ from ampbench.core.records import trial_key
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult, combine
+from ampbench.results.verdicts import RuleResult, Status, combine
 
 
-def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[str, str, str]]:
+def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[Status, str, str]]:
     """(status, text, trial) for each planned trial that is missing or did not end ok."""
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[Status, str, str]] = []
     for mode, seed in keys:
         name, t = trial_key(mode, seed), c.trials.get((mode, seed))
         if t is None:

@@ -12,8 +12,9 @@ import numpy as np
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.core.files import last_line as results_last_line
 from ampbench.core.records import Trial
+from ampbench.judge.rules.advice_kit import Advice
 from ampbench.results.baselines import Baseline, CompactTrial, compact
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status
 
 
 @dataclass
@@ -64,13 +65,13 @@ class Ctx:
         ok = self.ok(self.mode)
         return not self.is_ref and bool(ok) and not all(t.amp.active for t in ok)
 
-    def rule(self, rule: str, status: str, observed: Any, threshold: Any, message: str,
+    def rule(self, rule: str, status: Status, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:
         """One result; `informational` turns any status into INCONCLUSIVE (AMP did not really run)."""
         if informational:
             status = "INCONCLUSIVE"
             message = f"Informational (AMP inactive): {message}"
-        return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,  # type: ignore[arg-type]
+        return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,
                           observed=plain(observed), threshold=plain(threshold), message=message,
                           trials=trials or [], informational=informational, details=plain(details))
 
@@ -159,7 +160,7 @@ class Rule:
     name: str
     judge: Callable[[Ctx], list[RuleResult]]
     applies: Callable[[Ctx], bool] = always
-    advice: Callable[..., list[str]] | None = None  # (result, mode config, mode diagnosis, batch size)
+    advice: Advice | None = None  # (result, mode config, mode diagnosis, batch size)
     labels: tuple[str, ...] = ()
 
     def emits(self, result_name: str) -> bool:

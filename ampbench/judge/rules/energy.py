@@ -15,13 +15,14 @@ from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, g, more_seeds_text
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status
 
 MAX_ENERGY_RATIO = 1.0  # AMP J/sample over FP32 J/sample: AMP should not cost more energy per sample
 
 
 def _per_sample(trials: list[Trial]) -> list[float]:
-    return [float(t.memory.energy_j_per_sample) for t in trials if (t.memory.energy_j_per_sample or 0) > 0]
+    values = [t.memory.energy_j_per_sample for t in trials]
+    return [float(v) for v in values if v is not None and v > 0]
 
 
 def rule_energy(c: Ctx) -> list[RuleResult]:
@@ -35,7 +36,7 @@ def rule_energy(c: Ctx) -> list[RuleResult]:
                        f"Energy per sample from too few trials: {more_seeds_text(min(len(amp), len(ref)), inference.MIN_TRIALS)}.",
                        informational=c.amp_inactive)]
     b = inference.log_ratio_bounds(amp, ref, c.th.confidence)
-    status = "PASS" if b.upper <= MAX_ENERGY_RATIO else "FAIL" if b.lower > MAX_ENERGY_RATIO else "INCONCLUSIVE"
+    status: Status = "PASS" if b.upper <= MAX_ENERGY_RATIO else "FAIL" if b.lower > MAX_ENERGY_RATIO else "INCONCLUSIVE"
     msg = (f"AMP/FP32 energy per sample {b.estimate:.3f} ({g(b.confidence * 100, 3)}% CI [{b.low:.3f}, {b.high:.3f}], "
            f"{len(amp)} vs {len(ref)} seeds) against at most {g(MAX_ENERGY_RATIO)}.")
     return [c.rule("energy", status, b.estimate, MAX_ENERGY_RATIO, msg, informational=c.amp_inactive,

@@ -20,7 +20,7 @@ from ampbench.judge.rules.parity import noninferiority
 from ampbench.judge.rules.speed import compare, planned_seeds, shortfall_text
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, as_status
 
 
 def rule_history(c: Ctx) -> list[RuleResult]:
@@ -60,7 +60,7 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
         return c.rule("history-throughput", "INCONCLUSIVE", est, threshold,
                       f"{note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()))
     b = cmp.bounds
-    status = str(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), 1 - m)[0])
+    status = as_status(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), 1 - m)[0])
     msg = (f"{note}{c.mode} throughput {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs baseline "
            f"{g(float(np.exp(np.mean(np.log(cmp.den)))))} samples/s (per-trial medians, {len(cmp.num)} vs "
            f"{len(cmp.den)} trials): {b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%})")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
@@ -39,7 +41,7 @@ def rule_memory(c: Ctx) -> list[RuleResult]:
                                                c.amp_inactive else ".")
     msg += one_seed_note(len(ref), len(amp))
     note = batch_note(c)
-    details = {"source": src, "amp_peak_bytes": amp_peak, "fp32_peak_bytes": ref_peak}
+    details: dict[str, Any] = {"source": src, "amp_peak_bytes": amp_peak, "fp32_peak_bytes": ref_peak}
     if note and not c.amp_inactive:
         # A mode that runs a larger batch (the seed's "AMP lets batch 32 fit") is not meant to save memory
         # against FP32's smaller batch: report the numbers, do not judge them.

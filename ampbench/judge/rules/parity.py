@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from ampbench.judge import inference, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status, as_status
 
 
 def _loss_problem(ref: list[Trial]) -> tuple[str | None, list[str]]:
@@ -84,12 +85,12 @@ def margin_text(margin: float, sd: float | None, n: int, c: Ctx) -> str:
             f"seed sd {g(sd)} pooled over {n} seeds of both arms)")
 
 
-def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str) -> tuple[str, str, dict]:
+def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str) -> tuple[Status, str, dict[str, Any]]:
     """(status, message tail, details) of the one-sided test of `cand` against `ref` (>= 2 values each)."""
     r = inference.parity_batch(np.array([ref]), np.array([cand]), c.th.metric_abs_tol, c.th.metric_sigma_k,
                                c.th.confidence, c.goal)
     worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "lower", "upper", "margin", "sd"))
-    status = str(r["status"][0])
+    status = as_status(r["status"][0])
     conf = f"one-sided {c.th.confidence:.0%} bounds"
     head = (f"{who} worse by {g(worse, 3)} ({conf} {g(lo, 3)} to {g(up, 3)}), "
             f"{margin_text(margin, sd, len(ref) + len(cand), c)}")
@@ -124,7 +125,8 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
     worse = stats.worse_by(amp_mean, ref_mean, c.goal)
     direction = "lower is better" if c.goal == "min" else "higher is better"
     head = f"AMP mean {c.metric} {g(amp_mean)} vs FP32 {g(ref_mean)} ({len(amp_vals)} vs {len(ref_vals)} seeds, {direction}): "
-    details = {"amp_mean": amp_mean, "fp32_mean": ref_mean, "amp_values": amp_vals,
+    status: Status
+    details: dict[str, Any] = {"amp_mean": amp_mean, "fp32_mean": ref_mean, "amp_values": amp_vals,
                "fp32_values": ref_vals}
     if min(len(ref_vals), len(amp_vals)) < inference.MIN_TRIALS:
         margin = c.th.metric_abs_tol

@@ -13,7 +13,7 @@ from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status, as_status
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
         return [c.rule("speedup", "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
                        + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive)]
     b = cmp.bounds
-    status = str(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), need)[0])
+    status = as_status(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), need)[0])
     msg = (f"AMP {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs FP32 {g(float(np.exp(np.mean(np.log(cmp.den)))))} "
            f"samples/s (per-trial medians, {len(cmp.num)} vs {len(cmp.den)} seeds): speedup {b.estimate:.3f}, "
            f"{b.confidence:.0%} CI [{b.low:.3f}, {b.high:.3f}]; one-sided bounds {b.lower:.3f} to {b.upper:.3f} vs "
@@ -112,7 +112,7 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
                    confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
 
 
-def _disturbance(c: Ctx, status: str, ratio_to_need: float) -> str | None:
+def _disturbance(c: Ctx, status: Status, ratio_to_need: float) -> str | None:
     """A FAIL/INCONCLUSIVE explained by a disturbed AMP arm, or a PASS inflated by a disturbed FP32 arm."""
     amp, ref, tol = c.compact(c.mode), c.compact(REFERENCE_MODE), c.th.history_min_change
     if status == "PASS":

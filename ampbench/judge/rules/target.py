@@ -9,7 +9,7 @@ from ampbench.core.records import Trial
 from ampbench.core.target import first_reach
 from ampbench.judge import inference
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
-from ampbench.results.verdicts import RuleResult
+from ampbench.results.verdicts import RuleResult, Status
 
 
 def _record(t: Trial, metric: str, value: float, goal: Any) -> dict[str, Any] | None:
@@ -55,6 +55,7 @@ def rule_time_to_target(c: Ctx) -> list[RuleResult]:
     missed = [k for k, r in amp.items() if r and not r["reached"]]
     ratio, ratio_txt, extra = _ratio_text(c, amp_s, ref_s)
     best = ", ".join(f"{k} best {g(r['best'])}" for k, r in amp.items() if r and not r["reached"])
+    status: Status
     if missed and len(ref_s) == len(ref):
         status, msg = "FAIL", f"{c.mode} did not reach {tgt.metric} {g(tgt.value)} in {len(missed)} trial(s) ({best}) while FP32 did in all."
     elif missed:

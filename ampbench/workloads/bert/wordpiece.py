@@ -36,12 +36,6 @@ def _pipeline(lowercase: bool):  # -> tokenizers.Tokenizer
     return tok
 
 
-def basic_tokens(text: str, lowercase: bool = True) -> list[str]:
-    """The words BERT's BasicTokenizer sees: normalised, punctuation and CJK characters split."""
-    tok = _pipeline(lowercase)
-    return [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text))]
-
-
 def _continuation_symbols(texts: Sequence[str], lowercase: bool) -> list[str]:
     """Every `##x` symbol the trainer will create, sorted; a vocab_size=1 pass stops right after
     the trainer has listed them (in Rust, faster than pre-tokenising in Python)."""
@@ -95,10 +89,6 @@ def write_vocab(tokens: Sequence[str], path: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write("".join(t + "\n" for t in tokens))
     os.replace(tmp, path)
-
-
-def read_vocab(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
 
 
 def cached_vocab(

@@ -268,7 +268,7 @@ class BertWorkload(Workload[BertParams]):
                     ids, mask = self._pad(self.x_eval[idx], self.len_eval[idx], True)
                     logits = self._logits(model, ids, mask)
                     labels = paddle.to_tensor(self.y_eval[idx])
-                    loss_sum += float(F.cross_entropy(logits, labels, reduction="sum").item())
+                    loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
                     preds[idx] = logits.argmax(axis=1).numpy()
         finally:
             if was_training:

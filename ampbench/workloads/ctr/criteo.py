@@ -43,11 +43,11 @@ class CTRArrays:
 
     @staticmethod
     def concat(parts: list[CTRArrays]) -> CTRArrays:
-        probs = [p.prob for p in parts]
+        probs = [p.prob for p in parts if p.prob is not None]
         return CTRArrays(
             np.concatenate([p.dense for p in parts]), np.concatenate([p.sparse for p in parts]),
             np.concatenate([p.label for p in parts]),
-            None if any(q is None for q in probs) else np.concatenate(probs),  # type: ignore[arg-type]
+            np.concatenate(probs) if len(probs) == len(parts) else None,
         )
 
 

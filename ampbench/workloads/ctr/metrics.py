@@ -39,13 +39,6 @@ def auc(labels: np.ndarray | list, scores: np.ndarray | list) -> float:
     return float(u / (n_pos * n_neg))
 
 
-def log_loss(labels: np.ndarray | list, probs: np.ndarray | list, eps: float = 1e-7) -> float:
-    """Mean binary cross-entropy of probabilities, clipped to [eps, 1-eps] like scikit-learn."""
-    p = np.clip(np.asarray(probs, dtype=np.float64).ravel(), eps, 1 - eps)
-    y = _binary(labels, p.shape[0])
-    return float(-np.mean(np.where(y, np.log(p), np.log1p(-p))))
-
-
 def log_loss_from_logits(labels: np.ndarray | list, logits: np.ndarray | list) -> float:
     """Mean binary cross-entropy computed from logits: stable where sigmoid saturates."""
     z = np.asarray(logits, dtype=np.float64).ravel()

@@ -47,7 +47,13 @@ class CTRParams(WorkloadParams):
         return self
 
     def dataset_spec(self) -> SyntheticSpec | CriteoSpec | AdultSpec:
-        return {"synthetic": self.synthetic, "criteo": self.criteo, "adult": self.adult}[self.dataset]  # type: ignore[return-value]
+        if self.dataset == "synthetic":
+            return self.synthetic
+        if self.dataset == "adult":
+            return self.adult
+        if self.criteo is None:  # refused by _criteo_needs_path already
+            raise ValueError('dataset = "criteo" needs a [workload.criteo] table')
+        return self.criteo
 
     @field_validator("mlp")
     @classmethod
@@ -117,6 +123,7 @@ def build_network(p: CTRParams, vocab_sizes: list[int], dense_fields: int) -> An
             self.first_order = nn.Embedding(total, 1, sparse=p.sparse,
                                             weight_attr=paddle.ParamAttr(initializer=nn.initializer.Constant(0.0)))
             self.dense_linear = nn.Linear(dense_fields, 1) if dense_fields else None
+            self.dense_vectors: paddle.Tensor | None
             if p.model == "deepfm" and dense_fields:
                 # each dense feature is a field whose FM vector is scaled by its value
                 self.dense_vectors = self.create_parameter([dense_fields, dim], default_initializer=normal)

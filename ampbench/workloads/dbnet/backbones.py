@@ -66,7 +66,7 @@ class InvertedResidual(nn.Layer):
 
     def __init__(self, cin: int, exp: int, cout: int, k: int, se: bool, act: str, stride: int):
         super().__init__()
-        layers = [conv_bn(cin, exp, 1, act=act), conv_bn(exp, exp, k, stride, groups=exp, act=act)]
+        layers: list[nn.Layer] = [conv_bn(cin, exp, 1, act=act), conv_bn(exp, exp, k, stride, groups=exp, act=act)]
         if se:
             layers.append(SqueezeExcite(exp))
         layers.append(conv_bn(exp, cout, 1, act=None))
@@ -145,7 +145,7 @@ def resnet_vd(layers: int = 50) -> MultiStage:
     stem = [conv_bn(3, 32, 3, 2), conv_bn(32, 32, 3), conv_bn(32, 64, 3), nn.MaxPool2D(3, 2, padding=1)]
     stages, channels, cin = [], [], 64
     for i, (depth, c) in enumerate(zip(RESNET_DEPTHS[layers], (64, 128, 256, 512))):
-        blocks = []
+        blocks: list[nn.Layer] = []
         for j in range(depth):
             blocks.append(ResidualVd(cin, c, 2 if (j == 0 and i > 0) else 1, bottleneck))
             cin = c * 4 if bottleneck else c

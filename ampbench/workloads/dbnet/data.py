@@ -190,7 +190,7 @@ def _render_line(text: str, font_path: str, height_px: int, angle: float) -> tup
     alpha = np.asarray(layer, dtype=np.float32) / 255.0
     box = np.array([[pad, pad], [pad + tw, pad], [pad + tw, pad + th], [pad, pad + th]], np.float64)
     h, w = alpha.shape
-    m = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), angle, 1.0)
+    m = np.asarray(cv2.getRotationMatrix2D((w / 2.0, h / 2.0), angle, 1.0), np.float64)  # already float64
     corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64) @ m[:, :2].T + m[:, 2]
     shift = -corners.min(axis=0)
     m[:, 2] += shift
@@ -246,7 +246,7 @@ def generate_image(spec: SceneTextSpec, fonts: FontSet, index: int) -> tuple[np.
         pts = np.round(box + [x, y]).astype(int).clip(0, size - 1)
         items.append({"transcription": text, "points": pts.tolist()})
     if rng.random() < spec.blur_prob:
-        img = cv2.GaussianBlur(img, (0, 0), float(rng.uniform(0.4, 1.2)))
+        img = np.asarray(cv2.GaussianBlur(img, (0, 0), float(rng.uniform(0.4, 1.2))), np.float32)  # stays float32
     if spec.noise_std > 0:
         img = img + rng.normal(0, spec.noise_std, img.shape).astype(np.float32)
     return np.clip(img, 0, 255).astype(np.uint8), items

@@ -125,24 +125,3 @@ def detection_scores(
     return out
 
 
-class DetMetric:
-    """PaddleOCR DetMetric's calling convention over the same rules, for side-by-side checks:
-    `m(preds, batch)` with preds = [{"points": polygons}, ...] per image and batch[2] / batch[3]
-    the ground-truth polygons and ignore tags per image; `get_metric()` returns the dataset-level
-    precision, recall and hmean over everything seen since the last reset and resets."""
-
-    def __init__(self, main_indicator: str = "hmean"):
-        self.main_indicator = main_indicator
-        self.counts = DetCounts()
-
-    def __call__(self, preds: Sequence[dict[str, Any]], batch: Sequence[Any]) -> None:
-        for pred, gts, ignore in zip(preds, batch[2], batch[3]):
-            self.counts = self.counts + match_image(list(gts), list(pred["points"]), [bool(i) for i in ignore])
-
-    def get_metric(self) -> dict[str, float]:
-        out = self.counts.scores()
-        self.reset()
-        return out
-
-    def reset(self) -> None:
-        self.counts = DetCounts()

@@ -83,11 +83,13 @@ class DBNetWorkload(Workload[DBNetParams]):
         d = p.dataset
         if isinstance(d, LabelFileData):
             return label_file_records(d)
-        common = dict(image_size=p.image_size, lines=d.lines, text_height=d.text_height,
-                      cjk_fraction=d.cjk_fraction, max_angle=d.max_angle, blur_prob=d.blur_prob)
-        train_file = ensure_dataset(SceneTextSpec(images=d.images, seed=2 * d.seed, **common), self._cache_root())
-        eval_file = ensure_dataset(SceneTextSpec(images=d.eval_images, seed=2 * d.seed + 1, **common),
-                                   self._cache_root())
+        def split(images: int, seed: int) -> SceneTextSpec:
+            return SceneTextSpec(images=images, seed=seed, image_size=p.image_size, lines=d.lines,
+                                 text_height=d.text_height, cjk_fraction=d.cjk_fraction, max_angle=d.max_angle,
+                                 blur_prob=d.blur_prob)
+
+        train_file = ensure_dataset(split(d.images, 2 * d.seed), self._cache_root())
+        eval_file = ensure_dataset(split(d.eval_images, 2 * d.seed + 1), self._cache_root())
         source = {"train": str(train_file.parent.name), "eval": str(eval_file.parent.name)}
         return read_label_file(train_file), read_label_file(eval_file), source
 

@@ -101,7 +101,7 @@ class ResNetWorkload(Workload[ResNetParams]):
             for i in range(0, len(self.x_eval), p.eval_batch_size):
                 xb, yb = self.x_eval[i: i + p.eval_batch_size], self.y_eval[i: i + p.eval_batch_size]
                 logits = model(self._tensor(xb)).astype("float32")
-                loss_sum += float(F.cross_entropy(logits, paddle.to_tensor(yb), reduction="sum").item())
+                loss_sum += float(F.cross_entropy(logits, paddle.to_tensor(yb), reduction="sum"))
                 correct += int((logits.argmax(1).numpy() == yb).sum())
         n = len(self.x_eval)
         return {"top1": correct / n, "eval_loss": loss_sum / n}

@@ -8,7 +8,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ampbench.core.records import AmpInfo, Memory, StepRecord, Trial
 from ampbench.trial.precision import low_precision_calls, parse_op_stats
@@ -145,10 +145,10 @@ def memory_of(reader: EventReader, rss_peak: int) -> Memory:
     if not procs:
         return mem
     sources = {str(p.memory.get("source")) for p in procs}
-    src = "cuda" if "cuda" in sources else "host" if "host" in sources else "none"
+    src: Literal["cuda", "host", "none"] = "cuda" if "cuda" in sources else "host" if "host" in sources else "none"
     alloc = [int(p.memory["peak_allocated"]) for p in procs if isinstance(p.memory.get("peak_allocated"), int)]
     res = [int(p.memory["peak_reserved"]) for p in procs if isinstance(p.memory.get("peak_reserved"), int)]
-    mem.source = src  # type: ignore[assignment]
+    mem.source = src
     mem.peak_allocated_bytes = max(alloc) if alloc else None
     mem.peak_reserved_bytes = max(res) if res else None
     errors = [str(p.memory.get("error")) for p in procs if p.memory.get("error")]

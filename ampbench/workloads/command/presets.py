@@ -37,13 +37,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
 
 PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json")
-# The metric names each preset can report (None: whatever the log holds).
-PRESET_METRICS: dict[str, tuple[str, ...] | None] = {
-    "paddleocr": None, "trainer": None, "paddleclas": None, "paddleseg": ("mIoU", "Acc", "Kappa", "Dice"),
-    "hapi": None, "regex": None, "json": None,
-}
-
-
 def _num(text: str) -> float | None:
     try:
         v = float(text)
@@ -65,9 +58,13 @@ class LogScan:
     _compiled: dict[str, re.Pattern[str]] = field(default_factory=dict)
     _in_eval: bool = False
     _tp: re.Pattern[str] | None = None
+    _feed: Any = None
 
     def __post_init__(self) -> None:
         self._compiled = {k: re.compile(v) for k, v in self.patterns.items()}
+        feeders = {"paddleocr": self._paddleocr, "trainer": self._trainer, "paddleclas": self._paddleclas,
+                   "paddleseg": self._paddleseg, "hapi": self._hapi}
+        self._feed = feeders.get(self.preset, self._regex)
         self._tp = re.compile(self.throughput_pattern) if self.throughput_pattern else None
 
     def feed(self, line: str) -> None:
@@ -75,7 +72,7 @@ class LogScan:
             line = line[:8192]
         if "\x1b[" in line:  # colour codes (paddleformers' logger colours every line)
             line = _ANSI.sub("", line)
-        getattr(self, f"_{self.preset}", self._regex)(line)
+        self._feed(line)
         if self._tp is not None:
             self._ips(line, self._tp)
         for name, rx in self._compiled.items():  # regex patterns apply on top of any preset

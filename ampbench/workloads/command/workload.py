@@ -17,7 +17,6 @@ class CommandWorkload(Workload[CommandParams]):
     name = "command"
     Params = CommandParams
     metric_goals: ClassVar[dict[str, str]] = {}   # any name the program reports
-    runs_program: ClassVar[bool] = True
     accepts_mode_args: ClassVar[bool] = True
 
     @classmethod

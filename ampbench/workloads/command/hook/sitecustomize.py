@@ -81,7 +81,7 @@ class _State:
         with self.lock:
             self.pending.append(line)
 
-    def flush(self, force: bool = False) -> None:
+    def flush(self) -> None:
         """Write what is pending (a background thread does it every FLUSH_EVERY_S, so steps before a
         hang or a kill still reach the file; the program's own thread never waits on the disk)."""
         with self.lock:
@@ -219,7 +219,7 @@ def _finish(reason: str, st: _State | None = None) -> None:
         _ops_done(st)
         _memory(st)
     st.emit(e="end", reason=reason, steps=st.step)
-    st.flush(force=True)
+    st.flush()
 
 
 def _wrap_steps(cls) -> None:
@@ -334,7 +334,7 @@ def _install(paddle) -> None:
         st.emit(e="ops", calls={}, error=f"{type(exc).__name__}: {exc}")
     st.emit(e="start", pid=os.getpid(), rank=int(os.environ.get("PADDLE_TRAINER_ID", "0") or 0),
             world=int(os.environ.get("PADDLE_TRAINERS_NUM", "1") or 1), argv=sys.argv[:20], **_facts(paddle, gpu))
-    st.flush(force=True)
+    st.flush()
     st.start_flusher()
     st.t_prev = time.perf_counter()
 
@@ -363,7 +363,7 @@ class _PaddleFinder:
             except Exception as exc:  # never break the user's program: report and run unmeasured
                 if S is not None:
                     S.emit(e="error", where="install", error=f"{type(exc).__name__}: {exc}")
-                    S.flush(force=True)
+                    S.flush()
         loader.exec_module = exec_and_patch
         return spec
 

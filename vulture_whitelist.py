@@ -25,6 +25,7 @@ _.fp32_nan_inf  # diagnosis.json: ops whose FP32 output was already NaN/Inf
 _.paddle_infinite_op_types  # diagnosis.json: Paddle compare_accuracy's own list, a cross-check
 _.steps_done  # probe.json: steps an attempt ran before it ended
 _.configured_batch  # probe.json: the batch size the suite asks for, where the search started
+_.cpus_seen  # trial JSON (interference): the CPUs a trial's threads were seen on, evidence for the reader
 _.description  # suite file [suite] description: free text for the reader, left out of the config hash
 
 # Attributes a library reads after ampbench sets them.
@@ -35,6 +36,5 @@ _._momentum  # paddle BatchNorm reads _momentum in forward (dbnet bn_momentum)
 # Called from outside the package.
 _.archive_report  # scripts/nightly.sh keeps each run's report.html beside the history
 _.launch_in_process  # the in-process launcher: for tests and debugging (a breakpoint in a workload)
+_.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and the pairs a 2% claim needs
 
-# Pending: issue 23 wires thresholds.history_alpha into the history rule; drop this line when it lands.
-_.history_alpha

@@ -93,7 +93,7 @@ def _guard() -> Iterator[None]:
 
 
 @app.command(epilog=EXIT_CODES)
-def run(
+def run(  # noqa: PLR0913  typer: one parameter per command-line option
     suite_file: Optional[Path] = typer.Argument(
         None, help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr); optional with --resume"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
@@ -105,14 +105,43 @@ def run(
                                           "plans it (refuses --profile/--mode/--seeds/--set)"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
+    until_decided: bool = typer.Option(False, "--until-decided", help="Add matched seeds while a speed or parity "
+                                       "rule is INCONCLUSIVE and more seeds can decide it (alpha spending over the looks)"),
+    max_seeds: int = typer.Option(12, "--max-seeds", min=2, max=64, help="Seed cap per mode for --until-decided"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Time budget for --until-decided, e.g. 2h, 45m"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
+                                            "or baseline JSON); with --until-decided the history rules count"),
+    affinity: Optional[str] = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
+    at_max_batch: bool = typer.Option(False, "--at-max-batch", help="Every mode at the largest batch `ampbench "
+                                      "probe` found (the newest probe of the suite, or --probe DIR)"),
+    probe: Optional[Path] = typer.Option(None, "--probe", help="The probe folder (or probe.json) for --at-max-batch"),
+    sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
+                                              "a grid), e.g. --sweep train.batch_size=8,16,32"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
+    from ampbench.commands.run_plan import parse_cpus
+    from ampbench.config import ConfigError
+    from ampbench.judge.until import parse_duration
 
+    try:
+        budget_s = parse_duration(budget) if budget is not None else None
+    except ValueError as e:
+        raise ConfigError("--budget", budget or "", str(e)) from None
+    if (budget is not None or max_seeds != 12) and not until_decided:
+        raise ConfigError("--max-seeds/--budget", budget or str(max_seeds), "only with --until-decided")
     opts = RunOptions(
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
+        until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
+        affinity=parse_cpus(affinity) if affinity else None, at_max_batch=at_max_batch, probe=probe,
     )
+    if probe is not None and not at_max_batch:
+        raise ConfigError("--probe", str(probe), "only with --at-max-batch")
+    if sweep:
+        from ampbench.commands.sweep import run_sweep
+
+        raise typer.Exit(run_sweep(opts, list(sweep), out))
     code = execute(opts, console=out)
     raise typer.Exit(code)
 
@@ -120,15 +149,19 @@ def run(
 @app.command(epilog=EXIT_CODES)
 def check(
     run_dir: Path = typer.Argument(..., help="A run folder (results/runs/<suite>/<id>)"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Run folder or baseline JSON (or a folder of them)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Run folder or baseline JSON (or a folder of "
+                                            "them), or `last`: the previous run of this suite, device and config"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
+    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the run-to-run drift "
+                                           "the history rules allow is estimated from it"),
 ) -> None:
-    """Judge a run: parity, speedup, memory, stability, history. Writes check.json."""
+    """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
+    check-vs-BASELINE.json, the run's own check.json is kept)."""
     from ampbench.commands.check import check_run
     from ampbench.report.console import print_check
 
-    report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch)
+    report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
     print_check(report, out)
     raise typer.Exit(report.exit_code)
 
@@ -170,6 +203,21 @@ def publish(
 
     index = publish_site(history, output, repo_url=repo_url)
     out.print(f"dashboard: {index}", markup=False)
+
+
+@app.command()
+def compare(
+    run_dir: Path = typer.Argument(..., help="A run folder"),
+    other: Optional[Path] = typer.Argument(None, help="Another run folder (default: the previous run of the same "
+                                           "suite, device and config beside RUN_DIR)"),
+    sort: str = typer.Option("name", "--sort", help="name, min, max, mean, stddev, median, iqr, trials, "
+                             "samples_per_s or change (numeric: best first)"),
+) -> None:
+    """Two runs per mode as pytest-benchmark's comparison table: min, max, mean, stddev, median, IQR, change."""
+    from ampbench.report.compare_runs import compare_rows, print_compare
+    from ampbench.results.previous import previous_run
+
+    print_compare(compare_rows(run_dir, other if other is not None else previous_run(run_dir), sort), out)
 
 
 @app.command()

@@ -14,6 +14,18 @@ The checker must then say "measurement disturbed" (INCONCLUSIVE), not FAIL.
 
 Comparisons: Q(i+1) vs Qi (quiet A/A) and Bi vs Qi (busy current run vs quiet baseline).
 `check` prints one line per comparison and writes OUT/aa.json.
+
+The acceptance of issue 23 (an idle machine, nothing else running; take no numbers on a loaded one):
+
+    python scripts/aa_runs.py accept --suite tests/fixtures/aa_toy.toml --pairs 12 --slow 0.20 \
+        --max-seeds 12 --out /tmp/aa/accept          # add --affinity 0 for the pinned variant
+    python scripts/aa_runs.py accept-check --out /tmp/aa/accept
+
+`accept` makes Q0, then for i = 1..pairs: Qi = `run --until-decided --baseline Q(i-1)` (unchanged code)
+and Si = the same with a planted code slowdown (`--slow`: extra host work in every optimizer step,
+injected from a sitecustomize on PYTHONPATH, so neither the config nor ampbench changes).  Each run
+judges itself against its baseline at the end (check-vs-Q(i-1).json).  `accept-check` tallies: every Si
+must FAIL history-throughput (in every mode), no Qi may FAIL anything; it prints the seeds each run used.
 """
 
 from __future__ import annotations
@@ -91,8 +103,117 @@ def do_run(args: argparse.Namespace) -> None:
 
 
 def _rules(run_dir: str) -> list[dict]:
-    data = json.loads((Path(run_dir) / "check.json").read_text())
+    """The newest check of the run (check-vs-<baseline>.json after `check --baseline`, else check.json)."""
+    from ampbench.results.run_dir import RunDir
+
+    data = json.loads(RunDir(run_dir).latest_check_path().read_text())
     return [r for v in data["verdicts"] for r in v["rules"]]
+
+
+# ---------------------------------------------------------------- issue 23 acceptance
+
+PLANT = '''"""Planted code slowdown for scripts/aa_runs.py accept: extra host work in every optimizer step."""
+import os, time
+_F = float(os.environ.get("AMPBENCH_PLANT_SLOW", "0") or 0)
+if _F > 0:
+    import paddle
+    _orig = paddle.optimizer.Optimizer.step
+    _last = [None]
+    def _slow_step(self, *a, **k):
+        out = _orig(self, *a, **k)
+        now = time.perf_counter()
+        if _last[0] is not None:  # spin for F / (1 - F) of the step so far: throughput x (1 - F)
+            end = now + (now - _last[0]) * _F / (1 - _F)
+            while time.perf_counter() < end:
+                pass
+        _last[0] = time.perf_counter()
+        return out
+    paddle.optimizer.Optimizer.step = _slow_step
+'''
+
+
+def _plant_env(out: Path, slow: float) -> dict[str, str]:
+    d = out / "plant"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "sitecustomize.py").write_text(PLANT)
+    path = os.pathsep.join(x for x in (str(d), os.environ.get("PYTHONPATH", "")) if x)
+    return {**os.environ, "PYTHONPATH": path, "AMPBENCH_PLANT_SLOW": str(slow)}
+
+
+def accept_run(args: argparse.Namespace, label: str, baseline: str | None, slow: float) -> dict:
+    out = Path(args.out) / label
+    cmd = _cli("run", args.suite, "--out", str(out), "--no-report")
+    if baseline is not None:
+        cmd += ["--until-decided", "--max-seeds", str(args.max_seeds), "--baseline", baseline]
+    for opt, val in (("--profile", args.profile), ("--seeds", args.seeds), ("--affinity", args.affinity)):
+        if val:
+            cmd += [opt, val]
+    for s in args.set or []:
+        cmd += ["--set", s]
+    env = _plant_env(Path(args.out), slow) if slow > 0 else dict(os.environ)
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    runs = sorted(p.parent for p in out.rglob("run.json"))
+    if not runs:
+        raise SystemExit(f"{label}: no run folder made (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return {"label": label, "baseline": baseline, "slow": slow, "dir": str(runs[-1]),
+            "wall_s": round(time.time() - t0, 1), "run_exit": proc.returncode}
+
+
+def do_accept(args: argparse.Namespace) -> None:
+    manifest = Path(args.out) / "accept.json"
+    done = json.loads(manifest.read_text()) if manifest.is_file() else []
+    have = {r["label"]: r for r in done}
+
+    def keep(rec: dict) -> None:
+        done.append(rec)
+        have[rec["label"]] = rec
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(json.dumps(done, indent=1))
+        print(json.dumps(rec), flush=True)
+
+    if "Q0" not in have:
+        keep(accept_run(args, "Q0", None, 0.0))
+    for i in range(1, args.pairs + 1):
+        base = have[f"Q{i - 1}"]["dir"]
+        # the slowed run first, then the unchanged one: machine drift hits both kinds alike
+        if f"S{i}" not in have:
+            keep(accept_run(args, f"S{i}", base, args.slow))
+        if f"Q{i}" not in have:
+            keep(accept_run(args, f"Q{i}", base, 0.0))
+
+
+def do_accept_check(args: argparse.Namespace) -> None:
+    runs = json.loads((Path(args.out) / "accept.json").read_text())
+    rows, ok = [], True
+    for r in runs:
+        if r["baseline"] is None:
+            continue
+        rules = _rules(r["dir"])
+        hist = [x for x in rules if x["rule"] == "history-throughput"]
+        fails = [f"{x['mode']}:{x['rule']}" for x in rules if x["status"] == "FAIL"]
+        info = json.loads((Path(r["dir"]) / "run.json").read_text())
+        seeds = (info.get("sequential") or {}).get("looks", [None])[-1]
+        planted = r["slow"] > 0
+        good = all(x["status"] == "FAIL" for x in hist) and bool(hist) if planted else not fails
+        ok &= good
+        rows.append({"label": r["label"], "planted": planted, "seeds": seeds, "fails": fails, "ok": good,
+                     "history": [(x["mode"], x["status"], x.get("observed")) for x in hist]})
+        print(f"{r['label']} ({'planted ' + format(r['slow'], '.0%') if planted else 'unchanged'}): seeds {seeds}; "
+              f"history-throughput {[(m, s) for m, s, _ in rows[-1]['history']]}; FAILs {fails or 0}; "
+              f"{'ok' if good else 'NOT OK'}", flush=True)
+    s = [x for x in rows if x["planted"]]
+    q = [x for x in rows if not x["planted"]]
+    print(f"planted: {sum(x['ok'] for x in s)} of {len(s)} FAILed by history-throughput in every mode; "
+          f"unchanged: {sum(1 for x in q if x['fails'])} of {len(q)} with a FAIL; median seeds planted "
+          f"{_median([x['seeds'] for x in s])}, unchanged {_median([x['seeds'] for x in q])}")
+    (Path(args.out) / "accept-result.json").write_text(json.dumps(rows, indent=1))
+    raise SystemExit(0 if ok and len(q) >= 12 else 1)
+
+
+def _median(v: list) -> float | None:
+    v = sorted(x for x in v if x is not None)
+    return None if not v else (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2)
 
 
 def do_check(args: argparse.Namespace) -> None:
@@ -125,7 +246,7 @@ def do_check(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("phase", choices=["run", "check"])
+    ap.add_argument("phase", choices=["run", "check", "accept", "accept-check"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--suite", default="tests/fixtures/aa_toy.toml")
     ap.add_argument("--profile")
@@ -133,8 +254,12 @@ def main() -> None:
     ap.add_argument("--seeds")
     ap.add_argument("--quiet", type=int, default=4)
     ap.add_argument("--busy", type=int, default=3)
+    ap.add_argument("--pairs", type=int, default=12, help="accept: unchanged and planted runs after Q0")
+    ap.add_argument("--slow", type=float, default=0.20, help="accept: planted throughput loss (0.20 = 20%%)")
+    ap.add_argument("--max-seeds", type=int, default=12, help="accept: --max-seeds of --until-decided")
+    ap.add_argument("--affinity", default=None, help="accept: pin every trial (run --affinity)")
     args = ap.parse_args()
-    do_run(args) if args.phase == "run" else do_check(args)
+    {"run": do_run, "check": do_check, "accept": do_accept, "accept-check": do_accept_check}[args.phase](args)
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ archive_report() {  # RUN_DIR HISTORY_DIR: the run's report.html kept beside the
   "$PY" -c "import sys; from ampbench.report.publish import archive_report; print('report:', archive_report(sys.argv[1], sys.argv[2]))" "$1" "$2"
 }
 check_exit() {  # RUN_DIR: the exit code its check.json recorded
-  "$PY" -c "import sys; from ampbench.judge.verdict import load_check; print(load_check(sys.argv[1] + '/check.json').exit_code)" "$1"
+  "$PY" -c "import sys; from ampbench.results.run_dir import RunDir; from ampbench.results.verdicts import load_check; print(load_check(RunDir(sys.argv[1]).latest_check_path()).exit_code)" "$1"
 }
 
 worst=0

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The verdict error-rate table of docs/checks.md: the grid of tests/test_verdict_sim.py, more runs.
 
-    PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # ~2 minutes on one core
+    PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # a few minutes on one core
+    PYTHONPATH=. python scripts/sim_verdicts.py --only sequential   # one table (fixed, kinds, sequential)
 
 False FAIL = FAIL when nothing is wrong (history: no change; speedup: true speedup 10% above
 min_speedup; parity: no drop).  False PASS = PASS at the issue's effect sizes (10% slowdown, speedup 10%
@@ -28,8 +29,9 @@ def _pct(x: float) -> str:
     return f"{x:.1%}"
 
 
-def _planner(sd: float, gap: float, drift: float = 0.0, margin_k: float = 0.0) -> str:
-    k = inference.seeds_needed(sd, gap, TH.confidence, drift_sd=drift, margin_k=margin_k)
+def _planner(sd: float, gap: float, drift: float = 0.0, margin_k: float = 0.0, alpha: float | None = None) -> str:
+    k = inference.seeds_needed(sd, gap, TH.confidence, drift_sd=drift, margin_k=margin_k,
+                               fail_confidence=1 - (TH.fail_alpha if alpha is None else alpha))
     return ">64" if k is None else str(k)
 
 
@@ -46,7 +48,7 @@ def history_table(null_n: int, eff_n: int) -> list[str]:
             ff.append(n["FAIL"]), fp.append(e["PASS"]), inc.append(n["INCONCLUSIVE"]), det.append(e["FAIL"])
         rng = np.random.default_rng(7)
         sds = [float(np.std(np.log(vs.trial_medians(rng, 1, 4000, 0.0, sp, rho, 0.0)), ddof=1)) for rho in (0, 0.7)]
-        plan = " / ".join(_planner(s, gap, inference.RUN_DRIFT_SD) for s in sds)
+        plan = " / ".join(_planner(s, gap, inference.RUN_DRIFT_SD, alpha=TH.history_alpha) for s in sds)
         out.append(f"| {k} | {sp:.1%} | {_pct(max(ff))} | {_pct(max(fp))} | {_pct(min(inc))}-{_pct(max(inc))} | "
                    f"{_pct(min(det))}-{_pct(max(det))} | {plan} |")
     return out
@@ -86,12 +88,84 @@ def parity_table(n: int) -> list[str]:
     return out
 
 
+KINDS = (("normal", 0.02), ("normal", 0.05), ("t3", 0.05), ("normal", 0.12), ("t3", 0.12), ("bimodal", 0.10),
+         ("bimodal", 0.29))
+
+
+def kinds_table(null_n: int, eff_n: int) -> list[str]:
+    """Fixed seeds, non-normal trial levels: history (2% drift) and speedup."""
+    out = [("| trial levels | seeds | history false FAIL | history false PASS (10% slower) | 20% slowdown FAILs | "
+            "speedup false FAIL (1.1 x min) | speedup false PASS (0.9 x min) |"), "|---|---|---|---|---|---|---|"]
+    for (kind, sp), k in itertools.product(KINDS, (2, 3, 5)):
+        rng = np.random.default_rng(int(k * 1000 + sp * 1e5) + len(kind))
+        n = vs.rates(vs.history_outcomes(rng, null_n, k, 0.0, sp, 0.0, 0.02, TH, kind))
+        e = vs.rates(vs.history_outcomes(rng, eff_n, k, 0.10, sp, 0.0, 0.02, TH, kind))
+        e2 = vs.rates(vs.history_outcomes(rng, eff_n, k, 0.20, sp, 0.0, 0.02, TH, kind))
+        g = vs.rates(vs.speedup_outcomes(rng, null_n, k, TH.min_speedup * 1.1, sp, 0.0, TH, kind)[0])
+        b = vs.rates(vs.speedup_outcomes(rng, eff_n, k, TH.min_speedup * 0.9, sp, 0.0, TH, kind)[0])
+        out.append(f"| {kind} {sp:.0%} | {k} | {_pct(n['FAIL'])} | {_pct(e['PASS'])} | {_pct(e2['FAIL'])} | "
+                   f"{_pct(g['FAIL'])} | {_pct(b['PASS'])} |")
+    return out
+
+
+def _fixed_seeds_of_power(power: float, make, kmax: int) -> str:
+    for k in range(3, kmax + 1):
+        if vs.rates(make(k))["FAIL"] >= power - 0.005:
+            return str(k)
+    return f">{kmax}"
+
+
+def sequential_table(null_n: int, eff_n: int, k0: int = 3, kmax: int = 12) -> list[str]:
+    """run --until-decided from k0 seeds to the cap kmax, one look per added seed."""
+    out = [(f"| rule | trial levels | false FAIL | false PASS | detected | median seeds, no change / effect | "
+            f"fixed seeds of the same power |"), "|---|---|---|---|---|---|---|"]
+    for kind, sp in KINDS:
+        for rho in ((0.0, 0.7) if kind == "normal" and sp <= 0.05 else (0.0,)):
+            rng = np.random.default_rng(int(sp * 1e5 + rho * 10) + len(kind))
+            label = f"{kind} {sp:.0%}" + (f", rho {rho}" if rho else "")
+            n, un = vs.sequential_history(rng, null_n, k0, kmax, 0.0, sp, rho, 0.02, TH, kind)
+            e, ue = vs.sequential_history(rng, eff_n, k0, kmax, 0.10, sp, rho, 0.02, TH, kind)
+            p = vs.rates(e)["FAIL"]
+            fixed = _fixed_seeds_of_power(p, lambda k: vs.history_outcomes(np.random.default_rng(k), eff_n, k, 0.10, sp,
+                                                                            rho, 0.02, TH, kind), 2 * kmax)
+            out.append(f"| history-throughput (10% slower, 2% drift) | {label} | {_pct(vs.rates(n)['FAIL'])} | "
+                       f"{_pct(vs.rates(e)['PASS'])} | {_pct(p)} | {np.median(un):g} / {np.median(ue):g} | {fixed} |")
+            g, ug = vs.sequential_speedup(rng, null_n, k0, kmax, TH.min_speedup * 1.1, sp, rho, TH, kind)
+            b, ub = vs.sequential_speedup(rng, eff_n, k0, kmax, TH.min_speedup * 0.9, sp, rho, TH, kind)
+            p = vs.rates(b)["FAIL"]
+            fixed = _fixed_seeds_of_power(p, lambda k: vs.speedup_outcomes(np.random.default_rng(k), eff_n, k,
+                                                                            TH.min_speedup * 0.9, sp, rho, TH, kind)[0],
+                                          2 * kmax)
+            out.append(f"| speedup (true 1.1 / 0.9 x min) | {label} | {_pct(vs.rates(g)['FAIL'])} | "
+                       f"{_pct(vs.rates(b)['PASS'])} | {_pct(p)} | {np.median(ug):g} / {np.median(ub):g} | {fixed} |")
+    for frac in (0.25, 0.5, 1.0):
+        sd = frac * TH.metric_abs_tol
+        rng = np.random.default_rng(int(frac * 100))
+        n, un = vs.sequential_parity(rng, 5 * null_n, k0, kmax, 0.0, sd, TH)
+        d, ud = vs.sequential_parity(rng, eff_n, k0, kmax, 2 * vs.true_margin(sd, TH), sd, TH)
+        p = vs.rates(d)["FAIL"]
+        fixed = _fixed_seeds_of_power(p, lambda k: vs.parity_outcomes(np.random.default_rng(k), eff_n, k,
+                                                                       2 * vs.true_margin(sd, TH), sd, TH), 2 * kmax)
+        out.append(f"| accuracy-parity (drop 2 x margin) | seed sd {frac:g} x abs_tol | {_pct(vs.rates(n)['FAIL'])} | "
+                   f"{_pct(vs.rates(d)['PASS'])} | {_pct(p)} | {np.median(un):g} / {np.median(ud):g} | {fixed} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--null", type=int, default=10000, help="simulated comparisons per cell, no change")
     ap.add_argument("--effect", type=int, default=4000, help="simulated comparisons per cell, with the effect")
+    ap.add_argument("--only", choices=["fixed", "kinds", "sequential"], default=None)
     args = ap.parse_args()
-    print("#### history-throughput (worst / range over drift 0, 1, 2% and rho 0, 0.7)\n")
+    if args.only in (None, "kinds"):
+        print("#### Non-normal trial levels, fixed seeds (rho 0; history with 2% drift)\n")
+        print("\n".join(kinds_table(args.null, args.effect)))
+    if args.only in (None, "sequential"):
+        print("\n#### run --until-decided: 3 seeds to a cap of 12, one look per added seed\n")
+        print("\n".join(sequential_table(args.null // 2, args.effect // 2)))
+    if args.only not in (None, "fixed"):
+        return
+    print("\n#### history-throughput (worst / range over drift 0, 1, 2% and rho 0, 0.7)\n")
     print("\n".join(history_table(args.null, args.effect)))
     print("\n#### speedup (worst over rho 0, 0.7; min_speedup 1.3)\n")
     print("\n".join(speedup_table(args.effect)))

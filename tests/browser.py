@@ -100,7 +100,8 @@ _PROBE = """JSON.stringify({title: document.title, images: document.images.lengt
  links: Array.from(document.links).map(a => a.getAttribute('href'))})"""
 
 
-def load_page(path: Path, settle_s: float = 0.5) -> PageLoad:
+def load_page(path: Path, settle_s: float = 0.5, screenshot: Path | None = None) -> PageLoad:
+    """`screenshot`: also write a PNG of the full page there (Page.captureScreenshot)."""
     exe = browser_exe()
     with tempfile.TemporaryDirectory() as profile:
         proc, port = _start(exe, profile)
@@ -114,6 +115,11 @@ def load_page(path: Path, settle_s: float = 0.5) -> PageLoad:
             s.wait_for("Page.loadEventFired")
             time.sleep(settle_s)
             res = s.call("Runtime.evaluate", expression=_PROBE, returnByValue=True)
+            if screenshot is not None:
+                import base64
+
+                shot = s.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+                Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
             s.ws.close()
             return PageLoad(errors=_errors(s.events), info=json.loads(res["result"]["value"]))
         finally:

@@ -57,3 +57,16 @@ def test_seeds_needed_grows_with_spread_and_is_none_without_one():
     assert small is not None and big is not None and inference.MIN_TRIALS <= small < big
     assert inference.seeds_needed(None, 0.05, 0.95) is None
     assert inference.seeds_needed(1.0, 0.05, 0.95, max_seeds=10) is None
+
+
+def test_paired_ratio_interval_and_pairs_for_a_2_percent_claim():
+    """Per-pair ratios with a 10% spread: the interval holds the truth and says many pairs are needed."""
+    rng = np.random.default_rng(3)
+    den = np.exp(rng.normal(0, 0.2, 7))  # each pair's machine level varies a lot, shared by both sides
+    num = den * 0.97 * np.exp(rng.normal(0, 0.10, 7))
+    r = inference.paired_ratio(num, den, claim=0.02)
+    assert r.low < 0.97 < r.high and r.pairs == 7
+    assert r.pairs_for_claim is not None and r.pairs_for_claim > 50
+    tight = inference.paired_ratio(den * 0.97 * np.exp(rng.normal(0, 0.005, 7)), den, claim=0.02)
+    assert tight.pairs_for_claim <= 3 and tight.high - tight.low < 0.02
+    assert "needs" in r.text(0.02) and inference.paired_ratio([1.0], [1.0]).pairs_for_claim is None

@@ -110,6 +110,7 @@ def test_planner_and_plan_cli(tmp_path):
     parity = rows[(AMP, "accuracy-parity")]
     assert parity.spread == pytest.approx(0.04 / np.sqrt(1), rel=0.01) and parity.seeds_needed is not None
     assert parity.seeds_needed > 3  # a seed sd of 4 points with 3 seeds does not show non-inferiority
-    assert rows[("fp32", "history-throughput")].seeds_needed > rows[(AMP, "speedup")].seeds_needed
+    hist = rows[("fp32", "history-throughput")].seeds_needed  # None: beyond the planner's 64
+    assert hist is None or hist > rows[(AMP, "speedup")].seeds_needed
     res = CliRunner().invoke(app, ["plan", str(run)])
     assert res.exit_code == 0 and "accuracy-parity" in res.output and "seeds needed" in res.output

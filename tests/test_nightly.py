@@ -58,9 +58,11 @@ def test_dry_run_checks_reports_writes_history_and_exits_inconclusive(tmp_path):
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
     runs = out2.joinpath("runs.txt").read_text().split()
     assert [Path(p).parent.name for p in runs] == ["toy", "toy2"]
-    check = json.loads((Path(runs[0]) / "check.json").read_text())
-    assert check["baseline"] == str(saved)
+    own = json.loads((Path(runs[0]) / "check.json").read_text())   # the run's own check is kept
+    check = json.loads((Path(runs[0]) / "check-vs-toy.json").read_text())  # the comparison in its own file
+    assert own["baseline"] is None and check["baseline"] == str(saved)
     assert json.loads((Path(runs[1]) / "check.json").read_text())["baseline"] is None
+    assert not list(Path(runs[1]).glob("check-vs-*.json"))
     assert [h["run_id"] for h in history_lines(hist / "toy.jsonl")] == [Path(run1).name, Path(runs[0]).name]
     assert len(history_lines(hist / "toy2.jsonl")) == 1
     report = (out2 / "report.md").read_text()

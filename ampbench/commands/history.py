@@ -14,7 +14,7 @@ from ampbench.results.verdicts import load_check_optional
 def summarize_run_dir(run_dir: Path) -> RunSummary:
     """A run folder as its history line (check.json's verdicts included when it was checked)."""
     run = open_run(Path(run_dir))
-    return summarize_run(run.info, run.suite, run.trials, load_check_optional(run.dir.check_path), str(run.path))
+    return summarize_run(run.info, run.suite, run.trials, load_check_optional(run.dir.latest_check_path()), str(run.path))
 
 
 def append_history(run_dir: Path, history_dir: Path) -> Path:

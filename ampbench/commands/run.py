@@ -9,6 +9,7 @@ finished trials and say how to resume.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ampbench.commands import until_decided as ud
 from ampbench.commands.check import check_run
 from ampbench.commands.run_plan import (
     RunOptions,
@@ -27,12 +29,14 @@ from ampbench.commands.run_plan import (
     plan_trials,
 )
 from ampbench.config import ConfigError, Suite
+from ampbench.core.errors import ResultsError
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
 from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.process import Interrupted, keep_signal_handlers
 from ampbench.report.console import print_check, print_trials
+from ampbench.results.previous import LAST, previous_run
 from ampbench.results.run_dir import RunDir, new_run_dir, open_run, run_lock
 from ampbench.results.summary import write_summary_csv
 from ampbench.trial.spec import TrialSpec
@@ -64,6 +68,13 @@ def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite,
     loaded = load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(),
                         overrides=opts.overrides + seeds)
     suite = loaded.suite
+    if opts.at_max_batch:
+        from ampbench.commands.max_batch_run import at_max_batch, find_probe
+
+        probe, where = find_probe(Path(opts.out_dir), suite.suite.name, loaded.profile, opts.probe)
+        suite = at_max_batch(suite, probe, where)
+        console.print(f"at the probe's largest batches ({escape(str(where))}): "
+                      + ", ".join(f"{escape(m.name)} {m.batch_size}" for m in suite.modes))
     plan = plan_trials(suite, opts.modes)
     faults = parse_faults(_fault_env(), plan)
     if opts.run_id:
@@ -108,8 +119,23 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             console.print(f"{len(done)} finished trial(s) kept, {len(todo)} to run")
         with keep_signal_handlers():  # it imports paddle, which would take over SIGTERM
             _warn_unknown_ops(suite, console)
+        started = time.monotonic()
+        seq = ud.Sequential(opts.max_seeds, opts.budget_s, opts.baseline)
+        if not opts.resume:
+            if opts.until_decided:
+                ud.start(info, suite, seq)
+            if opts.affinity:
+                info.affinity = sorted(opts.affinity)
+            run.write_run(info)
+        baseline = opts.baseline
         try:
             _run_trials(run, info, suite, plan, todo, faults, console)
+            baseline = _resolve_baseline(run, baseline, console)
+            seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
+            if opts.until_decided and info.sequential is not None:
+                suite = ud.extend(run, info, suite, plan, seq,
+                                  lambda new: _run_trials(run, info, suite, new, new, faults, console),
+                                  console, started)
         except (KeyboardInterrupt, Interrupted) as e:
             code = e.exit_code if isinstance(e, Interrupted) else 130
             kept = len(run.finished_keys(config_hash=info.config_hash, suite=info.suite))
@@ -119,7 +145,21 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             return code
         info.finished = utc_now()
         run.write_run(info)
-    return finish_run(run, console, strict=opts.strict, report=opts.report)
+    return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline)
+
+
+def _resolve_baseline(run: RunDir, baseline: Path | None, console: Console) -> Path | None:
+    """`--baseline last` once the run has trials (its machine key is theirs): the previous run of the same
+    suite, device and config; none yet (a first nightly) is a warning, not an error, as pytest-benchmark."""
+    if baseline is None or str(baseline) != LAST:
+        return baseline
+    try:
+        found = previous_run(run.path)
+    except ResultsError as e:
+        console.print(f"[yellow]warning:[/] {escape(str(e))}; judged without a baseline", soft_wrap=True)
+        return None
+    console.print(f"baseline: the previous run {escape(str(found))}")
+    return found
 
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
@@ -177,12 +217,15 @@ def _write_report(run_dir: Path) -> Path:
     return write_report([run_dir], also_html=True)
 
 
-def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool = True) -> int:
+def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool = True,
+               baseline: Path | None = None) -> int:
     """summary.csv, the table, check.json (+ report.md); returns the exit code."""
     opened = open_run(run.path)  # validated: nothing foreign reaches the summary
     write_summary_csv(run, opened.trials)
     print_trials(opened.trials, console, opened.suite.suite.metric)
-    result = check_run(run.path, strict=strict)
+    result = check_run(run.path, strict=strict)  # the run's own check.json
+    if baseline is not None:  # and the comparison in its own file (check-vs-<baseline>.json), shown
+        result = check_run(run.path, baseline=baseline, strict=strict)
     print_check(result, console)
     if report:
         try:

@@ -37,6 +37,14 @@ class RunOptions:
     strict: bool = False
     report: bool = True
     run_id: str | None = None
+    # --until-decided [--max-seeds N] [--budget DURATION] [--baseline PATH]: seeds added while they can decide
+    until_decided: bool = False
+    max_seeds: int = 12
+    budget_s: float | None = None
+    baseline: Path | None = None
+    affinity: list[int] | None = None  # --affinity: every trial pinned to this CPU set (os.sched_setaffinity)
+    at_max_batch: bool = False  # --at-max-batch [--probe DIR]: every mode at the probe's largest batch
+    probe: Path | None = None
 
 
 def default_cache_dir() -> Path:
@@ -90,11 +98,37 @@ def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) ->
     return out
 
 
+def parse_cpus(text: str) -> list[int]:
+    """`--affinity 0-3,6` -> [0, 1, 2, 3, 6]; every CPU must be one this process may use."""
+    cpus: set[int] = set()
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            lo, _, hi = part.partition("-")
+            a, b = int(lo), int(hi) if hi else int(lo)
+            if a < 0 or b < a:
+                raise ValueError
+            cpus.update(range(a, b + 1))
+    except ValueError:
+        raise ConfigError("--affinity", text, "expected CPU numbers or ranges, e.g. --affinity 2 or 0-3,6") from None
+    if not cpus:
+        raise ConfigError("--affinity", text, "no CPU given")
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        allowed = cpus
+    bad = sorted(cpus - allowed)
+    if bad:
+        raise ConfigError("--affinity", text, f"CPU {bad[0]} is not available to this process "
+                                              f"(allowed: {','.join(map(str, sorted(allowed)))})")
+    return sorted(cpus)
+
+
 def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None) -> TrialSpec:
     return TrialSpec(
         suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
         mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
         fault=fault,
+        cpu_affinity=info.affinity or None,
     )
 
 

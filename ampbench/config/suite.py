@@ -134,7 +134,8 @@ class Thresholds(_Strict):
     collapse_halvings: int = Field(8, ge=2)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     history_min_change: float = Field(0.05, ge=0)
-    history_alpha: float = Field(0.01, gt=0, lt=0.5)
+    history_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of the history rules
+    fail_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of speedup, memory and parity
 
 
 class DistributedConfig(_Strict):

@@ -123,6 +123,13 @@ class Interference(_Open):
     throttle_reasons: list[str] = []
     temperature_c_max: float | None = None
     power_w_median: float | None = None
+    # where it ran (trackers.placement): the CPU set allowed, CPUs its threads were seen on, the main
+    # thread's CPU at the window's start and end, their NUMA nodes
+    cpu_affinity: list[int] = []
+    cpus_seen: list[int] = []
+    main_cpu: int | None = None
+    main_cpus: list[int] = []
+    numa_nodes: list[int] = []
 
 
 class EvalRecord(_Open):
@@ -239,6 +246,9 @@ class RunInfo(VersionedDoc):
     env: Env = Env()
     started: str = ""
     finished: str | None = None
+    # run --until-decided: {"looks": [seeds per arm at each check], "max_seeds": N, ...} (judge.sequential.Design)
+    sequential: dict[str, Any] | None = None
+    affinity: list[int] | None = None  # run --affinity: the CPU set every trial of the run was pinned to
     overrides: list[str] = []  # the --set KEY=VALUE overrides the run was started with
     kind: Literal["run", "probe"] = "run"  # a probe's folder holds attempts, not planned trials
 

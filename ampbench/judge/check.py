@@ -14,6 +14,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.records import Trial
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.rules.registry import RULES
+from ampbench.judge.sequential import Design
 from ampbench.results.baselines import Baseline, device_slug
 from ampbench.results.run_dir import OpenRun
 from ampbench.results.verdicts import CheckReport, ModeVerdict, combine, exit_code
@@ -55,8 +56,11 @@ def check_trials(
     plan: list[tuple[str, int]],
     baseline: Baseline | None = None,
     allow_mismatch: bool = False,
+    design: Design | None = None,
+    drift_sd: float | None = None,
 ) -> list[ModeVerdict]:
-    """Judge every planned mode (fp32 too: its own completeness, stability and history)."""
+    """Judge every planned mode (fp32 too: its own completeness, stability and history); `design`: the
+    looks of a sequential run (its rules decide at the alpha-spending levels of the last look)."""
     names = [m.name for m in suite.modes]
     unknown = sorted({m for m, _ in plan} - set(names))
     if unknown:
@@ -64,7 +68,18 @@ def check_trials(
     note = _baseline_note(suite, trials, baseline, allow_mismatch)
     by_key = {(t.mode, t.seed): t for t in trials}
     planned_modes = [m for m in names if any(pm == m for pm, _ in plan)]
-    return [judge_mode(Ctx(suite, m, plan, by_key, baseline, note)) for m in planned_modes]
+    return [judge_mode(Ctx(suite, m, plan, by_key, baseline, note, design=design, drift_sd=drift_sd))
+            for m in planned_modes]
+
+
+def design_of(info_sequential: dict | None, where: object) -> Design | None:
+    """run.json's `sequential` entry as a Design (None: a fixed-seed run)."""
+    if info_sequential is None:
+        return None
+    try:
+        return Design.model_validate(info_sequential)
+    except ValueError as e:
+        raise ResultsError(f"{where}: sequential: {str(e).splitlines()[-1].strip()}") from None
 
 
 def _notes(verdicts: list[ModeVerdict]) -> list[str]:
@@ -74,6 +89,9 @@ def _notes(verdicts: list[ModeVerdict]) -> list[str]:
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
     if any(r.message.startswith("[baseline mismatch") for r in rules):
         notes.append("Baseline from a different suite/config/device, compared anyway (--allow-mismatch).")
+    clustered = next((r.details["clustered"] for r in rules if r.details.get("clustered")), None)
+    if clustered:
+        notes.append(f"Throughput: {clustered}.")
     if any(r.details.get("disturbed") for r in rules):
         notes.append("Some throughput was measured while another process competed for the machine: "
                      "those speed rules are INCONCLUSIVE (measurement disturbed); re-run on a quiet machine.")
@@ -81,12 +99,20 @@ def _notes(verdicts: list[ModeVerdict]) -> list[str]:
 
 
 def judge_run(run: OpenRun, baseline: Baseline | None = None, strict: bool = False,
-              allow_mismatch: bool = False) -> CheckReport:
-    """Judge an opened run (against `baseline` when given): the CheckReport check.json holds."""
+              allow_mismatch: bool = False, drift_sd: float | None = None) -> CheckReport:
+    """Judge an opened run (against `baseline` when given): the CheckReport check.json holds.  A sequential
+    run (run.json `sequential`, run --until-decided) decides at the levels of its last look."""
     info = run.info
-    verdicts = check_trials(run.suite, run.trials, info.planned(), baseline=baseline, allow_mismatch=allow_mismatch)
+    design = design_of(info.sequential, run.path / "run.json")
+    verdicts = check_trials(run.suite, run.trials, info.planned(), baseline=baseline, allow_mismatch=allow_mismatch,
+                            design=design, drift_sd=drift_sd)
+    notes = _notes(verdicts)
+    if design is not None:
+        notes.append(f"Seeds added until decided (run --until-decided): looks at {', '.join(map(str, design.looks))} "
+                     f"seeds per mode, cap {design.max_seeds}; every decision at its alpha-spending level "
+                     "(PASS Pocock, FAIL O'Brien-Fleming: docs/checks.md).")
     return CheckReport(
         suite=info.suite, run_dir=str(run.path), profile=info.profile, config_hash=info.config_hash, strict=strict,
         baseline=str(baseline.path) if baseline is not None else None, verdicts=verdicts,
-        exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=_notes(verdicts),
+        exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=notes,
     )

@@ -70,17 +70,21 @@ def plan_for(suite: Suite, trials: list[Trial]) -> list[PlanRow]:
             continue
         sd = all_sd
         rows.append(PlanRow(mode=mode, rule="history-throughput", spread=sd, effect=f"{2 * m:.0%} slowdown",
-                            seeds_needed=inference.seeds_needed(sd, hist_gap, conf, drift_sd=inference.RUN_DRIFT_SD),
+                            seeds_needed=inference.seeds_needed(sd, hist_gap, conf, drift_sd=inference.RUN_DRIFT_SD,
+                                                                         fail_confidence=1 - th.history_alpha),
                             seeds_run=len(ts)))
         if mode == REFERENCE_MODE:
             continue
         sd = _pooled_sd(_log_medians(ts, metric), _log_medians(ref, metric))
         rows.append(PlanRow(mode=mode, rule="speedup", spread=sd, effect="speedup 10% below min_speedup",
-                            seeds_needed=inference.seeds_needed(sd, -math.log(0.9), conf), seeds_run=len(ts)))
+                            seeds_needed=inference.seeds_needed(sd, -math.log(0.9), conf,
+                                                                fail_confidence=1 - th.fail_alpha),
+                            seeds_run=len(ts)))
         sd = _pooled_sd(_metric(ts, metric), _metric(ref, metric))
         margin = max(th.metric_abs_tol, th.metric_sigma_k * sd) if sd is not None else th.metric_abs_tol
         rows.append(PlanRow(mode=mode, rule="accuracy-parity", spread=sd, effect=f"{metric} drop of 2 x margin",
-                            seeds_needed=inference.seeds_needed(sd, margin, conf, margin_k=_margin_k(th, sd)),
+                            seeds_needed=inference.seeds_needed(sd, margin, conf, margin_k=_margin_k(th, sd),
+                                                                fail_confidence=1 - th.fail_alpha),
                             seeds_run=len(ts)))
     return rows
 

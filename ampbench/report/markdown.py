@@ -70,13 +70,13 @@ def render(views: list[RunView], ctx: Ctx, trends: dict[str, list[dict[str, Any]
     parts = [f"# {md_text(title(views))}"]
     if ctx.multi:
         parts.append(overview(views, ctx))
+    for v in views:  # the verdict first (docs/report.md), the trend after the runs
+        parts.append(run_section(v, ctx, level=3 if ctx.multi else 2))
     for suite, entries in trends.items():
         if len(entries) >= 2:
             parts.append(trend_section(suite, entries, ctx))
         elif ctx.history:
             parts.append(f"No trend for {md_code(suite)}: the history holds no earlier run of this suite.")
-    for v in views:
-        parts.append(run_section(v, ctx, level=3 if ctx.multi else 2))
     parts.append("---\n\nWritten by `ampbench report`. Numbers: a mode's samples/s is the geometric mean "
                  "of its trials' median per-step rates (warm-up excluded), with a t interval over the "
                  "seeds (thresholds.confidence); memory is the allocator's peak; metric mean ± standard "

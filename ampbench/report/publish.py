@@ -20,6 +20,7 @@ from typing import Any
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text
+from ampbench.judge import changepoint
 from ampbench.report import fmt
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
@@ -183,14 +184,37 @@ def suite_page(suite: str, entries: list[dict[str, Any]], regs: list[Regression]
     metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
     vals = [m.get("metric_mean") for e in entries for m in (e.get("modes") or {}).values()]
     frac = fmt.is_fraction_metric([x for x in vals if x is not None])
-    png = suite_figure(entries, metric, frac, [(r.good, r.bad) for r in regs if r.good >= 0], inactive_note(entries))
+    steps = changepoint.all_steps(entries)
+    cfg = changepoint.config_changes(entries)
+    png = suite_figure(entries, metric, frac, [(r.good, r.bad) for r in regs if r.good >= 0], inactive_note(entries),
+                       steps, [c.index for c in cfg])
     img = (f'<img class="plot" alt="{escape(suite, quote=True)}: throughput, memory, metric and verdict over runs" '
            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
     parts = [f'<p><a href="index.html">all suites</a></p><h1>{escape(suite)}</h1>',
              f"<p>{len(entries)} runs; primary metric <code>{escape(metric)}</code>.</p>", img,
              "<h2>Regressions</h2>", _regressions_html(entries, regs, repo_url),
+             "<h2>Steps in the series</h2>", _steps_html(entries, steps, cfg, repo_url),
              "<h2>Runs</h2>", _runs_table(entries, links, frac)]
     return page(f"ampbench: {suite}", "\n".join(parts) + _CHECK_SCRIPT, CSS)
+
+
+def _steps_html(entries: list[dict[str, Any]], steps: list[changepoint.Step], cfg: list[changepoint.ConfigChange],
+                repo_url: str | None) -> str:
+    """Change points of each mode's throughput (a step need not have flipped a verdict) and config changes."""
+    items = []
+    for st in steps:
+        r = Regression(st.mode, st.before, st.after)
+        kind = "slowdown" if st.regression else "speedup"
+        items.append(f'<li><code>{escape(st.mode)}</code>: <span class="{"bad" if st.regression else "ok"}">'
+                     f"{escape(f'{st.change:+.1%}')} {kind}</span> between run {escape(st.run_before)} and "
+                     f"{escape(st.run_after)}; commits {commit_range(entries, r, repo_url)}</li>")
+    for c in cfg:
+        items.append(f"<li>config changed at run {escape(str(entries[c.index].get('run_id', '')))} "
+                     f"(<code>{escape(c.before)}</code> to <code>{escape(c.after)}</code>): another experiment, "
+                     "not a regression</li>")
+    if not items:
+        return "<p>No step found in any mode's throughput (penalised segmentation, Welch-confirmed).</p>"
+    return "<ul>" + "".join(items) + "</ul>"
 
 
 def _regressions_html(entries: list[dict[str, Any]], regs: list[Regression], repo_url: str | None) -> str:

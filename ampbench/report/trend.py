@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.judge import changepoint
 from ampbench.report import fmt
 from ampbench.report import plots as P
 from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
@@ -82,6 +83,7 @@ def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
         out.append(f"{len(changed)} earlier run(s) differ from the latest in config hash, device or Paddle "
                    "version (marked *changed*): a step in the trend there may come from that change, "
                    "not from a regression.")
+    out.append(steps_text(entries))
     for mode in modes:
         rows = []
         prev = None
@@ -113,6 +115,21 @@ def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
         out.append(fmt.md_image(f"Trend of throughput, memory and {metric} for {suite}", ctx.rel(path)))
         out.append("Red circles: runs in which the checker flagged that mode (FAIL or ERROR).")
     return "\n\n".join(out)
+
+
+def steps_text(entries: list[dict[str, Any]]) -> str:
+    """The change points of every mode's throughput, named by commit range (judge.changepoint), config
+    changes, and the run-to-run drift the history shows."""
+    found = changepoint.all_steps(entries)
+    cfg = changepoint.config_changes(entries)
+    lines = [f"- {md_text(s.describe())}" for s in found]
+    lines += [f"- config changed at run {md_code(str(entries[c.index].get('run_id', '')))} "
+              f"({md_code(c.before)} to {md_code(c.after)}): another experiment, not a regression" for c in cfg]
+    head = ("**Steps in the series** (penalised segmentation of each mode's log throughput, each step "
+            "Welch-confirmed; a step need not have flipped a verdict):")
+    body = "\n".join(lines) if lines else "No step found in any mode's throughput."
+    drift = md_text(changepoint.drift(entries).describe())
+    return f"{head}\n\n{body}\n\n{drift[:1].upper()}{drift[1:]}."
 
 
 def inactive_note(entries: list[dict[str, Any]]) -> str | None:

@@ -57,7 +57,7 @@ class RunView:
 
 def load_view(path: Path, side_files: bool = True) -> RunView:
     opened = open_run(path)
-    check = load_check_optional(opened.dir.check_path)
+    check = load_check_optional(opened.dir.latest_check_path())
     summary = summarize_run(opened.info, opened.suite, opened.trials, check, str(opened.path))
     probe = find_probe(opened.path) if side_files else None
     diagnosis = load_diagnosis(opened.path) if side_files else None

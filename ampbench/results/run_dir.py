@@ -52,6 +52,13 @@ class RunDir:
     def check_path(self) -> Path:
         return self.path / "check.json"
 
+    def latest_check_path(self) -> Path:
+        """The verdict of record: the newest of check.json (the run's own check) and check-vs-*.json (each
+        check against a baseline, which never replaces check.json); check.json when none exists."""
+        found = [p for p in [self.check_path, *sorted(self.path.glob("check-vs-*.json"))]
+                 if p.is_file() and not p.is_symlink()]
+        return max(found, key=lambda p: (p.stat().st_mtime_ns, p.name != "check.json")) if found else self.check_path
+
     @property
     def specs_dir(self) -> Path:
         return self.path / "specs"

@@ -11,6 +11,7 @@ from ampbench.trial.setup import Parts
 
 
 def finish(tr: TrialContext, p: Parts, res: LoopResult) -> None:
+    from ampbench.trackers import placement
     from ampbench.trackers.clock import throughput
     from ampbench.trackers.nvml import interference_sample
 
@@ -19,7 +20,8 @@ def finish(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     t.memory = res.memory
     amp_evidence(tr, p, res)
     t.throughput = throughput(t.steps, res.counts_total, window_s=res.window_s)
-    attach_interference(t, {"cpu_share": t.cpu_share(), "others_cpu": res.others_cpu})
+    attach_interference(t, {"cpu_share": t.cpu_share(), "others_cpu": res.others_cpu,
+                            **placement.merge(res.placement, placement.sample())})
     if res.nvml_window:
         attach_interference(t, interference_sample(res.nvml_window))
     if t.status != "diverged":

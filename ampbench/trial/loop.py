@@ -39,11 +39,12 @@ class LoopResult:
     window_end: float | None = None
     eval_s: float = 0.0
     load_mark: Any = None            # trackers.load.LoadMark at the window's start
+    placement: dict[str, Any] = field(default_factory=dict)  # trackers.placement.sample at the window's start
     others_cpu: float | None = None  # cores other processes used over the window
 
 
 def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
-    from ampbench.trackers import device, load
+    from ampbench.trackers import device, load, placement
     from ampbench.trackers.clock import StepClock
     from ampbench.trackers.memory import MemoryTracker, rss_peak_bytes
     from ampbench.trial.faults import Fault
@@ -66,6 +67,7 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
                     mem.start()  # opens the window: on a GPU, a device sync and the allocator's peak reset
                     res.window_t0 = time.perf_counter()
                     res.load_mark = load.mark()  # other processes' CPU use over the window (interference)
+                    res.placement = placement.sample()  # where it ran (affinity, CPUs, NUMA node)
                 if fault.kind is not None:
                     fault.maybe(step)
                 p.numerics.begin(step)

@@ -28,3 +28,4 @@ class TrialSpec(BaseModel):
     memory_limit_bytes: int | None = None
     fault: Fault | None = None      # injected failure (tests, `AMPBENCH_FAULT`)
     fault_step: int = 2
+    cpu_affinity: list[int] | None = None  # run --affinity: pin the worker to these CPUs before it starts

@@ -56,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     events = Events(os.fdopen(event_fd, "w", buffering=1))
     spec = TrialSpec.model_validate_json(Path(argv[0]).read_text())
+    if spec.cpu_affinity:  # before the workload starts threads: they inherit it
+        from ampbench.trackers.placement import pin
+
+        pin(spec.cpu_affinity)
     watch_parent()  # ends this process (every rank) if ampbench is gone, even SIGKILLed
     if spec.suite.suite.workload == "command":  # the user's own program, run and measured (trial/command.py)
         from ampbench.trial.command import run_command

@@ -12,6 +12,8 @@ import numpy as np
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.core.files import last_line as results_last_line
 from ampbench.core.records import Trial
+from ampbench.judge import sequential
+from ampbench.judge.sequential import Design
 from ampbench.judge.rules.advice_kit import Advice
 from ampbench.results.baselines import Baseline, CompactTrial, compact
 from ampbench.results.verdicts import RuleResult, Status
@@ -28,6 +30,8 @@ class Ctx:
     baseline: Baseline | None
     baseline_note: str
     notes: dict[str, Any] = field(default_factory=dict)
+    design: Design | None = None  # the looks of a sequential run (run --until-decided), None: fixed seeds
+    drift_sd: float | None = None  # run-to-run drift estimated from the history (None: the default)
     _compact: dict[str, list[CompactTrial]] = field(default_factory=dict)
 
     @property
@@ -64,6 +68,12 @@ class Ctx:
     def amp_inactive(self) -> bool:
         ok = self.ok(self.mode)
         return not self.is_ref and bool(ok) and not all(t.amp.active for t in ok)
+
+    def levels(self, history: bool = False, baseline_trials: int = 0) -> tuple[float, float]:
+        """(PASS, FAIL) one-sided confidences of this look: `confidence` and 1 - fail alpha for a fixed-seed
+        run; the alpha-spending boundaries of the current look in a sequential one (judge.sequential)."""
+        alpha = self.th.history_alpha if history else self.th.fail_alpha
+        return sequential.levels(self.th.confidence, alpha, self.design, baseline_trials if history else 0)
 
     def rule(self, rule: str, status: Status, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:

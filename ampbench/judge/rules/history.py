@@ -17,7 +17,14 @@ from ampbench.judge import inference, interference
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
-from ampbench.judge.rules.speed import compare, planned_seeds, shortfall_text
+from ampbench.judge.rules.speed import (
+    clustering,
+    compare,
+    fail_bound,
+    level_text,
+    planned_seeds,
+    shortfall_text,
+)
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, as_status
@@ -49,36 +56,42 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
     PASS: the lower bound of the change is above -history_min_change; FAIL: its upper bound is below
     it (a slowdown beyond history_min_change is demonstrated); else INCONCLUSIVE ("not demonstrated").
     The trial-to-trial spread is pooled over every mode of both runs, and a run-to-run drift allowance
-    (inference.RUN_DRIFT_SD) is added: one pair of runs cannot show how far a whole run drifts.
+    is added (estimated from the history when there is one, judge.drift; else inference.RUN_DRIFT_SD):
+    one pair of runs cannot show how far a whole run drifts.  FAIL is decided at 1 - history_alpha.
     """
     m, note = c.th.history_min_change, c.baseline_note
-    threshold = {"min_change": m, "confidence": c.th.confidence}
-    cmp = compare(cur, base, c.th.confidence, _other_arms(c), inference.RUN_DRIFT_SD)
+    drift = inference.RUN_DRIFT_SD if c.drift_sd is None else c.drift_sd
+    threshold = {"min_change": m, "confidence": c.th.confidence, "alpha": c.th.history_alpha}
+    cmp = compare(cur, base, c.th.confidence, _other_arms(c), drift, c.levels(history=True, baseline_trials=len(base)))
     if cmp is None or cmp.bounds is None:
         est = None if cmp is None else cmp.point - 1
         head = "" if cmp is None else f"{c.mode} throughput {est:+.1%} vs baseline (point estimate). "
         return c.rule("history-throughput", "INCONCLUSIVE", est, threshold,
                       f"{note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()))
     b = cmp.bounds
-    status = as_status(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), 1 - m)[0])
+    status = as_status(inference.decide_bounds(b, 1 - m))
     msg = (f"{note}{c.mode} throughput {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs baseline "
            f"{g(float(np.exp(np.mean(np.log(cmp.den)))))} samples/s (per-trial medians, {len(cmp.num)} vs "
            f"{len(cmp.den)} trials): {b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%})")
     if status == "FAIL":
-        msg += f"; a slowdown beyond {m:.0%} is demonstrated (upper bound {b.upper - 1:+.1%})."
+        msg += f"; a slowdown beyond {m:.0%} is demonstrated (upper bound {b.fail_upper - 1:+.1%}, {level_text(b)})."
     elif status == "PASS":
-        msg += f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%})."
+        msg += f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%}, {level_text(b)})."
     else:
         gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
-        seeds = planned_seeds(cmp, gap, c.th.confidence, inference.RUN_DRIFT_SD)
-        msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (one-sided bounds "
-                f"{b.lower - 1:+.1%} to {b.upper - 1:+.1%}); {more_seeds_text(len(cmp.num), seeds)}.")
+        seeds = planned_seeds(cmp, gap, c.th.confidence, drift, 1 - c.th.history_alpha)
+        msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound "
+                f"{b.lower - 1:+.1%}, FAIL bound {fail_bound(b, ratio=False)}, {level_text(b)}); "
+                f"{more_seeds_text(len(cmp.num), seeds)}.")
     why = None if status == "PASS" else interference.disturbed(cur, base, b.estimate, m, ("this run", "baseline"))
     if why:
         status, msg = "INCONCLUSIVE", f"{note}{why[0].upper()}{why[1:]}. {msg[len(note):]}"
+    clustered = clustering([cur, base, *_other_arms(c)])
+    if clustered:
+        msg += f" Note: {clustered}."
     return c.rule("history-throughput", status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
-                  upper=b.upper, ci_low=b.low, ci_high=b.high, seeds=[len(cmp.num), len(cmp.den)],
-                  disturbed=bool(why))
+                  upper=b.upper, fail_upper=b.fail_upper, ci_low=b.low, ci_high=b.high,
+                  seeds=[len(cmp.num), len(cmp.den)], drift_sd=drift, disturbed=bool(why), clustered=clustered)
 
 
 def _metrics(trials: list[CompactTrial]) -> list[float]:
@@ -97,7 +110,7 @@ def history_metric(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
         return c.rule("history-metric", "INCONCLUSIVE", worse, c.th.metric_abs_tol,
                       f"{head}worse by {g(worse, 3)}; not judged: {more_seeds_text(1, inference.MIN_TRIALS)}."
                       + one_seed_note(len(then), len(now)), current_mean=mean(now), baseline_mean=mean(then))
-    status, tail, extra = noninferiority(c, then, now, "this run")
+    status, tail, extra = noninferiority(c, then, now, "this run", history=True)
     return c.rule("history-metric", status, worse, extra["margin"], head + tail, current_mean=mean(now),
                   baseline_mean=mean(then), **extra)
 

@@ -85,15 +85,19 @@ def margin_text(margin: float, sd: float | None, n: int, c: Ctx) -> str:
             f"seed sd {g(sd)} pooled over {n} seeds of both arms)")
 
 
-def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str) -> tuple[Status, str, dict[str, Any]]:
-    """(status, message tail, details) of the one-sided test of `cand` against `ref` (>= 2 values each)."""
+def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
+                   history: bool = False) -> tuple[Status, str, dict[str, Any]]:
+    """(status, message tail, details) of the one-sided test of `cand` against `ref` (>= 2 values each).
+    PASS at `confidence`, FAIL at 1 - fail_alpha (history: 1 - history_alpha), or a sequential look's levels."""
+    pc, fc = c.levels(history=history, baseline_trials=len(ref) if history else 0)
     r = inference.parity_batch(np.array([ref]), np.array([cand]), c.th.metric_abs_tol, c.th.metric_sigma_k,
-                               c.th.confidence, c.goal)
-    worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "lower", "upper", "margin", "sd"))
+                               c.th.confidence, c.goal, fail_confidence=fc, pass_confidence=pc)
+    worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "fail_lower", "upper", "margin", "sd"))
     status = as_status(r["status"][0])
-    conf = f"one-sided {c.th.confidence:.0%} bounds"
-    head = (f"{who} worse by {g(worse, 3)} ({conf} {g(lo, 3)} to {g(up, 3)}), "
-            f"{margin_text(margin, sd, len(ref) + len(cand), c)}")
+    fail = f"FAIL {g(lo, 3)} at {fc:.4g}" if math.isfinite(lo) else \
+        f"no FAIL from fewer than {inference.MIN_FAIL_TRIALS} seeds per side"
+    conf = f"one-sided bounds: {fail}, PASS {g(up, 3)} at {pc:.4g}"
+    head = f"{who} worse by {g(worse, 3)} ({conf}), {margin_text(margin, sd, len(ref) + len(cand), c)}"
     if status == "PASS":
         tail = f"; non-inferiority shown (upper bound {g(up, 3)} <= margin)."
         if worse < -margin:
@@ -102,9 +106,11 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str) -> tup
         tail = f"; a drop beyond the margin is shown (lower bound {g(lo, 3)} > margin)."
     else:
         k = c.th.metric_sigma_k if c.th.metric_sigma_k * sd >= 0.8 * c.th.metric_abs_tol else 0.0
-        need = inference.seeds_needed(sd, margin, c.th.confidence, margin_k=k)
+        need = inference.seeds_needed(sd, margin, c.th.confidence, margin_k=k,
+                                      fail_confidence=1 - (c.th.history_alpha if history else c.th.fail_alpha))
         tail = f"; not demonstrated either way: {more_seeds_text(min(len(ref), len(cand)), need)}."
-    return status, head + tail, {"lower": lo, "upper": up, "margin": margin, "sd": sd}
+    return status, head + tail, {"lower": lo, "upper": up, "margin": margin, "sd": sd,
+                                 "pass_confidence": pc, "fail_confidence": fc}
 
 
 def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:

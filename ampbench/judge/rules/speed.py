@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
-from ampbench.judge import inference, interference, measure
+from ampbench.judge import clusters, inference, interference, measure
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.results.baselines import CompactTrial
@@ -46,15 +46,18 @@ def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
 
 
 def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
-            extra: list[list[CompactTrial]] | None = None, drift_sd: float = 0.0) -> Comparison | None:
-    """None when a side has no trial with enough measured steps; `extra` arms only add to the spread."""
+            extra: list[list[CompactTrial]] | None = None, drift_sd: float = 0.0,
+            levels: tuple[float, float] | None = None) -> Comparison | None:
+    """None when a side has no trial with enough measured steps; `extra` arms only add to the spread;
+    `levels`: the (PASS, FAIL) one-sided confidences (Ctx.levels), default `confidence` for both."""
     a, sa = _medians(num)
     b, sb = _medians(den)
     if not a or not b:
         return None
     ok = min(len(a), len(b)) >= inference.MIN_TRIALS
     more = [_medians(x)[0] for x in extra or []]
-    bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd) if ok else None
+    pc, fc = levels or (confidence, confidence)
+    bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd, fc, pc) if ok else None
     return Comparison(np.array(a), np.array(b), sa + sb, bounds)
 
 
@@ -70,9 +73,10 @@ def shortfall_text(cmp: Comparison | None, need_seeds: int | None = None) -> str
     return "; ".join(parts)
 
 
-def planned_seeds(cmp: Comparison, gap: float, confidence: float, drift_sd: float = 0.0) -> int | None:
+def planned_seeds(cmp: Comparison, gap: float, confidence: float, drift_sd: float = 0.0,
+                  fail_confidence: float | None = None) -> int | None:
     sd = cmp.bounds.sd if cmp.bounds else None
-    return inference.seeds_needed(sd, gap, confidence, drift_sd=drift_sd)
+    return inference.seeds_needed(sd, gap, confidence, drift_sd=drift_sd, fail_confidence=fail_confidence)
 
 
 def rule_speedup(c: Ctx) -> list[RuleResult]:
@@ -83,33 +87,66 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     """
     need = c.th.min_speedup
     amp, ref = c.compact(c.mode), c.compact(REFERENCE_MODE)
-    cmp = compare(amp, ref, c.th.confidence)
+    cmp = compare(amp, ref, c.th.confidence, levels=c.levels())
     if cmp is None or cmp.bounds is None:
         est = None if cmp is None else cmp.point
         head = "" if cmp is None else f"AMP/FP32 throughput {est:.3f} (point estimate). "
         return [c.rule("speedup", "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
                        + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive)]
     b = cmp.bounds
-    status = as_status(inference.decide_batch(np.array([b.lower]), np.array([b.upper]), need)[0])
+    status = as_status(inference.decide_bounds(b, need))
     msg = (f"AMP {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs FP32 {g(float(np.exp(np.mean(np.log(cmp.den)))))} "
            f"samples/s (per-trial medians, {len(cmp.num)} vs {len(cmp.den)} seeds): speedup {b.estimate:.3f}, "
-           f"{b.confidence:.0%} CI [{b.low:.3f}, {b.high:.3f}]; one-sided bounds {b.lower:.3f} to {b.upper:.3f} vs "
-           f"min_speedup {g(need)}")
+           f"{b.confidence:.0%} CI [{b.low:.3f}, {b.high:.3f}]; PASS bound {b.lower:.3f}, FAIL bound {fail_bound(b)} "
+           f"({level_text(b)}) vs min_speedup {g(need)}")
     if status == "PASS":
         msg += ": shown."
     elif status == "FAIL":
         msg += ": below it, shown."
     else:
-        seeds = planned_seeds(cmp, -math.log(0.9), c.th.confidence)
+        seeds = planned_seeds(cmp, -math.log(0.9), c.th.confidence, fail_confidence=1 - c.th.fail_alpha)
         msg += f": not demonstrated either way; {more_seeds_text(len(cmp.num), seeds)}."
     why = _disturbance(c, status, b.estimate / need)
     if why:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
+    clustered = clustering([amp, ref])
+    if clustered:
+        msg += f" Note: {clustered}."
     return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
+                   clustered=clustered,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
+                   fail_upper=b.fail_upper, fail_confidence=b.fail_confidence,
                    amp_samples_per_s=float(np.exp(np.mean(np.log(cmp.num)))),
                    fp32_samples_per_s=float(np.exp(np.mean(np.log(cmp.den)))),
                    confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
+
+
+def clustering(arms: list[list[CompactTrial]]) -> str | None:
+    """"trial levels cluster: ..." when the arms' per-trial levels form two groups (judge.clusters)."""
+    levels, cpus = [], []
+    for arm in arms:
+        kept = [t for t in arm if len(t.rates()) >= measure.MIN_STEPS]
+        levels.append([math.log(float(np.median(t.rates()))) for t in kept])
+        cpus.append([list(t.interference.main_cpus) if t.interference is not None else [] for t in kept])
+    found = clusters.find(levels, cpus)
+    return found.describe() if found else None
+
+
+def level_text(b: inference.Bounds) -> str:
+    """The two one-sided levels a decision used, e.g. "PASS at 95%, FAIL at 99%"."""
+    def pct(x: float) -> str:
+        return "100%" if x >= 1 else f"{float(f'{100 * x:.4g}'):g}%"
+    if not math.isfinite(b.fail_upper):
+        return (f"one-sided, PASS at {pct(b.pass_confidence)}; no FAIL from fewer than "
+                f"{inference.MIN_FAIL_TRIALS} trials per side")
+    return f"one-sided, PASS at {pct(b.pass_confidence)}, FAIL at {pct(b.fail_confidence)}"
+
+
+def fail_bound(b: inference.Bounds, ratio: bool = True) -> str:
+    """The FAIL bound as text ("n/a" below MIN_FAIL_TRIALS)."""
+    if not math.isfinite(b.fail_upper):
+        return "n/a"
+    return f"{b.fail_upper - 1:+.1%}" if not ratio else f"{b.fail_upper:.3f}"
 
 
 def _disturbance(c: Ctx, status: Status, ratio_to_need: float) -> str | None:

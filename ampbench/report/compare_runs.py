@@ -1,0 +1,90 @@
+"""`ampbench compare RUN [OTHER]`: two runs (or a run and its predecessor) side by side per mode, the
+columns and sort of pytest-benchmark's comparison table.
+
+One row per run and mode over the trials' figures (each trial's median samples/s, judge.measure):
+Min, Max, Mean, StdDev, Median, IQR, Trials, the mode's figure (geometric mean: the number every other
+view shows) and its change against the other run.  pytest-benchmark sorts by `min` of times
+(fastest first); throughput is higher-is-better, so a numeric column sorts best first (highest
+samples/s, lowest spread).  Every name from a file is escaped before rich renders it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ampbench.core.errors import ConfigError
+from ampbench.judge import measure
+from ampbench.report import fmt
+from ampbench.results.run_dir import OpenRun, open_run
+
+COLUMNS = ("name", "min", "max", "mean", "stddev", "median", "iqr", "trials", "samples_per_s", "change")
+LOWER_IS_BETTER = {"stddev", "iqr"}
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    run_id: str
+    mode: str
+    min: float
+    max: float
+    mean: float
+    stddev: float
+    median: float
+    iqr: float
+    trials: int
+    samples_per_s: float
+    change: float | None  # vs the same mode in the other run (this / other - 1); None for the other run
+
+
+def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
+    out = []
+    for m in run.suite.modes:
+        ok = [t for t in run.trials if t.mode == m.name and t.status == "ok"]
+        st = measure.mode_stats([t.step_rates() for t in ok])
+        v = np.array(st.per_trial, float)
+        if not len(v) or st.samples_per_s is None:
+            continue
+        q1, q3 = np.percentile(v, [25, 75])
+        base = (ref or {}).get(m.name)
+        out.append(Row(f"{m.name} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
+                       float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"), float(np.median(v)),
+                       float(q3 - q1), len(v), st.samples_per_s,
+                       None if base is None else st.samples_per_s / base - 1))
+    return out
+
+
+def compare_rows(current: Path, other: Path, sort: str = "name") -> list[Row]:
+    if sort not in COLUMNS:
+        raise ConfigError("--sort", sort, f"expected one of {', '.join(COLUMNS)}")
+    cur, oth = open_run(current), open_run(other)
+    ref_rows = _rows(oth, None)
+    ref = {r.mode: r.samples_per_s for r in ref_rows}
+    rows = _rows(cur, ref) + ref_rows
+    if sort == "name":
+        return sorted(rows, key=lambda r: (r.mode, r.run_id != cur.info.run_id))
+    sign = 1 if sort in LOWER_IS_BETTER else -1
+
+    def key(r: Row) -> tuple[bool, float]:
+        v = getattr(r, sort)
+        missing = v is None or (isinstance(v, float) and np.isnan(v))
+        return (missing, 0.0 if missing else sign * float(v))
+    return sorted(rows, key=key)
+
+
+def print_compare(rows: list[Row], console: Console) -> None:
+    t = Table(title="samples/s per trial (each trial's median step rate)", title_justify="left")
+    for c in ("Name", "Min", "Max", "Mean", "StdDev", "Median", "IQR", "Trials", "Samples/s (geo. mean)", "Change"):
+        t.add_column(c, justify="left" if c == "Name" else "right")
+    for r in rows:
+        change = "(other)" if r.change is None else fmt.pct(r.change)
+        t.add_row(escape(r.name), *(fmt.num(x) for x in (r.min, r.max, r.mean)),
+                  "-" if np.isnan(r.stddev) else fmt.num(r.stddev), fmt.num(r.median), fmt.num(r.iqr),
+                  str(r.trials), fmt.num(r.samples_per_s), change)
+    console.print(t)

@@ -1,0 +1,81 @@
+"""History as a series on the dashboard and in the trend report: a planted 8% step with no verdict flip is
+named by its commit range, a config change is marked, pure noise marks nothing (checked in a real browser)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ampbench.report.publish import publish
+from ampbench.report.trend import steps_text
+from ampbench.results.history import RunSummary
+from tests.browser import load_page
+
+
+def _lines(levels: list[float], seed: int, config_at: int | None = None) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, lv in enumerate(levels):
+        modes = {}
+        for m, base, amp in (("fp32", 1000.0, False), ("amp-o1-fp16", 1700.0, True)):
+            v = base * math.exp(lv + rng.normal(0, 0.015))
+            modes[m] = {"mode": m, "amp_requested": amp, "amp_active": amp, "trials": 3, "ok": 3,
+                        "samples_per_s": v, "samples_per_s_ci": [v * 0.99, v * 1.01], "verdict": "PASS",
+                        "speedup": 1.7 * math.exp(rng.normal(0, 0.01)) if amp else None,
+                        "speedup_ci": [1.65, 1.75] if amp else None, "peak_bytes": 1 << 30, "metric_mean": 0.9}
+        cfg = "sha256:bbbb" if config_at is not None and i >= config_at else "sha256:aaaa"
+        doc = RunSummary.model_validate({"suite": "toy", "run_id": f"night-{i:02d}", "started": f"2026-10-{i + 1:02d}T02:00:00Z",
+                                         "config_hash": cfg, "git_sha": f"{i:02d}" + "c" * 38, "verdict": "PASS",
+                                         "metric": "accuracy", "modes": modes})
+        out.append(doc.to_json())
+    return out
+
+
+def _history(tmp: Path, lines: list[dict]) -> Path:
+    hist = tmp / "history"
+    hist.mkdir()
+    (hist / "toy.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return hist
+
+
+def test_planted_step_without_a_verdict_flip_is_named_on_the_dashboard_and_in_the_trend(tmp_path):
+    lines = _lines([0.0] * 12 + [math.log(0.92)] * 10, seed=1)
+    index = publish(_history(tmp_path, lines), tmp_path / "site", repo_url="https://github.com/o/r")
+    page = (index.parent / "toy.html").read_text()
+    steps = page.split("<h2>Steps in the series</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "between run night-11 and night-12" in steps and "slowdown" in steps
+    assert 'compare/11' + "c" * 38 + "...12" + "c" * 38 in steps
+    assert "No mode went from passing to FAIL/ERROR" in page  # no verdict flipped
+    trend = steps_text(lines)
+    assert "between run night-11 and night-12, commits 11cccccccc..12cccccccc" in trend
+    shot = tmp_path / "dashboard.png"
+    got = load_page(index.parent / "toy.html", screenshot=shot)
+    assert got.errors == [] and got.info["images"] == got.info["decoded"] == 1
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_noise_marks_nothing_and_a_config_change_is_marked_not_a_regression(tmp_path):
+    lines = _lines([0.0] * 10 + [math.log(0.6)] * 10, seed=2, config_at=10)
+    index = publish(_history(tmp_path, lines), tmp_path / "site")
+    steps = (index.parent / "toy.html").read_text().split("<h2>Steps in the series</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "slowdown" not in steps and "config changed at run night-10" in steps
+    noise = _lines([0.0] * 25, seed=3)
+    assert "No step found" in steps_text(noise)
+
+
+def test_report_with_history_puts_the_verdict_before_the_trend(tmp_path):
+    from ampbench.report.markdown import write_report
+    from tests.test_report import copy_run
+
+    run = copy_run(tmp_path, "a", run_id="night-x", started="2026-10-30T02:00:00+00:00")
+    lines = _lines([0.0] * 12 + [math.log(0.92)] * 10, seed=1)
+    for x in lines:
+        x["suite"] = "ocr"
+    hist = _history(tmp_path, lines)
+    (hist / "toy.jsonl").rename(hist / "ocr.jsonl")
+    text = write_report([run], output=tmp_path / "r.md", history=hist).read_text()
+    assert text.index("**Verdict") < text.index("## Trend") < text.index("Steps in the series")
+    assert "11cccccccc..12cccccccc" in text

@@ -12,6 +12,7 @@ _.BertWorkload  # "ampbench.workloads.bert.workload:BertWorkload"
 _.CTRWorkload  # "ampbench.workloads.ctr.workload:CTRWorkload"
 _.ResNetWorkload  # "ampbench.workloads.resnet.workload:ResNetWorkload"
 _.ToyWorkload  # "ampbench.workloads.toy:ToyWorkload"
+_.CommandWorkload  # "ampbench.workloads.command.workload:CommandWorkload"
 
 # Fields of the files ampbench writes (docs/results-format.md, schemas/): read by users and tools, not by ampbench.
 _.extra_per_s  # Throughput: per-second rates of a workload's extra units (tokens/s for bert)

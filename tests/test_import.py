@@ -15,7 +15,9 @@ from ampbench.importers.paddlenlp import import_paddlenlp, parse_cli_args
 from ampbench.importers.paddleocr import PADDLEOCR_AMP_FLAGS, import_paddleocr
 
 FIX = Path(__file__).parent / "fixtures"
-MV3 = FIX / "paddleocr" / "det_mv3_db_amp.yml"
+MV3 = FIX / "paddleocr" / "det_mv3_db_global_amp.yml"   # AMP through Global.use_amp (PaddleOCR >= 2.5)
+MV3_AMP = FIX / "paddleocr" / "det_mv3_db_amp.yml"      # PaddleOCR's own file: a top-level AMP section
+MV3_STOCK = FIX / "paddleocr" / "det_mv3_db.yml"        # stock: AMP on nowhere
 R50 = FIX / "paddleocr" / "det_r50_vd_db_amp.yml"
 NLP = FIX / "paddlenlp" / "trainer_args_fp16_o2.json"
 cli = CliRunner()
@@ -29,7 +31,7 @@ def _mode(suite, name):
     return next(m for m in suite["modes"] if m["name"] == name)
 
 
-def test_det_mv3_db_amp_config_becomes_a_suite(tmp_path):
+def test_global_use_amp_config_becomes_a_suite(tmp_path):
     out = tmp_path / "mv3.toml"
     r = run_cli("import", "paddleocr", str(MV3), "--synthetic-data", "-o", str(out))
     assert r.exit_code == 0, r.output
@@ -108,7 +110,7 @@ def test_r50_config_reads_label_files_and_checks_them(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "label files not found" in r.output and "train_label.txt" in r.output
     assert tomllib.loads(Path("r50.toml").read_text())["workload"]["dataset"]["kind"] == "synthetic-scene-text"
-    assert "# DATA: label files not found" in Path("r50.toml").read_text()
+    assert "# Decided: data: label files not found" in Path("r50.toml").read_text()
     _paddleocr_data(tmp_path)
     r = run_cli("import", "paddleocr", str(R50), "-o", "r50.toml")
     assert r.exit_code == 0, r.output
@@ -150,7 +152,7 @@ def test_paddlenlp_args_json_becomes_the_bert_suite(tmp_path):
     r = run_cli("import", "paddlenlp", str(NLP), "-o", str(out))
     assert r.exit_code == 0, r.output
     raw = tomllib.loads(out.read_text())
-    assert raw["workload"]["source"] == "paddlenlp" and raw["workload"]["max_seq_len"] == 64
+    assert raw["workload"]["source"] == "paddleformers" and raw["workload"]["max_seq_len"] == 64
     assert raw["suite"]["seeds"] == [7]
     t = raw["train"]
     assert (t["batch_size"], t["steps"]) == (32, 400)
@@ -181,7 +183,11 @@ def test_paddlenlp_cli_args_match_the_json():
     a = import_paddlenlp(parse_cli_args("--bf16 --scale_loss=1024"), "--args").suite
     m = _mode(a, "amp-o1-bf16")   # fp16_opt_level default O1
     assert m["dtype"] == "bfloat16" and m["scaler"]["init_loss_scaling"] == 1024.0
-    assert [x["name"] for x in import_paddlenlp({}, "--args").suite["modes"]] == ["fp32"]
+    # no fp16/bf16: O1 and O2 float16 with the Trainer's defaults, never an fp32-only suite
+    none = import_paddlenlp({}, "--args")
+    assert [x["name"] for x in none.suite["modes"]] == ["fp32", "amp-o1-fp16", "amp-o2-fp16"]
+    assert {x["scaler"]["init_loss_scaling"] for x in none.suite["modes"][1:]} == {32768.0}
+    assert "neither fp16 nor bf16" in none.suite["suite"]["notes"][0]
 
 
 def test_paddlenlp_bad_input_exits_2(tmp_path):
@@ -193,3 +199,114 @@ def test_paddlenlp_bad_input_exits_2(tmp_path):
     assert r.exit_code == 2 and "fp16/bf16" in r.output
     r = run_cli("import", "paddlenlp")
     assert r.exit_code == 2 and "exactly one" in r.output
+
+
+def test_paddleocr_amp_section_format_is_read(tmp_path):
+    """PaddleOCR's own configs/det/det_mv3_db_amp.yml keeps AMP in a top-level section (no Global.use_amp)."""
+    out = tmp_path / "amp.toml"
+    r = run_cli("import", "paddleocr", str(MV3_AMP), "--synthetic-data", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    assert [m["name"] for m in raw["modes"]] == ["fp32", "amp-o1-fp16"]
+    amp = _mode(raw, "amp-o1-fp16")
+    assert amp["scaler"] == {"enable": True, "init_loss_scaling": 1024.0, "use_dynamic_loss_scaling": True}
+    assert "(top level).AMP" not in r.output and "AMP section" in r.output
+    assert raw["thresholds"]["min_baseline_metric"] == 0.3
+    suite = load_suite(out, profile="cpu").suite
+    assert suite.thresholds.min_baseline_metric == 0.3
+    assert any("top-level AMP section" in n for n in suite.suite.notes)
+
+
+def test_stock_config_without_amp_still_gets_amp_modes_and_says_so(tmp_path):
+    out = tmp_path / "stock.toml"
+    r = run_cli("import", "paddleocr", str(MV3_STOCK), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    assert [m["name"] for m in raw["modes"]] == ["fp32", "amp-o1-fp16", "amp-o2-fp16"]
+    assert _mode(raw, "amp-o2-fp16")["master_weight"] is True
+    decided = [ln for ln in r.output.splitlines() if ln.startswith("decided: ")]
+    assert any("turns AMP on nowhere" in ln for ln in decided)
+    assert any("synthetic scene text" in ln for ln in decided)       # label files not found from here
+    assert any(ln.startswith("decided: not honoured:") for ln in decided)
+    assert "# Decided: modes: fp32, amp-o1-fp16, amp-o2-fp16" in out.read_text()
+
+
+def test_import_decisions_reach_report_md(tmp_path):
+    from ampbench.report.header import suite_notes
+    from ampbench.results import RunInfo
+
+    imp = import_paddleocr(MV3_STOCK, synthetic=True)
+    info = RunInfo(suite="s", suite_file="s.toml", profile="cpu", run_id="r", config_hash="", plan=[{"mode": "fp32", "seed": 0}],
+                   config={"suite": imp.suite["suite"]})
+    notes = suite_notes(info)
+    assert any(n.startswith("modes: fp32, amp-o1-fp16, amp-o2-fp16") for n in notes)
+
+
+# ---------------------------------------------------------------- --repo: a command suite running their tools/train.py
+
+CHECKOUT = FIX / "paddleocr_checkout"
+V3 = FIX / "paddleocr" / "ch_PP-OCRv3_det_student.yml"
+V4 = FIX / "paddleocr" / "PP-OCRv4_mobile_det.yml"
+
+
+@pytest.mark.parametrize("cfg", [V3, V4])
+def test_pp_ocr_v3_v4_configs_give_a_command_suite_with_repo(tmp_path, cfg):
+    assert run_cli("import", "paddleocr", str(cfg), "--synthetic-data").exit_code == 2   # no translation for RSEFPN
+    out = tmp_path / "s.toml"
+    r = run_cli("import", "paddleocr", str(cfg), "--repo", str(CHECKOUT), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    wl = raw["workload"]
+    assert wl["command"][1:4] == ["tools/train.py", "-c", str(cfg.resolve())] and wl["cwd"] == str(CHECKOUT.resolve())
+    assert wl["command"][4] == "-o" and "Global.seed={seed}" in wl["command"] and wl["stop_after_steps"] is True
+    modes = {m["name"]: m for m in raw["modes"]}
+    assert modes["fp32"]["args"] == ["Global.use_amp=False"]
+    assert "Global.use_amp=True" in modes["amp-o2-fp16"]["args"] and "Global.amp_level=O2" in modes["amp-o2-fp16"]["args"]
+    assert set(modes) == {"fp32", "amp-o1-fp16", "amp-o2-fp16"}      # AMP on nowhere: O1 and O2
+    assert raw["thresholds"]["min_baseline_metric"] == 0.3
+    for profile in ("default", "cpu"):
+        assert load_suite(out, profile=profile).suite.suite.workload == "command"
+    assert "decided: program:" in r.output and "not honoured" not in r.output
+
+
+def test_repo_must_be_a_paddleocr_checkout(tmp_path):
+    r = run_cli("import", "paddleocr", str(V3), "--repo", str(tmp_path))
+    assert r.exit_code == 2 and "tools/train.py not found" in r.output
+
+
+@pytest.mark.slow
+def test_command_suite_from_repo_runs_their_train_py_with_the_modes_overrides(tmp_path):
+    out = tmp_path / "s.toml"
+    assert run_cli("import", "paddleocr", str(MV3_AMP), "--repo", str(CHECKOUT), "-o", str(out)).exit_code == 0
+    r = run_cli("run", str(out), "--profile", "cpu", "--out", str(tmp_path / "runs"), "--no-report")
+    assert r.exit_code == 3, r.output                       # AMP inactive on CPU
+    trials = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/trials/*.json")}
+    assert set(trials) == {"fp32__seed0", "amp-o1-fp16__seed0"}
+    for key, t in trials.items():
+        assert t["status"] == "ok", t["error"]
+        assert len(t["steps"]) == 8 and "hmean" in t["metrics"]   # ended by the hook; their eval at step 7
+        log = next((tmp_path / "runs").glob(f"*/*/logs/{key}.log")).read_text()
+        amp = key.startswith("amp")
+        assert f"use_amp={amp}" in log and ("scale_loss=1024.0" in log) == amp and "batch=2" in log
+
+
+@pytest.mark.slow
+def test_paddlenlp_script_import_runs_the_users_trainer_script(tmp_path):
+    pytest.importorskip("paddleformers")
+    script = FIX / "command" / "trainer_text_cls.py"
+    out = tmp_path / "s.toml"
+    r = run_cli("import", "paddlenlp", "--script", str(script), "--args",
+                "--bf16 --fp16_opt_level O1 --max_steps 8 --per_device_train_batch_size 16 --seed 3 "
+                "--logging_steps 4 --save_strategy no --report_to none --disable_tqdm true "
+                "--metric_for_best_model accuracy", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    assert raw["suite"]["metric"] == "eval_accuracy" and raw["suite"]["seeds"] == [3]
+    assert "--max_steps" in raw["workload"]["command"] and "{steps}" in raw["workload"]["command"]
+    assert "--bf16" not in raw["workload"]["command"]
+    assert _mode(raw, "amp-o1-bf16")["args"] == ["--bf16", "--fp16_opt_level", "O1"]
+    r = run_cli("run", str(out), "--out", str(tmp_path / "runs"), "--no-report")
+    assert r.exit_code == 3, r.output
+    trials = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/trials/*.json")]
+    assert len(trials) == 2 and all(t["status"] == "ok" and len(t["steps"]) == 8 for t in trials)
+    assert all("eval_accuracy" in t["metrics"] for t in trials)

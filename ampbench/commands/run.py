@@ -198,7 +198,9 @@ def _status_text(t: Trial) -> str:
         last = (t.error or "").strip().splitlines()
         return f"[red]{escape(t.status)}[/]: {escape(last[0] if last else '')}"
     metric = ", ".join(f"{k} {v:.4g}" for k, v in list(t.metrics.items())[:2])
-    return f"[green]ok[/] {t.throughput.samples_per_s:.1f} samples/s, {escape(metric)}"
+    info = t.workload_info if isinstance(getattr(t, "workload_info", None), dict) else {}
+    warn = f" [yellow]warning:[/] {escape(str(info['warning']))}" if info.get("warning") else ""
+    return f"[green]ok[/] {t.throughput.samples_per_s:.1f} samples/s, {escape(metric)}{warn}"
 
 
 def _warn_unknown_ops(suite: Suite, console: Console) -> None:

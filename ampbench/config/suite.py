@@ -102,6 +102,9 @@ class ModeConfig(_Strict):
     excluded_layers: list[str] = []
     fp16_allreduce: bool = False
     flags: dict[str, Any] = {}  # Paddle FLAGS for this mode only, over the suite's [flags]
+    # workload = "command" only: what this mode adds to the program's argv and environment
+    args: list[str] = []
+    env: dict[str, str] = {}
 
     @model_validator(mode="after")
     def _level(self) -> "ModeConfig":
@@ -183,6 +186,8 @@ class SuiteMeta(_Strict):
     metric_goal: Literal["max", "min"] = "max"
     seeds: list[StrictInt] = Field([0], min_length=1)
     description: str = ""
+    # What `ampbench import` decided (modes, data, keys not honoured): report.md shows them
+    notes: list[str] = []
 
     @field_validator("seeds")
     @classmethod
@@ -236,6 +241,7 @@ class Suite(_Strict):
         data = self.model_dump(mode="json")
         data["suite"].pop("seeds", None)
         data["suite"].pop("description", None)
+        data["suite"].pop("notes", None)
         data["train"].pop("timeout_s", None)
         blob = json.dumps(data, sort_keys=True).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]

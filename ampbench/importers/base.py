@@ -34,6 +34,16 @@ class Imported:
     suite: dict[str, Any]
     not_honoured: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)  # printed, and kept in suite.notes for report.md
+
+    def decide(self, text: str) -> None:
+        self.decisions.append(text)
+
+    def finish(self) -> None:
+        """Close the decisions (the count of keys not honoured) and store them in `[suite] notes`."""
+        if self.not_honoured:
+            self.decide(f"not honoured: {len(self.not_honoured)} key(s): {', '.join(self.not_honoured)}")
+        self.suite.setdefault("suite", {})["notes"] = list(self.decisions)
 
 
 class UnsupportedConfig(ConfigError):
@@ -268,6 +278,7 @@ def to_toml(suite: dict[str, Any], header: list[str] | None = None) -> str:
 def header_lines(source: str, imported: Imported) -> list[str]:
     """The comment block at the top of an imported suite: source, notes, keys not honoured."""
     lines = [f"Imported from {source} by `ampbench import`."]
+    lines += [f"Decided: {d}" for d in imported.decisions]
     lines += imported.notes
     if imported.not_honoured:
         lines.append("Keys not honoured:")

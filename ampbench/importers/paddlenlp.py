@@ -5,7 +5,7 @@ Read (TrainingArguments names): fp16 / bf16, fp16_opt_level (PaddleNLP default O
 amp_custom_white_list, per_device_train_batch_size, gradient_accumulation_steps, learning_rate,
 weight_decay, max_grad_norm, warmup_steps / warmup_ratio, lr_scheduler_type, max_steps, seed,
 max_seq_length. The suite is the bundled bert suite with these applied: an fp32 mode plus the
-args' AMP mode. Every other argument is listed by name.
+args' AMP mode (O1 and O2 float16 when the args set none). Every other argument is listed by name.
 """
 
 from __future__ import annotations
@@ -135,7 +135,14 @@ WHY = {"amp_master_grad": "master gradients apply to O2 only (paddle.amp.decorat
        "adam_epsilon": "Paddle's AdamW default is used"}
 
 
-def import_paddlenlp(args: dict[str, Any], where: str, source: str = "paddlenlp") -> Imported:
+def _default_modes() -> list[dict[str, Any]]:
+    """No fp16/bf16 in the args: O1 and O2 float16 with the Trainer's defaults (scale_loss 2**15, dynamic)."""
+    return [{"name": f"amp-{lv.lower()}-fp16", "level": lv, "dtype": "float16",
+             "scaler": {"enable": True, "init_loss_scaling": 2.0 ** 15, "use_dynamic_loss_scaling": True}}
+            for lv in ("O1", "O2")]
+
+
+def import_paddlenlp(args: dict[str, Any], where: str, source: str = "paddleformers") -> Imported:
     """Trainer arguments (already parsed) -> the bert suite with them applied."""
     with boundary(where):
         return _import(args, where, source)
@@ -155,13 +162,18 @@ def _import(args: dict[str, Any], where: str, source: str) -> Imported:
         honoured = k in READ or k in NO_EFFECT or (k == "amp_master_grad" and bool(amp and amp.get("master_grad")))
         if not honoured:
             out.not_honoured[k] = WHY.get(k, "not read by ampbench")
-    if not amp:
-        out.notes.append("neither fp16 nor bf16 is set: the suite has only the fp32 mode")
-    modes = [{"name": "fp32"}] + ([amp] if amp else [])
+    amps = [amp] if amp else _default_modes()
+    modes = [{"name": "fp32"}, *amps]
+    out.decide(f"modes: fp32, {', '.join(m['name'] for m in amps)} "
+               + ("(from the args' fp16/bf16)" if amp else "(the args set neither fp16 nor bf16: O1 and O2 "
+                                                        "float16 with the Trainer's defaults, scale_loss 32768)"))
+    out.decide(f"model: the bert workload's {source} BertForSequenceClassification, randomly initialised, "
+               "on its bundled data (not the args' model or dataset)")
     # the bundled profiles keep their sizes but compare the args' modes
     profiles = {n: {**p, "modes": modes} if "modes" in p else p for n, p in base.get("profiles", {}).items()}
     out.suite = {"suite": meta, "workload": wl, "train": _train(args, base, out, where), "modes": modes,
                  "thresholds": base.get("thresholds", {}), "profiles": profiles}
+    out.finish()
     return out
 
 

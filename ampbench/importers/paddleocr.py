@@ -1,11 +1,14 @@
 """`ampbench import paddleocr CONFIG.yml`: a PaddleOCR DB detection config -> an ocr suite.
 
-Read: Global's AMP keys (use_amp, amp_level [PaddleOCR default O2], amp_dtype [float16],
-scale_loss [1.0], use_dynamic_loss_scaling [false], amp_custom_black_list/white_list),
+Read: both of PaddleOCR's AMP formats, Global's keys (use_amp, amp_level [PaddleOCR default O2],
+amp_dtype [float16], scale_loss [1.0], use_dynamic_loss_scaling [false], amp_custom_black_list/white_list)
+and the older top-level `AMP:` section (scale_loss, use_dynamic_loss_scaling; O1 float16),
 Architecture (DB with MobileNetV3 large / ResNet_vd, DBFPN, DBHead), Loss (DBLoss), Optimizer,
 PostProcess (DBPostProcess), Metric (DetMetric), Train/Eval SimpleDataSet label files, the
 EastRandomCropData size and the label-map transforms. The suite gets an fp32 mode and the config's
-AMP mode (with PaddleOCR's AMP flags), and a cpu profile. Everything else is listed by name.
+AMP mode (with PaddleOCR's AMP flags) or, when the config sets none, O1 and O2 float16: an import
+always compares something. Decisions (modes, data, keys not honoured) are printed and kept in
+suite.notes, which report.md shows. Everything not read is listed by name.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ AMP_KEYS = {"use_amp", "amp_level", "amp_dtype", "scale_loss", "use_dynamic_loss
             "amp_custom_black_list", "amp_custom_white_list"}
 LABEL_TRANSFORMS = {"DecodeImage", "DetLabelEncode", "MakeBorderMap", "MakeShrinkMap", "NormalizeImage",
                     "ToCHWImage", "KeepKeys", "EastRandomCropData", "DetResizeForTest"}
+MIN_BASELINE_HMEAN = 0.3
 CPU_PROFILE: dict[str, Any] = {"seeds": [0], "workload": {"image_size": 128, "fpn_channels": 64, "eval_batch_size": 16},
                "train": {"batch_size": 8, "steps": 200, "warmup_steps": 3, "timeout_s": 1800}}
 
@@ -231,8 +235,7 @@ def _datasets(r: _Reader, wl: dict[str, Any], synthetic: bool) -> tuple[int, int
                "(run the import where the paths resolve, as PaddleOCR's tools/train.py would, to use your data)"
                if missing else "no label_file_list: synthetic scene text used")
         r.skip("Train.dataset / Eval.dataset", why)
-        if missing and not synthetic:
-            r.out.notes.append("DATA: " + why)
+        r.out.decide("data: " + why)
         wl["dataset"] = {"kind": "synthetic-scene-text", "images": 1000, "eval_images": 200}
         return batch, 1000
     ratio = tds.get("ratio_list", 1.0)
@@ -243,6 +246,7 @@ def _datasets(r: _Reader, wl: dict[str, Any], synthetic: bool) -> tuple[int, int
                      "data_dir": text(r.file, "Train.dataset.data_dir", tds.get("data_dir", "."), path=True),
                      "eval_data_dir": text(r.file, "Eval.dataset.data_dir", eds.get("data_dir", "."), path=True)}
     n = sum(_count_lines(f) for f in files)
+    r.out.decide(f"data: the config's label files ({', '.join(files)}; eval {', '.join(eval_files)})")
     return batch, n or 1000
 
 
@@ -260,22 +264,24 @@ def _count_lines(f: str) -> int:
         raise ConfigError(f, "", str(e).removeprefix(f"{f}: ")) from None
 
 
-def _amp_mode(r: _Reader) -> tuple[dict[str, Any] | None, int | None]:
-    """Global's AMP keys -> the AMP mode (None when use_amp is off) and epoch_num."""
-    g = r.section("Global")
-    for k in g:
-        if k in NO_EFFECT:
-            continue
-        if k not in AMP_KEYS | {"epoch_num", "seed"}:
-            r.skip(f"Global.{k}", "not read by ampbench" if k != "pretrained_model" else
-                   "ampbench trains from random initialisation (no download at run time)")
-    if not g.get("use_amp"):
-        return None, g.get("epoch_num")
+# What an import compares when the config turns AMP on nowhere: O1 and O2 float16 with the flags of
+# PaddleOCR's detection doc ("-o Global.use_amp=True Global.scale_loss=1024.0
+# Global.use_dynamic_loss_scaling=True"); tools/train.py's own fallbacks are scale_loss 1.0, static.
+DEFAULT_SCALER = {"enable": True, "init_loss_scaling": 1024.0, "use_dynamic_loss_scaling": True}
+AMP_SECTION_KEYS = {"use_amp", "scale_loss", "use_dynamic_loss_scaling"}
+
+
+def _named(level: str, dtype: str) -> str:
+    return f"amp-{level.lower()}-{'fp16' if dtype == 'float16' else 'bf16'}"
+
+
+def _global_amp(r: _Reader, g: dict[str, Any]) -> dict[str, Any]:
+    """Global.use_amp and friends (PaddleOCR >= 2.5): amp_level default O2, amp_dtype float16."""
     level, dtype = str(g.get("amp_level", "O2")), str(g.get("amp_dtype", "float16"))
     if level not in ("O1", "O2") or dtype not in ("float16", "bfloat16"):
         raise ConfigError(r.file, "Global.amp_level / amp_dtype", f"{level}/{dtype}: expected O1|O2, float16|bfloat16")
     mode: dict[str, Any] = {
-        "name": f"amp-{level.lower()}-{'fp16' if dtype == 'float16' else 'bf16'}", "level": level, "dtype": dtype,
+        "name": _named(level, dtype), "level": level, "dtype": dtype,
         "scaler": {"enable": True, "init_loss_scaling": r.num("Global.scale_loss", g.get("scale_loss", 1.0), above=0),
                    "use_dynamic_loss_scaling": bool(g.get("use_dynamic_loss_scaling", False))},
         "flags": dict(PADDLEOCR_AMP_FLAGS),
@@ -285,16 +291,63 @@ def _amp_mode(r: _Reader) -> tuple[dict[str, Any] | None, int | None]:
             mode[dst] = [text(r.file, f"Global.{src}", x) for x in items(r.file, f"Global.{src}", g[src])]
     if level == "O2":
         mode["master_weight"] = True  # PaddleOCR decorates O2 models with master_weight=True
-    return mode, g.get("epoch_num")
+    return mode
 
 
-def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
-    """Read a PaddleOCR det YAML config into a suite (see the module docstring)."""
+def _section_amp(r: _Reader, sec: dict[str, Any]) -> dict[str, Any]:
+    """The top-level `AMP:` section of configs/det/det_mv3_db_amp.yml: its presence turned AMP on in the
+    tools/train.py of that era, which built GradScaler(scale_loss [1.0], use_dynamic_loss_scaling
+    [false]) and trained under auto_cast() at its default level, O1, float16."""
+    r.rest("AMP", sec, AMP_SECTION_KEYS, "not read by PaddleOCR's AMP section either")
+    return {"name": "amp-o1-fp16", "level": "O1", "dtype": "float16",
+            "scaler": {"enable": True, "init_loss_scaling": r.num("AMP.scale_loss", sec.get("scale_loss", 1.0), above=0),
+                       "use_dynamic_loss_scaling": bool(sec.get("use_dynamic_loss_scaling", False))},
+            "flags": dict(PADDLEOCR_AMP_FLAGS)}
+
+
+def _amp_modes(r: _Reader) -> tuple[list[dict[str, Any]], str, int | None]:
+    """Every AMP format PaddleOCR has used -> (AMP modes, where they came from, epoch_num); never empty."""
+    g = r.section("Global")
+    for k in g:
+        if k in NO_EFFECT:
+            continue
+        if k not in AMP_KEYS | {"epoch_num", "seed"}:
+            r.skip(f"Global.{k}", "not read by ampbench" if k != "pretrained_model" else
+                   "ampbench trains from random initialisation (no download at run time)")
+    sec = r.cfg.get("AMP")
+    if sec is not None and not isinstance(sec, dict):
+        raise ConfigError(r.file, "AMP", "must be a mapping (scale_loss, use_dynamic_loss_scaling)")
+    if g.get("use_amp"):
+        if sec:
+            r.skip("AMP", "Global.use_amp is set, which PaddleOCR reads instead of the AMP section")
+        return [_global_amp(r, g)], "Global.use_amp", g.get("epoch_num")
+    if sec is not None and sec.get("use_amp", True) is not False:
+        return [_section_amp(r, sec)], "the top-level AMP section", g.get("epoch_num")
+    if sec is not None:
+        r.skip("AMP", "AMP.use_amp is false")
+    modes = [{"name": _named(lv, "float16"), "level": lv, "dtype": "float16", "scaler": dict(DEFAULT_SCALER),
+              "flags": dict(PADDLEOCR_AMP_FLAGS), **({"master_weight": True} if lv == "O2" else {})}
+             for lv in ("O1", "O2")]
+    why = ("the config turns AMP on nowhere (no Global.use_amp, no AMP section): added O1 and O2 float16 with "
+           "the flags of PaddleOCR's detection doc (scale_loss 1024, dynamic loss scaling)")
+    return modes, why, g.get("epoch_num")
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """A PaddleOCR YAML config as a mapping, read within the bounds of every import (size, depth,
+    aliases); shared with the command import (paddleocr_command.py)."""
 
     file = str(path)
     cfg = load_yaml(read_input(path, "PaddleOCR config"), file)
     if not isinstance(cfg, dict):
         raise ConfigError(file, "", "a PaddleOCR config is a YAML mapping (Global, Architecture, ...)")
+    return cfg
+
+
+def import_paddleocr(path: str | Path, synthetic: bool = False) -> Imported:
+    """Read a PaddleOCR det YAML config into a suite (see the module docstring)."""
+    file = str(path)
+    cfg = load_config(path)
     with boundary(file):
         return _import(cfg, file, Path(path), synthetic)
 
@@ -307,16 +360,15 @@ def _import(cfg: dict[str, Any], file: str, path: Path, synthetic: bool) -> Impo
     batch, n_train = _datasets(r, wl, synthetic)
     steps_per_epoch = max(1, math.ceil(n_train / batch))
     opt = _optimizer(r, steps_per_epoch)
-    amp, epochs = _amp_mode(r)
+    amps, amp_from, epochs = _amp_modes(r)
     steps = r.num("Global.epoch_num", epochs, int, minimum=1, maximum=10**6) * steps_per_epoch if epochs is not None else 3000
-    r.rest("(top level)", cfg, {"Global", "Architecture", "Loss", "Optimizer", "PostProcess", "Metric",
+    r.rest("(top level)", cfg, {"Global", "AMP", "Architecture", "Loss", "Optimizer", "PostProcess", "Metric",
                                 "Train", "Eval"})
     r.rest("Train", r.section("Train"), {"dataset", "loader"})
     r.rest("Eval", r.section("Eval"), {"dataset", "loader"})
     name = slug(Path(path).stem, fallback="paddleocr")
-    modes = [{"name": "fp32"}] + ([amp] if amp else [])
-    if not amp:
-        r.out.notes.append("Global.use_amp is off: the suite has only the fp32 mode; add an AMP mode to compare.")
+    modes = [{"name": "fp32"}, *amps]
+    r.out.decide(f"modes: fp32, {', '.join(m['name'] for m in amps)} (AMP from {amp_from})")
     r.out.notes.append(f"train.steps = epoch_num x ceil({n_train} images / batch {batch}) = {steps}.")
     seed = r.section("Global").get("seed")
     seed = 0 if seed is None else r.num("Global.seed", seed, int, minimum=0, maximum=2**32 - 1)
@@ -326,8 +378,11 @@ def _import(cfg: dict[str, Any], file: str, path: Path, synthetic: bool) -> Impo
         "workload": wl,
         "train": {"batch_size": batch, "steps": steps, "warmup_steps": min(20, steps - 1), "optimizer": opt},
         "modes": modes,
+        # hmean parity means nothing if FP32 detects no text (not measured on GPU; the bundled ocr suite's floor)
+        "thresholds": {"metric_abs_tol": 0.02, "min_baseline_metric": MIN_BASELINE_HMEAN},
         "profiles": {"cpu": _cpu_profile(wl, opt)},
     }
+    r.out.finish()
     return r.out
 
 

@@ -80,12 +80,20 @@ def header(v: RunView) -> str:
     ]
     if info.overrides:
         lines.append("- **Overrides:** " + ", ".join(md_code(o) for o in info.overrides))
+    lines += [f"- **Decided at import:** {md_text(n, 600)}" for n in suite_notes(info)]
     out = [overall(v)]
     note = inactive(v)
     if note:
         out.append(note)
     out.append("\n".join(lines))
     return "\n\n".join(out)
+
+
+def suite_notes(info: RunInfo) -> list[str]:
+    """`[suite] notes`: what `ampbench import` decided (modes, data, keys not honoured)."""
+    meta = info.config.get("suite") if isinstance(info.config, dict) else None
+    notes = meta.get("notes") if isinstance(meta, dict) else None
+    return [str(n) for n in notes[:20]] if isinstance(notes, list) else []
 
 
 def oplist_hash_text(v: RunView) -> str:

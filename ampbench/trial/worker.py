@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
 
         pin(spec.cpu_affinity)
     watch_parent()  # ends this process (every rank) if ampbench is gone, even SIGKILLed
+    if spec.suite.suite.workload == "command":  # the user's own program, run and measured (trial/command.py)
+        from ampbench.trial.command import run_command
+
+        return run_command(spec, events)
     lead = writes_trial(spec.suite.model_dump(mode="json"))  # data parallel: only rank 0 reports and writes
     if not lead:
         events = Events(None)

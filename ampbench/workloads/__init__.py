@@ -16,6 +16,7 @@ BUILTIN: dict[str, str] = {
     "bert": "ampbench.workloads.bert.workload:BertWorkload",
     "ctr": "ampbench.workloads.ctr.workload:CTRWorkload",
     "toy": "ampbench.workloads.toy:ToyWorkload",
+    "command": "ampbench.workloads.command.workload:CommandWorkload",
 }
 
 ENTRY_POINT_GROUP = "ampbench.workloads"

@@ -76,6 +76,8 @@ class Workload(ABC, Generic[P]):
     # True when train_batches already yields only this rank's share (ctx.rank / ctx.world_size);
     # otherwise data-parallel runs give rank r every world_size-th batch of the same stream.
     shards_by_rank: ClassVar[bool] = False
+    # True for a workload whose modes carry `args` / `env` for a program it runs (the command workload)
+    accepts_mode_args: ClassVar[bool] = False
 
     @classmethod
     def train_rows(cls, params: Any) -> int | None:
@@ -95,6 +97,10 @@ class Workload(ABC, Generic[P]):
             if known and metric not in cls.metric_goals:
                 problems.append((key, f"workload {cls.name!r} reports no metric {metric!r}; it reports: "
                                       f"{', '.join(known)}"))
+        for m in suite.modes:
+            if (m.args or m.env) and not cls.accepts_mode_args:
+                problems.append((f"modes ({m.name}).args", f"args/env are for workload = \"command\" "
+                                 f"(a program ampbench runs); workload {cls.name!r} has none"))
         rows = cls.train_rows(params)
         for m in suite.modes:
             if rows is not None and suite.batch_size(m) > rows:

@@ -7,6 +7,7 @@ module with a `Rule` object (its judge, advice and labels), listed here: one lin
 from __future__ import annotations
 
 from ampbench.judge.rules.amp import AMP_ACTIVE, OP_LISTS
+from ampbench.judge.rules.compared import AMP_COMPARED
 from ampbench.judge.rules.completeness import COMPLETENESS
 from ampbench.judge.rules.context import Rule
 from ampbench.judge.rules.energy import ENERGY
@@ -18,7 +19,7 @@ from ampbench.judge.rules.stability import STABILITY
 from ampbench.judge.rules.target import TIME_TO_TARGET
 
 RULES: tuple[Rule, ...] = (
-    COMPLETENESS, AMP_ACTIVE, OP_LISTS, BASELINE_QUALITY, ACCURACY_PARITY, SPEEDUP, MEMORY, ENERGY, TIME_TO_TARGET,
+    AMP_COMPARED, COMPLETENESS, AMP_ACTIVE, OP_LISTS, BASELINE_QUALITY, ACCURACY_PARITY, SPEEDUP, MEMORY, ENERGY, TIME_TO_TARGET,
     STABILITY, HISTORY,
 )
 

@@ -1,0 +1,84 @@
+"""`ampbench import paddlenlp --script TRAIN.py ARGS.json | --args "..."`: a command suite that runs the
+user's own Trainer script with their own arguments (PaddleNLP or paddleformers: the Trainer flags are
+the same), instead of translating them into the bundled bert suite.
+
+The arguments that the suite must control become placeholders (`--max_steps {steps}`, `--seed
+{seed}`, `--output_dir {out}`, `--per_device_train_batch_size {batch_size}`); the AMP flags move
+into the modes (fp32: none; the args' own `--fp16/--bf16 --fp16_opt_level ...`, else O1 and O2
+`--fp16` with the Trainer's defaults). The metric is the Trainer's `eval_<metric_for_best_model>`
+(else `eval_loss`, lower is better), read from all_results.json / eval_results.json and its log.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ampbench.core.errors import ConfigError
+from ampbench.core.names import slug
+from ampbench.importers.base import Imported
+from ampbench.importers.paddlenlp import _amp_mode
+
+AMP_ARGS = {"fp16", "bf16", "fp16_opt_level", "scale_loss", "amp_custom_black_list", "amp_custom_white_list",
+            "amp_master_grad"}
+CONTROLLED = {"max_steps": "{steps}", "seed": "{seed}", "output_dir": "{out}",
+              "per_device_train_batch_size": "{batch_size}"}
+
+
+def _flag(key: str, value: Any, bare: bool = False) -> list[str]:
+    """`--key value` as the Trainer's parser reads it (an Optional[bool] needs its value; --fp16 may be bare)."""
+    if value is True:
+        return [f"--{key}"] if bare else [f"--{key}", "true"]
+    if value is False:
+        return [f"--{key}", "false"]
+    if isinstance(value, list):
+        return [f"--{key}", *(str(v) for v in value)]
+    return [f"--{key}", str(value)]
+
+
+def _amp_args(a: dict[str, Any]) -> list[str]:
+    return [x for k in sorted(AMP_ARGS) if k in a for x in _flag(k, a[k], bare=True)]
+
+
+def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Path,
+                             python: str | None = None) -> Imported:
+    prog = Path(script)
+    if not prog.is_file():
+        raise ConfigError(str(script), "--script", "no such file (the Trainer script to run)")
+    out = Imported(suite={})
+    mode = _amp_mode(args, where)
+    amps = [mode] if mode else [
+        {"name": f"amp-{lv.lower()}-fp16", "level": lv, "dtype": "float16",
+         "args": ["--fp16", "--fp16_opt_level", lv]} for lv in ("O1", "O2")]
+    if mode:
+        mode["args"] = _amp_args(args)
+    cmd = [python or sys.executable, str(prog.resolve())]
+    for k, v in args.items():
+        if k in AMP_ARGS or k in CONTROLLED:
+            continue
+        cmd += _flag(k, v)
+    for k, ph in CONTROLLED.items():
+        cmd += [f"--{k}", ph]
+    best = args.get("metric_for_best_model")
+    metric = (best if str(best).startswith("eval_") else f"eval_{best}") if best else "eval_loss"
+    goal = "min" if metric.endswith("loss") or args.get("greater_is_better") is False else "max"
+    out.suite = {
+        "suite": {"name": slug(prog.stem, fallback="trainer"), "workload": "command", "metric": metric,
+                  "metric_goal": goal, "seeds": [int(args.get("seed", 0))],
+                  "description": f"{prog.name} with the Trainer arguments of {where}"},
+        "workload": {"command": cmd, "cwd": str(prog.resolve().parent), "metric": {"preset": "trainer"}},
+        "train": {"batch_size": int(args.get("per_device_train_batch_size", 8)),
+                  "steps": int(args["max_steps"]) if int(args.get("max_steps", -1) or -1) > 0 else 200,
+                  "warmup_steps": 5, "timeout_s": 7200},
+        "modes": [{"name": "fp32"}, *amps],
+    }
+    out.decide(f"program: {prog} with your Trainer arguments; --max_steps/--seed/--output_dir/"
+               "--per_device_train_batch_size come from the suite")
+    out.decide(f"modes: fp32, {', '.join(str(m['name']) for m in amps)} "
+               + ("(your fp16/bf16 flags)" if mode else "(your args set neither fp16 nor bf16: O1 and O2 --fp16 "
+                                                       "with the Trainer's defaults)"))
+    out.decide(f"metric: {metric} ({'lower' if goal == 'min' else 'higher'} is better) from the Trainer's "
+               "all_results.json / eval_results.json and its eval log lines: your script must evaluate")
+    out.finish()
+    return out

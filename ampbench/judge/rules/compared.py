@@ -1,0 +1,32 @@
+"""amp-compared: a run whose plan holds no AMP mode compared nothing, so it can never be PASS.
+
+Without it an fp32-only suite (an import of a config that never set AMP, `--mode fp32`) judged
+fp32's own completeness and stability, printed PASS and exited 0: a green nightly that compared
+nothing.  This rule makes the reference INCONCLUSIVE (exit 3) and says why.
+"""
+
+from __future__ import annotations
+
+from ampbench.judge.rules.context import Ctx, Rule
+from ampbench.results.verdicts import RuleResult
+
+
+def _planned_amp_modes(c: Ctx) -> list[str]:
+    planned = {m for m, _ in c.plan}
+    return [m.name for m in c.suite.modes if m.amp and m.name in planned]
+
+
+def _no_amp_planned(c: Ctx) -> bool:
+    return c.is_ref and not _planned_amp_modes(c)
+
+
+def rule_amp_compared(c: Ctx) -> list[RuleResult]:
+    """observed = {"amp_modes": AMP modes in the plan (0 here: the rule only reports this case)}."""
+    defined = [m.name for m in c.suite.modes if m.amp]
+    how = (f"the suite defines {', '.join(defined)} but the run planned only fp32 (--mode?)" if defined else
+           "the suite defines no AMP mode: add a [[modes]] entry with level = \"O1\" or \"O2\"")
+    return [c.rule("amp-compared", "INCONCLUSIVE", {"amp_modes": 0}, {"amp_modes": 1},
+                   f"Nothing was compared: no AMP mode was judged ({how}). FP32 alone says nothing about AMP.")]
+
+
+AMP_COMPARED = Rule("amp-compared", rule_amp_compared, _no_amp_planned)

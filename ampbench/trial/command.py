@@ -1,0 +1,181 @@
+"""One trial of a `command` suite: run the user's program, measured by the start-up hook, and record it.
+
+The worker (a process of ampbench's own Python) runs the program as its child: the user's argv
+with the placeholders filled, the suite's and the mode's env, and ampbench's hook folder first on
+PYTHONPATH (unless `instrument = false`). The child dies with the worker (parent-death signal) and
+stays in the worker's process group, so the runner's timeout, Ctrl-C and SIGTERM kill the whole
+tree; processes the program leaves behind are killed here and named. The program's output goes to
+the trial log (at most `max_log_mib`; a flood is cut, counted and its tail kept) and through the
+metric preset; the hook's step events are forwarded to the runner as they arrive, so a trial killed
+mid-way keeps its steps.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ampbench.core.files import atomic_write_json
+from ampbench.core.processes import descendants, guarded, kill_tree, tree_rss_bytes
+from ampbench.core.records import Env
+from ampbench.trial.command_record import EventReader, step_record
+from ampbench.trial.context import Events, TrialContext
+from ampbench.trial.spec import TrialSpec
+from ampbench.workloads.command import HOOK_DIR
+from ampbench.workloads.command.params import CommandParams
+from ampbench.workloads.command.presets import LogScan
+
+POLL_S = 0.25
+TAIL_LINES = 60
+
+
+class Output:
+    """Reads the program's merged stdout/stderr: to the trial log (capped), the metric scan, a tail."""
+
+    def __init__(self, scan: LogScan, max_bytes: int):
+        self.scan, self.max_bytes = scan, max_bytes
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.written = self.dropped = 0
+
+    def run(self, stream: Any) -> None:
+        log = sys.stderr
+        for line in stream:
+            self.tail.append(line.rstrip("\n")[:2000])
+            self.scan.feed(line.rstrip("\n"))
+            if self.written + len(line) <= self.max_bytes:
+                log.write(line)
+                self.written += len(line)
+            else:
+                if not self.dropped:
+                    log.write(f"[ampbench] the program's output passed {self.max_bytes // 2**20} MiB: the log "
+                              "keeps only its last lines from here on\n")
+                self.dropped += 1
+        log.flush()
+
+    def tail_text(self) -> str:
+        return "\n".join(self.tail)
+
+
+def _values(tr: TrialContext, out: Path) -> dict[str, Any]:
+    return {"seed": tr.spec.seed, "steps": tr.steps_total, "out": str(out), "mode": tr.mode.name,
+            "batch_size": tr.batch}
+
+
+def command_line(tr: TrialContext, p: CommandParams, out: Path, events_dir: Path) -> tuple[list[str], dict[str, str], str | None]:
+    """The filled argv, the environment and the cwd of this trial's program."""
+    v = _values(tr, out)
+    argv = [a.format(**v) for a in [*p.command, *tr.mode.args]]
+    env = {**os.environ, **{k: x.format(**v) for k, x in p.env.items()},
+           **{k: x.format(**v) for k, x in tr.mode.env.items()}}
+    if p.instrument:
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(HOOK_DIR), env.get("PYTHONPATH", "")) if x)
+        env["AMPBENCH_HOOK_DIR"] = str(events_dir)
+        env["AMPBENCH_HOOK_STOP_AFTER"] = str(tr.steps_total if p.stop_after_steps else 0)
+        env["AMPBENCH_HOOK_STATS_STEPS"] = str(tr.suite.train.amp_stats_steps)
+        env["AMPBENCH_HOOK_WARMUP"] = str(tr.suite.train.warmup_steps)
+    return argv, env, p.cwd.format(**v) if p.cwd else None
+
+
+def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples: int) -> int:
+    """Forward step events to the runner until the program ends; returns the tree's peak RSS."""
+    peak, sent = 0, 0
+    while True:
+        done = proc.poll() is not None
+        for owner, ev in reader.poll():
+            if owner is reader.lead() and int(ev["step"]) > sent:
+                rec = step_record(ev, samples, tr.suite.train.warmup_steps)
+                tr.events.queue(event="step", **rec.model_dump(mode="json"))
+                sent = rec.step
+        tr.events.flush()
+        if done:
+            return peak
+        peak = max(peak, tree_rss_bytes(proc.pid))
+        time.sleep(POLL_S)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Linux: processes the program leaves behind (a daemonised child) are re-parented to this worker,
+    not to init, so they stay in the tree that timeouts and Ctrl-C kill and are found at the end."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _leftovers(own_pid: int, child: int) -> list[int]:
+    """Processes the program started that are still running after it ended (killed, then named)."""
+    left = [p for p in descendants(own_pid) if p != child]
+    for p in left:
+        kill_tree(p, grace_s=0.5)
+    return left
+
+
+def run_command(spec: TrialSpec, events: Events) -> int:
+    """The worker's whole job for a command suite; the trial file is always written."""
+    tr = TrialContext(spec, events)
+    p = CommandParams.model_validate(tr.suite.workload)
+    trial_path = Path(spec.trial_path)
+    out = trial_path.parent.parent / "outputs" / trial_path.stem
+    events_dir = trial_path.parent.parent / "outputs" / f"{trial_path.stem}.events"
+    for d in (out, events_dir):
+        d.mkdir(parents=True, exist_ok=True)
+        for f in d.glob("*.jsonl") if d == events_dir else []:
+            f.unlink()
+    tr.trial.env = worker_env()
+    scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
+    output = Output(scan, p.max_log_mib * 2**20)
+    reader = EventReader(events_dir)
+    code, peak, left, launch_error = None, 0, [], ""
+    try:
+        argv, env, cwd = command_line(tr, p, out, events_dir)
+        events.emit(event="phase", phase="program")
+        become_subreaper()
+        proc = subprocess.Popen(guarded(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        launch_error = f"could not start the program: {type(e).__name__}: {e}"
+    else:
+        t = threading.Thread(target=output.run, args=(proc.stdout,), daemon=True)
+        t.start()
+        peak = _pump(tr, proc, reader, tr.batch)
+        code = proc.wait()
+        left = _leftovers(os.getpid(), proc.pid)
+        t.join(timeout=10)
+        reader.poll()
+    from ampbench.trial.command_finish import finish_command
+
+    try:
+        finish_command(tr, p, reader, output, code, launch_error, left, peak, out)
+    except Exception as exc:  # recorded, never lost: the trial file says what happened
+        tr.trial.status = "crashed"
+        tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
+        tr.trial.log_tail = output.tail_text() or None
+    tr.trial.wall_s = time.perf_counter() - tr.t_start
+    atomic_write_json(trial_path, tr.trial.to_json())
+    events.emit(event="done", status=tr.trial.status)
+    return 0 if tr.trial.status == "ok" else 1
+
+
+def worker_env() -> Env:
+    """The machine's facts without importing paddle here (the program's Paddle, device and Python
+    come from the hook's start event, see command_finish)."""
+    import platform
+
+    import ampbench
+    from ampbench.trackers.env import cpu_model, git_sha
+
+    return Env(platform=platform.platform(), cpu_count=os.cpu_count() or 0, git_sha=git_sha(),
+               ampbench=ampbench.__version__, device_name=cpu_model())
+

@@ -1,0 +1,103 @@
+"""The end of a command trial: steps, throughput (and the program's own as a cross-check), memory,
+AMP evidence, the metric from the program's output, and a status that says what went wrong."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from ampbench.trial.command_record import EventReader, amp_info, memory_of, step_record, throughput_check
+from ampbench.trial.context import TrialContext
+from ampbench.workloads.command.params import CommandParams
+from ampbench.workloads.command.presets import json_metrics
+
+
+def _metrics(tr: TrialContext, p: CommandParams, output: Any, out: Path) -> dict[str, float]:
+    found = dict(output.scan.metrics)
+    files = [p.metric.json_file] if p.metric.json_file else (
+        ["{out}/all_results.json", "{out}/eval_results.json"] if p.metric.preset == "trainer" else [])
+    values = {"seed": tr.spec.seed, "steps": tr.steps_total, "out": str(out), "mode": tr.mode.name,
+              "batch_size": tr.batch}
+    for f in files:
+        path = Path(f.format(**values))
+        if not path.is_absolute() and p.cwd:
+            path = Path(p.cwd.format(**values)) / path
+        found.update(json_metrics(path, p.metric.json_key))
+    return found
+
+
+def exit_text(code: int | None) -> str:
+    if code is not None and code < 0 and -code in signal.Signals._value2member_map_:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int | None, launch_error: str,
+             metrics: dict[str, float]) -> str | None:
+    """Why this trial is not ok, in one sentence (None: it is ok)."""
+    lead = reader.lead()
+    stopped = lead is not None and lead.end.get("reason") == "stopped"
+    steps = len(lead.steps) if lead else 0
+    want = tr.suite.train.steps if tr.spec.steps is None else tr.spec.steps
+    if launch_error:
+        return launch_error
+    if code != 0 and not (stopped and code == 0):
+        return f"the program {exit_text(code)} after {steps} measured optimizer step(s)"
+    if p.instrument and steps == 0:
+        hook_err = "; ".join(e for x in reader.procs.values() for e in x.errors)
+        return ("no optimizer step was seen: the program never called a Paddle optimizer's step()/minimize() "
+                "(is it a Paddle training program, and run by a Python that starts with site?)"
+                + (f"; the hook said: {hook_err}" if hook_err else ""))
+    if p.instrument and steps < want:
+        return f"the program ended after {steps} optimizer steps; train.steps = {want} (pass {{steps}} to it)"
+    metric = tr.suite.suite.metric
+    if metric not in metrics:
+        seen = ", ".join(sorted(metrics)) or "none"
+        return (f"no metric {metric!r} in the program's output (preset {p.metric.preset!r}; metrics seen: {seen})")
+    return None
+
+
+def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, code: int | None,
+                   launch_error: str, left: list[int], peak_rss: int, out: Path) -> None:
+    from ampbench.trackers.clock import throughput
+
+    t = tr.trial
+    lead = reader.lead()
+    world = max(1, len(reader.stepping()))
+    samples = tr.batch * world
+    t.world_size = world
+    want = tr.steps_total
+    recs = [step_record(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
+    t.steps = recs[:want] if p.stop_after_steps else recs
+    if lead and lead.start:
+        for key in ("paddle", "paddle_commit", "python", "numpy", "device", "cuda", "cudnn"):
+            if isinstance(lead.start.get(key), str) and lead.start[key]:
+                setattr(t.env, key, lead.start[key])
+        if lead.start.get("device") == "gpu" and isinstance(lead.start.get("device_name"), str):
+            t.env.device_name = lead.start["device_name"]
+    t.throughput = throughput(t.steps)
+    t.memory = memory_of(reader, peak_rss)
+    scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
+    t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
+    t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
+    t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and lead is not None)
+    t.metrics = _metrics(tr, p, output, out)
+    info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped}
+    check = throughput_check(t.throughput.samples_per_s, output.scan, p.throughput_tolerance)
+    if check is not None:
+        info["throughput_check"] = check
+        if not check["agrees"]:
+            info["warning"] = (f"ampbench measured {t.throughput.samples_per_s:.4g} samples/s, the program's own "
+                               f"log says {check['program_samples_per_s']:.4g} (ratio {check['ratio']:.3g}): check "
+                               "train.batch_size is the program's real batch per optimizer step")
+    if left:
+        info["leftover_processes"] = left
+    setattr(t, "workload_info", info)  # an extra field of the open Trial model
+    why = _problem(tr, p, reader, code, launch_error, t.metrics)
+    if why is None and left:
+        why = f"the program left {len(left)} process(es) running after it ended (pids {left[:5]}; killed)"
+    t.status = "ok" if why is None else "crashed"
+    t.error = why
+    if why is not None:
+        t.log_tail = output.tail_text() or None

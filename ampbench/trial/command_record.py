@@ -1,0 +1,171 @@
+"""A command trial's record: the start-up hook's events (one JSON-lines file per process) and the
+program's own output turned into the Trial's steps, AMP evidence, memory, metric and status."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ampbench.core.records import AmpInfo, Memory, StepRecord, Trial
+from ampbench.trial.precision import low_precision_calls, parse_op_stats
+from ampbench.workloads.command.presets import LogScan
+
+MAX_EVENT_BYTES = 256 * 2**20
+
+
+@dataclass
+class Proc:
+    """What one process of the program reported (a rank under paddle.distributed.launch)."""
+
+    pid: int
+    start: dict[str, Any] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    ops: dict[str, str] = field(default_factory=dict)
+    ops_error: str = ""
+    memory: dict[str, Any] = field(default_factory=dict)
+    end: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        r = self.start.get("rank", 0)
+        return r if isinstance(r, int) else 0
+
+
+class EventReader:
+    """Reads the hook's event files incrementally (complete lines only; a torn last line waits)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.offsets: dict[Path, int] = {}
+        self.procs: dict[int, Proc] = {}
+
+    def poll(self) -> list[tuple[Proc, dict[str, Any]]]:
+        """New step events since the last poll, with their process."""
+        new: list[tuple[Proc, dict[str, Any]]] = []
+        for path in sorted(self.folder.glob("*.jsonl")) if self.folder.is_dir() else []:
+            if not path.is_file() or path.is_symlink() or not path.stem.isdigit():
+                continue
+            at = self.offsets.get(path, 0)
+            if at >= MAX_EVENT_BYTES:
+                continue
+            with open(path, "rb") as f:
+                f.seek(at)
+                chunk = f.read(MAX_EVENT_BYTES - at)
+            done = chunk.rfind(b"\n") + 1
+            self.offsets[path] = at + done
+            proc = self.procs.setdefault(int(path.stem), Proc(pid=int(path.stem)))
+            for line in chunk[:done].splitlines():
+                ev = self._parse(line)
+                if ev is not None and self._apply(proc, ev):
+                    new.append((proc, ev))
+        return new
+
+    @staticmethod
+    def _parse(line: bytes) -> dict[str, Any] | None:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            return None
+        return ev if isinstance(ev, dict) else None
+
+    @staticmethod
+    def _apply(proc: Proc, ev: dict[str, Any]) -> bool:
+        kind = ev.get("e")
+        if kind == "step" and isinstance(ev.get("step"), int) and isinstance(ev.get("t"), (int, float)):
+            proc.steps.append(ev)
+            return True
+        if kind == "start":
+            proc.start = ev
+        elif kind == "ops":
+            calls = ev.get("calls")
+            proc.ops = {str(k): str(v) for k, v in calls.items()} if isinstance(calls, dict) else {}
+            proc.ops_error = str(ev.get("error") or "")
+        elif kind == "memory":
+            proc.memory = ev
+        elif kind == "end":
+            proc.end = ev
+        elif kind == "error":
+            proc.errors.append(str(ev.get("error", "")))
+        return False
+
+    def lead(self) -> Proc | None:
+        """The process whose steps the trial keeps: rank 0 with the most steps (ranks agree on step count)."""
+        ranked = sorted(self.procs.values(), key=lambda p: (p.rank != 0, -len(p.steps), p.pid))
+        return next((p for p in ranked if p.steps), ranked[0] if ranked else None)
+
+    def stepping(self) -> list[Proc]:
+        return [p for p in self.procs.values() if p.steps]
+
+
+def step_record(ev: dict[str, Any], samples: int, warmup_steps: int) -> StepRecord:
+    raw = ev.get("loss")
+    loss = float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
+    scale = ev.get("scale")
+    return StepRecord(step=int(ev["step"]), loss=loss, time_s=max(0.0, float(ev.get("t") or 0.0)),
+                      loss_scale=float(scale) if isinstance(scale, (int, float)) else None,
+                      found_inf=bool(ev.get("found_inf")), samples=samples, warmup=int(ev["step"]) <= warmup_steps)
+
+
+def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: EventReader, instrumented: bool,
+             scaler_cfg: dict[str, Any]) -> AmpInfo:
+    """Op dtype evidence from every stepping process; without it AMP is never called active."""
+    amp = AmpInfo.model_validate({"requested": requested, "level": level, "dtype": dtype if requested else "float32",
+                                  "scaler": scaler_cfg})
+    calls: dict[str, dict[str, int]] = {}
+    for p in reader.stepping() or list(reader.procs.values()):
+        for op, c in parse_op_stats(p.ops).items():
+            agg = calls.setdefault(op, {})
+            for k, v in c.items():
+                agg[k] = agg.get(k, 0) + v
+    amp.op_calls = calls
+    low = low_precision_calls(calls)
+    amp.active = bool(requested and low > 0)
+    total = sum(sum(c.values()) for c in calls.values())
+    amp.evidence = f"{low} low-precision op calls of {total} in the program's first steps (Paddle operator stats)"
+    amp.scaler_enabled = any(s.loss_scale is not None for s in trial.steps)
+    if requested and not amp.active:
+        errors = "; ".join(sorted({p.ops_error for p in reader.procs.values() if p.ops_error}))
+        amp.inactive_reason = (
+            "not instrumented (workload.instrument = false): no op dtype evidence" if not instrumented else
+            f"no op dtype evidence from the program ({errors})" if errors else
+            f"AMP inactive in the program on device {trial.env.device or 'unknown'}: every recorded op ran in "
+            "float32 (on a CPU Paddle build AMP is a no-op; on a GPU check the mode's args really turn AMP on)")
+    return amp
+
+
+def memory_of(reader: EventReader, rss_peak: int) -> Memory:
+    """The allocator peak of every stepping process (the maxima; each rank in per_rank)."""
+    procs = [p for p in reader.stepping() if p.memory]
+    mem = Memory(rss_peak_bytes=rss_peak or None)
+    if not procs:
+        return mem
+    sources = {str(p.memory.get("source")) for p in procs}
+    src: Literal["cuda", "host", "none"] = "cuda" if "cuda" in sources else "host" if "host" in sources else "none"
+    alloc = [int(p.memory["peak_allocated"]) for p in procs if isinstance(p.memory.get("peak_allocated"), int)]
+    res = [int(p.memory["peak_reserved"]) for p in procs if isinstance(p.memory.get("peak_reserved"), int)]
+    mem.source = src
+    mem.peak_allocated_bytes = max(alloc) if alloc else None
+    mem.peak_reserved_bytes = max(res) if res else None
+    errors = [str(p.memory.get("error")) for p in procs if p.memory.get("error")]
+    if errors:
+        mem.errors = {"hook": errors[0]}
+    if len(procs) > 1:
+        mem.per_rank = [{"rank": p.rank, "pid": p.pid, **{k: v for k, v in p.memory.items() if k != "e"}}
+                        for p in procs]
+    return mem
+
+
+def throughput_check(ours: float, scan: LogScan, tolerance: float) -> dict[str, Any] | None:
+    """The program's own samples/s (its log) against ampbench's: the cross-check the report shows."""
+    theirs = scan.throughput[1:] or scan.throughput  # the first log line usually includes start-up
+    if not theirs or ours <= 0:
+        return None
+    med = statistics.median(theirs)
+    ratio = ours / med if med > 0 else math.inf
+    return {"program_samples_per_s": med, "lines": len(scan.throughput), "ratio": ratio,
+            "agrees": abs(ratio - 1) <= tolerance, "tolerance": tolerance}

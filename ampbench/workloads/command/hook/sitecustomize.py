@@ -1,0 +1,385 @@
+"""ampbench's start-up hook for a `command` trial: measures the user's own Paddle training, unedited.
+
+This folder holds only this file and is put first on PYTHONPATH of the user's program, so Python's
+`site` imports it at start-up. It imports nothing of ampbench (the user's interpreter may not have
+it) and only the standard library until the program itself imports paddle. It does nothing unless
+AMPBENCH_HOOK_DIR is set, and then it first runs the sitecustomize the user already had (the next
+one on sys.path), so their start-up customisation still happens.
+
+When the program's `import paddle` has finished, it records per optimizer step (the end of the
+outermost Optimizer.step/minimize or GradScaler.step/minimize call): the wall time since the
+previous step's end, after a device synchronisation on GPU (ampbench's timing policy: a step runs
+from before its batch is fetched to the end of its update on the device), minus time spent between
+a Layer.eval() and the next Layer.train() (an evaluation inside the loop is not a training step);
+the loss (the tensors backward() ran on, unscaled when a GradScaler scaled them, read at the step
+boundary so no extra sync is added); the GradScaler's scale and found_inf; op dtype counts from
+Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak
+(CUDA allocator on GPU, reset when the measured window opens; the host allocator on CPU). Events
+are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
+timed region. With AMPBENCH_HOOK_STOP_AFTER = N > 0 the program is ended cleanly (SystemExit(0),
+so `finally` blocks and atexit run) right after its N-th step.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+_DIR_ENV = "AMPBENCH_HOOK_DIR"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+FLUSH_EVERY_S = 0.25
+
+
+def _chain_user_sitecustomize() -> None:
+    """Run the next sitecustomize on sys.path (the user's own), as if ours were not there."""
+    paths = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", paths)
+    if spec is None or spec.loader is None or spec.origin == __file__:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # theirs failed: say so, as site.py would, and go on
+        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}",
+              file=sys.stderr)
+
+
+class _State:
+    """Everything the patched functions share; one per process."""
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, f"{os.getpid()}.jsonl")
+        self.pid = os.getpid()
+        self.stop_after = int(os.environ.get("AMPBENCH_HOOK_STOP_AFTER", "0") or 0)
+        self.stats_steps = int(os.environ.get("AMPBENCH_HOOK_STATS_STEPS", "2") or 2)
+        self.warmup = int(os.environ.get("AMPBENCH_HOOK_WARMUP", "0") or 0)
+        self.pending: list[str] = []
+        self.lock = threading.Lock()
+        self.step = 0
+        self.depth = 0
+        self.t_prev = time.perf_counter()
+        self.eval_t0: float | None = None
+        self.eval_s = 0.0
+        self.losses: list[Any] = []
+        self.scaled: dict[int, Any] = {}
+        self.scaler: Any = None
+        self.sync: Any = None
+        self.stats_on = False
+        self.paddle: Any = None
+        self.ended = False
+
+    def emit(self, **ev: object) -> None:
+        line = json.dumps(ev) + "\n"
+        with self.lock:
+            self.pending.append(line)
+
+    def flush(self) -> None:
+        """Write what is pending (a background thread does it every FLUSH_EVERY_S, so steps before a
+        hang or a kill still reach the file; the program's own thread never waits on the disk)."""
+        with self.lock:
+            lines, self.pending = self.pending, []
+        if not lines or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write("".join(lines))
+
+    def start_flusher(self) -> None:
+        def loop() -> None:
+            while not self.ended:
+                time.sleep(FLUSH_EVERY_S)
+                self.flush()
+        threading.Thread(target=loop, name="ampbench-hook-flush", daemon=True).start()
+
+
+S: _State | None = None
+
+
+def _loss_value(st: _State) -> float | None:
+    total, seen = 0.0, False
+    for t in st.losses:
+        try:
+            total += float(t.item()) if getattr(t, "size", 1) == 1 else float(t.sum().item())
+            seen = True
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    st.losses.clear()
+    st.scaled.clear()
+    return total if seen else None
+
+
+def _scaler_state(st: _State) -> tuple[float | None, bool]:
+    sc = st.scaler
+    if sc is None or not getattr(sc, "_enable", False):
+        return None, False
+    try:
+        scale: float | None = float(sc._scale)
+    except (TypeError, ValueError, RuntimeError, AttributeError):
+        scale = None
+    found = getattr(sc, "_cache_found_inf", None)
+    if found is None:
+        found = getattr(sc, "_found_inf", False)
+    try:
+        return scale, bool(found)
+    except (TypeError, ValueError, RuntimeError):
+        return scale, False
+
+
+def _boundary(st: _State) -> None:
+    """One optimizer step ended: time it (after a device sync), record it, maybe stop the program."""
+    if st.sync is not None:
+        st.sync()
+    now = time.perf_counter()
+    dt = now - st.t_prev - st.eval_s
+    st.step += 1
+    loss = _loss_value(st)
+    scale, found = _scaler_state(st)
+    st.emit(e="step", step=st.step, t=dt, loss=loss, scale=scale, found_inf=found, eval_s=st.eval_s)
+    st.eval_s = 0.0
+    if st.step == st.stats_steps:
+        _ops_done(st)
+    if st.step == st.warmup:
+        _memory_reset(st)
+    if st.step % 16 == 0:
+        _memory(st)
+    if st.stop_after and st.step >= st.stop_after:
+        _finish("stopped", st)
+        raise SystemExit(0)
+    st.t_prev = time.perf_counter()
+
+
+def _stepping(fn):
+    """Wrap an optimizer/scaler step or minimize: the outermost call's end is one step boundary."""
+    def wrapper(*args, **kwargs):
+        st = S
+        if st is None:
+            return fn(*args, **kwargs)
+        st.depth += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            st.depth -= 1
+        if st.depth == 0:
+            _boundary(st)
+        return out
+    functools.update_wrapper(wrapper, fn)
+    wrapper._ampbench = True
+    return wrapper
+
+
+def _ops_done(st: _State) -> None:
+    if not st.stats_on:
+        return
+    paddle = st.paddle
+    try:
+        raw = dict(paddle.base.core.get_low_precision_op_list())
+        paddle.set_flags({"FLAGS_low_precision_op_list": 0})  # off without printing Paddle's table
+    except Exception as exc:
+        st.emit(e="ops", calls={}, error=f"{type(exc).__name__}: {exc}")
+        return
+    st.stats_on = False
+    st.emit(e="ops", calls={str(k): str(v) for k, v in raw.items()}, steps=st.step)
+
+
+def _memory_reset(st: _State) -> None:
+    try:
+        if st.sync is not None:
+            st.paddle.device.cuda.reset_max_memory_allocated()
+            st.paddle.device.cuda.reset_max_memory_reserved()
+    except Exception:
+        pass
+
+
+def _memory(st: _State) -> None:
+    paddle = st.paddle
+    try:
+        if st.sync is not None:
+            st.emit(e="memory", source="cuda", peak_allocated=int(paddle.device.cuda.max_memory_allocated()),
+                    peak_reserved=int(paddle.device.cuda.max_memory_reserved()))
+        else:
+            st.emit(e="memory", source="host",
+                    peak_allocated=int(paddle.base.core.host_memory_stat_peak_value("Allocated", 0)))
+    except Exception as exc:
+        st.emit(e="memory", source="none", error=f"{type(exc).__name__}: {exc}")
+
+
+def _finish(reason: str, st: _State | None = None) -> None:
+    st = st or S
+    if st is None or os.getpid() != st.pid or st.ended:
+        return
+    st.ended = True
+    if st.paddle is not None:
+        _ops_done(st)
+        _memory(st)
+    st.emit(e="end", reason=reason, steps=st.step)
+    st.flush()
+
+
+def _wrap_steps(cls) -> None:
+    for name in ("step", "minimize"):
+        fn = vars(cls).get(name)
+        if callable(fn) and not getattr(fn, "_ampbench", False):
+            setattr(cls, name, _stepping(fn))
+
+
+def _patch_optimizers(paddle) -> None:
+    """Every Optimizer class's own step()/minimize() (subclasses override them, and AdamW's __init__
+    never calls Optimizer's), including classes defined later (__init_subclass__)."""
+    base = paddle.optimizer.Optimizer
+    todo, seen = [base], set()
+    while todo:
+        cls = todo.pop()
+        if cls not in seen:
+            seen.add(cls)
+            _wrap_steps(cls)
+            todo.extend(cls.__subclasses__())
+
+    def __init_subclass__(cls, **kwargs):
+        super(base, cls).__init_subclass__(**kwargs)
+        _wrap_steps(cls)
+    base.__init_subclass__ = classmethod(__init_subclass__)
+
+
+def _patch_scalers(paddle) -> None:
+    from paddle.amp import grad_scaler
+
+    for cls in {grad_scaler.AmpScaler, grad_scaler.GradScaler}:
+        for name in ("step", "minimize"):
+            if name in vars(cls):
+                setattr(cls, name, _stepping(vars(cls)[name]))
+        if "scale" in vars(cls):
+            scale = vars(cls)["scale"]
+
+            def scaled(self, var, _scale=scale):
+                out = _scale(self, var)
+                st = S
+                if st is not None and out is not var:
+                    st.scaler = self
+                    st.scaled[id(out)] = var
+                return out
+            setattr(cls, "scale", scaled)
+
+
+def _patch_tensor_and_layers(paddle) -> None:
+    backward = paddle.Tensor.backward
+
+    def patched_backward(self, *args, **kwargs):
+        st = S
+        if st is not None:
+            st.losses.append(st.scaled.get(id(self), self).detach())
+        return backward(self, *args, **kwargs)
+    paddle.Tensor.backward = patched_backward
+
+    layer = paddle.nn.Layer
+    to_eval, to_train = layer.eval, layer.train
+
+    def eval_(self, *args, **kwargs):
+        st = S
+        if st is not None and st.eval_t0 is None:
+            st.eval_t0 = time.perf_counter()
+        return to_eval(self, *args, **kwargs)
+
+    def train_(self, *args, **kwargs):
+        st = S
+        if st is not None and st.eval_t0 is not None and (not args or args[0]) and kwargs.get("mode", True):
+            st.eval_s += time.perf_counter() - st.eval_t0
+            st.eval_t0 = None
+        return to_train(self, *args, **kwargs)
+    layer.eval, layer.train = eval_, train_
+
+
+def _facts(paddle, gpu: bool) -> dict:
+    """The program's own Paddle, device and Python (its interpreter may not be ampbench's)."""
+    facts = {"paddle": str(paddle.__version__), "device": "gpu" if gpu else "cpu",
+             "python": sys.version.split()[0]}
+    try:
+        facts["paddle_commit"] = str(paddle.version.commit)[:12]
+        facts["cuda"] = str(paddle.version.cuda()) if gpu else ""
+        facts["cudnn"] = str(paddle.version.cudnn()) if gpu else ""
+        if gpu:
+            facts["device_name"] = str(paddle.device.cuda.get_device_name())
+    except Exception:
+        pass
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        facts["numpy"] = str(getattr(numpy, "__version__", ""))
+    return facts
+
+
+def _install(paddle) -> None:
+    """Called once, right after the program's `import paddle` finished."""
+    st = S
+    if st is None or st.paddle is not None:
+        return
+    st.paddle = paddle
+    _patch_optimizers(paddle)
+    _patch_scalers(paddle)
+    _patch_tensor_and_layers(paddle)
+    try:
+        gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    except Exception:
+        gpu = False
+    st.sync = paddle.device.synchronize if gpu else None
+    try:
+        paddle.amp.debugging.enable_operator_stats_collection()
+        st.stats_on = True
+    except Exception as exc:
+        st.emit(e="ops", calls={}, error=f"{type(exc).__name__}: {exc}")
+    st.emit(e="start", pid=os.getpid(), rank=int(os.environ.get("PADDLE_TRAINER_ID", "0") or 0),
+            world=int(os.environ.get("PADDLE_TRAINERS_NUM", "1") or 1), argv=sys.argv[:20], **_facts(paddle, gpu))
+    st.flush()
+    st.start_flusher()
+    st.t_prev = time.perf_counter()
+
+
+class _PaddleFinder:
+    """A meta-path finder that lets the real finder load `paddle`, then installs the patches."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "paddle":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+            try:
+                _install(module)
+            except Exception as exc:  # never break the user's program: report and run unmeasured
+                if S is not None:
+                    S.emit(e="error", where="install", error=f"{type(exc).__name__}: {exc}")
+                    S.flush()
+        loader.exec_module = exec_and_patch
+        return spec
+
+
+def _activate() -> None:
+    global S
+    folder = os.environ.get(_DIR_ENV)
+    if not folder or not os.path.isdir(folder):
+        return
+    S = _State(folder)
+    if "paddle" in sys.modules:
+        _install(sys.modules["paddle"])
+    else:
+        sys.meta_path.insert(0, _PaddleFinder())
+    atexit.register(_finish, "exit")
+
+
+_chain_user_sitecustomize()
+_activate()

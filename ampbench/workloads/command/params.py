@@ -1,0 +1,132 @@
+"""The `[workload]` table of a `command` suite, and the up-front checks of its placeholders.
+
+`command` is an argv list (no shell); `{seed}`, `{steps}`, `{out}`, `{mode}`, `{batch_size}` in it
+(and in `cwd`, `env` values, each mode's `args`/`env`) are filled per trial. A setting the suite
+makes that cannot reach the program is an error before any run folder exists, never a silent
+mismatch: several seeds need `{seed}`, a per-mode batch size needs `{batch_size}`, and unless the
+hook ends the program after `train.steps` steps (`stop_after_steps`), the steps need `{steps}`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+import typing
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, model_validator
+
+from ampbench.workloads.base import WorkloadParams
+from ampbench.workloads.command.presets import PRESETS
+
+if TYPE_CHECKING:
+    from ampbench.config.suite import Suite
+
+PLACEHOLDERS = ("seed", "steps", "out", "mode", "batch_size")
+Preset = Literal["paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json"]
+assert set(PRESETS) == set(typing.get_args(Preset))  # one list of presets, here and in presets.py
+
+
+class MetricSource(WorkloadParams):
+    """Where the program's metric is read: a preset log format, your regexes, and/or a JSON file."""
+
+    preset: Preset = "regex"
+    patterns: dict[str, str] = {}   # metric name -> regex (group `value`, else group 1)
+    json_file: str | None = None    # e.g. "{out}/eval_results.json" (the trainer preset reads it by default)
+    json_key: str | None = None     # a dotted path inside it; default: every top-level number
+    throughput_pattern: str | None = None  # regex of the program's own samples/s (the presets know theirs)
+
+    @model_validator(mode="after")
+    def _something_to_read(self) -> "MetricSource":
+        import re
+
+        for name, rx in {**self.patterns, "throughput_pattern": self.throughput_pattern or ""}.items():
+            try:
+                re.compile(rx)
+            except re.error as e:
+                raise ValueError(f"patterns.{name}: not a valid regex ({e})") from None
+        if self.preset == "regex" and not self.patterns:
+            raise ValueError("preset 'regex' needs patterns = { METRIC = 'REGEX' }")
+        if self.preset == "json" and not self.json_file:
+            raise ValueError("preset 'json' needs json_file (e.g. \"{out}/metrics.json\")")
+        return self
+
+
+class CommandParams(WorkloadParams):
+    command: list[str] = Field(min_length=1)   # argv; the first item is the program (your interpreter)
+    cwd: str | None = None
+    env: dict[str, str] = {}
+    metric: MetricSource             # where the program's metric is read (a preset, regexes, a JSON file)
+    instrument: bool = True          # false: no start-up hook (no per-step times, loss or op evidence)
+    stop_after_steps: bool = False   # the hook ends the program cleanly after train.steps steps
+    max_log_mib: int = Field(64, ge=1)    # the trial log keeps at most this much of the output
+    throughput_tolerance: float = Field(0.25, gt=0)  # |ours / theirs - 1| beyond this is reported
+
+
+def fields_of(text: str) -> set[str]:
+    """Placeholder names in a text (`{{` and `}}` are literal braces)."""
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+
+
+def used_placeholders(params: CommandParams, suite: "Suite") -> dict[str, set[str]]:
+    """Where each text lives -> the placeholders it uses (command, cwd, env, every mode's args/env)."""
+    where: dict[str, set[str]] = {}
+    for i, a in enumerate(params.command):
+        where[f"workload.command[{i}]"] = fields_of(a)
+    if params.cwd:
+        where["workload.cwd"] = fields_of(params.cwd)
+    for k, v in params.env.items():
+        where[f"workload.env.{k}"] = fields_of(v)
+    for m in suite.modes:
+        for i, a in enumerate(m.args):
+            where[f"modes ({m.name}).args[{i}]"] = fields_of(a)
+        for k, v in m.env.items():
+            where[f"modes ({m.name}).env.{k}"] = fields_of(v)
+    return where
+
+
+def placeholder_problems(params: CommandParams, suite: "Suite") -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    where = used_placeholders(params, suite)
+    for key, names in where.items():
+        bad = sorted(n for n in names if n not in PLACEHOLDERS)
+        if bad:
+            problems.append((key, f"unknown placeholder {{{bad[0]}}}; known: "
+                                  + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + " (write {{ }} for a brace)"))
+    used = set().union(*where.values()) if where else set()
+    if len(suite.suite.seeds) > 1 and "seed" not in used:
+        problems.append(("workload.command", f"suite.seeds has {len(suite.suite.seeds)} seeds but the command "
+                         "never uses {seed}: every trial would train the same way (pass e.g. --seed {seed})"))
+    if any(m.batch_size and m.batch_size != suite.train.batch_size for m in suite.modes) and "batch_size" not in used:
+        problems.append(("workload.command", "a mode sets its own batch_size but the command never uses "
+                         "{batch_size}: the program would not run it (pass e.g. --batch_size {batch_size})"))
+    if not params.stop_after_steps and "steps" not in used:
+        problems.append(("workload.command", f"train.steps = {suite.train.steps} cannot reach the program: use "
+                         "{steps} in the command (e.g. --max_steps {steps}) or set workload.stop_after_steps = "
+                         "true so ampbench ends it after that many optimizer steps"))
+    if params.metric.json_file:
+        for f in fields_of(params.metric.json_file) - set(PLACEHOLDERS):
+            problems.append(("workload.metric.json_file", f"unknown placeholder {{{f}}}"))
+    return problems
+
+
+def program_problems(params: CommandParams) -> list[tuple[str, str]]:
+    """The program must exist and be executable before the run starts (exit 2, not N crashed trials)."""
+    prog = params.command[0]
+    if fields_of(prog):
+        return []  # filled per trial; checked by the trial itself
+    cwd = Path(params.cwd) if params.cwd and not fields_of(params.cwd) else None
+    if cwd is not None and not cwd.is_dir():
+        return [("workload.cwd", f"{cwd} is not a folder")]
+    if os.sep in prog:
+        p = Path(prog) if Path(prog).is_absolute() or cwd is None else cwd / prog
+        if not p.exists():
+            return [("workload.command[0]", f"{prog}: no such file")]
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            return [("workload.command[0]", f"{prog}: not an executable file")]
+        return []
+    if shutil.which(prog, path=params.env.get("PATH") or os.environ.get("PATH")) is None:
+        return [("workload.command[0]", f"{prog}: not found on PATH")]
+    return []

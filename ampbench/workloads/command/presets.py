@@ -1,0 +1,155 @@
+"""Metrics and throughput read from the program's own output, in each project's own format.
+
+The formats, as those projects' training code writes them (read there, not remembered):
+- PaddleOCR tools/program.py: eval -> `cur metric, precision: 0.5, recall: 0.4, hmean: 0.44, fps: 9.1`
+  (DetMetric's keys); train -> `epoch: [1/2], iter: 10, ..., samples: 80, ips: 12.3 [samples/s]`.
+- paddleformers / PaddleNLP Trainer (trainer_callback.py, trainer_utils.py): every log is
+  `k: v, k: v` joined with ", " (`eval_loss: 0.69, eval_accuracy: 0.5, ...`, training logs carry
+  `interval_samples_per_second`); `log_metrics` prints `  eval_accuracy = 0.5`; `save_metrics`
+  writes OUTPUT_DIR/eval_results.json and all_results.json (these win over log lines).
+- PaddleClas ppcls/engine: `[Eval][Epoch 3][Avg]CELoss: 1.2, loss: 1.2, top1: 0.51, top5: 0.90`;
+  train lines end `ips: 123.4 samples/s`.
+- PaddleSeg paddleseg/core: `[EVAL] #Images: 50 mIoU: 0.3 Acc: 0.8 Kappa: 0.2 Dice: 0.4`; train
+  `[TRAIN] epoch: 1, iter: 10/20, loss: ..., ips: 4.0 samples/sec | ETA ...`.
+- paddle.Model.fit/evaluate (paddle/hapi ProgBarLogger): between `Eval begin...` and
+  `Eval samples: N` the progress lines `step 2/2 - loss: 0.5 - acc: 0.9 - 3ms/step`; verbose=3
+  training lines add `ips: X samples/sec`.
+- `regex`: your own patterns (metric name -> regex whose group `value`, else group 1, is the number);
+  `json`: a key path in a JSON file the program writes (under `{out}` usually).
+The last value seen wins (the final evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+_KV_COLON = re.compile(rf"([A-Za-z_][\w.()/-]*): ({NUM})\b")
+_KV_EQ = re.compile(rf"(?:^|\s)(eval_\w+)\s*=\s*({NUM})\s*$")
+_IPS = re.compile(rf"\bips: ({NUM})")
+_INTERVAL_SPS = re.compile(rf"\binterval_samples_per_second: ({NUM})")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
+
+PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json")
+def _num(text: str) -> float | None:
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+@dataclass
+class LogScan:
+    """Fed the program's output line by line; keeps the last value of every metric and the
+    program's own throughput figures (samples/s) for the cross-check."""
+
+    preset: str
+    patterns: dict[str, str] = field(default_factory=dict)
+    throughput_pattern: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    throughput: list[float] = field(default_factory=list)
+    _compiled: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    _in_eval: bool = False
+    _tp: re.Pattern[str] | None = None
+    _feed: Any = None
+
+    def __post_init__(self) -> None:
+        self._compiled = {k: re.compile(v) for k, v in self.patterns.items()}
+        feeders = {"paddleocr": self._paddleocr, "trainer": self._trainer, "paddleclas": self._paddleclas,
+                   "paddleseg": self._paddleseg, "hapi": self._hapi}
+        self._feed = feeders.get(self.preset, self._regex)
+        self._tp = re.compile(self.throughput_pattern) if self.throughput_pattern else None
+
+    def feed(self, line: str) -> None:
+        if len(line) > 8192:
+            line = line[:8192]
+        if "\x1b[" in line:  # colour codes (paddleformers' logger colours every line)
+            line = _ANSI.sub("", line)
+        self._feed(line)
+        if self._tp is not None:
+            self._ips(line, self._tp)
+        for name, rx in self._compiled.items():  # regex patterns apply on top of any preset
+            m = rx.search(line)
+            if m:
+                v = _num(m.group("value") if "value" in rx.groupindex else m.group(1))
+                if v is not None:
+                    self.metrics[name] = v
+
+    def _pairs(self, text: str, rx: re.Pattern[str] = _KV_COLON) -> dict[str, float]:
+        return {k: v for k, raw in rx.findall(text) if (v := _num(raw)) is not None}
+
+    def _ips(self, line: str, rx: re.Pattern[str] = _IPS) -> None:
+        m = rx.search(line)
+        if m and (v := _num(m.group(1))) is not None and v > 0:
+            self.throughput.append(v)
+
+    def _paddleocr(self, line: str) -> None:
+        at = line.find("cur metric, ")
+        if at >= 0:
+            self.metrics.update(self._pairs(line[at + len("cur metric, "):]))
+        elif "epoch: [" in line:
+            self._ips(line)
+
+    def _trainer(self, line: str) -> None:
+        m = _KV_EQ.search(line)
+        if m and (v := _num(m.group(2))) is not None:
+            self.metrics[m.group(1)] = v
+            return
+        if "eval_" in line:
+            self.metrics.update({k: v for k, v in self._pairs(line).items() if k.startswith("eval_")})
+        self._ips(line, _INTERVAL_SPS)
+
+    def _paddleclas(self, line: str) -> None:
+        at = line.find("[Eval]")
+        if at >= 0 and "[Avg]" in line:
+            self.metrics.update(self._pairs(line[line.index("[Avg]") + 5:]))
+        elif "[Train]" in line:
+            self._ips(line)
+
+    def _paddleseg(self, line: str) -> None:
+        at = line.find("[EVAL] #Images:")
+        if at >= 0:
+            pairs = self._pairs(line[at:])
+            self.metrics.update({k: v for k, v in pairs.items() if k in ("mIoU", "Acc", "Kappa", "Dice", "Auc_roc")})
+        elif "[TRAIN]" in line:
+            self._ips(line)
+
+    def _hapi(self, line: str) -> None:
+        if "Eval begin" in line:
+            self._in_eval = True
+        elif line.startswith("Eval samples:"):
+            self._in_eval = False
+        elif self._in_eval and line.lstrip("\r\b").startswith("step "):
+            self.metrics.update(self._pairs(line, _HAPI_KV))
+        else:
+            self._ips(line)
+
+    def _regex(self, line: str) -> None:
+        """`regex` and `json`: only the suite's own patterns (applied in feed)."""
+
+
+def json_metrics(path: Path, key: str | None = None) -> dict[str, float]:
+    """Numbers from a JSON file the program wrote: every top-level number, or the one at `key`
+    (a dotted path, e.g. "eval.accuracy"), named by its last part."""
+    try:
+        if not path.is_file() or path.stat().st_size > 16 * 2**20:
+            return {}
+        data: Any = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    if key:
+        for part in key.split("."):
+            data = data.get(part) if isinstance(data, dict) else None
+        v = _num(str(data)) if isinstance(data, (int, float)) and not isinstance(data, bool) else None
+        return {key.split(".")[-1]: v} if v is not None else {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): float(v) for k, v in data.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): the command workload's start-up hook vs the same program run bare.
+
+One small Paddle training script (an MLP, ~1 ms a step on CPU, where per-step hook overhead shows;
+`--hidden 1024` makes steps heavier) is run in fresh processes, bare and with the hook on
+PYTHONPATH exactly as a command trial runs it, in interleaved pairs (bare, hooked, bare, hooked ...)
+so machine noise hits both sides alike. The script times its own steps the same way on both sides
+(perf_counter between the ends of consecutive optimizer steps, warm-up dropped) and prints them, so
+the hook is measured by the program, not by itself.
+
+    python scripts/bench_command_overhead.py [--pairs 10] [--steps 400] [--hidden 64]
+
+Output: per pair the steps/s of each side, then the hooked/bare ratio of median steps/s with a 95%
+interval (t interval on the log ratios of the pairs). Target: ratio >= 0.98. Run it on an idle
+machine: the load average is printed, and on a shared machine the ratio is only indicative.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+PROGRAM = r'''
+import sys, time
+import paddle
+steps, hidden, warm = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+paddle.seed(0)
+m = paddle.nn.Sequential(paddle.nn.Linear(64, hidden), paddle.nn.ReLU(), paddle.nn.Linear(hidden, 10))
+opt = paddle.optimizer.Adam(parameters=m.parameters())
+x = paddle.randn([64, 64]); y = paddle.randint(0, 10, [64])
+times, t = [], time.perf_counter()
+for i in range(steps):
+    loss = paddle.nn.functional.cross_entropy(m(x), y)
+    loss.backward(); opt.step(); opt.clear_grad()
+    now = time.perf_counter(); times.append(now - t); t = now
+kept = sorted(times[warm:])
+print("STEPS_PER_S", 1.0 / kept[len(kept) // 2])
+'''
+
+
+def run(program: Path, steps: int, hidden: int, warm: int, hooked: bool, events: Path) -> float:
+    from ampbench.workloads.command import HOOK_DIR
+
+    env = dict(os.environ)
+    if hooked:
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(HOOK_DIR), env.get("PYTHONPATH", "")) if x)
+        env["AMPBENCH_HOOK_DIR"] = str(events)
+        env["AMPBENCH_HOOK_STATS_STEPS"] = "2"
+        env["AMPBENCH_HOOK_WARMUP"] = str(warm)
+    out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return float(next(ln.split()[1] for ln in out.splitlines() if ln.startswith("STEPS_PER_S")))
+
+
+def interval(ratios: list[float]) -> tuple[float, float, float]:
+    from scipy import stats
+
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), float("nan"), float("nan")
+    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=50)
+    a = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        program = Path(tmp) / "train.py"
+        program.write_text(PROGRAM)
+        for i in range(a.pairs):
+            events = Path(tmp) / f"events{i}"
+            events.mkdir()
+            bare = run(program, a.steps, a.hidden, a.warmup, False, events)
+            hooked = run(program, a.steps, a.hidden, a.warmup, True, events)
+            assert list(events.glob("*.jsonl")), "the hook wrote no events: it did not run"
+            ratios.append(hooked / bare)
+            print(f"pair {i + 1}: bare {bare:.1f} steps/s, hooked {hooked:.1f} steps/s, ratio {hooked / bare:.4f}")
+    mid, lo, hi = interval(ratios)
+    print(f"hooked/bare steps/s: {mid:.4f} (95% interval {lo:.4f} .. {hi:.4f}, {len(ratios)} pairs); target >= 0.98")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

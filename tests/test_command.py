@@ -1,0 +1,254 @@
+"""The `command` workload (issue 21): a user's own training script, run per mode and seed through
+the real CLI, measured by the start-up hook; placeholders and faults."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ampbench.cli import app
+from ampbench.workloads.command import HOOK_DIR
+from ampbench.workloads.command.presets import LogScan
+
+cli = CliRunner()
+SCRIPT = Path(__file__).parent / "fixtures" / "command" / "tiny_train.py"
+
+
+AMP_MODE = """
+[[modes]]
+name = "amp-o1-fp16"
+level = "O1"
+args = ["--amp", "O1"]
+"""
+
+
+def suite_text(extra_args: str = "", seeds: str = "[0]", steps: int = 12, workload_extra: str = "",
+               command: str | None = None, timeout: int = 120, amp: bool = True, regex: bool = True) -> str:
+    cmd = command or (f'["{sys.executable}", "{SCRIPT}", "--steps", "{{steps}}", "--seed", "{{seed}}", '
+                      f'"--out", "{{out}}"{extra_args}]')
+    pats = ", patterns = { accuracy = 'final accuracy: (\\S+)' }" if regex else ""
+    return f"""
+[suite]
+name = "mine"
+workload = "command"
+metric = "accuracy"
+seeds = {seeds}
+
+[workload]
+command = {cmd}
+metric = {{ preset = "json", json_file = "{{out}}/metrics.json"{pats} }}
+{workload_extra}
+
+[train]
+batch_size = 16
+steps = {steps}
+warmup_steps = 2
+timeout_s = {timeout}
+
+[[modes]]
+name = "fp32"
+{AMP_MODE if amp else ""}"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "suite.toml"
+    p.write_text(text)
+    return p
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return cli.invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
+
+
+def trials(out: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in out.glob("mine/*/trials/*.json")}
+
+
+# ---------------------------------------------------------------- up front (exit 2, nothing run)
+
+@pytest.mark.parametrize("text,key,reason", [
+    (suite_text(seeds="[0, 1]", command='["python3", "x.py", "--max_steps", "{steps}"]'),
+     "workload.command", "never uses {seed}"),
+    (suite_text(command='["python3", "x.py", "--seed", "{seed}"]'), "workload.command", "cannot reach the program"),
+    (suite_text(command='["python3", "x.py", "{steps}", "{seed}", "{epochs}"]'), "workload.command[4]",
+     "unknown placeholder {epochs}"),
+    (suite_text(command='["no-such-program-here", "{steps}"]'), "workload.command[0]", "not found on PATH"),
+    (suite_text(command=f'["{Path(__file__).parent / "fixtures" / "command" / "not_executable.txt"}", "{{steps}}"]'),
+     "workload.command[0]", "not an executable file"),
+    (suite_text().replace('args = ["--amp", "O1"]', 'args = ["--amp", "O1"]\nbatch_size = 64'),
+     "workload.command", "never uses {batch_size}"),
+])
+def test_what_cannot_reach_the_program_is_refused_up_front(tmp_path, text, key, reason):
+    out = tmp_path / "runs"
+    r = run("run", str(write(tmp_path, text)), "--out", str(out))
+    assert r.exit_code == 2, r.output
+    assert key in r.output and reason in r.output and "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_mode_args_are_refused_for_built_in_workloads(tmp_path, toy_suite):
+    p = toy_suite(body=toy_suite().read_text().replace('level = "O1"', 'level = "O1"\nargs = ["--fp16"]'))
+    r = run("run", str(p), "--out", str(tmp_path / "runs"))
+    assert r.exit_code == 2 and "modes (amp-o1-fp16).args" in r.output
+
+
+def test_the_hook_folder_holds_only_a_hook_that_imports_nothing_of_ampbench():
+    assert sorted(p.name for p in HOOK_DIR.iterdir() if p.name != "__pycache__") == ["sitecustomize.py"]
+    tree = ast.parse((HOOK_DIR / "sitecustomize.py").read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names <= set(sys.stdlib_module_names) | {"__future__", "paddle"}, names
+
+
+# ---------------------------------------------------------------- presets (formats from the projects' code)
+
+@pytest.mark.parametrize("preset,lines,metrics,ips", [
+    ("paddleocr", ["[2024/01/01 10:00:00] ppocr INFO: epoch: [1/2], iter: 10, lr: 0.001, loss: 3.1, "
+                   "reader_cost: 0.1 s, batch_cost: 0.5 s, samples: 80, ips: 160.00000 samples/s, eta: 0:01:00",
+                   "[2024/01/01 10:00:05] ppocr INFO: cur metric, precision: 0.5, recall: 0.25, hmean: 0.3333, "
+                   "fps: 20.1"],
+     {"precision": 0.5, "recall": 0.25, "hmean": 0.3333, "fps": 20.1}, [160.0]),
+    ("trainer", ["[2024-01-01 10:00:00,000] [    INFO] - loss: 0.6931, learning_rate: 5e-05, global_step: 10, "
+                 "interval_runtime: 1.0, interval_samples_per_second: 32.5, interval_steps_per_second: 2.0",
+                 "[2024-01-01 10:00:01,000] [    INFO] - eval_loss: 0.65, eval_accuracy: 0.61, eval_runtime: 0.3",
+                 "[2024-01-01 10:00:02,000] [    INFO] -   eval_accuracy           =       0.62"],
+     {"eval_loss": 0.65, "eval_accuracy": 0.62, "eval_runtime": 0.3}, [32.5]),
+    ("paddleclas", ["[2024/01/01 10:00:00] ppcls INFO: [Train][Epoch 1/2][Iter: 0/10]lr(LinearWarmup): 0.01, "
+                    "top1: 0.1, CELoss: 2.3, loss: 2.3, batch_cost: 0.1s, reader_cost: 0.01, ips: 320.5 samples/s, "
+                    "eta: 0:00:10",
+                    "[2024/01/01 10:00:03] ppcls INFO: [Eval][Epoch 1][Avg]CELoss: 2.25, loss: 2.25, top1: 0.125, "
+                    "top5: 0.5"],
+     {"CELoss": 2.25, "loss": 2.25, "top1": 0.125, "top5": 0.5}, [320.5]),
+    ("paddleseg", ["2024-01-01 10:00:00 [INFO]\t[TRAIN] epoch: 1, iter: 10/20, loss: 0.9, lr: 0.01, batch_cost: "
+                   "0.5, reader_cost: 0.01, ips: 4.0000 samples/sec | ETA 00:00:05",
+                   "2024-01-01 10:00:09 [INFO]\t[EVAL] #Images: 4 mIoU: 0.2143 Acc: 0.6 Kappa: 0.1 Dice: 0.3"],
+     {"mIoU": 0.2143, "Acc": 0.6, "Kappa": 0.1, "Dice": 0.3}, [4.0]),
+    ("hapi", ["Epoch 1/1", "step 2/2 - loss: 0.7 - acc: 0.4 - 3ms/step", "Eval begin...",
+              "step 1/1 - loss: 0.65 - acc: 0.55 - 2ms/step", "Eval samples: 32"],
+     {"loss": 0.65, "acc": 0.55}, []),
+])
+def test_presets_read_the_projects_own_formats(preset, lines, metrics, ips):
+    scan = LogScan(preset)
+    for ln in lines:
+        scan.feed(ln)
+    assert scan.metrics == metrics
+    assert scan.throughput == ips
+
+
+# ---------------------------------------------------------------- real runs of the user's script
+
+@pytest.mark.slow
+def test_user_script_is_measured_and_amp_inactive_exits_3(tmp_path):
+    out = tmp_path / "runs"
+    r = run("run", str(write(tmp_path, suite_text())), "--out", str(out))
+    assert r.exit_code == 3, r.output
+    ts = trials(out)
+    assert set(ts) == {"fp32__seed0", "amp-o1-fp16__seed0"}
+    for t in ts.values():
+        assert t["status"] == "ok", t["error"]
+        assert len(t["steps"]) == 12 and t["throughput"]["measured_steps"] == 10
+        assert all(s["loss"] is not None and s["time_s"] > 0 and s["samples"] == 16 for s in t["steps"])
+        assert 0.5 < t["metrics"]["accuracy"] <= 1.0
+        assert t["amp"]["op_calls"]["matmul_v2"]["float32"] > 0   # the program's own ops, counted
+        assert t["memory"]["source"] == "host" and t["memory"]["peak_allocated_bytes"] > 0
+        assert t["env"]["paddle"]
+    amp = ts["amp-o1-fp16__seed0"]["amp"]
+    assert amp["requested"] and not amp["active"] and "every recorded op ran in float32" in amp["inactive_reason"]
+    assert "AMP inactive" in r.output
+
+
+@pytest.mark.slow
+def test_stop_after_steps_ends_the_program_cleanly(tmp_path):
+    text = suite_text(command=f'["{sys.executable}", "{SCRIPT}", "--steps", "1000", "--out", "{{out}}"]',
+                      workload_extra="stop_after_steps = true", amp=False, regex=False)
+    out = tmp_path / "runs"
+    r = run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
+    t = trials(out)["fp32__seed0"]
+    assert len(t["steps"]) == 12        # stopped by the hook after train.steps
+    assert t["status"] == "crashed" and "no metric 'accuracy'" in t["error"]   # its final eval never ran
+    assert r.exit_code == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args,expect", [
+    (', "--fail-at", "5"', ["exited with code 1", "something broke in the user's code"]),
+    (', "--no-metric"', ["no metric 'accuracy'"]),
+    (', "--linger"', ["left 1 process(es) running"]),
+])
+def test_faults_are_clear_per_trial_errors_with_the_log_tail(tmp_path, args, expect):
+    out = tmp_path / "runs"
+    text = suite_text(extra_args=args, amp=False)
+    r = run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
+    assert r.exit_code == 2, r.output
+    t = trials(out)["fp32__seed0"]
+    assert t["status"] == "crashed"
+    blob = (t["error"] or "") + (t["log_tail"] or "")
+    assert all(e in blob for e in expect), blob
+    assert expect[0] in r.output
+
+
+@pytest.mark.slow
+def test_steps_short_of_train_steps_and_a_flood_are_reported(tmp_path):
+    out = tmp_path / "runs"
+    text = suite_text(extra_args=', "--quit-at", "5", "--flood", "3"', workload_extra="max_log_mib = 1", amp=False)
+    r = run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
+    assert r.exit_code == 2
+    t = trials(out)["fp32__seed0"]
+    assert "ended after 5 optimizer steps; train.steps = 12" in t["error"]
+    log = next(out.glob("mine/*/logs/fp32__seed0.log"))
+    assert log.stat().st_size < 1.5 * 2**20 and "passed 1 MiB" in log.read_text()
+    assert t["workload_info"]["log_lines_dropped"] > 1000
+
+
+@pytest.mark.slow
+def test_a_hanging_program_times_out_and_its_whole_tree_is_killed(tmp_path):
+    out = tmp_path / "runs"
+    text = suite_text(extra_args=', "--hang-at", "6", "--linger"', timeout=20, amp=False)
+    r = run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
+    assert r.exit_code == 1, r.output   # a timeout is a FAIL of its mode... fp32 here: its own completeness
+    t = trials(out)["fp32__seed0"]
+    assert t["status"] == "timeout" and len(t["steps"]) >= 5   # the steps done before the hang are kept
+    time.sleep(1)
+    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).find(str(SCRIPT)) >= 0]
+    assert not alive, [(_cmdline(p)) for p in alive]
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.slow
+def test_the_users_own_sitecustomize_still_runs(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("print('users sitecustomize ran', flush=True)\n")
+    text = suite_text(workload_extra=f'env = {{ PYTHONPATH = "{theirs}" }}', amp=False)
+    out = tmp_path / "runs"
+    run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
+    t = trials(out)["fp32__seed0"]
+    assert t["status"] == "ok" and len(t["steps"]) == 12
+    assert "users sitecustomize ran" in next(out.glob("mine/*/logs/fp32__seed0.log")).read_text()
+
+
+@pytest.mark.slow
+def test_a_command_under_paddle_distributed_launch_is_measured_on_every_rank(tmp_path):
+    cmd = (f'["{sys.executable}", "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir", '
+           f'"{{out}}/ranks", "{SCRIPT}", "--steps", "{{steps}}", "--seed", "{{seed}}", "--out", "{{out}}"]')
+    out = tmp_path / "runs"
+    r = run("run", str(write(tmp_path, suite_text(command=cmd, amp=False, regex=False, timeout=200))), "--out",
+            str(out), "--no-report")
+    assert r.exit_code == 3, r.output              # fp32 only: nothing compared, never 0
+    t = trials(out)["fp32__seed0"]
+    assert t["status"] == "ok", t["error"]
+    assert t["world_size"] == 2 and len(t["steps"]) == 12 and t["steps"][0]["samples"] == 32
+    assert sorted(m["rank"] for m in t["memory"]["per_rank"]) == [0, 1]   # the launcher itself never stepped

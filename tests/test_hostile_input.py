@@ -24,7 +24,7 @@ from tests.factories import make_run, make_suite, make_trials
 
 cli = CliRunner()
 FIX = Path(__file__).parent / "fixtures"
-MV3 = FIX / "paddleocr" / "det_mv3_db_amp.yml"
+MV3 = FIX / "paddleocr" / "det_mv3_db_global_amp.yml"  # the Global.use_amp format: the bad values go there
 NLP = FIX / "paddlenlp" / "trainer_args_fp16_o2.json"
 
 

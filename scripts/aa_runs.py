@@ -112,23 +112,42 @@ def _rules(run_dir: str) -> list[dict]:
 
 # ---------------------------------------------------------------- issue 23 acceptance
 
-PLANT = '''"""Planted code slowdown for scripts/aa_runs.py accept: extra host work in every optimizer step."""
+PLANT = '''"""Planted code slowdown for scripts/aa_runs.py accept: extra host work in every optimizer step.
+
+Every optimizer class that defines its own step() is patched (Adam, SGD ... override the base class's),
+the classes defined later too; the nested call of a subclass's step into its base's spins once."""
 import os, time
 _F = float(os.environ.get("AMPBENCH_PLANT_SLOW", "0") or 0)
 if _F > 0:
     import paddle
-    _orig = paddle.optimizer.Optimizer.step
-    _last = [None]
-    def _slow_step(self, *a, **k):
-        out = _orig(self, *a, **k)
-        now = time.perf_counter()
-        if _last[0] is not None:  # spin for F / (1 - F) of the step so far: throughput x (1 - F)
-            end = now + (now - _last[0]) * _F / (1 - _F)
-            while time.perf_counter() < end:
-                pass
-        _last[0] = time.perf_counter()
-        return out
-    paddle.optimizer.Optimizer.step = _slow_step
+    _last, _depth = [None], [0]
+
+    def _slowed(step):
+        def _slow_step(self, *a, **k):
+            _depth[0] += 1
+            try:
+                out = step(self, *a, **k)
+            finally:
+                _depth[0] -= 1
+            if _depth[0]:
+                return out
+            now = time.perf_counter()
+            if _last[0] is not None:  # spin for F / (1 - F) of the step so far: throughput x (1 - F)
+                end = now + (now - _last[0]) * _F / (1 - _F)
+                while time.perf_counter() < end:
+                    pass
+            _last[0] = time.perf_counter()
+            return out
+        return _slow_step
+
+    _todo, _seen = [paddle.optimizer.Optimizer], set()
+    while _todo:
+        _cls = _todo.pop()
+        if _cls not in _seen:
+            _seen.add(_cls)
+            if "step" in vars(_cls):
+                _cls.step = _slowed(vars(_cls)["step"])
+            _todo.extend(_cls.__subclasses__())
 '''
 
 

@@ -16,7 +16,13 @@ samples/s over the window (sum of step times). Target: both >= 0.98. The ratio i
 mean of the per-pair ratios with a paired t interval (the pair is the unit: one process of identical
 code took 0.585 to 1.075 ms per step on the toy, so one pair proves little), and the pairs a +-2%
 claim needs at the spread seen (`inference.paired_ratio`).  `--affinity 0` pins both sides of every
-pair to the same CPU set (pyperf's --affinity).  The load average is printed: on a shared machine the
+pair to the same CPU set (pyperf's --affinity).
+
+`--same-process` runs both sides of every pair in ONE fresh process (alternating which goes first),
+the ampbench side through `launch.inprocess.launch_in_process` (the worker's own `run_trial`): a
+process that lands on a slow virtual CPU is slow for both sides, so the pair ratio isolates the
+harness's per-step code from process placement.  What it leaves out (the worker's start-up, its
+event pipe to a real parent) is outside the measured window in either mode.  The load average is printed: on a shared machine the
 ratio is only indicative; take numbers on an idle machine.
 """
 
@@ -89,8 +95,8 @@ def bare(name: str, cpus: list[int] | None = None) -> dict:
 
 
 def harness(name: str, out: Path, cpus: list[int] | None = None) -> dict:
-    from ampbench.config import Suite
     from ampbench.commands.run import TrialSpec, launch_trial
+    from ampbench.config import Suite
     from ampbench.results import RunDir
 
     w = WORKLOADS[name]
@@ -113,16 +119,53 @@ def harness(name: str, out: Path, cpus: list[int] | None = None) -> dict:
             "median_cpu_s": statistics.median(cpu) if None not in cpu else None}
 
 
+def same_process(name: str, pairs: int, out: Path, cpus: list[int] | None = None) -> dict:
+    """Both sides, `pairs` times, in this process (order alternating); the lists of per-side results."""
+    from ampbench.config import Suite
+    from ampbench.launch.inprocess import launch_in_process
+    from ampbench.results import RunDir
+    from ampbench.trackers.placement import pin
+    from ampbench.trial.spec import TrialSpec
+
+    pin(cpus)
+    w = WORKLOADS[name]
+    suite = Suite.model_validate({
+        "suite": {"name": "overhead", "workload": w["workload"], "metric": w["metric"]},
+        "workload": w["params"], "train": {"batch_size": w["batch"], "steps": w["steps"], "warmup_steps": w["warmup"]},
+        "modes": [{"name": "fp32"}]})
+    run, h, b = RunDir(out), [], []
+
+    def ours(i: int) -> dict:
+        spec = TrialSpec(suite=suite.model_dump(mode="json"), suite_file="-", profile="bench",
+                         config_hash=suite.config_hash(), mode="fp32", seed=0,
+                         trial_path=str(run.trial_path("fp32", i)), cache_dir=str(Path(tempfile.gettempdir()) / "ampbench-bench"))
+        t = launch_in_process(spec)
+        if t.status != "ok":
+            raise SystemExit(f"harness trial failed: {t.error}")
+        cpu = [getattr(s, "cpu_s", None) for s in t.measured_steps()]
+        return {"samples_per_s": t.throughput.samples_per_s, "median_s": t.throughput.step_time_median_s,
+                "median_cpu_s": statistics.median(cpu) if None not in cpu else None}
+
+    for i in range(pairs):
+        if i % 2:
+            h.append(ours(i))
+            b.append(bare(name))
+        else:
+            b.append(bare(name))
+            h.append(ours(i))
+    return {"ampbench": h, "bare": b}
+
+
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.3f} ms"
 
 
-def compare(name: str, pairs: int, tmp: Path, cpus: list[int] | None = None) -> dict:
+def compare(name: str, pairs: int, tmp: Path, cpus: list[int] | None = None, in_one: bool = False) -> dict:
     from ampbench.judge.inference import paired_ratio
 
     h, b = [], []
     pin_args = ["--affinity", ",".join(map(str, cpus))] if cpus else []
-    for i in range(pairs):
+    for i in range(pairs if not in_one else 0):
         h.append(harness(name, tmp, cpus))
         res = subprocess.run([sys.executable, __file__, "--bare", name, *pin_args], capture_output=True, text=True,
                              check=True)
@@ -130,6 +173,14 @@ def compare(name: str, pairs: int, tmp: Path, cpus: list[int] | None = None) -> 
         print(f"{name} pair {i + 1}: median step ampbench {h[-1]['median_s'] * 1e3:.3f} ms, "
               f"bare {b[-1]['median_s'] * 1e3:.3f} ms; CPU time ampbench {_ms(h[-1]['median_cpu_s'])}, "
               f"bare {_ms(b[-1]['median_cpu_s'])}", flush=True)
+    if in_one:  # one fresh process holds every pair
+        res = subprocess.run([sys.executable, __file__, "--one-process", name, "--pairs", str(pairs), "--tmp", str(tmp),
+                              *pin_args], capture_output=True, text=True, check=True)
+        got = json.loads(res.stdout.strip().splitlines()[-1])
+        h, b = got["ampbench"], got["bare"]
+        for i, (x, y) in enumerate(zip(h, b)):
+            print(f"{name} pair {i + 1} (one process): median step ampbench {x['median_s'] * 1e3:.3f} ms, "
+                  f"bare {y['median_s'] * 1e3:.3f} ms", flush=True)
     med = statistics.median(x["median_s"] for x in b) / statistics.median(x["median_s"] for x in h)
     sps = statistics.median(x["samples_per_s"] for x in h) / statistics.median(x["samples_per_s"] for x in b)
     # per pair: ampbench throughput / bare throughput = bare step time / ampbench step time
@@ -137,7 +188,7 @@ def compare(name: str, pairs: int, tmp: Path, cpus: list[int] | None = None) -> 
     rate = paired_ratio([x["samples_per_s"] for x in h], [x["samples_per_s"] for x in b], claim=CLAIM)
     return {"workload": name, "pairs": pairs, "ratio_median_step": med, "ratio_samples_per_s": sps,
             "paired_median_step": step.__dict__, "paired_samples_per_s": rate.__dict__,
-            "step_text": step.text(CLAIM), "rate_text": rate.text(CLAIM), "affinity": cpus,
+            "step_text": step.text(CLAIM), "rate_text": rate.text(CLAIM), "affinity": cpus, "same_process": in_one,
             "ok": min(step.low, rate.low) >= 0.98 if step.pairs >= 2 else None, "ampbench": h, "bare": b}
 
 
@@ -147,7 +198,10 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--json", type=Path, default=None, help="Also write the results here")
     ap.add_argument("--affinity", default=None, help="Pin both sides of every pair to this CPU set, e.g. 0 or 0-1")
+    ap.add_argument("--same-process", action="store_true", help="Both sides of every pair in one fresh process")
     ap.add_argument("--bare", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--one-process", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", type=Path, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     from ampbench.commands.run_plan import parse_cpus
 
@@ -155,17 +209,21 @@ def main() -> int:
     if a.bare:
         print(json.dumps(bare(a.bare, cpus)))
         return 0
+    if a.one_process:
+        print(json.dumps(same_process(a.one_process, a.pairs, a.tmp or Path(tempfile.mkdtemp()), cpus)))
+        return 0
     names = ["toy", "resnet"] if a.workload == "both" else [a.workload]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            results.append(compare(name, a.pairs, Path(tmp), cpus))
+            results.append(compare(name, a.pairs, Path(tmp), cpus, a.same_process))
     load = os.getloadavg()
     ok = True
     for r in results:
         ok &= bool(r["ok"])
         print(f"{r['workload']}: ampbench/bare, median step {r['step_text']}; samples/s {r['rate_text']}  "
-              f"(target: lower bound >= 0.98; pinned to {r['affinity'] or 'no CPU set'})")
+              f"(target: lower bound >= 0.98; pinned to {r['affinity'] or 'no CPU set'}"
+              f"{'; both sides in one process' if r['same_process'] else ''})")
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     if a.json:
         a.json.write_text(json.dumps({"results": results, "loadavg": load}, indent=1))

@@ -16,6 +16,11 @@
 #                         DIR/<device-slug>/<suite>.json
 #   --history DIR         history folder (default: results/history; with --dry-run: OUT/history)
 #   --save-baselines      after checking, write each suite's baseline (refresh on purpose: see docs/nightly.md)
+#   --until-decided       `ampbench run --until-decided` against the suite's stored baseline: seeds are
+#                         added (matched pairs) until every speed, memory, parity and history rule decides
+#   --max-seeds N         with --until-decided: the seed cap per mode (default 8)
+#   --budget DURATION     with --until-decided: the time budget per suite, e.g. 45m (default: none)
+#   --run-arg ARG         passed verbatim to every `ampbench run` (repeatable), e.g. --run-arg --devices=all
 #   --strict / --no-strict  INCONCLUSIVE exits 1 (default on GPU) / 3 (default with --dry-run)
 #   --runs-only           run and check only (no history, report or dashboard): one job of a fan-out
 #   --combine DIR...      run nothing: gather the run folders under each DIR (collected from several
@@ -34,8 +39,8 @@ PY="${PYTHON:-python3}"
 ab() { "$PY" -m ampbench.cli "$@"; }
 
 dry_run=0 strict="" save=0 out="" history="" baselines="results/baselines" seeds=""
-runs_only=0 site="" branch="" push=0
-suites=() sets=() combine_dirs=()
+runs_only=0 site="" branch="" push=0 until=0 max_seeds=8 budget=""
+suites=() sets=() combine_dirs=() run_extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
@@ -46,6 +51,10 @@ while [ $# -gt 0 ]; do
     --baselines) baselines="$2"; shift ;;
     --history) history="$2"; shift ;;
     --save-baselines) save=1 ;;
+    --until-decided) until=1 ;;
+    --max-seeds) max_seeds="$2"; shift ;;
+    --budget) budget="$2"; shift ;;
+    --run-arg) run_extra+=("$2"); shift ;;
     --strict) strict=1 ;;
     --no-strict) strict=0 ;;
     --runs-only) runs_only=1 ;;
@@ -53,7 +62,7 @@ while [ $# -gt 0 ]; do
     --history-branch) branch="$2"; shift ;;
     --push) push=1 ;;
     --combine) shift; combine_dirs=("$@"); [ $# -gt 0 ] || { echo "nightly.sh: --combine needs folders" >&2; exit 2; }; break ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "nightly.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -147,6 +156,9 @@ fi
 mkdir -p "$history" || exit 2
 echo "nightly: ${#suites[@]} suite(s), ${#combine_dirs[@]} collected folder(s), profile ${profile[1]}, output $out"
 
+this_device() {  # the device slug of this machine, as its trials will record it (before a run)
+  "$PY" -c "from ampbench.trackers.env import device_slug, environment; print(device_slug(environment()))"
+}
 device_of() {  # the device slug the run's trials recorded (ampbench.trackers.device.device_slug)
   "$PY" - "$1" <<'PY'
 import sys
@@ -184,9 +196,17 @@ run_suite() {  # SUITE_FILE: run, check against its baseline, optionally save a 
   local suite=$1 before rc_run run_dir name slug base_file rc
   before="$(list_runs)"
   echo "=== $suite"
+  local until_args=()
+  if [ "$until" = 1 ]; then
+    until_args=(--until-decided --max-seeds "$max_seeds" ${budget:+--budget "$budget"})
+    name="$("$PY" -c "import sys; from ampbench.config import load_suite; print(load_suite(sys.argv[1]).suite.suite.name)" "$suite")" \
+      && slug="$(this_device)" && [ -f "$baselines/$slug/$name.json" ] \
+      && until_args+=(--baseline "$baselines/$slug/$name.json")
+  fi
   # The run's own check (no baseline) is dropped from the log: `ab check` below prints the one that
   # counts, against the baseline (each suite's table once).
   ab run "$suite" "${profile[@]}" "${seed_args[@]+"${seed_args[@]}"}" "${set_args[@]+"${set_args[@]}"}" \
+    "${until_args[@]+"${until_args[@]}"}" "${run_extra[@]+"${run_extra[@]}"}" \
     --out "$runs_root" --no-report | sed '/^ampbench check: /,$d'
   rc_run=${PIPESTATUS[0]}
   run_dir="$(comm -13 <(echo "$before") <(list_runs) | head -n 1)"
@@ -205,7 +225,11 @@ run_suite() {  # SUITE_FILE: run, check against its baseline, optionally save a 
   else
     echo "nightly: no baseline $base_file: $name is judged on its own (save one with --save-baselines)"
   fi
-  ab check "$run_dir" "${base_arg[@]+"${base_arg[@]}"}" "${strict_arg[@]+"${strict_arg[@]}"}"
+  # The history (when this job keeps one) gives the history rules their run-to-run drift.
+  local hist_arg=()
+  [ "$runs_only" = 0 ] && [ -n "$(ls -A "$history" 2>/dev/null)" ] && hist_arg=(--history "$history")
+  ab check "$run_dir" "${base_arg[@]+"${base_arg[@]}"}" "${hist_arg[@]+"${hist_arg[@]}"}" \
+    "${strict_arg[@]+"${strict_arg[@]}"}"
   rc=$?
   # Save unless trials crashed: judged by the run's own check (no baseline), so that a deliberate
   # suite change, which the old baseline refuses (config hash mismatch, exit 2), can be re-baselined.

@@ -52,3 +52,21 @@ def cache_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     d = tmp_path / "cache"
     monkeypatch.setenv("AMPBENCH_CACHE", str(d))
     return d
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch folder as the current directory, its own cache, AMPBENCH_FAULT cleared."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AMPBENCH_FAULT", raising=False)
+    monkeypatch.setenv("AMPBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+@pytest.fixture
+def run_dir(work: Path) -> Path:
+    """A finished two-seed run folder made by the factories (no paddle, no training)."""
+    from tests.factories import make_run, make_suite, make_trials
+
+    s = make_suite(seeds=(0, 1))
+    return make_run(work / "runs", s, make_trials(s, n_steps=20, config_hash=s.config_hash()))

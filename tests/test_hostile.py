@@ -47,15 +47,6 @@ def listing(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A scratch folder as the current directory; AMPBENCH_FAULT cleared."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AMPBENCH_FAULT", raising=False)
-    monkeypatch.setenv("AMPBENCH_CACHE", str(tmp_path / "cache"))
-    return tmp_path
-
-
 def suite_file(work: Path, text: str, name: str = "s.toml") -> Path:
     p = work / name
     p.write_text(text, encoding="utf-8")
@@ -188,12 +179,6 @@ def test_parse_bytes_and_fault_parsing_units():
 
 
 # ---------------------------------------------------------------- result files: exit 2 naming the file
-
-
-@pytest.fixture
-def run_dir(work: Path) -> Path:
-    s = make_suite(seeds=(0, 1))
-    return make_run(work / "runs", s, make_trials(s, n_steps=20, config_hash=s.config_hash()))
 
 
 def _break(run: Path, how: str) -> str:

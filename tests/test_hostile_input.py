@@ -41,20 +41,6 @@ def one_error_line(r) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AMPBENCH_FAULT", raising=False)
-    monkeypatch.setenv("AMPBENCH_CACHE", str(tmp_path / "cache"))
-    return tmp_path
-
-
-@pytest.fixture
-def run_dir(work: Path) -> Path:
-    s = make_suite(seeds=(0, 1))
-    return make_run(work / "runs", s, make_trials(s, n_steps=20, config_hash=s.config_hash()))
-
-
 # ---------------------------------------------------------------- importers: every bad value is `file: key: reason`
 
 OCR_BAD = {

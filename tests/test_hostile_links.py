@@ -20,7 +20,6 @@ from ampbench.cli import app
 from ampbench.launch.process import Limits, run_worker
 from ampbench.results import ResultsError, RunDir
 from ampbench.results.summary import write_summary_csv
-from tests.factories import make_run, make_suite, make_trials
 
 cli = CliRunner()
 SECRET = b"SECRET-TOKEN-ghp_0123456789abcdef\n"
@@ -56,20 +55,6 @@ class Outside:
 @pytest.fixture
 def outside(tmp_path: Path) -> Outside:
     return Outside(tmp_path)
-
-
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AMPBENCH_FAULT", raising=False)
-    monkeypatch.setenv("AMPBENCH_CACHE", str(tmp_path / "cache"))
-    return tmp_path
-
-
-@pytest.fixture
-def run_dir(work: Path) -> Path:
-    s = make_suite(seeds=(0, 1))
-    return make_run(work / "runs", s, make_trials(s, n_steps=20, config_hash=s.config_hash()))
 
 
 def no_secret_in(folder: Path) -> None:

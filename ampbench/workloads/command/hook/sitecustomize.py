@@ -61,7 +61,7 @@ class _State:
         self.stop_after = int(os.environ.get("AMPBENCH_HOOK_STOP_AFTER", "0") or 0)
         self.stats_steps = int(os.environ.get("AMPBENCH_HOOK_STATS_STEPS", "2") or 2)
         self.warmup = int(os.environ.get("AMPBENCH_HOOK_WARMUP", "0") or 0)
-        self.pending: list[str] = []
+        self.pending: list[dict[str, object]] = []
         self.lock = threading.Lock()
         self.step = 0
         self.depth = 0
@@ -77,19 +77,20 @@ class _State:
         self.ended = False
 
     def emit(self, **ev: object) -> None:
-        line = json.dumps(ev) + "\n"
-        with self.lock:
-            self.pending.append(line)
+        """Queue one event; it is serialised by the flusher, off the program's step (list.append is
+        atomic under the GIL, so the hot path takes no lock)."""
+        self.pending.append(ev)
 
     def flush(self) -> None:
         """Write what is pending (a background thread does it every FLUSH_EVERY_S, so steps before a
         hang or a kill still reach the file; the program's own thread never waits on the disk)."""
         with self.lock:
-            lines, self.pending = self.pending, []
-        if not lines or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
+            n = len(self.pending)
+            events, self.pending[:n] = self.pending[:n], []
+        if not events or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
             return
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write("".join(lines))
+            f.write("".join(json.dumps(ev) + "\n" for ev in events))
 
     def start_flusher(self) -> None:
         def loop() -> None:
@@ -104,11 +105,17 @@ S: _State | None = None
 
 def _loss_value(st: _State) -> float | None:
     total, seen = 0.0, False
-    for t in st.losses:
+    for t in st.losses:   # item() first: Tensor.size costs ~10 us a call, a step's budget is ~1 ms
         try:
-            total += float(t.item()) if getattr(t, "size", 1) == 1 else float(t.sum().item())
+            total += float(t.item())
             seen = True
-        except (TypeError, ValueError, RuntimeError):
+        except ValueError:    # more than one element (a loss backward() ran on without reducing it)
+            try:
+                total += float(t.sum().item())
+                seen = True
+            except (TypeError, ValueError, RuntimeError):
+                pass
+        except (TypeError, RuntimeError):
             pass
     st.losses.clear()
     st.scaled.clear()

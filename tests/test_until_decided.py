@@ -370,3 +370,73 @@ def test_run_baseline_last_without_a_previous_run_is_a_warning(tmp_path):
     assert _resolve_baseline(RunDir(path), Path("last"), Console(file=buf, width=200)) is None
     assert "no earlier run" in buf.getvalue() and "without a baseline" in buf.getvalue()
     assert _resolve_baseline(RunDir(path), tmp_path / "b.json", Console(file=buf)) == tmp_path / "b.json"
+
+
+# --- the effect seen so far, and the baseline's own trials (until.projected_seeds) --------------------
+
+def _hist(ratio: float, n_cur: int, n_base: int, drift: float = 0.01) -> RuleResult:
+    return RuleResult(suite="s", mode=AMP, rule="history-throughput", status="INCONCLUSIVE", observed=None,
+                      threshold=None, message="m", details={"ratio": ratio, "seeds": [n_cur, n_base], "drift_sd": drift})
+
+
+def _speed(estimate: float) -> RuleResult:
+    return RuleResult(suite="s", mode=AMP, rule="speedup", status="INCONCLUSIVE", observed=None, threshold=None,
+                      message="m", details={"estimate": estimate})
+
+
+TH = make_suite().thresholds
+
+
+def test_a_large_effect_gets_seeds_the_design_planner_would_refuse():
+    """The planner sizes for a 10% slowdown (> cap at this spread); a 30% one seen so far is decidable."""
+    rows = [PlanRow(mode=AMP, rule="history-throughput", spread=0.08, effect="e", seeds_needed=40, seeds_run=3)]
+    n = until.needs([ModeVerdict(suite="s", mode=AMP, verdict="INCONCLUSIVE", rules=[_hist(0.70, 3, 12)])],
+                    rows, 3, 12, TH)
+    assert until.want_more(n) and "would be decided at about" in until.summary(n)
+    # without the thresholds (the old call) the planner alone decides: give up
+    assert not until.want_more(until.needs([ModeVerdict(suite="s", mode=AMP, verdict="INCONCLUSIVE",
+                                                        rules=[_hist(0.70, 3, 12)])], rows, 3, 12))
+
+
+def test_a_small_baseline_bounds_the_history_comparison():
+    """At spread 0.23 (the toy machine) a 3-trial baseline alone keeps se >= 0.13: no seeds here help."""
+    p = until.projected_seeds(_hist(0.80, 3, 3), 0.23, TH)
+    assert p is not None and p.seeds is None and p.baseline_bound
+    rows = [PlanRow(mode=AMP, rule="history-throughput", spread=0.23, effect="e", seeds_needed=6, seeds_run=3)]
+    n = until.needs([ModeVerdict(suite="s", mode=AMP, verdict="INCONCLUSIVE", rules=[_hist(0.80, 3, 3)])],
+                    rows, 3, 12, TH)
+    assert not until.want_more(n) and "baseline's 3 trials" in until.summary(n)
+    assert not until.projected_seeds(_hist(0.80, 3, 40), 0.05, TH).baseline_bound
+
+
+def test_projected_seeds_shrink_as_the_effect_grows_and_speedup_grows_both_arms():
+    sizes = [until.projected_seeds(_speed(s), 0.10, TH).seeds for s in (1.10, 1.20, 1.50, 2.0)]
+    assert all(a >= b for a, b in zip(sizes, sizes[1:])) and sizes[0] > sizes[-1], sizes
+    assert until.projected_seeds(_speed(1.0), 0.10, TH).seeds is None          # on the threshold: never
+    assert until.projected_seeds(_speed(1.01), 0.10, TH).seeds is None         # beyond the 64 limit
+
+
+@pytest.mark.parametrize("ratio, sd, n_base", [(0.85, 0.08, 12), (0.75, 0.15, 30), (1.02, 0.08, 30)])
+def test_projection_is_where_the_rule_code_decides_about_half_the_time(ratio, sd, n_base):
+    """The projection puts the estimate's own bound on the threshold: when the truth IS the estimate,
+    the rule's bounds (inference.log_ratio_bounds, nominal levels) decide at that n in roughly half the
+    runs, and clearly more often at 3x the seeds."""
+    from ampbench.judge import inference
+
+    p = until.projected_seeds(_hist(ratio, 3, n_base, drift=0.0), sd, TH)
+    assert p is not None and p.seeds is not None and 3 <= p.seeds <= 64
+    rng = np.random.default_rng(7)
+    thr = 1 - TH.history_min_change
+
+    def decided(n: int) -> float:
+        hits = 0
+        for _ in range(400):
+            cur = np.exp(rng.normal(np.log(ratio), sd, n))
+            base = np.exp(rng.normal(0.0, sd, n_base))
+            b = inference.log_ratio_bounds(cur, base, TH.confidence, fail_confidence=1 - TH.history_alpha)
+            hits += inference.decide_bounds(b, thr) != "INCONCLUSIVE"
+        return hits / 400
+
+    at, more = decided(max(p.seeds, 2)), decided(3 * max(p.seeds, 2))
+    assert 0.2 <= at <= 0.8, (p.seeds, at)
+    assert more > at + 0.1, (at, more)

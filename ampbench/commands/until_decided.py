@@ -63,7 +63,7 @@ def extend(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]]
             base = load_baseline(opts.baseline, suite=info.suite, device=device_slug(ok[0].env) if ok else None)
         verdicts = check_trials(suite, trials, plan, baseline=base, allow_mismatch=False, design=design)
         k = design.looks[-1]
-        needs = until.needs(verdicts, plan_for(suite, trials), k, design.max_seeds)
+        needs = until.needs(verdicts, plan_for(suite, trials), k, design.max_seeds, suite.thresholds)
         if not until.want_more(needs):
             console.print(f"until-decided: stop at {k} seeds per mode: {escape(until.summary(needs))}", soft_wrap=True)
             return suite

@@ -4,15 +4,24 @@ Seeds are added while a rule that more seeds can decide is INCONCLUSIVE: speedup
 history-throughput and history-metric (memory is close to deterministic and INCONCLUSIVE only when not
 recorded; informational rules, i.e. AMP inactive, and "measurement disturbed" ones cannot be decided by
 more of the same measurement).  A rule is given up when the seed planner (planner.plan_for, from the
-spreads seen so far) needs more seeds than the cap for the effect it must detect: adding seeds would
-spend GPU-hours on a decision the cap cannot reach.  The error rates over all looks are those of the
-sequential levels (judge.sequential), simulated in tests/test_verdict_sim.py.
+spreads seen so far) needs more seeds than the cap for the effect it must detect AND the effect seen so
+far would not be decided within the cap either (`projected_seeds`: a large slowdown is decided with
+far fewer seeds than the planner's design effect needs); adding seeds would spend GPU-hours on a
+decision the cap cannot reach.  A history comparison is also bounded by its baseline's trials, which
+this run cannot add to: when they alone keep the interval too wide, the stop says so (save a baseline
+with more seeds).  Stopping early only removes chances to decide, so the error rates over all looks
+are at most those of the sequential levels (judge.sequential), simulated in tests/test_verdict_sim.py
+with every look up to the cap.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from scipy import stats as st
+
+from ampbench.config import Thresholds
 from ampbench.judge.planner import PlanRow
 from ampbench.results.verdicts import ModeVerdict, RuleResult
 
@@ -34,8 +43,71 @@ def _details(r: RuleResult) -> dict:
     return r.details
 
 
-def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seeds: int) -> list[Need]:
-    """Every INCONCLUSIVE seeded rule, with whether another seed (within `max_seeds`) can decide it."""
+@dataclass(frozen=True)
+class Projection:
+    """Seeds per mode at which the effect seen so far would be decided (None: never), and why not."""
+
+    seeds: int | None
+    effect: float          # the log ratio seen
+    baseline_bound: bool   # the baseline's own trials keep the interval too wide, whatever this run adds
+
+
+def projected_seeds(r: RuleResult, spread: float | None, th: Thresholds, limit: int = 64) -> Projection | None:
+    """For speedup and history-throughput (log-ratio rules): the fewest seeds per mode n at which a
+    one-sided bound around the estimate seen so far would clear the threshold, at the nominal levels
+    (PASS at `confidence`, FAIL at 1 - alpha; t quantiles on the two arms' degrees of freedom, the final
+    looks' levels being close to these).  speedup: both arms grow, se^2 = sd^2 * 2/n.  history: the
+    baseline's n_b trials are fixed, se^2 = sd^2 * (1/n + 1/n_b) + drift^2.  None when the rule has no
+    estimate or spread yet."""
+    d = _details(r)
+    if spread is None or spread <= 0:
+        return None
+    if r.rule == "speedup" and d.get("estimate"):
+        est, thr, alpha, fixed, drift = float(d["estimate"]), th.min_speedup, th.fail_alpha, None, 0.0
+    elif r.rule == "history-throughput" and d.get("ratio") and len(d.get("seeds") or []) == 2:
+        est, thr, alpha = float(d["ratio"]), 1 - th.history_min_change, th.history_alpha
+        fixed, drift = int(d["seeds"][1]), float(d.get("drift_sd") or 0.0)
+    else:
+        return None
+    eff = math.log(est)
+    gap = abs(eff - math.log(thr))
+    level = th.confidence if eff > math.log(thr) else 1 - alpha
+    if fixed is not None:   # even infinitely many seeds here leave the baseline's share of the variance
+        z = float(st.norm.ppf(level))
+        if gap <= z * math.sqrt(spread ** 2 / fixed + drift ** 2):
+            return Projection(None, eff, gap > 0)
+    for n in range(2, limit + 1):
+        var = spread ** 2 * (2 / n if fixed is None else 1 / n + 1 / fixed) + drift ** 2
+        df = 2 * n - 2 if fixed is None else n + fixed - 2
+        if float(st.t.ppf(level, df)) * math.sqrt(var) < gap:
+            return Projection(n, eff, False)
+    return Projection(None, eff, False)
+
+
+def _judge_need(mode: str, r: RuleResult, row: PlanRow | None, max_seeds: int, th: Thresholds | None) -> Need:
+    """Whether more seeds can decide one INCONCLUSIVE, non-informational, undisturbed rule."""
+    if row is None or row.spread is None:
+        return Need(mode, r.rule, True, "spread not known yet")
+    proj = projected_seeds(r, row.spread, th) if th is not None else None
+    if proj is not None and proj.baseline_bound:
+        n_b = _details(r)["seeds"][1]
+        return Need(mode, r.rule, False, f"the baseline's {n_b} trials keep this comparison undecided at spread "
+                                         f"{row.spread:.3g}, whatever this run adds: save a baseline with more seeds")
+    if row.seeds_needed is not None and row.seeds_needed <= max_seeds:
+        return Need(mode, r.rule, True, f"the planner needs {row.seeds_needed} seeds (cap {max_seeds})")
+    if proj is not None and proj.seeds is not None and proj.seeds <= max_seeds:
+        return Need(mode, r.rule, True, f"the change seen ({math.exp(proj.effect) - 1:+.1%}) would be decided at "
+                                        f"about {proj.seeds} seeds (cap {max_seeds})")
+    need = "> 64" if row.seeds_needed is None else str(row.seeds_needed)
+    seen = "" if proj is None else (f"; the change seen ({math.exp(proj.effect) - 1:+.1%}) needs "
+                                    f"{'> 64' if proj.seeds is None else proj.seeds}")
+    return Need(mode, r.rule, False, f"the planner needs {need} seeds{seen}, beyond the cap of {max_seeds}")
+
+
+def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seeds: int,
+          th: Thresholds | None = None) -> list[Need]:
+    """Every INCONCLUSIVE seeded rule, with whether another seed (within `max_seeds`) can decide it;
+    `th` (the suite's thresholds) lets the effect seen so far count (projected_seeds)."""
     plan = {(r.mode, r.rule): r for r in rows}
     out = []
     for v in verdicts:
@@ -48,14 +120,7 @@ def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seed
             if _details(r).get("disturbed"):
                 out.append(Need(v.mode, r.rule, False, "measurement disturbed: more seeds measure the same machine"))
                 continue
-            row = plan.get((v.mode, PLANNER_RULE.get(r.rule, r.rule)))
-            if row is None or row.spread is None:
-                out.append(Need(v.mode, r.rule, True, "spread not known yet"))
-            elif row.seeds_needed is None or row.seeds_needed > max_seeds:
-                need = "> 64" if row.seeds_needed is None else str(row.seeds_needed)
-                out.append(Need(v.mode, r.rule, False, f"the planner needs {need} seeds, beyond the cap of {max_seeds}"))
-            else:
-                out.append(Need(v.mode, r.rule, True, f"the planner needs {row.seeds_needed} seeds (cap {max_seeds})"))
+            out.append(_judge_need(v.mode, r, plan.get((v.mode, PLANNER_RULE.get(r.rule, r.rule))), max_seeds, th))
     if seeds >= max_seeds:
         out = [Need(n.mode, n.rule, False, f"seed cap {max_seeds} reached") for n in out]
     return out

@@ -7,6 +7,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from ampbench.core.records import Interference, Trial
+from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_record import EventReader, amp_info, memory_of, step_record, throughput_check
 from ampbench.trial.context import TrialContext
 from ampbench.workloads.command.params import CommandParams
@@ -59,7 +61,8 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
 
 
 def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, code: int | None,
-                   launch_error: str, left: list[int], peak_rss: int, out: Path) -> None:
+                   launch_error: str, left: list[int], peak_rss: int, out: Path,
+                   gpu: ProgramGpu | None = None) -> None:
     from ampbench.trackers.clock import throughput
 
     t = tr.trial
@@ -78,6 +81,8 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
             t.env.device_name = lead.start["device_name"]
     t.throughput = throughput(t.steps)
     t.memory = memory_of(reader, peak_rss)
+    if gpu is not None and lead is not None:
+        nvml_fields(t, gpu, lead.steps[:len(t.steps)], tr.suite.train.warmup_steps)
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
@@ -101,3 +106,22 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     t.error = why
     if why is not None:
         t.log_tail = output.tail_text() or None
+
+
+def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: int) -> None:
+    """NVML's memory, energy (and J/sample) and interference over the measured window, into the
+    fields the built-in workloads fill; nothing when the program never reported a GPU (CPU: null)."""
+    window, gaps = measured_window(steps, warmup)
+    got = gpu.fields(window, gaps)
+    if not got:
+        return
+    t.memory.errors = {**t.memory.errors, **got.pop("errors", {})}
+    interference = got.pop("interference", {})
+    for key, value in got.items():
+        setattr(t.memory, key, value)
+    samples = sum(s.samples for s in t.measured_steps())
+    if t.memory.energy_j is not None and samples:
+        t.memory.energy_j_per_sample = t.memory.energy_j / samples
+    if interference:
+        current = t.interference.model_dump() if t.interference is not None else {}
+        t.interference = Interference.model_validate({**current, **interference})

@@ -18,6 +18,11 @@ Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the 
 are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
 timed region. With AMPBENCH_HOOK_STOP_AFTER = N > 0 the program is ended cleanly (SystemExit(0),
 so `finally` blocks and atexit run) right after its N-th step.
+
+NVML is not read here: each step event carries its end time (`at`, time.perf_counter, the system-wide
+monotonic clock) and the evaluations inside it, and the start event names the GPU (CUDA variables,
+PCI bus id), so ampbench's worker polls NVML over the program's process tree and cuts memory and
+energy to the measured window (ampbench/trial/command_gpu.py).
 """
 
 from __future__ import annotations

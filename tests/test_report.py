@@ -402,7 +402,8 @@ def test_command_throughput_disagreement_is_shown_escaped_and_agreement_is_not(t
     gets a warning in report.md and report.html; an agreeing cross-check adds nothing."""
     def check(agrees: bool):
         def edit(t):
-            t["workload_info"] = {"throughput_check": {"program_samples_per_s": 40.0, "lines": 3, "ratio": 4.0,
+            t["workload_info"] = {"throughput_check": {"ampbench_samples_per_s": 160.0, "program_samples_per_s": 40.0,
+                                                       "lines": 3, "ratio": 4.0,
                                                        "agrees": agrees, "tolerance": 0.25}}
         return edit
 
@@ -418,6 +419,7 @@ def test_command_throughput_disagreement_is_shown_escaped_and_agreement_is_not(t
     html = check_markdown(path)
     assert "> **Throughput disagrees with the program's own log** in 1 trial(s)" in md
     line = next(ln for ln in md.splitlines() if ln.startswith("> - `fp32__seed0`"))
-    assert "the program's log says 40 (median of 3 line(s)); ratio 4, tolerance 25%" in line
+    assert "ampbench measured 160 samples/s, the program's log says 40 (median of 3 line(s)); ratio 4, " \
+        "tolerance 25%" in line
     assert "Throughput disagrees" in html and "<blockquote>" in html
     assert "Throughput disagrees" in (run / "report.html").read_text()

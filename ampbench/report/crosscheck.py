@@ -17,9 +17,10 @@ MAX_LINES = 10
 def _check(t: Trial) -> dict[str, Any] | None:
     info = t.workload_info if isinstance(t.workload_info, dict) else {}
     check = info.get("throughput_check")
-    ok = isinstance(check, dict) and check.get("agrees") is False
-    return check if ok and all(isinstance(check.get(k), (int, float)) for k in ("program_samples_per_s", "ratio")) \
-        else None
+    if not isinstance(check, dict) or check.get("agrees") is not False:
+        return None
+    numbers = all(isinstance(check.get(k), (int, float)) for k in ("program_samples_per_s", "ratio"))
+    return check if numbers else None
 
 
 def throughput_disagreements(v: RunView) -> str:
@@ -27,11 +28,12 @@ def throughput_disagreements(v: RunView) -> str:
     rows = [(t, c) for t in v.trials if (c := _check(t)) is not None]
     if not rows:
         return ""
-    lines = [f"> **Throughput disagrees with the program's own log** in {len(rows)} trial(s): check that "
-             "`train.batch_size` is the program's real batch per optimizer step (docs/command.md)."]
+    lines = [(f"> **Throughput disagrees with the program's own log** in {len(rows)} trial(s): check that "
+              "`train.batch_size` is the program's real batch per optimizer step (docs/command.md).")]
     for t, c in rows[:MAX_LINES]:
-        tol = c.get("tolerance")
-        lines.append(f"> - {md_code(t.key)}: ampbench measured {num_g(t.throughput.samples_per_s)} samples/s, "
+        tol, ours = c.get("tolerance"), c.get("ampbench_samples_per_s")
+        ours = ours if isinstance(ours, (int, float)) else t.throughput.samples_per_s
+        lines.append(f"> - {md_code(t.key)}: ampbench measured {num_g(float(ours))} samples/s, "
                      f"the program's log says {num_g(float(c['program_samples_per_s']))} "
                      f"(median of {int(c.get('lines') or 0)} line(s)); ratio {num_g(float(c['ratio']), 3)}"
                      + (f", tolerance {num_g(float(tol) * 100, 3)}%" if isinstance(tol, (int, float)) else ""))

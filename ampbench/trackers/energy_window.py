@@ -12,6 +12,7 @@ bound outside the samples gives no energy (None, "not measured"), never a guess.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 Sample = tuple[float, float | None, int | None, int | None]   # (time, energy mJ, own memory, device used)
 
@@ -20,7 +21,7 @@ def counter_at(points: Sequence[tuple[float, float]], t: float) -> float | None:
     """The counter at time `t`, linear between the samples around it; None outside them."""
     if not points or t < points[0][0] or t > points[-1][0]:
         return None
-    for (t0, e0), (t1, e1) in zip(points, points[1:]):
+    for (t0, e0), (t1, e1) in pairwise(points):
         if t0 <= t <= t1:
             return e0 if t1 == t0 else e0 + (e1 - e0) * (t - t0) / (t1 - t0)
     return points[-1][1]   # a single sample exactly at t

@@ -89,11 +89,12 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and lead is not None)
     t.metrics = _metrics(tr, p, output, out)
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped}
-    check = throughput_check(t.throughput.samples_per_s, output.scan, p.throughput_tolerance)
+    ours = mean_rate(t)
+    check = throughput_check(ours, output.scan, p.throughput_tolerance)
     if check is not None:
         info["throughput_check"] = check
         if not check["agrees"]:
-            info["warning"] = (f"ampbench measured {t.throughput.samples_per_s:.4g} samples/s, the program's own "
+            info["warning"] = (f"ampbench measured {ours:.4g} samples/s (mean over the measured steps), the program's own "
                                f"log says {check['program_samples_per_s']:.4g} (ratio {check['ratio']:.3g}): check "
                                "train.batch_size is the program's real batch per optimizer step")
     if left:
@@ -125,3 +126,12 @@ def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: 
     if interference:
         current = t.interference.model_dump() if t.interference is not None else {}
         t.interference = Interference.model_validate({**current, **interference})
+
+
+def mean_rate(t: Trial) -> float:
+    """Samples over time of the measured steps: what a program's own throughput line (an interval's
+    samples over its wall time) measures, unlike the median per-step rate ampbench judges speed by
+    (a slow first step per epoch, e.g. a DataLoader starting its iterator, moves the mean only)."""
+    measured = t.measured_steps()
+    busy = sum(s.time_s for s in measured)
+    return sum(s.samples for s in measured) / busy if busy > 0 else 0.0

@@ -395,3 +395,31 @@ def test_report_from_real_cpu_run(cpu_run):
     assert (cpu_run / "plots" / "loss.png").exists() and not (cpu_run / "plots" / "loss_scale.png").exists()
     assert "AMP was **inactive**: every op ran in float32." in md
 
+
+
+def test_command_throughput_disagreement_is_shown_escaped_and_agreement_is_not(tmp_path):
+    """A command trial whose own log's samples/s disagree with ampbench's (workload_info.throughput_check)
+    gets a warning in report.md and report.html; an agreeing cross-check adds nothing."""
+    def check(agrees: bool):
+        def edit(t):
+            t["workload_info"] = {"throughput_check": {"ampbench_samples_per_s": 160.0, "program_samples_per_s": 40.0,
+                                                       "lines": 3, "ratio": 4.0,
+                                                       "agrees": agrees, "tolerance": 0.25}}
+        return edit
+
+    agreeing = copy_run(tmp_path, "agree")
+    edit_trials(agreeing, check(True))
+    md = write_report([agreeing]).read_text()
+    assert "Throughput disagrees" not in md
+
+    run = copy_run(tmp_path, "disagree")
+    edit_trials(run, lambda t: check(t["mode"] != "fp32" or t["seed"] != 0)(t))
+    path = write_report([run], also_html=True)
+    md = path.read_text()
+    html = check_markdown(path)
+    assert "> **Throughput disagrees with the program's own log** in 1 trial(s)" in md
+    line = next(ln for ln in md.splitlines() if ln.startswith("> - `fp32__seed0`"))
+    assert "ampbench measured 160 samples/s, the program's log says 40 (median of 3 line(s)); ratio 4, " \
+        "tolerance 25%" in line
+    assert "Throughput disagrees" in html and "<blockquote>" in html
+    assert "Throughput disagrees" in (run / "report.html").read_text()

@@ -12,6 +12,7 @@ from typing import Any
 
 from ampbench.core.records import Env, RunInfo
 from ampbench.report import fmt
+from ampbench.report.crosscheck import throughput_disagreements
 from ampbench.report.fmt import DASH, md_code, md_text
 from ampbench.report.view import RunView
 from ampbench.results.history import NOT_CHECKED
@@ -85,6 +86,9 @@ def header(v: RunView) -> str:
     note = inactive(v)
     if note:
         out.append(note)
+    disagree = throughput_disagreements(v)
+    if disagree:
+        out.append(disagree)
     out.append("\n".join(lines))
     return "\n\n".join(out)
 

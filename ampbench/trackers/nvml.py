@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import statistics
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,13 +126,23 @@ class Samples:
     temperature: list[float] = field(default_factory=list)
     throttle: set[str] = field(default_factory=set)
     errors: dict[str, str] = field(default_factory=dict)
+    # with `timeline`: (perf_counter time, energy counter mJ, own processes' memory, device used) per sample
+    timeline: list[tuple[float, float | None, int | None, int | None]] = field(default_factory=list)
 
 
 class Poller:
-    """Samples the resolved device from a thread between `start()` and `stop()`."""
+    """Samples the resolved device from a thread between `start()` and `stop()`.
 
-    def __init__(self, nv: Any, dev: NvmlDevice, pid: int | None = None, interval_s: float = POLL_S) -> None:
+    `pids` (a callable, asked at every sample) widens "this process" to a set: a command trial's
+    program and every process it started (paddle.distributed.launch ranks), whose memory on this GPU
+    is summed per sample. `timeline` keeps every sample with its time, so a window known only
+    afterwards (the hook's measured steps) gets its own energy and peak (trackers/energy_window.py).
+    """
+
+    def __init__(self, nv: Any, dev: NvmlDevice, pid: int | None = None, interval_s: float = POLL_S,
+                 pids: Callable[[], Collection[int]] | None = None, timeline: bool = False) -> None:
         self.nv, self.dev, self.pid, self.interval_s = nv, dev, pid or os.getpid(), interval_s
+        self._pids, self.timeline = pids, timeline
         self.s = Samples()
         self._energy0: float | None = None
         self._paused_mj = 0.0            # energy spent while paused (mid-run evaluations), subtracted
@@ -187,20 +198,32 @@ class Poller:
             self.s.errors.setdefault(self._procs_call, f"{type(exc).__name__}: {exc}"[:200])
             return None
 
+    def _own_memory(self, procs: Any) -> int | None:
+        """This process's memory (or the pid set's, summed) in NVML's list; other pids are foreign."""
+        s = self.s
+        own = set(self._pids()) if self._pids is not None else {self.pid}
+        mine: int | None = None
+        for proc in procs or []:
+            if int(proc.pid) in own:
+                s.own_pid_seen = True
+                if proc.usedGpuMemory:
+                    mine = (mine or 0) + int(proc.usedGpuMemory)
+            else:
+                s.foreign.add(int(proc.pid))
+        if mine:
+            s.process_peak = max(s.process_peak or 0, mine)
+        return mine
+
     def sample(self) -> None:
         nv, p, s = self.nv, self.dev.parent, self.s
         h = self.dev.handle
-        procs = self._processes()
-        for proc in procs or []:
-            if proc.pid == self.pid:
-                s.own_pid_seen = True
-                if proc.usedGpuMemory:
-                    s.process_peak = max(s.process_peak or 0, int(proc.usedGpuMemory))
-            else:
-                s.foreign.add(int(proc.pid))
+        mine = self._own_memory(self._processes())
         mem = self._call("nvmlDeviceGetMemoryInfo", lambda: nv.nvmlDeviceGetMemoryInfo(h))
         if mem is not None:
             s.device_peak = max(s.device_peak or 0, int(mem.used))
+        if self.timeline:
+            used = int(mem.used) if mem is not None else None
+            s.timeline.append((time.perf_counter(), self._energy_mj(), mine, used))
         for name, fn, out, scale in (
             ("nvmlDeviceGetClockInfo", lambda: nv.nvmlDeviceGetClockInfo(p, nv.NVML_CLOCK_SM), s.sm_clock, 1.0),
             ("nvmlDeviceGetPowerUsage", lambda: nv.nvmlDeviceGetPowerUsage(p), s.power_w, 1e-3),

@@ -25,6 +25,7 @@ from typing import Any
 from ampbench.core.files import atomic_write_json
 from ampbench.core.processes import descendants, guarded, kill_tree, tree_rss_bytes
 from ampbench.core.records import Env
+from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_record import EventReader, step_record
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.spec import TrialSpec
@@ -83,12 +84,15 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, events_dir: Path
     return argv, env, p.cwd.format(**v) if p.cwd else None
 
 
-def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples: int) -> int:
-    """Forward step events to the runner until the program ends; returns the tree's peak RSS."""
+def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples: int, gpu: ProgramGpu) -> int:
+    """Forward step events to the runner until the program ends (NVML starts on the GPUs its processes
+    report); returns the tree's peak RSS."""
     peak, sent = 0, 0
     while True:
         done = proc.poll() is not None
-        for owner, ev in reader.poll():
+        new = reader.poll()
+        gpu.see(reader.procs.values())
+        for owner, ev in new:
             if owner is reader.lead() and int(ev["step"]) > sent:
                 rec = step_record(ev, samples, tr.suite.train.warmup_steps)
                 tr.events.queue(event="step", **rec.model_dump(mode="json"))
@@ -137,7 +141,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)
     reader = EventReader(events_dir)
-    code, peak, left, launch_error = None, 0, [], ""
+    code, peak, left, launch_error, gpu = None, 0, [], "", None
     try:
         argv, env, cwd = command_line(tr, p, out, events_dir)
         events.emit(event="phase", phase="program")
@@ -149,15 +153,19 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     else:
         t = threading.Thread(target=output.run, args=(proc.stdout,), daemon=True)
         t.start()
-        peak = _pump(tr, proc, reader, tr.batch)
-        code = proc.wait()
+        gpu = ProgramGpu(proc.pid)
+        try:
+            peak = _pump(tr, proc, reader, tr.batch, gpu)
+            code = proc.wait()
+        finally:
+            gpu.stop()
         left = _leftovers(os.getpid(), proc.pid)
         t.join(timeout=10)
         reader.poll()
     from ampbench.trial.command_finish import finish_command
 
     try:
-        finish_command(tr, p, reader, output, code, launch_error, left, peak, out)
+        finish_command(tr, p, reader, output, code, launch_error, left, peak, out, gpu)
     except Exception as exc:  # recorded, never lost: the trial file says what happened
         tr.trial.status = "crashed"
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]

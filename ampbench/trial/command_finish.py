@@ -7,6 +7,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from ampbench.core.records import Interference, Trial
+from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_record import EventReader, amp_info, memory_of, step_record, throughput_check
 from ampbench.trial.context import TrialContext
 from ampbench.workloads.command.params import CommandParams
@@ -59,7 +61,8 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
 
 
 def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, code: int | None,
-                   launch_error: str, left: list[int], peak_rss: int, out: Path) -> None:
+                   launch_error: str, left: list[int], peak_rss: int, out: Path,
+                   gpu: ProgramGpu | None = None) -> None:
     from ampbench.trackers.clock import throughput
 
     t = tr.trial
@@ -78,17 +81,20 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
             t.env.device_name = lead.start["device_name"]
     t.throughput = throughput(t.steps)
     t.memory = memory_of(reader, peak_rss)
+    if gpu is not None and lead is not None:
+        nvml_fields(t, gpu, lead.steps[:len(t.steps)], tr.suite.train.warmup_steps)
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and lead is not None)
     t.metrics = _metrics(tr, p, output, out)
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped}
-    check = throughput_check(t.throughput.samples_per_s, output.scan, p.throughput_tolerance)
+    ours = mean_rate(t)
+    check = throughput_check(ours, output.scan, p.throughput_tolerance)
     if check is not None:
         info["throughput_check"] = check
         if not check["agrees"]:
-            info["warning"] = (f"ampbench measured {t.throughput.samples_per_s:.4g} samples/s, the program's own "
+            info["warning"] = (f"ampbench measured {ours:.4g} samples/s (mean over the measured steps), the program's own "
                                f"log says {check['program_samples_per_s']:.4g} (ratio {check['ratio']:.3g}): check "
                                "train.batch_size is the program's real batch per optimizer step")
     if left:
@@ -101,3 +107,31 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     t.error = why
     if why is not None:
         t.log_tail = output.tail_text() or None
+
+
+def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: int) -> None:
+    """NVML's memory, energy (and J/sample) and interference over the measured window, into the
+    fields the built-in workloads fill; nothing when the program never reported a GPU (CPU: null)."""
+    window, gaps = measured_window(steps, warmup)
+    got = gpu.fields(window, gaps)
+    if not got:
+        return
+    t.memory.errors = {**t.memory.errors, **got.pop("errors", {})}
+    interference = got.pop("interference", {})
+    for key, value in got.items():
+        setattr(t.memory, key, value)
+    samples = sum(s.samples for s in t.measured_steps())
+    if t.memory.energy_j is not None and samples:
+        t.memory.energy_j_per_sample = t.memory.energy_j / samples
+    if interference:
+        current = t.interference.model_dump() if t.interference is not None else {}
+        t.interference = Interference.model_validate({**current, **interference})
+
+
+def mean_rate(t: Trial) -> float:
+    """Samples over time of the measured steps: what a program's own throughput line (an interval's
+    samples over its wall time) measures, unlike the median per-step rate ampbench judges speed by
+    (a slow first step per epoch, e.g. a DataLoader starting its iterator, moves the mean only)."""
+    measured = t.measured_steps()
+    busy = sum(s.time_s for s in measured)
+    return sum(s.samples for s in measured) / busy if busy > 0 else 0.0

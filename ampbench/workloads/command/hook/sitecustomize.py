@@ -18,6 +18,11 @@ Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the 
 are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
 timed region. With AMPBENCH_HOOK_STOP_AFTER = N > 0 the program is ended cleanly (SystemExit(0),
 so `finally` blocks and atexit run) right after its N-th step.
+
+NVML is not read here: each step event carries its end time (`at`, time.perf_counter, the system-wide
+monotonic clock) and the evaluations inside it, and the start event names the GPU (CUDA variables,
+PCI bus id), so ampbench's worker polls NVML over the program's process tree and cuts memory and
+energy to the measured window (ampbench/trial/command_gpu.py).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ class _State:
         self.t_prev = time.perf_counter()
         self.eval_t0: float | None = None
         self.eval_s = 0.0
+        self.evals: list[list[float]] = []   # [start, end] of each evaluation since the last step
         self.losses: list[Any] = []
         self.scaled: dict[int, Any] = {}
         self.scaler: Any = None
@@ -148,8 +154,9 @@ def _boundary(st: _State) -> None:
     st.step += 1
     loss = _loss_value(st)
     scale, found = _scaler_state(st)
-    st.emit(e="step", step=st.step, t=dt, loss=loss, scale=scale, found_inf=found, eval_s=st.eval_s)
-    st.eval_s = 0.0
+    st.emit(e="step", step=st.step, t=dt, at=now, loss=loss, scale=scale, found_inf=found, eval_s=st.eval_s,
+            **({"evals": st.evals} if st.evals else {}))
+    st.eval_s, st.evals = 0.0, []
     if st.step == st.stats_steps:
         _ops_done(st)
     if st.step == st.warmup:
@@ -296,10 +303,32 @@ def _patch_tensor_and_layers(paddle) -> None:
     def train_(self, *args, **kwargs):
         st = S
         if st is not None and st.eval_t0 is not None and (not args or args[0]) and kwargs.get("mode", True):
-            st.eval_s += time.perf_counter() - st.eval_t0
+            now = time.perf_counter()
+            st.eval_s += now - st.eval_t0
+            st.evals.append([st.eval_t0, now])
             st.eval_t0 = None
         return to_train(self, *args, **kwargs)
     layer.eval, layer.train = eval_, train_
+
+
+def _gpu_identity(paddle) -> dict:
+    """Which GPU this process trains on, for ampbench's worker, which polls it through NVML (this hook
+    has no NVML): the CUDA variables NVML needs to map the device, and its PCI bus id from the CUDA
+    driver (ctypes; None when the driver library does not answer)."""
+    import ctypes
+
+    ident: dict = {"cuda_env": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "FLAGS_selected_gpus",
+                                                           "CUDA_DEVICE_ORDER") if k in os.environ}}
+    try:
+        ordinal = int(str(paddle.device.get_device()).rsplit(":", 1)[-1])
+        lib = ctypes.CDLL("libcuda.so.1")
+        dev, buf = ctypes.c_int(0), ctypes.create_string_buffer(32)
+        if (lib.cuInit(0) == 0 and lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(ordinal)) == 0
+                and lib.cuDeviceGetPCIBusId(buf, ctypes.c_int(32), dev) == 0):
+            ident["pci_bus_id"] = buf.value.decode()
+    except Exception:
+        pass
+    return ident
 
 
 def _facts(paddle, gpu: bool) -> dict:
@@ -312,6 +341,7 @@ def _facts(paddle, gpu: bool) -> dict:
         facts["cudnn"] = str(paddle.version.cudnn()) if gpu else ""
         if gpu:
             facts["device_name"] = str(paddle.device.cuda.get_device_name())
+            facts.update(_gpu_identity(paddle))
     except Exception:
         pass
     numpy = sys.modules.get("numpy")

@@ -1,0 +1,42 @@
+"""The command workload's throughput cross-check in report.md: where ampbench's samples/s and the
+program's own log (`ips: ...`, `interval_samples_per_second: ...`) disagree beyond the suite's
+`throughput_tolerance`, each such trial gets a warning line (usually train.batch_size is not the
+program's real batch per optimizer step). Agreeing trials and other workloads add nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ampbench.core.records import Trial
+from ampbench.report.fmt import md_code, num_g
+from ampbench.report.view import RunView
+
+MAX_LINES = 10
+
+
+def _check(t: Trial) -> dict[str, Any] | None:
+    info = t.workload_info if isinstance(t.workload_info, dict) else {}
+    check = info.get("throughput_check")
+    if not isinstance(check, dict) or check.get("agrees") is not False:
+        return None
+    numbers = all(isinstance(check.get(k), (int, float)) for k in ("program_samples_per_s", "ratio"))
+    return check if numbers else None
+
+
+def throughput_disagreements(v: RunView) -> str:
+    """A blockquote, one line per disagreeing trial ('' when every cross-check agreed or none ran)."""
+    rows = [(t, c) for t in v.trials if (c := _check(t)) is not None]
+    if not rows:
+        return ""
+    lines = [(f"> **Throughput disagrees with the program's own log** in {len(rows)} trial(s): check that "
+              "`train.batch_size` is the program's real batch per optimizer step (docs/command.md).")]
+    for t, c in rows[:MAX_LINES]:
+        tol, ours = c.get("tolerance"), c.get("ampbench_samples_per_s")
+        ours = ours if isinstance(ours, (int, float)) else t.throughput.samples_per_s
+        lines.append(f"> - {md_code(t.key)}: ampbench measured {num_g(float(ours))} samples/s, "
+                     f"the program's log says {num_g(float(c['program_samples_per_s']))} "
+                     f"(median of {int(c.get('lines') or 0)} line(s)); ratio {num_g(float(c['ratio']), 3)}"
+                     + (f", tolerance {num_g(float(tol) * 100, 3)}%" if isinstance(tol, (int, float)) else ""))
+    if len(rows) > MAX_LINES:
+        lines.append(f"> - and {len(rows) - MAX_LINES} more (workload_info.throughput_check in the trial files)")
+    return "\n".join(lines)

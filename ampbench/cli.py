@@ -127,6 +127,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     probe: Optional[Path] = typer.Option(None, "--probe", help="The probe folder (or probe.json) for --at-max-batch"),
     sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
+    devices: Optional[str] = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
+                                          "device, each seed's modes at the same time (no GPU: one slot)"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
@@ -145,6 +147,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity else None, at_max_batch=at_max_batch, probe=probe,
+        devices=devices,
     )
     if probe is not None and not at_max_batch:
         raise ConfigError("--probe", str(probe), "only with --at-max-batch")

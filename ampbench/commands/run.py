@@ -3,12 +3,14 @@
 The use-case composes the layers below: config (the suite), the store (the run folder), the
 launcher (one process per trial), the judge (check.json) and the report. Planning and up-front
 validation live in run_plan.py. Ctrl-C / SIGTERM stop the current worker's whole tree, keep the
-finished trials and say how to resume.
+finished trials and say how to resume.  With `--devices` the trials run side by side, each seed's
+modes at the same time on twin devices (launch/pool.py); without it, one after another.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,12 +24,15 @@ from ampbench.commands import until_decided as ud
 from ampbench.commands.check import check_run
 from ampbench.commands.run_plan import (
     RunOptions,
+    check_pool,
+    device_pool,
     load_resume,
     make_spec,
     parse_faults,
     parse_seeds,
     plan_trials,
     preflight,
+    trial_width,
 )
 from ampbench.config import ConfigError, Suite
 from ampbench.core.errors import ResultsError
@@ -35,6 +40,7 @@ from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
 from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.launch.launcher import TrialFiles, launch
+from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted, keep_signal_handlers
 from ampbench.report.console import print_check, print_trials
 from ampbench.results.previous import LAST, previous_run
@@ -52,15 +58,16 @@ def trial_files(run: RunDir, mode: str, seed: int) -> TrialFiles:
 
 
 def launch_trial(spec: TrialSpec, run: RunDir, on_event: Callable[[dict[str, Any]], None] | None = None,
-                 env: dict[str, str] | None = None) -> Trial:
+                 env: dict[str, str] | None = None, stop: threading.Event | None = None) -> Trial:
     """One trial of a run folder through the launcher (its files where the store lays them out)."""
-    return launch(spec, trial_files(run, spec.mode, spec.seed), on_event, env)
+    return launch(spec, trial_files(run, spec.mode, spec.seed), on_event, env, stop)
 
 
 # ---------------------------------------------------------------- a whole run
 
 
-def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite, dict[str, Fault]]:
+def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
+            ) -> tuple[RunDir, RunInfo, Suite, dict[str, Fault]]:
     """Validate everything, then (only then) create the run folder and its run.json."""
     from ampbench.trackers import device
 
@@ -80,6 +87,8 @@ def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite,
                       + ", ".join(f"{escape(m.name)} {m.batch_size}" for m in suite.modes))
     plan = plan_trials(suite, opts.modes)
     faults = parse_faults(_fault_env(), plan)
+    if pool is not None:
+        check_pool(suite, plan, pool, opts.affinity)
     if opts.run_id:
         run = RunDir(Path(opts.out_dir) / suite.suite.name / opts.run_id)
         run.path.mkdir(parents=True, exist_ok=False)
@@ -89,7 +98,7 @@ def new_run(opts: RunOptions, console: Console) -> tuple[RunDir, RunInfo, Suite,
     info = RunInfo(
         suite=suite.suite.name, suite_file=str(opts.suite_file), profile=loaded.profile, run_id=run_id,
         config_hash=suite.config_hash(), plan=[PlanEntry(mode=m, seed=s) for m, s in plan],
-        config=suite.model_dump(mode="json"), started=utc_now(), overrides=opts.overrides,
+        config=suite.model_dump(mode="json"), started=utc_now(), overrides=opts.overrides, devices=pool,
     )
     run.write_run(info)
     why = "" if opts.profile else (" (picked automatically: no GPU found)" if loaded.profile == "cpu" else "")
@@ -105,17 +114,22 @@ def _fault_env() -> str | None:
 
 def execute(opts: RunOptions, console: Console | None = None) -> int:
     """`ampbench run`: all planned trials, then summary.csv, check.json and report.md; returns the exit code.
-    Ctrl-C / SIGTERM: the worker tree is stopped, finished trials kept, and 130 / 143 returned."""
+    Ctrl-C / SIGTERM: every running worker tree is stopped, finished trials kept, and 130 / 143 returned."""
     console = console or Console()
     if opts.resume:
         preflight(None, None)
         r = load_resume(opts)
         run, info, suite, plan = r.run, r.info, r.suite, r.plan
         faults = parse_faults(_fault_env(), plan)
+        pool = device_pool(opts.devices, info.devices)
+        if pool is not None:
+            check_pool(suite, plan, pool, info.affinity)
+            info.devices = pool
         console.print(f"resuming [bold]{escape(str(run.path))}[/] (profile {escape(info.profile)})")
     else:
-        run, info, suite, faults = new_run(opts, console)
+        run, info, suite, faults = new_run(opts, console, device_pool(opts.devices))
         plan = info.planned()
+    _say_pool(info.devices, console)
     with run_lock(run.path):
         done = run.finished_keys(config_hash=info.config_hash, suite=info.suite) if opts.resume else set()
         todo = [(m, s) for m, s in plan if trial_key(m, s) not in done]
@@ -130,7 +144,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
                 ud.start(info, suite, seq)
             if opts.affinity:
                 info.affinity = sorted(opts.affinity)
-            run.write_run(info)
+        run.write_run(info)
         baseline = opts.baseline
         try:
             _run_trials(run, info, suite, plan, todo, faults, console)
@@ -143,8 +157,8 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         except (KeyboardInterrupt, Interrupted) as e:
             code = e.exit_code if isinstance(e, Interrupted) else 130
             kept = len(run.finished_keys(config_hash=info.config_hash, suite=info.suite))
-            console.print(f"[yellow]interrupted[/] ({'SIGTERM' if code == 143 else 'Ctrl-C'}): the running trial "
-                          f"was stopped, {kept} finished trial(s) kept. Continue with:\n"
+            console.print(f"[yellow]interrupted[/] ({'SIGTERM' if code == 143 else 'Ctrl-C'}): the running "
+                          f"trial(s) stopped, {kept} finished trial(s) kept. Continue with:\n"
                           f"  ampbench run --resume {escape(str(run.path))}", soft_wrap=True)
             return code
         info.finished = utc_now()
@@ -166,30 +180,60 @@ def _resolve_baseline(run: RunDir, baseline: Path | None, console: Console) -> P
     return found
 
 
+def _say_pool(pool: list[str] | None, console: Console) -> None:
+    if pool == [CPU]:
+        console.print("--devices: no GPU visible, one slot (the CPU): the trials run one after another")
+    elif pool:
+        console.print(f"--devices: {len(pool)} device(s) ({escape(', '.join(pool))}): trials side by side, "
+                      "each seed's modes at the same time", soft_wrap=True)
+
+
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
                 todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console) -> None:
+    """`todo` through the device pool (run.json's; none: one slot, the plan's order), one progress task
+    per running trial."""
+    pool = info.devices or [CPU]
+    shares = cpu_shares(info.affinity, len(pool))
+    sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[info]}", markup=False), console=console, transient=False,
                   disable=not console.is_terminal) as progress:  # a pipe gets one line per trial, no bar
         overall = progress.add_task("trials", total=len(plan), completed=len(plan) - len(todo), info="")
-        for mode, seed in todo:
-            spec = make_spec(info, suite, run, mode, seed, faults.get(trial_key(mode, seed)))
-            task = progress.add_task(f"  {escape(mode)} seed {seed}", total=suite.train.steps, info="starting")
 
-            def on_event(ev: dict[str, Any], task: Any = task) -> None:
-                if ev.get("event") == "step":
-                    loss = ev.get("loss")
-                    progress.update(task, completed=ev.get("step", 0),
-                                    info=f"loss {loss:.4g}" if isinstance(loss, float) else "loss non-finite")
-                elif ev.get("event") == "phase":
-                    progress.update(task, info=str(ev.get("phase", "")))
-
+        def start(job: Job, slots: tuple[int, ...], stop: threading.Event) -> Trial:
+            devices = tuple(pool[d] for d in slots)
+            cpus = sorted({c for d in slots for c in shares[d] or []}) if info.affinity else None
+            spec = make_spec(info, suite, run, job.mode, job.seed, faults.get(trial_key(job.mode, job.seed)), cpus)
+            task = progress.add_task(f"  {escape(job.mode)} seed {job.seed}{_where(devices)}",
+                                     total=suite.train.steps, info="starting")
             try:
-                trial = launch_trial(spec, run, on_event=on_event)
+                return launch_trial(spec, run, on_event=_on_event(progress, task), stop=stop,
+                                    env=device_env(devices, suite.distributed.multi_process))
             finally:
                 progress.remove_task(task)
+
+        def finished(job: Job, trial: Trial) -> None:
             progress.advance(overall)
-            console.print(f"  {escape(mode)} seed {seed}: {_status_text(trial)}")
+            where = _where(tuple(trial.interference.devices) if trial.interference else ())
+            console.print(f"  {escape(job.mode)} seed {job.seed}{where}: {_status_text(trial)}")
+
+        run_jobs(sched, start, finished)
+
+
+def _where(devices: tuple[str, ...]) -> str:
+    return f" on device {escape(','.join(devices))}" if devices and devices != (CPU,) else ""
+
+
+def _on_event(progress: Progress, task: Any) -> Callable[[dict[str, Any]], None]:
+    """A trial's events (from its launch thread) onto its progress task."""
+    def on_event(ev: dict[str, Any]) -> None:
+        if ev.get("event") == "step":
+            loss = ev.get("loss")
+            progress.update(task, completed=ev.get("step", 0),
+                            info=f"loss {loss:.4g}" if isinstance(loss, float) else "loss non-finite")
+        elif ev.get("event") == "phase":
+            progress.update(task, info=str(ev.get("phase", "")))
+    return on_event
 
 
 def _status_text(t: Trial) -> str:

@@ -1,8 +1,9 @@
-"""Planning a run before anything is written: options, the trial plan, faults, specs, and resume.
+"""Planning a run before anything is written: options, the trial plan, faults, specs, the device pool
+(`--devices`), and resume.
 
 Everything that can be checked up front is checked here, so a mistake ends with exit 2 before a
 run folder exists: the suite (with the workload's own checks), `--mode`, `--seeds`,
-`AMPBENCH_FAULT`, and, for `--resume`, run.json and the arguments it cannot honour.
+`AMPBENCH_FAULT`, `--devices`, and, for `--resume`, run.json and the arguments it cannot honour.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import safe_name
 from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
+from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
+from ampbench.launch.process import keep_signal_handlers
 from ampbench.results.run_dir import RunDir, suite_of
 from ampbench.trial.spec import TrialSpec
 
@@ -45,6 +48,7 @@ class RunOptions:
     affinity: list[int] | None = None  # --affinity: every trial pinned to this CPU set (os.sched_setaffinity)
     at_max_batch: bool = False  # --at-max-batch [--probe DIR]: every mode at the probe's largest batch
     probe: Path | None = None
+    devices: str | None = None  # --devices all|0,1,...: trials side by side, one per device (launch.pool)
 
 
 def default_cache_dir() -> Path:
@@ -159,13 +163,49 @@ def parse_cpus(text: str) -> list[int]:
     return sorted(cpus)
 
 
-def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None) -> TrialSpec:
+def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None,
+              cpus: list[int] | None = None) -> TrialSpec:
+    """The spec of one planned trial; `cpus`: its share of --affinity (the run's whole set by default)."""
     return TrialSpec(
         suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
         mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
         fault=fault,
-        cpu_affinity=info.affinity or None,
+        cpu_affinity=(cpus if cpus is not None else info.affinity) or None,
     )
+
+
+# ---------------------------------------------------------------- --devices
+
+
+def device_pool(text: str | None, recorded: list[str] | None = None) -> list[str] | None:
+    """`--devices` -> the pool (None: not given, trials one after another as always).  `--resume` without
+    --devices runs the rest on the run's recorded pool, if its devices are still visible."""
+    if text is None and not recorded:
+        return None
+    from ampbench.trackers.cuda import visible_devices
+
+    with keep_signal_handlers():  # with a GPU, counting imports paddle, which would take over SIGTERM
+        visible = visible_devices()
+    if text is not None:
+        return parse_devices(text, visible)
+    assert recorded is not None
+    gone = [d for d in recorded if d != CPU and d not in visible]
+    if gone:
+        raise ConfigError("--resume", ",".join(recorded), f"the run's device pool is not visible here now (device "
+                          f"{gone[0]}); give the pool to use with --devices")
+    return recorded
+
+
+def trial_width(suite: Suite, pool: list[str]) -> int:
+    """Devices one trial takes: a data-parallel trial one per rank of this node; on the CPU slot, one."""
+    return suite.distributed.nproc_per_node if suite.distributed.multi_process and pool != [CPU] else 1
+
+
+def check_pool(suite: Suite, plan: list[tuple[str, int]], pool: list[str], affinity: list[int] | None) -> None:
+    """What the pool cannot run, refused before a run folder exists: a trial wider than the pool, an
+    --affinity set smaller than it."""
+    batches(plan, trial_width(suite, pool), len(pool))
+    cpu_shares(affinity, len(pool))
 
 
 # ---------------------------------------------------------------- --resume

@@ -133,6 +133,8 @@ class Interference(_Open):
     main_cpu: int | None = None
     main_cpus: list[int] = []
     numa_nodes: list[int] = []
+    # run --devices: the CUDA_VISIBLE_DEVICES entries the worker was pinned to ([]: not pinned)
+    devices: list[str] = []
 
 
 class EvalRecord(_Open):
@@ -252,6 +254,8 @@ class RunInfo(VersionedDoc):
     # run --until-decided: {"looks": [seeds per arm at each check], "max_seeds": N, ...} (judge.sequential.Design)
     sequential: dict[str, Any] | None = None
     affinity: list[int] | None = None  # run --affinity: the CPU set every trial of the run was pinned to
+    # run --devices: the pool trials ran on side by side (CUDA_VISIBLE_DEVICES entries; ["cpu"]: no GPU, one slot)
+    devices: list[str] | None = None
     overrides: list[str] = []  # the --set KEY=VALUE overrides the run was started with
     kind: Literal["run", "probe"] = "run"  # a probe's folder holds attempts, not planned trials
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,9 @@ from typing import Any
 from ampbench.core.docs import load_doc, write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, tail_lines
-from ampbench.core.records import StepRecord, Trial, trial_key
+from ampbench.core.records import Interference, StepRecord, Trial, trial_key
 from ampbench.launch import distributed
+from ampbench.launch.pool import VISIBLE_ENV
 from ampbench.launch.process import Limits, Outcome, run_worker, worker_command
 from ampbench.trial.spec import TrialSpec
 
@@ -90,8 +92,11 @@ def launch(
     files: TrialFiles,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
+    stop: threading.Event | None = None,
 ) -> Trial:
-    """Run one trial in a fresh process; always returns a Trial (written to spec.trial_path)."""
+    """Run one trial in a fresh process; always returns a Trial (written to spec.trial_path). `env` is
+    added to the worker's environment (run --devices pins it with CUDA_VISIBLE_DEVICES); `stop` set
+    ends it without a trial file (process.Cancelled: the run was interrupted)."""
     atomic_write_text(files.spec, spec.model_dump_json(indent=1), root=files.root)
     trial_path = Path(spec.trial_path)
     trial_path.unlink(missing_ok=True)
@@ -100,7 +105,7 @@ def launch(
     steps: list[StepRecord] = []
     log_path = files.log
     out = run_worker(cmd, {**dist_env, **(env or {})}, log_path, Limits(timeout, spec.memory_limit_bytes),
-                     _step_collector(steps, on_event), log_root=files.root)
+                     _step_collector(steps, on_event), log_root=files.root, stop=stop)
     failure = None if out.killed or rank_dir is None else distributed.rank_failure(
         rank_dir, log_path, out.returncode, spec.suite.distributed.world_size, oom_kills=max(out.oom_kills, 0))
     if failure is not None and trial_path.exists():  # rank 0 wrote its view; the failing rank decides
@@ -112,11 +117,11 @@ def launch(
             return load_doc(trial_path, Trial, "trial file")
         except ResultsError:
             pass  # a half-written file cannot happen (atomic), but a foreign one could: rewrite below
-    return _record_failure(spec, out, failure, steps, log_path, timeout)
+    return _record_failure(spec, out, failure, steps, log_path, timeout, (env or {}).get(VISIBLE_ENV))
 
 
 def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[StepRecord],
-                    log_path: Path, timeout: float) -> Trial:
+                    log_path: Path, timeout: float, visible: str | None = None) -> Trial:
     """The trial file for a worker that could not write one itself; a finished ok trial the worker did
     write is never replaced (ampbench stopped with Ctrl-Z past the timeout while the worker finished)."""
     suite = spec.suite
@@ -136,6 +141,8 @@ def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[Ste
         batch_size=spec.batch_size or suite.batch_size(suite.mode(spec.mode)), wall_s=out.wall_s,
     )
     trial.memory.rss_peak_bytes = out.peak_rss or None  # None: never read
+    if visible:  # where it ran (run --devices), as a worker records it itself
+        trial.interference = Interference(devices=[d.strip() for d in visible.split(",") if d.strip()])
     p = Path(spec.trial_path)
     write_doc(p, trial, root=p.parent.parent if p.parent.name == "trials" else None)
     return trial

@@ -41,6 +41,11 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+class Cancelled(Exception):
+    """The run is stopping (an interrupt reached ampbench's main thread while trials ran side by side):
+    this worker's tree was killed and no trial file is written for it (`--resume` runs it again)."""
+
+
 def _raise_interrupted(signum: int, _frame: Any) -> None:
     raise Interrupted(signum)
 
@@ -128,9 +133,11 @@ def spawn(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
 
 
 def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limits,
-               on_event: Callable[[dict[str, Any]], None], log_root: Path | None = None) -> Outcome:
+               on_event: Callable[[dict[str, Any]], None], log_root: Path | None = None,
+               stop: threading.Event | None = None) -> Outcome:
     """Run a worker to its end (or kill it at a limit); any exception here, Ctrl-C included, kills
-    the whole tree first and then propagates. The log is opened without following a link (below
+    the whole tree first and then propagates, and so does `stop` being set (as `Cancelled`: a run
+    with trials side by side is interrupted). The log is opened without following a link (below
     `log_root`, the run folder, when given)."""
     oom_before = cgroup_oom_kills()
     q: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -150,6 +157,8 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
                     break
                 if ev:
                     on_event(ev)
+                if stop is not None and stop.is_set():
+                    raise Cancelled("stopped: the run was interrupted")
                 peak = max(peak, tree_rss_bytes(proc.pid))
                 if proc.poll() is not None:  # exited by itself: whatever the clock says now (Ctrl-Z, fg), not a kill
                     continue

@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ampbench.trackers.nvml import cuda_ordinal
+from ampbench.trackers.nvml import cuda_ordinal, visible_entry
 
 CUDA_DRIVER = "libcuda.so.1"   # the driver API: versioned, installed by the driver (also in containers)
 DEVICE_NODES = "/dev/nvidia[0-9]*"
@@ -38,6 +38,16 @@ def visible_gpu_count() -> int:
         return int(paddle.device.cuda.device_count())
     except Exception:  # a CUDA build on a machine without a driver raises here
         return 0
+
+
+def visible_devices() -> list[str]:
+    """The GPUs Paddle can use here (`visible_gpu_count`: CUDA_VISIBLE_DEVICES and MIG honoured), each
+    as the CUDA_VISIBLE_DEVICES entry that gives a child process that device alone: this process's own
+    entry (an index, a UUID, a MIG instance) or, with none set, the ordinal.  Without a GPU by the cheap
+    test, [] and Paddle is not imported."""
+    if not has_gpu_cheap():
+        return []
+    return [visible_entry(os.environ, i) or str(i) for i in range(visible_gpu_count())]
 
 
 def has_gpu_cheap(environ: Mapping[str, str] | None = None) -> bool:

@@ -1,4 +1,6 @@
-"""Where a trial ran: its CPU affinity, the CPUs its threads were seen on, their NUMA nodes.
+"""Where a trial ran: its CPU affinity, the CPUs its threads were seen on, their NUMA nodes, and the
+devices it was given (`run --devices` pins each worker through CUDA_VISIBLE_DEVICES; NVML's record of
+the device itself, index, UUID and bus id, is in `Env.gpu` and `Memory.nvml_device`).
 
 On the measured toy machine identical trials ran at ~10.5k or ~14k samples/s depending on which virtual
 CPU the process landed on (issue 23): trial levels cluster, and the placement is the evidence that
@@ -70,10 +72,16 @@ def numa_nodes(cpus: list[int]) -> list[int]:
     return sorted(nodes)
 
 
+def devices() -> list[str]:
+    """The CUDA_VISIBLE_DEVICES entries this process was given ([]: not pinned, every device visible)."""
+    return [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+
+
 def sample() -> dict[str, Any]:
     """The Interference fields of placement, one snapshot."""
     cpus = thread_cpus()
-    return {"cpu_affinity": affinity(), "cpus_seen": cpus, "main_cpu": main_cpu(), "numa_nodes": numa_nodes(cpus)}
+    return {"cpu_affinity": affinity(), "cpus_seen": cpus, "main_cpu": main_cpu(), "numa_nodes": numa_nodes(cpus),
+            "devices": devices()}
 
 
 def merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
@@ -83,4 +91,5 @@ def merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
     seen = sorted(set(a.get("cpus_seen", [])) | set(b.get("cpus_seen", [])))
     mains = [x for x in (a.get("main_cpu"), b.get("main_cpu")) if x is not None]
     return {"cpu_affinity": b.get("cpu_affinity") or a.get("cpu_affinity") or [], "cpus_seen": seen,
-            "main_cpu": b.get("main_cpu"), "main_cpus": sorted(set(mains)), "numa_nodes": numa_nodes(seen)}
+            "main_cpu": b.get("main_cpu"), "main_cpus": sorted(set(mains)), "numa_nodes": numa_nodes(seen),
+            "devices": b.get("devices") or a.get("devices") or []}

@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.protocol import EVENT_PREFIX
-from ampbench.core.records import Trial
+from ampbench.core.records import Interference, Trial
+from ampbench.trackers import placement
 from ampbench.trial.spec import TrialSpec
 
 
@@ -61,6 +62,8 @@ class TrialContext:
             profile=spec.profile, status="crashed", config=self._effective_config(), config_hash=spec.config_hash,
             batch_size=self.batch, grad_accum=self.accum,
         )
+        if placement.devices():  # run --devices pinned this worker: recorded even when the trial fails
+            self.trial.interference = Interference(devices=placement.devices())
 
     def _effective_config(self) -> dict[str, Any]:
         cfg = self.suite.model_dump(mode="json")

@@ -202,8 +202,14 @@ def test_workflow_calls_only_commands_that_exist():
     # every option the workflow hands nightly.sh is one nightly.sh parses
     nightly_opts = set(re.findall(r"^\s+(--[\w-]+)\)", NIGHTLY.read_text(), re.MULTILINE))
     calls = re.findall(r"args\+?=\(([^)]*)\)", runs) + re.findall(r"bash scripts/nightly\.sh ([^\n]*)", runs)
-    used = set(re.findall(r"(--[\w-]+)", " ".join(calls)))
+    joined = " ".join(calls)
+    passed = re.findall(r"--run-arg\s+(--[\w-]+)", joined)   # handed on to `ampbench run` verbatim
+    used = set(re.findall(r"(--[\w-]+)", re.sub(r"--run-arg\s+\S+", "--run-arg", joined)))
     assert used and used <= nightly_opts, used - nightly_opts
+    from typer.main import get_command
+
+    run_opts = {o for p in get_command(app).commands["run"].params for o in p.opts}
+    assert set(passed) <= run_opts, set(passed) - run_opts
     # and every env knob it sets is one nightly.sh or setup.sh reads
     knobs = {k for s in [*_steps(wf), *wf["jobs"].values()] for k in s.get("env", {}) if k.startswith("NIGHTLY_")}
     assert knobs and all(k in NIGHTLY.read_text() for k in knobs)

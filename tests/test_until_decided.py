@@ -25,7 +25,8 @@ def _trial(mode: str, seed: int, speed: float, rng: np.random.Generator, trial_s
     return make_trial(mode, seed, times=times, metric=0.9 + rng.normal(0, 0.002))
 
 
-def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: int = 8):
+def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: int = 8,
+                    devices: list[str] | None = None):
     suite = make_suite(seeds=[0, 1, 2], min_speedup=1.3)
     rng = np.random.default_rng(int(speedup * 100) + int(trial_sd * 1000))
     speeds = {"fp32": 1.0, AMP: speedup}
@@ -33,6 +34,7 @@ def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: 
                                           for m in suite.modes for s in (0, 1, 2)])
     run = RunDir(run_path)
     info = run.load_run()
+    info.devices = devices
     opts = ud.Sequential(max_seeds=max_seeds)
     ud.start(info, suite, opts)
     run.write_run(info)
@@ -440,3 +442,26 @@ def test_projection_is_where_the_rule_code_decides_about_half_the_time(ratio, sd
     at, more = decided(max(p.seeds, 2)), decided(3 * max(p.seeds, 2))
     assert 0.2 <= at <= 0.8, (p.seeds, at)
     assert more > at + 0.1, (at, more)
+
+
+def test_a_pool_of_devices_adds_as_many_matched_seeds_per_round_as_it_runs_side_by_side(tmp_path):
+    """4 GPUs, 2 modes: each round adds 2 seeds (4 trials at once), the looks step by 2, the cap is kept."""
+    path, ran = _sequential_run(tmp_path, speedup=1.3 * 0.9, trial_sd=0.04, max_seeds=9, devices=["0", "1", "2", "3"])
+    assert ran, "no seed added"
+    assert all(len(new) == 4 and {m for m, _ in new} == {"fp32", AMP} for new in ran[:-1])
+    looks = open_run(path).info.sequential["looks"]
+    assert looks[:2] == [3, 5] and all(b - a == 2 for a, b in zip(looks, looks[1:-1])) and looks[-1] <= 9
+    assert len({s for new in ran for _, s in new}) == looks[-1] - 3       # every added seed is new
+    seeds = [s for new in ran for _, s in new]
+    assert sorted(set(seeds)) == list(range(3, looks[-1]))
+
+
+@pytest.mark.parametrize("devices, modes, expect", [(None, 2, 1), (["cpu"], 2, 1), (["0", "1"], 2, 1),
+                                                    (["0", "1", "2", "3", "4", "5", "6", "7"], 2, 4),
+                                                    (["0", "1", "2", "3", "4", "5", "6", "7"], 3, 2)])
+def test_seeds_per_round(devices, modes, expect):
+    from ampbench.core.records import RunInfo
+
+    suite = make_suite()
+    info = RunInfo.model_construct(devices=devices)
+    assert ud.seeds_per_round(info, suite, modes) == expect

@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from ampbench.cli import app
 from ampbench.config import ConfigError
 from ampbench.core.records import Interference
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, parse_devices, run_jobs
@@ -30,10 +28,10 @@ from tests.conftest import TOY_SUITE
 from tests.factories import make_run, make_suite, make_trial
 from tests.fake_cuda import Machine, a100_gpus, four_gpus, install_machine, machines
 from tests.test_hostile import _workers_of
+from tests.test_run_cli import only_run, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 AMP = "amp-o1-fp16"
-cli = CliRunner()
 
 
 def plan(seeds: int, modes: tuple[str, ...] = ("fp32", AMP)) -> list[tuple[str, int]]:
@@ -225,14 +223,6 @@ def test_four_gpus_without_cuda_visible_devices_are_ordinals(monkeypatch, tmp_pa
 # ------------------------------------------------------------------ real runs (CPU workers)
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None):
-    return cli.invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
-
-
-def only_run(out: Path) -> Path:
-    runs = [p for p in (out / "toy").iterdir() if p.is_dir()]
-    assert len(runs) == 1
-    return runs[0]
 
 
 def span(run: Path, mode: str, seed: int) -> tuple[float, float]:

@@ -13,12 +13,16 @@ the hook is measured by the program, not by itself.
 Output: per pair the steps/s of each side, then the hooked/bare ratio of median steps/s with a 95%
 interval (t interval on the log ratios of the pairs).
 
-`--same-process` measures the hook's per-step work without process placement in the way (two
-processes of identical code can land on virtual CPUs 20% apart): ONE hooked process alternates
-blocks of steps with the hook recording (its state installed) and idle (state removed, the patched
-functions take their one-line fast path), block order alternating; the ratio per pair of blocks is
-recording/idle steps/s. What it cannot see is the fast path itself (a Python call per step). Target: ratio >= 0.98. Run it on an idle
-machine: the load average is printed, and on a shared machine the ratio is only indicative.
+`--same-process` takes process placement out of the way (two processes of identical code land 20-30%
+apart here, and one process drifts between speeds over seconds): ONE process, started exactly as a
+command trial starts it, alternates short blocks (`--steps`, default 20) of the program running bare
+(the hook's patches undone: Paddle's own functions, no state) and hooked (patches and state back),
+block order alternating, so neighbouring blocks see the same machine. Per pair of blocks the ratio is
+hooked/bare steps/s (each block's mean rate, so rare costs count). `--flush block` (default) charges
+the events' JSON and disk writes to the hooked blocks, at the trial's cadence (every FLUSH_EVERY_S);
+`--flush thread` leaves them to the hook's background thread, as in a trial. The hook module and its
+sleeping thread stay loaded in the bare blocks. Target: ratio >= 0.98. Run it on an idle machine: the
+load average is printed, and on a shared machine the ratio is only indicative.
 """
 
 from __future__ import annotations
@@ -53,48 +57,60 @@ print("STEPS_PER_S", 1.0 / kept[len(kept) // 2])
 '''
 
 SAME_PROCESS = r'''
-import statistics, sys, time
-import paddle
+import sys, time
 import sitecustomize as hook
-steps, hidden, warm, pairs = (int(a) for a in sys.argv[1:5])
+steps, hidden, warm, pairs, flush = (int(a) for a in sys.argv[1:6])
+hook.FLUSH_EVERY_S_TRIAL = hook.FLUSH_EVERY_S
+if flush:   # charge the flusher's work to the recording blocks: no background thread; a recording block
+    hook.FLUSH_EVERY_S = 1e9   # writes the events when a trial's flusher would have (every FLUSH_EVERY_S)
+import paddle
 state = hook.S
-assert state is not None and state.paddle is not None, "the hook is not installed"
+assert state is not None and state.paddle is not None and state.patched, "the hook is not installed"
 paddle.seed(0)
 m = paddle.nn.Sequential(paddle.nn.Linear(64, hidden), paddle.nn.ReLU(), paddle.nn.Linear(hidden, 10))
 opt = paddle.optimizer.Adam(parameters=m.parameters())
 x = paddle.randn([64, 64]); y = paddle.randint(0, 10, [64])
-def block(n):
-    times, t = [], time.perf_counter()
+flushed = [time.perf_counter()]
+def block(n, on):
+    t = time.perf_counter()
     for i in range(n):
         loss = paddle.nn.functional.cross_entropy(m(x), y)
         loss.backward(); opt.step(); opt.clear_grad()
-        now = time.perf_counter(); times.append(now - t); t = now
-    return 1.0 / statistics.median(times)
-block(warm)
+    if on and flush and t - flushed[0] >= hook.FLUSH_EVERY_S_TRIAL:   # the trial's cadence, in wall time
+        state.flush()
+        flushed[0] = t
+    return n / (time.perf_counter() - t)
+def hooked(on):
+    state.unpatched(undo=not on)
+    hook.S = state if on else None
+block(warm, True)
 for i in range(pairs):
     got = {}
     for on in ((True, False) if i % 2 else (False, True)):
-        hook.S = state if on else None
-        got[on] = block(steps)
+        hooked(on)
+        got[on] = block(steps, on)
     print("PAIR", got[False], got[True])
 # the hook's own per-step work, timed directly (what the pairs above measure through the noise)
-hook.S = state
+hooked(True)
+state.flush()
 loss = paddle.nn.functional.cross_entropy(m(x), y)
 def per_call(fn, n=5000):
     t = time.perf_counter()
     for _ in range(n):
         fn()
     return (time.perf_counter() - t) / n
-bw = per_call(lambda: state.losses.append(state.scaled.get(id(loss), loss).detach()))
+bw = per_call(lambda: state.losses.append(state.scaled.get(id(loss), loss) if state.scaled else loss))
 state.losses.clear()
 stop_after, state.stop_after = state.stop_after, 0
-end = per_call(lambda: (state.losses.append(loss.detach()), hook._boundary(state)))
-print("COST", bw, end)
+end = per_call(lambda: (state.losses.append(loss), hook._boundary(state)))
+n = len(state.pending)
+t = time.perf_counter(); state.flush(); write = (time.perf_counter() - t) / max(n, 1)
+print("COST", bw, end, write)
 '''
 
 
-def same_process(pairs: int, steps: int, hidden: int, warm: int, tmp: Path) -> list[tuple[float, float]]:
-    """(idle, recording) steps/s per pair of blocks, from one hooked process."""
+def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, tmp: Path) -> list[tuple[float, float]]:
+    """(bare, recording) steps/s per pair of blocks, from one process started as a command trial starts it."""
     from ampbench.workloads.command import HOOK_DIR
 
     program, events = tmp / "same.py", tmp / "events-same"
@@ -103,11 +119,12 @@ def same_process(pairs: int, steps: int, hidden: int, warm: int, tmp: Path) -> l
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(HOOK_DIR), os.environ.get("PYTHONPATH", ""))
                                                         if x),
            "AMPBENCH_HOOK_DIR": str(events), "AMPBENCH_HOOK_STATS_STEPS": "2", "AMPBENCH_HOOK_WARMUP": str(warm)}
-    out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm), str(pairs)], env=env,
-                         capture_output=True, text=True, check=True).stdout
-    cost = next(ln.split()[1:3] for ln in out.splitlines() if ln.startswith("COST"))
-    print(f"the hook's work per step, timed directly: {float(cost[0]) * 1e6:.1f} us at backward() + "
-          f"{float(cost[1]) * 1e6:.1f} us at the step's end")
+    out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm), str(pairs),
+                          str(int(flush))], env=env, capture_output=True, text=True, check=True).stdout
+    cost = [float(c) * 1e6 for c in next(ln.split()[1:4] for ln in out.splitlines() if ln.startswith("COST"))]
+    print(f"the hook's work per step, timed directly: {cost[0]:.1f} us at backward() + {cost[1]:.1f} us at the "
+          f"step's end + {cost[2]:.1f} us to serialise and write its event")
+    assert list(events.glob("*.jsonl")), "the hook wrote no events: it did not record"
     return [(float(a), float(b)) for a, b in (ln.split()[1:3] for ln in out.splitlines() if ln.startswith("PAIR"))]
 
 
@@ -139,21 +156,29 @@ def interval(ratios: list[float]) -> tuple[float, float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=None, help="Steps per process (400) or per block (20)")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--same-process", action="store_true", help="Blocks with the hook recording and idle in one process")
+    ap.add_argument("--same-process", action="store_true",
+                    help="One process alternating short blocks: hook recording / Paddle's own functions back")
+    ap.add_argument("--flush", choices=("block", "thread"), default="block",
+                    help="--same-process: write events inside each recording block (charged to it), or by the "
+                         "hook's background thread as in a trial")
     a = ap.parse_args()
+    a.steps = a.steps or (20 if a.same_process else 400)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     ratios = []
     if a.same_process:
         with tempfile.TemporaryDirectory() as tmp:
-            for i, (idle, rec) in enumerate(same_process(a.pairs, a.steps, a.hidden, a.warmup, Path(tmp))):
-                ratios.append(rec / idle)
-                print(f"pair {i + 1}: idle {idle:.1f} steps/s, recording {rec:.1f} steps/s, ratio {rec / idle:.4f}")
+            got = same_process(a.pairs, a.steps, a.hidden, a.warmup, a.flush == "block", Path(tmp))
+            for i, (bare, rec) in enumerate(got):
+                ratios.append(rec / bare)
+                if a.pairs <= 40 or (i + 1) % 25 == 0:
+                    print(f"pair {i + 1}: bare {bare:.1f} steps/s, recording {rec:.1f} steps/s, ratio {rec / bare:.4f}")
         mid, lo, hi = interval(ratios)
-        print(f"recording/idle steps/s, one process: {mid:.4f} (95% interval {lo:.4f} .. {hi:.4f}, {len(ratios)} "
-              "pairs); target >= 0.98")
+        print(f"recording/bare steps/s, one process, blocks of {a.steps} steps, events written "
+              f"{'inside the recording blocks' if a.flush == 'block' else 'by the background thread'}: {mid:.4f} "
+              f"(95% interval {lo:.4f} .. {hi:.4f}, {len(ratios)} pairs); target >= 0.98")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         program = Path(tmp) / "train.py"

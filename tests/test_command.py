@@ -252,3 +252,44 @@ def test_a_command_under_paddle_distributed_launch_is_measured_on_every_rank(tmp
     assert t["status"] == "ok", t["error"]
     assert t["world_size"] == 2 and len(t["steps"]) == 12 and t["steps"][0]["samples"] == 32
     assert sorted(m["rank"] for m in t["memory"]["per_rank"]) == [0, 1]   # the launcher itself never stepped
+
+
+UNPATCH_PROGRAM = r'''
+import json, sys
+import sitecustomize as hook
+import paddle
+st = hook.S
+def ours(owner, name):
+    fn = vars(owner).get(name)
+    fn = getattr(fn, "__func__", fn)
+    return getattr(getattr(fn, "__code__", None), "co_filename", "") == hook.__file__
+def train(n):
+    m = paddle.nn.Linear(4, 2); opt = paddle.optimizer.SGD(parameters=m.parameters())
+    for _ in range(n):
+        m(paddle.ones([3, 4])).mean().backward(); opt.step(); opt.clear_grad()
+before = [ours(o, n) for o, n, _, _ in st.patched]
+st.unpatched(undo=True)
+undone = [ours(o, n) for o, n, _, _ in st.patched]
+train(3)
+steps_undone = st.step
+st.unpatched(undo=False)
+train(2)
+print(json.dumps({"n": len(st.patched), "before": before, "undone": undone, "steps_undone": steps_undone,
+                  "steps": st.step, "names": sorted({n for _, n, _, _ in st.patched})}))
+'''
+
+
+def test_the_hook_can_put_paddles_own_functions_back_and_its_own_again(tmp_path):
+    """The overhead benchmark's bare blocks rely on this: undone, no patched name is ours and steps go
+    unrecorded; redone, every one is ours again and steps are counted."""
+    import subprocess
+
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "p.py").write_text(UNPATCH_PROGRAM)
+    env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), "AMPBENCH_HOOK_DIR": str(tmp_path / "ev")}
+    out = subprocess.run([sys.executable, str(tmp_path / "p.py")], env=env, capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert {"backward", "step", "minimize", "eval", "train", "scale"} <= set(got["names"])
+    assert all(got["before"]) and not any(got["undone"]) and got["n"] == len(got["before"]) > 6
+    assert got["steps_undone"] == 0 and got["steps"] == 2

@@ -41,6 +41,8 @@ from typing import Any
 _DIR_ENV = "AMPBENCH_HOOK_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FLUSH_EVERY_S = 0.25
+_ABSENT = object()   # "the class had no attribute of its own" in a recorded patch
+_STEP_KEYS = ("step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals")   # a step event, queued as a tuple
 
 
 def _chain_user_sitecustomize() -> None:
@@ -66,7 +68,7 @@ class _State:
         self.stop_after = int(os.environ.get("AMPBENCH_HOOK_STOP_AFTER", "0") or 0)
         self.stats_steps = int(os.environ.get("AMPBENCH_HOOK_STATS_STEPS", "2") or 2)
         self.warmup = int(os.environ.get("AMPBENCH_HOOK_WARMUP", "0") or 0)
-        self.pending: list[dict[str, object]] = []
+        self.pending: list[Any] = []   # event dicts, and step events as tuples
         self.lock = threading.Lock()
         self.step = 0
         self.depth = 0
@@ -81,10 +83,29 @@ class _State:
         self.stats_on = False
         self.paddle: Any = None
         self.ended = False
+        self.patched: list[tuple[Any, str, Any, Any]] = []   # (owner, name, Paddle's own, ours)
+
+    def patch(self, owner: Any, name: str, new: Any) -> None:
+        """Replace owner.name, keeping Paddle's own so the patch can be undone (`unpatched`)."""
+        self.patched.append((owner, name, vars(owner).get(name, _ABSENT), new))
+        setattr(owner, name, new)
+
+    def unpatched(self, undo: bool) -> None:
+        """Put Paddle's own functions back (undo=True) or ours again: the overhead benchmark's bare
+        blocks run the program exactly as it runs without this hook (scripts/bench_command_overhead.py)."""
+        for owner, name, theirs, ours in self.patched:
+            if not undo:
+                setattr(owner, name, ours)
+            elif theirs is _ABSENT:
+                if name in vars(owner):
+                    delattr(owner, name)
+            else:
+                setattr(owner, name, theirs)
 
     def emit(self, **ev: object) -> None:
         """Queue one event; it is serialised by the flusher, off the program's step (list.append is
-        atomic under the GIL, so the hot path takes no lock)."""
+        atomic under the GIL, so the hot path takes no lock). Step events are queued as bare tuples
+        (`_STEP_KEYS`) by `_boundary` itself: every call on the step's path costs the program time."""
         self.pending.append(ev)
 
     def flush(self) -> None:
@@ -96,7 +117,7 @@ class _State:
         if not events or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
             return
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write("".join(json.dumps(ev) + "\n" for ev in events))
+            f.write("".join(json.dumps(ev if isinstance(ev, dict) else _step_event(ev)) + "\n" for ev in events))
 
     def start_flusher(self) -> None:
         def loop() -> None:
@@ -109,11 +130,21 @@ class _State:
 S: _State | None = None
 
 
-def _loss_value(st: _State) -> float | None:
+def _step_event(row: tuple) -> dict[str, object]:
+    ev: dict[str, object] = {"e": "step", **dict(zip(_STEP_KEYS, row))}
+    if ev["evals"] is None:
+        del ev["evals"]
+    return ev
+
+
+def _loss_value(losses: list[Any]) -> float | None:
+    """The step's loss: the sum of what backward() ran on. `_getitem_from_offset` is what Tensor.item()
+    calls (item() adds a Python frame and a distributed check); bfloat16 comes back as uint16 bits."""
     total, seen = 0.0, False
-    for t in st.losses:   # item() first: Tensor.size costs ~10 us a call, a step's budget is ~1 ms
+    for t in losses:
         try:
-            total += float(t.item())
+            v = t._getitem_from_offset()
+            total += float(v) if v.dtype.char != "H" else float(t.item())
             seen = True
         except ValueError:    # more than one element (a loss backward() ran on without reducing it)
             try:
@@ -121,16 +152,17 @@ def _loss_value(st: _State) -> float | None:
                 seen = True
             except (TypeError, ValueError, RuntimeError):
                 pass
-        except (TypeError, RuntimeError):
-            pass
-    st.losses.clear()
-    st.scaled.clear()
+        except (TypeError, RuntimeError, AttributeError):
+            try:
+                total += float(t.item())
+                seen = True
+            except (TypeError, ValueError, RuntimeError):
+                pass
     return total if seen else None
 
 
-def _scaler_state(st: _State) -> tuple[float | None, bool]:
-    sc = st.scaler
-    if sc is None or not getattr(sc, "_enable", False):
+def _scaler_state(sc: Any) -> tuple[float | None, bool]:
+    if not getattr(sc, "_enable", False):
         return None, False
     try:
         scale: float | None = float(sc._scale)
@@ -146,24 +178,30 @@ def _scaler_state(st: _State) -> tuple[float | None, bool]:
 
 
 def _boundary(st: _State) -> None:
-    """One optimizer step ended: time it (after a device sync), record it, maybe stop the program."""
+    """One optimizer step ended: time it (after a device sync), record it, maybe stop the program.
+    This runs once per step inside the program's loop: it does the least it can (one tensor read per
+    loss, a tuple appended), and everything else (the event's dict, JSON, the disk) is the flusher's."""
     if st.sync is not None:
         st.sync()
     now = time.perf_counter()
-    dt = now - st.t_prev - st.eval_s
-    st.step += 1
-    loss = _loss_value(st)
-    scale, found = _scaler_state(st)
-    st.emit(e="step", step=st.step, t=dt, at=now, loss=loss, scale=scale, found_inf=found, eval_s=st.eval_s,
-            **({"evals": st.evals} if st.evals else {}))
-    st.eval_s, st.evals = 0.0, []
-    if st.step == st.stats_steps:
+    step = st.step = st.step + 1
+    losses = st.losses
+    loss = _loss_value(losses) if losses else None
+    if losses:
+        st.losses = []
+        st.scaled.clear()
+    scale, found = _scaler_state(st.scaler) if st.scaler is not None else (None, False)
+    eval_s = st.eval_s
+    st.pending.append((step, now - st.t_prev - eval_s, now, loss, scale, found, eval_s, st.evals or None))
+    if st.evals:
+        st.eval_s, st.evals = 0.0, []
+    if step == st.stats_steps:
         _ops_done(st)
-    if st.step == st.warmup:
+    if step == st.warmup:
         _memory_reset(st)
-    if st.step % 16 == 0:
+    if not step & 15:
         _memory(st)
-    if st.stop_after and st.step >= st.stop_after:
+    if st.stop_after and step >= st.stop_after:
         _finish("stopped", st)
         raise SystemExit(0)
     st.t_prev = time.perf_counter()
@@ -236,14 +274,14 @@ def _finish(reason: str, st: _State | None = None) -> None:
     st.flush()
 
 
-def _wrap_steps(cls) -> None:
+def _wrap_steps(st: _State, cls) -> None:
     for name in ("step", "minimize"):
         fn = vars(cls).get(name)
         if callable(fn) and not getattr(fn, "_ampbench", False):
-            setattr(cls, name, _stepping(fn))
+            st.patch(cls, name, _stepping(fn))
 
 
-def _patch_optimizers(paddle) -> None:
+def _patch_optimizers(st: _State, paddle) -> None:
     """Every Optimizer class's own step()/minimize() (subclasses override them, and AdamW's __init__
     never calls Optimizer's), including classes defined later (__init_subclass__)."""
     base = paddle.optimizer.Optimizer
@@ -252,22 +290,22 @@ def _patch_optimizers(paddle) -> None:
         cls = todo.pop()
         if cls not in seen:
             seen.add(cls)
-            _wrap_steps(cls)
+            _wrap_steps(st, cls)
             todo.extend(cls.__subclasses__())
 
     def __init_subclass__(cls, **kwargs):
         super(base, cls).__init_subclass__(**kwargs)
-        _wrap_steps(cls)
-    base.__init_subclass__ = classmethod(__init_subclass__)
+        _wrap_steps(st, cls)
+    st.patch(base, "__init_subclass__", classmethod(__init_subclass__))
 
 
-def _patch_scalers(paddle) -> None:
+def _patch_scalers(st: _State, paddle) -> None:
     from paddle.amp import grad_scaler
 
     for cls in {grad_scaler.AmpScaler, grad_scaler.GradScaler}:
         for name in ("step", "minimize"):
             if name in vars(cls):
-                setattr(cls, name, _stepping(vars(cls)[name]))
+                st.patch(cls, name, _stepping(vars(cls)[name]))
         if "scale" in vars(cls):
             scale = vars(cls)["scale"]
 
@@ -278,18 +316,21 @@ def _patch_scalers(paddle) -> None:
                     st.scaler = self
                     st.scaled[id(out)] = var
                 return out
-            setattr(cls, "scale", scaled)
+            st.patch(cls, "scale", scaled)
 
 
-def _patch_tensor_and_layers(paddle) -> None:
+def _patch_tensor_and_layers(st: _State, paddle) -> None:
     backward = paddle.Tensor.backward
 
     def patched_backward(self, *args, **kwargs):
         st = S
-        if st is not None:
-            st.losses.append(st.scaled.get(id(self), self).detach())
+        if st is not None:   # kept as is (no detach, a Paddle call a step): it is read and dropped at this step's end
+            losses = st.losses
+            losses.append(st.scaled.get(id(self), self) if st.scaled else self)
+            if len(losses) > 64:   # backward() with no optimizer step of Paddle's: hold a bounded few
+                del losses[:32]
         return backward(self, *args, **kwargs)
-    paddle.Tensor.backward = patched_backward
+    st.patch(paddle.Tensor, "backward", patched_backward)
 
     layer = paddle.nn.Layer
     to_eval, to_train = layer.eval, layer.train
@@ -308,7 +349,8 @@ def _patch_tensor_and_layers(paddle) -> None:
             st.evals.append([st.eval_t0, now])
             st.eval_t0 = None
         return to_train(self, *args, **kwargs)
-    layer.eval, layer.train = eval_, train_
+    st.patch(layer, "eval", eval_)
+    st.patch(layer, "train", train_)
 
 
 def _gpu_identity(paddle) -> dict:
@@ -356,9 +398,9 @@ def _install(paddle) -> None:
     if st is None or st.paddle is not None:
         return
     st.paddle = paddle
-    _patch_optimizers(paddle)
-    _patch_scalers(paddle)
-    _patch_tensor_and_layers(paddle)
+    _patch_optimizers(st, paddle)
+    _patch_scalers(st, paddle)
+    _patch_tensor_and_layers(st, paddle)
     try:
         gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
     except Exception:

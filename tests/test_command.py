@@ -293,3 +293,22 @@ def test_the_hook_can_put_paddles_own_functions_back_and_its_own_again(tmp_path)
     assert {"backward", "step", "minimize", "eval", "train", "scale"} <= set(got["names"])
     assert all(got["before"]) and not any(got["undone"]) and got["n"] == len(got["before"]) > 6
     assert got["steps_undone"] == 0 and got["steps"] == 2
+
+
+def test_a_steps_line_is_read_as_one_step_event_per_row_and_bad_rows_are_dropped(tmp_path):
+    from ampbench.trial.command_record import EventReader
+
+    keys = ["step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals"]
+    lines = [{"e": "start", "rank": 0},
+             {"e": "steps", "keys": keys, "rows": [[1, 0.01, 5.0, 2.5, None, False, 0.0, None],
+                                                   [2, 0.02, 5.1, None, 1024.0, True, 0.3, [[5.05, 5.08]]],
+                                                   [3, 0.02], "x"]},
+             {"e": "steps", "keys": "step", "rows": [[4]]},
+             {"e": "steps", "keys": ["e", "step", "t"], "rows": [["start", 5, 0.01]]}]
+    (tmp_path / "123.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    reader = EventReader(tmp_path)
+    new = reader.poll()
+    steps = [ev for _, ev in new]
+    assert [s["step"] for s in steps] == [1, 2, 5] and all(s["e"] == "step" for s in steps)
+    assert "evals" not in steps[0] and steps[1]["evals"] == [[5.05, 5.08]] and steps[1]["scale"] == 1024.0
+    assert reader.procs[123].start == {"e": "start", "rank": 0}

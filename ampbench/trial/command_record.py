@@ -61,9 +61,25 @@ class EventReader:
             proc = self.procs.setdefault(int(path.stem), Proc(pid=int(path.stem)))
             for line in chunk[:done].splitlines():
                 ev = self._parse(line)
-                if ev is not None and self._apply(proc, ev):
-                    new.append((proc, ev))
+                for one in self._expand(ev) if ev is not None else ():
+                    if self._apply(proc, one):
+                        new.append((proc, one))
         return new
+
+    @staticmethod
+    def _expand(ev: dict[str, Any]) -> list[dict[str, Any]]:
+        """The hook writes a run of steps as one line {"e": "steps", "keys": [...], "rows": [[...], ...]}
+        (cheaper for the program than a line each); every other event is one line of its own."""
+        if ev.get("e") != "steps":
+            return [ev]
+        keys, rows = ev.get("keys"), ev.get("rows")
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or not isinstance(rows, list):
+            return []
+        out = []
+        for row in rows:
+            if isinstance(row, list) and len(row) == len(keys):
+                out.append({**{k: v for k, v in zip(keys, row) if v is not None or k != "evals"}, "e": "step"})
+        return out
 
     @staticmethod
     def _parse(line: bytes) -> dict[str, Any] | None:

@@ -41,6 +41,7 @@ from typing import Any
 _DIR_ENV = "AMPBENCH_HOOK_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FLUSH_EVERY_S = 0.25
+MEMORY_EVERY_S = 1.0
 _ABSENT = object()   # "the class had no attribute of its own" in a recorded patch
 _STEP_KEYS = ("step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals")   # a step event, queued as a tuple
 
@@ -73,6 +74,7 @@ class _State:
         self.step = 0
         self.depth = 0
         self.t_prev = time.perf_counter()
+        self.memory_at = 0.0
         self.eval_t0: float | None = None
         self.eval_s = 0.0
         self.evals: list[list[float]] = []   # [start, end] of each evaluation since the last step
@@ -116,8 +118,19 @@ class _State:
             events, self.pending[:n] = self.pending[:n], []
         if not events or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
             return
+        lines, rows = [], []
+        for ev in events:   # a run of step tuples is one "steps" line: a third of the JSON time of one each
+            if isinstance(ev, tuple):
+                rows.append(ev)
+                continue
+            if rows:
+                lines.append(json.dumps({"e": "steps", "keys": _STEP_KEYS, "rows": rows}))
+                rows = []
+            lines.append(json.dumps(ev))
+        if rows:
+            lines.append(json.dumps({"e": "steps", "keys": _STEP_KEYS, "rows": rows}))
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write("".join(json.dumps(ev if isinstance(ev, dict) else _step_event(ev)) + "\n" for ev in events))
+            f.write("\n".join(lines) + "\n")
 
     def start_flusher(self) -> None:
         def loop() -> None:
@@ -128,13 +141,6 @@ class _State:
 
 
 S: _State | None = None
-
-
-def _step_event(row: tuple) -> dict[str, object]:
-    ev: dict[str, object] = {"e": "step", **dict(zip(_STEP_KEYS, row))}
-    if ev["evals"] is None:
-        del ev["evals"]
-    return ev
 
 
 def _loss_value(losses: list[Any]) -> float | None:
@@ -189,7 +195,8 @@ def _boundary(st: _State) -> None:
     loss = _loss_value(losses) if losses else None
     if losses:
         st.losses = []
-        st.scaled.clear()
+        if st.scaled:
+            st.scaled.clear()
     scale, found = _scaler_state(st.scaler) if st.scaler is not None else (None, False)
     eval_s = st.eval_s
     st.pending.append((step, now - st.t_prev - eval_s, now, loss, scale, found, eval_s, st.evals or None))
@@ -199,7 +206,8 @@ def _boundary(st: _State) -> None:
         _ops_done(st)
     if step == st.warmup:
         _memory_reset(st)
-    if not step & 15:
+    if now >= st.memory_at:   # the peak so far, once a second (a kill keeps a recent one)
+        st.memory_at = now + MEMORY_EVERY_S
         _memory(st)
     if st.stop_after and step >= st.stop_after:
         _finish("stopped", st)

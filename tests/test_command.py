@@ -295,16 +295,19 @@ def test_the_hook_can_put_paddles_own_functions_back_and_its_own_again(tmp_path)
     assert got["steps_undone"] == 0 and got["steps"] == 2
 
 
-def test_a_steps_line_is_read_as_one_step_event_per_row_and_bad_rows_are_dropped(tmp_path):
+def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_dropped(tmp_path):
     from ampbench.trial.command_record import EventReader
 
     keys = ["step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals"]
+    def cols(*rows):
+        return [list(c) for c in zip(*rows)]
     lines = [{"e": "start", "rank": 0},
-             {"e": "steps", "keys": keys, "rows": [[1, 0.01, 5.0, 2.5, None, False, 0.0, None],
-                                                   [2, 0.02, 5.1, None, 1024.0, True, 0.3, [[5.05, 5.08]]],
-                                                   [3, 0.02], "x"]},
-             {"e": "steps", "keys": "step", "rows": [[4]]},
-             {"e": "steps", "keys": ["e", "step", "t"], "rows": [["start", 5, 0.01]]}]
+             {"e": "steps", "keys": keys, "columns": cols([1, 0.01, 5.0, 2.5, None, False, 0.0, None],
+                                                          [2, 0.02, 5.1, None, 1024.0, True, 0.3, [[5.05, 5.08]]])},
+             {"e": "steps", "keys": keys, "columns": cols([3, 0.02, 5.2, 1.0, None, False, 0.0, None])[:-1]},
+             {"e": "steps", "keys": ["step", "t"], "columns": [[4, 5], [0.01]]},
+             {"e": "steps", "keys": "step", "columns": [[4]]},
+             {"e": "steps", "keys": ["e", "step", "t"], "columns": [["start"], [5], [0.01]]}]
     (tmp_path / "123.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     reader = EventReader(tmp_path)
     new = reader.poll()

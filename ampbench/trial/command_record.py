@@ -68,18 +68,17 @@ class EventReader:
 
     @staticmethod
     def _expand(ev: dict[str, Any]) -> list[dict[str, Any]]:
-        """The hook writes a run of steps as one line {"e": "steps", "keys": [...], "rows": [[...], ...]}
-        (cheaper for the program than a line each); every other event is one line of its own."""
+        """The hook writes a run of steps as one line {"e": "steps", "keys": [...], "columns": [[...], ...]}
+        (one list per key; far cheaper for the program than a line each); other events are a line each."""
         if ev.get("e") != "steps":
             return [ev]
-        keys, rows = ev.get("keys"), ev.get("rows")
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or not isinstance(rows, list):
+        keys, cols = ev.get("keys"), ev.get("columns")
+        if (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or not isinstance(cols, list)
+                or len(cols) != len(keys) or not all(isinstance(c, list) for c in cols)
+                or len({len(c) for c in cols}) > 1):
             return []
-        out = []
-        for row in rows:
-            if isinstance(row, list) and len(row) == len(keys):
-                out.append({**{k: v for k, v in zip(keys, row) if v is not None or k != "evals"}, "e": "step"})
-        return out
+        return [{**{k: v for k, v in zip(keys, row) if v is not None or k != "evals"}, "e": "step"}
+                for row in zip(*cols)]
 
     @staticmethod
     def _parse(line: bytes) -> dict[str, Any] | None:

@@ -119,16 +119,15 @@ class _State:
         if not events or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
             return
         lines, rows = [], []
-        for ev in events:   # a run of step tuples is one "steps" line: a third of the JSON time of one each
-            if isinstance(ev, tuple):
+        for ev in events + [None]:   # a run of step tuples is one "steps" line of columns: a sixth of the
+            if isinstance(ev, tuple):   # JSON time of a line each (the flusher holds the GIL the program needs)
                 rows.append(ev)
                 continue
             if rows:
-                lines.append(json.dumps({"e": "steps", "keys": _STEP_KEYS, "rows": rows}))
+                lines.append(json.dumps({"e": "steps", "keys": _STEP_KEYS, "columns": list(zip(*rows))}))
                 rows = []
-            lines.append(json.dumps(ev))
-        if rows:
-            lines.append(json.dumps({"e": "steps", "keys": _STEP_KEYS, "rows": rows}))
+            if ev is not None:
+                lines.append(json.dumps(ev))
         with open(self.path, "a", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
 

@@ -38,3 +38,4 @@ _.archive_report  # scripts/nightly.sh keeps each run's report.html beside the h
 _.launch_in_process  # the in-process launcher: for tests and debugging (a breakpoint in a workload)
 _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and the pairs a 2% claim needs
 
+_.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back

@@ -295,23 +295,44 @@ def test_the_hook_can_put_paddles_own_functions_back_and_its_own_again(tmp_path)
     assert got["steps_undone"] == 0 and got["steps"] == 2
 
 
-def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_dropped(tmp_path):
-    from ampbench.trial.command_record import EventReader
+def hook_steps_line():
+    """The hook's own `_steps_line` (and its constants), lifted out of the file: importing the hook here
+    would run its start-up code in the test process."""
+    tree = ast.parse((HOOK_DIR / "sitecustomize.py").read_text())
+    keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+            or (isinstance(n, ast.Assign) and any(getattr(t, "id", "") in ("_STEP_KEYS", "_F64_KEYS") for t in n.targets))
+            or (isinstance(n, ast.FunctionDef) and n.name == "_steps_line")]
+    space: dict = {}
+    exec(compile(ast.Module(body=keep, type_ignores=[]), "hook", "exec"), space)
+    return space
 
-    keys = ["step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals"]
-    def cols(*rows):
-        return [list(c) for c in zip(*rows)]
-    lines = [{"e": "start", "rank": 0},
-             {"e": "steps", "keys": keys, "columns": cols([1, 0.01, 5.0, 2.5, None, False, 0.0, None],
-                                                          [2, 0.02, 5.1, None, 1024.0, True, 0.3, [[5.05, 5.08]]])},
-             {"e": "steps", "keys": keys, "columns": cols([3, 0.02, 5.2, 1.0, None, False, 0.0, None])[:-1]},
-             {"e": "steps", "keys": ["step", "t"], "columns": [[4, 5], [0.01]]},
-             {"e": "steps", "keys": "step", "columns": [[4]]},
-             {"e": "steps", "keys": ["e", "step", "t"], "columns": [["start"], [5], [0.01]]}]
+
+def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_dropped(tmp_path):
+    import base64
+    from array import array
+
+    from ampbench.trial.command_record import STEP_F64_KEYS, EventReader
+
+    hook = hook_steps_line()
+    assert tuple(k for k, _ in hook["_F64_KEYS"]) == STEP_F64_KEYS
+    rows = [(1, 0.01, 5.0, 2.5, None, False, 0.0, None), (2, 0.02, 5.1, None, 1024.0, True, 0.3, [[5.05, 5.08]])]
+    good = json.loads(hook["_steps_line"](rows))
+    torn = {**good, "t": good["t"][:-4]}
+    short = {**good, "n": 3}
+    swapped = json.loads(hook["_steps_line"]([(7, 0.5, 9.0, 1.5, None, False, 0.0, None)]))
+    swapped["byteorder"] = "big" if sys.byteorder == "little" else "little"   # as a machine of the other order writes it
+    for key in STEP_F64_KEYS:
+        arr = array("d", base64.b64decode(swapped[key]))
+        arr.byteswap()
+        swapped[key] = base64.b64encode(arr.tobytes()).decode()
+    lines = [{"e": "start", "rank": 0}, good, torn, short, {**good, "first": "1"}, {**good, "found_inf": "!"},
+             {"e": "steps", "first": 4, "n": 1}, swapped]
     (tmp_path / "123.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     reader = EventReader(tmp_path)
-    new = reader.poll()
-    steps = [ev for _, ev in new]
-    assert [s["step"] for s in steps] == [1, 2, 5] and all(s["e"] == "step" for s in steps)
+    steps = [ev for _, ev in reader.poll()]
+    assert [s["step"] for s in steps] == [1, 2, 7] and all(s["e"] == "step" for s in steps)
+    assert steps[0]["loss"] == 2.5 and steps[0]["scale"] is None and steps[0]["found_inf"] is False
     assert "evals" not in steps[0] and steps[1]["evals"] == [[5.05, 5.08]] and steps[1]["scale"] == 1024.0
+    assert steps[1]["loss"] is None and steps[1]["found_inf"] is True and steps[1]["eval_s"] == 0.3
+    assert steps[2]["t"] == 0.5 and steps[2]["at"] == 9.0 and steps[2]["loss"] == 1.5
     assert reader.procs[123].start == {"e": "start", "rank": 0}

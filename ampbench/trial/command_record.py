@@ -3,9 +3,12 @@ program's own output turned into the Trial's steps, AMP evidence, memory, metric
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import statistics
+import sys
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +18,8 @@ from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
 MAX_EVENT_BYTES = 256 * 2**20
+MAX_STEPS_PER_LINE = 10_000_000
+STEP_F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the hook's _F64_KEYS (it cannot import ampbench)
 
 
 @dataclass
@@ -68,17 +73,40 @@ class EventReader:
 
     @staticmethod
     def _expand(ev: dict[str, Any]) -> list[dict[str, Any]]:
-        """The hook writes a run of steps as one line {"e": "steps", "keys": [...], "columns": [[...], ...]}
-        (one list per key; far cheaper for the program than a line each); other events are a line each."""
+        """The hook writes a run of steps as one line (its `_steps_line`: base64 float64 columns, NaN for
+        None, which step_record reads as "no value" anyway); every other event is a line of its own.
+        A malformed steps line is dropped whole."""
         if ev.get("e") != "steps":
             return [ev]
-        keys, cols = ev.get("keys"), ev.get("columns")
-        if (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or not isinstance(cols, list)
-                or len(cols) != len(keys) or not all(isinstance(c, list) for c in cols)
-                or len({len(c) for c in cols}) > 1):
+        first, n, order = ev.get("first"), ev.get("n"), ev.get("byteorder")
+        if not (isinstance(first, int) and isinstance(n, int) and 0 < n <= MAX_STEPS_PER_LINE
+                and order in ("little", "big")):
             return []
-        return [{**{k: v for k, v in zip(keys, row) if v is not None or k != "evals"}, "e": "step"}
-                for row in zip(*cols)]
+        cols: dict[str, list[float | None]] = {}
+        try:
+            for key in STEP_F64_KEYS:
+                raw = base64.b64decode(str(ev[key]), validate=True)
+                if len(raw) != 8 * n:
+                    return []
+                arr = array("d", raw)
+                if order != sys.byteorder:
+                    arr.byteswap()
+                cols[key] = [None if math.isnan(v) else v for v in arr]
+            found = base64.b64decode(str(ev["found_inf"]), validate=True)
+        except (KeyError, ValueError):
+            return []
+        raw_evals = ev.get("evals")
+        evals: dict[str, Any] = raw_evals if isinstance(raw_evals, dict) else {}
+        if len(found) != n:
+            return []
+        out = []
+        for i in range(n):
+            step: dict[str, Any] = {"e": "step", "step": first + i, "found_inf": bool(found[i])}
+            step.update({key: cols[key][i] for key in STEP_F64_KEYS})
+            if isinstance(evals.get(str(i)), list):
+                step["evals"] = evals[str(i)]
+            out.append(step)
+        return out
 
     @staticmethod
     def _parse(line: bytes) -> dict[str, Any] | None:

@@ -16,7 +16,9 @@ boundary so no extra sync is added); the GradScaler's scale and found_inf; op dt
 Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak
 (CUDA allocator on GPU, reset when the measured window opens; the host allocator on CPU). Events
 are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
-timed region. With AMPBENCH_HOOK_STOP_AFTER = N > 0 the program is ended cleanly (SystemExit(0),
+timed region; the steps since the last write are one line (`_steps_line`).
+The step's own path is kept to a few microseconds (scripts/bench_command_overhead.py measures it):
+on a ~1 ms CPU step every Python call there shows. With AMPBENCH_HOOK_STOP_AFTER = N > 0 the program is ended cleanly (SystemExit(0),
 so `finally` blocks and atexit run) right after its N-th step.
 
 NVML is not read here: each step event carries its end time (`at`, time.perf_counter, the system-wide
@@ -28,6 +30,7 @@ energy to the measured window (ampbench/trial/command_gpu.py).
 from __future__ import annotations
 
 import atexit
+import base64
 import functools
 import importlib.machinery
 import importlib.util
@@ -36,6 +39,7 @@ import os
 import sys
 import threading
 import time
+from array import array
 from typing import Any
 
 _DIR_ENV = "AMPBENCH_HOOK_DIR"
@@ -44,6 +48,23 @@ FLUSH_EVERY_S = 0.25
 MEMORY_EVERY_S = 1.0
 _ABSENT = object()   # "the class had no attribute of its own" in a recorded patch
 _STEP_KEYS = ("step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals")   # a step event, queued as a tuple
+_F64_KEYS = (("t", 1), ("at", 2), ("loss", 3), ("scale", 4), ("eval_s", 6))   # sent as float64 arrays
+
+
+def _steps_line(rows: list[tuple]) -> str:
+    """Consecutive steps as one JSON line whose float columns are base64 float64 arrays (NaN for
+    None): a third of the flusher's time for JSON numbers, and the flusher holds the GIL the program
+    needs. ampbench's reader (trial/command_record.py) turns it back into one step event per step."""
+    cols = list(zip(*rows))
+    nan = float("nan")
+    line: dict[str, object] = {"e": "steps", "first": cols[0][0], "n": len(rows), "byteorder": sys.byteorder,
+                               "found_inf": base64.b64encode(bytes(bool(v) for v in cols[5])).decode()}
+    for key, i in _F64_KEYS:
+        line[key] = base64.b64encode(array("d", [nan if v is None else v for v in cols[i]]).tobytes()).decode()
+    evals = {str(k): v for k, v in enumerate(cols[7]) if v}
+    if evals:
+        line["evals"] = evals
+    return json.dumps(line)
 
 
 def _chain_user_sitecustomize() -> None:
@@ -119,12 +140,12 @@ class _State:
         if not events or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
             return
         lines, rows = [], []
-        for ev in events + [None]:   # a run of step tuples is one "steps" line of columns: a sixth of the
-            if isinstance(ev, tuple):   # JSON time of a line each (the flusher holds the GIL the program needs)
+        for ev in events + [None]:   # a run of step tuples is one "steps" line (`_steps_line`)
+            if isinstance(ev, tuple):
                 rows.append(ev)
                 continue
             if rows:
-                lines.append(json.dumps({"e": "steps", "keys": _STEP_KEYS, "columns": list(zip(*rows))}))
+                lines.append(_steps_line(rows))
                 rows = []
             if ev is not None:
                 lines.append(json.dumps(ev))

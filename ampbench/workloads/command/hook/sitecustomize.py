@@ -215,8 +215,8 @@ def _boundary(st: _State) -> None:
     loss = _loss_value(losses) if losses else None
     if losses:
         st.losses = []
-        if st.scaled:
-            st.scaled.clear()
+    if st.scaled:
+        st.scaled.clear()
     scale, found = _scaler_state(st.scaler) if st.scaler is not None else (None, False)
     eval_s = st.eval_s
     st.pending.append((step, now - st.t_prev - eval_s, now, loss, scale, found, eval_s, st.evals or None))

@@ -95,10 +95,10 @@ class EventReader:
             found = base64.b64decode(str(ev["found_inf"]), validate=True)
         except (KeyError, ValueError):
             return []
-        raw_evals = ev.get("evals")
-        evals: dict[str, Any] = raw_evals if isinstance(raw_evals, dict) else {}
         if len(found) != n:
             return []
+        raw_evals = ev.get("evals")
+        evals: dict[str, Any] = raw_evals if isinstance(raw_evals, dict) else {}
         out = []
         for i in range(n):
             step: dict[str, Any] = {"e": "step", "step": first + i, "found_inf": bool(found[i])}

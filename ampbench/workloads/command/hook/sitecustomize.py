@@ -48,7 +48,7 @@ FLUSH_EVERY_S = 0.25
 MEMORY_EVERY_S = 1.0
 _ABSENT = object()   # "the class had no attribute of its own" in a recorded patch
 _STEP_KEYS = ("step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals")   # a step event, queued as a tuple
-_F64_KEYS = (("t", 1), ("at", 2), ("loss", 3), ("scale", 4), ("eval_s", 6))   # sent as float64 arrays
+_F64_KEYS = tuple((k, _STEP_KEYS.index(k)) for k in ("t", "at", "loss", "scale", "eval_s"))   # sent as float64 arrays
 
 
 def _steps_line(rows: list[tuple]) -> str:
@@ -57,11 +57,12 @@ def _steps_line(rows: list[tuple]) -> str:
     needs. ampbench's reader (trial/command_record.py) turns it back into one step event per step."""
     cols = list(zip(*rows))
     nan = float("nan")
-    line: dict[str, object] = {"e": "steps", "first": cols[0][0], "n": len(rows), "byteorder": sys.byteorder,
-                               "found_inf": base64.b64encode(bytes(bool(v) for v in cols[5])).decode()}
+    found = cols[_STEP_KEYS.index("found_inf")]
+    line: dict[str, object] = {"e": "steps", "first": rows[0][0], "n": len(rows), "byteorder": sys.byteorder,
+                               "found_inf": base64.b64encode(bytes(bool(v) for v in found)).decode()}
     for key, i in _F64_KEYS:
         line[key] = base64.b64encode(array("d", [nan if v is None else v for v in cols[i]]).tobytes()).decode()
-    evals = {str(k): v for k, v in enumerate(cols[7]) if v}
+    evals = {str(k): v for k, v in enumerate(cols[_STEP_KEYS.index("evals")]) if v}
     if evals:
         line["evals"] = evals
     return json.dumps(line)

@@ -22,7 +22,8 @@ hooked/bare steps/s (each block's mean rate, so rare costs count). `--flush bloc
 the events' JSON and disk writes to the hooked blocks, at the trial's cadence (every FLUSH_EVERY_S);
 `--flush thread` leaves them to the hook's background thread, as in a trial. The hook module and its
 sleeping thread stay loaded in the bare blocks. Target: ratio >= 0.98. Run it on an idle machine: the
-load average is printed, and on a shared machine the ratio is only indicative.
+load average is printed, and on a shared machine the ratio is only indicative. `--aa` runs both
+blocks bare: the benchmark's own bias, which should be 1.0 (measured 1.002, 0.994 .. 1.010).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ print("STEPS_PER_S", 1.0 / kept[len(kept) // 2])
 SAME_PROCESS = r'''
 import sys, time
 import sitecustomize as hook
-steps, hidden, warm, pairs, flush = (int(a) for a in sys.argv[1:6])
+steps, hidden, warm, pairs, flush, aa = (int(a) for a in sys.argv[1:7])
 cadence = hook.FLUSH_EVERY_S   # a trial's flusher writes this often
 if flush:   # charge the flusher's work to the recording blocks: no background thread; a recording block
     hook.FLUSH_EVERY_S = 1e9   # writes the events when a trial's flusher would have (every FLUSH_EVERY_S)
@@ -81,6 +82,7 @@ def block(n, on):
         flushed[0] = t
     return n / (time.perf_counter() - t)
 def hooked(on):
+    on = on and not aa   # --aa: both blocks bare, so the ratio is the benchmark's own bias
     state.unpatched(undo=not on)
     hook.S = state if on else None
 block(warm, True)
@@ -114,7 +116,8 @@ print("COST", bw, end, sorted(writes)[len(writes) // 2])
 '''
 
 
-def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, tmp: Path) -> list[tuple[float, float]]:
+def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, aa: bool,
+                 tmp: Path) -> list[tuple[float, float]]:
     """(bare, recording) steps/s per pair of blocks, from one process started as a command trial starts it."""
     from ampbench.workloads.command import HOOK_DIR
 
@@ -125,7 +128,7 @@ def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, tm
                                                         if x),
            "AMPBENCH_HOOK_DIR": str(events), "AMPBENCH_HOOK_STATS_STEPS": "2", "AMPBENCH_HOOK_WARMUP": str(warm)}
     out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm), str(pairs),
-                          str(int(flush))], env=env, capture_output=True, text=True, check=True).stdout
+                          str(int(flush)), str(int(aa))], env=env, capture_output=True, text=True, check=True).stdout
     cost = [float(c) * 1e6 for c in next(ln.split()[1:4] for ln in out.splitlines() if ln.startswith("COST"))]
     print(f"the hook's work per step, timed directly: {cost[0]:.1f} us at backward() + {cost[1]:.1f} us at the "
           f"step's end + {cost[2]:.1f} us to serialise and write its event")
@@ -169,6 +172,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5,
                     help="--same-process: processes, each its own replicate (pairs inside one process share "
                          "its placement, so the interval is taken over runs)")
+    ap.add_argument("--aa", action="store_true",
+                    help="--same-process: both blocks run bare (the benchmark's own bias; expect 1.0)")
     ap.add_argument("--flush", choices=("block", "thread"), default="block",
                     help="--same-process: write events inside each recording block (charged to it), or by the "
                          "hook's background thread as in a trial")
@@ -179,14 +184,14 @@ def main() -> int:
         per_run = []
         for r in range(a.runs):
             with tempfile.TemporaryDirectory() as tmp:
-                got = same_process(a.pairs, a.steps, a.hidden, a.warmup, a.flush == "block", Path(tmp))
+                got = same_process(a.pairs, a.steps, a.hidden, a.warmup, a.flush == "block", a.aa, Path(tmp))
             ratios = [rec / bare for bare, rec in got]
             mid, lo, hi = interval(ratios)
             per_run.append(mid)
             print(f"run {r + 1}: {len(got)} pairs, bare {statistics.median(b for b, _ in got):.1f} steps/s (median "
                   f"block), hooked/bare {mid:.4f} (95% interval over its pairs {lo:.4f} .. {hi:.4f})")
         mid, lo, hi = interval(per_run)
-        print(f"hooked/bare steps/s, one process per run, blocks of {a.steps} steps, events written "
+        print(f"{'A/A, both blocks bare' if a.aa else 'hooked/bare'} steps/s, one process per run, blocks of {a.steps} steps, events written "
               f"{'inside the hooked blocks' if a.flush == 'block' else 'by the background thread'}: {mid:.4f} "
               f"(95% interval over {a.runs} runs {lo:.4f} .. {hi:.4f}); target >= 0.98")
         return 0

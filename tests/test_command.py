@@ -147,14 +147,15 @@ def test_presets_read_the_projects_own_formats(preset, lines, metrics, ips):
 @pytest.mark.slow
 def test_user_script_is_measured_and_amp_inactive_exits_3(tmp_path):
     out = tmp_path / "runs"
-    r = run("run", str(write(tmp_path, suite_text())), "--out", str(out))
+    r = run("run", str(write(tmp_path, suite_text(workload_extra="loss_every_ms = 0"))), "--out", str(out))
     assert r.exit_code == 3, r.output
     ts = trials(out)
     assert set(ts) == {"fp32__seed0", "amp-o1-fp16__seed0"}
     for t in ts.values():
         assert t["status"] == "ok", t["error"]
         assert len(t["steps"]) == 12 and t["throughput"]["measured_steps"] == 10
-        assert all(s["loss"] is not None and s["time_s"] > 0 and s["samples"] == 16 for s in t["steps"])
+        assert all(s["loss"] is not None and s["loss_seen"] and s["time_s"] > 0 and s["samples"] == 16
+                   for s in t["steps"])   # loss_every_ms = 0: every step's loss is read
         assert 0.5 < t["metrics"]["accuracy"] <= 1.0
         assert t["amp"]["op_calls"]["matmul_v2"]["float32"] > 0   # the program's own ops, counted
         assert t["memory"]["source"] == "host" and t["memory"]["peak_allocated_bytes"] > 0
@@ -279,6 +280,45 @@ print(json.dumps({"n": len(st.patched), "before": before, "undone": undone, "ste
 '''
 
 
+SAMPLED_PROGRAM = r'''
+import sys, time
+import paddle
+m = paddle.nn.Linear(4, 2); opt = paddle.optimizer.SGD(parameters=m.parameters())
+for i in range(12):
+    if i >= 6:
+        time.sleep(0.03)   # steps longer than the gap between reads
+    m(paddle.ones([3, 4])).mean().backward(); opt.step(); opt.clear_grad()
+'''
+
+
+def test_the_loss_is_read_at_most_once_per_gap_and_a_step_not_read_is_not_a_non_finite_loss(tmp_path):
+    """Reading a tensor is most of the hook's cost on short steps, so it reads the loss at most every
+    AMPBENCH_HOOK_LOSS_EVERY_S: short steps have some losses not seen, long ones every loss; a step
+    whose loss was not read is neither a value nor a non-finite loss to the judge."""
+    import subprocess
+
+    from types import SimpleNamespace
+
+    from ampbench.config.suite import Thresholds
+    from ampbench.judge.rules.stability import _trial_problems
+    from ampbench.trial.command_record import EventReader, step_record
+    from tests.factories import make_trial
+
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "p.py").write_text(SAMPLED_PROGRAM)
+    env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), "AMPBENCH_HOOK_DIR": str(tmp_path / "ev"),
+           "AMPBENCH_HOOK_LOSS_EVERY_S": "0.02"}
+    subprocess.run([sys.executable, str(tmp_path / "p.py")], env=env, check=True, timeout=120, capture_output=True)
+    reader = EventReader(tmp_path / "ev")
+    steps = [step_record(ev, 3, 0) for _, ev in reader.poll() if ev.get("e") == "step"]
+    assert [s.step for s in steps] == list(range(1, 13))
+    assert steps[0].loss_seen and not all(s.loss_seen for s in steps[:6])   # fast steps: sampled
+    assert all(s.loss_seen and s.loss is not None for s in steps[6:])        # 30 ms steps: every one
+    assert all(s.loss is None for s in steps if not s.loss_seen)
+    problems, nonfinite, _, _ = _trial_problems(SimpleNamespace(th=Thresholds()), make_trial(steps=steps))
+    assert nonfinite == 0 and problems == []
+
+
 def test_the_hook_can_put_paddles_own_functions_back_and_its_own_again(tmp_path):
     """The overhead benchmark's bare blocks rely on this: undone, no patched name is ours and steps go
     unrecorded; redone, every one is ours again and steps are counted."""
@@ -301,7 +341,7 @@ def hook_steps_line():
     tree = ast.parse((HOOK_DIR / "sitecustomize.py").read_text())
     keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
             or (isinstance(n, ast.Assign) and any(getattr(t, "id", "") in ("_STEP_KEYS", "_F64_KEYS") for t in n.targets))
-            or (isinstance(n, ast.FunctionDef) and n.name == "_steps_line")]
+            or (isinstance(n, ast.FunctionDef) and n.name in ("_steps_line", "_as_float"))]
     space: dict = {}
     exec(compile(ast.Module(body=keep, type_ignores=[]), "hook", "exec"), space)
     return space
@@ -311,15 +351,19 @@ def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_
     import base64
     from array import array
 
+    import numpy as np
+
     from ampbench.trial.command_record import STEP_F64_KEYS, EventReader
 
     hook = hook_steps_line()
-    assert tuple(k for k, _ in hook["_F64_KEYS"]) == STEP_F64_KEYS
-    rows = [(1, 0.01, 5.0, 2.5, None, False, 0.0, None), (2, 0.02, 5.1, None, 1024.0, True, 0.3, [[5.05, 5.08]])]
+    assert hook["_F64_KEYS"] == STEP_F64_KEYS
+    bf16 = np.array(16320, dtype=np.uint16)   # 1.5 as bfloat16, as _getitem_from_offset returns it
+    rows = [(1, 5.0, 4.99, np.array(2.5, dtype=np.float32), None, False, 0.0, None),
+            (2, 5.1, 4.78, None, 1024.0, True, 0.3, [[5.05, 5.08]]), (3, 5.2, 5.1, bf16, None, False, 0.0, None)]
     good = json.loads(hook["_steps_line"](rows))
     torn = {**good, "t": good["t"][:-4]}
-    short = {**good, "n": 3}
-    swapped = json.loads(hook["_steps_line"]([(7, 0.5, 9.0, 1.5, None, False, 0.0, None)]))
+    short = {**good, "n": good["n"] + 1}
+    swapped = json.loads(hook["_steps_line"]([(7, 9.0, 8.5, 1.5, None, False, 0.0, None)]))
     swapped["byteorder"] = "big" if sys.byteorder == "little" else "little"   # as a machine of the other order writes it
     for key in STEP_F64_KEYS:
         arr = array("d", base64.b64decode(swapped[key]))
@@ -330,9 +374,11 @@ def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_
     (tmp_path / "123.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     reader = EventReader(tmp_path)
     steps = [ev for _, ev in reader.poll()]
-    assert [s["step"] for s in steps] == [1, 2, 7] and all(s["e"] == "step" for s in steps)
+    assert [s["step"] for s in steps] == [1, 2, 3, 7] and all(s["e"] == "step" for s in steps)
     assert steps[0]["loss"] == 2.5 and steps[0]["scale"] is None and steps[0]["found_inf"] is False
     assert "evals" not in steps[0] and steps[1]["evals"] == [[5.05, 5.08]] and steps[1]["scale"] == 1024.0
     assert steps[1]["loss"] is None and steps[1]["found_inf"] is True and steps[1]["eval_s"] == 0.3
-    assert steps[2]["t"] == 0.5 and steps[2]["at"] == 9.0 and steps[2]["loss"] == 1.5
+    assert steps[0]["t"] == pytest.approx(0.01) and steps[1]["t"] == pytest.approx(0.02)   # minus the evaluation
+    assert steps[2]["loss"] == 1.5   # bfloat16's bits, widened as Paddle's item() does
+    assert steps[3]["t"] == 0.5 and steps[3]["at"] == 9.0 and steps[3]["loss"] == 1.5
     assert reader.procs[123].start == {"e": "start", "rank": 0}

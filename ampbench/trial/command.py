@@ -81,6 +81,7 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, events_dir: Path
         env["AMPBENCH_HOOK_STOP_AFTER"] = str(tr.steps_total if p.stop_after_steps else 0)
         env["AMPBENCH_HOOK_STATS_STEPS"] = str(tr.suite.train.amp_stats_steps)
         env["AMPBENCH_HOOK_WARMUP"] = str(tr.suite.train.warmup_steps)
+        env["AMPBENCH_HOOK_LOSS_EVERY_S"] = repr(p.loss_every_ms / 1000)
     return argv, env, p.cwd.format(**v) if p.cwd else None
 
 

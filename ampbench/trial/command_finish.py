@@ -86,7 +86,7 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
-    t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and lead is not None)
+    t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)
     t.metrics = _metrics(tr, p, output, out)
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped}
     ours = mean_rate(t)

@@ -74,8 +74,8 @@ class EventReader:
     @staticmethod
     def _expand(ev: dict[str, Any]) -> list[dict[str, Any]]:
         """The hook writes a run of steps as one line (its `_steps_line`: base64 float64 columns, NaN for
-        None, which step_record reads as "no value" anyway); every other event is a line of its own.
-        A malformed steps line is dropped whole."""
+        None; bytes for found_inf and loss_seen, which tells a loss not read from a non-finite one);
+        every other event is a line of its own. A malformed steps line is dropped whole."""
         if ev.get("e") != "steps":
             return [ev]
         first, n, order = ev.get("first"), ev.get("n"), ev.get("byteorder")
@@ -93,15 +93,17 @@ class EventReader:
                     arr.byteswap()
                 cols[key] = [None if math.isnan(v) else v for v in arr]
             found = base64.b64decode(str(ev["found_inf"]), validate=True)
+            seen = base64.b64decode(str(ev["loss_seen"]), validate=True)
         except (KeyError, ValueError):
             return []
-        if len(found) != n:
+        if len(found) != n or len(seen) != n:
             return []
         raw_evals = ev.get("evals")
         evals: dict[str, Any] = raw_evals if isinstance(raw_evals, dict) else {}
         out = []
         for i in range(n):
-            step: dict[str, Any] = {"e": "step", "step": first + i, "found_inf": bool(found[i])}
+            step: dict[str, Any] = {"e": "step", "step": first + i, "found_inf": bool(found[i]),
+                                    "loss_seen": bool(seen[i])}
             step.update({key: cols[key][i] for key in STEP_F64_KEYS})
             if isinstance(evals.get(str(i)), list):
                 step["evals"] = evals[str(i)]
@@ -149,7 +151,8 @@ def step_record(ev: dict[str, Any], samples: int, warmup_steps: int) -> StepReco
     raw = ev.get("loss")
     loss = float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
     scale = ev.get("scale")
-    return StepRecord(step=int(ev["step"]), loss=loss, time_s=max(0.0, float(ev.get("t") or 0.0)),
+    return StepRecord(step=int(ev["step"]), loss=loss, loss_seen=ev.get("loss_seen") is not False,
+                      time_s=max(0.0, float(ev.get("t") or 0.0)),
                       loss_scale=float(scale) if isinstance(scale, (int, float)) else None,
                       found_inf=bool(ev.get("found_inf")), samples=samples, warmup=int(ev["step"]) <= warmup_steps)
 

@@ -17,7 +17,7 @@ from ampbench.results.verdicts import RuleResult, Status, as_status
 
 
 def _loss_problem(ref: list[Trial]) -> tuple[str | None, list[str]]:
-    falls = [(t, *stats.loss_fell([s.loss for s in t.steps])) for t in ref]
+    falls = [(t, *stats.loss_fell([s.loss for s in t.steps if s.loss_seen])) for t in ref]
     flat = [(t, a, b) for t, fell, a, b in falls if not fell]
     if not flat:
         return None, []

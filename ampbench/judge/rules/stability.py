@@ -23,7 +23,8 @@ def _collapse_text(col: stats.Collapse, floor: float) -> str:
 def _trial_problems(c: Ctx, t: Trial) -> tuple[list[str], int, float, stats.Collapse | None]:
     """(problems, non-finite losses, skipped fraction, collapse) of one trial."""
     th = c.th
-    bad_steps = [s.step for s in t.steps if not finite(s.loss)]
+    seen = [s for s in t.steps if s.loss_seen]   # a loss not read is neither finite nor not
+    bad_steps = [s.step for s in seen if not finite(s.loss)]
     nonfinite = max(t.nonfinite_losses, len(bad_steps))
     skipped = max(t.skipped_steps, sum(1 for s in t.steps if s.found_inf))
     frac = skipped / len(t.steps)
@@ -34,8 +35,8 @@ def _trial_problems(c: Ctx, t: Trial) -> tuple[list[str], int, float, stats.Coll
     if frac > th.max_skipped_fraction:
         problems.append(f"{t.key}: {skipped} of {len(t.steps)} steps skipped (found_inf), {frac:.1%} > "
                         f"{th.max_skipped_fraction:.1%}")
-    col = stats.find_scale_collapse([s.step for s in t.steps], [s.loss_scale for s in t.steps],
-                                    [s.loss for s in t.steps], th.loss_scale_floor, th.collapse_halvings)
+    col = stats.find_scale_collapse([s.step for s in seen], [s.loss_scale for s in seen],
+                                    [s.loss for s in seen], th.loss_scale_floor, th.collapse_halvings)
     if col:
         problems.append(f"{t.key}: {_collapse_text(col, th.loss_scale_floor)}")
     return problems, nonfinite, frac, col

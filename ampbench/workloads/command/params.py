@@ -61,6 +61,7 @@ class CommandParams(WorkloadParams):
     metric: MetricSource             # where the program's metric is read (a preset, regexes, a JSON file)
     instrument: bool = True          # false: no start-up hook (no per-step times, loss or op evidence)
     stop_after_steps: bool = False   # the hook ends the program cleanly after train.steps steps
+    loss_every_ms: float = Field(5.0, ge=0)   # the hook reads the loss at most this often (0: every step)
     max_log_mib: int = Field(64, ge=1)    # the trial log keeps at most this much of the output
     throughput_tolerance: float = Field(0.25, gt=0)  # |ours / theirs - 1| beyond this is reported
 

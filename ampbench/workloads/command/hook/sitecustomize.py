@@ -36,33 +36,54 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import struct
 import sys
 import threading
 import time
 from array import array
+from collections import deque
 from typing import Any
 
 _DIR_ENV = "AMPBENCH_HOOK_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FLUSH_EVERY_S = 0.25
 MEMORY_EVERY_S = 1.0
+LOSS_EVERY_S = 0.005   # default gap between loss reads (AMPBENCH_HOOK_LOSS_EVERY_S; `_boundary` says why)
 _ABSENT = object()   # "the class had no attribute of its own" in a recorded patch
-_STEP_KEYS = ("step", "t", "at", "loss", "scale", "found_inf", "eval_s", "evals")   # a step event, queued as a tuple
-_F64_KEYS = tuple((k, _STEP_KEYS.index(k)) for k in ("t", "at", "loss", "scale", "eval_s"))   # sent as float64 arrays
+_CLOCK = time.perf_counter   # one global load on the step's path instead of two lookups
+# A step as `_boundary` queues it: raw, so the step's path does no arithmetic and no conversion
+# ("since": the previous step's end; "loss": what Tensor._getitem_from_offset returned, or a float).
+_STEP_KEYS = ("step", "at", "since", "loss", "scale", "found_inf", "eval_s", "evals")
+_F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the columns of a "steps" line, float64 arrays
+
+
+def _as_float(v: Any) -> float:
+    """A loss as the hook read it, as a float (NaN when unseen): a 0-d numpy array from
+    `_getitem_from_offset` (bfloat16 arrives as its uint16 bits, which are float32's upper half), or a float."""
+    if v is None:
+        return float("nan")
+    try:
+        if getattr(getattr(v, "dtype", None), "char", "") == "H":
+            return float(struct.unpack("<f", struct.pack("<I", int(v) << 16))[0])
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
 
 
 def _steps_line(rows: list[tuple]) -> str:
     """Consecutive steps as one JSON line whose float columns are base64 float64 arrays (NaN for
     None): a third of the flusher's time for JSON numbers, and the flusher holds the GIL the program
     needs. ampbench's reader (trial/command_record.py) turns it back into one step event per step."""
-    cols = list(zip(*rows))
+    step, at, since, loss, scale, found, eval_s, evals_ = list(zip(*rows))
     nan = float("nan")
-    found = cols[_STEP_KEYS.index("found_inf")]
-    line: dict[str, object] = {"e": "steps", "first": rows[0][0], "n": len(rows), "byteorder": sys.byteorder,
-                               "found_inf": base64.b64encode(bytes(bool(v) for v in found)).decode()}
-    for key, i in _F64_KEYS:
-        line[key] = base64.b64encode(array("d", [nan if v is None else v for v in cols[i]]).tobytes()).decode()
-    evals = {str(k): v for k, v in enumerate(cols[_STEP_KEYS.index("evals")]) if v}
+    columns = {"t": [a - b - e for a, b, e in zip(at, since, eval_s)], "at": at, "loss": [_as_float(v) for v in loss],
+               "scale": [nan if v is None else v for v in scale], "eval_s": eval_s}
+    line: dict[str, object] = {"e": "steps", "first": step[0], "n": len(rows), "byteorder": sys.byteorder,
+                               "found_inf": base64.b64encode(bytes(bool(v) for v in found)).decode(),
+                               "loss_seen": base64.b64encode(bytes(v is not None for v in loss)).decode()}
+    for key in _F64_KEYS:
+        line[key] = base64.b64encode(array("d", columns[key]).tobytes()).decode()
+    evals = {str(k): v for k, v in enumerate(evals_) if v}
     if evals:
         line["evals"] = evals
     return json.dumps(line)
@@ -91,6 +112,8 @@ class _State:
         self.stop_after = int(os.environ.get("AMPBENCH_HOOK_STOP_AFTER", "0") or 0)
         self.stats_steps = int(os.environ.get("AMPBENCH_HOOK_STATS_STEPS", "2") or 2)
         self.warmup = int(os.environ.get("AMPBENCH_HOOK_WARMUP", "0") or 0)
+        self.loss_every = float(os.environ.get("AMPBENCH_HOOK_LOSS_EVERY_S", "") or LOSS_EVERY_S)
+        self.loss_at = 0.0   # the loss is read at the first step ending after this time
         self.pending: list[Any] = []   # event dicts, and step events as tuples
         self.lock = threading.Lock()
         self.step = 0
@@ -100,11 +123,12 @@ class _State:
         self.eval_t0: float | None = None
         self.eval_s = 0.0
         self.evals: list[list[float]] = []   # [start, end] of each evaluation since the last step
-        self.losses: list[Any] = []
+        self.losses: deque[Any] = deque(maxlen=64)   # backward() with no optimizer step of Paddle's: a bounded few
         self.scaled: dict[int, Any] = {}
         self.scaler: Any = None
         self.sync: Any = None
         self.stats_on = False
+        self.next_step = 1   # the next step at which `_rare` has work (ops stats, memory reset, the stop)
         self.paddle: Any = None
         self.ended = False
         self.patched: list[tuple[Any, str, Any, Any]] = []   # (owner, name, Paddle's own, ours)
@@ -164,14 +188,12 @@ class _State:
 S: _State | None = None
 
 
-def _loss_value(losses: list[Any]) -> float | None:
-    """The step's loss: the sum of what backward() ran on. `_getitem_from_offset` is what Tensor.item()
-    calls (item() adds a Python frame and a distributed check); bfloat16 comes back as uint16 bits."""
+def _loss_value(losses: Any) -> float | None:
+    """The step's loss when it is not one single-element tensor: the sum of what backward() ran on."""
     total, seen = 0.0, False
     for t in losses:
         try:
-            v = t._getitem_from_offset()
-            total += float(v) if v.dtype.char != "H" else float(t.item())
+            total += _as_float(t._getitem_from_offset())
             seen = True
         except ValueError:    # more than one element (a loss backward() ran on without reducing it)
             try:
@@ -206,49 +228,65 @@ def _scaler_state(sc: Any) -> tuple[float | None, bool]:
 
 def _boundary(st: _State) -> None:
     """One optimizer step ended: time it (after a device sync), record it, maybe stop the program.
-    This runs once per step inside the program's loop: it does the least it can (one tensor read per
-    loss, a tuple appended), and everything else (the event's dict, JSON, the disk) is the flusher's."""
+    This runs once per step inside the program's loop, where each Python operation costs ~0.5 us (the
+    model's work has evicted it from the caches): it reads the loss (one call on one tensor, kept raw),
+    appends a tuple, and leaves everything else (arithmetic, conversion, JSON, the disk) to the flusher.
+    Reading a tensor costs 5-40 us there (more than all the rest), so the loss is read at most once per
+    `loss_every` seconds: every step from steps of that length up, every few steps below it (the
+    others are recorded as not seen, never as a value)."""
     if st.sync is not None:
         st.sync()
-    now = time.perf_counter()
+    now = _CLOCK()
     step = st.step = st.step + 1
     losses = st.losses
-    loss = _loss_value(losses) if losses else None
+    loss = None
     if losses:
-        st.losses = []
+        if now >= st.loss_at:
+            st.loss_at = now + st.loss_every
+            try:
+                loss = losses[0]._getitem_from_offset() if len(losses) == 1 else _loss_value(losses)
+            except Exception:   # not one element, or not a dense tensor: the slow path says which
+                loss = _loss_value(losses)
+        losses.clear()
     if st.scaled:
         st.scaled.clear()
     scale, found = _scaler_state(st.scaler) if st.scaler is not None else (None, False)
-    eval_s = st.eval_s
-    st.pending.append((step, now - st.t_prev - eval_s, now, loss, scale, found, eval_s, st.evals or None))
+    st.pending.append((step, now, st.t_prev, loss, scale, found, st.eval_s, st.evals or None))
     if st.evals:
         st.eval_s, st.evals = 0.0, []
+    if step >= st.next_step or now >= st.memory_at:
+        _rare(st, step, now)
+    st.t_prev = _CLOCK()
+
+
+def _rare(st: _State, step: int, now: float) -> None:
+    """The boundary's occasional work: op stats off, the memory window opened, the allocator peak
+    read (once a second, so a kill keeps a recent one), the program stopped after its last step."""
     if step == st.stats_steps:
         _ops_done(st)
     if step == st.warmup:
         _memory_reset(st)
-    if now >= st.memory_at:   # the peak so far, once a second (a kill keeps a recent one)
+    if now >= st.memory_at:
         st.memory_at = now + MEMORY_EVERY_S
         _memory(st)
     if st.stop_after and step >= st.stop_after:
         _finish("stopped", st)
         raise SystemExit(0)
-    st.t_prev = time.perf_counter()
+    st.next_step = min([s for s in (st.stats_steps, st.warmup, st.stop_after) if s > step], default=1 << 62)
 
 
 def _stepping(fn):
     """Wrap an optimizer/scaler step or minimize: the outermost call's end is one step boundary."""
     def wrapper(*args, **kwargs):
         st = S
-        if st is None:
+        if st is None or st.depth:   # not recording, or inside an outer step (GradScaler.step calls Optimizer's)
             return fn(*args, **kwargs)
-        st.depth += 1
+        st.depth = 1
         try:
             out = fn(*args, **kwargs)
         finally:
-            st.depth -= 1
-        if st.depth == 0:
-            _boundary(st)
+            st.depth = 0
+        _boundary(st)
         return out
     functools.update_wrapper(wrapper, fn)
     wrapper._ampbench = True
@@ -354,10 +392,7 @@ def _patch_tensor_and_layers(st: _State, paddle) -> None:
     def patched_backward(self, *args, **kwargs):
         st = S
         if st is not None:   # kept as is (no detach, a Paddle call a step): it is read and dropped at this step's end
-            losses = st.losses
-            losses.append(st.scaled.get(id(self), self) if st.scaled else self)
-            if len(losses) > 64:   # backward() with no optimizer step of Paddle's: hold a bounded few
-                del losses[:32]
+            st.losses.append(st.scaled.get(id(self), self) if st.scaled else self)
         return backward(self, *args, **kwargs)
     st.patch(paddle.Tensor, "backward", patched_backward)
 

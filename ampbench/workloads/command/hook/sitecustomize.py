@@ -12,7 +12,7 @@ previous step's end, after a device synchronisation on GPU (ampbench's timing po
 from before its batch is fetched to the end of its update on the device), minus time spent between
 a Layer.eval() and the next Layer.train() (an evaluation inside the loop is not a training step);
 the loss (the tensors backward() ran on, unscaled when a GradScaler scaled them, read at the step
-boundary so no extra sync is added); the GradScaler's scale and found_inf; op dtype counts from
+boundary so no extra sync is added, at most every AMPBENCH_HOOK_LOSS_EVERY_S); the GradScaler's scale and found_inf; op dtype counts from
 Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak
 (CUDA allocator on GPU, reset when the measured window opens; the host allocator on CPU). Events
 are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
@@ -58,10 +58,8 @@ _F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the columns of a "steps" 
 
 
 def _as_float(v: Any) -> float:
-    """A loss as the hook read it, as a float (NaN when unseen): a 0-d numpy array from
-    `_getitem_from_offset` (bfloat16 arrives as its uint16 bits, which are float32's upper half), or a float."""
-    if v is None:
-        return float("nan")
+    """A loss as the hook read it, as a float: a 0-d numpy array from `_getitem_from_offset` (bfloat16
+    arrives as its uint16 bits, which are float32's upper half), or a float."""
     try:
         if getattr(getattr(v, "dtype", None), "char", "") == "H":
             return float(struct.unpack("<f", struct.pack("<I", int(v) << 16))[0])
@@ -76,8 +74,9 @@ def _steps_line(rows: list[tuple]) -> str:
     needs. ampbench's reader (trial/command_record.py) turns it back into one step event per step."""
     step, at, since, loss, scale, found, eval_s, evals_ = list(zip(*rows))
     nan = float("nan")
-    columns = {"t": [a - b - e for a, b, e in zip(at, since, eval_s)], "at": at, "loss": [_as_float(v) for v in loss],
-               "scale": [nan if v is None else v for v in scale], "eval_s": eval_s}
+    columns = {"t": [a - b - e for a, b, e in zip(at, since, eval_s)], "at": at, "eval_s": eval_s,
+               "loss": [nan if v is None else _as_float(v) for v in loss],
+               "scale": [nan if v is None else v for v in scale]}
     line: dict[str, object] = {"e": "steps", "first": step[0], "n": len(rows), "byteorder": sys.byteorder,
                                "found_inf": base64.b64encode(bytes(bool(v) for v in found)).decode(),
                                "loss_seen": base64.b64encode(bytes(v is not None for v in loss)).decode()}

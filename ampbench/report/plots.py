@@ -101,14 +101,16 @@ def _by_mode(trials: list[Trial]) -> dict[str, list[Trial]]:
 
 
 def _curve(trials: list[Trial]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """steps, mean, min, max of the loss over seeds, on the union of recorded steps (NaN gaps)."""
+    """steps, mean, min, max of the loss over seeds, on the union of recorded steps: each trial's
+    losses joined linearly across steps whose loss was not read (a command trial reads it at most
+    every loss_every_ms, at steps that differ between seeds), NaN gaps at non-finite ones."""
     steps = sorted({s.step for t in trials for s in t.steps})
-    idx = {k: i for i, k in enumerate(steps)}
     grid = np.full((len(trials), len(steps)), np.nan)
     for r, t in enumerate(trials):
-        for s in t.steps:
-            if s.loss is not None and math.isfinite(s.loss):
-                grid[r, idx[s.step]] = s.loss
+        seen = sorted((s for s in t.steps if s.loss_seen), key=lambda s: s.step)
+        if seen:
+            y = [s.loss if s.loss is not None and math.isfinite(s.loss) else np.nan for s in seen]
+            grid[r] = np.interp(steps, [s.step for s in seen], y, left=np.nan, right=np.nan)
     with np.errstate(all="ignore"):
         import warnings
 

@@ -1,29 +1,31 @@
 #!/usr/bin/env python3
 """Benchmark (not a test): the command workload's start-up hook vs the same program run bare.
 
-One small Paddle training script (an MLP, ~1 ms a step on CPU, where per-step hook overhead shows;
-`--hidden 1024` makes steps heavier) is run in fresh processes, bare and with the hook on
-PYTHONPATH exactly as a command trial runs it, in interleaved pairs (bare, hooked, bare, hooked ...)
-so machine noise hits both sides alike. The script times its own steps the same way on both sides
-(perf_counter between the ends of consecutive optimizer steps, warm-up dropped) and prints them, so
-the hook is measured by the program, not by itself.
+The program is one small Paddle training script (an MLP, ~0.7 ms a step on CPU, where per-step hook
+overhead shows most; `--hidden 1024` makes steps heavier) that times its own steps (perf_counter over
+each block of steps), so the hook is measured by the program, not by itself.
 
-    python scripts/bench_command_overhead.py [--pairs 10] [--steps 400] [--hidden 64]
+    python scripts/bench_command_overhead.py [--runs 10] [--pairs 120] [--hidden 64] [--flush thread] [--aa]
+    python scripts/bench_command_overhead.py --separate-processes [--pairs 10] [--steps 400]
 
-Output: per pair the steps/s of each side, then the hooked/bare ratio of median steps/s with a 95%
-interval (t interval on the log ratios of the pairs).
+By default each run is ONE process, started exactly as a command trial starts it, that alternates
+short blocks (`--steps`, default 20) of the program running bare (the hook's patches undone: Paddle's
+own functions, no state) and hooked (patches and state back), block order alternating, so
+neighbouring blocks see the same machine: two processes of identical code land 20-30% apart here,
+and one process drifts between speeds over seconds. Per pair of blocks the ratio is hooked/bare
+steps/s (each block's mean rate, so rare costs count); the 95% interval is over runs, the unit of
+replication. `--flush block` (default) charges the events' JSON and disk writes to the hooked
+blocks, at the trial's cadence (every FLUSH_EVERY_S); `--flush thread` leaves them to the hook's
+background thread, as in a trial. The hook module and its sleeping thread stay loaded in the bare
+blocks. `--aa` runs both blocks bare: the benchmark's own bias, which should be 1.0 (measured 0.996
+to 1.002 over 6-12 runs). Target: ratio >= 0.98.
 
-`--same-process` takes process placement out of the way (two processes of identical code land 20-30%
-apart here, and one process drifts between speeds over seconds): ONE process, started exactly as a
-command trial starts it, alternates short blocks (`--steps`, default 20) of the program running bare
-(the hook's patches undone: Paddle's own functions, no state) and hooked (patches and state back),
-block order alternating, so neighbouring blocks see the same machine. Per pair of blocks the ratio is
-hooked/bare steps/s (each block's mean rate, so rare costs count). `--flush block` (default) charges
-the events' JSON and disk writes to the hooked blocks, at the trial's cadence (every FLUSH_EVERY_S);
-`--flush thread` leaves them to the hook's background thread, as in a trial. The hook module and its
-sleeping thread stay loaded in the bare blocks. Target: ratio >= 0.98. Run it on an idle machine: the
-load average is printed, and on a shared machine the ratio is only indicative. `--aa` runs both
-blocks bare: the benchmark's own bias, which should be 1.0 (measured 1.002, 0.994 .. 1.010).
+`--separate-processes` is the literal comparison: bare and hooked programs as fresh processes in
+interleaved pairs (bare, hooked, bare, hooked ...), the ratio of median steps/s with a t interval
+over the pairs; at this machine's 20-30% placement noise it cannot resolve 2%.
+
+Run it on an idle machine: the load average is printed, and on a shared machine the ratio is only
+indicative.
 """
 
 from __future__ import annotations
@@ -163,22 +165,27 @@ def interval(ratios: list[float]) -> tuple[float, float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=None, help="Steps per process (400) or per block (20)")
+    ap.add_argument("--pairs", type=int, default=None, help="Pairs of blocks per run (120) or of processes (10)")
+    ap.add_argument("--steps", type=int, default=None, help="Steps per block (20) or per process (400)")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--separate-processes", action="store_true",
+                    help="The literal comparison: bare and hooked programs as separate processes in interleaved "
+                         "pairs (here identical processes land 20-30%% apart, so it cannot resolve 2%%)")
     ap.add_argument("--same-process", action="store_true",
-                    help="One process alternating short blocks: hook recording / Paddle's own functions back")
-    ap.add_argument("--runs", type=int, default=5,
-                    help="--same-process: processes, each its own replicate (pairs inside one process share "
-                         "its placement, so the interval is taken over runs)")
+                    help="The default: one process alternating short blocks, hook recording / Paddle's own functions")
+    ap.add_argument("--runs", type=int, default=10,
+                    help="Processes, each its own replicate (pairs inside one process share its placement, so the "
+                         "interval is taken over runs)")
     ap.add_argument("--aa", action="store_true",
                     help="--same-process: both blocks run bare (the benchmark's own bias; expect 1.0)")
     ap.add_argument("--flush", choices=("block", "thread"), default="block",
                     help="--same-process: write events inside each recording block (charged to it), or by the "
                          "hook's background thread as in a trial")
     a = ap.parse_args()
+    a.same_process = not a.separate_processes
     a.steps = a.steps or (20 if a.same_process else 400)
+    a.pairs = a.pairs or (120 if a.same_process else 10)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     if a.same_process:
         per_run = []

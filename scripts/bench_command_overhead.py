@@ -118,17 +118,27 @@ print("COST", bw, end, sorted(writes)[len(writes) // 2])
 '''
 
 
+def hook_env(events: Path, warm: int) -> dict[str, str]:
+    """The environment a command trial gives its program (trial/command.py `command_line`), with the
+    suite defaults the benchmark measures: the hook first on PYTHONPATH, its events folder, the
+    warm-up, and the default gap between loss reads (`workload.loss_every_ms`)."""
+    from ampbench.workloads.command import HOOK_DIR
+    from ampbench.workloads.command.params import CommandParams
+
+    loss_every_ms = CommandParams.model_fields["loss_every_ms"].default
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(HOOK_DIR), os.environ.get("PYTHONPATH", ""))
+                                                        if x),
+            "AMPBENCH_HOOK_DIR": str(events), "AMPBENCH_HOOK_STATS_STEPS": "2", "AMPBENCH_HOOK_WARMUP": str(warm),
+            "AMPBENCH_HOOK_LOSS_EVERY_S": os.environ.get("AMPBENCH_HOOK_LOSS_EVERY_S", repr(loss_every_ms / 1000))}
+
+
 def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, aa: bool,
                  tmp: Path) -> list[tuple[float, float]]:
     """(bare, recording) steps/s per pair of blocks, from one process started as a command trial starts it."""
-    from ampbench.workloads.command import HOOK_DIR
-
     program, events = tmp / "same.py", tmp / "events-same"
     program.write_text(SAME_PROCESS)
     events.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(HOOK_DIR), os.environ.get("PYTHONPATH", ""))
-                                                        if x),
-           "AMPBENCH_HOOK_DIR": str(events), "AMPBENCH_HOOK_STATS_STEPS": "2", "AMPBENCH_HOOK_WARMUP": str(warm)}
+    env = hook_env(events, warm)
     out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm), str(pairs),
                           str(int(flush)), str(int(aa))], env=env, capture_output=True, text=True, check=True).stdout
     cost = [float(c) * 1e6 for c in next(ln.split()[1:4] for ln in out.splitlines() if ln.startswith("COST"))]
@@ -139,14 +149,7 @@ def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, aa
 
 
 def run(program: Path, steps: int, hidden: int, warm: int, hooked: bool, events: Path) -> float:
-    from ampbench.workloads.command import HOOK_DIR
-
-    env = dict(os.environ)
-    if hooked:
-        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(HOOK_DIR), env.get("PYTHONPATH", "")) if x)
-        env["AMPBENCH_HOOK_DIR"] = str(events)
-        env["AMPBENCH_HOOK_STATS_STEPS"] = "2"
-        env["AMPBENCH_HOOK_WARMUP"] = str(warm)
+    env = hook_env(events, warm) if hooked else dict(os.environ)
     out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm)], env=env,
                          capture_output=True, text=True, check=True).stdout
     return float(next(ln.split()[1] for ln in out.splitlines() if ln.startswith("STEPS_PER_S")))

@@ -72,17 +72,17 @@ def _steps_line(rows: list[tuple]) -> str:
     """Consecutive steps as one JSON line whose float columns are base64 float64 arrays (NaN for
     None): a third of the flusher's time for JSON numbers, and the flusher holds the GIL the program
     needs. ampbench's reader (trial/command_record.py) turns it back into one step event per step."""
-    step, at, since, loss, scale, found, eval_s, evals_ = list(zip(*rows))
+    c = dict(zip(_STEP_KEYS, zip(*rows)))
     nan = float("nan")
-    columns = {"t": [a - b - e for a, b, e in zip(at, since, eval_s)], "at": at, "eval_s": eval_s,
-               "loss": [nan if v is None else _as_float(v) for v in loss],
-               "scale": [nan if v is None else v for v in scale]}
-    line: dict[str, object] = {"e": "steps", "first": step[0], "n": len(rows), "byteorder": sys.byteorder,
-                               "found_inf": base64.b64encode(bytes(bool(v) for v in found)).decode(),
-                               "loss_seen": base64.b64encode(bytes(v is not None for v in loss)).decode()}
+    columns = {"t": [a - b - e for a, b, e in zip(c["at"], c["since"], c["eval_s"])], "at": c["at"],
+               "eval_s": c["eval_s"], "loss": [nan if v is None else _as_float(v) for v in c["loss"]],
+               "scale": [nan if v is None else v for v in c["scale"]]}
+    line: dict[str, object] = {"e": "steps", "first": c["step"][0], "n": len(rows), "byteorder": sys.byteorder,
+                               "found_inf": base64.b64encode(bytes(bool(v) for v in c["found_inf"])).decode(),
+                               "loss_seen": base64.b64encode(bytes(v is not None for v in c["loss"])).decode()}
     for key in _F64_KEYS:
         line[key] = base64.b64encode(array("d", columns[key]).tobytes()).decode()
-    evals = {str(k): v for k, v in enumerate(evals_) if v}
+    evals = {str(k): v for k, v in enumerate(c["evals"]) if v}
     if evals:
         line["evals"] = evals
     return json.dumps(line)

@@ -136,3 +136,28 @@ def test_equals_paddleocr_dbloss_when_available(main):
     ours = _run(DBLoss(main_loss_type=main), pred, gt, mask, tmap, tmask)
     for k in ("loss", "loss_shrink_maps", "loss_threshold_maps", "loss_binary_maps"):
         assert ours[k] == pytest.approx(float(theirs[k]), abs=1e-6, rel=1e-6), k
+
+
+@pytest.mark.slow   # a 24M-pixel sort: ~20 s on 2 CPU cores
+def test_hard_negative_count_is_exact_beyond_2_pow_24_pixels():
+    """A 4900x4900 map with 3 x positives > 2^24 hard negatives to keep (a `probe` batch of 640 px
+    images reaches that): a float32 rank stops counting at 2^24 and kept every negative; the int64
+    rank keeps exactly the hardest 3 x positives, as PaddleOCR's int() count and top-k do."""
+    from ampbench.workloads.dbnet.loss import balance_loss
+
+    side = 4900
+    rng = np.random.default_rng(0)
+    gt = (rng.random((1, side, side), dtype=np.float32) < 0.242).astype(np.float32)
+    pred = rng.uniform(0.4, 0.95, (1, side, side)).astype(np.float32)
+    mask = np.ones_like(gt)
+    npos = int(gt.sum())
+    nneg = int(min((1 - gt).sum(), 3 * npos))
+    assert nneg > 2**24 and nneg < (1 - gt).sum()     # the regime the float32 rank got wrong
+    per_pixel = _bce(pred.astype(np.float64), gt)
+    neg = per_pixel[gt == 0]
+    hardest = np.partition(neg, len(neg) - nneg)[len(neg) - nneg:].sum()
+    want = ((per_pixel * gt).sum() + hardest) / (npos + nneg + 1e-6)
+    every_negative = ((per_pixel * gt).sum() + neg.sum()) / (npos + nneg + 1e-6)
+    assert abs(every_negative / want - 1) > 0.01       # the bug is visible at this size
+    got = float(balance_loss(paddle.to_tensor(pred), paddle.to_tensor(gt), paddle.to_tensor(mask), "BCELoss"))
+    assert got == pytest.approx(want, rel=1e-4)

@@ -12,7 +12,7 @@ total = alpha * BalanceLoss(P) + beta * MaskL1(T) + Dice(B), as PaddleOCR's DBLo
   (PaddleOCR would return the unreduced BCE map there, which its DBLoss cannot sum into a scalar).
 The terms are returned weighted, under PaddleOCR's names, so each can be compared with its log.
 Counts are floored as PaddleOCR's int() does, but on the device (no host sync per step); the
-top-k is a descending sort plus a rank mask.
+top-k is a descending sort plus an int64 rank mask (exact beyond 2^24 pixels).
 """
 
 from __future__ import annotations
@@ -52,8 +52,10 @@ def balance_loss(pred: Any, gt: Any, mask: Any, main_loss_type: MainLoss = "Dice
     pos_count = paddle.floor(positive.sum())
     neg_count = paddle.floor(paddle.minimum(negative.sum(), pos_count * negative_ratio))
     neg_sorted = paddle.sort((negative * loss).flatten(), descending=True)
-    rank = paddle.arange(neg_sorted.shape[0], dtype=neg_sorted.dtype)
-    neg_loss = (neg_sorted * (rank < neg_count).astype(neg_sorted.dtype)).sum()
+    # an int64 rank: a float32 arange stops counting at 2^24 (16.7M pixels per batch, e.g. probe batches
+    # of 640 px images), which kept every negative beyond it where PaddleOCR keeps the hardest few
+    rank = paddle.arange(neg_sorted.shape[0], dtype="int64")
+    neg_loss = (neg_sorted * (rank < neg_count.astype("int64")).astype(neg_sorted.dtype)).sum()
     return ((positive * loss).sum() + neg_loss) / (pos_count + neg_count + eps)
 
 

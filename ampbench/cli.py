@@ -395,12 +395,20 @@ def import_paddleocr_cmd(
                                         "tools/train.py -c CONFIG (any architecture) instead of a translation"),
     python: Optional[str] = typer.Option(None, "--python", help="With --repo: the interpreter that runs "
                                          "tools/train.py (default: this one)"),
+    no_pretrained: bool = typer.Option(False, "--no-pretrained", help="With --repo: train from random "
+                                       "initialisation (empties Global.pretrained_model and checkpoints)"),
 ) -> None:
     """PaddleOCR config -> suite (fp32 + its AMP modes); keys not honoured are listed; exit 2 if unsupported."""
     if repo is not None:
         from ampbench.importers.paddleocr_command import import_paddleocr_command
 
-        _write_imported(import_paddleocr_command(config, repo, python), str(config), output)
+        _import_output(output, [config])
+        if synthetic_data and output is None:
+            from ampbench.core.errors import ConfigError
+
+            raise ConfigError("--synthetic-data", "-o", "with --repo the images are written beside the suite file: give -o SUITE.toml")
+        root = output.parent / f"{output.stem}-data" if synthetic_data and output is not None else None
+        _write_imported(import_paddleocr_command(config, repo, python, root, not no_pretrained), str(config), output)
         return
     from ampbench.importers.paddleocr import import_paddleocr
 

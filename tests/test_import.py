@@ -277,14 +277,15 @@ def test_repo_must_be_a_paddleocr_checkout(tmp_path):
 @pytest.mark.slow
 def test_command_suite_from_repo_runs_their_train_py_with_the_modes_overrides(tmp_path):
     out = tmp_path / "s.toml"
-    assert run_cli("import", "paddleocr", str(MV3_AMP), "--repo", str(CHECKOUT), "-o", str(out)).exit_code == 0
+    r = run_cli("import", "paddleocr", str(MV3_AMP), "--repo", str(CHECKOUT), "--no-pretrained", "-o", str(out))
+    assert r.exit_code == 0, r.output
     r = run_cli("run", str(out), "--profile", "cpu", "--out", str(tmp_path / "runs"), "--no-report")
     assert r.exit_code == 3, r.output                       # AMP inactive on CPU
     trials = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/trials/*.json")}
     assert set(trials) == {"fp32__seed0", "amp-o1-fp16__seed0"}
     for key, t in trials.items():
         assert t["status"] == "ok", t["error"]
-        assert len(t["steps"]) == 8 and "hmean" in t["metrics"]   # ended by the hook; their eval at step 7
+        assert len(t["steps"]) == 12 and "hmean" in t["metrics"]   # ended by the hook; their eval after step 11
         log = next((tmp_path / "runs").glob(f"*/*/logs/{key}.log")).read_text()
         amp = key.startswith("amp")
         assert f"use_amp={amp}" in log and ("scale_loss=1024.0" in log) == amp and "batch=2" in log
@@ -310,3 +311,27 @@ def test_paddlenlp_script_import_runs_the_users_trainer_script(tmp_path):
     trials = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/trials/*.json")]
     assert len(trials) == 2 and all(t["status"] == "ok" and len(t["steps"]) == 8 for t in trials)
     assert all("eval_accuracy" in t["metrics"] for t in trials)
+
+
+@pytest.mark.parametrize("where", ["global_off", "section"])
+def test_amp_dtype_bfloat16_gives_bf16_modes_in_both_formats(tmp_path, where):
+    """ch_PP-OCRv2_det_cml.yml: `use_amp: False, amp_level: O2, amp_dtype: bfloat16` (AMP off, the dtype
+    named); the older `AMP:` section with amp_dtype. Both import as bf16 modes, never float16."""
+    import yaml
+
+    cfg = yaml.safe_load(MV3_STOCK.read_text() if where == "global_off" else MV3_AMP.read_text())
+    if where == "global_off":
+        cfg["Global"].update(use_amp=False, amp_level="O2", amp_dtype="bfloat16")
+    else:
+        cfg["AMP"]["amp_dtype"] = "bfloat16"
+    path = tmp_path / "c.yml"
+    path.write_text(yaml.safe_dump(cfg))
+    want = ["fp32", "amp-o1-bf16", "amp-o2-bf16"] if where == "global_off" else ["fp32", "amp-o1-bf16"]
+    for extra in (["--synthetic-data"], ["--repo", str(CHECKOUT), "--no-pretrained"]):
+        out = tmp_path / f"s{len(extra)}.toml"
+        r = run_cli("import", "paddleocr", str(path), *extra, "-o", str(out))
+        assert r.exit_code == 0, r.output
+        raw = tomllib.loads(out.read_text())
+        assert [m["name"] for m in raw["modes"]] == want and all(m["dtype"] == "bfloat16" for m in raw["modes"][1:])
+        if "--repo" in extra:
+            assert "Global.amp_dtype=bfloat16" in _mode(raw, "amp-o1-bf16")["args"]

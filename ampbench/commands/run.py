@@ -215,7 +215,7 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
         def finished(job: Job, trial: Trial) -> None:
             progress.advance(overall)
             where = _where(tuple(trial.interference.devices) if trial.interference else ())
-            console.print(f"  {escape(job.mode)} seed {job.seed}{where}: {_status_text(trial)}")
+            console.print(f"  {escape(job.mode)} seed {job.seed}{where}: {_status_text(trial, suite.suite.metric)}")
 
         run_jobs(sched, start, finished)
 
@@ -236,12 +236,15 @@ def _on_event(progress: Progress, task: Any) -> Callable[[dict[str, Any]], None]
     return on_event
 
 
-def _status_text(t: Trial) -> str:
-    """Rich markup: status colours ours, every text from a file escaped."""
+def _status_text(t: Trial, primary: str = "") -> str:
+    """Rich markup: status colours ours, every text from a file escaped; the suite's metric comes first
+    (a program prints others before it: PaddleOCR's precision and recall before hmean)."""
     if t.status != "ok":
         last = (t.error or "").strip().splitlines()
         return f"[red]{escape(t.status)}[/]: {escape(last[0] if last else '')}"
-    metric = ", ".join(f"{k} {v:.4g}" for k, v in list(t.metrics.items())[:2])
+    names = [primary] if primary in t.metrics else []
+    names += [k for k in t.metrics if k != primary][:2 - len(names)]
+    metric = ", ".join(f"{k} {t.metrics[k]:.4g}" for k in names)
     info = t.workload_info if isinstance(getattr(t, "workload_info", None), dict) else {}
     warn = f" [yellow]warning:[/] {escape(str(info['warning']))}" if info.get("warning") else ""
     return f"[green]ok[/] {t.throughput.samples_per_s:.1f} samples/s, {escape(metric)}{warn}"

@@ -17,6 +17,9 @@ StrictInt = Annotated[int, Strict()]
 
 REFERENCE_MODE = "fp32"
 DEFAULT_PROFILE = "default"
+# measured steps per trial the speed rule needs for a usable per-trial median (judge/measure.py);
+# here so the run side can refuse a suite that could never reach it (a command suite with [workload.program])
+MIN_MEASURED_STEPS = 10
 
 
 class _Strict(BaseModel):

@@ -58,6 +58,8 @@ class AmpInfo(_Open):
     default_lists_hash: str = ""
     unknown_op_names: list[str] = []
     op_calls: dict[str, dict[str, int]] = {}
+    # a command trial's ops run inside the optimizer's step (update, regularizer, clipping), kept out of op_calls
+    optimizer_op_calls: dict[str, dict[str, int]] = {}
     scaler: dict[str, Any] = {}
     scaler_enabled: bool = False   # as it stood after the first step (Paddle may turn it off there)
     scaler_built: bool = False     # a GradScaler was built (float16, or bfloat16 with scaler.enable = true)

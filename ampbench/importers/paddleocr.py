@@ -268,7 +268,7 @@ def _count_lines(f: str) -> int:
 # PaddleOCR's detection doc ("-o Global.use_amp=True Global.scale_loss=1024.0
 # Global.use_dynamic_loss_scaling=True"); tools/train.py's own fallbacks are scale_loss 1.0, static.
 DEFAULT_SCALER = {"enable": True, "init_loss_scaling": 1024.0, "use_dynamic_loss_scaling": True}
-AMP_SECTION_KEYS = {"use_amp", "scale_loss", "use_dynamic_loss_scaling"}
+AMP_SECTION_KEYS = {"use_amp", "scale_loss", "use_dynamic_loss_scaling", "amp_dtype"}
 
 
 def _named(level: str, dtype: str) -> str:
@@ -297,12 +297,23 @@ def _global_amp(r: _Reader, g: dict[str, Any]) -> dict[str, Any]:
 def _section_amp(r: _Reader, sec: dict[str, Any]) -> dict[str, Any]:
     """The top-level `AMP:` section of configs/det/det_mv3_db_amp.yml: its presence turned AMP on in the
     tools/train.py of that era, which built GradScaler(scale_loss [1.0], use_dynamic_loss_scaling
-    [false]) and trained under auto_cast() at its default level, O1, float16."""
+    [false]) and trained under auto_cast() at its default level, O1, float16 (bfloat16 when the
+    config names `amp_dtype: bfloat16`, in this section or in Global)."""
     r.rest("AMP", sec, AMP_SECTION_KEYS, "not read by PaddleOCR's AMP section either")
-    return {"name": "amp-o1-fp16", "level": "O1", "dtype": "float16",
+    dtype = _fallback_dtype(r, r.section("Global"), sec)   # bfloat16 when the config names it, in either place
+    return {"name": _named("O1", dtype), "level": "O1", "dtype": dtype,
             "scaler": {"enable": True, "init_loss_scaling": r.num("AMP.scale_loss", sec.get("scale_loss", 1.0), above=0),
                        "use_dynamic_loss_scaling": bool(sec.get("use_dynamic_loss_scaling", False))},
             "flags": dict(PADDLEOCR_AMP_FLAGS)}
+
+
+def _fallback_dtype(r: _Reader, g: dict[str, Any], sec: dict[str, Any] | None) -> str:
+    """The dtype a config names while AMP is off (ch_PP-OCRv2_det_cml.yml: `use_amp: False`,
+    `amp_dtype: bfloat16`): the modes added are in that dtype, never silently float16."""
+    raw = g.get("amp_dtype", (sec or {}).get("amp_dtype", "float16"))
+    if raw not in ("float16", "bfloat16"):
+        raise ConfigError(r.file, "Global.amp_dtype", f"{raw!r}: expected float16 or bfloat16")
+    return str(raw)
 
 
 def _amp_modes(r: _Reader) -> tuple[list[dict[str, Any]], str, int | None]:
@@ -325,10 +336,11 @@ def _amp_modes(r: _Reader) -> tuple[list[dict[str, Any]], str, int | None]:
         return [_section_amp(r, sec)], "the top-level AMP section", g.get("epoch_num")
     if sec is not None:
         r.skip("AMP", "AMP.use_amp is false")
-    modes = [{"name": _named(lv, "float16"), "level": lv, "dtype": "float16", "scaler": dict(DEFAULT_SCALER),
+    dtype = _fallback_dtype(r, g, sec)
+    modes = [{"name": _named(lv, dtype), "level": lv, "dtype": dtype, "scaler": dict(DEFAULT_SCALER),
               "flags": dict(PADDLEOCR_AMP_FLAGS), **({"master_weight": True} if lv == "O2" else {})}
              for lv in ("O1", "O2")]
-    why = ("the config turns AMP on nowhere (no Global.use_amp, no AMP section): added O1 and O2 float16 with "
+    why = (f"the config turns AMP on nowhere (no Global.use_amp, no AMP section): added O1 and O2 {dtype} with "
            "the flags of PaddleOCR's detection doc (scale_loss 1024, dynamic loss scaling)")
     return modes, why, g.get("epoch_num")
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 
+from ampbench.config.suite import MIN_MEASURED_STEPS
 from ampbench.core.records import trial_rate
 
 MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
-MIN_STEPS = 10  # measured steps per trial for a usable per-trial median
+MIN_STEPS = MIN_MEASURED_STEPS  # measured steps per trial for a usable per-trial median
 
 
 @dataclass(frozen=True)

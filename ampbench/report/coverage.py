@@ -109,7 +109,7 @@ def _mode_coverage(v: RunView, t: Trial) -> str:
     if not t.amp.active:
         facts.append("AMP was **inactive**: every op ran in float32.")
     out = [" ".join(facts), _op_table(fwd, white, black)]
-    rest = _bookkeeping_line(calls)
+    rest = _bookkeeping_line(calls) + _in_optimizer_line(t.amp.optimizer_op_calls)
     extra = []
     if len(fwd) > MAX_OP_ROWS:
         extra.append(f"{len(fwd) - MAX_OP_ROWS} more forward ops not shown (see the trial file).")
@@ -146,3 +146,14 @@ def _bookkeeping_line(calls: dict[str, dict[str, Any]]) -> str:
             names = ", ".join(f"{md_code(op)} {sum(c.values())}" for op, c in sorted(ops.items()))
             parts.append(f"{label} (not in the share): {names} call(s), {n_low} of {n_all} in low precision.")
     return " ".join(parts)
+
+
+def _in_optimizer_line(calls: dict[str, dict[str, int]]) -> str:
+    """A command trial's ops run inside the optimizer's step (update, regularizer such as L2Decay's
+    `scale`, clipping): counted apart by the hook, never in the forward share."""
+    if not calls:
+        return ""
+    n_low, n_all, _ = share_text(calls)
+    names = ", ".join(f"{md_code(op)} {sum(c.values())}" for op, c in sorted(calls.items(), key=lambda kv: -sum(kv[1].values()))[:12])
+    return (f" Inside the optimizer's step (update, regularizer, clipping; not in the share): {names} call(s), "
+            f"{n_low} of {n_all} in low precision.")

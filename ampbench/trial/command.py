@@ -30,7 +30,7 @@ from ampbench.trial.command_record import EventReader, step_record
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.spec import TrialSpec
 from ampbench.workloads.command import HOOK_DIR
-from ampbench.workloads.command.params import CommandParams
+from ampbench.workloads.command.params import CommandParams, placeholder_values
 from ampbench.workloads.command.presets import LogScan
 
 POLL_S = 0.25
@@ -65,8 +65,8 @@ class Output:
 
 
 def _values(tr: TrialContext, out: Path) -> dict[str, Any]:
-    return {"seed": tr.spec.seed, "steps": tr.steps_total, "out": str(out), "mode": tr.mode.name,
-            "batch_size": tr.batch}
+    p = CommandParams.model_validate(tr.suite.workload)
+    return placeholder_values(p, tr.steps_total, tr.batch, seed=tr.spec.seed, out=str(out), mode=tr.mode.name)
 
 
 def command_line(tr: TrialContext, p: CommandParams, out: Path, events_dir: Path) -> tuple[list[str], dict[str, str], str | None]:

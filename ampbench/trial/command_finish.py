@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.records import Interference, Trial
+from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_record import EventReader, amp_info, memory_of, step_record, throughput_check
 from ampbench.trial.context import TrialContext
-from ampbench.workloads.command.params import CommandParams
+from ampbench.workloads.command.params import CommandParams, placeholder_values
 from ampbench.workloads.command.presets import json_metrics
 
 
@@ -19,8 +20,7 @@ def _metrics(tr: TrialContext, p: CommandParams, output: Any, out: Path) -> dict
     found = dict(output.scan.metrics)
     files = [p.metric.json_file] if p.metric.json_file else (
         ["{out}/all_results.json", "{out}/eval_results.json"] if p.metric.preset == "trainer" else [])
-    values = {"seed": tr.spec.seed, "steps": tr.steps_total, "out": str(out), "mode": tr.mode.name,
-              "batch_size": tr.batch}
+    values = placeholder_values(p, tr.steps_total, tr.batch, seed=tr.spec.seed, out=str(out), mode=tr.mode.name)
     for f in files:
         path = Path(f.format(**values))
         if not path.is_absolute() and p.cwd:
@@ -36,7 +36,7 @@ def exit_text(code: int | None) -> str:
 
 
 def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int | None, launch_error: str,
-             metrics: dict[str, float]) -> str | None:
+             metrics: dict[str, float], output: Any) -> str | None:
     """Why this trial is not ok, in one sentence (None: it is ok)."""
     lead = reader.lead()
     stopped = lead is not None and lead.end.get("reason") == "stopped"
@@ -45,14 +45,17 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
     if launch_error:
         return launch_error
     if code != 0 and not (stopped and code == 0):
-        return f"the program {exit_text(code)} after {steps} measured optimizer step(s)"
+        measured = max(0, steps - tr.suite.train.warmup_steps)   # as the record counts them (StepRecord.warmup)
+        return (f"the program {exit_text(code)} after {steps} optimizer step(s), {measured} measured"
+                + crash_text(output.tail))
     if p.instrument and steps == 0:
         hook_err = "; ".join(e for x in reader.procs.values() for e in x.errors)
         return ("no optimizer step was seen: the program never called a Paddle optimizer's step()/minimize() "
                 "(is it a Paddle training program, and run by a Python that starts with site?)"
                 + (f"; the hook said: {hook_err}" if hook_err else ""))
     if p.instrument and steps < want:
-        return f"the program ended after {steps} optimizer steps; train.steps = {want} (pass {{steps}} to it)"
+        return (f"the program ended after {steps} optimizer steps; train.steps = {want} (pass {{steps}} to it, "
+                "or for a program that counts epochs describe them in [workload.program] and pass {epochs})")
     metric = tr.suite.suite.metric
     if metric not in metrics:
         seen = ", ".join(sorted(metrics)) or "none"
@@ -100,7 +103,7 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     if left:
         info["leftover_processes"] = left
     setattr(t, "workload_info", info)  # an extra field of the open Trial model
-    why = _problem(tr, p, reader, code, launch_error, t.metrics)
+    why = _problem(tr, p, reader, code, launch_error, t.metrics, output)
     if why is None and left:
         why = f"the program left {len(left)} process(es) running after it ended (pids {left[:5]}; killed)"
     t.status = "ok" if why is None else "crashed"

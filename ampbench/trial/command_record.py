@@ -30,6 +30,8 @@ class Proc:
     start: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)
+    optimizer_ops: dict[str, str] = field(default_factory=dict)   # counted inside Optimizer.step (the hook)
+    ops_from: int = 1   # the first step of the op window (2: the hook cleared model building and step 1)
     ops_error: str = ""
     memory: dict[str, Any] = field(default_factory=dict)
     end: dict[str, Any] = field(default_factory=dict)
@@ -129,6 +131,9 @@ class EventReader:
         elif kind == "ops":
             calls = ev.get("calls")
             proc.ops = {str(k): str(v) for k, v in calls.items()} if isinstance(calls, dict) else {}
+            apart = ev.get("optimizer_calls")
+            proc.optimizer_ops = {str(k): str(v) for k, v in apart.items()} if isinstance(apart, dict) else {}
+            proc.ops_from = ev["first_step"] if isinstance(ev.get("first_step"), int) else 1
             proc.ops_error = str(ev.get("error") or "")
         elif kind == "memory":
             proc.memory = ev
@@ -162,17 +167,16 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
     """Op dtype evidence from every stepping process; without it AMP is never called active."""
     amp = AmpInfo.model_validate({"requested": requested, "level": level, "dtype": dtype if requested else "float32",
                                   "scaler": scaler_cfg})
-    calls: dict[str, dict[str, int]] = {}
-    for p in reader.stepping() or list(reader.procs.values()):
-        for op, c in parse_op_stats(p.ops).items():
-            agg = calls.setdefault(op, {})
-            for k, v in c.items():
-                agg[k] = agg.get(k, 0) + v
-    amp.op_calls = calls
+    procs = reader.stepping() or list(reader.procs.values())
+    calls, apart = _summed(p.ops for p in procs), _summed(p.optimizer_ops for p in procs)
+    amp.op_calls, amp.optimizer_op_calls = calls, apart
     low = low_precision_calls(calls)
     amp.active = bool(requested and low > 0)
     total = sum(sum(c.values()) for c in calls.values())
-    amp.evidence = f"{low} low-precision op calls of {total} in the program's first steps (Paddle operator stats)"
+    first = min((p.ops_from for p in procs), default=1)
+    where = "training steps from step 2 (model building and step 1 left out)" if first > 1 else "first steps"
+    amp.evidence = (f"{low} low-precision op calls of {total} in the program's {where}, the optimizer's "
+                    f"{sum(sum(c.values()) for c in apart.values())} apart (Paddle operator stats)")
     amp.scaler_enabled = any(s.loss_scale is not None for s in trial.steps)
     if requested and not amp.active:
         errors = "; ".join(sorted({p.ops_error for p in reader.procs.values() if p.ops_error}))
@@ -182,6 +186,17 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
             f"AMP inactive in the program on device {trial.env.device or 'unknown'}: every recorded op ran in "
             "float32 (on a CPU Paddle build AMP is a no-op; on a GPU check the mode's args really turn AMP on)")
     return amp
+
+
+def _summed(tables: Any) -> dict[str, dict[str, int]]:
+    """Op counts of every process, added up per op and dtype."""
+    calls: dict[str, dict[str, int]] = {}
+    for table in tables:
+        for op, c in parse_op_stats(table).items():
+            agg = calls.setdefault(op, {})
+            for k, v in c.items():
+                agg[k] = agg.get(k, 0) + v
+    return calls
 
 
 def memory_of(reader: EventReader, rss_peak: int) -> Memory:

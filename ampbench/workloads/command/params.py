@@ -1,10 +1,17 @@
 """The `[workload]` table of a `command` suite, and the up-front checks of its placeholders.
 
-`command` is an argv list (no shell); `{seed}`, `{steps}`, `{out}`, `{mode}`, `{batch_size}` in it
-(and in `cwd`, `env` values, each mode's `args`/`env`) are filled per trial. A setting the suite
+`command` is an argv list (no shell); `{seed}`, `{steps}`, `{out}`, `{mode}`, `{batch_size}`,
+`{eval_step}` (the last step after which the program's evaluation is still seen: train.steps - 1 when
+ampbench stops the program, else train.steps) and `{epochs}` (with `[workload.program]`: the program's
+own epoch count, raised to the fewest epochs that hold train.steps) in it (and in `cwd`, `env` values,
+each mode's `args`/`env`) are filled per trial. A setting the suite
 makes that cannot reach the program is an error before any run folder exists, never a silent
 mismatch: several seeds need `{seed}`, a per-mode batch size needs `{batch_size}`, and unless the
 hook ends the program after `train.steps` steps (`stop_after_steps`), the steps need `{steps}`.
+Steps, evaluation and epochs must agree before any trial: a program whose preset says when it
+evaluates (PaddleOCR's `Global.eval_batch_step`) must evaluate inside the steps ampbench lets it run;
+a program that counts epochs (`[workload.program]`) must run the steps asked, and such a suite (what
+`ampbench import --repo` writes) must leave the speed rule its minimum of measured steps.
 """
 
 from __future__ import annotations
@@ -18,13 +25,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
+from ampbench.config.suite import MIN_MEASURED_STEPS
 from ampbench.workloads.base import WorkloadParams
-from ampbench.workloads.command.presets import PRESETS
+from ampbench.workloads.command.presets import PRESETS, evaluations
 
 if TYPE_CHECKING:
     from ampbench.config.suite import Suite
 
-PLACEHOLDERS = ("seed", "steps", "out", "mode", "batch_size")
+PLACEHOLDERS = ("seed", "steps", "out", "mode", "batch_size", "eval_step", "epochs")
 Preset = Literal["paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json"]
 assert set(PRESETS) == set(typing.get_args(Preset))  # one list of presets, here and in presets.py
 
@@ -54,6 +62,24 @@ class MetricSource(WorkloadParams):
         return self
 
 
+class ProgramEpochs(WorkloadParams):
+    """The length of a program that counts epochs, not steps (PaddleOCR's Global.epoch_num over its
+    label files): it runs epochs x steps_per_epoch(batch) optimizer steps by itself, whatever ampbench
+    asks, so ampbench checks that count (or fills `{epochs}` with enough) before any trial."""
+
+    epochs: int = Field(ge=1)        # the program's own epoch count
+    samples: int = Field(ge=1)       # training samples per epoch (its label files' lines)
+    drop_last: bool = False          # its DataLoader drops a last partial batch
+
+    def steps_per_epoch(self, batch: int) -> int:
+        return self.samples // batch if self.drop_last else -(-self.samples // batch)
+
+    def epochs_for(self, steps: int, batch: int) -> int:
+        """`{epochs}`: the program's own count, raised to the fewest epochs that hold `steps`."""
+        per = self.steps_per_epoch(batch)
+        return max(self.epochs, -(-steps // per)) if per > 0 else self.epochs
+
+
 class CommandParams(WorkloadParams):
     command: list[str] = Field(min_length=1)   # argv; the first item is the program (your interpreter)
     cwd: str | None = None
@@ -64,6 +90,14 @@ class CommandParams(WorkloadParams):
     loss_every_ms: float = Field(5.0, ge=0)   # the hook reads the loss at most this often (0: every step)
     max_log_mib: int = Field(64, ge=1)    # the trial log keeps at most this much of the output
     throughput_tolerance: float = Field(0.25, gt=0)  # |ours / theirs - 1| beyond this is reported
+    program: ProgramEpochs | None = None   # an epoch-counting program's own length (see ProgramEpochs)
+
+
+def placeholder_values(params: CommandParams, steps: int, batch: int, **rest: object) -> dict[str, object]:
+    """Every placeholder's value for one trial (seed, out, mode come from the trial; `rest`)."""
+    epochs = params.program.epochs_for(steps, batch) if params.program else 0
+    return {"steps": steps, "batch_size": batch, "eval_step": steps - 1 if params.stop_after_steps else steps,
+            "epochs": epochs, **rest}
 
 
 def fields_of(text: str) -> set[str]:
@@ -107,6 +141,9 @@ def placeholder_problems(params: CommandParams, suite: "Suite") -> list[tuple[st
         problems.append(("workload.command", f"train.steps = {suite.train.steps} cannot reach the program: use "
                          "{steps} in the command (e.g. --max_steps {steps}) or set workload.stop_after_steps = "
                          "true so ampbench ends it after that many optimizer steps"))
+    if "epochs" in used and params.program is None:
+        problems.append(("workload.command", "{epochs} needs [workload.program] (epochs, samples): the program's "
+                         "own epoch count and samples per epoch"))
     if params.metric.json_file:
         for f in fields_of(params.metric.json_file) - set(PLACEHOLDERS):
             problems.append(("workload.metric.json_file", f"unknown placeholder {{{f}}}"))
@@ -131,3 +168,39 @@ def program_problems(params: CommandParams) -> list[tuple[str, str]]:
     if shutil.which(prog, path=params.env.get("PATH") or os.environ.get("PATH")) is None:
         return [("workload.command[0]", f"{prog}: not found on PATH")]
     return []
+
+
+def schedule_problems(params: CommandParams, suite: "Suite") -> list[tuple[str, str]]:
+    """Steps, evaluation and epochs that cannot agree, found before any trial (one line each)."""
+    steps, warmup = suite.train.steps, suite.train.warmup_steps
+    used = set().union(*used_placeholders(params, suite).values())
+    problems: list[tuple[str, str]] = []
+    for mode in suite.modes:
+        batch = mode.batch_size or suite.train.batch_size
+        values = placeholder_values(params, steps, batch, seed=0, out="out", mode=mode.name)
+        try:
+            argv = [a.format(**values) for a in [*params.command, *mode.args]]
+        except (KeyError, IndexError, ValueError):
+            return problems   # placeholder_problems names it
+        p = params.program
+        if p is not None and "epochs" not in used and p.epochs * p.steps_per_epoch(batch) < steps:
+            problems.append(("train.steps", f"the program runs at most {p.epochs * p.steps_per_epoch(batch)} "
+                             f"optimizer steps by itself (epochs {p.epochs} x {p.steps_per_epoch(batch)} steps of "
+                             f"batch {batch} over {p.samples} samples) but train.steps = {steps}: lower train.steps "
+                             "or pass {epochs} to it (e.g. Global.epoch_num={epochs})"))
+            break
+        when = evaluations(params.metric.preset, argv)
+        last = values["eval_step"]
+        if when is not None and when[1] > 0 and when[0] + when[1] > int(str(last)):
+            first = when[0] + when[1]
+            problems.append(("train.steps", f"train.steps = {steps} leaves the program no evaluation: it "
+                             f"evaluates first after step {first} ({when[2]}), and its last step ampbench sees "
+                             f"is {steps}{' (ampbench stops it there)' if params.stop_after_steps else ''}: raise "
+                             f"train.steps to {first + (1 if params.stop_after_steps else 0)} or more, or tie the "
+                             "evaluation to the steps with {eval_step}"))
+            break
+    if params.program is not None and steps - warmup < MIN_MEASURED_STEPS:
+        problems.append(("train.steps", f"train.steps = {steps} with warmup_steps = {warmup} leaves "
+                         f"{steps - warmup} measured steps; the speed rule needs {MIN_MEASURED_STEPS}: set "
+                         f"train.steps to {warmup + MIN_MEASURED_STEPS} or more"))
+    return problems

@@ -37,6 +37,24 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
 
 PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json")
+_PADDLEOCR_EVAL = re.compile(r"^Global\.eval_batch_step=\[\s*(\d+)\s*,\s*(\d+)\s*\]$")
+
+
+def evaluations(preset: str, argv: list[str]) -> tuple[int, int, str] | None:
+    """When the program evaluates, as (start, every, the argument that says so), for the presets
+    whose program takes it on the command line; None when it is not known here. PaddleOCR's
+    tools/program.py evaluates after optimizer step k when k > start and (k - start) % every == 0
+    (`global_step` counts the step before the check); its -o list is read last-wins."""
+    if preset != "paddleocr":
+        return None
+    found = None
+    for a in argv:
+        m = _PADDLEOCR_EVAL.match(a.strip())
+        if m:
+            found = (int(m.group(1)), int(m.group(2)), a.strip())
+    return found
+
+
 def _num(text: str) -> float | None:
     try:
         v = float(text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Iterator
 
 from ampbench.workloads.base import Batch, Workload
-from ampbench.workloads.command.params import CommandParams, placeholder_problems, program_problems
+from ampbench.workloads.command.params import CommandParams, placeholder_problems, program_problems, schedule_problems
 
 
 class CommandWorkload(Workload[CommandParams]):
@@ -24,6 +24,7 @@ class CommandWorkload(Workload[CommandParams]):
         problems = super().check_suite(params, suite)
         problems += placeholder_problems(params, suite)
         problems += program_problems(params)
+        problems += schedule_problems(params, suite)
         if suite.train.warmup_steps < 1:
             problems.append(("train.warmup_steps", "a command suite needs at least 1 warm-up step: the first "
                              "step's time runs from `import paddle`, start-up included"))

@@ -13,7 +13,9 @@ from before its batch is fetched to the end of its update on the device), minus 
 a Layer.eval() and the next Layer.train() (an evaluation inside the loop is not a training step);
 the loss (the tensors backward() ran on, unscaled when a GradScaler scaled them, read at the step
 boundary so no extra sync is added, at most every AMPBENCH_HOOK_LOSS_EVERY_S); the GradScaler's scale and found_inf; op dtype counts from
-Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak
+Paddle's operator stats over AMPBENCH_HOOK_STATS_STEPS training steps from the end of the first one (never
+model building or step 1's lazy optimizer state: `_ops_open`), with the ops run inside the optimizer's
+step (optimizer, regularizer such as L2Decay's `scale`, clipping) counted apart; and the allocator peak
 (CUDA allocator on GPU, reset when the measured window opens; the host allocator on CPU). Events
 are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
 timed region; the steps since the last write are one line (`_steps_line`).
@@ -127,6 +129,8 @@ class _State:
         self.scaler: Any = None
         self.sync: Any = None
         self.stats_on = False
+        self.ops_open = False   # the op window is open (steps 2..stats_steps+1): the optimizer's ops are counted apart
+        self.opt_ops: dict[str, list[int]] = {}   # op -> [fp16, bf16, fp32, other] inside Optimizer.step/minimize
         self.next_step = 1   # the next step at which `_rare` has work (ops stats, memory reset, the stop)
         self.paddle: Any = None
         self.ended = False
@@ -261,7 +265,9 @@ def _boundary(st: _State) -> None:
 def _rare(st: _State, step: int, now: float) -> None:
     """The boundary's occasional work: op stats off, the memory window opened, the allocator peak
     read (once a second, so a kill keeps a recent one), the program stopped after its last step."""
-    if step == st.stats_steps:
+    if step == 1:
+        _ops_open(st)
+    if step == st.stats_steps + 1:
         _ops_done(st)
     if step == st.warmup:
         _memory_reset(st)
@@ -271,7 +277,7 @@ def _rare(st: _State, step: int, now: float) -> None:
     if st.stop_after and step >= st.stop_after:
         _finish("stopped", st)
         raise SystemExit(0)
-    st.next_step = min([s for s in (st.stats_steps, st.warmup, st.stop_after) if s > step], default=1 << 62)
+    st.next_step = min([s for s in (st.stats_steps + 1, st.warmup, st.stop_after) if s > step], default=1 << 62)
 
 
 def _stepping(fn):
@@ -282,7 +288,7 @@ def _stepping(fn):
             return fn(*args, **kwargs)
         st.depth = 1
         try:
-            out = fn(*args, **kwargs)
+            out = fn(*args, **kwargs) if not st.ops_open else _counted_apart(st, fn, args, kwargs)
         finally:
             st.depth = 0
         _boundary(st)
@@ -292,18 +298,55 @@ def _stepping(fn):
     return wrapper
 
 
+def _op_counts(st: _State) -> dict[str, list[int]]:
+    """Paddle's cumulative op counts, {op: [fp16, bf16, fp32, other]}."""
+    raw = st.paddle.base.core.get_low_precision_op_list()
+    return {str(k): [int(x) for x in str(v).split(",")[:4]] for k, v in raw.items()}
+
+
+def _ops_open(st: _State) -> None:
+    """The end of step 1 opens the op window: the counts so far (model building's initialisers, step 1's
+    lazily created optimizer state) are cleared, so the table shows training steps only."""
+    if not st.stats_on:
+        return
+    try:
+        st.paddle.base.core.clear_low_precision_op_list()
+        st.ops_open = True
+    except Exception as exc:
+        st.emit(e="error", where="ops_open", error=f"{type(exc).__name__}: {exc}")
+
+
+def _counted_apart(st: _State, fn: Any, args: Any, kwargs: Any) -> Any:
+    """An optimizer step inside the op window: the ops it runs (update, regularizer, clipping) are
+    added to `opt_ops` so the record lists them apart from the forward and backward ops."""
+    before = _op_counts(st)
+    out = fn(*args, **kwargs)
+    for op, after in _op_counts(st).items():
+        was = before.get(op, [0, 0, 0, 0])
+        delta = [a - b for a, b in zip(after, was)]
+        if any(delta):
+            acc = st.opt_ops.setdefault(op, [0, 0, 0, 0])
+            st.opt_ops[op] = [a + d for a, d in zip(acc, delta)]
+    return out
+
+
 def _ops_done(st: _State) -> None:
     if not st.stats_on:
         return
     paddle = st.paddle
+    st.ops_open = False
     try:
-        raw = dict(paddle.base.core.get_low_precision_op_list())
+        counts = _op_counts(st)
         paddle.set_flags({"FLAGS_low_precision_op_list": 0})  # off without printing Paddle's table
     except Exception as exc:
         st.emit(e="ops", calls={}, error=f"{type(exc).__name__}: {exc}")
         return
     st.stats_on = False
-    st.emit(e="ops", calls={str(k): str(v) for k, v in raw.items()}, steps=st.step)
+    apart = st.opt_ops
+    rest = {op: [a - b for a, b in zip(c, apart.get(op, [0, 0, 0, 0]))] for op, c in counts.items()}
+    st.emit(e="ops", calls={op: ",".join(map(str, c)) for op, c in rest.items() if any(c)},
+            optimizer_calls={op: ",".join(map(str, c)) for op, c in apart.items()}, steps=st.step,
+            first_step=2 if st.step > 1 else 1)
 
 
 def _memory_reset(st: _State) -> None:

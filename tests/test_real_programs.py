@@ -160,3 +160,27 @@ def test_their_trainer_runs_with_the_metric_read_epochs_raised_and_ops_from_trai
     assert r.exit_code == 2
     line = next(ln for ln in r.output.splitlines() if "fp32 seed 0:" in ln)
     assert "after 0 optimizer step(s), 0 measured; the program said: FileNotFoundError" in line, line
+
+
+# ---------------------------------------------------------------- the Trainer's AMP arguments, all of them
+
+@pytest.mark.parametrize("dtype_args", ["", "--bf16 --fp16_opt_level O2"])
+def test_every_trainer_amp_argument_reaches_the_amp_modes_and_the_notes(tmp_path, dtype_args):
+    out = tmp_path / "t.toml"
+    r = run_cli("import", "paddlenlp", "--script", str(FIX / "command" / "trainer_text_cls.py"), "--args",
+                f"{dtype_args} --max_steps 20 --scale_loss 1024 --amp_custom_black_list reduce_sum "
+                "--amp_custom_white_list matmul_v2 --amp_master_grad true", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    raw = tomllib.loads(out.read_text())
+    amps = [m for m in raw["modes"] if m["name"] != "fp32"]
+    assert [m["name"] for m in amps] == (["amp-o2-bf16"] if dtype_args else ["amp-o1-fp16", "amp-o2-fp16"])
+    for m in amps:
+        assert m["custom_black_list"] == ["reduce_sum"] and m["custom_white_list"] == ["matmul_v2"]
+        assert m["scaler"]["init_loss_scaling"] == 1024.0
+        assert {"--amp_custom_black_list", "--amp_custom_white_list", "--scale_loss"} <= set(m["args"])
+        assert m.get("master_grad", False) == (m["level"] == "O2") == ("--amp_master_grad" in m["args"])
+        assert ("--bf16" in m["args"]) == bool(dtype_args) and "--fp16_opt_level" in m["args"]
+    assert "--amp_master_grad" not in raw["workload"]["command"]
+    if not dtype_args:
+        assert any("carried into the AMP modes: --amp_custom_black_list, --amp_custom_white_list, --amp_master_grad, "
+                   "--scale_loss" in n for n in raw["suite"]["notes"])

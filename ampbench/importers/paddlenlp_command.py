@@ -48,11 +48,18 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
         raise ConfigError(str(script), "--script", "no such file (the Trainer script to run)")
     out = Imported(suite={})
     mode = _amp_mode(args, where)
-    amps = [mode] if mode else [
-        {"name": f"amp-{lv.lower()}-fp16", "level": lv, "dtype": "float16",
-         "args": ["--fp16", "--fp16_opt_level", lv]} for lv in ("O1", "O2")]
     if mode:
         mode["args"] = _amp_args(args)
+        amps = [mode]
+    else:   # O1 and O2 --fp16, each carrying the args' other AMP arguments (lists, scale_loss, master grad)
+        amps = []
+        for lv in ("O1", "O2"):
+            a = {**args, "fp16": True, "fp16_opt_level": lv}
+            if lv == "O1":
+                a.pop("amp_master_grad", None)   # O2 only (paddle.amp.decorate)
+            m = _amp_mode(a, where) or {}
+            amps.append(m | {"args": _amp_args(a)})
+    carried = sorted(k for k in AMP_ARGS - {"fp16", "bf16", "fp16_opt_level"} if k in args)
     cmd = [python or sys.executable, str(prog.resolve())]
     for k, v in args.items():
         if k in AMP_ARGS or k in CONTROLLED:
@@ -77,7 +84,9 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
                "--per_device_train_batch_size come from the suite")
     out.decide(f"modes: fp32, {', '.join(str(m['name']) for m in amps)} "
                + ("(your fp16/bf16 flags)" if mode else "(your args set neither fp16 nor bf16: O1 and O2 --fp16 "
-                                                       "with the Trainer's defaults)"))
+                                                       "with the Trainer's defaults)")
+               + (f"; AMP arguments carried into the AMP modes: {', '.join('--' + k for k in carried)}"
+                  if carried else ""))
     out.decide(f"metric: {metric} ({'lower' if goal == 'min' else 'higher'} is better) from the Trainer's "
                "all_results.json / eval_results.json and its eval log lines: your script must evaluate")
     out.finish()

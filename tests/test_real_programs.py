@@ -184,3 +184,19 @@ def test_every_trainer_amp_argument_reaches_the_amp_modes_and_the_notes(tmp_path
     if not dtype_args:
         assert any("carried into the AMP modes: --amp_custom_black_list, --amp_custom_white_list, --amp_master_grad, "
                    "--scale_loss" in n for n in raw["suite"]["notes"])
+
+
+def test_every_bundled_and_imported_profile_reaches_the_speed_rules_minimum(tmp_path):
+    """A profile whose steps leave fewer than the speed rule's measured steps could never judge speed."""
+    from ampbench.config import load_suite as load_models
+    from ampbench.config.bundled import bundled_suites
+    from ampbench.config.suite import MIN_MEASURED_STEPS
+    from ampbench.judge.measure import MIN_STEPS
+
+    assert MIN_STEPS == MIN_MEASURED_STEPS     # one definition, read by the judge and by the run side
+    files = [*bundled_suites().values(), _imported(tmp_path)]
+    for f in files:
+        profiles = ["default", *tomllib.loads(Path(f).read_text()).get("profiles", {})]
+        for name in profiles:
+            train = load_models(f, profile=name).suite.train
+            assert train.steps - train.warmup_steps >= MIN_MEASURED_STEPS, (f, name)

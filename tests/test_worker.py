@@ -71,6 +71,9 @@ def test_amp_activity_evidence(toy_trials):
     assert amp.requested and not amp.active            # CPU: no low-precision op ran
     assert "inactive on this device" in amp.inactive_reason
     assert amp.op_calls["matmul_v2"]["float32"] > 0 and amp.op_calls["matmul_v2"]["float16"] == 0
+    apart = amp.optimizer_op_calls                     # the optimizer step's ops, apart from the share (issue 31)
+    assert apart and not set(apart) & {"matmul_v2", "elementwise_add"} and "optimizer step's" in amp.evidence
+    assert not any(op in amp.op_calls for op in apart if op.endswith("_") and op.startswith(("adam", "sgd", "momentum")))
     assert amp.unknown_op_names == ["embedding"]      # Paddle would ignore it silently
     assert amp.level == "O1" and amp.dtype == "float16" and amp.default_lists_hash
     assert not fp32.requested and not fp32.active

@@ -11,27 +11,63 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 # Ops that only move data between dtypes: a float16 cast proves nothing about AMP (a workload may
 # store labels as fp16). Paddle 2.x names the eager cast `transfer_dtype`.
 CAST_OPS = frozenset({"cast", "cast_", "transfer_dtype"})
 
 
+@dataclass
+class OpsApart:
+    """The ops run inside the optimizer's step (the update, a regularizer's `scale`, gradient clipping),
+    counted apart from the forward and backward ops while a collection runs: they run in float32 by
+    design, so in the low-precision share they would only dilute it. The command hook does the same."""
+
+    calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    on: bool = False
+
+    @contextlib.contextmanager
+    def around(self) -> Iterator[None]:
+        if not self.on:
+            yield
+            return
+        from paddle.base import core
+
+        before = parse_op_stats(dict(core.get_low_precision_op_list()))
+        try:
+            yield
+        finally:
+            for op, c in parse_op_stats(dict(core.get_low_precision_op_list())).items():
+                was = before.get(op, {})
+                acc = self.calls.setdefault(op, dict.fromkeys(c, 0))
+                for k, v in c.items():
+                    acc[k] += v - was.get(k, 0)
+
+
 @contextlib.contextmanager
-def collect_op_dtypes() -> Iterator[dict[str, dict[str, int]]]:
-    """Counts op calls per dtype while the block runs."""
+def collect_op_dtypes(apart: OpsApart | None = None) -> Iterator[dict[str, dict[str, int]]]:
+    """Counts op calls per dtype while the block runs (those `apart` counted left out of them)."""
     import paddle
     from paddle.base import core
 
     counts: dict[str, dict[str, int]] = {}
     paddle.amp.debugging.enable_operator_stats_collection()
+    if apart is not None:
+        apart.on = True
     try:
         yield counts
     finally:
         raw = dict(core.get_low_precision_op_list())
         with contextlib.redirect_stdout(io.StringIO()):
             paddle.amp.debugging.disable_operator_stats_collection()
-        counts.update(parse_op_stats(raw))
+        left = apart.calls if apart is not None else {}
+        if apart is not None:
+            apart.on = False
+        for op, c in parse_op_stats(raw).items():
+            rest = {k: v - left.get(op, {}).get(k, 0) for k, v in c.items()}
+            if any(rest.values()):
+                counts[op] = rest
 
 
 def parse_op_stats(raw: dict[str, str]) -> dict[str, dict[str, int]]:

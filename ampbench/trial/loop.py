@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench.core.records import Memory, StepRecord
+from ampbench.trackers.opstats import OpsApart
 from ampbench.trial.context import TrialContext
 from ampbench.trial.evaluation import evaluate
 from ampbench.trial.setup import Parts
@@ -37,6 +38,7 @@ class LoopResult:
 
     counts_total: dict[str, int] = field(default_factory=dict)
     op_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    ops_apart: OpsApart = field(default_factory=OpsApart)   # the optimizer step's ops, apart from op_counts
     train_wall: float = 0.0
     window_s: float | None = None
     memory: Memory = field(default_factory=Memory)
@@ -66,7 +68,7 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
     fault = Fault(tr.spec.fault if fault_applies() else None, tr.spec.fault_step)
     try:
         with contextlib.ExitStack() as stats:
-            res.op_counts = stats.enter_context(collect_op_dtypes())
+            res.op_counts = stats.enter_context(collect_op_dtypes(res.ops_apart))
             tr.events.emit(event="start", total=tr.steps_total)
             for step in range(1, tr.steps_total + 1):
                 warm = step <= train.warmup_steps
@@ -79,7 +81,7 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
                     fault.maybe(step)
                 p.numerics.begin(step)
                 clock.start()
-                raw = one_step(tr, p, fault, step)
+                raw = one_step(tr, p, fault, step, res.ops_apart)
                 dt = clock.stop()
                 if not warm:
                     res.window_end = time.perf_counter()
@@ -105,7 +107,8 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
     return res
 
 
-def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[Any, int, dict[str, int], Any]:
+def one_step(tr: TrialContext, p: Parts, fault: Any, step: int,
+             apart: OpsApart | None = None) -> tuple[Any, int, dict[str, int], Any]:
     """Forward/backward of every micro-batch, gradient sync, optimizer (and scheduler) step.
 
     Returns device values (the micro-batch losses, the scaler's handle): nothing is read to the host."""
@@ -131,7 +134,8 @@ def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[Any, in
                 counts[k] = counts.get(k, 0) + v
     if dp:
         rep.sync_grads()
-    handle = prec.step(p.optimizer)
+    with apart.around() if apart is not None else NO_CONTEXT:
+        handle = prec.step(p.optimizer)
     if p.sched is not None:
         p.sched.step()
     return losses, samples, counts, handle

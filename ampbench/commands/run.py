@@ -247,7 +247,9 @@ def _status_text(t: Trial, primary: str = "") -> str:
     metric = ", ".join(f"{k} {t.metrics[k]:.4g}" for k in names)
     info = t.workload_info if isinstance(getattr(t, "workload_info", None), dict) else {}
     warn = f" [yellow]warning:[/] {escape(str(info['warning']))}" if info.get("warning") else ""
-    return f"[green]ok[/] {t.throughput.samples_per_s:.1f} samples/s, {escape(metric)}{warn}"
+    rate = t.throughput.samples_per_s   # 3 significant digits below 100: a real detector on CPU does 0.035
+    shown = f"{rate:.1f}" if rate >= 100 else f"{rate:.3g}"
+    return f"[green]ok[/] {shown} samples/s, {escape(metric)}{warn}"
 
 
 def _warn_unknown_ops(suite: Suite, console: Console) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real-programs acceptance (issue 31): real training programs, unmodified, from import to verdict.
 #
-#   scripts/accept_real_programs.sh CHECKOUT [--python PY] [--out DIR] [--quick]
+#   scripts/accept_real_programs.sh CHECKOUT [--python PY] [--out DIR] [--quick] [--steps "12 20"]
 #
 # CHECKOUT is a PaddleOCR checkout (release 2.8 era: tools/train.py, configs/det/det_mv3_db.yml), e.g.
 #   git clone https://github.com/tink2123/PaddleOCR && git -C PaddleOCR checkout bf1c33f
@@ -9,13 +9,14 @@
 # It checks, on PaddleOCR's own tools/train.py:
 #   1. the stock det_mv3_db.yml without data: exit 2 before any trial, one line naming the label file;
 #   2. import with --synthetic-data (16 images) --no-pretrained; --set train.steps=5 refused up front in
-#      one line; the cpu profile (12 steps) and --set train.steps=20 (more than the config's epochs
-#      hold: Global.epoch_num raised) run with hmean read;
+#      one line; the cpu profile (12 steps) runs with hmean read; a 2-epoch copy of the config (16 steps
+#      at batch 2) runs --set train.steps=20 (fp32): Global.epoch_num raised to 3, hmean read;
 #   3. every record against the program's own log: steps recorded = asked, the metric = the log's last
 #      `cur metric` hmean, the epochs and eval step in the log's config dump, samples/s vs its `ips`
 #      lines, an op table without initialisers and with the optimizer's ops apart;
 # and, from PyPI, paddle.Model.fit (hapi) and a paddleformers Trainer script wrapped as docs/command.md
-# shows (tests/fixtures/command/*.py, nothing of ampbench in them). --quick runs fp32 only.
+# shows (tests/fixtures/command/*.py, nothing of ampbench in them). --quick runs fp32 only; --steps
+# picks the PaddleOCR runs (12: the stock config, every mode; 20: the 2-epoch copy, fp32).
 # Exit 0 when every check passed; each check prints PASS/FAIL and the numbers.
 set -u -o pipefail
 
@@ -24,11 +25,13 @@ shift
 PY=python3
 OUT=""
 QUICK=0
+STEPS="12 20"
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) PY=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --steps) STEPS=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -62,27 +65,31 @@ check "stock det_mv3_db.yml without data: exit 2, one line naming the label file
 # 2. synthetic data, the refusal, the runs
 "${AMPBENCH[@]}" import paddleocr "$CFG" --repo "$CHECKOUT" --python "$PY" --no-pretrained --synthetic-data \
   -o "$OUT/det.toml" >"$OUT/import.txt" 2>&1 || { cat "$OUT/import.txt"; echo "FAIL import"; exit 1; }
+python3 -c "import sys, yaml; c = yaml.safe_load(open(sys.argv[1])); c['Global']['epoch_num'] = 2
+yaml.safe_dump(c, open(sys.argv[2], 'w'))" "$CFG" "$OUT/det_2epochs.yml"
+"${AMPBENCH[@]}" import paddleocr "$OUT/det_2epochs.yml" --repo "$CHECKOUT" --python "$PY" --no-pretrained \
+  --synthetic-data -o "$OUT/det2.toml" >"$OUT/import2.txt" 2>&1 || { cat "$OUT/import2.txt"; echo "FAIL import"; exit 1; }
 "${AMPBENCH[@]}" run "$OUT/det.toml" --profile cpu --set train.steps=5 --out "$OUT/runs5" >"$OUT/steps5.txt" 2>&1
 code=$?
 cat "$OUT/steps5.txt"
 check "train.steps=5 refused up front in one line" one_line_exit_2 "the speed rule needs 10" "$OUT/steps5.txt" "$code"
 check "train.steps=5: no run folder" test ! -e "$OUT/runs5"
 
-for steps in 12 20; do
-  extra=("${MODES[@]}")
-  [ "$steps" = 20 ] && extra=(--mode fp32)   # the epochs check needs one mode
+for steps in $STEPS; do
+  extra=("${MODES[@]}") suite="$OUT/det.toml" epochs=1200
+  if [ "$steps" = 20 ]; then extra=(--mode fp32) suite="$OUT/det2.toml" epochs=3; fi   # 2 epochs hold 16 steps
   start=$(date +%s)
-  "${AMPBENCH[@]}" run "$OUT/det.toml" --profile cpu --set "train.steps=$steps" "${extra[@]}" \
+  "${AMPBENCH[@]}" run "$suite" --profile cpu --set "train.steps=$steps" "${extra[@]}" \
     --out "$OUT/runs$steps" --no-report >"$OUT/run$steps.txt" 2>&1
   code=$?
   echo "== train.steps=$steps: exit $code after $(( $(date +%s) - start )) s"
   cat "$OUT/run$steps.txt"
   check "train.steps=$steps: exit 3 (AMP inactive on CPU) or 0" test "$code" = 3 -o "$code" = 0
-  python3 - "$OUT/runs$steps" "$steps" <<'EOF' || FAILED=1
+  python3 - "$OUT/runs$steps" "$steps" "$epochs" <<'EOF' || FAILED=1
 import json, re, sys
 from pathlib import Path
 
-root, steps = Path(sys.argv[1]), int(sys.argv[2])
+root, steps, want_epochs = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 ok = True
 for f in sorted(root.glob("*/*/trials/*.json")):
     t = json.loads(f.read_text())
@@ -96,6 +103,7 @@ for f in sorted(root.glob("*/*/trials/*.json")):
         "status ok": t["status"] == "ok",
         f"{steps} steps recorded": len(t["steps"]) == steps,
         "hmean = the log's last evaluation": bool(evals) and abs(t["metrics"].get("hmean", -1) - float(evals[-1])) < 1e-6,
+        f"Global.epoch_num {want_epochs} in the log": bool(epochs) and epochs[-1] == want_epochs,
         f"one evaluation, after step {steps - 1}": len(evals) == 1 and f"after the 0th iteration, an evaluation is run every {steps - 1} iterations" in log,
         "no initialiser in the op table": not init,
         "optimizer ops apart": any(op.startswith("adam") for op in apart),

@@ -140,13 +140,18 @@ def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
     share = total / window if window else None
     add("step-times", share is not None and STEP_SUM_RANGE[0] <= share <= STEP_SUM_RANGE[1],
         f"sum of steps {total:.3f} s of window {window or 0:.3f} s")
-    if mc.nvml_error:
-        add("energy", None, f"n/a: {mc.nvml_error}")
-    elif ENERGY_NOT_SUPPORTED in m.errors and m.energy_j is None:
-        add("energy", None, f"n/a: {m.errors[ENERGY_NOT_SUPPORTED]}")
-    else:
-        add("energy", (m.energy_j or 0) > 0, f"{m.energy_j} J, {m.energy_j_per_sample} J/sample")
+    add("energy", *_energy(t, mc))
     return out
+
+
+def _energy(t: Trial, mc: Machine) -> tuple[bool | None, str]:
+    """The energy check: n/a without NVML or where NVML says the device does not offer it."""
+    m = t.memory
+    if mc.nvml_error:
+        return None, f"n/a: {mc.nvml_error}"
+    if ENERGY_NOT_SUPPORTED in m.errors and m.energy_j is None:
+        return None, f"n/a: {m.errors[ENERGY_NOT_SUPPORTED]}"
+    return (m.energy_j or 0) > 0, f"{m.energy_j} J, {m.energy_j_per_sample} J/sample"
 
 
 def _nvml_note(key: str) -> bool:

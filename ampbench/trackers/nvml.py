@@ -150,6 +150,17 @@ def _mig_instance(nv: Any, parent: Any, want: str, bus: str) -> NvmlDevice:
                       f"({'UUID ' + want if want else 'its UUID unknown'}): set CUDA_VISIBLE_DEVICES=MIG-<uuid>")
 
 
+def _wanted_mig(environ: Mapping[str, str], ordinal: int, cuda_uuid: str | None) -> str:
+    """The MIG instance this CUDA device is, as hex digits: the CUDA device's own UUID, else (no
+    CUDA_VISIBLE_DEVICES) the container runtime's NVIDIA_VISIBLE_DEVICES entry; "" when neither says."""
+    if cuda_uuid:
+        return uuid_hex(cuda_uuid)
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return ""
+    nvd = visible_entry({"CUDA_VISIBLE_DEVICES": environ.get("NVIDIA_VISIBLE_DEVICES", "")}, ordinal)
+    return uuid_hex(nvd) if nvd and nvd.startswith("MIG-") else ""
+
+
 def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None,
             cuda_uuid: str | None = None) -> NvmlDevice:
     """The NVML device behind this process's CUDA device (see the module docstring for the order).
@@ -164,11 +175,7 @@ def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None,
             h = nv.nvmlDeviceGetHandleByIndex(i)
             if norm_bus_id(_text(nv.nvmlDeviceGetPciInfo(h).busId)) == want:
                 if _mig_enabled(nv, h):
-                    container = visible_entry({"CUDA_VISIBLE_DEVICES": environ.get("NVIDIA_VISIBLE_DEVICES", "")},
-                                              ordinal) if entry is None else None
-                    mig = uuid_hex(cuda_uuid) or (uuid_hex(container) if container and container.startswith("MIG-")
-                                                  else "")
-                    return _mig_instance(nv, h, mig, want)
+                    return _mig_instance(nv, h, _wanted_mig(environ, ordinal, cuda_uuid), want)
                 return _device(nv, h, "pci_bus_id")
     if entry and entry.startswith("GPU-"):
         return _device(nv, nv.nvmlDeviceGetHandleByUUID(entry.encode()), "uuid")

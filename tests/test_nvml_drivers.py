@@ -143,3 +143,21 @@ def test_the_worker_finds_the_mig_instance_by_the_cuda_drivers_uuid(monkeypatch,
     assert m.device_used_bytes == 3 * GIB + 1 and m.device_used_source == nvml.PROCESS
     assert not [k for k in m.errors if k.startswith("nvml")], m.errors
     assert cuda.cuda_uuid(0) == mig_uuid(3, 1).removeprefix("MIG-")
+
+
+def test_the_window_keeps_the_peak_of_memory_that_moves():
+    """The driver's figures move with the processes (used = their memory + the rest): the window keeps
+    the highest sample, not the first or the last."""
+    import time
+
+    gpus = four_gpus(own_on=0)
+    nv = _opened(gpus)
+    poller = nvml.Poller(nv, nvml.resolve(nv, {}, "0000:1b:00.0"), interval_s=0.01, timeline=True).start()
+    gpus[0].pids[os.getpid()] = 6 * GIB
+    time.sleep(0.1)
+    gpus[0].pids[os.getpid()] = GIB
+    time.sleep(0.05)
+    out = poller.stop()
+    assert out["device_used_bytes"] == 6 * GIB
+    used = [d for _, _, _, d in poller.s.timeline]
+    assert max(used) == 3 * GIB + GIB + 6 * GIB and used[-1] == 3 * GIB + GIB + GIB   # base + foreign + ours

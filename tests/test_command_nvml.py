@@ -40,6 +40,7 @@ def _gpus() -> list[FakeGpu]:
 
 def test_poller_matches_a_pid_set_and_sums_its_memory():
     nv = make_pynvml(_gpus())
+    nv.nvmlInit()
     dev = nvml.resolve(nv, {}, "0000:1b:00.0")
     out = nvml.Poller(nv, dev, pid=ROOT_PID, pids=lambda: {ROOT_PID, RANK_PID}, interval_s=0.01).start().stop()
     assert out["device_used_bytes"] == 3 * GIB and out["device_used_source"] == nvml.PROCESS
@@ -130,7 +131,7 @@ def test_command_finish_fills_the_built_in_memory_and_energy_fields_on_a_gpu(tmp
     assert not [k for k in m.errors if k.startswith("nvml")], m.errors
     assert t.interference is not None and t.interference.foreign_processes == [FOREIGN_PID]
     assert t.interference.sm_clock_mhz_median == 1410 and "sw_power_cap" in t.interference.throttle_reasons
-    assert nv.calls["init"] == 1 and nv.calls["shutdown"] == 1
+    assert nv.stub.calls["nvmlInitWithFlags"] == 1 and nv.stub.calls["nvmlShutdown"] == 1
 
 
 def test_command_finish_on_cpu_opens_no_nvml_and_records_none(tmp_path, monkeypatch):
@@ -140,4 +141,4 @@ def test_command_finish_on_cpu_opens_no_nvml_and_records_none(tmp_path, monkeypa
     assert (m.device_used_bytes, m.device_used_source, m.energy_j, m.energy_j_per_sample, m.nvml_device) == \
         (None, None, None, None, None)
     assert not [k for k in m.errors if k.startswith("nvml")]
-    assert nv.calls["init"] == 0 and t.interference is None
+    assert nv.stub.calls["nvmlInitWithFlags"] == 0 and t.interference is None

@@ -17,6 +17,7 @@ keys, and the Interference GPU fields (the first device's).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
@@ -69,6 +70,8 @@ class ProgramGpu:
     def _watch(self, start: dict[str, Any]) -> None:
         raw = start.get("cuda_env")
         env = {k: str(raw[k]) for k in CUDA_ENV if isinstance(raw, dict) and k in raw}
+        if "NVIDIA_VISIBLE_DEVICES" in os.environ:   # the container's choice (a MIG instance), the program's too
+            env["NVIDIA_VISIBLE_DEVICES"] = os.environ["NVIDIA_VISIBLE_DEVICES"]
         bus = start.get("pci_bus_id") if isinstance(start.get("pci_bus_id"), str) else None
         if self.session is None:
             self.session = nvml.Session(env, bus).open()

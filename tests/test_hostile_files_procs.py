@@ -313,3 +313,31 @@ def test_the_flag_that_skips_the_hook_is_named():
     assert _site_flag(["python3", "-u", "-IS", "t.py"]) == "-IS"
     assert _site_flag(["/usr/bin/python3.11", "-E", "-m", "x"]) == "-E"
     assert _site_flag(["python3", "t.py", "-I"]) is None and _site_flag(["bash", "-E"]) is None
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_in_the_same_second_keep_both_reports(tmp_path, cache_env, monkeypatch):
+    """The clock frozen at one second for both sweeps (same pid too): two grid reports, two run folders."""
+    import datetime as dt
+
+    import ampbench.core.names as names
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 12, 1, 23, 0, 0, tzinfo=tz)
+
+    prog = tmp_path / "quick.py"
+    prog.write_text("import json, os, sys\njson.dump({'accuracy': 0.5}, open(os.path.join(sys.argv[1], "
+                    "'metrics.json'), 'w'))\n")
+    p = tmp_path / "suite.toml"
+    p.write_text(suite_text(command=f'["{sys.executable}", "{prog}", "{{out}}", "{{steps}}"]', amp=False,
+                            workload_extra="instrument = false"))
+    monkeypatch.setattr(names.dt, "datetime", Frozen)
+    out = tmp_path / "runs"
+    for _ in range(2):
+        r = run("run", p, "--out", out, "--no-report", "--sweep", "train.steps=4")
+        assert r.exit_code in (0, 3), r.output
+    reports = sorted((out / "mine").glob("sweep-*.md"))
+    assert len(reports) == 2 and all("train.steps=4" in q.read_text() for q in reports)
+    assert len([q for q in (out / "mine").iterdir() if q.is_dir()]) == 2

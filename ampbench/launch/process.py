@@ -127,14 +127,13 @@ def _reader(stream: Any, q: queue.Queue[dict[str, Any] | None]) -> None:
     q.put(None)
 
 
-def spawn(cmd: list[str], env: dict[str, str], log: Any, marker: str = "") -> subprocess.Popen:
-    """The worker in its own session, dying with us (pdeathsig + the AMPBENCH_PARENT watchdog), marked
-    (WORKER_ENV) so that what its tree leaves behind, re-parented to us as subreaper, is known as its."""
+def spawn(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
+    """The worker in its own session, dying with us (pdeathsig + the AMPBENCH_PARENT watchdog); we are
+    its subreaper, so what its tree leaves behind is re-parented to us (run_worker finds it by marker)."""
     become_subreaper()
     return subprocess.Popen(
         guarded(cmd), stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, errors="replace",
-        env={**os.environ, **env, PARENT_ENV: process_token(os.getpid()), WORKER_ENV: marker},
-        start_new_session=True,
+        env={**os.environ, **env, PARENT_ENV: process_token(os.getpid())}, start_new_session=True,
     )
 
 
@@ -152,7 +151,7 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
     t0 = time.monotonic()
     marker = f"{os.getpid()}-{secrets.token_hex(8)}"
     with open_for_writing(log_path, root=log_root) as log:
-        proc = spawn(cmd, env, log, marker)
+        proc = spawn(cmd, {**env, WORKER_ENV: marker}, log)
         try:
             threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
             while True:

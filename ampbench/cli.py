@@ -146,7 +146,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
-        affinity=parse_cpus(affinity) if affinity else None, at_max_batch=at_max_batch, probe=probe,
+        affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
         devices=devices,
     )
     if probe is not None and not at_max_batch:
@@ -359,13 +359,14 @@ def env() -> None:
     out.print(f"{'amp':14} {device.amp_support_summary()}", markup=False)
 
 
-def _import_output(output: Optional[Path], inputs: list[Path]) -> None:
-    """-o checked before reading anything: never the input config, a record or a folder; its folder exists."""
+def _import_output(output: Optional[Path], inputs: list[Optional[Path]]) -> None:
+    """-o checked before reading anything, on every import path: never an input (config, arguments,
+    script), a record, a folder or an existing file that is not a suite (.toml); its folder exists."""
     from ampbench.core.errors import ResultsError
     from ampbench.core.files import check_output
 
     if output is not None:
-        check_output(output, inputs)
+        check_output(output, [p for p in inputs if p is not None], kinds=(".toml",))
         if not output.parent.is_dir():
             raise ResultsError(f"{output}: cannot write: the folder {output.parent} does not exist")
 
@@ -397,6 +398,7 @@ def import_paddleocr_cmd(
                                          "tools/train.py (default: this one)"),
 ) -> None:
     """PaddleOCR config -> suite (fp32 + its AMP modes); keys not honoured are listed; exit 2 if unsupported."""
+    _import_output(output, [config])
     if repo is not None:
         from ampbench.importers.paddleocr_command import import_paddleocr_command
 
@@ -404,7 +406,6 @@ def import_paddleocr_cmd(
         return
     from ampbench.importers.paddleocr import import_paddleocr
 
-    _import_output(output, [config])
     _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)
 
 
@@ -422,7 +423,7 @@ def import_paddlenlp_cmd(
     """PaddleNLP Trainer args -> the bert suite (or, with --script, your script) with fp32 + AMP modes."""
     from ampbench.importers.paddlenlp import import_paddlenlp, load_args
 
-    _import_output(output, [args_json] if args_json else [])
+    _import_output(output, [args_json, script])
     parsed, where = load_args(args_json, args)
     if script is not None:
         from ampbench.importers.paddlenlp_command import import_paddlenlp_command

@@ -34,7 +34,7 @@ from ampbench.commands.run_plan import (
     preflight,
     trial_width,
 )
-from ampbench.config import ConfigError, Suite
+from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
@@ -66,17 +66,22 @@ def launch_trial(spec: TrialSpec, run: RunDir, on_event: Callable[[dict[str, Any
 # ---------------------------------------------------------------- a whole run
 
 
-def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
-            ) -> tuple[RunDir, RunInfo, Suite, dict[str, Fault]]:
-    """Validate everything, then (only then) create the run folder and its run.json."""
+def load_for_run(opts: RunOptions) -> LoadedSuite:
+    """The suite a new run would train (its file, profile, --seeds and --set), every check made, nothing
+    written: `run` calls it first, `--sweep` for every point before the first one runs."""
     from ampbench.trackers import device
 
     if opts.suite_file is None:
         raise ConfigError("run", "SUITE", "give a suite file or a bundled suite name (or --resume RUN_DIR)")
     preflight(opts.suite_file, opts.out_dir)
     seeds = [f"suite.seeds={parse_seeds(opts.seeds)}"] if opts.seeds is not None else []
-    loaded = load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(),
-                        overrides=opts.overrides + seeds)
+    return load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(), overrides=opts.overrides + seeds)
+
+
+def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
+            ) -> tuple[RunDir, RunInfo, Suite, dict[str, Fault]]:
+    """Validate everything, then (only then) create the run folder and its run.json."""
+    loaded = load_for_run(opts)
     suite = loaded.suite
     if opts.at_max_batch:
         from ampbench.commands.max_batch_run import at_max_batch, find_probe

@@ -138,28 +138,31 @@ def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) ->
     return out
 
 
+MAX_CPU = 2**16  # no machine has more CPUs; a larger number is a typo, never a range to expand
+
+
 def parse_cpus(text: str) -> list[int]:
-    """`--affinity 0-3,6` -> [0, 1, 2, 3, 6]; every CPU must be one this process may use."""
+    """`--affinity 0-3,6` -> [0, 1, 2, 3, 6]; every CPU must be one this process may use (each bound is
+    checked before a range is expanded: `0-99999999999` is refused, not a MemoryError)."""
     cpus: set[int] = set()
-    try:
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            lo, _, hi = part.partition("-")
-            a, b = int(lo), int(hi) if hi else int(lo)
-            if a < 0 or b < a:
-                raise ValueError
-            cpus.update(range(a, b + 1))
-    except ValueError:
-        raise ConfigError("--affinity", text, "expected CPU numbers or ranges, e.g. --affinity 2 or 0-3,6") from None
-    if not cpus:
-        raise ConfigError("--affinity", text, "no CPU given")
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
-        allowed = cpus
-    bad = sorted(cpus - allowed)
-    if bad:
-        raise ConfigError("--affinity", text, f"CPU {bad[0]} is not available to this process "
-                                              f"(allowed: {','.join(map(str, sorted(allowed)))})")
+        allowed = set(range(os.cpu_count() or 1))
+    shown = ",".join(map(str, sorted(allowed)))
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise ConfigError("--affinity", text, "expected CPU numbers or ranges, e.g. --affinity 2 or "
+                              "0-3,6" + (" (an empty item)" if not part else "")) from None
+        if a < 0 or b < a:
+            raise ConfigError("--affinity", text, f"{part}: a range runs from a CPU number up to a larger one")
+        if b > MAX_CPU or not set(range(a, b + 1)) <= allowed:
+            bad = min(set(range(a, min(b, MAX_CPU) + 1)) - allowed, default=b)
+            raise ConfigError("--affinity", text, f"CPU {bad} is not available to this process (allowed: {shown})")
+        cpus.update(range(a, b + 1))
     return sorted(cpus)
 
 
@@ -229,7 +232,11 @@ def refuse_unhonoured(opts: RunOptions, info: RunInfo, where: Path) -> None:
     """--resume finishes the run exactly as run.json plans it; arguments that would change the plan
     or the config are refused rather than silently ignored."""
     given = [name for name, value in (("--profile", opts.profile), ("--mode", opts.modes), ("--seeds", opts.seeds),
-                                      ("--set", opts.overrides)) if value not in (None, [])]
+                                      ("--set", opts.overrides), ("--affinity", opts.affinity),
+                                      ("--at-max-batch", opts.at_max_batch or None), ("--probe", opts.probe))
+             if value not in (None, [])]
+    if opts.until_decided and info.sequential is None:
+        given.append("--until-decided (the run was not started with it)")
     if given:
         raise ConfigError("--resume", ", ".join(given),
                           f"not honoured: --resume finishes {where} as planned in its run.json (profile "

@@ -134,6 +134,9 @@ def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[Ste
         status, error, tail = failure.status, failure.message, failure.log_tail
     else:
         (status, error), tail = _killed_status(out, spec, timeout), tail_lines(log_path)
+    if out.leftovers:
+        error += (f"; its processes left {len(out.leftovers)} running ({', '.join(out.leftovers[:5])}"
+                  + (", ..." if len(out.leftovers) > 5 else "") + "): ampbench killed them")
     trial = Trial(
         suite=suite.suite.name, workload=suite.suite.workload, mode=spec.mode, seed=spec.seed,
         profile=spec.profile, status=status, error=error, log_tail=tail or None,

@@ -229,7 +229,7 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
     if (state := load_state(run.path)) is not None:
         from ampbench.commands.run_slurm import run_on_slurm
 
-        run_on_slurm(run, info, suite, todo, faults, state, console)
+        run_on_slurm(run, info, suite, todo, faults, state, console, trial_files, _status_text)
         return
     pool = info.devices or [CPU]
     shares = cpu_shares(info.affinity, len(pool))

@@ -57,7 +57,7 @@ def _step_collector(steps: list[StepRecord], on_event: Callable[[dict[str, Any]]
     return handle
 
 
-def _killed_status(out: Outcome, spec: TrialSpec, timeout: float) -> tuple[str, str]:
+def _killed_status(out: Outcome, spec: TrialSpec, timeout: float) -> tuple[Status, str]:
     """Status and error for a worker that left no result: only what is known (who killed it, why)."""
     mib = out.peak_rss / 2**20
     if out.killed == "timeout":
@@ -127,7 +127,7 @@ def launch(
 def _follower(spec: TrialSpec, out: Outcome, steps: list[StepRecord], log_path: Path, timeout: float) -> Trial:
     """What a follower node knows of its part (never written: node 0 holds the trial file)."""
     if out.returncode == 0 and not out.killed:
-        return failure_trial(spec, "ok", "", "", steps, out.wall_s)
+        return failure_trial(spec, "ok", None, "", steps, out.wall_s)
     status, error = _killed_status(out, spec, timeout)
     return failure_trial(spec, status, f"node rank {spec.node_rank}: {error}", tail_lines(log_path), steps, out.wall_s)
 
@@ -153,7 +153,7 @@ def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[Ste
     return trial
 
 
-def failure_trial(spec: TrialSpec, status: Status, error: str, tail: str, steps: list[StepRecord],
+def failure_trial(spec: TrialSpec, status: Status, error: str | None, tail: str, steps: list[StepRecord],
                   wall_s: float) -> Trial:
     """The trial of a worker that could not write one itself: what is known of it (the steps its events or
     log showed), nothing more.  Shared by the local launcher and the Slurm one (launch/slurm_run.py)."""

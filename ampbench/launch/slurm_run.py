@@ -80,7 +80,7 @@ def _submit(spec: TrialSpec, files: TrialFiles, opts: SlurmOptions, suite_name: 
     Path(spec.trial_path).unlink(missing_ok=True)
     with open_for_writing(files.log, root=files.root):  # empty, in place: Slurm appends the job's output
         pass
-    cmd, env = worker_command(files.spec), {}
+    cmd, env = worker_command(files.spec), dict[str, str]()
     if dist.nnodes > 1:  # one launcher per node, each told its rank and the master by the job
         shutil.rmtree(files.ranks, ignore_errors=True)
         cmd = [cmd[0], "-m", "ampbench.launch.slurm_node", str(files.spec), str(files.ranks)]
@@ -106,8 +106,8 @@ def _record(spec: TrialSpec, files: TrialFiles, job: str, seen: JobState | None)
     if own is not None and own.key == trial_key(spec.mode, spec.seed) and (own.slurm is None or own.slurm.job_id == job):
         failure = None
         if spec.suite.distributed.multi_process and end.state != "COMPLETED":
-            code = int(end.exit_code.split(":")[0]) if end.exit_code[:1].isdigit() else None
-            failure = distributed.rank_failure(files.ranks, files.log, code, spec.suite.distributed.world_size)
+            rc = int(end.exit_code.split(":")[0]) if end.exit_code[:1].isdigit() else None
+            failure = distributed.rank_failure(files.ranks, files.log, rc, spec.suite.distributed.world_size)
         if failure is not None:
             own = distributed.apply_failure(Path(spec.trial_path), failure) or own
         scheduler_ended = end.state not in ("COMPLETED", "FAILED", "UNKNOWN")
@@ -129,12 +129,23 @@ def _record(spec: TrialSpec, files: TrialFiles, job: str, seen: JobState | None)
     return trial
 
 
+def _ok_file(spec: TrialSpec, job: str) -> bool:
+    with contextlib.suppress(ResultsError, OSError):
+        t = load_doc(Path(spec.trial_path), Trial, "trial file")
+        return t.status == "ok" and t.key == trial_key(spec.mode, spec.seed) and t.slurm is not None \
+            and t.slurm.job_id == job
+    return False
+
+
 def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, suite_name: str, hooks: Hooks) -> None:
     """Every trial of `todo` as a Slurm job, until each has a trial file; jobs recorded in `state` that
     are still queued or running are waited for, not submitted again."""
     keys = {trial_key(m, s): (m, s) for m, s in todo}
     recorded = {k: j for k, j in state.jobs.items() if k in keys}
-    alive = {j for j, st in slurm.squeue(list(recorded.values())).items() if not st.ended}
+    known = slurm.squeue(list(recorded.values()))
+    # a job still queued or running is waited for; one that ended with its trial file ok since the caller
+    # looked (ampbench was away) is recorded as it is; anything else is submitted again
+    alive = {j for k, j in recorded.items() if j in known and (not known[j].ended or _ok_file(hooks.spec(*keys[k]), j))}
     active: dict[str, str] = {}  # job id -> trial key
     seen: dict[str, JobState] = {}
     try:

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -227,7 +228,8 @@ class Replicas:
         import paddle.distributed as dist
 
         mine = {"rank": self.rank, "memory": trial.memory.model_dump(mode="json"), "digest": weight_digest(model),
-                "buffers": buffer_digest(model)}
+                "buffers": buffer_digest(model), "host": socket.gethostname(),
+                "step_s": [s.time_s for s in trial.steps]}
         gathered: list[Any] = []
         dist.all_gather_object(gathered, mine)
         gathered.sort(key=lambda g: g["rank"])
@@ -240,6 +242,8 @@ class Replicas:
             "global_batch": trial.batch_size * max(1, trial.grad_accum) * self.world,
             "weight_digests": digests, "replicas_in_sync": len(set(digests)) == 1,
             "buffer_digests": buffers, "buffers_in_sync": None if not any(buffers) else len(set(buffers)) == 1,
+            # every rank's own step times and host (rank 0's steps are the trial's): a slow node shows here
+            "per_rank": [{"rank": g["rank"], "host": g.get("host", ""), "step_s": g.get("step_s", [])} for g in gathered],
         }
         if len(set(digests)) > 1 and trial.status == "ok":
             trial.status = "crashed"

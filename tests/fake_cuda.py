@@ -90,7 +90,10 @@ import sys  # noqa: E402
 import warnings  # noqa: E402
 
 
-GPU_ONLY_FLAGS = {"FLAGS_cudnn_batchnorm_spatial_persistent": False, "FLAGS_gemm_use_half_precision_compute_type": True,
+# The GPU build's defaults (paddle/common/flags.cc, PHI_DEFINE_EXPORTED_bool(<name>, false, ...) for each:
+# gemm_use_half_precision_compute_type "default=false", cudnn_deterministic, cudnn_exhaustive_search,
+# cudnn_batchnorm_spatial_persistent); the CPU build does not define them.
+GPU_ONLY_FLAGS = {"FLAGS_cudnn_batchnorm_spatial_persistent": False, "FLAGS_gemm_use_half_precision_compute_type": False,
                   "FLAGS_cudnn_deterministic": False, "FLAGS_cudnn_exhaustive_search": False}
 
 
@@ -112,6 +115,7 @@ class Machine:
     reset_api: bool = True        # paddle.device.cuda.reset_max_memory_* (Paddle >= 3.0)
     driver: str = "current"       # tests/fake_nvml.py DRIVERS: what libnvidia-ml exports and answers
     alloc_fail_rows: int | None = None   # cuBLAS cannot allocate its workspace above this many rows
+    gpu_names: list[str] | None = None   # per visible ordinal, where the GPUs differ (else gpu_name for each)
 
     def visible(self) -> list[str]:
         """CUDA's devices: CUDA_VISIBLE_DEVICES, else what the container runtime exposed
@@ -394,6 +398,8 @@ class Installed:
     devices_asked: list[Any] = field(default_factory=list)   # device arguments of the allocator queries
     set_device: list[str] = field(default_factory=list)
     flags: dict[str, Any] = field(default_factory=dict)
+    place: Any = None                                     # the expected place as the GPU build would hold it
+    synced: list[int] = field(default_factory=list)       # device ids core._device_synchronize was given
 
 
 def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_params: bool = False) -> Installed:
@@ -438,23 +444,21 @@ def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_para
 
     fc = FakeCuda()
     inst = Installed(machine=machine, nv=nv, cuda=fc, amp=FakeAmp(cast_params=cast_params), libcuda=lib)
-    real_set_device = paddle.set_device
+    real_set_device = paddle.set_device   # Paddle's own, run over the GPU build's places (`_gpu_build_places`)
 
     def set_device(d: str) -> Any:
         inst.set_device.append(d)
-        return real_set_device("cpu")
+        return real_set_device(d)
 
     monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: True)
     from paddle.base import core as _core   # paddle.seed then seeds one CUDA generator per device: none here
 
     monkeypatch.setattr(_core, "get_cuda_device_count", lambda: 0, raising=False)
+    _gpu_build_places(monkeypatch, machine, inst)
     monkeypatch.setattr(paddle, "set_device", set_device)
     monkeypatch.setattr(paddle, "__version__", machine.paddle_version)
-    monkeypatch.setattr(paddle.device, "synchronize", fc._sync)
     c = paddle.device.cuda
     monkeypatch.setattr(c, "device_count", lambda: len(machine.visible()))
-    monkeypatch.setattr(c, "get_device_capability", lambda *a: machine.cc)
-    monkeypatch.setattr(c, "get_device_name", lambda *a: machine.gpu_name)
     if machine.reset_api:
         monkeypatch.setattr(c, "reset_max_memory_allocated", lambda *a: (inst.devices_asked.append(a), fc._reset()))
         monkeypatch.setattr(c, "reset_max_memory_reserved", lambda *a: (inst.devices_asked.append(a), fc._reset()))
@@ -519,3 +523,108 @@ class _CudaBuildCore:
     @staticmethod
     def is_compiled_with_cuda() -> bool:
         return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Places, device names and synchronisation: Paddle's own Python (paddle/device/__init__.py and
+# paddle/device/cuda/__init__.py of paddle 3.3.1, the installed wheel's files) runs unchanged; only
+# what the CPU build lacks is stood in for, as the GPU build provides it:
+# - `core.CUDAPlace(n)`: the CPU build refuses it (paddle/fluid/pybind/place.cc:443-451, "Cannot use
+#   GPU because you have installed CPU version PaddlePaddle"); `CudaPlace` holds the id;
+# - the expected place: base/framework.py:815-827 `_current_expected_place_` starts a CUDA build
+#   at CUDAPlace(_cuda_ids()[0]) (FLAGS_selected_gpus' first id, else 0, :898-904) and
+#   set_device (device/__init__.py:595-624) stores `_convert_to_place(device)` with
+#   `framework._set_expected_place`; here the store is kept for Paddle's Python and the kernels
+#   are put on CPU (the only place this build can run them);
+# - `core._device_synchronize(id)`: what device/__init__.py:1826-1827 `synchronize` calls for a
+#   CUDAPlace; for any other place that function raises TypeError (:1834-1839), Paddle's own code;
+# - `core.get_device_properties(id)`: device/cuda/__init__.py:596-667 passes the id (-1 for None:
+#   the current device, the expected place's here); `get_device_name` (:670) and
+#   `get_device_capability` (:699) read name/major/minor from it. An id outside the visible GPUs
+#   raises the C++ enforce's InvalidArgument (paddle/phi/backends/gpu/cuda/cuda_info.cc,
+#   PADDLE_ENFORCE_LT(id, GetGPUDeviceCount(), "Device id must be less than GPU count, ...")).
+# ---------------------------------------------------------------------------------------------
+
+
+class CudaPlace:
+    """A CUDAPlace as the GPU build constructs it (see the block comment above)."""
+
+    def __init__(self, dev_id: int) -> None:
+        self._id = int(dev_id)
+
+    def get_device_id(self) -> int:
+        return self._id
+
+    def is_gpu_place(self) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CudaPlace) and other._id == self._id
+
+    def __hash__(self) -> int:
+        return hash(("gpu", self._id))
+
+    def __repr__(self) -> str:
+        return f"Place(gpu:{self._id})"
+
+
+class _Over:
+    """A module as the GPU build's would answer: the names given here, everything else its own."""
+
+    def __init__(self, base: Any, **answers: Any) -> None:
+        self._base = base
+        self.__dict__.update(answers)
+
+    def __getattr__(self, k: str) -> Any:
+        return getattr(self._base, k)
+
+
+def _gpu_build_places(monkeypatch: Any, machine: Machine, inst: Installed) -> None:
+    import paddle
+    import paddle.framework as pframework
+    from paddle.base import core, framework
+
+    dev_mod, cuda_mod = sys.modules["paddle.device"], sys.modules["paddle.device.cuda"]
+    count = len(machine.visible())
+    selected = [int(x) for x in os.environ.get("FLAGS_selected_gpus", "").split(",") if x.strip()]
+    inst.place = CudaPlace((selected or [0])[0]) if count else core.CPUPlace()
+
+    def expected() -> Any:
+        return inst.place
+
+    def set_expected(place: Any) -> None:
+        inst.place = place
+        framework._set_expected_place(core.CPUPlace())
+
+    def check(i: int) -> int:
+        if not 0 <= i < count:
+            raise ValueError(f"(InvalidArgument) Device id must be less than GPU count, but received id is: {i}. "
+                             f"GPU count is: {count}.")
+        return i
+
+    def properties(device_id: int) -> Any:
+        i = check(inst.place.get_device_id() if device_id == -1 and isinstance(inst.place, CudaPlace) else device_id)
+        name = machine.gpu_names[i] if machine.gpu_names else machine.gpu_name
+        return types.SimpleNamespace(name=name, major=machine.cc[0], minor=machine.cc[1], total_memory=machine.total,
+                                     multi_processor_count=108)
+
+    def device_synchronize(i: int) -> None:
+        inst.synced.append(check(i))
+        inst.cuda.syncs += 1
+
+    gpu_core = _Over(core, is_compiled_with_cuda=lambda: True, CUDAPlace=CudaPlace, get_device_properties=properties,
+                     _device_synchronize=device_synchronize, get_cuda_current_device_id=lambda: expected().get_device_id())
+    gpu_framework = _Over(framework, _current_expected_place_=expected, _set_expected_place=set_expected)
+    # set_device("gpu") asks ParallelEnv().dev_id, which a CUDA build sets from FLAGS_selected_gpus' first id
+    # (default "0"; distributed/parallel.py:759-761) and a CPU build leaves unset
+    env = types.SimpleNamespace(dev_id=int((os.environ.get("FLAGS_selected_gpus") or "0").split(",")[0]))
+    gpu_paddle = _Over(paddle, framework=_Over(pframework, _current_expected_place_=expected), CUDAPlace=CudaPlace,
+                       is_compiled_with_cuda=lambda: True,
+                       distributed=_Over(paddle.distributed, ParallelEnv=lambda: env))
+    # the names Paddle's functions read at call time: their globals (paddle.device is a module subclass
+    # whose functions keep the original namespace, so that dict is the one to answer from)
+    for space, names in ((dev_mod.synchronize.__globals__, {"core": gpu_core, "framework": gpu_framework,
+                                                            "paddle": gpu_paddle}),
+                         (cuda_mod.get_device_properties.__globals__, {"core": gpu_core})):
+        for name, value in names.items():
+            monkeypatch.setitem(space, name, value)

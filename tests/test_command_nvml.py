@@ -76,12 +76,14 @@ def test_tree_pids_list_the_program_and_its_children():
 
 
 def _start_event(folder: Path, device: str) -> None:
-    """The start event a program's hook writes once its `import paddle` finished."""
-    start = {"e": "start", "pid": ROOT_PID, "rank": 0, "world": 1, "paddle": "3.3.1", "python": "3.11", "device": device}
+    """The start event a program's hook writes once its `import paddle` finished, and the device event
+    it writes at the end of the first step."""
+    start = {"e": "start", "pid": ROOT_PID, "rank": 0, "world": 1, "paddle": "3.3.1", "python": "3.11"}
+    named = {"e": "device", "device": device}
     if device == "gpu":
-        start |= {"device_name": "Fake A100", "cuda_env": {"CUDA_VISIBLE_DEVICES": "0"}, "pci_bus_id": "0000:1B:00.0"}
+        named |= {"device_name": "Fake A100", "cuda_env": {"CUDA_VISIBLE_DEVICES": "0"}, "pci_bus_id": "0000:1B:00.0"}
     path = folder / f"{ROOT_PID}.jsonl"
-    path.write_text(json.dumps(start) + "\n")
+    path.write_text(json.dumps(start) + "\n" + json.dumps(named) + "\n")
 
 
 def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):

@@ -56,6 +56,15 @@ def _code(exc: Exception) -> int | None:
     return v if isinstance(v, int) else None
 
 
+def _driver_version(nv: Any) -> str:
+    """The driver's version, only to order the process listings ("" when NVML does not say: the default
+    order then; Env records the version, and its absence, on its own)."""
+    try:
+        return _text(nv.nvmlSystemGetDriverVersion())
+    except Exception:
+        return ""
+
+
 def process_calls(driver: str) -> tuple[str, ...]:
     """The process listings to try, in order, for this driver version ("" when unknown)."""
     parts = [int(p) if p.isdigit() else -1 for p in driver.split(".")[:2]] + [-1, -1]
@@ -239,8 +248,7 @@ class Poller:
             self.s.errors.setdefault(name, f"{type(exc).__name__}: {exc}"[:200])
 
     def start(self) -> Poller:
-        driver = self._call("nvmlSystemGetDriverVersion", lambda: _text(self.nv.nvmlSystemGetDriverVersion()))
-        self._procs_calls = process_calls(driver or "")
+        self._procs_calls = process_calls(_driver_version(self.nv))
         self._procs_call = self._procs_calls[0]
         self._energy0 = self._energy_mj()
         self.sample()

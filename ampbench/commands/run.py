@@ -188,6 +188,9 @@ def _resume_launcher(run: RunDir, opts: RunOptions) -> None:
     if opts.slurm is not None and recorded is None:
         raise ConfigError("--launcher", "slurm", f"{run.path} was run by the local launcher; --resume finishes it "
                           "the same way (drop --launcher slurm)")
+    if recorded is not None and opts.slurm is not None and opts.slurm != recorded.options:
+        raise ConfigError("--resume", "--launcher slurm", f"not honoured: --resume submits the rest of {run.path} with "
+                          f"the Slurm options in its slurm.json; drop the Slurm options")
     if recorded is not None:
         require_commands()
 

@@ -404,6 +404,8 @@ def test_14_mid_run_evaluation_stays_out_of_peaks_and_energy(machine, suite, tmp
     assert t.status == "ok", t.error
     assert t.memory.peak_allocated_bytes == inst.cuda.allocated      # training's peak, not the eval's
     assert t.memory.energy_j is not None and 0 < t.memory.energy_j < 1000.0
+    # issue 30 item 9: the reserved and NVML peaks still hold what the evaluation left cached, and say so
+    assert "1 mid-run evaluation" in t.memory.notes["evaluations"] and "peak_reserved_bytes" in t.memory.notes["evaluations"]
 
 
 def test_15_numerics_checker_flag_is_recorded(machine, suite, tmp_path):

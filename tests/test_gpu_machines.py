@@ -103,13 +103,16 @@ def test_worker_on_each_machine_follows_paddles_amp_decisions(machine, suite, tm
 # ------------------------------------------------------------------ selftest on every machine
 
 
-def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), overrides=None):
-    """run_selftest with the toy suite's trials run in this process (the fake GPU is in-process)."""
+def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), overrides=None, dp_overrides=None):
+    """run_selftest with the toy suite's trials run in this process (the fake GPU is in-process); the
+    data-parallel step is skipped unless `dp_overrides` is given: then it runs for real (2 ranks of the
+    bundled resnet suite under paddle.distributed.launch, on this machine's CPU, shortened by them)."""
     from rich.console import Console
 
     from ampbench.commands import selftest
 
     calls = []
+    real_run_suite = selftest._run_suite
     # steps long enough that the per-step bookkeeping outside the clock stays below the 20% the
     # step-times check allows (a real GPU step is far longer still)
     overrides = overrides or ["workload.hidden=2048", "train.batch_size=256", "train.steps=10"]
@@ -117,11 +120,15 @@ def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), override
     def run_suite(name, runs, extra=None, mode_list=None, tag=""):
         calls.append((name, list(extra or []), tag))
         if tag == "-dp":
-            return []
-        return [run_toy(suite, tmp_path / "st", m, overrides) for m in modes]
+            return [] if dp_overrides is None else real_run_suite(name, runs, [*(extra or []), *dp_overrides],
+                                                                  mode_list, tag)
+        return [run_toy(suite, tmp_path / "st", m, overrides) for m in modes] if name == "toy" else []
 
+    from ampbench.config import bundled
+
+    table = {"toy": suite} if dp_overrides is None else {**bundled.bundled_suites(), "toy": suite}
     monkeypatch.setattr(selftest, "_run_suite", run_suite)
-    monkeypatch.setattr("ampbench.config.bundled.bundled_suites", lambda: {"toy": suite})
+    monkeypatch.setattr("ampbench.config.bundled.bundled_suites", lambda: table)
     out = tmp_path / "selftest"
     code = selftest.run_selftest(out, Console(quiet=True))
     import json
@@ -169,6 +176,24 @@ def test_selftest_passes_on_every_machine_with_na_where_unsupported(machine, sui
     assert doc["machine"]["gpus"] == gpus
     dp = [c for c in calls if c[2] == "-dp"]
     assert dp == ([("resnet", ["distributed.nproc_per_node=2"], "-dp")] if gpus >= 2 else [])
+
+
+@pytest.mark.slow
+def test_selftest_runs_its_data_parallel_step_for_real(suite, tmp_path, monkeypatch, cache_env):
+    """Issue 30 item 1: the data-parallel row runs the bundled resnet suite (BatchNorm) on 2 ranks; it
+    crashed on every machine ("ranks finished with different weights"). The ranks run on this
+    machine's CPU (the fake GPU is this process's alone), so no NVML device is resolved there and the
+    row fails on that part only: what it proves here is the trial itself."""
+    from tests.fake_cuda import Machine, a100_gpus
+
+    install_machine(monkeypatch, Machine("two", a100_gpus(2)), tmp_path)
+    short = ["workload.model=resnet18", "workload.image_size=32", "train.batch_size=16", "train.steps=3",
+             "train.warmup_steps=1"]
+    _, doc, calls = _selftest(monkeypatch, tmp_path, suite, modes=("fp32",), dp_overrides=short)
+    assert [c for c in calls if c[2] == "-dp"] == [("resnet", ["distributed.nproc_per_node=2"], "-dp")]
+    row = _results(doc, "data-parallel")["resnet/fp32 x2"]
+    assert row["detail"].startswith("status ok;"), row
+    assert "per-rank devices []" in row["detail"] and row["ok"] is False   # CPU ranks: no NVML device
 
 
 def test_selftest_fails_on_a_planted_defect(machine, suite, tmp_path, monkeypatch):

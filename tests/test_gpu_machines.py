@@ -499,3 +499,38 @@ def test_paddle_below_2_6_is_refused_on_a_gpu_with_a_message(monkeypatch, suite,
     with pytest.raises(RuntimeError, match="paddlepaddle-gpu 2.5.2 is not supported: ampbench needs Paddle >= 2.6"):
         run_toy(suite, tmp_path, "fp32")
     assert unsupported_paddle("3.3.1") == unsupported_paddle("2.6.2") == unsupported_paddle("0.0.0") == ""
+
+
+def test_30_the_fake_gpu_build_runs_paddles_own_device_functions(machine):
+    """Issue 30: the fakes encoded our beliefs (synchronize a no-op for any place, the gemm flag on,
+    the device argument of get_device_name/get_device_capability ignored). Paddle's own functions now
+    run over stand-ins for what the CPU build lacks (tests/fake_cuda.py cites each)."""
+    import paddle
+
+    inst = machine("a100")
+    assert paddle.device.get_device() == "gpu:0"          # a CUDA build's default expected place
+    paddle.device.synchronize()
+    assert inst.synced == [0]
+    paddle.set_device("cpu")
+    assert paddle.device.get_device() == "cpu"
+    with pytest.raises(TypeError, match="device should be gpu"):   # paddle/device/__init__.py, off a CUDAPlace
+        paddle.device.synchronize()
+    paddle.device.synchronize("gpu:0")                     # an explicit GPU still syncs
+    assert inst.synced == [0, 0]
+    assert paddle.get_flags(["FLAGS_gemm_use_half_precision_compute_type"]) == {
+        "FLAGS_gemm_use_half_precision_compute_type": False}   # paddle/common/flags.cc: default false
+
+
+def test_30_the_fake_answers_device_queries_for_the_device_asked(monkeypatch, tmp_path):
+    import paddle
+
+    from tests.fake_cuda import Machine, a100_gpus
+
+    m = Machine("two", a100_gpus(2), gpu_names=["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"])
+    install_machine(monkeypatch, m, tmp_path)
+    c = paddle.device.cuda
+    assert (c.get_device_name(0), c.get_device_name("gpu:1")) == ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")
+    paddle.set_device("gpu:1")
+    assert c.get_device_name() == "NVIDIA H100 80GB HBM3" and c.get_device_capability(1) == (8, 0)
+    with pytest.raises(ValueError, match="Device id must be less than GPU count"):
+        c.get_device_name(2)

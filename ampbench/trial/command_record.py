@@ -203,7 +203,7 @@ def memory_of(reader: EventReader, rss_peak: int) -> Memory:
     errors = [str(p.memory.get("error")) for p in procs if p.memory.get("error")]
     if errors:   # the allocator key, as the built-in workloads record a peak not measured
         mem.errors = {"allocator" if src == "cuda" else "hook": errors[0]}
-    evals = max((p.memory.get("evaluations") for p in procs if isinstance(p.memory.get("evaluations"), int)),
+    evals = max((int(p.memory["evaluations"]) for p in procs if isinstance(p.memory.get("evaluations"), int)),
                 default=0)
     if src == "cuda" and evals:
         mem.notes = {"evaluations": EVALS_CACHED_NOTE.format(n=evals)}

@@ -122,6 +122,7 @@ def test_5_gpu_peaks_leave_out_evaluations_and_what_runs_after_the_last_step(tmp
     proc, _ = run_case(tmp_path, "eval")
     assert proc.memory["peak_allocated"] == 900 * 2**20 and proc.memory["peak_reserved"] == 1200 * 2**20
     assert proc.memory["peak_allocated"] < 40 * GIB
+    assert proc.memory["evaluations"] == 1            # item 9: the reserved peak's note (the final one is after)
 
 
 @pytest.mark.slow

@@ -196,7 +196,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
 
 def worker_env() -> Env:
     """The machine's facts without importing paddle here (the program's Paddle, device and Python
-    come from the hook's start event, see command_finish)."""
+    come from the hook's start and device events, see command_finish)."""
     import platform
 
     import ampbench

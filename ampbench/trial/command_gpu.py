@@ -48,7 +48,7 @@ class TreePids:
 
 
 class ProgramGpu:
-    """Pollers over the GPUs the program's processes report, opened as their start events arrive."""
+    """Pollers over the GPUs the program's processes report, opened as their device events arrive."""
 
     def __init__(self, root_pid: int, pids: Callable[[], Collection[int]] | None = None) -> None:
         self.root = root_pid

@@ -337,6 +337,7 @@ class _Peaks:
         self.folded: tuple[int, ...] = ()
         self.last: tuple[int, ...] = ()
         self.in_eval = False
+        self.evals = 0   # evaluations inside the window: what they left cached stays in the reserved peak
 
     @classmethod
     def open(cls, st: _State) -> _Peaks:
@@ -377,7 +378,7 @@ class _Peaks:
     def resume(self) -> None:
         """Layer.train() after an evaluation: its peak is dropped."""
         if self.in_eval and self.reset is not None:
-            self.in_eval, self.last = False, ()
+            self.in_eval, self.last, self.evals = False, (), self.evals + 1
             try:
                 self.reset()
             except Exception as exc:
@@ -385,7 +386,8 @@ class _Peaks:
 
     def event(self) -> dict:
         got = tuple(max(a, b) for a, b in zip(self.folded or self.last, self.last or self.folded))
-        ev: dict = {"e": "memory", "source": self.source, "peak_allocated": None, "peak_reserved": None}
+        ev: dict = {"e": "memory", "source": self.source, "peak_allocated": None, "peak_reserved": None,
+                    "evaluations": self.evals}
         if self.error:
             ev["error"] = self.error
         elif got:

@@ -122,6 +122,15 @@ def test_resume_refuses_options_it_would_ignore(run_dir, tmp_path):
         refused(run("run", "--resume", run_dir, *extra), word, "not honoured")
 
 
+def test_import_options_that_would_be_ignored_are_refused(tmp_path, ocr_repo):
+    config, f = _ocr_config(tmp_path), tmp_path / "args.json"
+    f.write_text(json.dumps({"max_steps": 10}))
+    refused(run("import", "paddleocr", config, "--python", sys.executable), "--python", "--repo")
+    refused(run("import", "paddleocr", config, "--repo", ocr_repo, "--synthetic-data"), "--synthetic-data")
+    refused(run("import", "paddlenlp", f, "--python", sys.executable), "--python", "--script")
+    refused(run("import", "paddlenlp", f, "--script", f, "--source", "paddlenlp"), "--source")
+
+
 @pytest.mark.parametrize("args,key", [
     ({"seed": "abc"}, "seed"), ({"max_steps": "ten"}, "max_steps"),
     ({"per_device_train_batch_size": [8]}, "per_device_train_batch_size"), ({"seed": -1}, "seed"),

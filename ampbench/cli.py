@@ -129,6 +129,23 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
     devices: Optional[str] = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
                                           "device, each seed's modes at the same time (no GPU: one slot)"),
+    launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every trial a Slurm job (the run "
+                                 "folder on a shared filesystem; see docs/cluster.md)"),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition"),
+    gpus_per_trial: Optional[int] = typer.Option(None, "--gpus-per-trial", min=0, help="GPUs per node of a trial's "
+                                                 "job (default: one per rank; none on the cpu profile)"),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Slurm time limit of a trial, e.g. 2:00:00 "
+                                             "(default: the suite's timeout_s plus 10 minutes)"),
+    constraint: Optional[str] = typer.Option(None, "--constraint", help="Slurm node features (both arms of a pair "
+                                             "on one GPU model), e.g. a100"),
+    slurm_arg: Optional[list[str]] = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as "
+                                                  "--KEY=VALUE, e.g. --slurm-arg account=proj"),
+    slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries "
+                                     "(one squeue for all jobs)"),
+    master: Optional[str] = typer.Option(None, "--master", help="HOST:PORT: a multi-node trial's rendezvous, nodes "
+                                         "started by hand (with --node-rank)"),
+    node_rank: Optional[int] = typer.Option(None, "--node-rank", min=0, help="This node's rank (0 records the "
+                                            "trials) in a multi-node trial started by hand"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
@@ -147,7 +164,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices,
+        devices=devices, master=master, node_rank=node_rank,
+        slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll),
     )
     if probe is not None and not at_max_batch:
         raise ConfigError("--probe", str(probe), "only with --at-max-batch")
@@ -157,6 +175,25 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         raise typer.Exit(run_sweep(opts, list(sweep), out))
     code = execute(opts, console=out)
     raise typer.Exit(code)
+
+
+def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_limit: str | None,
+                   constraint: str | None, args: list[str] | None, poll: float) -> Any:
+    """--launcher and the Slurm options -> SlurmOptions (None: the local launcher, refusing Slurm options)."""
+    from ampbench.config import ConfigError
+    from ampbench.launch.slurm import SlurmOptions, parse_slurm_args
+
+    if launcher not in ("local", "slurm"):
+        raise ConfigError("--launcher", launcher, "expected local or slurm")
+    given = [n for n, v in (("--partition", partition), ("--gpus-per-trial", gpus), ("--time", time_limit),
+                            ("--constraint", constraint), ("--slurm-arg", args or None)) if v is not None]
+    if launcher == "local":
+        if given:
+            raise ConfigError(given[0], "", "only with --launcher slurm")
+        return None
+    parse_slurm_args(list(args or []))
+    return SlurmOptions(partition=partition, gpus_per_trial=gpus, time=time_limit, constraint=constraint,
+                        args=list(args or []), poll_s=poll)
 
 
 @app.command(epilog=EXIT_CODES)

@@ -84,6 +84,8 @@ def suite(toy_suite):
     ("p100", "amp-o1-fp16", False, "compute capability 6.0"), ("p100", "amp-o2-fp16", False, "compute capability 6.0"),
     ("container", "amp-o1-fp16", True, ""), ("mig", "amp-o1-bf16", True, ""), ("no-nvml", "amp-o1-fp16", True, ""),
     ("paddle26", "amp-o1-fp16", True, ""), ("old-driver", "amp-o1-fp16", True, ""),
+    ("mig-container", "amp-o1-bf16", True, ""), ("driver-535.98", "amp-o1-fp16", True, ""),
+    ("driver-535.54", "amp-o1-fp16", True, ""), ("vgpu", "amp-o1-fp16", True, ""),
 ])
 def test_worker_on_each_machine_follows_paddles_amp_decisions(machine, suite, tmp_path, name, mode, active, reason):
     """Paddle's auto_cast/decorate turn themselves off below compute capability 7 (fp16) / 8 (bf16)."""
@@ -135,7 +137,7 @@ def _results(doc, check):
 
 
 @pytest.mark.parametrize("name", ["a100", "v100", "p100", "container", "subset", "mig", "no-nvml", "paddle26",
-                                  "old-driver"])
+                                  "old-driver", "mig-container", "driver-535.98", "driver-535.54", "vgpu"])
 def test_selftest_passes_on_every_machine_with_na_where_unsupported(machine, suite, tmp_path, monkeypatch, name):
     machine(name)
     code, doc, calls = _selftest(monkeypatch, tmp_path, suite)
@@ -157,6 +159,14 @@ def test_selftest_passes_on_every_machine_with_na_where_unsupported(machine, sui
         assert all(r["ok"] is None for r in _results(doc, "energy").values())
     if name == "container":   # host PIDs: device-wide memory, named as a note, not a failure
         assert all(r["ok"] and "nvml.pid" in r["detail"] for r in nvml.values())
+    energy = _results(doc, "energy")
+    if name in ("p100", "vgpu"):   # NVML says Not Supported: not measured (n/a), never FAIL
+        assert all(r["ok"] is None and "not measured" in r["detail"] for r in energy.values()), energy
+        assert all(r["ok"] and "not_supported" in r["detail"] for r in nvml.values())
+    elif name != "no-nvml":
+        assert all(r["ok"] for r in energy.values())
+    if name in ("mig", "mig-container"):   # the instance, never its parent
+        assert all(r["ok"] and "'mig': True" in r["detail"] for r in nvml.values())
     # bf16: no live scaler in any step
     assert all(r["ok"] for s, r in _results(doc, "loss-scale").items() if "bf16" in s)
     # every raw figure the thresholds need, per trial
@@ -165,7 +175,7 @@ def test_selftest_passes_on_every_machine_with_na_where_unsupported(machine, sui
     for key in ("samples_per_s", "step_times_s", "peak_allocated_bytes", "device_used_bytes", "energy_j", "metrics",
                 "skipped_steps", "loss_scale_min"):
         assert key in rows["fp32"]
-    gpus = {"subset": 2, "mig": 1}.get(name, len(machines()[name].gpus))   # Paddle's count, not NVML's four
+    gpus = {"subset": 2, "mig": 1, "mig-container": 1}.get(name, len(machines()[name].gpus))   # Paddle's count, not NVML's four
     assert doc["machine"]["gpus"] == gpus
     dp = [c for c in calls if c[2] == "-dp"]
     assert dp == ([("resnet", ["distributed.nproc_per_node=2"], "-dp")] if gpus >= 2 else [])

@@ -23,11 +23,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ampbench.commands import until_decided as ud
 from ampbench.commands.check import check_run
 from ampbench.commands.run_plan import (
+    NodeRole,
     RunOptions,
+    check_launcher,
     check_pool,
     device_pool,
     load_resume,
     make_spec,
+    node_role,
     parse_faults,
     parse_seeds,
     plan_trials,
@@ -92,6 +95,7 @@ def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
                       + ", ".join(f"{escape(m.name)} {m.batch_size}" for m in suite.modes))
     plan = plan_trials(suite, opts.modes)
     faults = parse_faults(_fault_env(), plan)
+    check_launcher(suite, opts)
     if pool is not None:
         check_pool(suite, plan, pool, opts.affinity)
     if opts.run_id:
@@ -106,6 +110,10 @@ def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
         config=suite.model_dump(mode="json"), started=utc_now(), overrides=opts.overrides, devices=pool,
     )
     run.write_run(info)
+    if opts.slurm is not None:
+        from ampbench.launch.slurm_run import SlurmRun, save_state
+
+        save_state(run.path, SlurmRun(options=opts.slurm))
     why = "" if opts.profile else (" (picked automatically: no GPU found)" if loaded.profile == "cpu" else "")
     console.print(f"suite [bold]{escape(suite.suite.name)}[/] from {escape(str(opts.suite_file))}, "
                   f"profile [bold]{escape(loaded.profile)}[/]{why}")
@@ -130,6 +138,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         if pool is not None:
             check_pool(suite, plan, pool, info.affinity)
             info.devices = pool
+        _resume_launcher(run, opts)
         console.print(f"resuming [bold]{escape(str(run.path))}[/] (profile {escape(info.profile)})")
     else:
         run, info, suite, faults = new_run(opts, console, device_pool(opts.devices))
@@ -152,7 +161,10 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         run.write_run(info)
         baseline = opts.baseline
         try:
-            _run_trials(run, info, suite, plan, todo, faults, console)
+            role = node_role(opts)
+            _run_trials(run, info, suite, plan, todo, faults, console, role)
+            if role is not None and role.follower:
+                return _follower_done(run, console)
             baseline = _resolve_baseline(run, baseline, console)
             seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
             if opts.until_decided and info.sequential is not None:
@@ -169,6 +181,25 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         info.finished = utc_now()
         run.write_run(info)
     return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline)
+
+
+def _resume_launcher(run: RunDir, opts: RunOptions) -> None:
+    """--resume goes on with the launcher the run started with (slurm.json holds Slurm's options)."""
+    from ampbench.launch.slurm import require_commands
+    from ampbench.launch.slurm_run import load_state
+
+    recorded = load_state(run.path)
+    if opts.slurm is not None and recorded is None:
+        raise ConfigError("--launcher", "slurm", f"{run.path} was run by the local launcher; --resume finishes it "
+                          "the same way (drop --launcher slurm)")
+    if recorded is not None:
+        require_commands()
+
+
+def _follower_done(run: RunDir, console: Console) -> int:
+    console.print(f"node rank done: its ranks' logs are in {escape(str(run.logs_dir))}; node 0's run folder holds "
+                  "the trials, their check and report", soft_wrap=True)
+    return 0
 
 
 def _resolve_baseline(run: RunDir, baseline: Path | None, console: Console) -> Path | None:
@@ -194,9 +225,17 @@ def _say_pool(pool: list[str] | None, console: Console) -> None:
 
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
-                todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console) -> None:
+                todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console,
+                node: NodeRole | None = None) -> None:
     """`todo` through the device pool (run.json's; none: one slot, the plan's order), one progress task
-    per running trial."""
+    per running trial; or, for a run started with --launcher slurm, as Slurm jobs."""
+    from ampbench.launch.slurm_run import load_state
+
+    if (state := load_state(run.path)) is not None:
+        from ampbench.commands.run_slurm import run_on_slurm
+
+        run_on_slurm(run, info, suite, todo, faults, state, console, trial_files, _status_text)
+        return
     pool = info.devices or [CPU]
     shares = cpu_shares(info.affinity, len(pool))
     sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
@@ -208,7 +247,8 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
         def start(job: Job, slots: tuple[int, ...], stop: threading.Event) -> Trial:
             devices = tuple(pool[d] for d in slots)
             cpus = sorted({c for d in slots for c in shares[d] or []}) if info.affinity else None
-            spec = make_spec(info, suite, run, job.mode, job.seed, faults.get(trial_key(job.mode, job.seed)), cpus)
+            spec = make_spec(info, suite, run, job.mode, job.seed, faults.get(trial_key(job.mode, job.seed)), cpus,
+                             node)
             task = progress.add_task(f"  {escape(job.mode)} seed {job.seed}{_where(devices)}",
                                      total=suite.train.steps, info="starting")
             try:

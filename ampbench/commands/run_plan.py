@@ -21,6 +21,7 @@ from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
 from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
+from ampbench.launch.slurm import SlurmOptions
 from ampbench.results.run_dir import RunDir, suite_of
 from ampbench.trial.spec import TrialSpec
 
@@ -49,6 +50,26 @@ class RunOptions:
     at_max_batch: bool = False  # --at-max-batch [--probe DIR]: every mode at the probe's largest batch
     probe: Path | None = None
     devices: str | None = None  # --devices all|0,1,...: trials side by side, one per device (launch.pool)
+    slurm: SlurmOptions | None = None  # --launcher slurm: every trial a Slurm job (launch/slurm_run.py)
+    master: str | None = None  # --master HOST:PORT --node-rank R: a multi-node trial's nodes started by hand
+    node_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeRole:
+    """This machine's part of a multi-node trial started by hand (run --master HOST:PORT --node-rank R)."""
+
+    master: str
+    node_rank: int
+
+    @property
+    def follower(self) -> bool:
+        """Node rank > 0: its ranks join node 0's, which records the trial."""
+        return self.node_rank > 0
+
+
+def node_role(opts: RunOptions) -> NodeRole | None:
+    return NodeRole(opts.master, opts.node_rank) if opts.master is not None and opts.node_rank is not None else None
 
 
 def default_cache_dir() -> Path:
@@ -167,14 +188,37 @@ def parse_cpus(text: str) -> list[int]:
 
 
 def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None,
-              cpus: list[int] | None = None) -> TrialSpec:
+              cpus: list[int] | None = None, node: NodeRole | None = None) -> TrialSpec:
     """The spec of one planned trial; `cpus`: its share of --affinity (the run's whole set by default)."""
     return TrialSpec(
         suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
         mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
         fault=fault,
         cpu_affinity=(cpus if cpus is not None else info.affinity) or None,
+        node_rank=node.node_rank if node else None, master=node.master if node else None,
     )
+
+
+def check_launcher(suite: Suite, opts: RunOptions) -> None:
+    """What the chosen launcher cannot run, refused before a run folder exists: Slurm's commands missing,
+    --devices with Slurm (the cluster places trials), a multi-node trial with no way for its nodes to meet."""
+    dist = suite.distributed
+    if opts.slurm is not None:
+        from ampbench.launch.slurm import require_commands
+
+        if opts.devices is not None or opts.node_rank is not None or opts.master is not None:
+            raise ConfigError("--launcher", "slurm", "--devices, --master and --node-rank are for the local "
+                              "launcher; under Slurm the job places the trial and names its nodes")
+        require_commands()
+        return
+    if (opts.node_rank is None) != (opts.master is None):
+        raise ConfigError("--node-rank", str(opts.node_rank), "--master HOST:PORT and --node-rank R go together")
+    if dist.nnodes > 1 and not (opts.master or dist.master or dist.ips):
+        raise ConfigError("suite", "distributed.nnodes", f"nnodes = {dist.nnodes}: start each node with --master "
+                          "HOST:PORT --node-rank R (or set distributed.master), or run with --launcher slurm")
+    if opts.node_rank is not None and not 0 <= opts.node_rank < dist.nnodes:
+        raise ConfigError("--node-rank", str(opts.node_rank), f"the suite has nnodes = {dist.nnodes}: node ranks "
+                          f"0..{dist.nnodes - 1}")
 
 
 # ---------------------------------------------------------------- --devices

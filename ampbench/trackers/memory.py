@@ -55,7 +55,7 @@ class MemoryTracker:
     def _start_gpu(self) -> None:
         self._sync()
         self._reset_allocator()
-        self._session = nvml.Session(os.environ, cuda.cuda_bus_id()).open()
+        self._session = nvml.Session(os.environ, cuda.cuda_bus_id(), cuda.cuda_uuid()).open()
         if self._session.error:
             self.errors["nvml"] = self._session.error
         if self._session.dev is not None:

@@ -1,8 +1,9 @@
 """NVML for a command trial on a GPU: polled by the worker (ampbench's own Python), never by the hook.
 
 The start-up hook imports nothing beyond the standard library and the user's Paddle, so it has no
-NVML; it only says, in each process's start event, that the process trains on a GPU and which one
-(its CUDA_VISIBLE_DEVICES / FLAGS_selected_gpus and the device's PCI bus id). The worker then polls
+NVML; it only says, in each process's device event (at its first optimizer step, so a later
+set_device counts), that the process trains on a GPU and which one (its CUDA_VISIBLE_DEVICES /
+FLAGS_selected_gpus and the device's PCI bus id). The worker then polls
 that device with the built-in workloads' `nvml.Poller`, matching the program's whole process tree
 (the program and every descendant: paddle.distributed.launch ranks) instead of one pid, one poller
 per distinct device. A process that reports `cpu` opens nothing: on CPU every NVML field stays null.
@@ -16,6 +17,7 @@ keys, and the Interference GPU fields (the first device's).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
@@ -56,9 +58,10 @@ class ProgramGpu:
         self._seen: set[int] = set()
 
     def see(self, procs: Iterable[Proc]) -> None:
-        """Start polling the device of every process whose start event says it trains on a GPU."""
+        """Start polling the device of every process whose device event (its first step) says it trains
+        on a GPU."""
         for p in procs:
-            if p.pid in self._seen or not p.start:
+            if p.pid in self._seen or "device" not in p.start:
                 continue
             self._seen.add(p.pid)
             if p.start.get("device") == "gpu":
@@ -67,6 +70,8 @@ class ProgramGpu:
     def _watch(self, start: dict[str, Any]) -> None:
         raw = start.get("cuda_env")
         env = {k: str(raw[k]) for k in CUDA_ENV if isinstance(raw, dict) and k in raw}
+        if "NVIDIA_VISIBLE_DEVICES" in os.environ:   # the container's choice (a MIG instance), the program's too
+            env["NVIDIA_VISIBLE_DEVICES"] = os.environ["NVIDIA_VISIBLE_DEVICES"]
         bus = start.get("pci_bus_id") if isinstance(start.get("pci_bus_id"), str) else None
         if self.session is None:
             self.session = nvml.Session(env, bus).open()

@@ -133,3 +133,66 @@ def test_resume_of_a_crashed_trial_starts_from_an_empty_out(tmp_path):
     t = trials(out)["fp32__seed0"]
     assert t["status"] == "crashed" and "no metric 'accuracy'" in t["error"], t["error"]
     assert "accuracy" not in t["metrics"]     # the first attempt's metrics.json was not the retry's metric
+
+
+# ---------------------------------------------------------------- measurement that survives ordinary code
+
+FROZEN_BN = r'''
+import argparse, json, time
+import paddle
+ap = argparse.ArgumentParser()
+ap.add_argument("--seed", type=int); ap.add_argument("--steps", type=int); ap.add_argument("--out")
+a = ap.parse_args()
+model = paddle.nn.Sequential(paddle.nn.Linear(4, 4), paddle.nn.BatchNorm1D(4), paddle.nn.Linear(4, 2))
+bn = model[1]
+opt = paddle.optimizer.SGD(parameters=model.parameters())
+for i in range(1, a.steps + 1):
+    model.train(); bn.eval()                  # fine-tuning with frozen BatchNorm statistics
+    time.sleep(0.04)                          # the step's real work
+    model(paddle.ones([3, 4])).mean().backward(); opt.step(); opt.clear_grad()
+    if i == 3:                                # one real evaluation between steps 3 and 4
+        model.eval(); time.sleep(0.3); model.train()
+print("accuracy: 0.5")
+'''
+
+
+def test_a_frozen_submodule_is_never_subtracted_and_a_real_evaluation_is(tmp_path):
+    out = tmp_path / "runs"
+    suite = command_suite(tmp_path, FROZEN_BN, steps=6)
+    suite.write_text(suite.read_text().replace('preset = "json", json_file = "{out}/metrics.json"',
+                                               "patterns = { accuracy = 'accuracy: (\\S+)' }"))
+    r = run("run", str(suite), "--out", str(out), "--no-report")
+    t = trials(out)["fp32__seed0"]
+    assert t["status"] == "ok", (t["error"], r.output)
+    times = [s["time_s"] for s in t["steps"]]
+    assert all(x >= 0.035 for x in times), times          # never ~0 (the BN's eval() to the next train())
+    assert times[3] < 0.3, times                            # the 0.3 s evaluation is not step 4's time
+    assert t["throughput"]["samples_per_s"] < 4 / 0.035
+
+
+NAN_LATE = r'''
+import sys
+print("accuracy: 0.91", flush=True)
+print("loss diverged", flush=True)
+print("accuracy: nan", flush=True)
+'''
+
+
+def test_a_final_non_finite_metric_is_the_metric(tmp_path):
+    from ampbench.workloads.command.presets import LogScan, json_metrics
+
+    scan = LogScan("regex", {"accuracy": r"accuracy: (\S+)"})
+    for line in ("accuracy: 0.91", "accuracy: -inf"):
+        scan.feed(line)
+    assert scan.metrics["accuracy"] == float("-inf")
+    (tmp_path / "m.json").write_text('{"accuracy": NaN, "loss": 0.5}')
+    got = json_metrics(tmp_path / "m.json")
+    assert got["loss"] == 0.5 and got["accuracy"] != got["accuracy"]
+
+    out = tmp_path / "runs"
+    suite = command_suite(tmp_path, NAN_LATE, instrument=False)
+    suite.write_text(suite.read_text().replace('preset = "json", json_file = "{out}/metrics.json"',
+                                               "patterns = { accuracy = 'accuracy: (\\S+)' }"))
+    run("run", str(suite), "--out", str(out), "--no-report")
+    t = trials(out)["fp32__seed0"]
+    assert t["status"] == "ok" and t["metrics"]["accuracy"] != t["metrics"]["accuracy"], t   # NaN, not 0.91

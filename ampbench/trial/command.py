@@ -25,7 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.files import atomic_write_json
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_json, empty_folder
 from ampbench.core.processes import become_subreaper, end_descendants, guarded, tree_rss_bytes
 from ampbench.core.records import Env
 from ampbench.trial.command_gpu import ProgramGpu
@@ -150,10 +151,6 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     trial_path = Path(spec.trial_path)
     out = trial_path.parent.parent / "outputs" / trial_path.stem
     events_dir = trial_path.parent.parent / "outputs" / f"{trial_path.stem}.events"
-    for d in (out, events_dir):
-        d.mkdir(parents=True, exist_ok=True)
-        for f in d.glob("*.jsonl") if d == events_dir else []:
-            f.unlink()
     tr.trial.env = worker_env()
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)
@@ -161,11 +158,15 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     code, peak, launch_error, gpu = None, 0, "", None
     left: list[str] = []
     try:
+        for d in (out, events_dir):   # empty for every attempt (--resume too), never through a link
+            empty_folder(d, root=trial_path.parent.parent)
         argv, env, cwd = command_line(tr, p, out, events_dir)
         events.emit(event="phase", phase="program")
         become_subreaper()
         proc = subprocess.Popen(guarded(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+    except ResultsError as e:
+        launch_error = f"could not prepare the program's folders: {e}"
     except (OSError, ValueError, KeyError, IndexError) as e:
         launch_error = f"could not start the program: {type(e).__name__}: {e}"
     else:

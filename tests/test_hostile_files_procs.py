@@ -118,7 +118,7 @@ def test_every_placeholder_is_checked_nested_and_unbalanced_included(tmp_path, i
 
 def test_resume_refuses_options_it_would_ignore(run_dir, tmp_path):
     for extra, word in ((["--until-decided"], "--until-decided"), (["--affinity", "0"], "--affinity"),
-                        (["--at-max-batch"], "--at-max-batch")):
+                        (["--at-max-batch"], "--at-max-batch"), (["--out", tmp_path / "elsewhere"], "--out")):
         refused(run("run", "--resume", run_dir, *extra), word, "not honoured")
 
 

@@ -76,21 +76,22 @@ class Output:
                 head, end = bytearray(), bytearray()
         if head:
             self._line(head, end)
-        if self.dropped:
+            self.dropped += 1 if self.dropped_bytes else 0   # the last line, unfinished
+        if self.dropped_bytes:
             log.write(f"[ampbench] {self.dropped_bytes:,} bytes of output ({self.dropped:,} lines) were not "
-                      f"logged; the output's last {len(self._last[-LAST_KEEP:]):,} bytes:\n".encode())
-            log.write(bytes(self._last[-LAST_KEEP:]))
+                      f"logged; the output's last {len(self._last):,} bytes:\n".encode())
+            log.write(bytes(self._last))
         log.flush()
 
     def _to_log(self, log: Any, piece: bytes) -> None:
-        if not self.dropped and self.written + len(piece) <= self.max_bytes:
+        if not self.dropped_bytes and self.written + len(piece) <= self.max_bytes:
             log.write(piece)
             self.written += len(piece)
             return
-        if not self.dropped:
+        if not self.dropped_bytes:
             log.write(f"\n[ampbench] the program's output passed {self.max_bytes // 2**20} MiB: the log keeps "
                       "only its last bytes, at the end\n".encode())
-        self.dropped += 1 if piece.endswith(b"\n") or not self.dropped else 0
+        self.dropped += piece.endswith(b"\n")   # readline: a newline only at a piece's end
         self.dropped_bytes += len(piece)
         self._last += piece
         del self._last[:-LAST_KEEP]

@@ -211,6 +211,7 @@ def check(
     from ampbench.commands.check import check_run
     from ampbench.report.console import print_check
 
+    _only_with("--allow-mismatch", True if allow_mismatch else None, "--baseline", baseline)
     report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
     print_check(report, out)
     raise typer.Exit(report.exit_code)

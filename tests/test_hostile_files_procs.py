@@ -122,13 +122,14 @@ def test_resume_refuses_options_it_would_ignore(run_dir, tmp_path):
         refused(run("run", "--resume", run_dir, *extra), word, "not honoured")
 
 
-def test_import_options_that_would_be_ignored_are_refused(tmp_path, ocr_repo):
+def test_options_that_would_be_ignored_are_refused(tmp_path, ocr_repo, run_dir):
     config, f = _ocr_config(tmp_path), tmp_path / "args.json"
     f.write_text(json.dumps({"max_steps": 10}))
     refused(run("import", "paddleocr", config, "--python", sys.executable), "--python", "--repo")
     refused(run("import", "paddleocr", config, "--repo", ocr_repo, "--synthetic-data"), "--synthetic-data")
     refused(run("import", "paddlenlp", f, "--python", sys.executable), "--python", "--script")
     refused(run("import", "paddlenlp", f, "--script", f, "--source", "paddlenlp"), "--source")
+    refused(run("check", run_dir, "--allow-mismatch"), "--allow-mismatch", "--baseline")
 
 
 @pytest.mark.parametrize("args,key", [

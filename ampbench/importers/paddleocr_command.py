@@ -26,6 +26,7 @@ from typing import Any
 
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
+from ampbench.config.suite import MAX_SEED
 from ampbench.importers.base import Imported, UnsupportedConfig, items, text
 from ampbench.importers.paddleocr import MIN_BASELINE_HMEAN, _amp_modes, _Reader, load_config
 
@@ -151,11 +152,13 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
     r = _Reader(cfg, file)
     amps, amp_from, _ = _amp_modes(r)
     r.out.not_honoured.clear()  # their own train.py reads every key: nothing is translated away
-    metric = str((cfg.get("Metric") or {}).get("main_indicator", "hmean"))
-    loader = ((cfg.get("Train") or {}).get("loader") or {})
-    batch = int(loader.get("batch_size_per_card", 8))
-    g = cfg.get("Global") or {}
-    seed, epochs = g.get("seed"), r.num("Global.epoch_num", g.get("epoch_num", 1), int, minimum=1, maximum=10**6)
+    metric = text(file, "Metric.main_indicator", r.section("Metric").get("main_indicator", "hmean"))
+    loader = r.sub("Train.loader", r.section("Train").get("loader"))
+    batch = r.num("Train.loader.batch_size_per_card", loader.get("batch_size_per_card", 8), int, minimum=1)
+    seed = r.section("Global").get("seed")
+    seed = 0 if seed is None else r.num("Global.seed", seed, int, minimum=0, maximum=MAX_SEED)
+    g = r.section("Global")
+    epochs = r.num("Global.epoch_num", g.get("epoch_num", 1), int, minimum=1, maximum=10**6)
     extra = [] if pretrained else ["Global.pretrained_model=", "Global.checkpoints="]
     if pretrained:
         _weights(cfg, checkout, file)
@@ -178,7 +181,7 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
     program = {"epochs": epochs, "samples": samples, "drop_last": bool(loader.get("drop_last", False))}
     r.out.suite = {
         "suite": {"name": name, "workload": "command", "metric": metric,
-                  "seeds": [int(seed) if seed is not None else 0],
+                  "seeds": [seed],
                   "description": f"PaddleOCR's tools/train.py on {config.name} ({checkout})"},
         "workload": {"command": _command(py, config, extra), "cwd": str(checkout),
                      "metric": {"preset": "paddleocr"}, "stop_after_steps": True, "program": program},

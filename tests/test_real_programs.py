@@ -200,3 +200,12 @@ def test_every_bundled_and_imported_profile_reaches_the_speed_rules_minimum(tmp_
         for name in profiles:
             train = load_models(f, profile=name).suite.train
             assert train.steps - train.warmup_steps >= MIN_MEASURED_STEPS, (f, name)
+
+
+def test_the_report_lists_the_optimizer_steps_ops_apart_from_the_share():
+    from ampbench.report.coverage import _in_optimizer_line
+
+    line = _in_optimizer_line({"adam_": {"float16": 0, "bfloat16": 0, "float32": 398, "other": 0},
+                               "scale": {"float16": 0, "bfloat16": 0, "float32": 398, "other": 0}})
+    assert "Inside the optimizer's step" in line and "`adam_` 398" in line and "`scale` 398" in line
+    assert "0 of 796 in low precision" in line and _in_optimizer_line({}) == ""

@@ -99,6 +99,9 @@ def _resumed(opts: TuneOptions, console: Console) -> tuple[Path, TuneFile]:
     doc = load_tune(folder)
     if opts.budget_s is not None:
         doc.budget_s = opts.budget_s
+    doc.max_rungs = opts.max_rungs
+    if doc.pending is not None and doc.stopped.startswith(("budget", "max-rungs")):
+        doc.stopped = ""  # the user asked to go on: the new --budget / --max-rungs decide
     console.print(f"resuming the ladder in {escape(str(folder))}: {len(doc.rungs)} rung(s) judged")
     return folder, doc
 
@@ -224,7 +227,8 @@ def _numbers(v: ModeVerdict) -> dict[str, float | None]:
 
 
 def _over_budget(doc: TuneFile, spent: float) -> bool:
-    """One more rung would not fit: estimated from the AMP rungs so far (rung 0 also trained FP32)."""
+    """One more rung would not fit: `spent` is the judged rungs' trial time (so a resumed ladder counts what it
+    spent before); the next rung is estimated from the AMP rungs so far (rung 0 also trained FP32)."""
     if doc.budget_s is None or not doc.rungs:
         return False
     costs = [r.cost_s for r in doc.rungs[1:]] or [doc.rungs[0].cost_s / 2]
@@ -273,7 +277,6 @@ def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
     not decide), 1 when the ladder was spent or the budget ran out, 2 when a trial crashed."""
     console = console or Console()
     folder, doc = _resumed(opts, console) if opts.resume else _new_tune(opts, console)
-    started = time.monotonic()
     if not doc.rungs and not doc.stopped:
         mode = ModeConfig.model_validate((doc.pending or {})["mode"])
         t = _short_trial(folder, doc, mode, console)
@@ -284,7 +287,7 @@ def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
     while doc.pending is not None and not doc.stopped:
         if len(doc.rungs) >= doc.max_rungs:
             doc.stopped = f"max-rungs: {doc.max_rungs} rung(s) run"
-        elif _over_budget(doc, sum(r.cost_s for r in doc.rungs) if opts.resume else time.monotonic() - started):
+        elif _over_budget(doc, sum(r.cost_s for r in doc.rungs)):
             doc.stopped = "budget: one more rung would not fit in --budget"
         else:
             _step(folder, doc, console)

@@ -1,0 +1,218 @@
+"""`ampbench tune`: the ladder's decisions against simulated outcomes (each failure kind -> the documented
+next rung, skips said why, budget and resume honoured), and for real on this CPU: exit 3, AMP inactive."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ampbench.commands import tune as tune_cmd
+from ampbench.config import ModeConfig
+from ampbench.judge import ladder
+from ampbench.results.tune_file import load_tune
+from ampbench.results.verdicts import ModeVerdict, RuleResult, combine
+
+O2 = ModeConfig(name="amp", level="O2", dtype="float16")
+O1 = ModeConfig(name="amp", level="O1", dtype="float16")
+
+
+def verdict(**bad: str) -> ModeVerdict:
+    """A mode verdict whose named rules (dashes as underscores) have the given status, the rest PASS."""
+    names = ["completeness", "amp-active", "stability", "accuracy-parity", "speedup", "memory"]
+    rules = [RuleResult(suite="s", mode="amp", rule=n, status=bad.get(n.replace("-", "_"), "PASS"), message=f"{n} msg")
+             for n in names]
+    return ModeVerdict(suite="s", mode="amp", verdict=combine([r.status for r in rules]), rules=rules)
+
+
+@pytest.mark.parametrize(("bad", "facts", "kind"), [
+    ({}, ladder.Facts(), "pass"),
+    ({"amp_active": "INCONCLUSIVE", "speedup": "INCONCLUSIVE"}, ladder.Facts(), "inactive"),
+    ({"completeness": "ERROR"}, ladder.Facts(), "error"),
+    ({"stability": "FAIL", "accuracy_parity": "FAIL"}, ladder.Facts(), "stability"),
+    ({"accuracy_parity": "FAIL", "speedup": "FAIL"}, ladder.Facts(), "parity"),
+    ({"speedup": "FAIL"}, ladder.Facts(data_wait_share=0.2), "speed"),
+    ({"memory": "INCONCLUSIVE"}, ladder.Facts(), "speed"),
+    ({"speedup": "FAIL"}, ladder.Facts(data_wait_share=0.61), "data-bound"),
+    ({"speedup": "FAIL"}, ladder.Facts(host_share=0.97, gpu=True), "launch-bound"),
+    ({"speedup": "FAIL"}, ladder.Facts(host_share=0.97, gpu=False), "speed"),  # on CPU the host IS the device
+])
+def test_each_outcome_is_classified_as_its_failure_kind(bad, facts, kind):
+    got, reason = ladder.classify(verdict(**bad), facts)
+    assert got == kind and reason
+    if kind == "data-bound":
+        assert "61% of each step waits for data" in reason and "num_workers" in reason
+
+
+def walk(kind: ladder.Failure, mode: ModeConfig, facts: ladder.Facts) -> list[str]:
+    """The rungs one ladder runs, each failing again with the same kind, until it is spent."""
+    tried: set[str] = set()
+    seen = []
+    while True:
+        step, _ = ladder.next_rung(kind, mode, facts, tried)
+        if step is None:
+            return seen
+        seen.append(step.rung)
+        tried.add(step.rung)
+        mode = ladder.apply(mode, step, "amp")
+
+
+def test_stability_ladder_order_and_changes():
+    facts = ladder.Facts(overflow_ops=("exp", "softmax"), bf16_supported=True)
+    assert walk("stability", O2, facts) == ["black-list-overflow", "dynamic-scaling", "master-grad", "bf16"]
+    step, _ = ladder.next_rung("stability", O2, facts, set())
+    assert step is not None and step.changes == {"custom_black_list": ["exp", "softmax"]}
+    m = O2
+    for _ in range(4):
+        s, _ = ladder.next_rung("stability", m, facts, set())
+        if s is None:
+            break
+        m = ladder.apply(m, s, "amp")
+    assert m.custom_black_list == ["exp", "softmax"] and m.scaler.decr_every_n_nan_or_inf == 1
+    assert m.scaler.init_loss_scaling == 1024.0 and m.master_grad and m.dtype == "bfloat16"
+
+
+def test_rungs_that_do_not_apply_are_skipped_with_the_reason():
+    # O1, no diagnosed ops, no bf16 device: only dynamic scaling applies
+    step, skipped = ladder.next_rung("stability", O1, ladder.Facts(), set())
+    assert step is not None and step.rung == "dynamic-scaling"
+    assert [s.rung for s in skipped] == ["black-list-overflow"] and "diagnose" in skipped[0].skip
+    assert walk("stability", O1, ladder.Facts()) == ["dynamic-scaling"]
+    _, skipped = ladder.next_rung("stability", ladder.apply(O1, step, "amp"), ladder.Facts(), {"dynamic-scaling"})
+    assert {s.rung: s.skip for s in skipped}["master-grad"] == "master_grad applies to O2 only"
+    assert "bfloat16" in {s.rung: s.skip for s in skipped}["bf16"]
+
+
+def test_parity_ladder_goes_to_o1_first_then_black_lists_the_diverging_ops():
+    facts = ladder.Facts(diverging_ops=("layer_norm",))
+    assert walk("parity", O2, facts) == ["o1", "black-list-diverging"]
+    # already O1: the diverging ops first; excluded_layers needs O2
+    step, skipped = ladder.next_rung("parity", O1, facts, set())
+    assert step is not None and step.changes == {"custom_black_list": ["layer_norm"]}
+    assert [s.rung for s in skipped] == ["o1"]
+    # at O2 with the O1 rung tried and refused: excluded layers keep Embedding and the norms FP32
+    step, _ = ladder.next_rung("parity", O2, ladder.Facts(), {"o1"})
+    assert step is not None and step.rung == "excluded-layers" and "Embedding" in step.changes["excluded_layers"]
+
+
+def test_speed_ladder_order():
+    facts = ladder.Facts(max_batch=256, data_parallel=True)
+    assert walk("speed", O1, facts) == ["o2-master-weights", "use-promote-off", "max-batch", "fp16-allreduce"]
+    assert walk("speed", O2, ladder.Facts()) == ["use-promote-off"]  # no probe, one process
+    m = ladder.apply(O1, ladder.next_rung("speed", O1, facts, set())[0], "amp")  # type: ignore[arg-type]
+    assert m.level == "O2" and m.master_weight is True
+
+
+def test_stops_have_no_ladder():
+    for kind in ladder.STOPS:
+        assert ladder.next_rung(kind, O2, ladder.Facts(), set()) == (None, [])
+
+
+# ---------------------------------------------------------------- the use-case over simulated rungs
+
+
+class Simulated:
+    """Stands in for running and judging a rung (the real path is the CPU test below): each rung's
+    verdict comes from a script, and each rung 'costs' `cost_s`."""
+
+    def __init__(self, script: list[dict[str, str]], cost_s: float = 10.0) -> None:
+        self.script, self.cost_s = script, cost_s
+        self.ran: list[str] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(tune_cmd, "_short_trial", self.short)
+        monkeypatch.setattr(tune_cmd, "_run", self.run)
+        monkeypatch.setattr(tune_cmd, "_judge", self.judge)
+        monkeypatch.setattr(tune_cmd, "_diagnosed_ops", lambda *a: (("exp",), ()))
+
+    def short(self, folder: Path, doc: Any, mode: ModeConfig, console: Any) -> Any:
+        from ampbench.core.records import AmpInfo, Trial
+
+        return Trial(suite="s", workload="toy", mode=mode.name, seed=0, status="ok", amp=AmpInfo(active=True))
+
+    def run(self, run: Any, info: Any, suite: Any, console: Any) -> float:
+        self.ran.append(run.path.name)
+        return self.cost_s
+
+    def judge(self, doc: Any, folder: Path, index: int, mode: ModeConfig) -> Any:
+        from ampbench.config import Suite
+
+        return verdict(**self.script[index]).model_copy(update={"mode": mode.name}), [], Suite.model_validate(doc.config)
+
+
+def toy_suite(tmp_path: Path) -> Path:
+    p = tmp_path / "toy.toml"
+    p.write_text('[suite]\nname = "toy"\nworkload = "toy"\nmetric = "accuracy"\n[train]\nsteps = 6\nwarmup_steps = 1\n'
+                 '[[modes]]\nname = "fp32"\n[[modes]]\nname = "amp-o2"\nlevel = "O2"\n')
+    return p
+
+
+def test_ladder_runs_until_a_rung_passes_and_prints_the_winner(tmp_path, monkeypatch):
+    sim = Simulated([{"stability": "FAIL"}, {"stability": "FAIL"}, {"accuracy_parity": "FAIL"}, {}])
+    sim.install(monkeypatch)
+    code = tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "out"))
+    assert code == 0
+    folder = next((tmp_path / "out" / "toy").glob("tune-*"))
+    doc = load_tune(folder)
+    assert [r.rung for r in doc.rungs] == ["start", "black-list-overflow", "dynamic-scaling", "o1"]
+    assert sim.ran == ["rung-0", "rung-1", "rung-2", "rung-3"]
+    assert doc.winner == 3 and doc.stopped == "passed every rule"
+    md = (folder / "tune.md").read_text()
+    assert '```toml\n[[modes]]\nname = "tune-3"\nlevel = "O1"' in md and 'custom_black_list = [\n    "exp",' in md
+    # rung 0 planned FP32 and the mode; later rungs only their mode (the FP32 arm is run once)
+    plan0 = json.loads((folder / "rung-0" / "run.json").read_text())["plan"]
+    plan2 = json.loads((folder / "rung-2" / "run.json").read_text())["plan"]
+    assert {p["mode"] for p in plan0} == {"fp32", "amp-o2"} and {p["mode"] for p in plan2} == {"tune-2"}
+
+
+def test_budget_stops_before_a_rung_that_would_not_fit_and_resume_continues(tmp_path, monkeypatch):
+    sim = Simulated([{"stability": "FAIL"}] * 3 + [{}], cost_s=100.0)
+    sim.install(monkeypatch)
+    opts = tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "out", budget_s=250)
+    assert tune_cmd.run_tune(opts) == 1
+    folder = next((tmp_path / "out" / "toy").glob("tune-*"))
+    doc = load_tune(folder)
+    # rung 0 (100 s), rung 1 (estimated 50 s: 200 s), rung 2 would end at 300 s > 250 s
+    assert doc.stopped.startswith("budget") and len(doc.rungs) == 2 and doc.pending is not None
+    n = len(doc.rungs)
+    # --resume with a larger budget: continues at the pending rung, the judged rungs not re-run
+    sim.ran.clear()
+    assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=None, resume=folder, budget_s=10_000)) == 0
+    assert sim.ran[0] == f"rung-{n}" and "rung-0" not in sim.ran
+    assert load_tune(folder).winner == 3
+
+
+def test_max_rungs_and_data_bound_stop_the_ladder(tmp_path, monkeypatch):
+    Simulated([{"stability": "FAIL"}] * 5).install(monkeypatch)
+    opts = tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "a", max_rungs=2)
+    assert tune_cmd.run_tune(opts) == 1
+    doc = load_tune(next((tmp_path / "a" / "toy").glob("tune-*")))
+    assert len(doc.rungs) == 2 and doc.stopped.startswith("max-rungs")
+    monkeypatch.setattr(ladder, "classify", lambda v, f: ("data-bound", "61% of each step waits for data"))
+    assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "b")) == 1
+    doc = load_tune(next((tmp_path / "b" / "toy").glob("tune-*")))
+    assert len(doc.rungs) == 1 and doc.stopped.startswith("data-bound: 61%")
+
+
+def test_resume_refuses_a_new_suite(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "tune", "resnet", "--resume", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--resume" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_tune_resnet_on_cpu_exits_3_within_3_minutes_saying_why(tmp_path):
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "tune", "resnet", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=180)
+    assert time.monotonic() - t0 < 180
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "AMP did not run" in r.stdout and "float32" in r.stdout
+    folder = next((tmp_path / "resnet").glob("tune-*"))
+    assert load_tune(folder).stopped.startswith("inactive") and (folder / "short").is_dir()
+    assert not (folder / "rung-0").exists()  # no long trial after the short one

@@ -216,3 +216,65 @@ def test_tune_resnet_on_cpu_exits_3_within_3_minutes_saying_why(tmp_path):
     folder = next((tmp_path / "resnet").glob("tune-*"))
     assert load_tune(folder).stopped.startswith("inactive") and (folder / "short").is_dir()
     assert not (folder / "rung-0").exists()  # no long trial after the short one
+
+
+# ---------------------------------------------------------------- why-not-faster evidence
+
+
+def test_shape_audit_flags_linear_64_500_not_64_512():
+    import paddle.nn as nn
+
+    from ampbench.trackers.shapes import audit
+
+    odd = audit(nn.Sequential(nn.Linear(64, 500), nn.Conv2D(3, 64, 3)), 30)
+    assert [(f["type"], f["dims"], f["odd_dims"]) for f in odd["odd"]] == [("Linear", [64, 500], [500]),
+                                                                          ("Conv2D", [3, 64], [3])]
+    assert odd["batch_ok"] is False and odd["layers"] == 2
+    fine = audit(nn.Sequential(nn.Linear(64, 512), nn.Conv2D(8, 64, 3)), 32)
+    assert fine["odd"] == [] and fine["odd_count"] == 0 and fine["batch_ok"] and fine["layers"] == 2
+
+
+def _trial(data_s: float, cpu_s: float, active: bool, **amp: Any) -> Any:
+    from ampbench.core.records import AmpInfo, StepRecord, Trial
+
+    steps = [StepRecord(step=i, loss=1.0, time_s=0.1, data_s=data_s, cpu_s=cpu_s, samples=8) for i in range(1, 6)]
+    return Trial(suite="s", workload="toy", mode="amp", seed=0, status="ok", steps=steps,
+                 amp=AmpInfo(active=active, **amp))
+
+
+def test_causes_are_ranked_with_their_numbers():
+    from ampbench.judge import why_slow
+
+    census = {"op_calls": {"matmul_v2": {"float16": 10, "float32": 30}, "cast": {"float32": 40},
+                           "elementwise_add": {"float32": 20}}, "white_list": ["matmul_v2"], "black_list": ["exp"]}
+    t = _trial(0.061, 0.099, True, **census)
+    causes = why_slow.rank([t])
+    assert [c.kind for c in causes] == ["launch-bound", "data-bound", "casts", "fp32-ops"]
+    assert causes[1].text.startswith("61% of each step waits for data")
+    assert "30 of 100 op calls are white-list ops that still ran in FP32" in causes[3].text
+    assert why_slow.op_census(t) == {"total": 100, "low_precision": 10, "casts": 40, "white_list_fp32": 30,
+                                     "unlisted": 20}
+    # on a CPU (AMP inactive) a busy host is the computation, not a launch bound; a small data wait is not named
+    assert why_slow.rank([_trial(0.005, 0.099, False)]) == []
+
+
+@pytest.mark.slow
+def test_a_slow_loader_is_recorded_and_named_by_the_report(tmp_path):
+    """For real: the built-in loop under a toy loader that takes 20 ms per batch (steps of ~2 ms)."""
+    suite = tmp_path / "slow.toml"
+    suite.write_text('[suite]\nname = "slowdata"\nworkload = "toy"\nmetric = "accuracy"\nseeds = [0]\n'
+                     '[workload]\nfeatures = 64\nhidden = 500\nfetch_delay_s = 0.02\n'
+                     '[train]\nsteps = 12\nwarmup_steps = 2\nbatch_size = 32\n'
+                     '[[modes]]\nname = "fp32"\n[[modes]]\nname = "amp-o1"\nlevel = "O1"\n')
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", str(suite), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 3, r.stdout + r.stderr
+    from ampbench.results.run_dir import open_run
+
+    run = open_run(next((tmp_path / "out" / "slowdata").iterdir()))
+    amp = next(t for t in run.trials if t.mode == "amp-o1")
+    assert (amp.data_wait_share() or 0) > 0.5
+    assert [f["layer"] for f in amp.shape_audit["odd"]] == ["0", "2"] and amp.shape_audit["batch_ok"]
+    report = (run.path / "report.md").read_text()
+    assert "of each step waits for data: no precision setting can help" in report
+    assert "Linear [64, 500]" in report

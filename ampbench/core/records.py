@@ -193,6 +193,8 @@ class Trial(VersionedDoc):
     interference: Interference | None = None
     workload_info: dict[str, Any] = {}  # facts the workload reports (Workload.describe()), free-form
     slurm: SlurmJob | None = None  # the Slurm job it ran as (run --launcher slurm)
+    # Tensor Core shape audit at the first step (trackers/shapes.py): GEMM dims and batch not multiples of 8
+    shape_audit: dict[str, Any] = {}
 
     @property
     def key(self) -> str:

@@ -51,7 +51,7 @@ class LoopResult:
 
 
 def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
-    from ampbench.trackers import device, load, placement
+    from ampbench.trackers import device, load, placement, shapes
     from ampbench.trackers.clock import StepClock
     from ampbench.trackers.memory import MemoryTracker, rss_peak_bytes
     from ampbench.trial.faults import Fault
@@ -87,6 +87,7 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
                 out = read_step(p, raw)
                 if step == 1:
                     p.amp.scaler_enabled = p.prec.refresh()  # Paddle may turn the scaler off at step 1
+                    tr.trial.shape_audit = shapes.audit(p.model, tr.batch)  # the model as it trained
                 res.train_wall += dt
                 if step == train.amp_stats_steps:
                     stats.close()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
-from ampbench.judge import clusters, inference, interference, measure
+from ampbench.judge import clusters, inference, interference, measure, why_slow
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.results.baselines import CompactTrial
@@ -79,6 +79,11 @@ def planned_seeds(cmp: Comparison, gap: float, confidence: float, drift_sd: floa
     return inference.seeds_needed(sd, gap, confidence, drift_sd=drift_sd, fail_confidence=fail_confidence)
 
 
+def _causes(c: Ctx) -> list[str]:
+    """Why this mode was not faster, as its trials measured it (judge/why_slow.py), heaviest first."""
+    return [x.text for x in why_slow.rank(c.ok(c.mode))]
+
+
 def rule_speedup(c: Ctx) -> list[RuleResult]:
     """Geometric-mean ratio of per-trial median samples/s, AMP / FP32, against min_speedup.
 
@@ -92,7 +97,8 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
         est = None if cmp is None else cmp.point
         head = "" if cmp is None else f"AMP/FP32 throughput {est:.3f} (point estimate). "
         return [c.rule("speedup", "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
-                       + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive)]
+                       + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive,
+                       why_not_faster=_causes(c))]
     b = cmp.bounds
     status = as_status(inference.decide_bounds(b, need))
     msg = (f"AMP {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs FP32 {g(float(np.exp(np.mean(np.log(cmp.den)))))} "
@@ -112,8 +118,9 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     clustered = clustering([amp, ref])
     if clustered:
         msg += f" Note: {clustered}."
+    causes = [] if status == "PASS" else _causes(c)
     return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
-                   clustered=clustered,
+                   clustered=clustered, why_not_faster=causes,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
                    fail_upper=b.fail_upper, fail_confidence=b.fail_confidence,
                    amp_samples_per_s=float(np.exp(np.mean(np.log(cmp.num)))),
@@ -179,8 +186,10 @@ def _speedup(m: ModeConfig, batch_size: int | None, text: str) -> list[str]:
 
 
 def advise_speedup(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
-    """O2, a larger batch, fewer black-listed ops, Tensor-Core-friendly shapes."""
-    return [kit.INACTIVE] if r.informational else _speedup(m, batch_size, (r.message or "").lower())
+    """The measured causes first (judge/why_slow.py: data wait, host share, shapes, op census), ranked; then
+    O2, a larger batch, fewer black-listed ops, Tensor-Core-friendly shapes."""
+    causes = [f"Why not faster (measured): {x}." for x in r.details.get("why_not_faster") or []]
+    return causes + ([kit.INACTIVE] if r.informational else _speedup(m, batch_size, (r.message or "").lower()))
 
 
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup)

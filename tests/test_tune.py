@@ -168,6 +168,9 @@ def test_ladder_runs_until_a_rung_passes_and_prints_the_winner(tmp_path, monkeyp
     plan0 = json.loads((folder / "rung-0" / "run.json").read_text())["plan"]
     plan2 = json.loads((folder / "rung-2" / "run.json").read_text())["plan"]
     assert {p["mode"] for p in plan0} == {"fp32", "amp-o2"} and {p["mode"] for p in plan2} == {"tune-2"}
+    from tests.test_schemas import errors
+
+    assert errors("tune", json.loads((folder / "tune.json").read_text())) == []
 
 
 def test_budget_stops_before_a_rung_that_would_not_fit_and_resume_continues(tmp_path, monkeypatch):

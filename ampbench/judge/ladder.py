@@ -88,7 +88,8 @@ def _black_list(what: Literal["overflow", "diverging"]) -> Callable[[ModeConfig,
     """A rung that black-lists the ops diagnose found (`what`: overflowing or first diverging)."""
     def rung(m: ModeConfig, f: Facts) -> Step:
         name = f"black-list-{what}"
-        new = [op for op in getattr(f, f"{what}_ops") if op not in m.custom_black_list]
+        ops = f.overflow_ops if what == "overflow" else f.diverging_ops
+        new = [op for op in ops if op not in m.custom_black_list]
         if not new:
             return Step(name, skip=f"diagnose named no {what} op not already black-listed")
         return Step(name, {"custom_black_list": [*m.custom_black_list, *new]},
@@ -204,8 +205,3 @@ def apply(mode: ModeConfig, step: Step, name: str) -> ModeConfig:
     data.update(step.changes, name=name)
     return ModeConfig.model_validate(data)
 
-
-def changed_fields(base: ModeConfig, mode: ModeConfig) -> dict[str, Any]:
-    """Fields of `mode` that differ from `base` (the name aside): the winning configuration's lines."""
-    a, b = base.model_dump(), mode.model_dump()
-    return {k: v for k, v in b.items() if k != "name" and a.get(k) != v}

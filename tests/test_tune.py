@@ -37,7 +37,9 @@ def verdict(**bad: str) -> ModeVerdict:
     ({"stability": "FAIL", "accuracy_parity": "FAIL"}, ladder.Facts(), "stability"),
     ({"accuracy_parity": "FAIL", "speedup": "FAIL"}, ladder.Facts(), "parity"),
     ({"speedup": "FAIL"}, ladder.Facts(data_wait_share=0.2), "speed"),
-    ({"memory": "INCONCLUSIVE"}, ladder.Facts(), "speed"),
+    ({"memory": "INCONCLUSIVE"}, ladder.Facts(), "undecided"),   # too few seeds: no change chases noise
+    ({"accuracy_parity": "INCONCLUSIVE"}, ladder.Facts(), "undecided"),
+    ({"memory": "FAIL"}, ladder.Facts(), "speed"),
     ({"speedup": "FAIL"}, ladder.Facts(data_wait_share=0.61), "data-bound"),
     ({"speedup": "FAIL"}, ladder.Facts(host_share=0.97, gpu=True), "launch-bound"),
     ({"speedup": "FAIL"}, ladder.Facts(host_share=0.97, gpu=False), "speed"),  # on CPU the host IS the device

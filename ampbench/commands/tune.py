@@ -273,8 +273,8 @@ def _step(folder: Path, doc: TuneFile, console: Console) -> None:
 
 
 def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
-    """The ladder; returns 0 when a rung passed every rule, 3 when AMP is inactive (or the ladder could
-    not decide), 1 when the ladder was spent or the budget ran out, 2 when a trial crashed."""
+    """The ladder; returns 0 when a rung passed every rule, 3 when AMP is inactive or a rule could not be
+    decided, 1 when the ladder was spent, data/launch-bound or out of budget, 2 when a trial crashed."""
     console = console or Console()
     folder, doc = _resumed(opts, console) if opts.resume else _new_tune(opts, console)
     if not doc.rungs and not doc.stopped:
@@ -301,7 +301,7 @@ def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
 def _exit(doc: TuneFile) -> int:
     if doc.winner is not None:
         return EXIT_PASS
-    if doc.stopped.startswith("inactive"):
+    if doc.stopped.startswith(("inactive", "undecided")):
         return EXIT_INCONCLUSIVE
     if doc.stopped.startswith("error"):
         return EXIT_ERROR

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ampbench.config import ModeConfig
-from ampbench.results.verdicts import ModeVerdict
+from ampbench.results.verdicts import ModeVerdict, RuleResult
 
-Failure = Literal["pass", "inactive", "error", "stability", "parity", "speed", "data-bound", "launch-bound"]
+Failure = Literal["pass", "inactive", "error", "undecided", "stability", "parity", "speed", "data-bound",
+                  "launch-bound"]
 
 # Evidence thresholds that stop the speed ladder: no precision setting shortens a step that waits
 # for data or for the host (Paddle #42436: O1 no faster on V100, GPU under 50% busy, loader-bound).
@@ -66,7 +67,7 @@ def classify(verdict: ModeVerdict, facts: Facts) -> tuple[Failure, str]:
     if "stability" in bad:
         return "stability", bad["stability"].message
     if "accuracy-parity" in bad:
-        return "parity", bad["accuracy-parity"].message
+        return _decided("parity", bad["accuracy-parity"])
     speed = bad.get("speedup") or bad.get("memory")
     if speed is not None:
         if facts.data_wait_share is not None and facts.data_wait_share >= DATA_BOUND_SHARE:
@@ -75,10 +76,18 @@ def classify(verdict: ModeVerdict, facts: Facts) -> tuple[Failure, str]:
         if facts.gpu and facts.host_share is not None and facts.host_share >= LAUNCH_BOUND_HOST_SHARE:
             return "launch-bound", (f"the host is busy {facts.host_share:.0%} of each step: the GPU waits for kernel "
                                     "launches; a larger batch or fused ops help, precision does not")
-        return "speed", speed.message
+        return _decided("speed", speed)
     if verdict.verdict != "PASS":
         return "error", "; ".join(r.message for r in bad.values()) or verdict.verdict
     return "pass", "every rule passed"
+
+
+def _decided(kind: Failure, r: RuleResult) -> tuple[Failure, str]:
+    """A FAIL is the kind's; an INCONCLUSIVE is not evidence against the configuration (too few seeds,
+    a disturbed measurement): changing it would chase noise, so the ladder stops undecided."""
+    if r.status == "INCONCLUSIVE":
+        return "undecided", f"{r.rule} not decided: {r.message}"
+    return kind, r.message
 
 
 # ---------------------------------------------------------------- the rungs
@@ -181,7 +190,7 @@ LADDERS: dict[str, tuple[RungFn, ...]] = {
     "speed": (_o2, _no_promote, _max_batch, _fp16_allreduce),
 }
 # Failures no rung answers: the ladder stops with the cause.
-STOPS: tuple[Failure, ...] = ("pass", "inactive", "error", "data-bound", "launch-bound")
+STOPS: tuple[Failure, ...] = ("pass", "inactive", "error", "undecided", "data-bound", "launch-bound")
 
 
 def next_rung(kind: Failure, mode: ModeConfig, facts: Facts, tried: set[str]) -> tuple[Step | None, list[Step]]:

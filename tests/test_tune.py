@@ -283,3 +283,51 @@ def test_a_slow_loader_is_recorded_and_named_by_the_report(tmp_path):
     report = (run.path / "report.md").read_text()
     assert "of each step waits for data: no precision setting can help" in report
     assert "Linear [64, 500]" in report
+
+
+# ---------------------------------------------------------------- end to end on a simulated GPU machine
+
+
+@pytest.mark.slow
+def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
+    """Real trials (the toy MLP, in this process so the simulated A100 of tests/fake_cuda.py applies), the
+    real check rules and the real ladder: a speedup no MLP reaches (min_speedup 100) FAILs at every rung,
+    so the speed ladder climbs O1 -> O2 with master weights -> use_promote off and is then spent (no probe,
+    one process).  The FP32 arm runs in rung 0 only."""
+    from ampbench.commands.run_plan import make_spec
+    from ampbench.results.run_dir import open_run
+    from ampbench.trial.worker import Events, TrialRunner
+    from tests.fake_cuda import install_machine, machines
+
+    install_machine(monkeypatch, machines()["a100"], tmp_path)
+    monkeypatch.setenv("AMPBENCH_CACHE", str(tmp_path / "cache"))
+    ran: list[str] = []
+
+    def in_process(run, info, suite, console):
+        for m, s in info.planned():
+            spec = make_spec(info, suite, run, m, s, None)
+            tr = TrialRunner(spec, Events(None))
+            tr.run()
+            tr.write()
+            ran.append(f"{run.path.name}/{m}")
+        return 1.0
+
+    monkeypatch.setattr(tune_cmd, "_run", in_process)
+    # 8 developers share 2 cores here: the speed rule would (rightly) call every measurement disturbed; the
+    # ladder's climb is what this test is about
+    monkeypatch.setattr("ampbench.judge.rules.speed._disturbance", lambda *a: None)
+    suite = tmp_path / "toy.toml"
+    suite.write_text('[suite]\nname = "toy"\nworkload = "toy"\nmetric = "accuracy"\nseeds = [0, 1, 2]\n'
+                     '[workload]\ntrain_rows = 512\neval_rows = 128\n[train]\nbatch_size = 32\nsteps = 13\noptimizer = { lr = 0.02 }\n'
+                     'warmup_steps = 2\n[thresholds]\nmin_speedup = 100.0\nmetric_abs_tol = 1.0\n'
+                     '[[modes]]\nname = "fp32"\n[[modes]]\nname = "amp-o1-fp16"\nlevel = "O1"\n')
+    code = tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=suite, out_dir=tmp_path / "out"))
+    folder = next((tmp_path / "out" / "toy").glob("tune-*"))
+    doc = load_tune(folder)
+    assert [r.rung for r in doc.rungs] == ["start", "o2-master-weights", "use-promote-off"], doc.stopped
+    assert all(r.failure == "speed" and r.verdict == "FAIL" and r.speedup is not None for r in doc.rungs)
+    assert code == 1 and doc.stopped == "speed: every rung of its ladder tried or not applicable"
+    assert doc.rungs[2].skipped == [] and open_run(folder / "rung-2").suite.mode("tune-2").use_promote is False
+    assert sum(r.startswith("rung-0/fp32") for r in ran) == 3 and not any("fp32" in r for r in ran[6:])
+    md = (folder / "tune.md").read_text()
+    assert "o2\\-master\\-weights" in md or "o2-master-weights" in md

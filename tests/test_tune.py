@@ -208,6 +208,20 @@ def test_resume_refuses_a_new_suite(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "tune", "resnet", "--resume", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--resume" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "tune", "--resume", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "tune.json" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_command_suites_winner_is_given_as_the_programs_own_flags():
+    mode = ModeConfig(name="w", level="O2", dtype="float16", custom_black_list=["exp", "softmax"], master_grad=True,
+                      scaler={"init_loss_scaling": 1024.0, "use_dynamic_loss_scaling": True})
+    ocr, nlp = tune_cmd.program_flags(mode)
+    assert ocr.endswith("-o Global.use_amp=True Global.amp_level=O2 Global.amp_dtype=float16 Global.scale_loss=1024.0 "
+                        "Global.use_dynamic_loss_scaling=True Global.amp_custom_black_list=[exp,softmax]")
+    assert nlp.endswith("--fp16 --fp16_opt_level O2 --scale_loss 1024.0 --amp_custom_black_list exp softmax "
+                        "--amp_master_grad true")
 
 
 @pytest.mark.slow
@@ -331,3 +345,27 @@ def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
     assert sum(r.startswith("rung-0/fp32") for r in ran) == 3 and not any("fp32" in r for r in ran[6:])
     md = (folder / "tune.md").read_text()
     assert "o2\\-master\\-weights" in md or "o2-master-weights" in md
+
+
+@pytest.mark.slow
+def test_a_command_programs_slow_loader_is_recorded_and_named(tmp_path):
+    """For real: a plain Paddle script whose DataLoader sleeps 2 ms per sample (16 per batch), under the
+    command hook; the data-wait share comes from timing paddle.io.DataLoader's iteration."""
+    script = Path(__file__).parent / "fixtures" / "command" / "slow_loader.py"
+    suite = tmp_path / "suite.toml"
+    suite.write_text(f'[suite]\nname = "mine"\nworkload = "command"\nmetric = "accuracy"\nseeds = [0]\n'
+                     f'[workload]\ncommand = ["{sys.executable}", "{script}", "--steps", "{{steps}}", "--seed", '
+                     f'"{{seed}}", "--out", "{{out}}", "--bs", "{{batch_size}}"]\n'
+                     'metric = { preset = "json", json_file = "{out}/metrics.json" }\n'
+                     '[train]\nbatch_size = 16\nsteps = 12\nwarmup_steps = 2\ntimeout_s = 120\n'
+                     '[[modes]]\nname = "fp32"\n[[modes]]\nname = "amp-o1-fp16"\nlevel = "O1"\nargs = ["--amp", "O1"]\n')
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", str(suite), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 3, r.stdout + r.stderr
+    from ampbench.results.run_dir import open_run
+
+    run = open_run(next((tmp_path / "out" / "mine").iterdir()))
+    for t in run.trials:
+        assert all(s.data_s is not None and 0 < s.data_s <= s.time_s for s in t.steps), t.key
+        assert (t.data_wait_share() or 0) > 0.5, t.key
+    assert "of each step waits for data: no precision setting can help" in (run.path / "report.md").read_text()

@@ -26,7 +26,7 @@ from ampbench.commands.run_plan import RunOptions
 from ampbench.config import ModeConfig, Suite
 from ampbench.config.suite import REFERENCE_MODE
 from ampbench.core.errors import ConfigError
-from ampbench.core.files import atomic_write_text
+from ampbench.core.files import atomic_write_text, refuse_link
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.judge import ladder
@@ -114,6 +114,7 @@ def _rung_run(folder: Path, doc: TuneFile, index: int, mode: ModeConfig, plan: l
     """The rung's run folder and run.json (kept when it exists: --resume keeps its finished trials)."""
     suite = _suite_with(Suite.model_validate(doc.config), mode)
     run = RunDir(folder / (name or f"rung-{index}"))
+    refuse_link(run.path)  # a rung folder is ours to write: never through a link planted in its place
     if (run.path / "run.json").exists():
         info = run.load_run()
         if info.config_hash == suite.config_hash():

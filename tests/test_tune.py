@@ -204,6 +204,30 @@ def test_max_rungs_and_data_bound_stop_the_ladder(tmp_path, monkeypatch):
     assert len(doc.rungs) == 1 and doc.stopped.startswith("data-bound: 61%")
 
 
+def command_suite(tmp_path: Path) -> Path:
+    script = Path(__file__).parent / "fixtures" / "command" / "slow_loader.py"
+    suite = tmp_path / "suite.toml"
+    suite.write_text(f'[suite]\nname = "mine"\nworkload = "command"\nmetric = "accuracy"\nseeds = [0]\n'
+                     f'[workload]\ncommand = ["{sys.executable}", "{script}", "--steps", "{{steps}}", "--seed", '
+                     f'"{{seed}}", "--out", "{{out}}", "--bs", "{{batch_size}}"]\n'
+                     'metric = { preset = "json", json_file = "{out}/metrics.json" }\n'
+                     '[train]\nbatch_size = 16\nsteps = 12\nwarmup_steps = 2\ntimeout_s = 120\n'
+                     '[[modes]]\nname = "fp32"\n[[modes]]\nname = "amp-o1-fp16"\nlevel = "O1"\nargs = ["--amp", "O1"]\n')
+    return suite
+
+
+def test_a_command_suite_stops_at_the_next_rung_with_the_programs_flags(tmp_path, monkeypatch):
+    """The program's precision is in its own flags (the mode's args): ampbench names the next rung's flags
+    instead of running a rung that would change nothing."""
+    Simulated([{"speedup": "FAIL"}]).install(monkeypatch)
+    assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=command_suite(tmp_path), out_dir=tmp_path / "o")) == 1
+    folder = next((tmp_path / "o" / "mine").glob("tune-*"))
+    doc = load_tune(folder)
+    assert len(doc.rungs) == 1 and doc.stopped.startswith("command suite: the next rung (o2-master-weights)")
+    md = (folder / "tune.md").read_text()
+    assert "Global.amp_level=O2" in md and "--fp16_opt_level O2" in md and 'level = "O2"' in md
+
+
 def test_resume_refuses_a_new_suite(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "tune", "resnet", "--resume", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
@@ -351,14 +375,7 @@ def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
 def test_a_command_programs_slow_loader_is_recorded_and_named(tmp_path):
     """For real: a plain Paddle script whose DataLoader sleeps 2 ms per sample (16 per batch), under the
     command hook; the data-wait share comes from timing paddle.io.DataLoader's iteration."""
-    script = Path(__file__).parent / "fixtures" / "command" / "slow_loader.py"
-    suite = tmp_path / "suite.toml"
-    suite.write_text(f'[suite]\nname = "mine"\nworkload = "command"\nmetric = "accuracy"\nseeds = [0]\n'
-                     f'[workload]\ncommand = ["{sys.executable}", "{script}", "--steps", "{{steps}}", "--seed", '
-                     f'"{{seed}}", "--out", "{{out}}", "--bs", "{{batch_size}}"]\n'
-                     'metric = { preset = "json", json_file = "{out}/metrics.json" }\n'
-                     '[train]\nbatch_size = 16\nsteps = 12\nwarmup_steps = 2\ntimeout_s = 120\n'
-                     '[[modes]]\nname = "fp32"\n[[modes]]\nname = "amp-o1-fp16"\nlevel = "O1"\nargs = ["--amp", "O1"]\n')
+    suite = command_suite(tmp_path)
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", str(suite), "--out", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 3, r.stdout + r.stderr

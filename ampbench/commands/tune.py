@@ -270,6 +270,10 @@ def _step(folder: Path, doc: TuneFile, console: Console) -> None:
             new = ladder.apply(mode, nxt, f"tune-{index + 1}")
             doc.pending = {"rung": nxt.rung, "why": nxt.why, "mode": new.model_dump(mode="json"),
                            "skipped": [f"{s.rung}: {s.skip}" for s in skipped]}
+            if suite.suite.workload == "command":
+                doc.stopped = (f"command suite: the next rung ({nxt.rung}) changes the program's own flags, which "
+                               "ampbench cannot write for an arbitrary program: give the mode those flags in its "
+                               "`args` (tune.md shows them) and run tune again")
     doc.write(folder)
 
 
@@ -321,12 +325,17 @@ def winner_lines(doc: TuneFile) -> tuple[str, list[str]]:
     if doc.winner is None:
         return "", []
     mode = ModeConfig.model_validate(doc.rungs[doc.winner].mode)
-    data = {k: v for k, v in mode.model_dump(mode="json", exclude_defaults=True).items() if v is not None}
-    toml = tomli_w.dumps({"modes": [data]})
+    toml = mode_toml(mode)
     flags: list[str] = []
     if Suite.model_validate(doc.config).suite.workload == "command":
         flags = program_flags(mode)
     return toml, flags
+
+
+def mode_toml(mode: ModeConfig) -> str:
+    """A mode as a `[[modes]]` table, its non-default keys only, through tomli-w (user text stays TOML-safe)."""
+    data = {k: v for k, v in mode.model_dump(mode="json", exclude_defaults=True).items() if v is not None}
+    return tomli_w.dumps({"modes": [data]})
 
 
 def program_flags(mode: ModeConfig) -> list[str]:
@@ -359,6 +368,11 @@ def write_tune_md(folder: Path, doc: TuneFile) -> Path:
     if toml:
         lines += ["", "## The winning configuration", "", "In the suite file:", "", md_block(toml, "toml")]
         lines += [f"- {md_prose(f)}" for f in flags]
+    elif doc.pending is not None and doc.stopped.startswith("command"):
+        mode = ModeConfig.model_validate(doc.pending["mode"])
+        lines += ["", f"## The next rung to try: {md_code(doc.pending['rung'])}", "", md_prose(doc.pending["why"]), "",
+                  md_block(mode_toml(mode), "toml")]
+        lines += [f"- {md_prose(f)}" for f in program_flags(mode)]
     path = folder / "tune.md"
     atomic_write_text(path, "\n".join(lines) + "\n", root=folder)
     return path

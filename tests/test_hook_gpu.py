@@ -129,9 +129,13 @@ def test_7_a_cpu_place_program_on_a_cuda_build_is_not_broken_by_the_steps_sync(c
 
 @pytest.mark.slow
 def test_4_paddle_26_reports_a_null_window_peak_with_the_reason(cases):
+    from ampbench.trial.command_record import memory_of
+
     proc, _ = run_case(cases, "paddle26")
     assert proc.memory["peak_allocated"] is None and proc.memory["peak_reserved"] is None
     assert "reset_max_memory" in proc.memory["error"] and "2.6.2" in proc.memory["error"]
+    mem = memory_of(cases["paddle26"][0], 0)          # the trial's record, as the built-in workloads write it
+    assert mem.peak_allocated_bytes is None and "reset_max_memory" in mem.errors["allocator"]
 
 
 @pytest.mark.slow

@@ -211,6 +211,7 @@ def check(
     from ampbench.commands.check import check_run
     from ampbench.report.console import print_check
 
+    _only_with("--allow-mismatch", True if allow_mismatch else None, "--baseline", baseline)
     report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
     print_check(report, out)
     raise typer.Exit(report.exit_code)
@@ -433,6 +434,12 @@ def _import_output(output: Optional[Path], inputs: list[Optional[Path]]) -> None
             raise ResultsError(f"{output}: cannot write: the folder {output.parent} does not exist")
 
 
+def _only_with(option: str, value: object, needs: str, given: object) -> None:
+    """An option that only another one uses is refused without it, never silently ignored."""
+    if value is not None and given is None:
+        _fail(f"{option}: only with {needs} (without it nothing would use it)")
+
+
 def _write_imported(imported: object, source: str, output: Optional[Path]) -> None:
     from ampbench.importers.base import Imported, render_checked
 
@@ -460,6 +467,9 @@ def import_paddleocr_cmd(
                                          "tools/train.py (default: this one)"),
 ) -> None:
     """PaddleOCR config -> suite (fp32 + its AMP modes); keys not honoured are listed; exit 2 if unsupported."""
+    _only_with("--python", python, "--repo", repo)
+    if repo is not None and synthetic_data:
+        _fail("--synthetic-data: not with --repo (their tools/train.py reads the config's own data)")
     _import_output(output, [config])
     if repo is not None:
         from ampbench.importers.paddleocr_command import import_paddleocr_command
@@ -485,6 +495,9 @@ def import_paddlenlp_cmd(
     """PaddleNLP Trainer args -> the bert suite (or, with --script, your script) with fp32 + AMP modes."""
     from ampbench.importers.paddlenlp import import_paddlenlp, load_args
 
+    _only_with("--python", python, "--script", script)
+    if script is not None and source != "paddleformers":
+        _fail("--source: not with --script (your script imports its own package)")
     _import_output(output, [args_json, script])
     parsed, where = load_args(args_json, args)
     if script is not None:

@@ -17,36 +17,34 @@ __all__ = ["GIB", "FakeGpu", "four_gpus", "make_pynvml"]   # the NVML half lives
 
 @dataclass
 class FakeCuda:
-    """Fakes for paddle.device.cuda / paddle.device.synchronize; counts the synchronisations."""
+    """The allocator side of paddle.device.cuda; counts the synchronisations (core._device_synchronize)."""
 
     allocated: int = 900 * 2**20
     reserved: int = 1200 * 2**20
     syncs: int = 0
     resets: int = 0
 
-    def install(self, monkeypatch: Any, bus_id: str | None) -> None:
+    def install(self, monkeypatch: Any, bus_id: str | None, gpus: list[FakeGpu]) -> None:
+        """set_device, synchronize and get_device_name are Paddle's own over the GPU build's places
+        (`_gpu_build_places`), on the GPUs CUDA_VISIBLE_DEVICES leaves visible."""
         import paddle
 
         from ampbench.trackers import cuda
 
-        real_set_device = paddle.set_device
         monkeypatch.setattr(cuda, "has_gpu", lambda: True)
         monkeypatch.setattr(cuda, "cuda_bus_id", lambda ordinal=None: bus_id)
-        monkeypatch.setattr(paddle, "set_device", lambda d: real_set_device("cpu"))
-        monkeypatch.setattr(paddle.device, "synchronize", self._sync)
+        env = {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES",) if k in os.environ}
+        _gpu_build_places(monkeypatch, Machine("fake", gpus, gpu_name=gpus[0].name, env=env),
+                          types.SimpleNamespace(place=None, synced=[], cuda=self))
         c = paddle.device.cuda
         monkeypatch.setattr(c, "reset_max_memory_allocated", self._reset)
         monkeypatch.setattr(c, "reset_max_memory_reserved", self._reset)
         monkeypatch.setattr(c, "max_memory_allocated", lambda *a: self.allocated)
         monkeypatch.setattr(c, "max_memory_reserved", lambda *a: self.reserved)
-        monkeypatch.setattr(c, "get_device_name", lambda *a: "Fake A100-SXM4-40GB")
         monkeypatch.setattr(paddle.version, "cuda", lambda: "12.3")
         monkeypatch.setattr(paddle.version, "cudnn", lambda: "9.0.0")
 
     burst: dict[str, int] = field(default_factory=dict)   # a short-lived peak since the last reset (an eval)
-
-    def _sync(self, *a: Any) -> None:
-        self.syncs += 1
 
     def _reset(self, *a: Any) -> None:
         self.resets += 1

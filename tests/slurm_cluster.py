@@ -5,7 +5,9 @@ Debian's slurm-wlm and munge (scripts/setup.sh --test installs them).  Everythin
 `SLURM_CONF` points at the folder's slurm.conf, so it runs beside any other cluster on the machine.
 Settings for a container without systemd or cgroup control: `ProctrackType=proctrack/linuxproc`,
 `TaskPlugin=task/none`, `SelectType=select/cons_tres` with `CR_CPU` (each job one CPU), and the
-node's CPUs oversubscribed 4x so a toy suite's jobs all start at once on a 2-core machine.
+node's CPUs oversubscribed 4x so a toy suite's jobs all start at once on a 2-core machine.  Two slurmd
+(`slurmd -N node1`, `-N node2`, both at 127.0.0.1 on ports of their own) make it a two-node cluster on
+one host, so a multi-node job really runs one `srun` task on each of two Slurm nodes.
 
 No accounting (no slurmdbd): ampbench reads job states through squeue and scontrol.  Stopping cancels
 every job, stops the daemons it started, and kills any process still carrying this cluster's
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+NODES = ("node1", "node2")  # two slurmd on this host (slurmd -N): a multi-node job really spans two nodes
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
 
 
@@ -55,13 +58,12 @@ AuthInfo=socket={d}/munge.socket
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
+SlurmdSpoolDir={d}/spool-%n
 SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
+SlurmdPidFile={d}/slurmd-%n.pid
 SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
+SlurmdLogFile={d}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -72,7 +74,8 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 KillWait=5
 SchedulerParameters=sched_interval=1
-NodeName={host} CPUs={os.cpu_count() or 1} State=UNKNOWN
+""" + "".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={os.cpu_count() or 1} "
+              "State=UNKNOWN\n" for n in NODES) + """\
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 """
 
@@ -87,8 +90,7 @@ class Cluster:
 
     def start(self) -> None:
         d = self.dir
-        for sub in ("state", "spool"):
-            (d / sub).mkdir()
+        (d / "state").mkdir()
         host = socket.gethostname().split(".")[0]
         (d / "slurm.conf").write_text(_conf(d, host))
         subprocess.run(["mungekey", "--create", f"--keyfile={d}/munge.key"], check=True, capture_output=True)
@@ -98,17 +100,19 @@ class Cluster:
         self._wait(lambda: (d / "munge.socket").exists(), "munged")
         conf = str(d / "slurm.conf")
         self._daemon(["slurmctld", "-D", "-i", "-f", conf])
-        self._daemon(["slurmd", "-D", "-f", conf])
-        self._wait(self._idle, "slurmctld and slurmd (a node idle)")
+        for node in NODES:
+            self._daemon(["slurmd", "-D", "-N", node, "-f", conf])
+        self._wait(self._idle, "slurmctld and slurmd (both nodes idle)")
 
     def _daemon(self, cmd: list[str]) -> None:
         self.procs.append(subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL, start_new_session=True))
 
     def _idle(self) -> bool:
-        p = subprocess.run(["sinfo", "--noheader", "--format=%t"], env=self.env, capture_output=True, text=True,
+        p = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%t"], env=self.env, capture_output=True, text=True,
                            check=False, timeout=30)
-        return p.returncode == 0 and p.stdout.strip() in ("idle", "mix", "alloc")
+        states = p.stdout.split()
+        return p.returncode == 0 and len(states) == len(NODES) and all(s in ("idle", "mix", "alloc") for s in states)
 
     def _wait(self, ok: object, what: str, limit: float = 30.0) -> None:
         deadline = time.monotonic() + limit

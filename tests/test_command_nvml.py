@@ -86,8 +86,8 @@ def _start_event(folder: Path, device: str) -> None:
     path.write_text(json.dumps(start) + "\n" + json.dumps(named) + "\n")
 
 
-def _trial(tmp_path: Path, device: str, monkeypatch):
-    nv = make_pynvml(_gpus())
+def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):
+    nv = make_pynvml(_gpus(), driver)
     monkeypatch.setitem(sys.modules, "pynvml", nv)
     suite = tmp_path / "suite.toml"
     suite.write_text(suite_text(amp=False, steps=6))
@@ -142,3 +142,13 @@ def test_command_finish_on_cpu_opens_no_nvml_and_records_none(tmp_path, monkeypa
         (None, None, None, None, None)
     assert not [k for k in m.errors if k.startswith("nvml")]
     assert nv.stub.calls["nvmlInitWithFlags"] == 0 and t.interference is None
+
+
+def test_command_trial_on_a_device_without_energy_says_not_measured_and_why(tmp_path, monkeypatch):
+    """NVML answers Not Supported for energy (before Volta, vGPU guests): energy null with that note,
+    not the misleading "samples do not cover the window"; memory still measured."""
+    t, _ = _trial(tmp_path, "gpu", monkeypatch, driver="pre-volta")
+    assert t.status == "ok", t.error
+    m = t.memory
+    assert m.energy_j is None and "nvml.not_supported.nvmlDeviceGetTotalEnergyConsumption" in m.errors
+    assert "nvml.window" not in m.errors and m.device_used_bytes == 3 * GIB

@@ -46,7 +46,7 @@ def gpu(monkeypatch):
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
         cuda = FakeCuda()
-        cuda.install(monkeypatch, bus_id)
+        cuda.install(monkeypatch, bus_id, gpus)
         return nv, cuda
 
     return install

@@ -50,3 +50,15 @@ def test_on_the_simulated_a100_the_nvml_facts_read_ok(monkeypatch, tmp_path, cap
     for fact in ("identity", "nvml-device", "driver", "nvml-self", "energy", "clocks", "synchronize"):
         assert lines.get(fact) == "ok", (fact, lines)
     assert set(lines) >= {"identity-cvd", "nvml-child", "allocator-reset"} and code in (0, 1)
+
+
+def test_the_wrapper_is_shellcheck_clean():
+    import shutil
+
+    if shutil.which("shellcheck") is None:
+        if os.environ.get("CI"):   # CI installs it (setup.sh --test)
+            pytest.fail("shellcheck not installed in CI")
+        pytest.skip("shellcheck not installed")
+    r = subprocess.run(["shellcheck", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -118,8 +118,18 @@ def test_every_placeholder_is_checked_nested_and_unbalanced_included(tmp_path, i
 
 def test_resume_refuses_options_it_would_ignore(run_dir, tmp_path):
     for extra, word in ((["--until-decided"], "--until-decided"), (["--affinity", "0"], "--affinity"),
-                        (["--at-max-batch"], "--at-max-batch")):
+                        (["--at-max-batch"], "--at-max-batch"), (["--out", tmp_path / "elsewhere"], "--out")):
         refused(run("run", "--resume", run_dir, *extra), word, "not honoured")
+
+
+def test_options_that_would_be_ignored_are_refused(tmp_path, ocr_repo, run_dir):
+    config, f = _ocr_config(tmp_path), tmp_path / "args.json"
+    f.write_text(json.dumps({"max_steps": 10}))
+    refused(run("import", "paddleocr", config, "--python", sys.executable), "--python", "--repo")
+    refused(run("import", "paddleocr", config, "--repo", ocr_repo, "--synthetic-data"), "--synthetic-data")
+    refused(run("import", "paddlenlp", f, "--python", sys.executable), "--python", "--script")
+    refused(run("import", "paddlenlp", f, "--script", f, "--source", "paddlenlp"), "--source")
+    refused(run("check", run_dir, "--allow-mismatch"), "--allow-mismatch", "--baseline")
 
 
 @pytest.mark.parametrize("args,key", [
@@ -280,8 +290,8 @@ def test_daemons_that_restart_or_outlive_their_worker_are_killed_and_named(tmp_p
 
 
 STEPS_UNDER_I = textwrap.dedent("""
-    import os, sys
-    if sys.flags.isolated == 0:   # as a launcher would: the training itself runs isolated
+    import os, shutil, sys
+    if sys.argv[1] == "0" and sys.flags.isolated == 0:   # as a launcher would: the training runs isolated
         os.execv(sys.executable, [sys.executable, "-I", *sys.argv])
     import paddle
     model = paddle.nn.Linear(4, 1)
@@ -290,6 +300,8 @@ STEPS_UNDER_I = textwrap.dedent("""
         model(paddle.randn([2, 4])).mean().backward()
         opt.step()
         opt.clear_grad()
+    if sys.argv[1] == "1":   # it cleans up: ampbench's outputs/ folder, {out}'s parent, goes too
+        shutil.rmtree(os.path.dirname(os.path.abspath(sys.argv[2])))
     print("took 6 steps", flush=True)
 """)
 
@@ -299,12 +311,14 @@ def test_a_program_whose_python_skips_the_hook_is_not_told_it_never_stepped(tmp_
     prog = tmp_path / "isolated.py"
     prog.write_text(STEPS_UNDER_I)
     p = tmp_path / "suite.toml"
-    p.write_text(suite_text(command=f'["{sys.executable}", "{prog}", "{{steps}}"]', amp=False, timeout=90))
+    p.write_text(suite_text(command=f'["{sys.executable}", "{prog}", "{{seed}}", "{{out}}", "{{steps}}"]',
+                            amp=False, timeout=90, seeds="[0, 1]", steps=6))
     out = tmp_path / "runs"
     run("run", p, "--out", out, "--no-report")
-    (t,) = [json.loads(q.read_text()) for q in out.glob("mine/*/trials/*.json")]
-    assert t["status"] == "crashed" and "never called" not in t["error"]
-    assert "hook never reported" in t["error"] and "-I" in t["error"]
+    isolated, cleaned = (json.loads(q.read_text()) for q in sorted(out.glob("mine/*/trials/*.json")))
+    assert isolated["status"] == "crashed" and "never called" not in isolated["error"]
+    assert "hook never reported" in isolated["error"] and "-I" in isolated["error"]
+    assert cleaned["status"] == "ok" or "never called" not in cleaned["error"], cleaned["error"]
 
 
 def test_the_flag_that_skips_the_hook_is_named():

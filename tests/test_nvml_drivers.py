@@ -125,3 +125,39 @@ def test_the_trial_record_and_selftest_say_not_measured_for_energy(monkeypatch, 
     rows = {r.check: r for r in _check_trial(t, Machine(gpus=1, unsupported={}))}
     assert rows["energy"].ok is None and "not measured" in rows["energy"].detail
     assert rows["nvml-device"].ok is True
+
+
+def test_the_worker_finds_the_mig_instance_by_the_cuda_drivers_uuid(monkeypatch, tmp_path, toy_suite):
+    """docker --gpus device=MIG-...: the runtime chose the instance and no variable says so; CUDA's
+    cuDeviceGetUuid_v2 names it, and the trial reads the instance, never the parent."""
+    from ampbench.trackers import cuda
+    from tests.fake_cuda import install_machine, machines
+    from tests.test_gpu_machines import run_toy
+
+    install_machine(monkeypatch, machines()["mig-container"], tmp_path)
+    monkeypatch.delenv("NVIDIA_VISIBLE_DEVICES")
+    t = run_toy(toy_suite(), tmp_path, "fp32")
+    assert t.status == "ok", t.error
+    m = t.memory
+    assert m.nvml_device["mig"] is True and m.nvml_device["uuid"] == mig_uuid(3, 1)
+    assert m.device_used_bytes == 3 * GIB + 1 and m.device_used_source == nvml.PROCESS
+    assert not [k for k in m.errors if k.startswith("nvml")], m.errors
+    assert cuda.cuda_uuid(0) == mig_uuid(3, 1).removeprefix("MIG-")
+
+
+def test_the_window_keeps_the_peak_of_memory_that_moves():
+    """The driver's figures move with the processes (used = their memory + the rest): the window keeps
+    the highest sample, not the first or the last."""
+    import time
+
+    gpus = four_gpus(own_on=0)
+    nv = _opened(gpus)
+    poller = nvml.Poller(nv, nvml.resolve(nv, {}, "0000:1b:00.0"), interval_s=0.01, timeline=True).start()
+    gpus[0].pids[os.getpid()] = 6 * GIB
+    time.sleep(0.1)
+    gpus[0].pids[os.getpid()] = GIB
+    time.sleep(0.05)
+    out = poller.stop()
+    assert out["device_used_bytes"] == 6 * GIB
+    used = [d for _, _, _, d in poller.s.timeline]
+    assert max(used) == 3 * GIB + GIB + 6 * GIB and used[-1] == 3 * GIB + GIB + GIB   # base + foreign + ours

@@ -54,7 +54,7 @@ def _slurm_run(cluster, cwd: Path, extra: list[str] = (), fault: str = "") -> su
 
 def _run_dir(cwd: Path) -> Path:
     found = sorted((cwd / "runs" / "toy").glob("*/run.json"))
-    return found[-1].parent
+    return found[-1].parent if found else cwd / "runs" / "not-yet"
 
 
 def _wait_for(cond: Callable[[], bool], what: str, limit: float = 120.0) -> None:
@@ -118,7 +118,7 @@ def test_a_slurm_run_gives_the_local_runs_verdict_and_losses(cluster, tmp_path):
 def test_scancel_of_one_job_records_it_cancelled_a_failed_job_its_exit_code_and_the_rest_go_on(cluster, tmp_path):
     (tmp_path / "seeds").mkdir()
     p = _slurm_run(cluster, tmp_path, ["--seeds", "0,1"], fault="amp-o1-fp16:0:hang,fp32:1:exit")
-    _wait_for(lambda: (tmp_path / "runs").is_dir() and len(_jobs(_run_dir(tmp_path))) == 4, "4 jobs submitted")
+    _wait_for(lambda: len(_jobs(_run_dir(tmp_path))) == 4, "4 jobs submitted")
     run = _run_dir(tmp_path)
     hung = _jobs(run)["amp-o1-fp16__seed0"]
     _wait_for(lambda: cluster.jobs().get(hung) == "RUNNING", f"job {hung} running")
@@ -136,7 +136,7 @@ def test_scancel_of_one_job_records_it_cancelled_a_failed_job_its_exit_code_and_
 @pytest.mark.slow
 def test_ctrl_c_cancels_every_job_and_resume_runs_only_the_rest(cluster, tmp_path):
     p = _slurm_run(cluster, tmp_path, fault="amp-o1-fp16:0:hang")
-    _wait_for(lambda: (tmp_path / "runs").is_dir() and _ok_file(_run_dir(tmp_path), "fp32__seed0"), "fp32 done")
+    _wait_for(lambda: _ok_file(_run_dir(tmp_path), "fp32__seed0"), "fp32 done")
     run = _run_dir(tmp_path)
     jobs = _jobs(run)
     p.send_signal(signal.SIGINT)
@@ -157,7 +157,7 @@ def test_ctrl_c_cancels_every_job_and_resume_runs_only_the_rest(cluster, tmp_pat
 @pytest.mark.slow
 def test_resume_after_ampbench_was_killed_waits_for_its_jobs_instead_of_submitting_them_again(cluster, tmp_path):
     p = _slurm_run(cluster, tmp_path)
-    _wait_for(lambda: (tmp_path / "runs").is_dir() and len(_jobs(_run_dir(tmp_path))) == 2, "2 jobs submitted")
+    _wait_for(lambda: len(_jobs(_run_dir(tmp_path))) == 2, "2 jobs submitted")
     run = _run_dir(tmp_path)
     jobs = _jobs(run)
     p.kill()
@@ -170,6 +170,23 @@ def test_resume_after_ampbench_was_killed_waits_for_its_jobs_instead_of_submitti
     assert _jobs(run) == jobs
     for key, job in jobs.items():
         assert _trial(run, key)["slurm"]["job_id"] == job
+
+
+@pytest.mark.slow
+def test_a_two_node_trial_is_one_job_with_a_paddle_launcher_on_each_node(cluster, tmp_path):
+    dist = '\n[distributed]\nnnodes = 2\nnproc_per_node = 1\nbackend = "gloo"\n'
+    (tmp_path / "toy.toml").write_text(SUITE + dist)
+    p = _ampbench(cluster, ["toy.toml", "--launcher", "slurm", "--slurm-poll", "0.5", "--out", "runs", "--mode", "fp32",
+                            "--no-report", "--set", "train.steps=6", "--set", "train.warmup_steps=1"], tmp_path)
+    code, out = _finish(p, 240)
+    run = _run_dir(tmp_path)
+    t = _trial(run, "fp32__seed0")
+    assert t["status"] == "ok", (t.get("error"), out)
+    assert t["slurm"]["nodes"] == "node[1-2]" and t["slurm"]["node"] == "node1"
+    ranks = t["distributed"]["per_rank"]
+    assert [r["host"] for r in ranks] == ["node1", "node2"] and t["world_size"] == 2
+    assert all(len(r["step_s"]) == 6 for r in ranks) and len(t["memory"]["per_rank"]) == 2
+    assert sorted(p.name for p in (run / "logs" / "fp32__seed0.ranks").iterdir() if p.is_dir()) == ["node0", "node1"]
 
 
 # ---------------------------------------------------------------- without a cluster

@@ -162,15 +162,16 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         baseline = opts.baseline
         try:
             role = node_role(opts)
-            _run_trials(run, info, suite, plan, todo, faults, console, role)
+            ended = _run_trials(run, info, suite, plan, todo, faults, console, role)
             if role is not None and role.follower:
-                return _follower_done(run, console)
+                return _follower_done(run, ended, console)
             baseline = _resolve_baseline(run, baseline, console)
             seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
             if opts.until_decided and info.sequential is not None:
-                suite = ud.extend(run, info, suite, plan, seq,
-                                  lambda new: _run_trials(run, info, suite, new, new, faults, console),
-                                  console, started)
+                def more(new: list[tuple[str, int]]) -> None:
+                    _run_trials(run, info, suite, new, new, faults, console, role)
+
+                suite = ud.extend(run, info, suite, plan, seq, more, console, started)
         except (KeyboardInterrupt, Interrupted) as e:
             code = e.exit_code if isinstance(e, Interrupted) else 130
             kept = len(run.finished_keys(config_hash=info.config_hash, suite=info.suite))
@@ -192,14 +193,20 @@ def _resume_launcher(run: RunDir, opts: RunOptions) -> None:
     if opts.slurm is not None and recorded is None:
         raise ConfigError("--launcher", "slurm", f"{run.path} was run by the local launcher; --resume finishes it "
                           "the same way (drop --launcher slurm)")
+    if recorded is not None and opts.slurm is not None and opts.slurm != recorded.options:
+        raise ConfigError("--resume", "--launcher slurm", f"not honoured: --resume submits the rest of {run.path} with "
+                          f"the Slurm options in its slurm.json; drop the Slurm options")
     if recorded is not None:
         require_commands()
 
 
-def _follower_done(run: RunDir, console: Console) -> int:
+def _follower_done(run: RunDir, ended: list[Trial], console: Console) -> int:
+    """A follower node (--node-rank > 0) has no trials to judge: exit 0 when its part of each ended ok, else 2."""
+    bad = [t.key for t in ended if t.status != "ok"]
     console.print(f"node rank done: its ranks' logs are in {escape(str(run.logs_dir))}; node 0's run folder holds "
-                  "the trials, their check and report", soft_wrap=True)
-    return 0
+                  f"the trials, their check and report" + (f"; this node's part failed in {escape(', '.join(bad))}"
+                                                            if bad else ""), soft_wrap=True)
+    return 2 if bad else 0
 
 
 def _resolve_baseline(run: RunDir, baseline: Path | None, console: Console) -> Path | None:
@@ -226,7 +233,7 @@ def _say_pool(pool: list[str] | None, console: Console) -> None:
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
                 todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console,
-                node: NodeRole | None = None) -> None:
+                node: NodeRole | None = None) -> list[Trial]:
     """`todo` through the device pool (run.json's; none: one slot, the plan's order), one progress task
     per running trial; or, for a run started with --launcher slurm, as Slurm jobs."""
     from ampbench.launch.slurm_run import load_state
@@ -235,9 +242,10 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
         from ampbench.commands.run_slurm import run_on_slurm
 
         run_on_slurm(run, info, suite, todo, faults, state, console, trial_files, _status_text)
-        return
+        return []
     pool = info.devices or [CPU]
     shares = cpu_shares(info.affinity, len(pool))
+    ended: list[Trial] = []
     sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[info]}", markup=False), console=console, transient=False,
@@ -258,11 +266,13 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
                 progress.remove_task(task)
 
         def finished(job: Job, trial: Trial) -> None:
+            ended.append(trial)
             progress.advance(overall)
             where = _where(tuple(trial.interference.devices) if trial.interference else ())
             console.print(f"  {escape(job.mode)} seed {job.seed}{where}: {_status_text(trial)}")
 
         run_jobs(sched, start, finished)
+    return ended
 
 
 def _where(devices: tuple[str, ...]) -> str:

@@ -277,7 +277,8 @@ def refuse_unhonoured(opts: RunOptions, info: RunInfo, where: Path) -> None:
     or the config are refused rather than silently ignored."""
     given = [name for name, value in (("--profile", opts.profile), ("--mode", opts.modes), ("--seeds", opts.seeds),
                                       ("--set", opts.overrides), ("--affinity", opts.affinity),
-                                      ("--at-max-batch", opts.at_max_batch or None), ("--probe", opts.probe))
+                                      ("--at-max-batch", opts.at_max_batch or None), ("--probe", opts.probe),
+                                      ("--out", None if Path(opts.out_dir) == DEFAULT_OUT else opts.out_dir))
              if value not in (None, [])]
     if opts.until_decided and info.sequential is None:
         given.append("--until-decided (the run was not started with it)")

@@ -15,7 +15,6 @@ reset; one visible GPU): it fails only where the measurement is wrong.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.core.files import atomic_write_json
+from ampbench.core.names import new_run_id
 from ampbench.core.records import Trial
 from ampbench.report.console import table_box
 
@@ -202,7 +202,7 @@ def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: lis
     from ampbench.commands.run import RunOptions, execute
     from ampbench.results.run_dir import open_run
 
-    run_id = f"selftest-{name}{tag}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    run_id = f"selftest-{name}{tag}-{new_run_id()}"   # time, pid and random bits: two selftests never collide
     quiet = Console(quiet=True)
     execute(RunOptions(suite_file=Path(name), profile=PROFILE, out_dir=runs, report=False, run_id=run_id,
                        overrides=list(extra or []), modes=list(modes or [])), console=quiet)

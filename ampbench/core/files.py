@@ -208,6 +208,46 @@ def open_for_writing(path: Path, root: Path | None = None) -> IO[str]:
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
+MAX_EMPTY_DEPTH = 64   # folders inside a folder ampbench empties; deeper is refused, never recursed without bound
+
+
+def empty_folder(folder: Path, root: Path) -> None:
+    """Make `folder` (below `root`, the folder ampbench owns) an empty folder, creating it if missing.
+
+    The one walk for every folder ampbench empties (a command trial's `{out}` and events, on every
+    attempt, --resume included): opened with O_NOFOLLOW from `root` down, so a folder replaced by a
+    symbolic link (a run folder from a CI artifact, or one the program under test rewrote) is refused,
+    never followed to delete files elsewhere; inside it a link is removed as a link (its target
+    untouched) and a sub-folder is emptied through its own descriptor before it is removed. OS errors
+    become ResultsError naming the folder."""
+    folder = Path(folder)
+    base, names = _components(folder, Path(root))
+    fd = -1
+    try:
+        fd = _open_dirs(base, names, create=True)
+        _empty_fd(fd, folder, 0)
+    except OSError as e:
+        raise ResultsError(f"{folder}: cannot empty it: {os_reason(e)}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _empty_fd(fd: int, where: Path, depth: int) -> None:
+    if depth > MAX_EMPTY_DEPTH:
+        raise ResultsError(f"{where}: folders nested deeper than {MAX_EMPTY_DEPTH}; remove it by hand")
+    for name in os.listdir(fd):
+        if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            try:
+                _empty_fd(sub, where / name, depth + 1)
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=fd)
+        else:   # a file, a link (removed, never its target), a FIFO or a socket
+            os.unlink(name, dir_fd=fd)
+
+
 def refuse_link(path: Path) -> None:
     """A fixed path ampbench creates inside its folder (a lock) must not be a symbolic link."""
     with contextlib.suppress(OSError):

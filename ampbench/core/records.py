@@ -113,6 +113,7 @@ class Memory(_Open):
     energy_j: float | None = None
     energy_j_per_sample: float | None = None
     errors: dict[str, str] = {}        # source -> error text: a missing figure says why
+    notes: dict[str, str] = {}         # what a figure includes that its name does not say (EVALS_CACHED_NOTE)
     per_rank: list[dict[str, Any]] = []  # data parallel: every rank's figures (the fields above are maxima)
 
 

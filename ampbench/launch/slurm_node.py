@@ -1,9 +1,8 @@
 """One node of a multi-node trial under Slurm: `srun` starts this once per node of the job.
 
 It turns the job into Paddle's launcher arguments and then becomes that launcher (exec): the node
-rank is SLURM_NODEID, the master the job's first node (its address as Paddle itself computes a
-node's, so the first node knows it is the master) on a port derived from the job id, so two jobs
-sharing a node do not meet each other.  A port given in the suite's `master` is kept.
+rank is SLURM_NODEID, the master the job's first node (its Slurm NodeAddr as an IP address) on a
+port derived from the job id, so two jobs sharing a node do not meet each other.  A port given in the suite's `master` is kept.
 
     python -m ampbench.launch.slurm_node SPEC RANK_DIR
 """
@@ -23,10 +22,14 @@ from ampbench.trial.spec import TrialSpec
 
 
 def master_address(environ: dict[str, str], configured: str | None) -> str:
-    """HOST:PORT of the job's first node (`scontrol show hostnames` expands Slurm's node list)."""
-    nodes = subprocess.run(["scontrol", "show", "hostnames", environ["SLURM_JOB_NODELIST"]], capture_output=True,
-                           text=True, check=True, timeout=60).stdout.split()
-    ip = socket.gethostbyname(socket.getfqdn(nodes[0]))  # as paddle.distributed.launch's Node.get_host_ip
+    """HOST:PORT of the job's first node: its NodeAddr in Slurm (its name unless the cluster says
+    otherwise) as an IP address, which is what Paddle compares with its own node's address."""
+    def scontrol(*args: str) -> str:
+        return subprocess.run(["scontrol", *args], capture_output=True, text=True, check=True, timeout=60).stdout
+
+    first = scontrol("show", "hostnames", environ["SLURM_JOB_NODELIST"]).split()[0]
+    fields = dict(kv.split("=", 1) for kv in scontrol("show", "node", "--oneliner", first).split() if "=" in kv)
+    ip = socket.gethostbyname(fields.get("NodeAddr") or first)
     port = configured.rpartition(":")[2] if configured and ":" in configured else \
         str(20000 + int(environ["SLURM_JOB_ID"]) % 20000)
     return f"{ip}:{port}"

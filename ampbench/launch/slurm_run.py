@@ -39,6 +39,7 @@ from ampbench.trial.spec import TrialSpec
 STATE_FILE = "slurm.json"
 SLURM_SCHEMA = "ampbench.slurm/1"
 CANCEL_WAIT_S = 60.0
+MAX_MISSES = 20  # squeue failing this many intervals in a row ends the run (its jobs cancelled)
 
 
 class SlurmRun(VersionedDoc):
@@ -159,8 +160,18 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
                 save_state(run_path, state)
                 hooks.say(f"{mode} seed {seed}: submitted as job {job}")
             active[job] = key
+        misses = 0
         while active:
-            now = slurm.squeue(list(active))
+            try:
+                now = slurm.squeue(list(active))
+                misses = 0
+            except slurm.SlurmError as e:  # the controller busy or restarting: ask again next interval
+                misses += 1
+                if misses >= MAX_MISSES:
+                    raise
+                hooks.say(f"warning: {e} (try {misses} of {MAX_MISSES})")
+                time.sleep(state.options.poll_s)
+                continue
             for job, key in list(active.items()):
                 st = now.get(job)
                 if st is not None and not st.ended:

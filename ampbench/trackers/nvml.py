@@ -56,6 +56,15 @@ def _code(exc: Exception) -> int | None:
     return v if isinstance(v, int) else None
 
 
+def _driver_version(nv: Any) -> str:
+    """The driver's version, only to order the process listings ("" when NVML does not say: the default
+    order then; Env records the version, and its absence, on its own)."""
+    try:
+        return _text(nv.nvmlSystemGetDriverVersion())
+    except Exception:
+        return ""
+
+
 def process_calls(driver: str) -> tuple[str, ...]:
     """The process listings to try, in order, for this driver version ("" when unknown)."""
     parts = [int(p) if p.isdigit() else -1 for p in driver.split(".")[:2]] + [-1, -1]
@@ -150,6 +159,17 @@ def _mig_instance(nv: Any, parent: Any, want: str, bus: str) -> NvmlDevice:
                       f"({'UUID ' + want if want else 'its UUID unknown'}): set CUDA_VISIBLE_DEVICES=MIG-<uuid>")
 
 
+def _wanted_mig(environ: Mapping[str, str], ordinal: int, cuda_uuid: str | None) -> str:
+    """The MIG instance this CUDA device is, as hex digits: the CUDA device's own UUID, else (no
+    CUDA_VISIBLE_DEVICES) the container runtime's NVIDIA_VISIBLE_DEVICES entry; "" when neither says."""
+    if cuda_uuid:
+        return uuid_hex(cuda_uuid)
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return ""
+    nvd = visible_entry({"CUDA_VISIBLE_DEVICES": environ.get("NVIDIA_VISIBLE_DEVICES", "")}, ordinal)
+    return uuid_hex(nvd) if nvd and nvd.startswith("MIG-") else ""
+
+
 def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None,
             cuda_uuid: str | None = None) -> NvmlDevice:
     """The NVML device behind this process's CUDA device (see the module docstring for the order).
@@ -164,11 +184,7 @@ def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None,
             h = nv.nvmlDeviceGetHandleByIndex(i)
             if norm_bus_id(_text(nv.nvmlDeviceGetPciInfo(h).busId)) == want:
                 if _mig_enabled(nv, h):
-                    container = visible_entry({"CUDA_VISIBLE_DEVICES": environ.get("NVIDIA_VISIBLE_DEVICES", "")},
-                                              ordinal) if entry is None else None
-                    mig = uuid_hex(cuda_uuid) or (uuid_hex(container) if container and container.startswith("MIG-")
-                                                  else "")
-                    return _mig_instance(nv, h, mig, want)
+                    return _mig_instance(nv, h, _wanted_mig(environ, ordinal, cuda_uuid), want)
                 return _device(nv, h, "pci_bus_id")
     if entry and entry.startswith("GPU-"):
         return _device(nv, nv.nvmlDeviceGetHandleByUUID(entry.encode()), "uuid")
@@ -232,8 +248,7 @@ class Poller:
             self.s.errors.setdefault(name, f"{type(exc).__name__}: {exc}"[:200])
 
     def start(self) -> Poller:
-        driver = self._call("nvmlSystemGetDriverVersion", lambda: _text(self.nv.nvmlSystemGetDriverVersion()))
-        self._procs_calls = process_calls(driver or "")
+        self._procs_calls = process_calls(_driver_version(self.nv))
         self._procs_call = self._procs_calls[0]
         self._energy0 = self._energy_mj()
         self.sample()

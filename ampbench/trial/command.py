@@ -25,7 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.files import atomic_write_json
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_json, empty_folder
 from ampbench.core.processes import become_subreaper, end_descendants, guarded, tree_rss_bytes
 from ampbench.core.records import Env
 from ampbench.trial.command_gpu import ProgramGpu
@@ -75,21 +76,22 @@ class Output:
                 head, end = bytearray(), bytearray()
         if head:
             self._line(head, end)
-        if self.dropped:
+            self.dropped += 1 if self.dropped_bytes else 0   # the last line, unfinished
+        if self.dropped_bytes:
             log.write(f"[ampbench] {self.dropped_bytes:,} bytes of output ({self.dropped:,} lines) were not "
-                      f"logged; the output's last {len(self._last[-LAST_KEEP:]):,} bytes:\n".encode())
-            log.write(bytes(self._last[-LAST_KEEP:]))
+                      f"logged; the output's last {len(self._last):,} bytes:\n".encode())
+            log.write(bytes(self._last))
         log.flush()
 
     def _to_log(self, log: Any, piece: bytes) -> None:
-        if not self.dropped and self.written + len(piece) <= self.max_bytes:
+        if not self.dropped_bytes and self.written + len(piece) <= self.max_bytes:
             log.write(piece)
             self.written += len(piece)
             return
-        if not self.dropped:
+        if not self.dropped_bytes:
             log.write(f"\n[ampbench] the program's output passed {self.max_bytes // 2**20} MiB: the log keeps "
                       "only its last bytes, at the end\n".encode())
-        self.dropped += 1 if piece.endswith(b"\n") or not self.dropped else 0
+        self.dropped += piece.endswith(b"\n")   # readline: a newline only at a piece's end
         self.dropped_bytes += len(piece)
         self._last += piece
         del self._last[:-LAST_KEEP]
@@ -150,10 +152,6 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     trial_path = Path(spec.trial_path)
     out = trial_path.parent.parent / "outputs" / trial_path.stem
     events_dir = trial_path.parent.parent / "outputs" / f"{trial_path.stem}.events"
-    for d in (out, events_dir):
-        d.mkdir(parents=True, exist_ok=True)
-        for f in d.glob("*.jsonl") if d == events_dir else []:
-            f.unlink()
     tr.trial.env = worker_env()
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)
@@ -161,11 +159,15 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     code, peak, launch_error, gpu = None, 0, "", None
     left: list[str] = []
     try:
+        for d in (out, events_dir):   # empty for every attempt (--resume too), never through a link
+            empty_folder(d, root=trial_path.parent.parent)
         argv, env, cwd = command_line(tr, p, out, events_dir)
         events.emit(event="phase", phase="program")
         become_subreaper()
         proc = subprocess.Popen(guarded(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+    except ResultsError as e:
+        launch_error = f"could not prepare the program's folders: {e}"
     except (OSError, ValueError, KeyError, IndexError) as e:
         launch_error = f"could not start the program: {type(e).__name__}: {e}"
     else:
@@ -196,7 +198,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
 
 def worker_env() -> Env:
     """The machine's facts without importing paddle here (the program's Paddle, device and Python
-    come from the hook's start event, see command_finish)."""
+    come from the hook's start and device events, see command_finish)."""
     import platform
 
     import ampbench

@@ -77,9 +77,9 @@ def _no_steps(reader: EventReader, argv: list[str]) -> str:
     """Why no optimizer step was seen, as far as the hook's events tell: it never ran (a Python flag,
     a cleared PYTHONPATH, its folder deleted), it ran but Paddle was never imported, or no step()."""
     folder = getattr(reader, "folder", None)
-    if not reader.procs and isinstance(folder, Path) and not folder.is_dir():
+    if isinstance(folder, Path) and not folder.is_dir():
         return (f"no optimizer step could be read: the program removed ampbench's event folder {folder} "
-                "(it deletes its run folder or {out}'s parent?)")
+                "(does it delete {out}'s parent, the run's outputs/ folder?)")
     if not reader.procs:
         flag = _site_flag(argv)
         if flag:

@@ -27,6 +27,8 @@ from ampbench.trackers import energy_window, nvml
 from ampbench.trial.command_record import Proc
 
 CUDA_ENV = ("CUDA_VISIBLE_DEVICES", "FLAGS_selected_gpus", "CUDA_DEVICE_ORDER")
+# the note a device without an energy counter leaves (NVML "Not Supported"): its null energy needs no other reason
+NO_ENERGY = "nvml." + nvml.NOT_SUPPORTED + "nvmlDeviceGetTotalEnergyConsumption"
 
 
 class TreePids:
@@ -46,7 +48,7 @@ class TreePids:
 
 
 class ProgramGpu:
-    """Pollers over the GPUs the program's processes report, opened as their start events arrive."""
+    """Pollers over the GPUs the program's processes report, opened as their device events arrive."""
 
     def __init__(self, root_pid: int, pids: Callable[[], Collection[int]] | None = None) -> None:
         self.root = root_pid
@@ -112,7 +114,7 @@ class ProgramGpu:
             energy.append(joules)
         if window is None:
             errors["nvml.window"] = "no measured step: NVML's figures have no window"
-        elif any(e is None for e in energy):
+        elif any(e is None for e in energy) and not any(k.startswith(NO_ENERGY) for k in errors):
             errors.setdefault("nvml.window", "the NVML samples do not cover the measured window: energy not measured")
         first = next(iter(self.results.values()))
         return {"device_used_bytes": max(used) if used else None,

@@ -228,7 +228,7 @@ class Replicas:
         import paddle.distributed as dist
 
         mine = {"rank": self.rank, "memory": trial.memory.model_dump(mode="json"), "digest": weight_digest(model),
-                "buffers": buffer_digest(model), "host": socket.gethostname(),
+                "buffers": buffer_digest(model), "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
                 "step_s": [s.time_s for s in trial.steps]}
         gathered: list[Any] = []
         dist.all_gather_object(gathered, mine)

@@ -10,7 +10,9 @@ When the program's `import paddle` has finished, it records per optimizer step (
 outermost Optimizer.step/minimize or GradScaler.step/minimize call): the wall time since the
 previous step's end, after a device synchronisation on GPU (ampbench's timing policy: a step runs
 from before its batch is fetched to the end of its update on the device), minus time spent between
-a Layer.eval() and the next Layer.train() (an evaluation inside the loop is not a training step);
+a Layer.eval() and the next Layer.train() with no optimizer step between them (an evaluation
+inside the loop is not a training step; a frozen submodule, `model.train(); bn.eval()` each
+iteration, steps while in eval mode and is never subtracted);
 the loss (the tensors backward() ran on, unscaled when a GradScaler scaled them, read at the step
 boundary so no extra sync is added, at most every AMPBENCH_HOOK_LOSS_EVERY_S); the GradScaler's scale and found_inf; op dtype counts from
 Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak of the
@@ -250,6 +252,8 @@ def _boundary(st: _State) -> None:
     step = st.step = st.step + 1
     if st.peaks is not None:
         st.peaks.at_step()
+    if st.eval_t0 is not None:   # an optimizer step since eval(): a frozen submodule, not an evaluation
+        st.eval_t0 = None
     losses = st.losses
     loss = None
     if losses:
@@ -337,6 +341,7 @@ class _Peaks:
         self.folded: tuple[int, ...] = ()
         self.last: tuple[int, ...] = ()
         self.in_eval = False
+        self.evals = 0   # evaluations inside the window: what they left cached stays in the reserved peak
 
     @classmethod
     def open(cls, st: _State) -> _Peaks:
@@ -377,7 +382,7 @@ class _Peaks:
     def resume(self) -> None:
         """Layer.train() after an evaluation: its peak is dropped."""
         if self.in_eval and self.reset is not None:
-            self.in_eval, self.last = False, ()
+            self.in_eval, self.last, self.evals = False, (), self.evals + 1
             try:
                 self.reset()
             except Exception as exc:
@@ -385,7 +390,8 @@ class _Peaks:
 
     def event(self) -> dict:
         got = tuple(max(a, b) for a, b in zip(self.folded or self.last, self.last or self.folded))
-        ev: dict = {"e": "memory", "source": self.source, "peak_allocated": None, "peak_reserved": None}
+        ev: dict = {"e": "memory", "source": self.source, "peak_allocated": None, "peak_reserved": None,
+                    "evaluations": self.evals}
         if self.error:
             ev["error"] = self.error
         elif got:

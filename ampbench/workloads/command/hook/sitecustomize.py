@@ -576,7 +576,8 @@ class _TimedBatches:
     without a figure: unknown, never zero)."""
 
     def __init__(self, it, st: _State):
-        self._it, self._st, self._waits = it, st, {}
+        self._it, self._st = it, st
+        self._waits: dict[int, float] = {}
 
     def __iter__(self):
         return self

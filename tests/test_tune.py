@@ -290,9 +290,11 @@ def test_causes_are_ranked_with_their_numbers():
 
     census = {"op_calls": {"matmul_v2": {"float16": 10, "float32": 30}, "cast": {"float32": 40},
                            "elementwise_add": {"float32": 20}}, "white_list": ["matmul_v2"], "black_list": ["exp"]}
-    t = _trial(0.061, 0.099, True, **census)
+    t = _trial(0.061, 0.099, True, level="O1", **census)
     causes = why_slow.rank([t])
-    assert [c.kind for c in causes] == ["launch-bound", "data-bound", "casts", "fp32-ops"]
+    assert [c.kind for c in causes] == ["launch-bound", "data-bound", "casts", "fp32-ops", "unlisted"]
+    assert causes[4].text.startswith("20 of 100 op calls are on neither list")
+    assert "unlisted" not in [c.kind for c in why_slow.rank([_trial(0.0, 0.01, True, level="O2", **census)])]
     assert causes[1].text.startswith("61% of each step waits for data")
     assert "30 of 100 op calls are white-list ops that still ran in FP32" in causes[3].text
     assert why_slow.op_census(t) == {"total": 100, "low_precision": 10, "casts": 40, "white_list_fp32": 30,

@@ -228,6 +228,18 @@ def test_a_command_suite_stops_at_the_next_rung_with_the_programs_flags(tmp_path
     assert "Global.amp_level=O2" in md and "--fp16_opt_level O2" in md and 'level = "O2"' in md
 
 
+def test_a_crashed_short_trial_stops_the_ladder_as_an_error(tmp_path, monkeypatch):
+    from ampbench.core.records import Trial
+
+    sim = Simulated([{}])
+    sim.install(monkeypatch)
+    monkeypatch.setattr(tune_cmd, "_short_trial", lambda *a: Trial(suite="s", workload="toy", mode="m", seed=0,
+                                                                    status="crashed", error="ImportError: no\nx"))
+    assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "o")) == 2
+    doc = load_tune(next((tmp_path / "o" / "toy").glob("tune-*")))
+    assert doc.stopped.startswith("error: the short trial ended crashed: ImportError: no") and sim.ran == []
+
+
 def test_resume_refuses_a_new_suite(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "tune", "resnet", "--resume", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)

@@ -285,8 +285,12 @@ def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
     if not doc.rungs and not doc.stopped:
         mode = ModeConfig.model_validate((doc.pending or {})["mode"])
         t = _short_trial(folder, doc, mode, console)
-        if t.status == "ok" and not t.amp.active:
+        if t.status != "ok":
+            first = (t.error or "").strip().splitlines()
+            doc.stopped = f"error: the short trial ended {t.status}: {first[0] if first else ''} (log in short/logs/)"
+        elif not t.amp.active:
             doc.stopped = f"inactive: AMP did not run ({t.amp.inactive_reason or 'every op ran in float32'})"
+        if doc.stopped:
             doc.pending = None
             doc.write(folder)
     while doc.pending is not None and not doc.stopped:

@@ -48,15 +48,15 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     p, m = c.pooled, c.th.history_min_change
     threshold = {"min_change": m, "confidence": c.th.confidence, "alpha": c.th.history_alpha}
     runs, now = p.rates(c.mode), _logs(cur)
-    ids = {"baseline_runs": p.run_ids}
+    ids = p.run_ids
     if len(runs) < MIN_RUNS:
         return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
                       f"Not enough data: the history holds {len(runs)} run(s) of {c.mode} since {p.since}; the "
-                      f"run-to-run drift needs {MIN_RUNS}.", **ids)
+                      f"run-to-run drift needs {MIN_RUNS}.", baseline_runs=ids)
     if len(now) < inference.MIN_TRIALS:
         return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
                       f"Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} measured steps; "
-                      f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", **ids)
+                      f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=ids)
     clustered = clustering([cur, *[c.compact(x.name) for x in c.suite.modes if x.name != c.mode]])
     base_n = sum(len(r) for r in runs)
     pc, fc = c.levels(history=True, baseline_trials=base_n)
@@ -89,4 +89,4 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
         msg += f" Note: {clustered}."
     return c.rule("history-throughput", status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
                   upper=b.upper, fail_upper=b.fail_upper, ci_low=b.low, ci_high=b.high, seeds=[len(now), base_n],
-                  runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, **ids)
+                  runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, baseline_runs=ids)

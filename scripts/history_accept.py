@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aa_runs import _cli, _plant_env  # noqa: E402  (the same plant as the issue-23 acceptance)
+from aa_runs import _cli, _plant_env  # the same plant as the issue-23 acceptance
 
 WINDOW = 10
 

@@ -55,8 +55,7 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
         report.notes.append(f"No pooled history baseline: {seg.describe()}, fewer than {pooled.MIN_RUNS}; {instead}.")
     if drift is not None:
         report.notes.append(f"History rules allow a {drift.describe()}.")
-    # a check with --history never replaces the run's own check.json, even when it judged the run alone
-    target = run.path / "check-vs-history.json" if history is not None and base is None else check_path(run.dir, base_path)
+    target = run.path / "check-vs-history.json" if use_pool is not None else check_path(run.dir, base_path)
     try:
         report.write(target)
     except ResultsError as e:  # a read-only run folder is judged and printed all the same

@@ -13,7 +13,9 @@ every optimizer step from a sitecustomize on PYTHONPATH, so neither the config n
 runs before it (ampbench.commands.history), then runs `ampbench check RUN --history THAT_FOLDER`: the
 history rules compare against the trials of those runs (judge.pooled).  Acceptance: every planted run
 FAILs history-throughput (>= 3 of 4 asked), no unchanged run from U11 on FAILs anything (12
-comparisons).  It prints the load average before and after, and writes OUT/history-accept.json.
+comparisons).  It prints the load average before and after, what the statistic alone decided (a verdict the
+interference evidence withholds as "measurement disturbed" on a saturated machine), and writes
+OUT/history-accept.json.
 """
 
 from __future__ import annotations
@@ -107,8 +109,11 @@ def do_check(args: argparse.Namespace) -> None:
         hist_rules = [x for x in rules if x["rule"] == "history-throughput"]
         fails = [f"{x['mode']}:{x['rule']}" for x in rules if x["status"] == "FAIL"]
         good = bool(hist_rules) and all(x["status"] == "FAIL" for x in hist_rules) if r["planted"] else not fails
+        # what the statistic alone decided, before the interference evidence withheld it (disturbed)
+        shown = [x["mode"] for x in hist_rules if x["status"] == "FAIL" or "is demonstrated" in x["message"]]
         rows.append({"label": r["label"], "planted": r["planted"], "exit": proc.returncode, "fails": fails,
-                     "ok": good, "load_when_made": r.get("load"),
+                     "ok": good, "load_when_made": r.get("load"), "slowdown_shown_by_the_statistic": shown,
+                     "disturbed": [x["mode"] for x in hist_rules if x["message"].startswith("Measurement disturbed")],
                      "history": [{"mode": x["mode"], "status": x["status"], "change": x.get("observed"),
                                   "message": x["message"]} for x in hist_rules]})
         print(f"{r['label']} ({'planted' if r['planted'] else 'unchanged'}): exit {proc.returncode}; "
@@ -118,6 +123,10 @@ def do_check(args: argparse.Namespace) -> None:
     u = [x for x in rows if not x["planted"]]
     print(f"planted: {sum(x['ok'] for x in s)} of {len(s)} FAILed history-throughput in every mode; unchanged: "
           f"{sum(1 for x in u if x['fails'])} of {len(u)} with a FAIL; load average {load0} -> {os.getloadavg()}")
+    print(f"the statistic alone (before 'measurement disturbed' withheld a verdict): a slowdown shown in every mode "
+          f"of {sum(1 for x in s if len(x['slowdown_shown_by_the_statistic']) == len(x['history']))} of {len(s)} "
+          f"planted runs and in {sum(1 for x in u if x['slowdown_shown_by_the_statistic'])} of {len(u)} unchanged "
+          f"runs; {sum(1 for x in rows if x['disturbed'])} of {len(rows)} comparisons disturbed")
     (Path(args.out) / "history-accept.json").write_text(json.dumps(rows, indent=1))
     raise SystemExit(0 if sum(x["ok"] for x in s) >= 3 and not any(x["fails"] for x in u) and len(u) >= 12 else 1)
 

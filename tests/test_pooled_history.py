@@ -77,7 +77,7 @@ def test_the_baseline_starts_after_the_last_step_and_is_capped(tmp_path):
     from ampbench.results.history import RunSummary
 
     series = [RunSummary.model_validate(x) for x in lines]
-    more = [s.model_copy(update={"run_id": f"m{i:02d}"}) for i in range(25) for s in series[-1:]]
+    more = [series[8 + i % 8].model_copy(update={"run_id": f"m{i:02d}"}) for i in range(25)]
     seg = pooled.select(series[8:] + more)
     assert len(seg.runs) == pooled.POOL_CAP and seg.left_out == 8 + 25 - pooled.POOL_CAP
     assert "left out (cap 20)" in seg.describe()

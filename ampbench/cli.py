@@ -203,11 +203,12 @@ def check(
                                             "them), or `last`: the previous run of this suite, device and config"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
-    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the run-to-run drift "
-                                           "the history rules allow is estimated from it"),
+    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the history rules "
+                                           "compare against its runs of this suite, device and config since the "
+                                           "last change point (>= 3 runs; else --baseline, with the drift from it)"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
-    check-vs-BASELINE.json, the run's own check.json is kept)."""
+    check-vs-BASELINE.json; with --history: check-vs-history.json; the run's own check.json is kept)."""
     from ampbench.commands.check import check_run
     from ampbench.report.console import print_check
 

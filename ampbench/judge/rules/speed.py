@@ -47,9 +47,11 @@ def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
 
 def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
             extra: list[list[CompactTrial]] | None = None, drift_sd: float = 0.0,
-            levels: tuple[float, float] | None = None) -> Comparison | None:
+            levels: tuple[float, float] | None = None,
+            min_fail_trials: int = inference.MIN_FAIL_TRIALS) -> Comparison | None:
     """None when a side has no trial with enough measured steps; `extra` arms only add to the spread;
-    `levels`: the (PASS, FAIL) one-sided confidences (Ctx.levels), default `confidence` for both."""
+    `levels`: the (PASS, FAIL) one-sided confidences (Ctx.levels), default `confidence` for both;
+    `min_fail_trials`: the FAIL floor (fail_floor_of)."""
     a, sa = _medians(num)
     b, sb = _medians(den)
     if not a or not b:
@@ -57,7 +59,7 @@ def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
     ok = min(len(a), len(b)) >= inference.MIN_TRIALS
     more = [_medians(x)[0] for x in extra or []]
     pc, fc = levels or (confidence, confidence)
-    bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd, fc, pc) if ok else None
+    bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd, fc, pc, min_fail_trials) if ok else None
     return Comparison(np.array(a), np.array(b), sa + sb, bounds)
 
 
@@ -92,7 +94,8 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     """
     need = c.th.min_speedup
     amp, ref = c.compact(c.mode), c.compact(REFERENCE_MODE)
-    cmp = compare(amp, ref, c.th.confidence, levels=c.levels())
+    clustered = clustering([amp, ref])
+    cmp = compare(amp, ref, c.th.confidence, levels=c.levels(), min_fail_trials=fail_floor_of([amp, ref], clustered))
     if cmp is None or cmp.bounds is None:
         est = None if cmp is None else cmp.point
         head = "" if cmp is None else f"AMP/FP32 throughput {est:.3f} (point estimate). "
@@ -115,7 +118,6 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     why = _disturbance(c, status, b.estimate / need)
     if why:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
-    clustered = clustering([amp, ref])
     if clustered:
         msg += f" Note: {clustered}."
     causes = [] if status == "PASS" else _causes(c)
@@ -139,18 +141,37 @@ def clustering(arms: list[list[CompactTrial]]) -> str | None:
     return found.describe() if found else None
 
 
+def pinned(arms: list[list[CompactTrial]]) -> bool:
+    """Every trial ran on one and the same CPU set narrower than the machine (run --affinity), so where a
+    process landed cannot differ between trials."""
+    trials = [t for arm in arms for t in arm]
+    sets = {tuple(t.interference.cpu_affinity) if t.interference is not None else () for t in trials}
+    if len(sets) != 1:
+        return False
+    cpus = sets.pop()
+    machine = max((t.cpu_count for t in trials), default=0)
+    return bool(cpus) and 0 < len(cpus) < machine
+
+
+def fail_floor_of(arms: list[list[CompactTrial]], clustered: str | None) -> int:
+    """The FAIL floor of a throughput comparison (inference.fail_floor): 3 trials per side, 2 when every
+    trial was pinned to one CPU set and the trial levels show no clustering."""
+    return inference.fail_floor(placement=True, pinned=pinned(arms), clustered=clustered is not None)
+
+
 def level_text(b: inference.Bounds) -> str:
     """The two one-sided levels a decision used, e.g. "PASS at 95%, FAIL at 99%"."""
     def pct(x: float) -> str:
         return "100%" if x >= 1 else f"{float(f'{100 * x:.4g}'):g}%"
     if not math.isfinite(b.fail_upper):
         return (f"one-sided, PASS at {pct(b.pass_confidence)}; no FAIL from fewer than "
-                f"{inference.MIN_FAIL_TRIALS} trials per side")
+                f"{b.min_fail_trials} trials per side (throughput depends on where a process ran; "
+                "--affinity pins it)")
     return f"one-sided, PASS at {pct(b.pass_confidence)}, FAIL at {pct(b.fail_confidence)}"
 
 
 def fail_bound(b: inference.Bounds, ratio: bool = True) -> str:
-    """The FAIL bound as text ("n/a" below MIN_FAIL_TRIALS)."""
+    """The FAIL bound as text ("n/a" below the FAIL floor)."""
     if not math.isfinite(b.fail_upper):
         return "n/a"
     return f"{b.fail_upper - 1:+.1%}" if not ratio else f"{b.fail_upper:.3f}"

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from ampbench.cli import app
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import empty_folder
+from tests.test_command import suite_text
 
 cli = CliRunner()
 
@@ -28,33 +29,14 @@ def trials(out: Path) -> dict[str, dict]:
 
 
 def command_suite(tmp_path: Path, program: str, *, instrument: bool = True, steps: int = 4, amp: bool = False,
-                  seeds: str = "[0]", args: str = '"--seed", "{seed}", ') -> Path:
-    """A command suite running `program` (written to prog.py) as `prog.py --seed S --steps N --out OUT`."""
+                  args: str = '"--seed", "{seed}", ') -> Path:
+    """test_command's suite running `program` (written to prog.py) as `prog.py --seed S --steps N --out OUT`."""
     prog = tmp_path / "prog.py"
     prog.write_text(program)
-    amp_mode = '\n[[modes]]\nname = "amp-o1-fp16"\nlevel = "O1"\nargs = ["--amp"]\n' if amp else ""
+    cmd = f'["{sys.executable}", "{prog}", {args}"--steps", "{{steps}}", "--out", "{{out}}"]'
     suite = tmp_path / "suite.toml"
-    suite.write_text(f"""
-[suite]
-name = "mine"
-workload = "command"
-metric = "accuracy"
-seeds = {seeds}
-
-[workload]
-command = ["{sys.executable}", "{prog}", {args}"--steps", "{{steps}}", "--out", "{{out}}"]
-metric = {{ preset = "json", json_file = "{{out}}/metrics.json" }}
-instrument = {str(instrument).lower()}
-
-[train]
-batch_size = 4
-steps = {steps}
-warmup_steps = 1
-timeout_s = 120
-
-[[modes]]
-name = "fp32"
-{amp_mode}""")
+    suite.write_text(suite_text(command=cmd, steps=steps, amp=amp, regex=False,
+                                workload_extra=f"instrument = {str(instrument).lower()}"))
     return suite
 
 
@@ -156,6 +138,7 @@ print("accuracy: 0.5")
 '''
 
 
+@pytest.mark.slow
 def test_a_frozen_submodule_is_never_subtracted_and_a_real_evaluation_is(tmp_path):
     out = tmp_path / "runs"
     suite = command_suite(tmp_path, FROZEN_BN, steps=6)
@@ -167,7 +150,7 @@ def test_a_frozen_submodule_is_never_subtracted_and_a_real_evaluation_is(tmp_pat
     times = [s["time_s"] for s in t["steps"]]
     assert all(x >= 0.035 for x in times), times          # never ~0 (the BN's eval() to the next train())
     assert times[3] < 0.3, times                            # the 0.3 s evaluation is not step 4's time
-    assert t["throughput"]["samples_per_s"] < 4 / 0.035
+    assert t["throughput"]["samples_per_s"] < t["steps"][0]["samples"] / 0.035
 
 
 NAN_LATE = r'''
@@ -206,7 +189,7 @@ from pathlib import Path
 import paddle
 ap = argparse.ArgumentParser()
 ap.add_argument("--seed", type=int); ap.add_argument("--steps", type=int); ap.add_argument("--out")
-ap.add_argument("--amp", action="store_true")
+ap.add_argument("--amp", default="")
 a = ap.parse_args()
 out = Path(a.out)
 # Forged events, wherever a program could find ampbench's events: the folder named in its environment
@@ -223,7 +206,7 @@ model = paddle.nn.Linear(4, 2)
 opt = paddle.optimizer.SGD(parameters=model.parameters())
 for i in range(a.steps):
     time.sleep(0.03)
-    with paddle.amp.auto_cast(enable=a.amp):
+    with paddle.amp.auto_cast(enable=bool(a.amp)):
         loss = model(paddle.ones([4, 4])).mean()
     loss.backward(); opt.step(); opt.clear_grad()
 time.sleep(0.6)                                # the hook's own ops event is out: the forged one comes last
@@ -236,6 +219,7 @@ print("accuracy: 0.5")
 '''
 
 
+@pytest.mark.slow
 def test_a_program_cannot_forge_its_events_by_files(tmp_path):
     out = tmp_path / "runs"
     suite = command_suite(tmp_path, FORGER, steps=4, amp=True)
@@ -247,7 +231,7 @@ def test_a_program_cannot_forge_its_events_by_files(tmp_path):
     assert fp32["status"] == "ok" and amp["status"] == "ok", (fp32["error"], amp["error"], r.output)
     assert fp32["world_size"] == 1 and amp["world_size"] == 1                 # "1.jsonl" is no rank
     assert all(s["time_s"] >= 0.025 for s in fp32["steps"]), [s["time_s"] for s in fp32["steps"]]
-    assert fp32["throughput"]["samples_per_s"] < 4 / 0.025
+    assert fp32["throughput"]["samples_per_s"] < fp32["steps"][0]["samples"] / 0.025
     assert amp["amp"]["active"] is False and "AMP inactive" in amp["amp"]["inactive_reason"]  # CPU: a no-op
     assert r.exit_code != 0 and "PASS -> exit 0" not in r.output
 
@@ -280,7 +264,7 @@ import argparse, json, sys
 from pathlib import Path
 ap = argparse.ArgumentParser()
 ap.add_argument("--seed", type=int); ap.add_argument("--steps", type=int); ap.add_argument("--out")
-ap.add_argument("--amp", action="store_true")
+ap.add_argument("--amp", default="")
 a = ap.parse_args()
 if a.amp:   # the AMP trial's program rewrites the finished fp32 trial through {out}/../..
     done = Path(a.out) / ".." / ".." / "trials" / "fp32__seed0.json"

@@ -22,6 +22,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
+from typing import Self
 
 SOCKET_ENV = "AMPBENCH_HOOK_SOCKET"   # the abstract socket's name (the hook's _SOCKET_ENV)
 MAX_CONNECTIONS = 256                  # processes of one program that report (ranks, helper interpreters)
@@ -131,7 +132,7 @@ class EventChannel:
             (self._listen if key.data is None else key.data[0]).close()
         self._sel.close()
 
-    def __enter__(self) -> EventChannel:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -275,9 +275,12 @@ def is_record(path: Path) -> bool:
     return re.search(rb'"schema"\s*:\s*"ampbench\.', head) is not None
 
 
-def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_records: bool = False) -> Path:
-    """A user's `-o` path, checked before anything is computed: not one of the inputs, not a record
-    (unless `allow_records`, e.g. a baseline refreshed on purpose), not a folder, parent not a file."""
+def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_records: bool = False,
+                 kinds: tuple[str, ...] = ()) -> Path:
+    """A user's `-o` path, checked before anything is computed (every verb's `-o` goes through here):
+    not one of the inputs, not a record (unless `allow_records`, e.g. a baseline refreshed on purpose),
+    not a folder, parent not a file, and, given the suffixes the verb writes (`kinds`), not an existing
+    file of another kind (a training script or a YAML config is never replaced by a suite)."""
     path = Path(path)
     for src in inputs:
         with contextlib.suppress(OSError):
@@ -290,6 +293,9 @@ def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_r
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise ResultsError(f"{path}: cannot write: {blocker} is a file, not a folder (ENOTDIR)")
+    if kinds and os.path.lexists(path) and path.suffix.lower() not in kinds:
+        raise ResultsError(f"{path}: exists and is not a {' or '.join(kinds)} file; refusing to replace it "
+                           "(choose another output)")
     return path
 
 

@@ -88,12 +88,12 @@ def _utf8(what: str, path: Path | str | None) -> None:
 def check_until_decided(suite: Suite, where: Path | str) -> None:
     """--until-decided adds seeds: refused up front where a seed cannot reach the trials (a command that
     never uses {seed} would run the same program again and count it as another seed)."""
-    from ampbench.workloads.command.params import CommandParams, used_placeholders
+    from ampbench.workloads.command.params import CommandParams, fields_of, placeholder_texts
 
     if suite.suite.workload != "command":
         return
-    where_used = used_placeholders(CommandParams.model_validate(suite.workload), suite)
-    if "seed" not in set().union(*where_used.values()):
+    texts = placeholder_texts(CommandParams.model_validate(suite.workload), suite)
+    if not any("seed" in fields_of(t) for k, t in texts.items() if k != "workload.metric.json_file"):
         raise ConfigError(str(where), "workload.command", "--until-decided adds seeds, but the command never uses "
                           "{seed}: every added seed would run the same training (pass e.g. --seed {seed})")
 

@@ -85,7 +85,7 @@ def _utf8(what: str, path: Path | str | None) -> None:
         raise ConfigError(what, shown, "the path is not valid UTF-8; rename it (or use another folder)") from None
 
 
-def check_until_decided(suite: Suite, where: Path | str) -> None:
+def check_until_decided(suite: Suite, where: Path | str | None) -> None:
     """--until-decided adds seeds: refused up front where a seed cannot reach the trials (a command that
     never uses {seed} would run the same program again and count it as another seed)."""
     from ampbench.workloads.command.params import CommandParams, fields_of, placeholder_texts

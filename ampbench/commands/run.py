@@ -286,7 +286,8 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
                                      env=device_env(devices, suite.distributed.multi_process))
             finally:
                 progress.remove_task(task)
-            manifest.record(Path(spec.trial_path))   # the program's tree has exited: this file is the record
+            if Path(spec.trial_path).is_file():   # (a follower node writes none: node 0 records the trial)
+                manifest.record(Path(spec.trial_path))   # the program's tree has exited: this file is the record
             return trial
 
         def finished(job: Job, trial: Trial) -> None:

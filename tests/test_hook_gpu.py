@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -83,17 +84,33 @@ def hooked(tmp_path: Path, program: str, args: list[str], hook_dir_at_start: boo
     return reader, r.stdout
 
 
-def run_case(tmp_path: Path, case: str):
-    reader, out = hooked(tmp_path, PROGRAM, [case, str(tmp_path), str(STEPS)], hook_dir_at_start=False)
+CASES = ("gpu1", "cpu", "paddle26", "eval")
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> dict:
+    """Every program at once (each is a fresh process: most of its time is Paddle's import)."""
+    def go(case: str):
+        d = tmp_path_factory.mktemp(case)
+        return hooked(d, PROGRAM, [case, str(d), str(STEPS)], hook_dir_at_start=False)
+
+    with ThreadPoolExecutor(len(CASES) + 1) as ex:
+        futures = {c: ex.submit(go, c) for c in CASES}
+        cpu = ex.submit(lambda: hooked(tmp_path_factory.mktemp("host"), CPU_PROGRAM, [str(STEPS)], True))
+        return {**{c: f.result() for c, f in futures.items()}, "host": cpu.result()}
+
+
+def run_case(cases: dict, case: str):
+    reader, out = cases[case]
     (proc,) = reader.stepping()
     assert len(proc.steps) == STEPS
     return proc, out
 
 
 @pytest.mark.slow
-def test_6_the_gpu_is_named_at_the_first_step_not_at_import(tmp_path):
+def test_6_the_gpu_is_named_at_the_first_step_not_at_import(cases):
     """set_device("gpu:1") after `import paddle`: GPU 1 is named (name, bus id), synced and measured."""
-    proc, out = run_case(tmp_path, "gpu1")
+    proc, out = run_case(cases, "gpu1")
     assert proc.start["device"] == "gpu" and proc.start["device_name"] == "NVIDIA H100 80GB HBM3"
     assert proc.start["pci_bus_id"] == "0000:08:00.0"        # a100_gpus(2)[1]'s, through the CUDA driver
     assert proc.start["ordinal"] == 1
@@ -102,32 +119,35 @@ def test_6_the_gpu_is_named_at_the_first_step_not_at_import(tmp_path):
 
 
 @pytest.mark.slow
-def test_7_a_cpu_place_program_on_a_cuda_build_is_not_broken_by_the_steps_sync(tmp_path):
+def test_7_a_cpu_place_program_on_a_cuda_build_is_not_broken_by_the_steps_sync(cases):
     """Paddle's synchronize() raises TypeError off a CUDAPlace: the hook syncs nothing for a CPU program."""
-    proc, out = run_case(tmp_path, "cpu")
+    proc, out = run_case(cases, "cpu")
     assert proc.start["device"] == "cpu" and "device_name" not in proc.start
     assert "synced []" in out and not proc.errors
     assert proc.memory["source"] == "host"
 
 
 @pytest.mark.slow
-def test_4_paddle_26_reports_a_null_window_peak_with_the_reason(tmp_path):
-    proc, _ = run_case(tmp_path, "paddle26")
+def test_4_paddle_26_reports_a_null_window_peak_with_the_reason(cases):
+    from ampbench.trial.command_record import memory_of
+
+    proc, _ = run_case(cases, "paddle26")
     assert proc.memory["peak_allocated"] is None and proc.memory["peak_reserved"] is None
     assert "reset_max_memory" in proc.memory["error"] and "2.6.2" in proc.memory["error"]
+    mem = memory_of(cases["paddle26"][0], 0)          # the trial's record, as the built-in workloads write it
+    assert mem.peak_allocated_bytes is None and "reset_max_memory" in mem.errors["allocator"]
 
 
 @pytest.mark.slow
-def test_5_gpu_peaks_leave_out_evaluations_and_what_runs_after_the_last_step(tmp_path):
-    proc, _ = run_case(tmp_path, "eval")
+def test_5_gpu_peaks_leave_out_evaluations_and_what_runs_after_the_last_step(cases):
+    proc, _ = run_case(cases, "eval")
     assert proc.memory["peak_allocated"] == 900 * 2**20 and proc.memory["peak_reserved"] == 1200 * 2**20
     assert proc.memory["peak_allocated"] < 40 * GIB
     assert proc.memory["evaluations"] == 1            # item 9: the reserved peak's note (the final one is after)
 
 
 @pytest.mark.slow
-def test_5_host_peak_on_cpu_leaves_out_evaluations_and_the_end_for_real(tmp_path):
-    reader, _ = hooked(tmp_path, CPU_PROGRAM, [str(STEPS)], hook_dir_at_start=True)
-    (proc,) = reader.stepping()
+def test_5_host_peak_on_cpu_leaves_out_evaluations_and_the_end_for_real(cases):
+    proc, _ = run_case(cases, "host")
     assert proc.start["device"] == "cpu" and proc.memory["source"] == "host"
     assert 0 < proc.memory["peak_allocated"] < 256 * 2**20      # 256 MiB were held only outside the window

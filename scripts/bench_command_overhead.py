@@ -14,7 +14,7 @@ own functions, no state) and hooked (patches and state back), block order altern
 neighbouring blocks see the same machine: two processes of identical code land 20-30% apart here,
 and one process drifts between speeds over seconds. Per pair of blocks the ratio is hooked/bare
 steps/s (each block's mean rate, so rare costs count); the 95% interval is over runs, the unit of
-replication. `--flush block` (default) charges the events' JSON and disk writes to the hooked
+replication. `--flush block` (default) charges the events' JSON and socket sends to the hooked
 blocks, at the trial's cadence (every FLUSH_EVERY_S); `--flush thread` leaves them to the hook's
 background thread, as in a trial. The hook module and its sleeping thread stay loaded in the bare
 blocks. `--aa` runs both blocks bare: the benchmark's own bias, which should be 1.0 (measured 0.996
@@ -118,9 +118,9 @@ print("COST", bw, end, sorted(writes)[len(writes) // 2])
 '''
 
 
-def hook_env(events: Path, warm: int) -> dict[str, str]:
+def hook_env(channel: dict[str, str], warm: int) -> dict[str, str]:
     """The environment a command trial gives its program (trial/command.py `command_line`), with the
-    suite defaults the benchmark measures: the hook first on PYTHONPATH, its events folder, the
+    suite defaults the benchmark measures: the hook first on PYTHONPATH, its events channel, the
     warm-up, and the default gap between loss reads (`workload.loss_every_ms`)."""
     from ampbench.workloads.command import HOOK_DIR
     from ampbench.workloads.command.params import CommandParams
@@ -128,30 +128,40 @@ def hook_env(events: Path, warm: int) -> dict[str, str]:
     loss_every_ms = CommandParams.model_fields["loss_every_ms"].default
     return {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(HOOK_DIR), os.environ.get("PYTHONPATH", ""))
                                                         if x),
-            "AMPBENCH_HOOK_DIR": str(events), "AMPBENCH_HOOK_STATS_STEPS": "2", "AMPBENCH_HOOK_WARMUP": str(warm),
+            **channel, "AMPBENCH_HOOK_STATS_STEPS": "2", "AMPBENCH_HOOK_WARMUP": str(warm),
             "AMPBENCH_HOOK_LOSS_EVERY_S": os.environ.get("AMPBENCH_HOOK_LOSS_EVERY_S", repr(loss_every_ms / 1000))}
 
 
 def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, aa: bool,
                  tmp: Path) -> list[tuple[float, float]]:
     """(bare, recording) steps/s per pair of blocks, from one process started as a command trial starts it."""
-    program, events = tmp / "same.py", tmp / "events-same"
+    program = tmp / "same.py"
     program.write_text(SAME_PROCESS)
-    events.mkdir()
-    env = hook_env(events, warm)
-    out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm), str(pairs),
-                          str(int(flush)), str(int(aa))], env=env, capture_output=True, text=True, check=True).stdout
+    with channel() as events:
+        out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm), str(pairs),
+                              str(int(flush)), str(int(aa))], env=hook_env(events.env(), warm), capture_output=True,
+                             text=True, check=True).stdout
     cost = [float(c) * 1e6 for c in next(ln.split()[1:4] for ln in out.splitlines() if ln.startswith("COST"))]
     print(f"the hook's work per step, timed directly: {cost[0]:.1f} us at backward() + {cost[1]:.1f} us at the "
           f"step's end + {cost[2]:.1f} us to serialise and write its event")
-    assert list(events.glob("*.jsonl")), "the hook wrote no events: it did not record"
+    assert events.take(), "the hook sent no events: it did not record"
     return [(float(a), float(b)) for a, b in (ln.split()[1:3] for ln in out.splitlines() if ln.startswith("PAIR"))]
 
 
-def run(program: Path, steps: int, hidden: int, warm: int, hooked: bool, events: Path) -> float:
-    env = hook_env(events, warm) if hooked else dict(os.environ)
-    out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+def channel():
+    """The socket a trial's worker opens for the hook (trial/command_channel.py), accepting our children."""
+    from ampbench.core.processes import descendants
+    from ampbench.trial.command_channel import EventChannel
+
+    return EventChannel(lambda: set(descendants(os.getpid())))
+
+
+def run(program: Path, steps: int, hidden: int, warm: int, hooked: bool) -> float:
+    with channel() as events:
+        env = hook_env(events.env(), warm) if hooked else dict(os.environ)
+        out = subprocess.run([sys.executable, str(program), str(steps), str(hidden), str(warm)], env=env,
+                             capture_output=True, text=True, check=True).stdout
+    assert not hooked or events.take(), "the hook sent no events: it did not run"
     return float(next(ln.split()[1] for ln in out.splitlines() if ln.startswith("STEPS_PER_S")))
 
 
@@ -210,11 +220,8 @@ def main() -> int:
         program = Path(tmp) / "train.py"
         program.write_text(PROGRAM)
         for i in range(a.pairs):
-            events = Path(tmp) / f"events{i}"
-            events.mkdir()
-            bare = run(program, a.steps, a.hidden, a.warmup, False, events)
-            hooked = run(program, a.steps, a.hidden, a.warmup, True, events)
-            assert list(events.glob("*.jsonl")), "the hook wrote no events: it did not run"
+            bare = run(program, a.steps, a.hidden, a.warmup, False)
+            hooked = run(program, a.steps, a.hidden, a.warmup, True)
             ratios.append(hooked / bare)
             print(f"pair {i + 1}: bare {bare:.1f} steps/s, hooked {hooked:.1f} steps/s, ratio {hooked / bare:.4f}")
     mid, lo, hi = interval(ratios)

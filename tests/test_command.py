@@ -306,12 +306,11 @@ def test_the_loss_is_read_at_most_once_per_gap_and_a_step_not_read_is_not_a_non_
     from ampbench.trial.command_record import EventReader, step_record
     from tests.factories import make_trial
 
-    (tmp_path / "ev").mkdir()
     (tmp_path / "p.py").write_text(SAMPLED_PROGRAM)
-    env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), "AMPBENCH_HOOK_DIR": str(tmp_path / "ev"),
-           "AMPBENCH_HOOK_LOSS_EVERY_S": "0.02"}
-    subprocess.run([sys.executable, str(tmp_path / "p.py")], env=env, check=True, timeout=120, capture_output=True)
-    reader = EventReader(tmp_path / "ev")
+    with hook_channel() as channel:
+        env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), **channel.env(), "AMPBENCH_HOOK_LOSS_EVERY_S": "0.02"}
+        subprocess.run([sys.executable, str(tmp_path / "p.py")], env=env, check=True, timeout=120, capture_output=True)
+    reader = EventReader(channel)
     steps = [step_record(ev, 3, 0) for _, ev in reader.poll() if ev.get("e") == "step"]
     assert [s.step for s in steps] == list(range(1, 13))
     assert steps[0].loss_seen and not all(s.loss_seen for s in steps[:6])   # fast steps: sampled
@@ -326,15 +325,23 @@ def test_the_hook_can_put_paddles_own_functions_back_and_its_own_again(tmp_path)
     unrecorded; redone, every one is ours again and steps are counted."""
     import subprocess
 
-    (tmp_path / "ev").mkdir()
     (tmp_path / "p.py").write_text(UNPATCH_PROGRAM)
-    env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), "AMPBENCH_HOOK_DIR": str(tmp_path / "ev")}
-    out = subprocess.run([sys.executable, str(tmp_path / "p.py")], env=env, capture_output=True, text=True,
-                         check=True, timeout=120).stdout
+    with hook_channel() as channel:
+        env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), **channel.env()}
+        out = subprocess.run([sys.executable, str(tmp_path / "p.py")], env=env, capture_output=True, text=True,
+                             check=True, timeout=120).stdout
     got = json.loads(out.strip().splitlines()[-1])
     assert {"backward", "step", "minimize", "eval", "train", "scale"} <= set(got["names"])
     assert all(got["before"]) and not any(got["undone"]) and got["n"] == len(got["before"]) > 6
     assert got["steps_undone"] == 0 and got["steps"] == 2
+
+
+def hook_channel():
+    """The socket a trial's worker opens for its program's hook, accepting this test's own children."""
+    from ampbench.core.processes import descendants
+    from ampbench.trial.command_channel import EventChannel
+
+    return EventChannel(lambda: set(descendants(os.getpid())))
 
 
 def hook_steps_line():
@@ -373,9 +380,8 @@ def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_
         swapped[key] = base64.b64encode(arr.tobytes()).decode()
     lines = [{"e": "start", "rank": 0}, good, torn, short, {**good, "first": "1"}, {**good, "found_inf": "!"},
              {"e": "steps", "first": 4, "n": 1}, swapped]
-    (tmp_path / "123.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    reader = EventReader(tmp_path)
-    steps = [ev for _, ev in reader.poll()]
+    reader = EventReader()
+    steps = [ev for x in lines for _, ev in reader.ingest(123, json.dumps(x).encode())]
     assert [s["step"] for s in steps] == [1, 2, 3, 7] and all(s["e"] == "step" for s in steps)
     assert steps[0]["loss"] == 2.5 and steps[0]["scale"] is None and steps[0]["found_inf"] is False
     assert "evals" not in steps[0] and steps[1]["evals"] == [[5.05, 5.08]] and steps[1]["scale"] == 1024.0

@@ -75,15 +75,14 @@ def test_tree_pids_list_the_program_and_its_children():
         child.wait()
 
 
-def _start_event(folder: Path, device: str) -> None:
-    """The start event a program's hook writes once its `import paddle` finished, and the device event
-    it writes at the end of the first step."""
+def _start_event(reader: EventReader, device: str) -> None:
+    """The start event a program's hook sends once its `import paddle` finished, and the device event
+    it sends at the end of the first step."""
     start = {"e": "start", "pid": ROOT_PID, "rank": 0, "world": 1, "paddle": "3.3.1", "python": "3.11"}
     named = {"e": "device", "device": device}
     if device == "gpu":
         named |= {"device_name": "Fake A100", "cuda_env": {"CUDA_VISIBLE_DEVICES": "0"}, "pci_bus_id": "0000:1B:00.0"}
-    path = folder / f"{ROOT_PID}.jsonl"
-    path.write_text(json.dumps(start) + "\n" + json.dumps(named) + "\n")
+    reader.ingest(ROOT_PID, json.dumps(start).encode() + b"\n" + json.dumps(named).encode())
 
 
 def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):
@@ -94,25 +93,21 @@ def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):
     run = RunDir(tmp_path / "run")
     tr = TrialContext(spec_for(suite, run), Events(None))
     p = CommandParams.model_validate(tr.suite.workload)
-    folder = tmp_path / "events"
-    folder.mkdir()
-    _start_event(folder, device)
-    reader = EventReader(folder)
+    reader = EventReader()
+    _start_event(reader, device)
     gpu = ProgramGpu(ROOT_PID, pids=lambda: {ROOT_PID, RANK_PID})
-    reader.poll()
     gpu.see(reader.procs.values())            # what _pump does as the start event arrives
-    with open(folder / f"{ROOT_PID}.jsonl", "a") as f:
-        prev = time.perf_counter()
-        for i in range(1, 7):
-            time.sleep(0.03)
-            now = time.perf_counter()
-            f.write(json.dumps({"e": "step", "step": i, "t": now - prev, "at": now, "loss": 0.5, "eval_s": 0.0}) + "\n")
-            prev = now
-        f.write(json.dumps({"e": "memory", "source": "cuda" if device == "gpu" else "host",
-                            "peak_allocated": GIB}) + "\n")
-        f.write(json.dumps({"e": "end", "reason": "exit", "steps": 6}) + "\n")
+    prev = time.perf_counter()
+    for i in range(1, 7):
+        time.sleep(0.03)
+        now = time.perf_counter()
+        reader.ingest(ROOT_PID, json.dumps({"e": "step", "step": i, "t": now - prev, "at": now, "loss": 0.5,
+                                            "eval_s": 0.0}).encode())
+        prev = now
+    reader.ingest(ROOT_PID, json.dumps({"e": "memory", "source": "cuda" if device == "gpu" else "host",
+                                        "peak_allocated": GIB}).encode())
+    reader.ingest(ROOT_PID, json.dumps({"e": "end", "reason": "exit", "steps": 6}).encode())
     time.sleep(0.05)
-    reader.poll()
     output = Output(LogScan("regex", {"accuracy": r"final accuracy: (\S+)"}), 2**20)
     output.scan.feed("final accuracy: 0.9")
     finish_command(tr, p, reader, output, 0, "", [], 0, tmp_path / "out", gpu)

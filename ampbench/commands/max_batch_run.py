@@ -21,6 +21,10 @@ def find_probe(out_dir: Path, suite: str, profile: str, given: Path | None) -> t
         probe = load_probe(folder)
         if probe is None:
             raise ConfigError("--probe", str(given), "no probe.json there (run `ampbench probe SUITE` first)")
+        if probe.suite != suite or probe.profile != profile:
+            raise ConfigError("--probe", str(given), f"a probe of suite {probe.suite!r}, profile {probe.profile!r}; "
+                              f"this run is suite {suite!r}, profile {profile!r}: its batches were found for another "
+                              "program (run `ampbench probe` on this suite)")
         return probe, folder
     found = []
     root = Path(out_dir) / suite

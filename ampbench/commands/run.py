@@ -27,6 +27,7 @@ from ampbench.commands.run_plan import (
     RunOptions,
     check_launcher,
     check_pool,
+    check_until_decided,
     device_pool,
     load_resume,
     make_spec,
@@ -46,6 +47,7 @@ from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted, keep_signal_handlers
 from ampbench.report.console import print_check, print_trials
+from ampbench.results.manifest import Manifest, load_manifest
 from ampbench.results.previous import LAST, previous_run
 from ampbench.results.run_dir import RunDir, new_run_dir, open_run, run_lock
 from ampbench.results.summary import write_summary_csv
@@ -86,6 +88,8 @@ def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
     """Validate everything, then (only then) create the run folder and its run.json."""
     loaded = load_for_run(opts)
     suite = loaded.suite
+    if opts.until_decided:
+        check_until_decided(suite, opts.suite_file)
     if opts.at_max_batch:
         from ampbench.commands.max_batch_run import at_max_batch, find_probe
 
@@ -145,6 +149,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         plan = info.planned()
     _say_pool(info.devices, console)
     with run_lock(run.path):
+        manifest = _manifest(run)
         done = run.finished_keys(config_hash=info.config_hash, suite=info.suite) if opts.resume else set()
         todo = [(m, s) for m, s in plan if trial_key(m, s) not in done]
         if done:
@@ -162,14 +167,14 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         baseline = opts.baseline
         try:
             role = node_role(opts)
-            ended = _run_trials(run, info, suite, plan, todo, faults, console, role)
+            ended = _run_trials(run, info, suite, plan, todo, faults, console, manifest, role)
             if role is not None and role.follower:
                 return _follower_done(run, ended, console)
             baseline = _resolve_baseline(run, baseline, console)
             seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
             if opts.until_decided and info.sequential is not None:
                 def more(new: list[tuple[str, int]]) -> None:
-                    _run_trials(run, info, suite, new, new, faults, console, role)
+                    _run_trials(run, info, suite, new, new, faults, console, manifest, role)
 
                 suite = ud.extend(run, info, suite, plan, seq, more, console, started)
         except (KeyboardInterrupt, Interrupted) as e:
@@ -181,7 +186,21 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             return code
         info.finished = utc_now()
         run.write_run(info)
-    return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline)
+    return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline, manifest=manifest)
+
+
+def _manifest(run: RunDir) -> Manifest:
+    """The run's record digests in memory: a new run's empty; a resumed run's from its manifest.json,
+    whose files are checked now (a record changed since is refused). A trial file it does not list (a
+    run folder written before manifests, or one interrupted as a trial ended) is recorded as it is."""
+    found = load_manifest(run.path) or {}
+    manifest = Manifest(run.path, found)
+    files = run.trial_files()
+    manifest.check([p for p in files if p.relative_to(run.path).as_posix() in found])
+    for p in files:
+        if p.relative_to(run.path).as_posix() not in found:
+            manifest.record(p)
+    return manifest
 
 
 def _resume_launcher(run: RunDir, opts: RunOptions) -> None:
@@ -232,7 +251,7 @@ def _say_pool(pool: list[str] | None, console: Console) -> None:
 
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
-                todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console,
+                todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console, manifest: Manifest,
                 node: NodeRole | None = None) -> list[Trial]:
     """`todo` through the device pool (run.json's; none: one slot, the plan's order), one progress task
     per running trial; or, for a run started with --launcher slurm, as Slurm jobs."""
@@ -242,6 +261,9 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
         from ampbench.commands.run_slurm import run_on_slurm
 
         run_on_slurm(run, info, suite, todo, faults, state, console, trial_files, _status_text)
+        for mode, seed in todo:   # written by the Slurm jobs: recorded as the runner finds them
+            if run.trial_path(mode, seed).is_file():
+                manifest.record(run.trial_path(mode, seed))
         return []
     pool = info.devices or [CPU]
     shares = cpu_shares(info.affinity, len(pool))
@@ -260,10 +282,13 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
             task = progress.add_task(f"  {escape(job.mode)} seed {job.seed}{_where(devices)}",
                                      total=suite.train.steps, info="starting")
             try:
-                return launch_trial(spec, run, on_event=_on_event(progress, task), stop=stop,
-                                    env=device_env(devices, suite.distributed.multi_process))
+                trial = launch_trial(spec, run, on_event=_on_event(progress, task), stop=stop,
+                                     env=device_env(devices, suite.distributed.multi_process))
             finally:
                 progress.remove_task(task)
+            if Path(spec.trial_path).is_file():   # (a follower node writes none: node 0 records the trial)
+                manifest.record(Path(spec.trial_path))   # the program's tree has exited: this file is the record
+            return trial
 
         def finished(job: Job, trial: Trial) -> None:
             ended.append(trial)
@@ -327,8 +352,11 @@ def _write_report(run_dir: Path) -> Path:
 
 
 def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool = True,
-               baseline: Path | None = None) -> int:
-    """summary.csv, the table, check.json (+ report.md); returns the exit code."""
+               baseline: Path | None = None, manifest: Manifest | None = None) -> int:
+    """summary.csv, the table, check.json (+ report.md); returns the exit code. With the runner's
+    `manifest`, a trial file changed since its trial ended (by a later trial's program) is refused."""
+    if manifest is not None:
+        manifest.check(run.trial_files())
     opened = open_run(run.path)  # validated: nothing foreign reaches the summary
     write_summary_csv(run, opened.trials)
     print_trials(opened.trials, console, opened.suite.suite.metric)

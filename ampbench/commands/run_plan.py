@@ -85,6 +85,19 @@ def _utf8(what: str, path: Path | str | None) -> None:
         raise ConfigError(what, shown, "the path is not valid UTF-8; rename it (or use another folder)") from None
 
 
+def check_until_decided(suite: Suite, where: Path | str | None) -> None:
+    """--until-decided adds seeds: refused up front where a seed cannot reach the trials (a command that
+    never uses {seed} would run the same program again and count it as another seed)."""
+    from ampbench.workloads.command.params import CommandParams, fields_of, placeholder_texts
+
+    if suite.suite.workload != "command":
+        return
+    texts = placeholder_texts(CommandParams.model_validate(suite.workload), suite)
+    if not any("seed" in fields_of(t) for k, t in texts.items() if k != "workload.metric.json_file"):
+        raise ConfigError(str(where), "workload.command", "--until-decided adds seeds, but the command never uses "
+                          "{seed}: every added seed would run the same training (pass e.g. --seed {seed})")
+
+
 def preflight(suite_file: Path | str | None, out_dir: Path | None) -> None:
     """What would otherwise fail only after a trial crashed, refused before any run folder exists:
     a deleted working folder, AMPBENCH_CACHE that is a file, an --out that is a dangling link or a file,

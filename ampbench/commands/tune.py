@@ -21,7 +21,7 @@ import tomli_w
 from rich.console import Console
 from rich.markup import escape
 
-from ampbench.commands.run import _run_trials, load_for_run
+from ampbench.commands.run import _manifest, _run_trials, load_for_run
 from ampbench.commands.run_plan import RunOptions
 from ampbench.config import ModeConfig, Suite
 from ampbench.config.suite import REFERENCE_MODE
@@ -134,7 +134,7 @@ def _run(run: RunDir, info: RunInfo, suite: Suite, console: Console) -> float:
     with run_lock(run.path):
         done = run.finished_keys(config_hash=info.config_hash, suite=info.suite)
         todo = [(m, s) for m, s in plan if f"{m}__seed{s}" not in done]
-        _run_trials(run, info, suite, plan, todo, {}, console)
+        _run_trials(run, info, suite, plan, todo, {}, console, _manifest(run))   # each rung's records digested
     info.finished = utc_now()
     run.write_run(info)
     return time.monotonic() - t0

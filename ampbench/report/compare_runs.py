@@ -41,6 +41,8 @@ class Row:
     trials: int
     samples_per_s: float
     change: float | None  # vs the same mode in the other run (this / other - 1); None for the other run
+    suite: str = ""
+    config_hash: str = ""
 
 
 def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
@@ -56,7 +58,7 @@ def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
         out.append(Row(f"{m.name} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
                        float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"), float(np.median(v)),
                        float(q3 - q1), len(v), st.samples_per_s,
-                       None if base is None else st.samples_per_s / base - 1))
+                       None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash))
     return out
 
 
@@ -78,7 +80,24 @@ def compare_rows(current: Path, other: Path, sort: str = "name") -> list[Row]:
     return sorted(rows, key=key)
 
 
+def differences(rows: list[Row]) -> str | None:
+    """What makes the two runs' numbers incomparable as a change: another suite, or another config."""
+    runs = {r.run_id: (r.suite, r.config_hash) for r in rows}
+    if len(runs) < 2:
+        return None
+    (a, (sa, ha)), (b, (sb, hb)) = list(runs.items())[:2]
+    if sa != sb:
+        return f"the runs are of different suites ({a}: {sa!r}, {b}: {sb!r}): a change is not AMP's or the code's"
+    if ha and hb and ha != hb:
+        return (f"the runs' configs differ (config hash {ha} vs {hb}): batch, steps or modes changed, so a change "
+                "is not only the code's")
+    return None
+
+
 def print_compare(rows: list[Row], console: Console) -> None:
+    note = differences(rows)
+    if note:
+        console.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
     t = Table(title="samples/s per trial (each trial's median step rate)", title_justify="left")
     for c in ("Name", "Min", "Max", "Mean", "StdDev", "Median", "IQR", "Trials", "Samples/s (geo. mean)", "Change"):
         t.add_column(c, justify="left" if c == "Name" else "right")

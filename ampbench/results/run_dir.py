@@ -2,7 +2,8 @@
 
 `open_run` is the one way every later stage (check, report, baseline, history, diagnose, resume)
 reads a finished run: run.json validated, its suite re-validated once into a `Suite`, and every
-trial file checked to belong to this run.
+trial file checked to belong to this run and, where the run has a manifest.json, to be the bytes
+the runner recorded (results/manifest.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import os_reason, refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.records import RunInfo, Trial, trial_key
+from ampbench.results.manifest import load_manifest, verify
 
 
 def load_trial(path: Path, root: Path | None = None) -> Trial:
@@ -216,8 +218,12 @@ def open_run(path: str | Path) -> OpenRun:
     unknown = sorted({p.mode for p in info.plan} - {m.name for m in suite.modes})
     if unknown:
         raise ResultsError(f"{rd.path / 'run.json'}: plan names mode(s) {unknown} that its config does not define")
+    files = rd.trial_files()
+    digests = load_manifest(rd.path)
+    if digests is not None:   # records changed after the run wrote them are refused, never judged
+        verify(rd.path, digests, files)
     trials = []
-    for p in rd.trial_files():
+    for p in files:
         t = rd.load_trial(p)
         check_belongs(p, t, info)
         trials.append(t)

@@ -9,8 +9,9 @@ here), so the runner's timeout, Ctrl-C and SIGTERM kill the whole tree; processe
 behind are killed here, until none is left, and named. The program's output goes to
 the trial log (at most `max_log_mib` bytes; a flood is cut, counted and its last bytes kept; memory
 stays bounded for a line of any length) and through the
-metric preset; the hook's step events are forwarded to the runner as they arrive, so a trial killed
-mid-way keeps its steps.
+metric preset; the hook's step events (trial/command_channel.py: a socket only the program's own
+processes are read from) are forwarded to the runner as they arrive, so a trial killed mid-way keeps
+its steps. The trial file is written after the program's tree has exited.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import Any
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_json, empty_folder
-from ampbench.core.processes import become_subreaper, end_descendants, guarded, tree_rss_bytes
+from ampbench.core.processes import become_subreaper, descendants, end_descendants, guarded, tree_rss_bytes
 from ampbench.core.records import Env
+from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_record import EventReader, step_record
 from ampbench.trial.context import Events, TrialContext
@@ -109,7 +111,8 @@ def _values(tr: TrialContext, out: Path) -> dict[str, Any]:
     return placeholder_values(p, tr.steps_total, tr.batch, seed=tr.spec.seed, out=str(out), mode=tr.mode.name)
 
 
-def command_line(tr: TrialContext, p: CommandParams, out: Path, events_dir: Path) -> tuple[list[str], dict[str, str], str | None]:
+def command_line(tr: TrialContext, p: CommandParams, out: Path, channel: dict[str, str]
+                 ) -> tuple[list[str], dict[str, str], str | None]:
     """The filled argv, the environment and the cwd of this trial's program."""
     v = _values(tr, out)
     argv = [a.format(**v) for a in [*p.command, *tr.mode.args]]
@@ -117,7 +120,7 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, events_dir: Path
            **{k: x.format(**v) for k, x in tr.mode.env.items()}}
     if p.instrument:
         env["PYTHONPATH"] = os.pathsep.join(x for x in (str(HOOK_DIR), env.get("PYTHONPATH", "")) if x)
-        env["AMPBENCH_HOOK_DIR"] = str(events_dir)
+        env.update(channel)   # where the hook reports (an abstract socket, never a folder)
         env["AMPBENCH_HOOK_STOP_AFTER"] = str(tr.steps_total if p.stop_after_steps else 0)
         env["AMPBENCH_HOOK_STATS_STEPS"] = str(tr.suite.train.amp_stats_steps)
         env["AMPBENCH_HOOK_WARMUP"] = str(tr.suite.train.warmup_steps)
@@ -151,17 +154,16 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     p = CommandParams.model_validate(tr.suite.workload)
     trial_path = Path(spec.trial_path)
     out = trial_path.parent.parent / "outputs" / trial_path.stem
-    events_dir = trial_path.parent.parent / "outputs" / f"{trial_path.stem}.events"
     tr.trial.env = worker_env()
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)
-    reader = EventReader(events_dir)
+    channel = EventChannel(lambda: set(descendants(os.getpid())))
+    reader = EventReader(channel)
     code, peak, launch_error, gpu = None, 0, "", None
     left: list[str] = []
     try:
-        for d in (out, events_dir):   # empty for every attempt (--resume too), never through a link
-            empty_folder(d, root=trial_path.parent.parent)
-        argv, env, cwd = command_line(tr, p, out, events_dir)
+        empty_folder(out, root=trial_path.parent.parent)   # empty for every attempt (--resume too), never through a link
+        argv, env, cwd = command_line(tr, p, out, channel.env())
         events.emit(event="phase", phase="program")
         become_subreaper()
         proc = subprocess.Popen(guarded(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -181,11 +183,13 @@ def run_command(spec: TrialSpec, events: Events) -> int:
             gpu.stop()
         left = end_descendants(os.getpid())  # the program is reaped: whatever is left it started
         t.join(timeout=10)
-        reader.poll()
+    channel.close()   # the program's tree has exited: what it sent is read, nothing more can arrive
+    reader.poll()
     from ampbench.trial.command_finish import finish_command
 
     try:
         finish_command(tr, p, reader, output, code, launch_error, left, peak, out, gpu)
+        _say_refused(tr, channel)
     except Exception as exc:  # recorded, never lost: the trial file says what happened
         tr.trial.status = "crashed"
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
@@ -194,6 +198,14 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     atomic_write_json(trial_path, tr.trial.to_json())
     events.emit(event="done", status=tr.trial.status)
     return 0 if tr.trial.status == "ok" else 1
+
+
+def _say_refused(tr: TrialContext, channel: EventChannel) -> None:
+    """Senders the channel refused (outside the program's tree) and messages over budget, kept with the trial."""
+    info = getattr(tr.trial, "workload_info", None)
+    if isinstance(info, dict) and (channel.refused or channel.dropped):
+        info["events_refused"] = {"pids": channel.refused[:20], "count": len(channel.refused),
+                                  "messages_over_budget": channel.dropped}
 
 
 def worker_env() -> Env:

@@ -1,4 +1,4 @@
-"""A command trial's record: the start-up hook's events (one JSON-lines file per process) and the
+"""A command trial's record: the start-up hook's events (JSON lines per process, trial/command_channel.py) and the
 program's own output turned into the Trial's steps, AMP evidence, memory, metric and status."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import statistics
 import sys
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from ampbench.core.records import AmpInfo, Memory, StepRecord, Trial
@@ -18,7 +17,6 @@ from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
-MAX_EVENT_BYTES = 256 * 2**20
 MAX_STEPS_PER_LINE = 10_000_000
 STEP_F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the hook's _F64_KEYS (it cannot import ampbench)
 
@@ -46,33 +44,29 @@ class Proc:
 
 
 class EventReader:
-    """Reads the hook's event files incrementally (complete lines only; a torn last line waits)."""
+    """The hook's events per sending process, from the trial's `EventChannel` (`take`: the (pid,
+    message) pairs it accepted from the program's own process tree); each message is one event line."""
 
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.offsets: dict[Path, int] = {}
+    def __init__(self, source: Any = None):
+        self.source = source
         self.procs: dict[int, Proc] = {}
 
     def poll(self) -> list[tuple[Proc, dict[str, Any]]]:
         """New step events since the last poll, with their process."""
         new: list[tuple[Proc, dict[str, Any]]] = []
-        for path in sorted(self.folder.glob("*.jsonl")) if self.folder.is_dir() else []:
-            if not path.is_file() or path.is_symlink() or not path.stem.isdigit():
-                continue
-            at = self.offsets.get(path, 0)
-            if at >= MAX_EVENT_BYTES:
-                continue
-            with open(path, "rb") as f:
-                f.seek(at)
-                chunk = f.read(MAX_EVENT_BYTES - at)
-            done = chunk.rfind(b"\n") + 1
-            self.offsets[path] = at + done
-            proc = self.procs.setdefault(int(path.stem), Proc(pid=int(path.stem)))
-            for line in chunk[:done].splitlines():
-                ev = self._parse(line)
-                for one in self._expand(ev) if ev is not None else ():
-                    if self._apply(proc, one):
-                        new.append((proc, one))
+        for pid, data in self.source.take() if self.source is not None else ():
+            new.extend(self.ingest(pid, data))
+        return new
+
+    def ingest(self, pid: int, data: bytes) -> list[tuple[Proc, dict[str, Any]]]:
+        """Event lines one process sent (the sender's pid as the kernel gave it, never a name it chose)."""
+        new: list[tuple[Proc, dict[str, Any]]] = []
+        proc = self.procs.setdefault(pid, Proc(pid=pid))
+        for line in data.splitlines():
+            ev = self._parse(line)
+            for one in self._expand(ev) if ev is not None else ():
+                if self._apply(proc, one):
+                    new.append((proc, one))
         return new
 
     @staticmethod

@@ -2,9 +2,10 @@
 
 This folder holds only this file and is put first on PYTHONPATH of the user's program, so Python's
 `site` imports it at start-up. It imports nothing of ampbench (the user's interpreter may not have
-it) and only the standard library until the program itself imports paddle. It does nothing unless
-AMPBENCH_HOOK_DIR is set, and then it first runs the sitecustomize the user already had (the next
-one on sys.path), so their start-up customisation still happens.
+it) and only the standard library until the program itself imports paddle. It first runs the
+sitecustomize the user already had (the next one on sys.path), so their start-up customisation
+still happens, then does nothing unless AMPBENCH_HOOK_SOCKET names ampbench's worker's socket and
+the worker accepts this process (it checks the sender is of the program's own process tree).
 
 When the program's `import paddle` has finished, it records per optimizer step (the end of the
 outermost Optimizer.step/minimize or GradScaler.step/minimize call): the wall time since the
@@ -19,8 +20,10 @@ Paddle's operator stats over AMPBENCH_HOOK_STATS_STEPS training steps from the e
 model building or step 1's lazy optimizer state: `_ops_open`), with the ops run inside the optimizer's
 step (optimizer, regularizer such as L2Decay's `scale`, clipping) counted apart; and the allocator peak of the
 measured window (`_Peaks`: the CUDA allocator on GPU, the host allocator on CPU). Events
-are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
-timed region; the steps since the last write are one line (`_steps_line`).
+are JSON lines, one message each on this process's own connection to the worker (a Unix socket in
+the abstract namespace: no file the program could write into), sent by a background thread 4 times
+a second, outside the timed region; the steps since the last send are one line (`_steps_line`, at
+most _ROWS_PER_LINE rows).
 The step's own path is kept to a few microseconds (scripts/bench_command_overhead.py measures it):
 on a ~1 ms CPU step every Python call there shows. With AMPBENCH_HOOK_STOP_AFTER = N > 0 the program is ended cleanly (SystemExit(0),
 so `finally` blocks and atexit run) right after its N-th step.
@@ -53,7 +56,9 @@ from array import array
 from collections import deque
 from typing import Any
 
-_DIR_ENV = "AMPBENCH_HOOK_DIR"
+_SOCKET_ENV = "AMPBENCH_HOOK_SOCKET"   # ampbench's trial/command_channel.py SOCKET_ENV
+_ROWS_PER_LINE = 512      # steps per "steps" line: one socket message stays far below the socket's buffer
+_MAX_LINE = 256 * 1024    # a longer event line is not sent (an error event says so)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FLUSH_EVERY_S = 0.25
 MEMORY_EVERY_S = 1.0
@@ -114,8 +119,8 @@ def _chain_user_sitecustomize() -> None:
 class _State:
     """Everything the patched functions share; one per process."""
 
-    def __init__(self, folder: str):
-        self.path = os.path.join(folder, f"{os.getpid()}.jsonl")
+    def __init__(self, sock: Any):
+        self.sock = sock   # this process's connection to ampbench's worker (None once it broke)
         self.pid = os.getpid()
         self.stop_after = int(os.environ.get("AMPBENCH_HOOK_STOP_AFTER", "0") or 0)
         self.stats_steps = int(os.environ.get("AMPBENCH_HOOK_STATS_STEPS", "2") or 2)
@@ -169,8 +174,8 @@ class _State:
         self.pending.append(ev)
 
     def flush(self) -> None:
-        """Write what is pending (a background thread does it every FLUSH_EVERY_S, so steps before a
-        hang or a kill still reach the file; the program's own thread never waits on the disk)."""
+        """Send what is pending (a background thread does it every FLUSH_EVERY_S, so steps before a
+        hang or a kill still reach the worker; the program's own thread never waits on the socket)."""
         with self.lock:
             n = len(self.pending)
             events, self.pending[:n] = self.pending[:n], []
@@ -180,14 +185,28 @@ class _State:
         for ev in events + [None]:   # a run of step tuples is one "steps" line (`_steps_line`)
             if isinstance(ev, tuple):
                 rows.append(ev)
-                continue
+                if len(rows) < _ROWS_PER_LINE:
+                    continue
             if rows:
                 lines.append(_steps_line(rows))
                 rows = []
-            if ev is not None:
+            if ev is not None and not isinstance(ev, tuple):
                 lines.append(json.dumps(ev))
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+        self.send(lines)
+
+    def send(self, lines: list[str]) -> None:
+        """Each line one message on the connection (a SOCK_SEQPACKET socket keeps them whole)."""
+        for line in lines:
+            data = line.encode("utf-8", "replace")
+            if len(data) > _MAX_LINE:
+                data = json.dumps({"e": "error", "where": "send",
+                                   "error": f"an event of {len(data)} bytes was not sent"}).encode()
+            if self.sock is None:
+                return
+            try:
+                self.sock.sendall(data)
+            except OSError:   # the worker is gone: nothing more is reported
+                self.sock = None
 
     def start_flusher(self) -> None:
         def loop() -> None:
@@ -712,12 +731,31 @@ class _PaddleFinder:
         return spec
 
 
+def _connect(name: str) -> Any:
+    """This process's own connection to ampbench's worker, once the worker has checked that it is a
+    process of the program's tree and answered `ok`; None otherwise (the program then runs unmeasured)."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.settimeout(30)
+        sock.connect("\0" + name)
+        if sock.recv(8) != b"ok":
+            raise OSError("refused")
+        sock.settimeout(None)
+        return sock
+    except OSError:
+        sock.close()
+        return None
+
+
 def _activate() -> None:
     global S
-    folder = os.environ.get(_DIR_ENV)
-    if not folder or not os.path.isdir(folder):
+    name = os.environ.get(_SOCKET_ENV)
+    sock = _connect(name) if name else None
+    if sock is None:
         return
-    S = _State(folder)
+    S = _State(sock)
     if "paddle" in sys.modules:
         _install(sys.modules["paddle"])
     else:

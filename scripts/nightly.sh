@@ -157,7 +157,7 @@ mkdir -p "$history" || exit 2
 echo "nightly: ${#suites[@]} suite(s), ${#combine_dirs[@]} collected folder(s), profile ${profile[1]}, output $out"
 
 this_device() {  # the device slug of this machine, as its trials will record it (before a run)
-  "$PY" -c "from ampbench.trackers.env import device_slug, environment; print(device_slug(environment()))"
+  "$PY" -c "from ampbench.core.names import device_slug; from ampbench.trackers.env import environment; print(device_slug(environment()))"
 }
 device_of() {  # the device slug the run's trials recorded (ampbench.trackers.device.device_slug)
   "$PY" - "$1" <<'PY'

@@ -34,6 +34,7 @@ from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagno
 from ampbench.results.diagnosis_file import KIND_TEXT, ModeDiagnosis, Tolerances
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.trial.numerics import LEVEL_ENV, read_dump
+from ampbench.trial.precision import default_lists, known_op_names
 from ampbench.trial.spec import TrialSpec
 
 INFINITE_MARKER = "OP Types produce infinite outputs:"  # what compare_accuracy prints before its list
@@ -168,7 +169,9 @@ def _fill_findings(diag: ModeDiagnosis, mcfg: ModeConfig, trials: dict[str, Tria
     diag.counts = {k: sum(1 for f in findings if f.kind == k) for k in KIND_TEXT if any(f.kind == k for f in findings)}
     diag.first_by_kind = {k: next(f.op for f in findings if f.kind == k) for k in diag.counts}
     diag.findings = condense(findings)[:top]
-    diag.black_list_candidates, diag.already_black_listed = black_list_candidates(findings, mcfg)
+    paddle_black = set(default_lists(mcfg.dtype, mcfg.level or "O1")["black"])
+    diag.black_list_candidates, diag.already_black_listed = black_list_candidates(
+        findings, mcfg, known=known_op_names(), paddle_black=paddle_black)
     xlsx, log = out / "compare_accuracy.xlsx", out / "compare_accuracy.log"
     diag.compare_accuracy = _compare_accuracy(dumps[REFERENCE_MODE], dumps[mcfg.name], xlsx, diag.loss_scale or 1.0,
                                               log)

@@ -15,9 +15,9 @@ from rich.table import Table
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.files import atomic_write_text
+from ampbench.core.opstat import FP16_MAX
 from ampbench.diagnose.advice import diagnosis_advice
 from ampbench.results.diagnosis_file import KIND_TEXT, DiagnosisFile, Finding, ModeDiagnosis, load_diagnosis
-from ampbench.trial.numerics import FP16_MAX
 
 HEADERS = ["#", "step", "phase", "op", "finding", "FP32 dtype", "AMP dtype", "FP32 max abs", "AMP max abs",
            "FP32 mean", "AMP mean", "AMP NaN/Inf", "rel. diff", "times"]

@@ -27,7 +27,7 @@ from ampbench.core.files import atomic_write_text, check_output, read_json, safe
 from ampbench.core.names import utc_now
 from ampbench.core.records import RUN_SCHEMA, Interference, RunInfo, Trial, rates_from
 from ampbench.results.run_dir import open_run
-from ampbench.trackers.env import device_slug  # one definition, shared with nightly.sh
+from ampbench.core.names import device_slug  # one definition, shared with nightly.sh
 
 BASELINE_SCHEMA = "ampbench.baseline/1"
 DEFAULT_BASELINE_DIR = Path("results/baselines")

@@ -14,7 +14,7 @@ from pathlib import Path
 from ampbench.core.errors import ResultsError
 from ampbench.core.records import RunInfo
 from ampbench.results.run_dir import RunDir, load_trial
-from ampbench.trackers.env import device_slug
+from ampbench.core.names import device_slug
 
 LAST = "last"
 MAX_CANDIDATES = 10_000  # run folders looked at beside the run (bounded: a huge folder is not walked)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ampbench.trackers.capability import LowDtype, amp_works, probe_all, summary, unsupported_reason
 from ampbench.trackers.cuda import has_gpu, has_gpu_cheap, select_device, synchronize, synchronizer
-from ampbench.trackers.env import device_slug, environment
+from ampbench.core.names import device_slug
+from ampbench.trackers.env import environment
 
 __all__ = [
     "amp_support_summary",

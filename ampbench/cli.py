@@ -129,6 +129,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
     devices: Optional[str] = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
                                           "device, each seed's modes at the same time (no GPU: one slot)"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also the trial table and every rule's full text "
+                                 "(default: the outcome table and one next step per rule that did not pass)"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
@@ -147,7 +149,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices,
+        devices=devices, verbose=verbose,
     )
     if probe is not None and not at_max_batch:
         raise ConfigError("--probe", str(probe), "only with --at-max-batch")
@@ -168,14 +170,15 @@ def check(
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
     history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the run-to-run drift "
                                            "the history rules allow is estimated from it"),
+    explain: bool = typer.Option(False, "--explain", "-v", help="Every rule's full text (observed, threshold, "
+                                 "message) before the outcome table"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
     check-vs-BASELINE.json, the run's own check.json is kept)."""
-    from ampbench.commands.check import check_run
-    from ampbench.report.console import print_check
+    from ampbench.commands.check import check_run, print_outcome_of
 
     report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
-    print_check(report, out)
+    print_outcome_of(run_dir, report, out, explain=explain)
     raise typer.Exit(report.exit_code)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rich.console import Console
+
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint
 from ampbench.judge.check import judge_run
@@ -13,6 +15,8 @@ from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
+from ampbench.report.console import print_outcome, print_rules
+from ampbench.report.view import view_of
 from ampbench.results.verdicts import CheckReport
 
 
@@ -52,6 +56,14 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     except ResultsError as e:  # a read-only run folder is judged and printed all the same
         report.notes.append(f"{target.name} not written: {e}")
     return report
+
+
+def print_outcome_of(run_dir: Path, report: CheckReport, console: Console, explain: bool = False) -> None:
+    """What `ampbench check` prints: the outcome table and one next step per rule that did not pass;
+    with `explain` (--explain, -v) every rule's full text before it."""
+    if explain:
+        print_rules(report, console)
+    print_outcome(view_of(open_run(Path(run_dir)), report), console)
 
 
 def _history_drift(run: OpenRun, history: Path) -> changepoint.Drift:

@@ -49,6 +49,7 @@ class RunOptions:
     at_max_batch: bool = False  # --at-max-batch [--probe DIR]: every mode at the probe's largest batch
     probe: Path | None = None
     devices: str | None = None  # --devices all|0,1,...: trials side by side, one per device (launch.pool)
+    verbose: bool = False  # -v: the trial table and every rule's full text before the outcome table
 
 
 def default_cache_dir() -> Path:

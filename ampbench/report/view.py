@@ -19,7 +19,7 @@ from ampbench.report import fmt
 from ampbench.results.diagnosis_file import DiagnosisFile, load_diagnosis
 from ampbench.results.history import RunSummary
 from ampbench.results.probe_file import ProbeFile, load_probe
-from ampbench.results.run_dir import RunDir, open_run
+from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.results.verdicts import CheckReport, load_check_optional
 
 
@@ -57,7 +57,11 @@ class RunView:
 
 def load_view(path: Path, side_files: bool = True) -> RunView:
     opened = open_run(path)
-    check = load_check_optional(opened.dir.latest_check_path())
+    return view_of(opened, load_check_optional(opened.dir.latest_check_path()), side_files)
+
+
+def view_of(opened: OpenRun, check: CheckReport | None, side_files: bool = True) -> RunView:
+    """An opened run with the check the caller holds (`ampbench check --baseline`: the comparison just made)."""
     summary = summarize_run(opened.info, opened.suite, opened.trials, check, str(opened.path))
     probe = find_probe(opened.path) if side_files else None
     diagnosis = load_diagnosis(opened.path) if side_files else None

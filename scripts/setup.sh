@@ -4,7 +4,7 @@
 #   bash scripts/setup.sh           # everything to run the suites (CPU Paddle)
 #   bash scripts/setup.sh --test    # ... plus the test tools, chromium (headless browser test of the dashboard) and shellcheck
 #   AMPBENCH_PADDLE=gpu PADDLE_GPU_INDEX=<Paddle's CUDA wheel index> bash scripts/setup.sh
-#                                   # paddlepaddle-gpu instead of the CPU build (see README)
+#                                   # paddlepaddle-gpu instead of the CPU build (see docs/gpu.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from ampbench.core.errors import UserError
 from ampbench.core.files import atomic_write_text, os_reason
+from ampbench.core.store import RUNS_DIR
 from ampbench.launch.process import Interrupted, install_signal_handlers
 
 EXIT_CODES = """\b
@@ -110,7 +111,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     modes: Optional[list[str]] = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
-    out_dir: Path = typer.Option(Path("results/runs"), "--out", help="Where run folders are created"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where run folders are created"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Finish an interrupted run folder as its run.json "
                                           "plans it (refuses --profile/--mode/--seeds/--set)"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
@@ -261,7 +262,7 @@ def probe(
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Ceiling per attempt on CPU, e.g. 6GiB"),
     steps: int = typer.Option(3, "--steps", help="Training steps per attempt"),
     set_: Optional[list[str]] = typer.Option(None, "--set"),
-    out_dir: Path = typer.Option(Path("results/runs"), "--out"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out"),
 ) -> None:
     """Find the largest batch size each mode trains without running out of memory."""
     from ampbench.commands.probe import ProbeOptions, run_probe

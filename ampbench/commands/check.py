@@ -11,12 +11,12 @@ from rich.console import Console
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint
 from ampbench.judge.check import judge_run
+from ampbench.report.console import print_outcome, print_rules
+from ampbench.report.view import view_of
 from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.report.console import print_outcome, print_rules
-from ampbench.report.view import view_of
 from ampbench.results.verdicts import CheckReport
 
 
@@ -26,7 +26,7 @@ def check_path(run: RunDir, baseline: Path | None) -> Path:
     if baseline is None:
         return run.check_path
     name = baseline.name if baseline.is_dir() else baseline.stem
-    return run.path / f"check-vs-{safe_slug(name)}.json"
+    return run.check_vs_path(safe_slug(name))
 
 
 def safe_slug(name: str) -> str:

@@ -19,13 +19,14 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import safe_name
 from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
+from ampbench.core.store import RUNS_DIR
 from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
 from ampbench.results.run_dir import RunDir, suite_of
 from ampbench.trial.spec import TrialSpec
 
 FAULT_KINDS: tuple[Fault, ...] = typing.get_args(Fault)
-DEFAULT_OUT = Path("results/runs")
+DEFAULT_OUT = RUNS_DIR
 
 
 @dataclass
@@ -246,7 +247,7 @@ def load_resume(opts: RunOptions) -> Resumed:
     assert opts.resume is not None
     run = RunDir(opts.resume)
     info = run.load_run()
-    where = run.path / "run.json"
+    where = run.run_json
     refuse_unhonoured(opts, info, run.path)
     safe_name(info.suite, f"{where}: suite")
     suite = suite_of(info, where)

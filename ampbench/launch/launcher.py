@@ -22,6 +22,7 @@ from ampbench.core.docs import load_doc, write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, tail_lines
 from ampbench.core.records import Interference, StepRecord, Trial, trial_key
+from ampbench.core.store import RunPaths
 from ampbench.launch import distributed
 from ampbench.launch.pool import VISIBLE_ENV
 from ampbench.launch.process import Limits, Outcome, run_worker, worker_command
@@ -143,8 +144,8 @@ def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[Ste
     trial.memory.rss_peak_bytes = out.peak_rss or None  # None: never read
     if visible:  # where it ran (run --devices), as a worker records it itself
         trial.interference = Interference(devices=[d.strip() for d in visible.split(",") if d.strip()])
-    p = Path(spec.trial_path)
-    write_doc(p, trial, root=p.parent.parent if p.parent.name == "trials" else None)
+    run = RunPaths.of_trial_file(Path(spec.trial_path))  # inside a run folder: no link followed in it
+    write_doc(Path(spec.trial_path), trial, root=run.path if run else None)
     return trial
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, check_output
+from ampbench.core.store import RunPaths
 from ampbench.report.coverage import coverage
 from ampbench.report.evidence import diagnosis_section, plots_section, probe_section
 from ampbench.report.fmt import md_code, md_text
@@ -46,14 +47,14 @@ def write_report(run_dirs: list[Path], output: Path | None = None, history: Path
     ext = ".html" if fmt == "html" else ".md"
     root: Path | None = None
     if output is None:
-        output = views[-1].run.path / (("comparison" if multi else "report") + ext)
+        output = views[-1].run.report_path(ext, several=multi)
         root = views[-1].run.path  # inside the run folder: no link followed
     else:
-        check_output(Path(output), [p for v in views for p in (v.run.path / "run.json", *v.run.trial_files())])
+        check_output(Path(output), [p for v in views for p in (v.run.run_json, *v.run.trial_files())])
         if also_html:
             check_output(Path(output).with_suffix(".html"))
     output = Path(output)
-    plots_dir = output.parent / "plots" if output.parent.resolve() in {v.run.path.resolve() for v in views} \
+    plots_dir = RunPaths(output.parent).plots_dir if output.parent.resolve() in {v.run.path.resolve() for v in views} \
         else output.parent / f"{output.stem}-plots"
     ctx = Ctx(out_dir=output.parent, plots_dir=plots_dir, multi=multi, history=history is not None)
     md = render(views, ctx, trend_entries(views, history))

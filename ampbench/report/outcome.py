@@ -23,6 +23,7 @@ from ampbench.report.view import RunView, h
 from ampbench.results.history import NOT_CHECKED, ModeSummary
 from ampbench.results.verdicts import ModeVerdict, RuleResult
 
+
 @dataclass(frozen=True)
 class ModeRow:
     """One mode's line of the outcome table; the figures are formatted, the names raw (each rendering

@@ -23,7 +23,7 @@ def _trial_links(v: RunView, ctx: Ctx, refs: list[str]) -> str:
     for ref in refs:
         p = Path(ref)
         if not p.suffix:
-            p = v.run.trials_dir / f"{ref}.json"
+            p = v.run.trial_file(ref)
         elif not p.is_absolute():
             p = p if p.exists() else v.run.path / p
         links.append(fmt.md_code_link(Path(ref).stem, ctx.rel(p)) if p.exists() else md_code(ref))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.opstat import OpStat
+from ampbench.core.store import RunPaths
 
 LEVEL_ENV = "AMPBENCH_NUMERICS_LEVEL"
 DUMP_PREFIX = "worker_"  # Paddle names its dump files worker_<device>
@@ -138,7 +139,8 @@ class NumericsHook:
         if level is None:
             return cls(None, None)
         p = Path(trial_path)
-        return cls(level, p.parent.parent / "numerics" / (p.stem + (f".rank{rank}" if rank else "")))
+        run = RunPaths.of_trial_file(p) or RunPaths(p.parent.parent)
+        return cls(level, run.numerics_path(p.stem, rank))
 
     @property
     def active(self) -> bool:

@@ -17,7 +17,7 @@ from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.results.verdicts import CheckReport
+from ampbench.results.verdicts import CheckReport, load_check_optional
 
 
 def check_path(run: RunDir, baseline: Path | None) -> Path:
@@ -56,6 +56,17 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     except ResultsError as e:  # a read-only run folder is judged and printed all the same
         report.notes.append(f"{target.name} not written: {e}")
     return report
+
+
+def recorded_check(run_dir: Path) -> CheckReport:
+    """The verdict of record (the newest check file), without judging again: what a script needs to know
+    how a run that was checked elsewhere ended (nightly.sh combining collected runs)."""
+    run = RunDir(Path(run_dir))
+    run.load_run()  # a folder that is not a run is named as such
+    found = load_check_optional(run.latest_check_path())
+    if found is None:
+        raise ResultsError(f"{run.check_path}: not found; judge the run first: ampbench check {run.path}")
+    return found
 
 
 def print_outcome_of(run_dir: Path, report: CheckReport, console: Console, explain: bool = False) -> None:

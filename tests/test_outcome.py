@@ -108,3 +108,22 @@ def test_a_3_mode_2_seed_run_prints_at_most_25_lines(toy_suite, tmp_path: Path, 
     assert list(table_rows(r.output)) == list(MODES)
     assert lines[-1].startswith("report: ") and "-> exit 3" in lines[-2]
     assert sum(1 for ln in lines if ln.startswith("  ") and " seed " in ln) == 6  # one line per finished trial
+
+
+def test_advice_reads_the_reason_code_not_the_message(tmp_path: Path) -> None:
+    """A crashed trial whose error text happens to contain "oom" ("boom") is not advised to halve its
+    batch: completeness carries the end states as reason codes (details.reasons) and advice reads those."""
+    from tests.factories import make_trial
+
+    s = make_suite(modes=("fp32", "amp-o1-fp16"), seeds=(0,))
+    crashed = make_trial("amp-o1-fp16", 0, status="crashed", error="RuntimeError: boom")
+    oom = make_trial("amp-o1-fp16", 0, status="oom", error="ResourceExhaustedError: out of memory")
+    for trial, expect, never in ((crashed, "Read the trial's log", "ran out of memory"),
+                                 (oom, "ran out of memory", "Read the trial's log")):
+        run = make_run(tmp_path / trial.status, s, [make_trial("fp32", 0), trial])
+        r = invoke("check", str(run), columns=200)
+        text = " ".join(r.output.split())
+        head = f"completeness {'ERROR' if trial.status == 'crashed' else 'FAIL'} (amp-o1-fp16) -> "
+        assert head in text, r.output
+        step = text.split(head, 1)[1][:100]
+        assert expect in step and never not in step, step

@@ -133,6 +133,23 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
     devices: Optional[str] = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
                                           "device, each seed's modes at the same time (no GPU: one slot)"),
+    launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every trial a Slurm job (the run "
+                                 "folder on a shared filesystem; see docs/cluster.md)"),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition"),
+    gpus_per_trial: Optional[int] = typer.Option(None, "--gpus-per-trial", min=0, help="GPUs per node of a trial's "
+                                                 "job (default: one per rank; none on the cpu profile)"),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Slurm time limit of a trial, e.g. 2:00:00 "
+                                             "(default: the suite's timeout_s plus 10 minutes)"),
+    constraint: Optional[str] = typer.Option(None, "--constraint", help="Slurm node features (both arms of a pair "
+                                             "on one GPU model), e.g. a100"),
+    slurm_arg: Optional[list[str]] = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as "
+                                                  "--KEY=VALUE, e.g. --slurm-arg account=proj"),
+    slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries "
+                                     "(one squeue for all jobs)"),
+    master: Optional[str] = typer.Option(None, "--master", help="HOST:PORT: a multi-node trial's rendezvous, nodes "
+                                         "started by hand (with --node-rank)"),
+    node_rank: Optional[int] = typer.Option(None, "--node-rank", min=0, help="This node's rank (0 records the "
+                                            "trials) in a multi-node trial started by hand"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also the trial table and every rule's full text "
                                  "(default: the outcome table and one next step per rule that did not pass)"),
 ) -> None:
@@ -152,8 +169,9 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
-        affinity=parse_cpus(affinity) if affinity else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices, verbose=verbose,
+        affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
+        devices=devices, master=master, node_rank=node_rank, verbose=verbose,
+        slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll),
     )
     if probe is not None and not at_max_batch:
         raise ConfigError("--probe", str(probe), "only with --at-max-batch")
@@ -163,6 +181,25 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         raise typer.Exit(run_sweep(opts, list(sweep), out))
     code = execute(opts, console=out)
     raise typer.Exit(code)
+
+
+def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_limit: str | None,
+                   constraint: str | None, args: list[str] | None, poll: float) -> Any:
+    """--launcher and the Slurm options -> SlurmOptions (None: the local launcher, refusing Slurm options)."""
+    from ampbench.config import ConfigError
+    from ampbench.launch.slurm import SlurmOptions, parse_slurm_args
+
+    if launcher not in ("local", "slurm"):
+        raise ConfigError("--launcher", launcher, "expected local or slurm")
+    given = [n for n, v in (("--partition", partition), ("--gpus-per-trial", gpus), ("--time", time_limit),
+                            ("--constraint", constraint), ("--slurm-arg", args or None)) if v is not None]
+    if launcher == "local":
+        if given:
+            raise ConfigError(given[0], "", "only with --launcher slurm")
+        return None
+    parse_slurm_args(list(args or []))
+    return SlurmOptions(partition=partition, gpus_per_trial=gpus, time=time_limit, constraint=constraint,
+                        args=list(args or []), poll_s=poll)
 
 
 @app.command(epilog=EXIT_CODES)
@@ -184,6 +221,7 @@ def check(
     from ampbench.commands.check import check_run, print_outcome_of, recorded_check
     from ampbench.config import ConfigError
 
+    _only_with("--allow-mismatch", True if allow_mismatch else None, "--baseline", baseline)
     if recorded and (baseline or strict or allow_mismatch or history):
         raise ConfigError("--recorded", str(run_dir), "shows the check already made: no --baseline, --strict, "
                           "--allow-mismatch or --history with it")
@@ -388,15 +426,22 @@ def env(
     print_env(out)
 
 
-def _import_output(output: Optional[Path], inputs: list[Path]) -> None:
-    """-o checked before reading anything: never the input config, a record or a folder; its folder exists."""
+def _import_output(output: Optional[Path], inputs: list[Optional[Path]]) -> None:
+    """-o checked before reading anything, on every import path: never an input (config, arguments,
+    script), a record, a folder or an existing file that is not a suite (.toml); its folder exists."""
     from ampbench.core.errors import ResultsError
     from ampbench.core.files import check_output
 
     if output is not None:
-        check_output(output, inputs)
+        check_output(output, [p for p in inputs if p is not None], kinds=(".toml",))
         if not output.parent.is_dir():
             raise ResultsError(f"{output}: cannot write: the folder {output.parent} does not exist")
+
+
+def _only_with(option: str, value: object, needs: str, given: object) -> None:
+    """An option that only another one uses is refused without it, never silently ignored."""
+    if value is not None and given is None:
+        _fail(f"{option}: only with {needs} (without it nothing would use it)")
 
 
 def _write_imported(imported: object, source: str, output: Optional[Path]) -> None:
@@ -426,6 +471,10 @@ def import_paddleocr_cmd(
                                          "tools/train.py (default: this one)"),
 ) -> None:
     """PaddleOCR config -> suite (fp32 + its AMP modes); keys not honoured are listed; exit 2 if unsupported."""
+    _only_with("--python", python, "--repo", repo)
+    if repo is not None and synthetic_data:
+        _fail("--synthetic-data: not with --repo (their tools/train.py reads the config's own data)")
+    _import_output(output, [config])
     if repo is not None:
         from ampbench.importers.paddleocr_command import import_paddleocr_command
 
@@ -433,7 +482,6 @@ def import_paddleocr_cmd(
         return
     from ampbench.importers.paddleocr import import_paddleocr
 
-    _import_output(output, [config])
     _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)
 
 
@@ -451,7 +499,10 @@ def import_paddlenlp_cmd(
     """PaddleNLP Trainer args -> the bert suite (or, with --script, your script) with fp32 + AMP modes."""
     from ampbench.importers.paddlenlp import import_paddlenlp, load_args
 
-    _import_output(output, [args_json] if args_json else [])
+    _only_with("--python", python, "--script", script)
+    if script is not None and source != "paddleformers":
+        _fail("--source: not with --script (your script imports its own package)")
+    _import_output(output, [args_json, script])
     parsed, where = load_args(args_json, args)
     if script is not None:
         from ampbench.importers.paddlenlp_command import import_paddlenlp_command

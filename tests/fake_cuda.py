@@ -1,7 +1,7 @@
-"""A fake CUDA layer for CPU CI: a `pynvml` module with several GPUs (UUIDs, MIG instances, other
-processes) and fakes for the `paddle.device.cuda` calls ampbench makes, so the worker's GPU
-branches execute for real on a machine without a GPU. Numbers here are test fixtures, not
-measurements, and never reach a result file outside tests."""
+"""A fake CUDA layer for CPU CI: the real nvidia-ml-py over a stub driver library with several GPUs
+(UUIDs, MIG instances, other processes; tests/fake_nvml.py) and fakes for the `paddle.device.cuda`
+calls ampbench makes, so the worker's GPU branches execute for real on a machine without a GPU.
+Numbers here are test fixtures, not measurements, and never reach a result file outside tests."""
 
 from __future__ import annotations
 
@@ -10,118 +10,41 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-GIB = 2**30
+from tests.fake_nvml import GIB, FakeGpu, four_gpus, make_pynvml, mig_uuid
 
-
-class NVMLError(Exception):
-    pass
-
-
-@dataclass
-class FakeGpu:
-    index: int
-    uuid: str
-    bus_id: str                     # NVML's format: 00000000:3B:00.0
-    name: str = "Fake A100-SXM4-40GB"
-    used: int = 3 * GIB
-    pids: dict[int, int] = field(default_factory=dict)   # pid -> usedGpuMemory
-    mig: list[FakeGpu] = field(default_factory=list)
-    parent: FakeGpu | None = None
-    energy_mj: float = 1_000_000.0
-
-
-def make_pynvml(gpus: list[FakeGpu], fail: set[str] | None = None, init_error: bool = False) -> types.ModuleType:
-    """A module with the pynvml functions ampbench calls; names in `fail` raise NVMLError."""
-    nv = types.ModuleType("pynvml")
-    nv.NVML_CLOCK_SM, nv.NVML_CLOCK_MEM, nv.NVML_TEMPERATURE_GPU = 1, 2, 0
-    nv.calls = {"init": 0, "shutdown": 0}
-    by_uuid = {g.uuid: g for g in gpus} | {m.uuid: m for g in gpus for m in g.mig}
-
-    def fn(name: str, impl: Any) -> None:
-        def wrapped(*a: Any) -> Any:
-            if name in (fail or set()):
-                raise NVMLError(f"{name}: Not Supported")
-            return impl(*a)
-        setattr(nv, name, wrapped)
-
-    def init() -> None:
-        if init_error:
-            raise NVMLError("Driver Not Loaded")
-        nv.calls["init"] += 1
-
-    def energy(g: FakeGpu) -> float:
-        g.energy_mj += 5_000.0       # 5 J per read: a window always spends some
-        return g.energy_mj
-
-    fn("nvmlInit", init)
-    fn("nvmlShutdown", lambda: nv.calls.__setitem__("shutdown", nv.calls["shutdown"] + 1))
-    fn("nvmlDeviceGetCount", lambda: len(gpus))
-    fn("nvmlDeviceGetHandleByIndex", lambda i: gpus[i])
-    fn("nvmlDeviceGetHandleByUUID", lambda u: by_uuid[u.decode() if isinstance(u, bytes) else u])
-    fn("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", lambda h: h.parent)
-    fn("nvmlDeviceGetPciInfo", lambda h: types.SimpleNamespace(busId=h.bus_id.encode()))
-    fn("nvmlDeviceGetIndex", lambda h: h.index)
-    fn("nvmlDeviceGetUUID", lambda h: h.uuid)
-    fn("nvmlDeviceGetName", lambda h: h.name.encode())
-    fn("nvmlDeviceGetComputeRunningProcesses",
-       lambda h: [types.SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in h.pids.items()])
-    fn("nvmlDeviceGetMemoryInfo", lambda h: types.SimpleNamespace(used=h.used, total=40 * GIB))
-    fn("nvmlDeviceGetClockInfo", lambda h, kind: 1410 if kind == nv.NVML_CLOCK_SM else 1215)
-    fn("nvmlDeviceGetPowerUsage", lambda h: 250_000)
-    fn("nvmlDeviceGetTemperature", lambda h, kind: 61)
-    fn("nvmlDeviceGetCurrentClocksThrottleReasons", lambda h: 0x1 | 0x4)   # idle (ignored) + sw power cap
-    fn("nvmlDeviceGetTotalEnergyConsumption", energy)
-    fn("nvmlSystemGetDriverVersion", lambda: b"550.54.15")
-    fn("nvmlDeviceGetPowerManagementLimit", lambda h: 400_000)
-    fn("nvmlDeviceGetMaxClockInfo", lambda h, kind: 1410 if kind == nv.NVML_CLOCK_SM else 1215)
-    fn("nvmlDeviceGetApplicationsClock", lambda h, kind: 1095)
-    return nv
-
-
-def four_gpus(own_on: int, foreign_pid: int = 999_999) -> list[FakeGpu]:
-    """GPUs 0-3 in NVML (PCI) order; this process runs on `own_on`; a foreign process on every GPU;
-    GPU 3 is split into two MIG instances."""
-    gpus = [FakeGpu(index=i, uuid=f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd", bus_id=f"00000000:{0x1B + i:02X}:00.0",
-                    used=(3 + i) * GIB, pids={foreign_pid: GIB}) for i in range(4)]
-    gpus[own_on].pids[os.getpid()] = 2 * GIB + own_on
-    g3 = gpus[3]
-    g3.mig = [FakeGpu(index=-1, uuid=f"MIG-3-{k}", bus_id=g3.bus_id, used=(1 + k) * GIB, parent=g3,
-                      pids={os.getpid(): GIB + k} if own_on == 3 else {}) for k in range(2)]
-    return gpus
+__all__ = ["GIB", "FakeGpu", "four_gpus", "make_pynvml"]   # the NVML half lives in tests/fake_nvml.py
 
 
 @dataclass
 class FakeCuda:
-    """Fakes for paddle.device.cuda / paddle.device.synchronize; counts the synchronisations."""
+    """The allocator side of paddle.device.cuda; counts the synchronisations (core._device_synchronize)."""
 
     allocated: int = 900 * 2**20
     reserved: int = 1200 * 2**20
     syncs: int = 0
     resets: int = 0
 
-    def install(self, monkeypatch: Any, bus_id: str | None) -> None:
+    def install(self, monkeypatch: Any, bus_id: str | None, gpus: list[FakeGpu]) -> None:
+        """set_device, synchronize and get_device_name are Paddle's own over the GPU build's places
+        (`_gpu_build_places`), on the GPUs CUDA_VISIBLE_DEVICES leaves visible."""
         import paddle
 
         from ampbench.trackers import cuda
 
-        real_set_device = paddle.set_device
         monkeypatch.setattr(cuda, "has_gpu", lambda: True)
         monkeypatch.setattr(cuda, "cuda_bus_id", lambda ordinal=None: bus_id)
-        monkeypatch.setattr(paddle, "set_device", lambda d: real_set_device("cpu"))
-        monkeypatch.setattr(paddle.device, "synchronize", self._sync)
+        env = {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES",) if k in os.environ}
+        _gpu_build_places(monkeypatch, Machine("fake", gpus, gpu_name=gpus[0].name, env=env),
+                          types.SimpleNamespace(place=None, synced=[], cuda=self))
         c = paddle.device.cuda
         monkeypatch.setattr(c, "reset_max_memory_allocated", self._reset)
         monkeypatch.setattr(c, "reset_max_memory_reserved", self._reset)
         monkeypatch.setattr(c, "max_memory_allocated", lambda *a: self.allocated)
         monkeypatch.setattr(c, "max_memory_reserved", lambda *a: self.reserved)
-        monkeypatch.setattr(c, "get_device_name", lambda *a: "Fake A100-SXM4-40GB")
         monkeypatch.setattr(paddle.version, "cuda", lambda: "12.3")
         monkeypatch.setattr(paddle.version, "cudnn", lambda: "9.0.0")
 
     burst: dict[str, int] = field(default_factory=dict)   # a short-lived peak since the last reset (an eval)
-
-    def _sync(self, *a: Any) -> None:
-        self.syncs += 1
 
     def _reset(self, *a: Any) -> None:
         self.resets += 1
@@ -154,8 +77,8 @@ class FakeCuda:
 #   casts) from Paddle's own `amp_lists`. Approximation: the tracer's promote rules for ops on
 #   neither list are not imitated (they count as float32);
 # - library errors use the status names of cuBLAS/cuDNN as Paddle reports them;
-# - nvidia-ml-py 13: `nvmlDeviceGetComputeRunningProcesses` calls the `_v3` symbol; old drivers
-#   lack it (FunctionNotFound), `_v2` exists.
+# - NVML is the real nvidia-ml-py over a stub libnvidia-ml (tests/fake_nvml.py cites each driver's
+#   behaviour; `Machine.driver` names the profile).
 # Parameters stay float32 during trials (CPU has no fp16 kernels for training): `cast_params=True`
 # makes decorate really cast, for assertions on a decorated model without training it.
 # ---------------------------------------------------------------------------------------------
@@ -165,15 +88,10 @@ import sys  # noqa: E402
 import warnings  # noqa: E402
 
 
-class NVMLError_FunctionNotFound(NVMLError):  # noqa: N801  (pynvml's generated class name)
-    pass
-
-
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
-    pass
-
-
-GPU_ONLY_FLAGS = {"FLAGS_cudnn_batchnorm_spatial_persistent": False, "FLAGS_gemm_use_half_precision_compute_type": True,
+# The GPU build's defaults (paddle/common/flags.cc, PHI_DEFINE_EXPORTED_bool(<name>, false, ...) for each:
+# gemm_use_half_precision_compute_type "default=false", cudnn_deterministic, cudnn_exhaustive_search,
+# cudnn_batchnorm_spatial_persistent); the CPU build does not define them.
+GPU_ONLY_FLAGS = {"FLAGS_cudnn_batchnorm_spatial_persistent": False, "FLAGS_gemm_use_half_precision_compute_type": False,
                   "FLAGS_cudnn_deterministic": False, "FLAGS_cudnn_exhaustive_search": False}
 
 
@@ -193,22 +111,35 @@ class Machine:
     host_pids: bool = False       # container without --pid=host: NVML lists host PIDs, never ours
     paddle_version: str = "3.3.1"
     reset_api: bool = True        # paddle.device.cuda.reset_max_memory_* (Paddle >= 3.0)
-    nvml_v3: bool = True          # driver exports nvmlDeviceGetComputeRunningProcesses_v3
+    driver: str = "current"       # tests/fake_nvml.py DRIVERS: what libnvidia-ml exports and answers
     alloc_fail_rows: int | None = None   # cuBLAS cannot allocate its workspace above this many rows
+    gpu_names: list[str] | None = None   # per visible ordinal, where the GPUs differ (else gpu_name for each)
 
     def visible(self) -> list[str]:
-        cvd = self.env.get("CUDA_VISIBLE_DEVICES")
-        if cvd is None:
+        """CUDA's devices: CUDA_VISIBLE_DEVICES, else what the container runtime exposed
+        (NVIDIA_VISIBLE_DEVICES, nvidia-container-toolkit), else every GPU."""
+        cvd = self.env.get("CUDA_VISIBLE_DEVICES", self.env.get("NVIDIA_VISIBLE_DEVICES"))
+        if cvd is None or cvd == "all":
             return [g.uuid for g in self.gpus]
         return [e.strip() for e in cvd.split(",") if e.strip()]
 
     def bus_of(self, ordinal: int) -> str:
         """What the CUDA driver API reports for a visible ordinal (CUDA_VISIBLE_DEVICES applied)."""
+        g = self._gpu_of(ordinal)
+        dom, _, rest = g.bus_id.partition(":")
+        return f"{int(dom, 16):04x}:{rest}".lower()
+
+    def uuid_of(self, ordinal: int) -> str:
+        """cuDeviceGetUuid_v2's answer: the MIG instance's UUID under MIG, else the GPU's."""
+        entry = self.visible()[ordinal]
+        g = self._gpu_of(ordinal)
+        return next((m.uuid for m in g.mig if m.uuid == entry), g.uuid)
+
+    def _gpu_of(self, ordinal: int) -> FakeGpu:
         entry = self.visible()[ordinal]
         for g in self.gpus:
             if entry in (g.uuid, str(g.index)) or any(m.uuid == entry for m in g.mig):
-                dom, _, rest = g.bus_id.partition(":")
-                return f"{int(dom, 16):04x}:{rest}".lower()
+                return g
         raise IndexError(ordinal)
 
 
@@ -230,24 +161,34 @@ def machines() -> dict[str, Machine]:
     container = a100_gpus()
     container[0].pids = {31337: 5 * GIB}          # a host PID: ours is not listed
     subset = four_gpus(own_on=2)                  # CUDA_VISIBLE_DEVICES=2,3: Paddle sees two GPUs, NVML four
+    subset[3].mig = []                            # whole GPUs: no MIG mode on GPU 3 here
     mig = four_gpus(own_on=3)
     for inst in mig[3].mig:
         inst.pids[os.getpid()] = 3 * GIB + 1       # this process on the MIG instance holds more than it reserved
+    mig_ctr = four_gpus(own_on=3)                  # a container given one MIG device: NVML opens only that one
+    for inst in mig_ctr[3].mig:
+        inst.pids[os.getpid()] = 3 * GIB + 1
+    mig_ctr[3].mig[0].visible = False
     return {
         "a100": Machine("a100", a100_gpus()),
         "v100": Machine("v100", v100, gpu_name="Tesla V100-SXM2-32GB", cc=(7, 0), total=32 * GIB),
-        "p100": Machine("p100", p100, gpu_name="Tesla P100-PCIE-16GB", cc=(6, 0), total=16 * GIB),
+        "p100": Machine("p100", p100, gpu_name="Tesla P100-PCIE-16GB", cc=(6, 0), total=16 * GIB, driver="pre-volta"),
         "container": Machine("container", container, host_pids=True),
         "subset": Machine("subset", subset, env={"CUDA_VISIBLE_DEVICES": "2,3"}),
-        "mig": Machine("mig", mig, env={"CUDA_VISIBLE_DEVICES": "MIG-3-1"}),
+        "mig": Machine("mig", mig, env={"CUDA_VISIBLE_DEVICES": mig_uuid(3, 1)}),
+        "mig-container": Machine("mig-container", mig_ctr, env={"NVIDIA_VISIBLE_DEVICES": mig_uuid(3, 1)}),
         "no-nvml": Machine("no-nvml", a100_gpus(), nvml=False, nvidia_smi=False),
         "paddle26": Machine("paddle26", a100_gpus(), paddle_version="2.6.2", reset_api=False, cuda="12.0"),
-        "old-driver": Machine("old-driver", a100_gpus(), nvml_v3=False),
+        "old-driver": Machine("old-driver", a100_gpus(), driver="r470"),
+        "driver-535.98": Machine("driver-535.98", a100_gpus(), driver="535.98"),
+        "driver-535.54": Machine("driver-535.54", a100_gpus(), driver="535.54"),
+        "vgpu": Machine("vgpu", a100_gpus(), gpu_name="NVIDIA A100-40C", driver="vgpu"),
     }
 
 
 class FakeLibCuda:
-    """libcuda.so.1's three driver-API calls ampbench makes (cuInit, cuDeviceGet, cuDeviceGetPCIBusId)."""
+    """libcuda.so.1's driver-API calls ampbench makes (cuInit, cuDeviceGet, cuDeviceGetPCIBusId,
+    cuDeviceGetUuid_v2: the MIG instance's UUID under MIG, CUDA driver API reference)."""
 
     def __init__(self, machine: Machine) -> None:
         self.m = machine
@@ -266,6 +207,10 @@ class FakeLibCuda:
 
     def cuDeviceGetPCIBusId(self, buf: Any, n: Any, dev: Any) -> int:  # noqa: N802
         buf.value = self.m.bus_of(dev.value).encode()
+        return 0
+
+    def cuDeviceGetUuid_v2(self, raw: Any, dev: Any) -> int:  # noqa: N802
+        raw.raw = bytes.fromhex(self.m.uuid_of(dev.value).split("-", 1)[1].replace("-", ""))
         return 0
 
 
@@ -451,6 +396,8 @@ class Installed:
     devices_asked: list[Any] = field(default_factory=list)   # device arguments of the allocator queries
     set_device: list[str] = field(default_factory=list)
     flags: dict[str, Any] = field(default_factory=dict)
+    place: Any = None                                     # the expected place as the GPU build would hold it
+    synced: list[int] = field(default_factory=list)       # device ids core._device_synchronize was given
 
 
 def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_params: bool = False) -> Installed:
@@ -466,24 +413,10 @@ def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_para
         monkeypatch.delenv(k, raising=False)
     for k, v in machine.env.items():
         monkeypatch.setenv(k, v)
-    nv = make_pynvml(machine.gpus, init_error=False)
-    nv.NVMLError = NVMLError
-    nv.NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
     if machine.host_pids:
         for g in machine.gpus:
             g.pids.pop(os.getpid(), None)
-    real_procs = nv.nvmlDeviceGetComputeRunningProcesses
-    if machine.nvml_v3:
-        nv.nvmlDeviceGetComputeRunningProcesses_v3 = real_procs
-    else:   # nvidia-ml-py 13's wrapper calls the _v3 symbol the old driver lacks
-        def missing(h: Any) -> Any:
-            raise NVMLError_FunctionNotFound("Function Not Found")
-        nv.nvmlDeviceGetComputeRunningProcesses = missing
-    nv.nvmlDeviceGetComputeRunningProcesses_v2 = real_procs
-    if not machine.nvml:
-        def no_lib() -> None:
-            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
-        nv.nvmlInit = no_lib
+    nv = make_pynvml(machine.gpus, machine.driver, library=machine.nvml)
     monkeypatch.setitem(sys.modules, "pynvml", nv)
 
     lib = FakeLibCuda(machine)
@@ -509,23 +442,21 @@ def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_para
 
     fc = FakeCuda()
     inst = Installed(machine=machine, nv=nv, cuda=fc, amp=FakeAmp(cast_params=cast_params), libcuda=lib)
-    real_set_device = paddle.set_device
+    real_set_device = paddle.set_device   # Paddle's own, run over the GPU build's places (`_gpu_build_places`)
 
     def set_device(d: str) -> Any:
         inst.set_device.append(d)
-        return real_set_device("cpu")
+        return real_set_device(d)
 
     monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: True)
     from paddle.base import core as _core   # paddle.seed then seeds one CUDA generator per device: none here
 
     monkeypatch.setattr(_core, "get_cuda_device_count", lambda: 0, raising=False)
+    _gpu_build_places(monkeypatch, machine, inst)
     monkeypatch.setattr(paddle, "set_device", set_device)
     monkeypatch.setattr(paddle, "__version__", machine.paddle_version)
-    monkeypatch.setattr(paddle.device, "synchronize", fc._sync)
     c = paddle.device.cuda
     monkeypatch.setattr(c, "device_count", lambda: len(machine.visible()))
-    monkeypatch.setattr(c, "get_device_capability", lambda *a: machine.cc)
-    monkeypatch.setattr(c, "get_device_name", lambda *a: machine.gpu_name)
     if machine.reset_api:
         monkeypatch.setattr(c, "reset_max_memory_allocated", lambda *a: (inst.devices_asked.append(a), fc._reset()))
         monkeypatch.setattr(c, "reset_max_memory_reserved", lambda *a: (inst.devices_asked.append(a), fc._reset()))
@@ -590,3 +521,108 @@ class _CudaBuildCore:
     @staticmethod
     def is_compiled_with_cuda() -> bool:
         return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Places, device names and synchronisation: Paddle's own Python (paddle/device/__init__.py and
+# paddle/device/cuda/__init__.py of paddle 3.3.1, the installed wheel's files) runs unchanged; only
+# what the CPU build lacks is stood in for, as the GPU build provides it:
+# - `core.CUDAPlace(n)`: the CPU build refuses it (paddle/fluid/pybind/place.cc:443-451, "Cannot use
+#   GPU because you have installed CPU version PaddlePaddle"); `CudaPlace` holds the id;
+# - the expected place: base/framework.py:815-827 `_current_expected_place_` starts a CUDA build
+#   at CUDAPlace(_cuda_ids()[0]) (FLAGS_selected_gpus' first id, else 0, :898-904) and
+#   set_device (device/__init__.py:595-624) stores `_convert_to_place(device)` with
+#   `framework._set_expected_place`; here the store is kept for Paddle's Python and the kernels
+#   are put on CPU (the only place this build can run them);
+# - `core._device_synchronize(id)`: what device/__init__.py:1826-1827 `synchronize` calls for a
+#   CUDAPlace; for any other place that function raises TypeError (:1834-1839), Paddle's own code;
+# - `core.get_device_properties(id)`: device/cuda/__init__.py:596-667 passes the id (-1 for None:
+#   the current device, the expected place's here); `get_device_name` (:670) and
+#   `get_device_capability` (:699) read name/major/minor from it. An id outside the visible GPUs
+#   raises the C++ enforce's InvalidArgument (paddle/phi/backends/gpu/cuda/cuda_info.cc,
+#   PADDLE_ENFORCE_LT(id, GetGPUDeviceCount(), "Device id must be less than GPU count, ...")).
+# ---------------------------------------------------------------------------------------------
+
+
+class CudaPlace:
+    """A CUDAPlace as the GPU build constructs it (see the block comment above)."""
+
+    def __init__(self, dev_id: int) -> None:
+        self._id = int(dev_id)
+
+    def get_device_id(self) -> int:
+        return self._id
+
+    def is_gpu_place(self) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CudaPlace) and other._id == self._id
+
+    def __hash__(self) -> int:
+        return hash(("gpu", self._id))
+
+    def __repr__(self) -> str:
+        return f"Place(gpu:{self._id})"
+
+
+class _Over:
+    """A module as the GPU build's would answer: the names given here, everything else its own."""
+
+    def __init__(self, base: Any, **answers: Any) -> None:
+        self._base = base
+        self.__dict__.update(answers)
+
+    def __getattr__(self, k: str) -> Any:
+        return getattr(self._base, k)
+
+
+def _gpu_build_places(monkeypatch: Any, machine: Machine, inst: Installed) -> None:
+    import paddle
+    import paddle.framework as pframework
+    from paddle.base import core, framework
+
+    dev_mod, cuda_mod = sys.modules["paddle.device"], sys.modules["paddle.device.cuda"]
+    count = len(machine.visible())
+    selected = [int(x) for x in os.environ.get("FLAGS_selected_gpus", "").split(",") if x.strip()]
+    inst.place = CudaPlace((selected or [0])[0]) if count else core.CPUPlace()
+
+    def expected() -> Any:
+        return inst.place
+
+    def set_expected(place: Any) -> None:
+        inst.place = place
+        framework._set_expected_place(core.CPUPlace())
+
+    def check(i: int) -> int:
+        if not 0 <= i < count:
+            raise ValueError(f"(InvalidArgument) Device id must be less than GPU count, but received id is: {i}. "
+                             f"GPU count is: {count}.")
+        return i
+
+    def properties(device_id: int) -> Any:
+        i = check(inst.place.get_device_id() if device_id == -1 and isinstance(inst.place, CudaPlace) else device_id)
+        name = machine.gpu_names[i] if machine.gpu_names else machine.gpu_name
+        return types.SimpleNamespace(name=name, major=machine.cc[0], minor=machine.cc[1], total_memory=machine.total,
+                                     multi_processor_count=108)
+
+    def device_synchronize(i: int) -> None:
+        inst.synced.append(check(i))
+        inst.cuda.syncs += 1
+
+    gpu_core = _Over(core, is_compiled_with_cuda=lambda: True, CUDAPlace=CudaPlace, get_device_properties=properties,
+                     _device_synchronize=device_synchronize, get_cuda_current_device_id=lambda: expected().get_device_id())
+    gpu_framework = _Over(framework, _current_expected_place_=expected, _set_expected_place=set_expected)
+    # set_device("gpu") asks ParallelEnv().dev_id, which a CUDA build sets from FLAGS_selected_gpus' first id
+    # (default "0"; distributed/parallel.py:759-761) and a CPU build leaves unset
+    env = types.SimpleNamespace(dev_id=int((os.environ.get("FLAGS_selected_gpus") or "0").split(",")[0]))
+    gpu_paddle = _Over(paddle, framework=_Over(pframework, _current_expected_place_=expected), CUDAPlace=CudaPlace,
+                       is_compiled_with_cuda=lambda: True,
+                       distributed=_Over(paddle.distributed, ParallelEnv=lambda: env))
+    # the names Paddle's functions read at call time: their globals (paddle.device is a module subclass
+    # whose functions keep the original namespace, so that dict is the one to answer from)
+    for space, names in ((dev_mod.synchronize.__globals__, {"core": gpu_core, "framework": gpu_framework,
+                                                            "paddle": gpu_paddle}),
+                         (cuda_mod.get_device_properties.__globals__, {"core": gpu_core})):
+        for name, value in names.items():
+            monkeypatch.setitem(space, name, value)

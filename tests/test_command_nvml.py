@@ -40,6 +40,7 @@ def _gpus() -> list[FakeGpu]:
 
 def test_poller_matches_a_pid_set_and_sums_its_memory():
     nv = make_pynvml(_gpus())
+    nv.nvmlInit()
     dev = nvml.resolve(nv, {}, "0000:1b:00.0")
     out = nvml.Poller(nv, dev, pid=ROOT_PID, pids=lambda: {ROOT_PID, RANK_PID}, interval_s=0.01).start().stop()
     assert out["device_used_bytes"] == 3 * GIB and out["device_used_source"] == nvml.PROCESS
@@ -75,16 +76,18 @@ def test_tree_pids_list_the_program_and_its_children():
 
 
 def _start_event(folder: Path, device: str) -> None:
-    """The start event a program's hook writes once its `import paddle` finished."""
-    start = {"e": "start", "pid": ROOT_PID, "rank": 0, "world": 1, "paddle": "3.3.1", "python": "3.11", "device": device}
+    """The start event a program's hook writes once its `import paddle` finished, and the device event
+    it writes at the end of the first step."""
+    start = {"e": "start", "pid": ROOT_PID, "rank": 0, "world": 1, "paddle": "3.3.1", "python": "3.11"}
+    named = {"e": "device", "device": device}
     if device == "gpu":
-        start |= {"device_name": "Fake A100", "cuda_env": {"CUDA_VISIBLE_DEVICES": "0"}, "pci_bus_id": "0000:1B:00.0"}
+        named |= {"device_name": "Fake A100", "cuda_env": {"CUDA_VISIBLE_DEVICES": "0"}, "pci_bus_id": "0000:1B:00.0"}
     path = folder / f"{ROOT_PID}.jsonl"
-    path.write_text(json.dumps(start) + "\n")
+    path.write_text(json.dumps(start) + "\n" + json.dumps(named) + "\n")
 
 
-def _trial(tmp_path: Path, device: str, monkeypatch):
-    nv = make_pynvml(_gpus())
+def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):
+    nv = make_pynvml(_gpus(), driver)
     monkeypatch.setitem(sys.modules, "pynvml", nv)
     suite = tmp_path / "suite.toml"
     suite.write_text(suite_text(amp=False, steps=6))
@@ -128,7 +131,7 @@ def test_command_finish_fills_the_built_in_memory_and_energy_fields_on_a_gpu(tmp
     assert not [k for k in m.errors if k.startswith("nvml")], m.errors
     assert t.interference is not None and t.interference.foreign_processes == [FOREIGN_PID]
     assert t.interference.sm_clock_mhz_median == 1410 and "sw_power_cap" in t.interference.throttle_reasons
-    assert nv.calls["init"] == 1 and nv.calls["shutdown"] == 1
+    assert nv.stub.calls["nvmlInitWithFlags"] == 1 and nv.stub.calls["nvmlShutdown"] == 1
 
 
 def test_command_finish_on_cpu_opens_no_nvml_and_records_none(tmp_path, monkeypatch):
@@ -138,4 +141,14 @@ def test_command_finish_on_cpu_opens_no_nvml_and_records_none(tmp_path, monkeypa
     assert (m.device_used_bytes, m.device_used_source, m.energy_j, m.energy_j_per_sample, m.nvml_device) == \
         (None, None, None, None, None)
     assert not [k for k in m.errors if k.startswith("nvml")]
-    assert nv.calls["init"] == 0 and t.interference is None
+    assert nv.stub.calls["nvmlInitWithFlags"] == 0 and t.interference is None
+
+
+def test_command_trial_on_a_device_without_energy_says_not_measured_and_why(tmp_path, monkeypatch):
+    """NVML answers Not Supported for energy (before Volta, vGPU guests): energy null with that note,
+    not the misleading "samples do not cover the window"; memory still measured."""
+    t, _ = _trial(tmp_path, "gpu", monkeypatch, driver="pre-volta")
+    assert t.status == "ok", t.error
+    m = t.memory
+    assert m.energy_j is None and "nvml.not_supported.nvmlDeviceGetTotalEnergyConsumption" in m.errors
+    assert "nvml.window" not in m.errors and m.device_used_bytes == 3 * GIB

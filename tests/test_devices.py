@@ -27,6 +27,7 @@ from ampbench.results.run_dir import open_run
 from tests.conftest import TOY_SUITE
 from tests.factories import make_run, make_suite, make_trial
 from tests.fake_cuda import Machine, a100_gpus, four_gpus, install_machine, machines
+from tests.fake_nvml import mig_uuid
 from tests.test_hostile import _workers_of
 from tests.test_run_cli import only_run, run_cli
 
@@ -205,7 +206,7 @@ def test_a_round_of_new_trials_goes_through_the_pool_pinned_with_its_cpu_share(t
 # ------------------------------------------------------------------ the pool as Paddle's GPU build counts it
 
 
-@pytest.mark.parametrize("name,expect", [("a100", ["0"]), ("subset", ["2", "3"]), ("mig", ["MIG-3-1"])])
+@pytest.mark.parametrize("name,expect", [("a100", ["0"]), ("subset", ["2", "3"]), ("mig", [mig_uuid(3, 1)])])
 def test_the_pool_is_paddles_count_of_visible_devices(monkeypatch, tmp_path, name, expect):
     from ampbench.trackers import cuda
 

@@ -136,10 +136,12 @@ def test_launch_command_wraps_worker():
     cmd, env = distributed.launch_command(multi, ["w"], Path("r"))
     assert cmd[cmd.index("--nnodes") + 1] == "2" and cmd[cmd.index("--master") + 1] == "10.0.0.1:8090"
     assert "PADDLE_DISTRI_BACKEND" not in env
-    with pytest.raises(ValueError, match="master"):
-        DistributedConfig(nnodes=2)  # refused when the suite loads, before any run folder
+    # no master in the suite: Slurm supplies one (the job's first node); by hand, --master does (a run
+    # without either is refused before any run folder: test_hostile, test_multinode)
     with pytest.raises(ConfigError, match="master"):
-        distributed.launch_command(DistributedConfig.model_construct(nnodes=2), ["w"], Path("r"))
+        distributed.launch_command(DistributedConfig(nnodes=2), ["w"], Path("r"))
+    cmd, _ = distributed.launch_command(DistributedConfig(nnodes=2), ["w"], Path("r"), node_rank=1, master="h:1")
+    assert cmd[cmd.index("--rank") + 1] == "1" and cmd[cmd.index("--log_dir") + 1] == str(Path("r") / "node1")
 
 
 def test_rank_failure_prefers_earliest_note_then_launcher_line(tmp_path):

@@ -17,6 +17,7 @@ import pytest
 from ampbench.results import Memory, RunDir
 from ampbench.trackers import nvml
 from tests.fake_cuda import GIB, FakeCuda, four_gpus, make_pynvml
+from tests.fake_nvml import DRIVER_NOT_LOADED, ENERGY, GPU_IS_LOST, Driver, mig_uuid
 from tests.test_worker import spec_for
 
 STEPS, WARMUP = 6, 2
@@ -45,7 +46,7 @@ def gpu(monkeypatch):
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
         cuda = FakeCuda()
-        cuda.install(monkeypatch, bus_id)
+        cuda.install(monkeypatch, bus_id, gpus)
         return nv, cuda
 
     return install
@@ -65,14 +66,15 @@ def test_rank_on_gpu_2_measures_its_own_process_memory_energy_and_interference(t
     assert m.energy_j and m.energy_j > 0
     assert m.energy_j_per_sample == pytest.approx(m.energy_j / sum(s.samples for s in t.measured_steps()))
     assert not any(k.startswith("nvml") for k in m.errors)
-    assert nv.calls["init"] >= 2 and nv.calls["init"] == nv.calls["shutdown"]   # env + window, each closed
+    calls = nv.stub.calls   # the driver library's symbols, as the real nvidia-ml-py called them
+    assert calls["nvmlInitWithFlags"] >= 2 and calls["nvmlInitWithFlags"] == calls["nvmlShutdown"]   # env + window
     # timing policy: one device sync per step (warm-up included), plus the window's open and close
     assert cuda.syncs == STEPS + 2 and cuda.resets == 2
     assert t.throughput.window_s and sum(s.time_s for s in t.measured_steps()) <= t.throughput.window_s
     inter = t.interference if isinstance(t.interference, dict) else t.interference.model_dump()
     assert inter["foreign_processes"] == [999_999] and inter["throttle_reasons"] == ["sw_power_cap"]
     assert inter["sm_clock_mhz_median"] == 1410 and inter["temperature_c_max"] == 61 and inter["power_w_median"] == 250
-    assert t.env.device == "gpu" and t.env.device_name == "Fake A100-SXM4-40GB" and t.env.driver == "550.54.15"
+    assert t.env.device == "gpu" and t.env.device_name == "Fake A100-SXM4-40GB" and t.env.driver == "580.95.05"
     assert t.env.gpu["power_limit_w"] == 400 and t.env.gpu["sm_clock_max_mhz"] == 1410
 
 
@@ -81,14 +83,14 @@ def test_container_pids_fall_back_to_device_memory_with_source(toy_suite, tmp_pa
     gpus[0].pids = {4242: 5 * GIB, 4343: GIB}           # host PIDs: ours is not among them
     gpu(gpus, "0000:1b:00.0")
     t = _run_toy(toy_suite, tmp_path)
-    assert t.memory.device_used_bytes == 3 * GIB and t.memory.device_used_source == "nvml-device"
+    assert t.memory.device_used_bytes == 9 * GIB and t.memory.device_used_source == "nvml-device"   # 3 + 5 + 1
     assert "not in NVML's process list" in t.memory.errors["nvml.pid"]
     inter = t.interference if isinstance(t.interference, dict) else t.interference.model_dump()
     assert inter["foreign_processes"] == [4242, 4343]
 
 
 def test_nvml_missing_is_null_with_the_reason_not_zero(toy_suite, tmp_path, gpu):
-    gpu(four_gpus(own_on=0), "0000:1b:00.0", init_error=True)
+    gpu(four_gpus(own_on=0), "0000:1b:00.0", driver=Driver(init_error=DRIVER_NOT_LOADED))
     t = _run_toy(toy_suite, tmp_path)
     m = t.memory
     assert m.device_used_bytes is None and m.energy_j is None and m.energy_j_per_sample is None
@@ -97,33 +99,35 @@ def test_nvml_missing_is_null_with_the_reason_not_zero(toy_suite, tmp_path, gpu)
 
 
 def test_a_failing_nvml_call_is_recorded_and_the_others_go_on(toy_suite, tmp_path, gpu):
-    gpu(four_gpus(own_on=1), "0000:1c:00.0", fail={"nvmlDeviceGetTotalEnergyConsumption"})
+    gpu(four_gpus(own_on=1), "0000:1c:00.0", driver=Driver(errors=((ENERGY, GPU_IS_LOST),)))
     t = _run_toy(toy_suite, tmp_path)
-    assert "Not Supported" in t.memory.errors["nvml.nvmlDeviceGetTotalEnergyConsumption"]
+    assert "GPU is lost" in t.memory.errors["nvml.nvmlDeviceGetTotalEnergyConsumption"]
     assert t.memory.energy_j is None and t.memory.device_used_bytes == 2 * GIB + 1
 
 
 @pytest.mark.parametrize("env,bus,expect", [
-    ({"CUDA_VISIBLE_DEVICES": "MIG-3-1"}, None, ("mig_uuid", "MIG-3-1")),
+    ({"CUDA_VISIBLE_DEVICES": mig_uuid(3, 1)}, None, ("mig_uuid", mig_uuid(3, 1))),
     ({"CUDA_VISIBLE_DEVICES": "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd"}, None, ("uuid", "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd")),
     ({"CUDA_VISIBLE_DEVICES": "3,1", "FLAGS_selected_gpus": "1"}, None, ("index-assumed", "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd")),
     ({"CUDA_VISIBLE_DEVICES": "3,1", "FLAGS_selected_gpus": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, None,
      ("index", "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd")),
-    ({"CUDA_VISIBLE_DEVICES": "0,1"}, "0000:1E:00.0", ("pci_bus_id", "GPU-00000003-aaaa-bbbb-cccc-dddddddddddd")),
+    ({"CUDA_VISIBLE_DEVICES": "0,1"}, "0000:1D:00.0", ("pci_bus_id", "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd")),
     ({"FLAGS_selected_gpus": "2"}, None, ("index-assumed", "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd")),
 ])
 def test_device_resolution(env, bus, expect):
     nv = make_pynvml(four_gpus(own_on=0))
+    nv.nvmlInit()
     dev = nvml.resolve(nv, env, bus)
     assert (dev.matched_by, dev.uuid) == expect
     if dev.mig:
-        assert dev.parent.index == 3 and dev.index is None and dev.pci_bus_id == "0000:1e:00.0"
+        assert nv.nvmlDeviceGetIndex(dev.parent) == 3 and dev.index is None and dev.pci_bus_id == "0000:1e:00.0"
 
 
 def test_mig_window_reads_the_instance_memory_and_the_parent_energy():
     gpus = four_gpus(own_on=3)
     nv = make_pynvml(gpus)
-    dev = nvml.resolve(nv, {"CUDA_VISIBLE_DEVICES": "MIG-3-1"}, None)
+    nv.nvmlInit()
+    dev = nvml.resolve(nv, {"CUDA_VISIBLE_DEVICES": mig_uuid(3, 1)}, None)
     out = nvml.Poller(nv, dev, interval_s=0.01).start().stop()
     assert out["device_used_bytes"] == GIB + 1 and out["device_used_source"] == "nvml-process"
     assert out["energy_j"] > 0 and out["nvml_device"]["mig"] is True

@@ -23,18 +23,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ampbench.commands import until_decided as ud
 from ampbench.commands.check import check_run
 from ampbench.commands.run_plan import (
+    NodeRole,
     RunOptions,
+    check_launcher,
     check_pool,
     device_pool,
     load_resume,
     make_spec,
+    node_role,
     parse_faults,
     parse_seeds,
     plan_trials,
     preflight,
     trial_width,
 )
-from ampbench.config import ConfigError, Suite
+from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
@@ -67,17 +70,22 @@ def launch_trial(spec: TrialSpec, run: RunDir, on_event: Callable[[dict[str, Any
 # ---------------------------------------------------------------- a whole run
 
 
-def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
-            ) -> tuple[RunDir, RunInfo, Suite, dict[str, Fault]]:
-    """Validate everything, then (only then) create the run folder and its run.json."""
+def load_for_run(opts: RunOptions) -> LoadedSuite:
+    """The suite a new run would train (its file, profile, --seeds and --set), every check made, nothing
+    written: `run` calls it first, `--sweep` for every point before the first one runs."""
     from ampbench.trackers import device
 
     if opts.suite_file is None:
         raise ConfigError("run", "SUITE", "give a suite file or a bundled suite name (or --resume RUN_DIR)")
     preflight(opts.suite_file, opts.out_dir)
     seeds = [f"suite.seeds={parse_seeds(opts.seeds)}"] if opts.seeds is not None else []
-    loaded = load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(),
-                        overrides=opts.overrides + seeds)
+    return load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(), overrides=opts.overrides + seeds)
+
+
+def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
+            ) -> tuple[RunDir, RunInfo, Suite, dict[str, Fault]]:
+    """Validate everything, then (only then) create the run folder and its run.json."""
+    loaded = load_for_run(opts)
     suite = loaded.suite
     if opts.at_max_batch:
         from ampbench.commands.max_batch_run import at_max_batch, find_probe
@@ -88,6 +96,7 @@ def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
                       + ", ".join(f"{escape(m.name)} {m.batch_size}" for m in suite.modes))
     plan = plan_trials(suite, opts.modes)
     faults = parse_faults(_fault_env(), plan)
+    check_launcher(suite, opts)
     if pool is not None:
         check_pool(suite, plan, pool, opts.affinity)
     if opts.run_id:
@@ -102,6 +111,10 @@ def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
         config=suite.model_dump(mode="json"), started=utc_now(), overrides=opts.overrides, devices=pool,
     )
     run.write_run(info)
+    if opts.slurm is not None:
+        from ampbench.launch.slurm_run import SlurmRun, save_state
+
+        save_state(run.path, SlurmRun(options=opts.slurm))
     why = "" if opts.profile else (" (picked automatically: no GPU found)" if loaded.profile == "cpu" else "")
     console.print(f"suite [bold]{escape(suite.suite.name)}[/] from {escape(str(opts.suite_file))}, "
                   f"profile [bold]{escape(loaded.profile)}[/]{why}", soft_wrap=True)  # a path is never cut
@@ -126,6 +139,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         if pool is not None:
             check_pool(suite, plan, pool, info.affinity)
             info.devices = pool
+        _resume_launcher(run, opts)
         console.print(f"resuming [bold]{escape(str(run.path))}[/] (profile {escape(info.profile)})")
     else:
         run, info, suite, faults = new_run(opts, console, device_pool(opts.devices))
@@ -148,13 +162,17 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         run.write_run(info)
         baseline = opts.baseline
         try:
-            _run_trials(run, info, suite, plan, todo, faults, console)
+            role = node_role(opts)
+            ended = _run_trials(run, info, suite, plan, todo, faults, console, role)
+            if role is not None and role.follower:
+                return _follower_done(run, ended, console)
             baseline = _resolve_baseline(run, baseline, console)
             seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
             if opts.until_decided and info.sequential is not None:
-                suite = ud.extend(run, info, suite, plan, seq,
-                                  lambda new: _run_trials(run, info, suite, new, new, faults, console),
-                                  console, started)
+                def more(new: list[tuple[str, int]]) -> None:
+                    _run_trials(run, info, suite, new, new, faults, console, role)
+
+                suite = ud.extend(run, info, suite, plan, seq, more, console, started)
         except (KeyboardInterrupt, Interrupted) as e:
             code = e.exit_code if isinstance(e, Interrupted) else 130
             kept = len(run.finished_keys(config_hash=info.config_hash, suite=info.suite))
@@ -165,6 +183,31 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         info.finished = utc_now()
         run.write_run(info)
     return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline, verbose=opts.verbose)
+
+
+def _resume_launcher(run: RunDir, opts: RunOptions) -> None:
+    """--resume goes on with the launcher the run started with (slurm.json holds Slurm's options)."""
+    from ampbench.launch.slurm import require_commands
+    from ampbench.launch.slurm_run import load_state
+
+    recorded = load_state(run.path)
+    if opts.slurm is not None and recorded is None:
+        raise ConfigError("--launcher", "slurm", f"{run.path} was run by the local launcher; --resume finishes it "
+                          "the same way (drop --launcher slurm)")
+    if recorded is not None and opts.slurm is not None and opts.slurm != recorded.options:
+        raise ConfigError("--resume", "--launcher slurm", f"not honoured: --resume submits the rest of {run.path} with "
+                          f"the Slurm options in its slurm.json; drop the Slurm options")
+    if recorded is not None:
+        require_commands()
+
+
+def _follower_done(run: RunDir, ended: list[Trial], console: Console) -> int:
+    """A follower node (--node-rank > 0) has no trials to judge: exit 0 when its part of each ended ok, else 2."""
+    bad = [t.key for t in ended if t.status != "ok"]
+    console.print(f"node rank done: its ranks' logs are in {escape(str(run.logs_dir))}; node 0's run folder holds "
+                  f"the trials, their check and report" + (f"; this node's part failed in {escape(', '.join(bad))}"
+                                                            if bad else ""), soft_wrap=True)
+    return 2 if bad else 0
 
 
 def _resolve_baseline(run: RunDir, baseline: Path | None, console: Console) -> Path | None:
@@ -190,11 +233,20 @@ def _say_pool(pool: list[str] | None, console: Console) -> None:
 
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
-                todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console) -> None:
+                todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console,
+                node: NodeRole | None = None) -> list[Trial]:
     """`todo` through the device pool (run.json's; none: one slot, the plan's order), one progress task
-    per running trial."""
+    per running trial; or, for a run started with --launcher slurm, as Slurm jobs."""
+    from ampbench.launch.slurm_run import load_state
+
+    if (state := load_state(run.path)) is not None:
+        from ampbench.commands.run_slurm import run_on_slurm
+
+        run_on_slurm(run, info, suite, todo, faults, state, console, trial_files, _status_text)
+        return []
     pool = info.devices or [CPU]
     shares = cpu_shares(info.affinity, len(pool))
+    ended: list[Trial] = []
     sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[info]}", markup=False), console=console, transient=False,
@@ -204,7 +256,8 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
         def start(job: Job, slots: tuple[int, ...], stop: threading.Event) -> Trial:
             devices = tuple(pool[d] for d in slots)
             cpus = sorted({c for d in slots for c in shares[d] or []}) if info.affinity else None
-            spec = make_spec(info, suite, run, job.mode, job.seed, faults.get(trial_key(job.mode, job.seed)), cpus)
+            spec = make_spec(info, suite, run, job.mode, job.seed, faults.get(trial_key(job.mode, job.seed)), cpus,
+                             node)
             task = progress.add_task(f"  {escape(job.mode)} seed {job.seed}{_where(devices)}",
                                      total=suite.train.steps, info="starting")
             try:
@@ -214,11 +267,13 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
                 progress.remove_task(task)
 
         def finished(job: Job, trial: Trial) -> None:
+            ended.append(trial)
             progress.advance(overall)
             where = _where(tuple(trial.interference.devices) if trial.interference else ())
             console.print(f"  {escape(job.mode)} seed {job.seed}{where}: {_status_text(trial)}")
 
         run_jobs(sched, start, finished)
+    return ended
 
 
 def _where(devices: tuple[str, ...]) -> str:

@@ -22,6 +22,7 @@ from ampbench.core.records import RunInfo, trial_key
 from ampbench.core.store import RUNS_DIR
 from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
+from ampbench.launch.slurm import SlurmOptions
 from ampbench.results.run_dir import RunDir, suite_of
 from ampbench.trial.spec import TrialSpec
 
@@ -51,6 +52,26 @@ class RunOptions:
     probe: Path | None = None
     devices: str | None = None  # --devices all|0,1,...: trials side by side, one per device (launch.pool)
     verbose: bool = False  # -v: the trial table and every rule's full text before the outcome table
+    slurm: SlurmOptions | None = None  # --launcher slurm: every trial a Slurm job (launch/slurm_run.py)
+    master: str | None = None  # --master HOST:PORT --node-rank R: a multi-node trial's nodes started by hand
+    node_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeRole:
+    """This machine's part of a multi-node trial started by hand (run --master HOST:PORT --node-rank R)."""
+
+    master: str
+    node_rank: int
+
+    @property
+    def follower(self) -> bool:
+        """Node rank > 0: its ranks join node 0's, which records the trial."""
+        return self.node_rank > 0
+
+
+def node_role(opts: RunOptions) -> NodeRole | None:
+    return NodeRole(opts.master, opts.node_rank) if opts.master is not None and opts.node_rank is not None else None
 
 
 def default_cache_dir() -> Path:
@@ -140,40 +161,66 @@ def parse_faults(text: str | None, plan: list[tuple[str, int]] | None = None) ->
     return out
 
 
+MAX_CPU = 2**16  # no machine has more CPUs; a larger number is a typo, never a range to expand
+
+
 def parse_cpus(text: str) -> list[int]:
-    """`--affinity 0-3,6` -> [0, 1, 2, 3, 6]; every CPU must be one this process may use."""
+    """`--affinity 0-3,6` -> [0, 1, 2, 3, 6]; every CPU must be one this process may use (each bound is
+    checked before a range is expanded: `0-99999999999` is refused, not a MemoryError)."""
     cpus: set[int] = set()
-    try:
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            lo, _, hi = part.partition("-")
-            a, b = int(lo), int(hi) if hi else int(lo)
-            if a < 0 or b < a:
-                raise ValueError
-            cpus.update(range(a, b + 1))
-    except ValueError:
-        raise ConfigError("--affinity", text, "expected CPU numbers or ranges, e.g. --affinity 2 or 0-3,6") from None
-    if not cpus:
-        raise ConfigError("--affinity", text, "no CPU given")
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
-        allowed = cpus
-    bad = sorted(cpus - allowed)
-    if bad:
-        raise ConfigError("--affinity", text, f"CPU {bad[0]} is not available to this process "
-                                              f"(allowed: {','.join(map(str, sorted(allowed)))})")
+        allowed = set(range(os.cpu_count() or 1))
+    shown = ",".join(map(str, sorted(allowed)))
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise ConfigError("--affinity", text, "expected CPU numbers or ranges, e.g. --affinity 2 or "
+                              "0-3,6" + (" (an empty item)" if not part else "")) from None
+        if a < 0 or b < a:
+            raise ConfigError("--affinity", text, f"{part}: a range runs from a CPU number up to a larger one")
+        if b > MAX_CPU or not set(range(a, b + 1)) <= allowed:
+            bad = min(set(range(a, min(b, MAX_CPU) + 1)) - allowed, default=b)
+            raise ConfigError("--affinity", text, f"CPU {bad} is not available to this process (allowed: {shown})")
+        cpus.update(range(a, b + 1))
     return sorted(cpus)
 
 
 def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None,
-              cpus: list[int] | None = None) -> TrialSpec:
+              cpus: list[int] | None = None, node: NodeRole | None = None) -> TrialSpec:
     """The spec of one planned trial; `cpus`: its share of --affinity (the run's whole set by default)."""
     return TrialSpec(
         suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
         mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
         fault=fault,
         cpu_affinity=(cpus if cpus is not None else info.affinity) or None,
+        node_rank=node.node_rank if node else None, master=node.master if node else None,
     )
+
+
+def check_launcher(suite: Suite, opts: RunOptions) -> None:
+    """What the chosen launcher cannot run, refused before a run folder exists: Slurm's commands missing,
+    --devices with Slurm (the cluster places trials), a multi-node trial with no way for its nodes to meet."""
+    dist = suite.distributed
+    if opts.slurm is not None:
+        from ampbench.launch.slurm import require_commands
+
+        if opts.devices is not None or opts.node_rank is not None or opts.master is not None:
+            raise ConfigError("--launcher", "slurm", "--devices, --master and --node-rank are for the local "
+                              "launcher; under Slurm the job places the trial and names its nodes")
+        require_commands()
+        return
+    if (opts.node_rank is None) != (opts.master is None):
+        raise ConfigError("--node-rank", str(opts.node_rank), "--master HOST:PORT and --node-rank R go together")
+    if dist.nnodes > 1 and not (opts.master or dist.master or dist.ips):
+        raise ConfigError("suite", "distributed.nnodes", f"nnodes = {dist.nnodes}: start each node with --master "
+                          "HOST:PORT --node-rank R (or set distributed.master), or run with --launcher slurm")
+    if opts.node_rank is not None and not 0 <= opts.node_rank < dist.nnodes:
+        raise ConfigError("--node-rank", str(opts.node_rank), f"the suite has nnodes = {dist.nnodes}: node ranks "
+                          f"0..{dist.nnodes - 1}")
 
 
 # ---------------------------------------------------------------- --devices
@@ -231,7 +278,12 @@ def refuse_unhonoured(opts: RunOptions, info: RunInfo, where: Path) -> None:
     """--resume finishes the run exactly as run.json plans it; arguments that would change the plan
     or the config are refused rather than silently ignored."""
     given = [name for name, value in (("--profile", opts.profile), ("--mode", opts.modes), ("--seeds", opts.seeds),
-                                      ("--set", opts.overrides)) if value not in (None, [])]
+                                      ("--set", opts.overrides), ("--affinity", opts.affinity),
+                                      ("--at-max-batch", opts.at_max_batch or None), ("--probe", opts.probe),
+                                      ("--out", None if Path(opts.out_dir) == DEFAULT_OUT else opts.out_dir))
+             if value not in (None, [])]
+    if opts.until_decided and info.sequential is None:
+        given.append("--until-decided (the run was not started with it)")
     if given:
         raise ConfigError("--resume", ", ".join(given),
                           f"not honoured: --resume finishes {where} as planned in its run.json (profile "

@@ -6,15 +6,15 @@ table, one `selftest.json`; exit 0 only when every check holds, 1 when one fails
 machine without a GPU (it prints what it would check: nothing GPU-side can be proven there).
 
 A check reads n/a, with the reason, where this machine cannot support it (Paddle turns fp16 AMP
-off below compute capability 7.0 and bf16 below 8.0; no NVML in the container; Paddle 2.x has
-no allocator peak reset; one visible GPU): it fails only where the measurement is wrong.
+off below compute capability 7.0 and bf16 below 8.0; no NVML in the container; NVML answers
+"Not Supported" for energy before Volta and in vGPU guests; Paddle 2.x has no allocator peak
+reset; one visible GPU): it fails only where the measurement is wrong.
 `selftest.json` also keeps every raw figure the GPU profiles' thresholds are set from
 (`figures`, one row per trial; docs/gpu.md "From a selftest to thresholds").
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,11 +25,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.core.files import atomic_write_json
+from ampbench.core.names import new_run_id
 from ampbench.core.records import Trial
 from ampbench.report.console import table_box
 
 PROFILE = "gpu-smoke"
 NVML_NOTES = {"nvml.pid"}   # our PID not in NVML's list (containers): device-wide memory recorded, not a failure
+# a reading the device does not offer (NVML_ERROR_NOT_SUPPORTED: energy before Volta, vGPU guests): "not measured"
+NOT_SUPPORTED = "nvml.not_supported."
+ENERGY_NOT_SUPPORTED = NOT_SUPPORTED + "nvmlDeviceGetTotalEnergyConsumption"
 CHECKS: dict[str, str] = {
     "trial-ok": "every trial of every bundled suite's gpu-smoke profile finished (status ok)",
     "amp-active": "every AMP mode ran float16/bfloat16 calls of an op on Paddle's default white list for its "
@@ -38,7 +42,7 @@ CHECKS: dict[str, str] = {
     "memory-order": "0 < peak allocated <= peak reserved <= driver-seen (NVML) memory in every trial",
     "nvml-device": "NVML resolved the trial's own GPU (PCI bus id, UUID or MIG) with no NVML errors",
     "step-times": "per-step times add up to 80-100% of the measured window's wall time in every trial",
-    "energy": "NVML energy over the measured window > 0 J in every trial",
+    "energy": "NVML energy over the measured window > 0 J in every trial (n/a where NVML answers Not Supported)",
     "data-parallel": "with >= 2 GPUs: a 2-rank trial with per-rank memory measured on two different NVML devices",
 }
 STEP_SUM_RANGE = (0.8, 1.0 + 1e-6)
@@ -69,7 +73,7 @@ def machine_facts() -> Machine:
     from ampbench.trackers import cuda, device
     from ampbench.trackers.nvml import Session
 
-    session = Session(cuda_bus_id=cuda.cuda_bus_id()).open()
+    session = Session(cuda_bus_id=cuda.cuda_bus_id(), cuda_uuid=cuda.cuda_uuid()).open()
     session.close()
     cc = cuda.compute_capability()
     return Machine(gpus=cuda.visible_gpu_count(),
@@ -125,8 +129,8 @@ def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
     else:
         add("memory-order", a is not None and r is not None and d is not None and 0 < a <= r <= d,
             f"allocated {a}, reserved {r}, device {d} ({m.device_used_source})")
-    errs = {k: v for k, v in m.errors.items() if k.startswith("nvml") and k not in NVML_NOTES}
-    notes = {k: v for k, v in m.errors.items() if k in NVML_NOTES}
+    errs = {k: v for k, v in m.errors.items() if k.startswith("nvml") and not _nvml_note(k)}
+    notes = {k: v for k, v in m.errors.items() if _nvml_note(k)}
     if mc.nvml_error:
         add("nvml-device", None, f"n/a: {mc.nvml_error}")
     else:
@@ -136,11 +140,23 @@ def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
     share = total / window if window else None
     add("step-times", share is not None and STEP_SUM_RANGE[0] <= share <= STEP_SUM_RANGE[1],
         f"sum of steps {total:.3f} s of window {window or 0:.3f} s")
-    if mc.nvml_error:
-        add("energy", None, f"n/a: {mc.nvml_error}")
-    else:
-        add("energy", (m.energy_j or 0) > 0, f"{m.energy_j} J, {m.energy_j_per_sample} J/sample")
+    add("energy", *_energy(t, mc))
     return out
+
+
+def _energy(t: Trial, mc: Machine) -> tuple[bool | None, str]:
+    """The energy check: n/a without NVML or where NVML says the device does not offer it."""
+    m = t.memory
+    if mc.nvml_error:
+        return None, f"n/a: {mc.nvml_error}"
+    if ENERGY_NOT_SUPPORTED in m.errors and m.energy_j is None:
+        return None, f"n/a: {m.errors[ENERGY_NOT_SUPPORTED]}"
+    return (m.energy_j or 0) > 0, f"{m.energy_j} J, {m.energy_j_per_sample} J/sample"
+
+
+def _nvml_note(key: str) -> bool:
+    """An NVML entry of Memory.errors that says "not measured here", not "measured wrong"."""
+    return key in NVML_NOTES or key.startswith(NOT_SUPPORTED)
 
 
 def figures(t: Trial) -> dict[str, Any]:
@@ -186,7 +202,7 @@ def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: lis
     from ampbench.commands.run import RunOptions, execute
     from ampbench.results.run_dir import open_run
 
-    run_id = f"selftest-{name}{tag}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    run_id = f"selftest-{name}{tag}-{new_run_id()}"   # time, pid and random bits: two selftests never collide
     quiet = Console(quiet=True)
     execute(RunOptions(suite_file=Path(name), profile=PROFILE, out_dir=runs, report=False, run_id=run_id,
                        overrides=list(extra or []), modes=list(modes or [])), console=quiet)

@@ -21,7 +21,7 @@ from rich.markup import escape
 from ampbench.commands.run_plan import RunOptions
 from ampbench.config import ConfigError
 from ampbench.core.files import atomic_write_text
-from ampbench.core.names import utc_now
+from ampbench.core.names import new_run_id
 from ampbench.judge.summary import summarize_run
 from ampbench.report.fmt import md_code, md_table, md_text
 from ampbench.results.run_dir import RunDir, open_run
@@ -62,12 +62,14 @@ def _slug(point: list[str]) -> str:
 
 def run_sweep(opts: RunOptions, sweep: list[str], console: Console) -> int:
     """Run every point (opts: commands.run_plan.RunOptions), then write the grid report; worst exit code."""
-    from ampbench.commands.run import execute
+    from ampbench.commands.run import execute, load_for_run
 
     if opts.resume:
         raise ConfigError("--sweep", " ".join(sweep), "not with --resume (resume each point's run folder)")
     grid = parse_sweep(sweep)
-    stamp = utc_now().replace(":", "").replace("-", "").replace("+", "")[:15]
+    for point in points(grid):  # every value checked before the first point trains: exit 2, nothing run
+        load_for_run(dataclasses.replace(opts, overrides=[*opts.overrides, *point]))
+    stamp = new_run_id()  # time, pid and random bits: two sweeps started in the same second never collide
     done: list[tuple[list[str], Path | None, int]] = []
     for i, point in enumerate(points(grid)):
         run_id = f"sweep-{stamp}-{i:02d}-{_slug(point)}"
@@ -78,7 +80,7 @@ def run_sweep(opts: RunOptions, sweep: list[str], console: Console) -> int:
         done.append((point, found[0] if found else None, code))
     if done and done[0][1] is not None:
         path = done[0][1].parent / f"sweep-{stamp}.md"
-        atomic_write_text(path, sweep_report(grid, done))
+        atomic_write_text(path, sweep_report(grid, done), replace=False)
         console.print(f"sweep report: {escape(str(path))}")
     return max((c for _, _, c in done), key=lambda c: _SEVERITY.get(c, 4), default=0)
 

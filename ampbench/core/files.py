@@ -209,6 +209,46 @@ def open_for_writing(path: Path, root: Path | None = None) -> IO[str]:
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
+MAX_EMPTY_DEPTH = 64   # folders inside a folder ampbench empties; deeper is refused, never recursed without bound
+
+
+def empty_folder(folder: Path, root: Path) -> None:
+    """Make `folder` (below `root`, the folder ampbench owns) an empty folder, creating it if missing.
+
+    The one walk for every folder ampbench empties (a command trial's `{out}` and events, on every
+    attempt, --resume included): opened with O_NOFOLLOW from `root` down, so a folder replaced by a
+    symbolic link (a run folder from a CI artifact, or one the program under test rewrote) is refused,
+    never followed to delete files elsewhere; inside it a link is removed as a link (its target
+    untouched) and a sub-folder is emptied through its own descriptor before it is removed. OS errors
+    become ResultsError naming the folder."""
+    folder = Path(folder)
+    base, names = _components(folder, Path(root))
+    fd = -1
+    try:
+        fd = _open_dirs(base, names, create=True)
+        _empty_fd(fd, folder, 0)
+    except OSError as e:
+        raise ResultsError(f"{folder}: cannot empty it: {os_reason(e)}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _empty_fd(fd: int, where: Path, depth: int) -> None:
+    if depth > MAX_EMPTY_DEPTH:
+        raise ResultsError(f"{where}: folders nested deeper than {MAX_EMPTY_DEPTH}; remove it by hand")
+    for name in os.listdir(fd):
+        if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            try:
+                _empty_fd(sub, where / name, depth + 1)
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=fd)
+        else:   # a file, a link (removed, never its target), a FIFO or a socket
+            os.unlink(name, dir_fd=fd)
+
+
 def refuse_link(path: Path) -> None:
     """A fixed path ampbench creates inside its folder (a lock) must not be a symbolic link."""
     with contextlib.suppress(OSError):
@@ -236,9 +276,12 @@ def is_record(path: Path) -> bool:
     return re.search(rb'"schema"\s*:\s*"ampbench\.', head) is not None
 
 
-def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_records: bool = False) -> Path:
-    """A user's `-o` path, checked before anything is computed: not one of the inputs, not a record
-    (unless `allow_records`, e.g. a baseline refreshed on purpose), not a folder, parent not a file."""
+def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_records: bool = False,
+                 kinds: tuple[str, ...] = ()) -> Path:
+    """A user's `-o` path, checked before anything is computed (every verb's `-o` goes through here):
+    not one of the inputs, not a record (unless `allow_records`, e.g. a baseline refreshed on purpose),
+    not a folder, parent not a file, and, given the suffixes the verb writes (`kinds`), not an existing
+    file of another kind (a training script or a YAML config is never replaced by a suite)."""
     path = Path(path)
     for src in inputs:
         with contextlib.suppress(OSError):
@@ -251,6 +294,9 @@ def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_r
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise ResultsError(f"{path}: cannot write: {blocker} is a file, not a folder (ENOTDIR)")
+    if kinds and os.path.lexists(path) and path.suffix.lower() not in kinds:
+        raise ResultsError(f"{path}: exists and is not a {' or '.join(kinds)} file; refusing to replace it "
+                           "(choose another output)")
     return path
 
 

@@ -1,19 +1,29 @@
-"""Process trees: the parent-death guard, a tree's peak RSS, killing a whole tree (psutil).
+"""Process trees: the parent-death guard, a tree's peak RSS, killing a whole tree (psutil), and the
+subreaper that finds what a tree left behind.
 
 Shared by the launcher (a worker and its ranks) and the command trial (the user's program and
-whatever it starts): no process ampbench starts outlives it.
+whatever it starts): no process ampbench starts outlives it. Both are subreapers (Linux
+PR_SET_CHILD_SUBREAPER): a daemon that double-forks is re-parented to the worker (or, when the
+program killed its worker, to ampbench) instead of init, so it stays a descendant and is found;
+`end_descendants` kills until none is left, so a daemon that forks a new copy on SIGTERM is killed
+too. Without a cgroup, a process that both left the tree before ampbench saw it (ampbench SIGKILLed)
+and dropped ampbench's environment marker can still escape: docs/command.md says so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
+import time
 
 import psutil
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+WORKER_ENV = "AMPBENCH_WORKER"   # in every worker's (and so its program's) environment: whose leftovers they are
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -44,8 +54,10 @@ _DEATH_GUARD = ("import ctypes, os, sys\n"
 
 
 def guarded(cmd: list[str]) -> list[str]:
-    """`cmd` behind the parent-death guard: the process (same pid after exec) dies with ampbench."""
-    return [sys.executable, "-c", _DEATH_GUARD, str(os.getpid()), *cmd]
+    """`cmd` behind the parent-death guard: the process (same pid after exec) dies with ampbench.
+    The guard's own interpreter runs isolated and without `site` (-I -S): no sitecustomize (the
+    user's, or the command hook on PYTHONPATH) runs in it, so theirs runs once, in their program."""
+    return [sys.executable, "-I", "-S", "-c", _DEATH_GUARD, str(os.getpid()), *cmd]
 
 
 def kill_tree(pid: int, grace_s: float = 2.0) -> None:
@@ -77,3 +89,48 @@ def kill_tree(pid: int, grace_s: float = 2.0) -> None:
 def descendants(pid: int) -> list[int]:
     """Every live descendant of `pid` (its own children's children included)."""
     return [p.pid for p in _tree(pid)[1:]]
+
+
+def become_subreaper() -> bool:
+    """Linux: processes orphaned below this one (a daemonised child) are re-parented here, not to init,
+    so they stay in the tree that timeouts and Ctrl-C kill and are found at the end. False elsewhere."""
+    try:
+        return int(ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _alive(proc: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return proc.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+def _marked(proc: psutil.Process, marker: tuple[str, str] | None) -> bool:
+    if marker is None:
+        return True
+    with contextlib.suppress(psutil.Error):
+        return proc.environ().get(marker[0]) == marker[1]
+    return False
+
+
+def end_descendants(pid: int, marker: tuple[str, str] | None = None, grace_s: float = 1.0,
+                    limit_s: float = 10.0) -> list[str]:
+    """Kill every live descendant of `pid` (with `marker` = (NAME, VALUE), only those whose environment
+    has it) and keep looking until none is left: SIGTERM first, then SIGKILL to whatever is still or
+    newly there (a daemon that forks a new copy on SIGTERM). Killed children of ours are reaped.
+    Returns `pid (name)` of each process killed, for the trial to name."""
+    seen: dict[int, str] = {}
+    deadline = time.monotonic() + limit_s
+    sig = signal.SIGTERM
+    while True:
+        procs = [p for p in _tree(pid)[1:] if _alive(p) and _marked(p, marker)]
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                seen.setdefault(p.pid, p.name())
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+        psutil.wait_procs(procs, timeout=grace_s if sig == signal.SIGTERM else 0.2)
+        if not procs or time.monotonic() > deadline:
+            return [f"{p} ({name})" for p, name in sorted(seen.items())]
+        sig = signal.SIGKILL

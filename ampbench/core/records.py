@@ -19,7 +19,8 @@ TRIAL_SCHEMA = "ampbench.trial/1"
 RUN_SCHEMA = "ampbench.run/1"
 CHECK_SCHEMA = "ampbench.check/1"
 
-Status = Literal["ok", "oom", "diverged", "crashed", "timeout"]
+# cancelled: the scheduler ended it, not the trial (a Slurm job cancelled or preempted: trial.slurm says which)
+Status = Literal["ok", "oom", "diverged", "crashed", "timeout", "cancelled"]
 Dtype = Literal["float32", "float16", "bfloat16"]
 Level = Literal["O0", "O1", "O2"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # names that become parts of file names
@@ -112,6 +113,7 @@ class Memory(_Open):
     energy_j: float | None = None
     energy_j_per_sample: float | None = None
     errors: dict[str, str] = {}        # source -> error text: a missing figure says why
+    notes: dict[str, str] = {}         # what a figure includes that its name does not say (EVALS_CACHED_NOTE)
     per_rank: list[dict[str, Any]] = []  # data parallel: every rank's figures (the fields above are maxima)
 
 
@@ -138,6 +140,20 @@ class Interference(_Open):
     numa_nodes: list[int] = []
     # run --devices: the CUDA_VISIBLE_DEVICES entries the worker was pinned to ([]: not pinned)
     devices: list[str] = []
+
+
+class SlurmJob(_Open):
+    """The Slurm job a trial ran as (`run --launcher slurm`, or a run inside an allocation): where it
+    ran, as the worker saw it, and the end state Slurm gave it when ampbench had to record a failure."""
+
+    job_id: str
+    node: str = ""        # SLURMD_NODENAME of the worker (rank 0 of a multi-node trial)
+    nodes: str = ""       # SLURM_JOB_NODELIST: every node of the job
+    partition: str = ""
+    gpus: str = ""        # SLURM_JOB_GPUS: the GPU indices Slurm gave the job on that node ("" none)
+    state: str = ""       # Slurm's job state when ampbench recorded a failure (FAILED, CANCELLED, TIMEOUT...)
+    exit_code: str = ""   # Slurm's ExitCode, "code:signal"
+    reason: str = ""      # Slurm's Reason at the end
 
 
 class EvalRecord(_Open):
@@ -177,6 +193,7 @@ class Trial(VersionedDoc):
     flags: dict[str, Any] = {}  # Paddle FLAGS applied in the trial (suite [flags] + the mode's)
     interference: Interference | None = None
     workload_info: dict[str, Any] = {}  # facts the workload reports (Workload.describe()), free-form
+    slurm: SlurmJob | None = None  # the Slurm job it ran as (run --launcher slurm)
 
     @property
     def key(self) -> str:

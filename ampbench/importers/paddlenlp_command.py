@@ -17,7 +17,8 @@ from typing import Any
 
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.importers.base import Imported
+from ampbench.config.suite import MAX_SEED
+from ampbench.importers.base import Imported, number, text
 from ampbench.importers.paddlenlp import _amp_mode
 
 AMP_ARGS = {"fp16", "bf16", "fp16_opt_level", "scale_loss", "amp_custom_black_list", "amp_custom_white_list",
@@ -60,16 +61,19 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
         cmd += _flag(k, v)
     for k, ph in CONTROLLED.items():
         cmd += [f"--{k}", ph]
-    best = args.get("metric_for_best_model")
-    metric = (best if str(best).startswith("eval_") else f"eval_{best}") if best else "eval_loss"
+    best = text(where, "metric_for_best_model", args["metric_for_best_model"]) if args.get("metric_for_best_model") else ""
+    metric = (best if best.startswith("eval_") else f"eval_{best}") if best else "eval_loss"
+    seed = number(where, "seed", args.get("seed", 0), int, minimum=0, maximum=MAX_SEED)
+    batch = number(where, "per_device_train_batch_size", args.get("per_device_train_batch_size", 8), int,
+                   minimum=1, maximum=10**9)
+    max_steps = number(where, "max_steps", args.get("max_steps", -1), int, maximum=10**9)  # -1: not set
     goal = "min" if metric.endswith("loss") or args.get("greater_is_better") is False else "max"
     out.suite = {
         "suite": {"name": slug(prog.stem, fallback="trainer"), "workload": "command", "metric": metric,
-                  "metric_goal": goal, "seeds": [int(args.get("seed", 0))],
+                  "metric_goal": goal, "seeds": [seed],
                   "description": f"{prog.name} with the Trainer arguments of {where}"},
         "workload": {"command": cmd, "cwd": str(prog.resolve().parent), "metric": {"preset": "trainer"}},
-        "train": {"batch_size": int(args.get("per_device_train_batch_size", 8)),
-                  "steps": int(args["max_steps"]) if int(args.get("max_steps", -1) or -1) > 0 else 200,
+        "train": {"batch_size": batch, "steps": max_steps if max_steps > 0 else 200,
                   "warmup_steps": 5, "timeout_s": 7200},
         "modes": [{"name": "fp32"}, *amps],
     }

@@ -20,7 +20,8 @@ from typing import Any
 
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.importers.base import Imported, UnsupportedConfig
+from ampbench.config.suite import MAX_SEED
+from ampbench.importers.base import Imported, UnsupportedConfig, text
 from ampbench.importers.paddleocr import MIN_BASELINE_HMEAN, _amp_modes, _Reader, load_config
 
 DEFAULT_STEPS = 300   # per trial on a GPU (nightly-sized); the cpu profile proves the pipeline only
@@ -63,9 +64,11 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
     r = _Reader(cfg, file)
     amps, amp_from, _ = _amp_modes(r)
     r.out.not_honoured.clear()  # their own train.py reads every key: nothing is translated away
-    metric = str((cfg.get("Metric") or {}).get("main_indicator", "hmean"))
-    batch = int(((cfg.get("Train") or {}).get("loader") or {}).get("batch_size_per_card", 8))
-    seed = (cfg.get("Global") or {}).get("seed")
+    metric = text(file, "Metric.main_indicator", r.section("Metric").get("main_indicator", "hmean"))
+    loader = r.sub("Train.loader", r.section("Train").get("loader"))
+    batch = r.num("Train.loader.batch_size_per_card", loader.get("batch_size_per_card", 8), int, minimum=1)
+    seed = r.section("Global").get("seed")
+    seed = 0 if seed is None else r.num("Global.seed", seed, int, minimum=0, maximum=MAX_SEED)
     py = python or sys.executable
     config = Path(path).resolve()
     modes = [{"name": "fp32", "args": ["Global.use_amp=False"]},
@@ -74,7 +77,7 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
     name = slug(config.stem, fallback="paddleocr")
     r.out.suite = {
         "suite": {"name": name, "workload": "command", "metric": metric,
-                  "seeds": [int(seed) if seed is not None else 0],
+                  "seeds": [seed],
                   "description": f"PaddleOCR's tools/train.py on {config.name} ({checkout})"},
         "workload": {"command": _command(py, config, DEFAULT_STEPS, []), "cwd": str(checkout),
                      "metric": {"preset": "paddleocr"}, "stop_after_steps": True},

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
+from ampbench.core.errors import ResultsError
 from ampbench.core.records import Trial
 from ampbench.judge import inference, measure, stats
 from ampbench.results.baselines import compact
@@ -90,8 +91,15 @@ def plan_for(suite: Suite, trials: list[Trial]) -> list[PlanRow]:
 
 
 def plan_run(run_dir: Path) -> list[PlanRow]:
+    """The plan of a run folder; a run with no ok trial has no spread to plan from (an error, not silence)."""
     run = open_run(Path(run_dir))
-    return plan_for(run.suite, run.trials)
+    rows = plan_for(run.suite, run.trials)
+    if not rows:
+        states = sorted({t.status for t in run.trials})
+        raise ResultsError(f"{run_dir}: no ok trial to plan from ({len(run.trials)} trial(s)"
+                           + (f", status {', '.join(states)}" if states else "")
+                           + "); fix what `ampbench check` reports and run again")
+    return rows
 
 
 def plan_lines(rows: list[PlanRow]) -> list[str]:

@@ -33,18 +33,26 @@ from ampbench.core.records import Status
 # ---------------------------------------------------------------- launch (runner side)
 
 
-def launch_command(cfg: DistributedConfig, worker_cmd: list[str], log_dir: Path) -> tuple[list[str], dict[str, str]]:
+def launch_command(cfg: DistributedConfig, worker_cmd: list[str], log_dir: Path, node_rank: int | None = None,
+                   master: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The launcher command around `worker_cmd` (which starts with the Python executable, so
-    the launcher runs it as given instead of as a script path) plus the env it needs."""
-    if cfg.nnodes > 1 and not (cfg.master or cfg.ips):
+    the launcher runs it as given instead of as a script path) plus the env it needs.  A node of a
+    multi-node trial (`node_rank`, `master` overriding the suite's) logs its ranks in a folder of its
+    own below `log_dir` (Paddle numbers each node's logs from 0), failure notes stay in `log_dir`."""
+    master = master or cfg.master
+    if cfg.nnodes > 1 and not (master or cfg.ips):
         raise ConfigError("suite", "distributed.master",
-                          f"nnodes = {cfg.nnodes} needs `master = \"HOST:PORT\"` (or `ips`) so the nodes can meet")
+                          f"nnodes = {cfg.nnodes} needs `master = \"HOST:PORT\"` (or `ips`, or --master) so the "
+                          "nodes can meet")
+    node_logs = log_dir / f"node{node_rank}" if cfg.nnodes > 1 and node_rank is not None else log_dir
     cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(cfg.nproc_per_node),
-           "--log_dir", str(log_dir)]
+           "--log_dir", str(node_logs)]
     if cfg.nnodes > 1:
         cmd += ["--nnodes", str(cfg.nnodes)]
-    if cfg.master:
-        cmd += ["--master", cfg.master]
+    if node_rank is not None and cfg.nnodes > 1:
+        cmd += ["--rank", str(node_rank)]
+    if master:
+        cmd += ["--master", master]
     if cfg.ips:
         cmd += ["--ips", cfg.ips]
     env = {"PYTHONUNBUFFERED": "1", RANK_DIR_ENV: str(log_dir)}  # events reach the runner as they happen

@@ -10,6 +10,7 @@ could not. Where those files live is the store's business (results/), not the la
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import threading
@@ -21,7 +22,8 @@ from typing import Any
 from ampbench.core.docs import load_doc, write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, tail_lines
-from ampbench.core.records import Interference, StepRecord, Trial, trial_key
+from ampbench.core.protocol import EVENT_PREFIX
+from ampbench.core.records import Interference, Status, StepRecord, Trial, trial_key
 from ampbench.core.store import RunPaths
 from ampbench.launch import distributed
 from ampbench.launch.pool import VISIBLE_ENV
@@ -56,7 +58,7 @@ def _step_collector(steps: list[StepRecord], on_event: Callable[[dict[str, Any]]
     return handle
 
 
-def _killed_status(out: Outcome, spec: TrialSpec, timeout: float) -> tuple[str, str]:
+def _killed_status(out: Outcome, spec: TrialSpec, timeout: float) -> tuple[Status, str]:
     """Status and error for a worker that left no result: only what is known (who killed it, why)."""
     mib = out.peak_rss / 2**20
     if out.killed == "timeout":
@@ -84,7 +86,7 @@ def _launch_cmd(spec: TrialSpec, files: TrialFiles) -> tuple[list[str], dict[str
     if spec.suite.distributed.multi_process:  # N ranks under paddle.distributed.launch
         rank_dir = files.ranks
         shutil.rmtree(rank_dir, ignore_errors=True)
-        cmd, env = distributed.launch_command(spec.suite.distributed, cmd, rank_dir)
+        cmd, env = distributed.launch_command(spec.suite.distributed, cmd, rank_dir, spec.node_rank, spec.master)
     return cmd, env, rank_dir
 
 
@@ -107,6 +109,8 @@ def launch(
     log_path = files.log
     out = run_worker(cmd, {**dist_env, **(env or {})}, log_path, Limits(timeout, spec.memory_limit_bytes),
                      _step_collector(steps, on_event), log_root=files.root, stop=stop)
+    if spec.node_rank:  # a follower node: its ranks joined node 0's, whose rank 0 records the trial there
+        return _follower(spec, out, steps, log_path, timeout)
     failure = None if out.killed or rank_dir is None else distributed.rank_failure(
         rank_dir, log_path, out.returncode, spec.suite.distributed.world_size, oom_kills=max(out.oom_kills, 0))
     if failure is not None and trial_path.exists():  # rank 0 wrote its view; the failing rank decides
@@ -121,11 +125,18 @@ def launch(
     return _record_failure(spec, out, failure, steps, log_path, timeout, (env or {}).get(VISIBLE_ENV))
 
 
+def _follower(spec: TrialSpec, out: Outcome, steps: list[StepRecord], log_path: Path, timeout: float) -> Trial:
+    """What a follower node knows of its part (never written: node 0 holds the trial file)."""
+    if out.returncode == 0 and not out.killed:
+        return failure_trial(spec, "ok", None, "", steps, out.wall_s)
+    status, error = _killed_status(out, spec, timeout)
+    return failure_trial(spec, status, f"node rank {spec.node_rank}: {error}", tail_lines(log_path), steps, out.wall_s)
+
+
 def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[StepRecord],
                     log_path: Path, timeout: float, visible: str | None = None) -> Trial:
     """The trial file for a worker that could not write one itself; a finished ok trial the worker did
     write is never replaced (ampbench stopped with Ctrl-Z past the timeout while the worker finished)."""
-    suite = spec.suite
     with contextlib.suppress(ResultsError, OSError):
         done = load_doc(Path(spec.trial_path), Trial, "trial file")
         if failure is None and done.status == "ok" and done.key == trial_key(spec.mode, spec.seed) \
@@ -135,17 +146,49 @@ def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[Ste
         status, error, tail = failure.status, failure.message, failure.log_tail
     else:
         (status, error), tail = _killed_status(out, spec, timeout), tail_lines(log_path)
-    trial = Trial(
-        suite=suite.suite.name, workload=suite.suite.workload, mode=spec.mode, seed=spec.seed,
-        profile=spec.profile, status=status, error=error, log_tail=tail or None,
-        config=suite.model_dump(mode="json"), config_hash=spec.config_hash, steps=steps,
-        batch_size=spec.batch_size or suite.batch_size(suite.mode(spec.mode)), wall_s=out.wall_s,
-    )
+    if out.leftovers:
+        error += (f"; its processes left {len(out.leftovers)} running ({', '.join(out.leftovers[:5])}"
+                  + (", ..." if len(out.leftovers) > 5 else "") + "): ampbench killed them")
+    trial = failure_trial(spec, status, error, tail, steps, out.wall_s)
     trial.memory.rss_peak_bytes = out.peak_rss or None  # None: never read
     if visible:  # where it ran (run --devices), as a worker records it itself
         trial.interference = Interference(devices=[d.strip() for d in visible.split(",") if d.strip()])
-    run = RunPaths.of_trial_file(Path(spec.trial_path))  # inside a run folder: no link followed in it
-    write_doc(Path(spec.trial_path), trial, root=run.path if run else None)
+    write_trial(spec, trial)
     return trial
 
 
+def failure_trial(spec: TrialSpec, status: Status, error: str | None, tail: str, steps: list[StepRecord],
+                  wall_s: float) -> Trial:
+    """The trial of a worker that could not write one itself: what is known of it (the steps its events or
+    log showed), nothing more.  Shared by the local launcher and the Slurm one (launch/slurm_run.py)."""
+    suite = spec.suite
+    return Trial(
+        suite=suite.suite.name, workload=suite.suite.workload, mode=spec.mode, seed=spec.seed,
+        profile=spec.profile, status=status, error=error, log_tail=tail or None,
+        config=suite.model_dump(mode="json"), config_hash=spec.config_hash, steps=steps,
+        batch_size=spec.batch_size or suite.batch_size(suite.mode(spec.mode)), wall_s=wall_s,
+    )
+
+
+def write_trial(spec: TrialSpec, trial: Trial) -> None:
+    """A trial file the runner writes, at spec.trial_path, no link followed below the run folder."""
+    run = RunPaths.of_trial_file(Path(spec.trial_path))  # inside a run folder: no link followed in it
+    write_doc(Path(spec.trial_path), trial, root=run.path if run else None)
+
+
+def steps_from_log(log_path: Path) -> list[StepRecord]:
+    """The step events a worker left in its log (a Slurm job's stdout is its log): the partial curve of
+    a trial that ended without writing its own file."""
+    steps: list[StepRecord] = []
+    keep = _step_collector(steps, None)
+    try:
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                if line.startswith(EVENT_PREFIX):
+                    with contextlib.suppress(ValueError):
+                        ev = json.loads(line[len(EVENT_PREFIX):])
+                        if isinstance(ev, dict):
+                            keep(ev)
+    except OSError:
+        pass
+    return steps

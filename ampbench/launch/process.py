@@ -2,7 +2,8 @@
 
 Workers run in their own session (a Ctrl-C on the terminal reaches ampbench only), so ampbench is
 responsible for them: on a timeout, a memory ceiling, Ctrl-C or SIGTERM the whole process tree is
-killed before ampbench goes on or exits; and a worker never outlives ampbench, even a SIGKILLed
+killed before ampbench goes on or exits; ampbench is their subreaper, so when a worker ends (or is
+killed by the program it runs) whatever its tree left behind is found by its marker and killed; and a worker never outlives ampbench, even a SIGKILLed
 one (the kernel's parent-death signal on the direct child, plus a watchdog thread in every worker
 process, data-parallel ranks included, that ends it when the ampbench process is gone).
 """
@@ -13,18 +14,19 @@ import contextlib
 import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ampbench.core.files import open_for_writing
-from ampbench.core.processes import guarded, kill_tree, tree_rss_bytes  # noqa: F401  (shared with trial/command.py)
+from ampbench.core.processes import WORKER_ENV, become_subreaper, end_descendants, guarded, kill_tree, tree_rss_bytes
 from ampbench.core.protocol import EVENT_PREFIX, PARENT_ENV, process_token
 
 
@@ -86,6 +88,7 @@ class Outcome:
     peak_rss: int
     wall_s: float
     oom_kills: int              # kernel OOM kills in our cgroup while it ran (-1: unknown)
+    leftovers: list[str] = field(default_factory=list)  # `pid (name)` of processes of its tree killed after it ended
 
     @property
     def signal(self) -> int | None:
@@ -125,7 +128,9 @@ def _reader(stream: Any, q: queue.Queue[dict[str, Any] | None]) -> None:
 
 
 def spawn(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
-    """The worker in its own session, dying with us (pdeathsig + the AMPBENCH_PARENT watchdog)."""
+    """The worker in its own session, dying with us (pdeathsig + the AMPBENCH_PARENT watchdog); we are
+    its subreaper, so what its tree leaves behind is re-parented to us (run_worker finds it by marker)."""
+    become_subreaper()
     return subprocess.Popen(
         guarded(cmd), stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, errors="replace",
         env={**os.environ, **env, PARENT_ENV: process_token(os.getpid())}, start_new_session=True,
@@ -144,8 +149,9 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
     killed: str | None = None
     peak = 0
     t0 = time.monotonic()
+    marker = f"{os.getpid()}-{secrets.token_hex(8)}"
     with open_for_writing(log_path, root=log_root) as log:
-        proc = spawn(cmd, env, log)
+        proc = spawn(cmd, {**env, WORKER_ENV: marker}, log)
         try:
             threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
             while True:
@@ -174,10 +180,12 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
             kill_tree(proc.pid)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=5)
+            end_descendants(os.getpid(), (WORKER_ENV, marker))
             raise
+    left = end_descendants(os.getpid(), (WORKER_ENV, marker))  # a program that killed its worker left these
     oom_after = cgroup_oom_kills()
     return Outcome(returncode=proc.returncode, killed=killed, peak_rss=peak, wall_s=time.monotonic() - t0,
-                   oom_kills=(oom_after - oom_before) if min(oom_before, oom_after) >= 0 else -1)
+                   oom_kills=(oom_after - oom_before) if min(oom_before, oom_after) >= 0 else -1, leftovers=left)
 
 
 def worker_command(spec_path: Path) -> list[str]:

@@ -134,6 +134,6 @@ def export_run(run_dir: Path, output: Path, folder: bool = False) -> Path:
             raise ResultsError(f"{out}: cannot create the folder: {os_reason(e)}") from None
     if out.is_dir():
         out = out / f"{safe_name(doc['ampbench']['run_id'], 'run_id')}.json"  # a name from run.json
-    check_output(out, [RunPaths(run_dir).run_json])
+    check_output(out, [RunPaths(run_dir).run_json], kinds=(".json",))
     atomic_write_json(out, doc)
     return out

@@ -50,9 +50,10 @@ def write_report(run_dirs: list[Path], output: Path | None = None, history: Path
         output = views[-1].run.report_path(ext, several=multi)
         root = views[-1].run.path  # inside the run folder: no link followed
     else:
-        check_output(Path(output), [p for v in views for p in (v.run.run_json, *v.run.trial_files())])
+        check_output(Path(output), [p for v in views for p in (v.run.run_json, *v.run.trial_files())],
+                     kinds=(".md", ".html", ".htm", ".markdown"))
         if also_html:
-            check_output(Path(output).with_suffix(".html"))
+            check_output(Path(output).with_suffix(".html"), kinds=(".html",))
     output = Path(output)
     plots_dir = RunPaths(output.parent).plots_dir if output.parent.resolve() in {v.run.path.resolve() for v in views} \
         else output.parent / f"{output.stem}-plots"

@@ -152,7 +152,7 @@ def save_baseline(run_dir: Path, output: Path | None = None,
     """Write the compact baseline of a run; default results/baselines/<device-slug>/<suite>.json.
     `warn` hears why the baseline may not be what nightly GPU CI should compare against (a CPU run)."""
     if output is not None:
-        check_output(Path(output), [RunPaths(run_dir).run_json], allow_records=True)
+        check_output(Path(output), [RunPaths(run_dir).run_json], allow_records=True, kinds=(".json",))
     b = from_run(Path(run_dir))
     if not any(b.trials(m) for m in b.modes):
         raise ResultsError(f"{run_dir}: no trial finished ok; nothing to save as a baseline")

@@ -108,6 +108,23 @@ def cuda_bus_id(ordinal: int | None = None) -> str | None:
     return buf.value.decode()
 
 
+def cuda_uuid(ordinal: int | None = None) -> str | None:
+    """The CUDA device's UUID ('xxxxxxxx-xxxx-...') from the driver API's cuDeviceGetUuid_v2, which
+    under MIG names the instance (cuDeviceGetUuid names the whole GPU): how NVML finds a MIG
+    instance when only NVIDIA_VISIBLE_DEVICES chose it. None when the driver does not answer."""
+    ordinal = cuda_ordinal(os.environ) if ordinal is None else ordinal
+    try:
+        lib = ctypes.CDLL(CUDA_DRIVER)
+        dev, raw = ctypes.c_int(0), ctypes.create_string_buffer(16)   # CUuuid: char bytes[16]
+        if (lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(ordinal)) != 0
+                or lib.cuDeviceGetUuid_v2(raw, dev) != 0):
+            return None
+    except (OSError, AttributeError):   # no driver library, or one older than CUDA 11.4 (no _v2)
+        return None
+    h = raw.raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def compute_capability() -> tuple[int, int] | None:
     """(major, minor) of the current device, or None off a GPU."""
     import paddle

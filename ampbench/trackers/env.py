@@ -39,13 +39,13 @@ def _gpu_fields() -> dict[str, object]:
     import paddle
 
     from ampbench.trackers import nvml
-    from ampbench.trackers.cuda import cuda_bus_id
+    from ampbench.trackers.cuda import cuda_bus_id, cuda_uuid
 
     try:
         name = str(paddle.device.cuda.get_device_name())
     except Exception:
         name = "cuda"
-    session = nvml.Session(cuda_bus_id=cuda_bus_id()).open()
+    session = nvml.Session(cuda_bus_id=cuda_bus_id(), cuda_uuid=cuda_uuid()).open()
     try:
         info = session.static_info()
     finally:

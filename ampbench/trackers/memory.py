@@ -21,6 +21,11 @@ from typing import Any
 from ampbench.core.records import Memory
 from ampbench.trackers import cuda, nvml
 
+# Memory.notes["evaluations"]: a peak reset cannot release what an evaluation left in Paddle's cache
+EVALS_CACHED_NOTE = ("peak_reserved_bytes and device_used_bytes include what the {n} mid-run evaluation(s) left "
+                     "cached in Paddle's allocator (a peak reset cannot release it); peak_allocated_bytes, which "
+                     "the memory rule compares, leaves them out")
+
 
 def rss_peak_bytes() -> int:
     """Peak resident set of this whole process since it started (Linux reports KiB)."""
@@ -39,6 +44,7 @@ class MemoryTracker:
     window: dict[str, Any] = field(default_factory=dict)   # the NVML window's result (energy, interference)
     _peaks: dict[str, int] = field(default_factory=dict)   # allocator peaks of the window's earlier parts
     _can_reset: bool = False
+    _evals: int = 0   # mid-run evaluations inside the window (EVALS_CACHED_NOTE)
 
     def start(self) -> None:
         if self.gpu:
@@ -55,7 +61,7 @@ class MemoryTracker:
     def _start_gpu(self) -> None:
         self._sync()
         self._reset_allocator()
-        self._session = nvml.Session(os.environ, cuda.cuda_bus_id()).open()
+        self._session = nvml.Session(os.environ, cuda.cuda_bus_id(), cuda.cuda_uuid()).open()
         if self._session.error:
             self.errors["nvml"] = self._session.error
         if self._session.dev is not None:
@@ -92,6 +98,7 @@ class MemoryTracker:
             return
         self._sync()
         self._keep_peaks()
+        self._evals += 1
         if self._poller is not None:
             self._poller.pause()
 
@@ -129,4 +136,5 @@ class MemoryTracker:
                                                            "nvml_device")})
         if self._session is not None:
             self._session.close()
-        return Memory(source="cuda", rss_peak_bytes=rss, errors=dict(self.errors), **fields)
+        notes = {"evaluations": EVALS_CACHED_NOTE.format(n=self._evals)} if self._evals else {}
+        return Memory(source="cuda", rss_peak_bytes=rss, errors=dict(self.errors), notes=notes, **fields)

@@ -10,7 +10,15 @@ What is read over the measured window (a polling thread, `Poller`): this process
 NVML lists its PID (`nvml-process`); inside a container NVML lists host PIDs, so otherwise the
 device-wide used memory (`nvml-device`). Also energy (the counter's difference), SM clocks,
 throttle reasons, temperature, power, and the other processes on the GPU. Every NVML error is
-recorded (function and message), never swallowed; nvmlShutdown is always called.
+recorded (function and message), never swallowed; nvmlShutdown is always called. A reading the
+device does not offer (NVML_ERROR_NOT_SUPPORTED: energy before Volta, vGPU guests, some VMs) is
+recorded apart, under `not_supported.<function>`: "not measured" on this device, not a failure.
+
+The process listing calls the versioned NVML symbols itself, newest first: nvidia-ml-py 13's
+unversioned `nvmlDeviceGetComputeRunningProcesses` calls `_v3` and turns a driver without it
+(below R510, and 535.98, which removed it) into `NVMLLibraryMismatchError`, so no fallback could
+catch it. Drivers 535.43 to 535.86 export `_v3` but fill it with a larger record than
+nvidia-ml-py's (PIDs past the first are garbage): `_v2` is asked first there.
 """
 
 from __future__ import annotations
@@ -31,14 +39,37 @@ THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_p
                  0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
 IGNORED_THROTTLE = {"gpu_idle", "applications_clocks_setting"}  # not slow-downs
 PID_NOTE = "pid"   # Samples.errors key of "our PID is not listed": a note (containers), not a failure
-# nvidia-ml-py 13 maps nvmlDeviceGetComputeRunningProcesses to the _v3 symbol; an older driver's
-# libnvidia-ml lacks it (NVMLError_FunctionNotFound): fall back to the _v2 symbol there, once.
-PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+NOT_SUPPORTED = "not_supported."   # Samples.errors key prefix of a reading this device does not offer
+# The versioned process listings, newest first (nvidia-ml-py calls exactly the symbol in the name).
+PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")
+# Drivers whose _v3 writes nvmlProcessInfo_v3_t (with usedGpuCcProtectedMemory) under the v3 name
+# (nvml.h of 535.43.02 to 535.86.05, NVIDIA/nvidia-settings history; nvitop PR #79 and #89).
+V3_STRUCT_DRIVERS = ((535, 43), (535, 86))
+# NVML return codes (nvml.h nvmlReturn_t), for wrappers that raise NVMLError(value)
+NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NOT_FOUND, NVML_ERROR_FUNCTION_NOT_FOUND = 3, 6, 13
+NVML_DEVICE_MIG_ENABLE = 1
 
 
-def _function_not_found(nv: Any, exc: Exception) -> bool:
-    cls = getattr(nv, "NVMLError_FunctionNotFound", None)
-    return (isinstance(cls, type) and isinstance(exc, cls)) or "function not found" in str(exc).lower()
+def _code(exc: Exception) -> int | None:
+    """The NVML return code an NVMLError carries (pynvml keeps it in `.value`); None for other errors."""
+    v = getattr(exc, "value", None)
+    return v if isinstance(v, int) else None
+
+
+def _driver_version(nv: Any) -> str:
+    """The driver's version, only to order the process listings ("" when NVML does not say: the default
+    order then; Env records the version, and its absence, on its own)."""
+    try:
+        return _text(nv.nvmlSystemGetDriverVersion())
+    except Exception:
+        return ""
+
+
+def process_calls(driver: str) -> tuple[str, ...]:
+    """The process listings to try, in order, for this driver version ("" when unknown)."""
+    parts = [int(p) if p.isdigit() else -1 for p in driver.split(".")[:2]] + [-1, -1]
+    lo, hi = V3_STRUCT_DRIVERS
+    return PROCESS_CALLS[::-1] if lo <= (parts[0], parts[1]) <= hi else PROCESS_CALLS
 
 
 def _text(v: Any) -> str:
@@ -94,8 +125,55 @@ def _device(nv: Any, handle: Any, matched_by: str, mig: bool = False) -> NvmlDev
                       mig=mig, matched_by=matched_by)
 
 
-def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None) -> NvmlDevice:
-    """The NVML device behind this process's CUDA device (see the module docstring for the order)."""
+def uuid_hex(uuid: str | bytes | None) -> str:
+    """'MIG-4f1e...-...' / 'GPU-...' / a bare UUID -> its 32 hex digits, lower case ("" if none)."""
+    u = _text(uuid or "").strip().lower()
+    for prefix in ("mig-", "gpu-"):
+        u = u.removeprefix(prefix)
+    return u.replace("-", "")
+
+
+def _mig_enabled(nv: Any, h: Any) -> bool:
+    try:
+        return int(nv.nvmlDeviceGetMigMode(h)[0]) == NVML_DEVICE_MIG_ENABLE
+    except Exception as exc:
+        if _code(exc) in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND):   # before Ampere / R450
+            return False
+        raise
+
+
+def _mig_instance(nv: Any, parent: Any, want: str, bus: str) -> NvmlDevice:
+    """The MIG device of `parent` whose UUID is `want` (hex digits; "" when unknown)."""
+    seen = []
+    for i in range(int(nv.nvmlDeviceGetMaxMigDeviceCount(parent))):
+        try:
+            h = nv.nvmlDeviceGetMigDeviceHandleByIndex(parent, i)
+        except Exception as exc:
+            if _code(exc) == NVML_ERROR_NOT_FOUND:   # no instance at this index (or not ours to open)
+                continue
+            raise
+        seen.append(_text(nv.nvmlDeviceGetUUID(h)))
+        if want and uuid_hex(seen[-1]) == want:
+            return _device(nv, h, "mig_uuid", mig=True)
+    raise LookupError(f"GPU {bus} is in MIG mode and none of its MIG devices {seen} is this process's "
+                      f"({'UUID ' + want if want else 'its UUID unknown'}): set CUDA_VISIBLE_DEVICES=MIG-<uuid>")
+
+
+def _wanted_mig(environ: Mapping[str, str], ordinal: int, cuda_uuid: str | None) -> str:
+    """The MIG instance this CUDA device is, as hex digits: the CUDA device's own UUID, else (no
+    CUDA_VISIBLE_DEVICES) the container runtime's NVIDIA_VISIBLE_DEVICES entry; "" when neither says."""
+    if cuda_uuid:
+        return uuid_hex(cuda_uuid)
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return ""
+    nvd = visible_entry({"CUDA_VISIBLE_DEVICES": environ.get("NVIDIA_VISIBLE_DEVICES", "")}, ordinal)
+    return uuid_hex(nvd) if nvd and nvd.startswith("MIG-") else ""
+
+
+def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None,
+            cuda_uuid: str | None = None) -> NvmlDevice:
+    """The NVML device behind this process's CUDA device (see the module docstring for the order).
+    `cuda_uuid` is the CUDA device's own UUID (cuDeviceGetUuid_v2: a MIG instance's under MIG)."""
     ordinal = cuda_ordinal(environ)
     entry = visible_entry(environ, ordinal)
     if entry and entry.startswith("MIG-"):
@@ -105,6 +183,8 @@ def resolve(nv: Any, environ: Mapping[str, str], cuda_bus_id: str | None) -> Nvm
         for i in range(int(nv.nvmlDeviceGetCount())):
             h = nv.nvmlDeviceGetHandleByIndex(i)
             if norm_bus_id(_text(nv.nvmlDeviceGetPciInfo(h).busId)) == want:
+                if _mig_enabled(nv, h):
+                    return _mig_instance(nv, h, _wanted_mig(environ, ordinal, cuda_uuid), want)
                 return _device(nv, h, "pci_bus_id")
     if entry and entry.startswith("GPU-"):
         return _device(nv, nv.nvmlDeviceGetHandleByUUID(entry.encode()), "uuid")
@@ -148,6 +228,7 @@ class Poller:
         self._paused_mj = 0.0            # energy spent while paused (mid-run evaluations), subtracted
         self._pause_mj: float | None = None
         self._paused = threading.Event()
+        self._procs_calls: tuple[str, ...] = PROCESS_CALLS
         self._procs_call = PROCESS_CALLS[0]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ampbench-nvml", daemon=True)
@@ -156,10 +237,19 @@ class Poller:
         try:
             return fn()
         except Exception as exc:  # recorded per NVML function; the other readings go on
-            self.s.errors.setdefault(name, f"{type(exc).__name__}: {exc}"[:200])
+            self._record(name, exc)
             return None
 
+    def _record(self, name: str, exc: Exception) -> None:
+        if _code(exc) == NVML_ERROR_NOT_SUPPORTED:
+            self.s.errors.setdefault(NOT_SUPPORTED + name, f"not measured: this device does not offer it "
+                                                           f"({type(exc).__name__}: {exc})"[:200])
+        else:
+            self.s.errors.setdefault(name, f"{type(exc).__name__}: {exc}"[:200])
+
     def start(self) -> Poller:
+        self._procs_calls = process_calls(_driver_version(self.nv))
+        self._procs_call = self._procs_calls[0]
         self._energy0 = self._energy_mj()
         self.sample()
         self._thread.start()
@@ -188,14 +278,16 @@ class Poller:
         self._paused.clear()
 
     def _processes(self) -> Any:
+        """The process listing through the first versioned symbol this driver exports (kept once found)."""
         nv, h = self.nv, self.dev.handle
+        later = self._procs_calls[self._procs_calls.index(self._procs_call) + 1:]
         try:
             return getattr(nv, self._procs_call)(h)
         except Exception as exc:
-            if self._procs_call == PROCESS_CALLS[0] and _function_not_found(nv, exc) and hasattr(nv, PROCESS_CALLS[1]):
-                self._procs_call = PROCESS_CALLS[1]   # an old driver: the _v2 entry point, once
+            if _code(exc) == NVML_ERROR_FUNCTION_NOT_FOUND and later:
+                self._procs_call = later[0]   # this driver lacks the symbol: the next older one, for good
                 return self._processes()
-            self.s.errors.setdefault(self._procs_call, f"{type(exc).__name__}: {exc}"[:200])
+            self._record(self._procs_call, exc)
             return None
 
     def _own_memory(self, procs: Any) -> int | None:
@@ -276,9 +368,10 @@ def interference_sample(window: dict[str, Any] | None) -> dict[str, Any]:
 class Session:
     """nvmlInit .. nvmlShutdown around one use, with the device of this process resolved."""
 
-    def __init__(self, environ: Mapping[str, str] | None = None, cuda_bus_id: str | None = None) -> None:
+    def __init__(self, environ: Mapping[str, str] | None = None, cuda_bus_id: str | None = None,
+                 cuda_uuid: str | None = None) -> None:
         self.environ = os.environ if environ is None else environ
-        self.cuda_bus_id = cuda_bus_id
+        self.cuda_bus_id, self.cuda_uuid = cuda_bus_id, cuda_uuid
         self.nv: Any = None
         self.dev: NvmlDevice | None = None
         self.error = ""
@@ -293,7 +386,7 @@ class Session:
             self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"[:300]
             return self
         try:
-            self.dev = resolve(self.nv, self.environ, self.cuda_bus_id)
+            self.dev = resolve(self.nv, self.environ, self.cuda_bus_id, self.cuda_uuid)
         except Exception as exc:
             self.error = f"NVML device not resolved: {type(exc).__name__}: {exc}"[:300]
         return self

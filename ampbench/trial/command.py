@@ -2,10 +2,13 @@
 
 The worker (a process of ampbench's own Python) runs the program as its child: the user's argv
 with the placeholders filled, the suite's and the mode's env, and ampbench's hook folder first on
-PYTHONPATH (unless `instrument = false`). The child dies with the worker (parent-death signal) and
-stays in the worker's process group, so the runner's timeout, Ctrl-C and SIGTERM kill the whole
-tree; processes the program leaves behind are killed here and named. The program's output goes to
-the trial log (at most `max_log_mib`; a flood is cut, counted and its tail kept) and through the
+PYTHONPATH (unless `instrument = false`). The child runs in a session of its own (a signal it sends
+to its process group never reaches the worker), dies with the worker (parent-death signal), and
+stays in the worker's process tree (the worker is a subreaper: a double-forked daemon is re-parented
+here), so the runner's timeout, Ctrl-C and SIGTERM kill the whole tree; processes the program leaves
+behind are killed here, until none is left, and named. The program's output goes to
+the trial log (at most `max_log_mib` bytes; a flood is cut, counted and its last bytes kept; memory
+stays bounded for a line of any length) and through the
 metric preset; the hook's step events are forwarded to the runner as they arrive, so a trial killed
 mid-way keeps its steps.
 """
@@ -22,8 +25,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.files import atomic_write_json
-from ampbench.core.processes import descendants, guarded, kill_tree, tree_rss_bytes
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import atomic_write_json, empty_folder
+from ampbench.core.processes import become_subreaper, end_descendants, guarded, tree_rss_bytes
 from ampbench.core.records import Env
 from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_record import EventReader, step_record
@@ -37,28 +41,64 @@ POLL_S = 0.25
 TAIL_LINES = 60
 
 
+CHUNK = 64 * 2**10      # the most the reader takes in at once: a line without a newline is read in pieces
+LINE_KEEP = 2000        # characters of a line kept in the tail (its end: where a traceback's last line is)
+SCAN_KEEP = 64 * 2**10  # bytes of a line the metric scan sees (a metric line is short)
+LAST_KEEP = 64 * 2**10  # bytes of output kept for the log once max_log_mib is reached
+
+
 class Output:
-    """Reads the program's merged stdout/stderr: to the trial log (capped), the metric scan, a tail."""
+    """Reads the program's merged stdout/stderr as bytes: to the trial log (at most `max_bytes` bytes,
+    then the output's last LAST_KEEP bytes at the end), the metric scan and a tail of lines. Memory is
+    bounded whatever the program prints: a line without a newline is read CHUNK bytes at a time and
+    only its head (scan) and end (tail) are kept, so 128 MiB on one line does not grow the worker."""
 
     def __init__(self, scan: LogScan, max_bytes: int):
         self.scan, self.max_bytes = scan, max_bytes
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-        self.written = self.dropped = 0
+        self.written = 0          # bytes in the log
+        self.dropped = 0          # lines (or line pieces) not written to the log
+        self.dropped_bytes = 0
+        self._last = bytearray()  # the output's end, once it no longer goes to the log
 
     def run(self, stream: Any) -> None:
-        log = sys.stderr
-        for line in stream:
-            self.tail.append(line.rstrip("\n")[:2000])
-            self.scan.feed(line.rstrip("\n"))
-            if self.written + len(line) <= self.max_bytes:
-                log.write(line)
-                self.written += len(line)
-            else:
-                if not self.dropped:
-                    log.write(f"[ampbench] the program's output passed {self.max_bytes // 2**20} MiB: the log "
-                              "keeps only its last lines from here on\n")
-                self.dropped += 1
+        sys.stderr.flush()
+        log = sys.stderr.buffer
+        head, end = bytearray(), bytearray()   # the current line: its first SCAN_KEEP and last bytes
+        while piece := stream.readline(CHUNK):
+            self._to_log(log, piece)
+            if len(head) < SCAN_KEEP:
+                head += piece[:SCAN_KEEP - len(head)]
+            end += piece
+            del end[:-4 * LINE_KEEP]
+            if piece.endswith(b"\n"):
+                self._line(head, end)
+                head, end = bytearray(), bytearray()
+        if head:
+            self._line(head, end)
+            self.dropped += 1 if self.dropped_bytes else 0   # the last line, unfinished
+        if self.dropped_bytes:
+            log.write(f"[ampbench] {self.dropped_bytes:,} bytes of output ({self.dropped:,} lines) were not "
+                      f"logged; the output's last {len(self._last):,} bytes:\n".encode())
+            log.write(bytes(self._last))
         log.flush()
+
+    def _to_log(self, log: Any, piece: bytes) -> None:
+        if not self.dropped_bytes and self.written + len(piece) <= self.max_bytes:
+            log.write(piece)
+            self.written += len(piece)
+            return
+        if not self.dropped_bytes:
+            log.write(f"\n[ampbench] the program's output passed {self.max_bytes // 2**20} MiB: the log keeps "
+                      "only its last bytes, at the end\n".encode())
+        self.dropped += piece.endswith(b"\n")   # readline: a newline only at a piece's end
+        self.dropped_bytes += len(piece)
+        self._last += piece
+        del self._last[:-LAST_KEEP]
+
+    def _line(self, head: bytearray, end: bytearray) -> None:
+        self.scan.feed(head.decode("utf-8", "replace").rstrip("\n"))
+        self.tail.append(end.decode("utf-8", "replace").rstrip("\n")[-LINE_KEEP:])
 
     def tail_text(self) -> str:
         return "\n".join(self.tail)
@@ -105,28 +145,6 @@ def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples
         time.sleep(POLL_S)
 
 
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> None:
-    """Linux: processes the program leaves behind (a daemonised child) are re-parented to this worker,
-    not to init, so they stay in the tree that timeouts and Ctrl-C kill and are found at the end."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _leftovers(own_pid: int, child: int) -> list[int]:
-    """Processes the program started that are still running after it ended (killed, then named)."""
-    left = [p for p in descendants(own_pid) if p != child]
-    for p in left:
-        kill_tree(p, grace_s=0.5)
-    return left
-
-
 def run_command(spec: TrialSpec, events: Events) -> int:
     """The worker's whole job for a command suite; the trial file is always written."""
     tr = TrialContext(spec, events)
@@ -134,21 +152,22 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     trial_path = Path(spec.trial_path)
     out = trial_path.parent.parent / "outputs" / trial_path.stem
     events_dir = trial_path.parent.parent / "outputs" / f"{trial_path.stem}.events"
-    for d in (out, events_dir):
-        d.mkdir(parents=True, exist_ok=True)
-        for f in d.glob("*.jsonl") if d == events_dir else []:
-            f.unlink()
     tr.trial.env = worker_env()
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)
     reader = EventReader(events_dir)
-    code, peak, left, launch_error, gpu = None, 0, [], "", None
+    code, peak, launch_error, gpu = None, 0, "", None
+    left: list[str] = []
     try:
+        for d in (out, events_dir):   # empty for every attempt (--resume too), never through a link
+            empty_folder(d, root=trial_path.parent.parent)
         argv, env, cwd = command_line(tr, p, out, events_dir)
         events.emit(event="phase", phase="program")
         become_subreaper()
         proc = subprocess.Popen(guarded(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace")
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except ResultsError as e:
+        launch_error = f"could not prepare the program's folders: {e}"
     except (OSError, ValueError, KeyError, IndexError) as e:
         launch_error = f"could not start the program: {type(e).__name__}: {e}"
     else:
@@ -160,7 +179,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
             code = proc.wait()
         finally:
             gpu.stop()
-        left = _leftovers(os.getpid(), proc.pid)
+        left = end_descendants(os.getpid())  # the program is reaped: whatever is left it started
         t.join(timeout=10)
         reader.poll()
     from ampbench.trial.command_finish import finish_command
@@ -179,7 +198,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
 
 def worker_env() -> Env:
     """The machine's facts without importing paddle here (the program's Paddle, device and Python
-    come from the hook's start event, see command_finish)."""
+    come from the hook's start and device events, see command_finish)."""
     import platform
 
     import ampbench

@@ -3,6 +3,7 @@ AMP evidence, the metric from the program's output, and a status that says what 
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,7 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
     if code != 0 and not (stopped and code == 0):
         return f"the program {exit_text(code)} after {steps} measured optimizer step(s)"
     if p.instrument and steps == 0:
-        hook_err = "; ".join(e for x in reader.procs.values() for e in x.errors)
-        return ("no optimizer step was seen: the program never called a Paddle optimizer's step()/minimize() "
-                "(is it a Paddle training program, and run by a Python that starts with site?)"
-                + (f"; the hook said: {hook_err}" if hook_err else ""))
+        return _no_steps(reader, [*p.command, *tr.mode.args])
     if p.instrument and steps < want:
         return f"the program ended after {steps} optimizer steps; train.steps = {want} (pass {{steps}} to it)"
     metric = tr.suite.suite.metric
@@ -60,8 +58,47 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
     return None
 
 
+_SKIPS_SITE = re.compile(r"-[bBdEhiIOqsSuvVx]*[IES][bBdEhiIOqsSuvVx]*")  # python's own -I, -E, -S (combined too)
+
+
+def _site_flag(argv: list[str]) -> str | None:
+    """The interpreter flag in the command that keeps Python from importing the hook, if any."""
+    if not argv or not Path(argv[0]).name.startswith("python"):
+        return None
+    for a in argv[1:]:
+        if a in ("-m", "-c", "--", "-") or not a.startswith("-"):
+            return None
+        if _SKIPS_SITE.fullmatch(a):
+            return a
+    return None
+
+
+def _no_steps(reader: EventReader, argv: list[str]) -> str:
+    """Why no optimizer step was seen, as far as the hook's events tell: it never ran (a Python flag,
+    a cleared PYTHONPATH, its folder deleted), it ran but Paddle was never imported, or no step()."""
+    folder = getattr(reader, "folder", None)
+    if isinstance(folder, Path) and not folder.is_dir():
+        return (f"no optimizer step could be read: the program removed ampbench's event folder {folder} "
+                "(does it delete {out}'s parent, the run's outputs/ folder?)")
+    if not reader.procs:
+        flag = _site_flag(argv)
+        if flag:
+            return (f"no optimizer step was seen: the command runs Python with {flag}, which skips site and "
+                    "PYTHONPATH, so ampbench's start-up hook never loaded; drop the flag, or set "
+                    "workload.instrument = false to run it unmeasured")
+        return ("no optimizer step was seen: ampbench's start-up hook never reported from the program (a Python "
+                "started with -I, -E or -S, or an environment without ampbench's PYTHONPATH, skips it; a "
+                "program that is not Python is never measured: set workload.instrument = false)")
+    hook_err = "; ".join(e for x in reader.procs.values() for e in x.errors)
+    said = f"; the hook said: {hook_err}" if hook_err else ""
+    if not any(x.start for x in reader.procs.values()):
+        return f"no optimizer step was seen: the hook ran but the program never imported paddle{said}"
+    return ("no optimizer step was seen: the program imported paddle but never called a Paddle optimizer's "
+            f"step()/minimize(){said}")
+
+
 def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, code: int | None,
-                   launch_error: str, left: list[int], peak_rss: int, out: Path,
+                   launch_error: str, left: list[str], peak_rss: int, out: Path,
                    gpu: ProgramGpu | None = None) -> None:
     from ampbench.trackers.clock import throughput
 
@@ -88,7 +125,8 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)
     t.metrics = _metrics(tr, p, output, out)
-    info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped}
+    info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped,
+                            "log_bytes_dropped": output.dropped_bytes}
     ours = mean_rate(t)
     check = throughput_check(ours, output.scan, p.throughput_tolerance)
     if check is not None:
@@ -101,8 +139,10 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
         info["leftover_processes"] = left
     setattr(t, "workload_info", info)  # an extra field of the open Trial model
     why = _problem(tr, p, reader, code, launch_error, t.metrics)
-    if why is None and left:
-        why = f"the program left {len(left)} process(es) running after it ended (pids {left[:5]}; killed)"
+    if left:  # said whatever else went wrong
+        why = (f"{why}; " if why else "") + (
+            f"the program left {len(left)} process(es) running after it ended ({', '.join(left[:5])}"
+            + (", ..." if len(left) > 5 else "") + "): ampbench killed them")
     t.status = "ok" if why is None else "crashed"
     t.error = why
     if why is not None:

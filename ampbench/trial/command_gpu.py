@@ -1,8 +1,9 @@
 """NVML for a command trial on a GPU: polled by the worker (ampbench's own Python), never by the hook.
 
 The start-up hook imports nothing beyond the standard library and the user's Paddle, so it has no
-NVML; it only says, in each process's start event, that the process trains on a GPU and which one
-(its CUDA_VISIBLE_DEVICES / FLAGS_selected_gpus and the device's PCI bus id). The worker then polls
+NVML; it only says, in each process's device event (at its first optimizer step, so a later
+set_device counts), that the process trains on a GPU and which one (its CUDA_VISIBLE_DEVICES /
+FLAGS_selected_gpus and the device's PCI bus id). The worker then polls
 that device with the built-in workloads' `nvml.Poller`, matching the program's whole process tree
 (the program and every descendant: paddle.distributed.launch ranks) instead of one pid, one poller
 per distinct device. A process that reports `cpu` opens nothing: on CPU every NVML field stays null.
@@ -16,6 +17,7 @@ keys, and the Interference GPU fields (the first device's).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
@@ -25,6 +27,8 @@ from ampbench.trackers import energy_window, nvml
 from ampbench.trial.command_record import Proc
 
 CUDA_ENV = ("CUDA_VISIBLE_DEVICES", "FLAGS_selected_gpus", "CUDA_DEVICE_ORDER")
+# the note a device without an energy counter leaves (NVML "Not Supported"): its null energy needs no other reason
+NO_ENERGY = "nvml." + nvml.NOT_SUPPORTED + "nvmlDeviceGetTotalEnergyConsumption"
 
 
 class TreePids:
@@ -44,7 +48,7 @@ class TreePids:
 
 
 class ProgramGpu:
-    """Pollers over the GPUs the program's processes report, opened as their start events arrive."""
+    """Pollers over the GPUs the program's processes report, opened as their device events arrive."""
 
     def __init__(self, root_pid: int, pids: Callable[[], Collection[int]] | None = None) -> None:
         self.root = root_pid
@@ -56,9 +60,10 @@ class ProgramGpu:
         self._seen: set[int] = set()
 
     def see(self, procs: Iterable[Proc]) -> None:
-        """Start polling the device of every process whose start event says it trains on a GPU."""
+        """Start polling the device of every process whose device event (its first step) says it trains
+        on a GPU."""
         for p in procs:
-            if p.pid in self._seen or not p.start:
+            if p.pid in self._seen or "device" not in p.start:
                 continue
             self._seen.add(p.pid)
             if p.start.get("device") == "gpu":
@@ -67,6 +72,8 @@ class ProgramGpu:
     def _watch(self, start: dict[str, Any]) -> None:
         raw = start.get("cuda_env")
         env = {k: str(raw[k]) for k in CUDA_ENV if isinstance(raw, dict) and k in raw}
+        if "NVIDIA_VISIBLE_DEVICES" in os.environ:   # the container's choice (a MIG instance), the program's too
+            env["NVIDIA_VISIBLE_DEVICES"] = os.environ["NVIDIA_VISIBLE_DEVICES"]
         bus = start.get("pci_bus_id") if isinstance(start.get("pci_bus_id"), str) else None
         if self.session is None:
             self.session = nvml.Session(env, bus).open()
@@ -107,7 +114,7 @@ class ProgramGpu:
             energy.append(joules)
         if window is None:
             errors["nvml.window"] = "no measured step: NVML's figures have no window"
-        elif any(e is None for e in energy):
+        elif any(e is None for e in energy) and not any(k.startswith(NO_ENERGY) for k in errors):
             errors.setdefault("nvml.window", "the NVML samples do not cover the measured window: energy not measured")
         first = next(iter(self.results.values()))
         return {"device_used_bytes": max(used) if used else None,

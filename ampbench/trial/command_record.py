@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ampbench.core.records import AmpInfo, Memory, StepRecord, Trial
+from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
@@ -125,7 +126,9 @@ class EventReader:
             proc.steps.append(ev)
             return True
         if kind == "start":
-            proc.start = ev
+            proc.start = {**ev, **proc.start}
+        elif kind == "device":   # named at the first step (the hook's `_name_device`): kept with the start facts
+            proc.start = {**proc.start, **{k: v for k, v in ev.items() if k != "e"}}
         elif kind == "ops":
             calls = ev.get("calls")
             proc.ops = {str(k): str(v) for k, v in calls.items()} if isinstance(calls, dict) else {}
@@ -198,8 +201,12 @@ def memory_of(reader: EventReader, rss_peak: int) -> Memory:
     mem.peak_allocated_bytes = max(alloc) if alloc else None
     mem.peak_reserved_bytes = max(res) if res else None
     errors = [str(p.memory.get("error")) for p in procs if p.memory.get("error")]
-    if errors:
-        mem.errors = {"hook": errors[0]}
+    if errors:   # the allocator key, as the built-in workloads record a peak not measured
+        mem.errors = {"allocator" if src == "cuda" else "hook": errors[0]}
+    evals = max((int(p.memory["evaluations"]) for p in procs if isinstance(p.memory.get("evaluations"), int)),
+                default=0)
+    if src == "cuda" and evals:
+        mem.notes = {"evaluations": EVALS_CACHED_NOTE.format(n=evals)}
     if len(procs) > 1:
         mem.per_rank = [{"rank": p.rank, "pid": p.pid, **{k: v for k, v in p.memory.items() if k != "e"}}
                         for p in procs]

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.protocol import EVENT_PREFIX
 from ampbench.core.records import Interference, Trial
-from ampbench.trackers import placement
+from ampbench.trackers import placement, scheduler
 from ampbench.trial.spec import TrialSpec
 
 
@@ -64,6 +64,7 @@ class TrialContext:
         )
         if placement.devices():  # run --devices pinned this worker: recorded even when the trial fails
             self.trial.interference = Interference(devices=placement.devices())
+        self.trial.slurm = scheduler.slurm_job()  # run --launcher slurm: the job, node and GPUs it ran on
 
     def _effective_config(self) -> dict[str, Any]:
         cfg = self.suite.model_dump(mode="json")

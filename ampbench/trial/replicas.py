@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -218,27 +219,36 @@ class Replicas:
         return v[0] / self.world, round(v[1]), {k: round(x) for k, x in zip(keys, v[2:], strict=True)}
 
     def finish(self, trial: Any, model: Any) -> None:
-        """Gather every rank's peak memory and weight digest; rank 0 records them."""
+        """Gather every rank's peak memory and digests; rank 0 records them. Only the trainable
+        parameters must agree: DataParallel all-reduces their gradients every step, while buffers
+        (BatchNorm's running mean and variance) are broadcast once at construction
+        (paddle/distributed/parallel.py, sync_params_buffers) and then follow each rank's own shard."""
         if not self.active:
             return
         import paddle.distributed as dist
 
-        mine = {"rank": self.rank, "memory": trial.memory.model_dump(mode="json"), "digest": weight_digest(model)}
+        mine = {"rank": self.rank, "memory": trial.memory.model_dump(mode="json"), "digest": weight_digest(model),
+                "buffers": buffer_digest(model), "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+                "step_s": [s.time_s for s in trial.steps]}
         gathered: list[Any] = []
         dist.all_gather_object(gathered, mine)
         gathered.sort(key=lambda g: g["rank"])
         merge_rank_memory(trial.memory, [(g["rank"], g["memory"]) for g in gathered])
         digests = [g["digest"] for g in gathered]
+        buffers = [g["buffers"] for g in gathered]
         trial.world_size = self.world
         trial.distributed = {
             **self.describe(), "per_device_batch": trial.batch_size,
             "global_batch": trial.batch_size * max(1, trial.grad_accum) * self.world,
             "weight_digests": digests, "replicas_in_sync": len(set(digests)) == 1,
+            "buffer_digests": buffers, "buffers_in_sync": None if not any(buffers) else len(set(buffers)) == 1,
+            # every rank's own step times and host (rank 0's steps are the trial's): a slow node shows here
+            "per_rank": [{"rank": g["rank"], "host": g.get("host", ""), "step_s": g.get("step_s", [])} for g in gathered],
         }
         if len(set(digests)) > 1 and trial.status == "ok":
             trial.status = "crashed"
-            trial.error = ("ranks finished with different weights (digests " + ", ".join(digests) + "): gradients "
-                           "were not all-reduced; the workload's loss() must call model(...) itself")
+            trial.error = ("ranks finished with different trainable parameters (digests " + ", ".join(digests) +
+                           "): gradients were not all-reduced; the workload's loss() must call model(...) itself")
 
     def describe(self) -> dict[str, Any]:
         return {"world_size": self.world, "nproc_per_node": self.nproc_per_node, "nnodes": self.nnodes,
@@ -253,12 +263,28 @@ def _every_nth(it: Iterator[Any], start: int, step: int) -> Iterator[Any]:
             yield item
 
 
+def _trainable(model: Any) -> dict[int, str]:
+    """id -> name of the parameters DataParallel keeps equal: those with a gradient (not stop_gradient)."""
+    return {id(p): name for name, p in model.named_parameters() if not p.stop_gradient}
+
+
 def weight_digest(model: Any) -> str:
-    """sha256 of every parameter's bytes, in state-dict order: equal only for identical weights."""
+    """sha256 of every trainable parameter's bytes, in state-dict order: equal only for identical weights."""
+    trainable = _trainable(model)
+    return _digest((k, v) for k, v in model.state_dict().items() if id(v) in trainable)
+
+
+def buffer_digest(model: Any) -> str:
+    """sha256 of the rest of the state dict (buffers and frozen parameters: BatchNorm's running
+    statistics, which each rank updates from its own shard); "" for a model without any."""
+    trainable = _trainable(model)
+    rest = [(k, v) for k, v in model.state_dict().items() if id(v) not in trainable]
+    return _digest(rest) if rest else ""
+
+
+def _digest(items: Any) -> str:
     h = hashlib.sha256()
-    for name, p in model.state_dict().items():
+    for name, p in items:
         h.update(name.encode())
         h.update(p.numpy().tobytes())
     return h.hexdigest()[:16]
-
-

@@ -6,7 +6,7 @@ The runner resolves the suite (profile, overrides) once; workers never re-read t
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.config.suite import Suite
 from ampbench.core.protocol import Fault
@@ -28,4 +28,8 @@ class TrialSpec(BaseModel):
     memory_limit_bytes: int | None = None
     fault: Fault | None = None      # injected failure (tests, `AMPBENCH_FAULT`)
     fault_step: int = 2
+    # a multi-node trial started by hand (run --master HOST:PORT --node-rank R): this node's rank and the
+    # rendezvous; under Slurm the node helper (launch/slurm_node.py) takes both from the job instead
+    node_rank: int | None = Field(None, ge=0)
+    master: str | None = None
     cpu_affinity: list[int] | None = None  # run --affinity: pin the worker to these CPUs before it starts

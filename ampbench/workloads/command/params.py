@@ -67,36 +67,68 @@ class CommandParams(WorkloadParams):
 
 
 def fields_of(text: str) -> set[str]:
-    """Placeholder names in a text (`{{` and `}}` are literal braces)."""
-    return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+    """Placeholder names in a text (`{{` and `}}` are literal braces), those nested in a format spec
+    (`{seed:{x}}`) included; ValueError for an unbalanced brace."""
+    found: set[str] = set()
+    for _, name, spec, _ in string.Formatter().parse(text):
+        if name is not None:
+            found.add(name)
+        if spec:
+            found |= fields_of(spec)
+    return found
 
 
-def used_placeholders(params: CommandParams, suite: "Suite") -> dict[str, set[str]]:
-    """Where each text lives -> the placeholders it uses (command, cwd, env, every mode's args/env)."""
-    where: dict[str, set[str]] = {}
-    for i, a in enumerate(params.command):
-        where[f"workload.command[{i}]"] = fields_of(a)
+SAMPLE_VALUES: dict[str, object] = {"seed": 0, "steps": 1, "out": "out", "mode": "fp32", "batch_size": 1}
+
+
+def text_problem(text: str) -> str | None:
+    """Why a text cannot be filled per trial (an unbalanced brace, an unknown or nested placeholder, a
+    format spec its value cannot take), or None: the trial's `str.format` then cannot fail."""
+    hint = " (write {{ and }} for a literal brace)"
+    try:
+        names = fields_of(text)
+    except ValueError as e:
+        return f"{text!r}: {e}{hint}"
+    bad = sorted(n for n in names if n not in PLACEHOLDERS)
+    if bad:
+        return f"unknown placeholder {{{bad[0]}}}; known: " + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + hint
+    try:
+        text.format(**SAMPLE_VALUES)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as e:
+        return f"{text!r} cannot be filled: {type(e).__name__}: {e}{hint}"
+    return None
+
+
+def literal(text: str) -> str:
+    """A text with no placeholder as the program gets it (`{{` -> `{`); fields_of(text) must be empty."""
+    return text.format()
+
+
+def placeholder_texts(params: CommandParams, suite: "Suite") -> dict[str, str]:
+    """Where each text lives -> the text (command, cwd, env, every mode's args/env, metric.json_file)."""
+    where: dict[str, str] = {f"workload.command[{i}]": a for i, a in enumerate(params.command)}
     if params.cwd:
-        where["workload.cwd"] = fields_of(params.cwd)
-    for k, v in params.env.items():
-        where[f"workload.env.{k}"] = fields_of(v)
+        where["workload.cwd"] = params.cwd
+    where.update({f"workload.env.{k}": v for k, v in params.env.items()})
     for m in suite.modes:
-        for i, a in enumerate(m.args):
-            where[f"modes ({m.name}).args[{i}]"] = fields_of(a)
-        for k, v in m.env.items():
-            where[f"modes ({m.name}).env.{k}"] = fields_of(v)
+        where.update({f"modes ({m.name}).args[{i}]": a for i, a in enumerate(m.args)})
+        where.update({f"modes ({m.name}).env.{k}": v for k, v in m.env.items()})
+    if params.metric.json_file:
+        where["workload.metric.json_file"] = params.metric.json_file
     return where
 
 
 def placeholder_problems(params: CommandParams, suite: "Suite") -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
-    where = used_placeholders(params, suite)
-    for key, names in where.items():
-        bad = sorted(n for n in names if n not in PLACEHOLDERS)
-        if bad:
-            problems.append((key, f"unknown placeholder {{{bad[0]}}}; known: "
-                                  + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + " (write {{ }} for a brace)"))
-    used = set().union(*where.values()) if where else set()
+    used: set[str] = set()
+    for key, text in placeholder_texts(params, suite).items():
+        why = text_problem(text)
+        if why is not None:
+            problems.append((key, why))
+        elif key != "workload.metric.json_file":
+            used |= fields_of(text)
+    if problems:
+        return problems
     if len(suite.suite.seeds) > 1 and "seed" not in used:
         problems.append(("workload.command", f"suite.seeds has {len(suite.suite.seeds)} seeds but the command "
                          "never uses {seed}: every trial would train the same way (pass e.g. --seed {seed})"))
@@ -107,18 +139,18 @@ def placeholder_problems(params: CommandParams, suite: "Suite") -> list[tuple[st
         problems.append(("workload.command", f"train.steps = {suite.train.steps} cannot reach the program: use "
                          "{steps} in the command (e.g. --max_steps {steps}) or set workload.stop_after_steps = "
                          "true so ampbench ends it after that many optimizer steps"))
-    if params.metric.json_file:
-        for f in fields_of(params.metric.json_file) - set(PLACEHOLDERS):
-            problems.append(("workload.metric.json_file", f"unknown placeholder {{{f}}}"))
     return problems
 
 
 def program_problems(params: CommandParams) -> list[tuple[str, str]]:
     """The program must exist and be executable before the run starts (exit 2, not N crashed trials)."""
-    prog = params.command[0]
-    if fields_of(prog):
-        return []  # filled per trial; checked by the trial itself
-    cwd = Path(params.cwd) if params.cwd and not fields_of(params.cwd) else None
+    try:
+        if fields_of(params.command[0]) or (params.cwd and fields_of(params.cwd)):
+            return []  # filled per trial; checked by the trial itself
+        prog = literal(params.command[0])
+        cwd = Path(literal(params.cwd)) if params.cwd else None
+    except (ValueError, IndexError, KeyError):
+        return []  # placeholder_problems names it
     if cwd is not None and not cwd.is_dir():
         return [("workload.cwd", f"{cwd} is not a folder")]
     if os.sep in prog:

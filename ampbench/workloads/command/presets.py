@@ -16,7 +16,7 @@ The formats, as those projects' training code writes them (read there, not remem
   training lines add `ips: X samples/sec`.
 - `regex`: your own patterns (metric name -> regex whose group `value`, else group 1, is the number);
   `json`: a key path in a JSON file the program writes (under `{out}` usually).
-The last value seen wins (the final evaluation).
+The last value seen wins (the final evaluation), a non-finite one included (`_num`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
 _KV_COLON = re.compile(rf"([A-Za-z_][\w.()/-]*): ({NUM})\b")
 _KV_EQ = re.compile(rf"(?:^|\s)(eval_\w+)\s*=\s*({NUM})\s*$")
 _IPS = re.compile(rf"\bips: ({NUM})")
@@ -38,11 +38,13 @@ _HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
 
 PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json")
 def _num(text: str) -> float | None:
+    """A metric as the program printed it. A non-finite value is kept: a final `accuracy: nan` after a
+    finite one half-way is the divergence an AMP check exists to catch (the judge fails it), never
+    skipped in favour of the earlier value."""
     try:
-        v = float(text)
+        return float(text)
     except ValueError:
         return None
-    return v if math.isfinite(v) else None
 
 
 @dataclass
@@ -87,7 +89,7 @@ class LogScan:
 
     def _ips(self, line: str, rx: re.Pattern[str] = _IPS) -> None:
         m = rx.search(line)
-        if m and (v := _num(m.group(1))) is not None and v > 0:
+        if m and (v := _num(m.group(1))) is not None and math.isfinite(v) and v > 0:
             self.throughput.append(v)
 
     def _paddleocr(self, line: str) -> None:
@@ -151,5 +153,5 @@ def json_metrics(path: Path, key: str | None = None) -> dict[str, float]:
         return {key.split(".")[-1]: v} if v is not None else {}
     if not isinstance(data, dict):
         return {}
-    return {str(k): float(v) for k, v in data.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    return {str(k): float(v) for k, v in data.items()   # NaN/Infinity kept: the metric (see _num)
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -10,11 +10,13 @@ When the program's `import paddle` has finished, it records per optimizer step (
 outermost Optimizer.step/minimize or GradScaler.step/minimize call): the wall time since the
 previous step's end, after a device synchronisation on GPU (ampbench's timing policy: a step runs
 from before its batch is fetched to the end of its update on the device), minus time spent between
-a Layer.eval() and the next Layer.train() (an evaluation inside the loop is not a training step);
+a Layer.eval() and the next Layer.train() with no optimizer step between them (an evaluation
+inside the loop is not a training step; a frozen submodule, `model.train(); bn.eval()` each
+iteration, steps while in eval mode and is never subtracted);
 the loss (the tensors backward() ran on, unscaled when a GradScaler scaled them, read at the step
 boundary so no extra sync is added, at most every AMPBENCH_HOOK_LOSS_EVERY_S); the GradScaler's scale and found_inf; op dtype counts from
-Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak
-(CUDA allocator on GPU, reset when the measured window opens; the host allocator on CPU). Events
+Paddle's operator stats over the first AMPBENCH_HOOK_STATS_STEPS steps; and the allocator peak of the
+measured window (`_Peaks`: the CUDA allocator on GPU, the host allocator on CPU). Events
 are JSON lines in AMPBENCH_HOOK_DIR/<pid>.jsonl, written by a background thread 4 times a second, outside the
 timed region; the steps since the last write are one line (`_steps_line`).
 The step's own path is kept to a few microseconds (scripts/bench_command_overhead.py measures it):
@@ -22,9 +24,14 @@ on a ~1 ms CPU step every Python call there shows. With AMPBENCH_HOOK_STOP_AFTER
 so `finally` blocks and atexit run) right after its N-th step.
 
 NVML is not read here: each step event carries its end time (`at`, time.perf_counter, the system-wide
-monotonic clock) and the evaluations inside it, and the start event names the GPU (CUDA variables,
+monotonic clock) and the evaluations inside it, and the device event names the GPU (CUDA variables,
 PCI bus id), so ampbench's worker polls NVML over the program's process tree and cuts memory and
 energy to the measured window (ampbench/trial/command_gpu.py).
+
+The device is named at the end of the first optimizer step, from the place the program trains on then
+(`paddle.device.get_device()`), not at `import paddle`: a script that calls set_device("gpu:1") after
+its imports is polled on GPU 1, and one that trains on CPU in a CUDA build is timed without a device
+sync (Paddle's synchronize raises TypeError off a CUDAPlace, paddle/device/__init__.py).
 """
 
 from __future__ import annotations
@@ -125,7 +132,9 @@ class _State:
         self.losses: deque[Any] = deque(maxlen=64)   # backward() with no optimizer step of Paddle's: a bounded few
         self.scaled: dict[int, Any] = {}
         self.scaler: Any = None
-        self.sync: Any = None
+        self.sync: Any = None   # Paddle's synchronize bound to the GPU the program trains on (`_name_device`)
+        self.ordinal: int | None = None   # the GPU the program trains on (None: CPU), named at its first step
+        self.peaks: _Peaks | None = None   # the window's allocator peak, read at every step's end
         self.stats_on = False
         self.next_step = 1   # the next step at which `_rare` has work (ops stats, memory reset, the stop)
         self.paddle: Any = None
@@ -234,9 +243,17 @@ def _boundary(st: _State) -> None:
     `loss_every` seconds: every step from steps of that length up, every few steps below it (the
     others are recorded as not seen, never as a value)."""
     if st.sync is not None:
-        st.sync()
+        try:
+            st.sync()
+        except Exception as exc:   # never break the program: it runs on, timed without a device sync
+            st.sync = None
+            st.emit(e="error", where="synchronize", error=f"{type(exc).__name__}: {exc}")
     now = _CLOCK()
     step = st.step = st.step + 1
+    if st.peaks is not None:
+        st.peaks.at_step()
+    if st.eval_t0 is not None:   # an optimizer step since eval(): a frozen submodule, not an evaluation
+        st.eval_t0 = None
     losses = st.losses
     loss = None
     if losses:
@@ -259,19 +276,22 @@ def _boundary(st: _State) -> None:
 
 
 def _rare(st: _State, step: int, now: float) -> None:
-    """The boundary's occasional work: op stats off, the memory window opened, the allocator peak
-    read (once a second, so a kill keeps a recent one), the program stopped after its last step."""
+    """The boundary's occasional work: the device named (first step), op stats off, the memory window
+    opened, the window's allocator peak reported (once a second, so a kill keeps a recent one), the
+    program stopped after its last step."""
+    if step == 1:
+        _name_device(st)
     if step == st.stats_steps:
         _ops_done(st)
-    if step == st.warmup:
-        _memory_reset(st)
+    if step == max(st.warmup, 1):
+        st.peaks = _Peaks.open(st)
     if now >= st.memory_at:
         st.memory_at = now + MEMORY_EVERY_S
         _memory(st)
     if st.stop_after and step >= st.stop_after:
         _finish("stopped", st)
         raise SystemExit(0)
-    st.next_step = min([s for s in (st.stats_steps, st.warmup, st.stop_after) if s > step], default=1 << 62)
+    st.next_step = min([s for s in (st.stats_steps, max(st.warmup, 1), st.stop_after) if s > step], default=1 << 62)
 
 
 def _stepping(fn):
@@ -306,26 +326,84 @@ def _ops_done(st: _State) -> None:
     st.emit(e="ops", calls={str(k): str(v) for k, v in raw.items()}, steps=st.step)
 
 
-def _memory_reset(st: _State) -> None:
-    try:
-        if st.sync is not None:
-            st.paddle.device.cuda.reset_max_memory_allocated()
-            st.paddle.device.cuda.reset_max_memory_reserved()
-    except Exception:
-        pass
+class _Peaks:
+    """The measured window's allocator peak, as of the last measured step (docs/command.md): read at
+    every step's end (one or two C++ calls; the window's own memory, not the program's lifetime),
+    folded when an evaluation starts (`Layer.eval()`) and reset when training resumes
+    (`Layer.train()`), so an evaluation's memory, and whatever runs after the last step (a final
+    evaluation, saving), is not in it: the built-in loop's pause/resume around evaluations.
+    On a GPU the CUDA allocator's allocated and reserved peaks of the device the program trains on; on
+    CPU the host allocator's. A Paddle without the reset API (2.x) gets null with the reason, never
+    the process-lifetime peak."""
+
+    def __init__(self, source: str, read: Any, reset: Any, error: str = "") -> None:
+        self.source, self.read, self.reset, self.error = source, read, reset, error
+        self.folded: tuple[int, ...] = ()
+        self.last: tuple[int, ...] = ()
+        self.in_eval = False
+        self.evals = 0   # evaluations inside the window: what they left cached stays in the reserved peak
+
+    @classmethod
+    def open(cls, st: _State) -> _Peaks:
+        """The window opens at the end of the last warm-up step: reset the peaks there."""
+        paddle = st.paddle
+        try:
+            if st.ordinal is not None:
+                cuda, dev = paddle.device.cuda, st.ordinal
+                if not (hasattr(cuda, "reset_max_memory_allocated") and hasattr(cuda, "reset_max_memory_reserved")):
+                    return cls("cuda", None, None, (
+                        f"paddle {paddle.__version__} has no paddle.device.cuda.reset_max_memory_allocated/reserved "
+                        "(Paddle >= 3.0): the window's allocator peaks are not measured (the process-lifetime "
+                        "peak would include loading and any evaluation)"))
+                peaks = cls("cuda", lambda: (int(cuda.max_memory_allocated(dev)), int(cuda.max_memory_reserved(dev))),
+                            lambda: (cuda.reset_max_memory_allocated(dev), cuda.reset_max_memory_reserved(dev)))
+            else:
+                core = paddle.base.core
+                peaks = cls("host", lambda: (int(core.host_memory_stat_peak_value("Allocated", 0)),),
+                            lambda: core.host_memory_stat_reset_peak_value("Allocated", 0))
+            peaks.reset()
+        except Exception as exc:
+            return cls("none", None, None, f"{type(exc).__name__}: {exc}")
+        return peaks
+
+    def at_step(self) -> None:
+        if self.read is not None:
+            try:
+                self.last = self.read()
+            except Exception as exc:
+                self.read, self.error = None, f"{type(exc).__name__}: {exc}"
+
+    def pause(self) -> None:
+        """Layer.eval(): keep the training peak as of the last step."""
+        if not self.in_eval:
+            self.in_eval = True
+            self.folded = tuple(max(a, b) for a, b in zip(self.folded or self.last, self.last or self.folded))
+
+    def resume(self) -> None:
+        """Layer.train() after an evaluation: its peak is dropped."""
+        if self.in_eval and self.reset is not None:
+            self.in_eval, self.last, self.evals = False, (), self.evals + 1
+            try:
+                self.reset()
+            except Exception as exc:
+                self.read, self.reset, self.error = None, None, f"{type(exc).__name__}: {exc}"
+
+    def event(self) -> dict:
+        got = tuple(max(a, b) for a, b in zip(self.folded or self.last, self.last or self.folded))
+        ev: dict = {"e": "memory", "source": self.source, "peak_allocated": None, "peak_reserved": None,
+                    "evaluations": self.evals}
+        if self.error:
+            ev["error"] = self.error
+        elif got:
+            ev["peak_allocated"] = got[0]
+            ev["peak_reserved"] = got[1] if len(got) > 1 else None
+        return ev
 
 
 def _memory(st: _State) -> None:
-    paddle = st.paddle
-    try:
-        if st.sync is not None:
-            st.emit(e="memory", source="cuda", peak_allocated=int(paddle.device.cuda.max_memory_allocated()),
-                    peak_reserved=int(paddle.device.cuda.max_memory_reserved()))
-        else:
-            st.emit(e="memory", source="host",
-                    peak_allocated=int(paddle.base.core.host_memory_stat_peak_value("Allocated", 0)))
-    except Exception as exc:
-        st.emit(e="memory", source="none", error=f"{type(exc).__name__}: {exc}")
+    """Report the window's peak so far (nothing before the window opens)."""
+    if st.peaks is not None:
+        st.pending.append(st.peaks.event())
 
 
 def _finish(reason: str, st: _State | None = None) -> None:
@@ -402,6 +480,8 @@ def _patch_tensor_and_layers(st: _State, paddle) -> None:
         st = S
         if st is not None and st.eval_t0 is None:
             st.eval_t0 = time.perf_counter()
+            if st.peaks is not None:
+                st.peaks.pause()
         return to_eval(self, *args, **kwargs)
 
     def train_(self, *args, **kwargs):
@@ -411,12 +491,14 @@ def _patch_tensor_and_layers(st: _State, paddle) -> None:
             st.eval_s += now - st.eval_t0
             st.evals.append([st.eval_t0, now])
             st.eval_t0 = None
+            if st.peaks is not None:
+                st.peaks.resume()
         return to_train(self, *args, **kwargs)
     st.patch(layer, "eval", eval_)
     st.patch(layer, "train", train_)
 
 
-def _gpu_identity(paddle) -> dict:
+def _gpu_identity(paddle, ordinal: int) -> dict:
     """Which GPU this process trains on, for ampbench's worker, which polls it through NVML (this hook
     has no NVML): the CUDA variables NVML needs to map the device, and its PCI bus id from the CUDA
     driver (ctypes; None when the driver library does not answer)."""
@@ -425,7 +507,6 @@ def _gpu_identity(paddle) -> dict:
     ident: dict = {"cuda_env": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "FLAGS_selected_gpus",
                                                            "CUDA_DEVICE_ORDER") if k in os.environ}}
     try:
-        ordinal = int(str(paddle.device.get_device()).rsplit(":", 1)[-1])
         lib = ctypes.CDLL("libcuda.so.1")
         dev, buf = ctypes.c_int(0), ctypes.create_string_buffer(32)
         if (lib.cuInit(0) == 0 and lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(ordinal)) == 0
@@ -436,23 +517,53 @@ def _gpu_identity(paddle) -> dict:
     return ident
 
 
-def _facts(paddle, gpu: bool) -> dict:
-    """The program's own Paddle, device and Python (its interpreter may not be ampbench's)."""
-    facts = {"paddle": str(paddle.__version__), "device": "gpu" if gpu else "cpu",
-             "python": sys.version.split()[0]}
+def _facts(paddle) -> dict:
+    """The program's own Paddle and Python (its interpreter may not be ampbench's)."""
+    facts = {"paddle": str(paddle.__version__), "python": sys.version.split()[0]}
     try:
         facts["paddle_commit"] = str(paddle.version.commit)[:12]
-        facts["cuda"] = str(paddle.version.cuda()) if gpu else ""
-        facts["cudnn"] = str(paddle.version.cudnn()) if gpu else ""
-        if gpu:
-            facts["device_name"] = str(paddle.device.cuda.get_device_name())
-            facts.update(_gpu_identity(paddle))
     except Exception:
         pass
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         facts["numpy"] = str(getattr(numpy, "__version__", ""))
     return facts
+
+
+def _training_ordinal(paddle) -> int | None:
+    """The GPU the program trains on now (its expected place, as set_device left it), None off a GPU."""
+    try:
+        if not paddle.is_compiled_with_cuda():
+            return None
+        where = str(paddle.device.get_device())
+    except Exception:
+        return None
+    return int(where.rsplit(":", 1)[-1]) if where.startswith("gpu:") else None
+
+
+def _name_device(st: _State) -> None:
+    """At the first step's end: name the device the program trains on and choose the step's sync.
+    Paddle's synchronize() without an argument syncs the *expected* place and raises TypeError when
+    that is not a CUDAPlace (paddle/device/__init__.py, `synchronize`), so the hook binds it to the
+    GPU named here, and syncs nothing when the program trains on CPU."""
+    paddle = st.paddle
+    st.ordinal = _training_ordinal(paddle)
+    ev: dict = {"e": "device", "device": "cpu" if st.ordinal is None else "gpu"}
+    if st.ordinal is not None:
+        st.sync = functools.partial(paddle.device.synchronize, f"gpu:{st.ordinal}")
+        try:
+            ev["device_name"] = str(paddle.device.cuda.get_device_name(st.ordinal))
+            ev["cuda"], ev["cudnn"] = str(paddle.version.cuda()), str(paddle.version.cudnn())
+        except Exception:
+            pass
+        ev.update(_gpu_identity(paddle, st.ordinal), ordinal=st.ordinal)
+        try:   # the first step's work ends before the second step's clock starts
+            st.sync()
+        except Exception as exc:
+            st.sync = None
+            st.emit(e="error", where="synchronize", error=f"{type(exc).__name__}: {exc}")
+    st.emit(**ev)
+    st.flush()   # once: the worker starts polling this GPU before the measured window opens
 
 
 def _install(paddle) -> None:
@@ -465,17 +576,12 @@ def _install(paddle) -> None:
     _patch_scalers(st, paddle)
     _patch_tensor_and_layers(st, paddle)
     try:
-        gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-    except Exception:
-        gpu = False
-    st.sync = paddle.device.synchronize if gpu else None
-    try:
         paddle.amp.debugging.enable_operator_stats_collection()
         st.stats_on = True
     except Exception as exc:
         st.emit(e="ops", calls={}, error=f"{type(exc).__name__}: {exc}")
     st.emit(e="start", pid=os.getpid(), rank=int(os.environ.get("PADDLE_TRAINER_ID", "0") or 0),
-            world=int(os.environ.get("PADDLE_TRAINERS_NUM", "1") or 1), argv=sys.argv[:20], **_facts(paddle, gpu))
+            world=int(os.environ.get("PADDLE_TRAINERS_NUM", "1") or 1), argv=sys.argv[:20], **_facts(paddle))
     st.flush()
     st.start_flusher()
     st.t_prev = time.perf_counter()

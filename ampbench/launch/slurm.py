@@ -1,0 +1,198 @@
+"""Slurm, through its own commands: `sbatch` submits, `squeue` reads every job's state in one call,
+`scontrol show job` (or `sacct`) says how a job ended, `scancel` stops jobs.
+
+Why the commands and not submitit: submitit reads job states through `sacct`, which needs Slurm's
+accounting daemon (slurmdbd) and a MariaDB behind it; many small clusters and every test cluster run
+without them.  `squeue --states=all` and `scontrol show job` work on any Slurm, and ampbench already has
+a worker command and a spec file to hand over, so there is nothing to pickle.  `sacct` is only asked,
+when it works, about a job that `scontrol` has forgotten (Slurm keeps a finished job for MinJobAge,
+300 s by default).
+
+Every command has a timeout; a Slurm command that fails is an `SlurmError` naming the command and
+Slurm's own message (the CLI turns it into one line and exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ampbench.core.errors import ConfigError, UserError
+from ampbench.core.records import Status
+
+COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
+TIMEOUT_S = 60.0
+# Job states after which a job runs no more (squeue's %T names them so); anything else may still run.
+ENDED = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
+         "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED"}
+# The trial status a job that left no trial file gets (its Slurm state is recorded beside it).
+_STATUS: dict[str, Status] = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom",
+                              "CANCELLED": "cancelled", "PREEMPTED": "cancelled"}
+# sbatch options ampbench sets itself: --slurm-arg may not replace them (the run folder relies on them).
+_OWN = {"output", "error", "o", "e", "parsable", "wrap", "job-name", "J", "chdir", "D", "nodes", "N",
+        "ntasks-per-node", "export"}
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+
+
+class SlurmError(UserError):
+    """A Slurm command failed; the message names it and quotes Slurm."""
+
+
+class SlurmOptions(BaseModel):
+    """`run --launcher slurm` options, kept in the run folder so `--resume` submits the rest alike."""
+
+    model_config = ConfigDict(extra="forbid")
+    partition: str | None = None
+    gpus_per_trial: int | None = Field(None, ge=0)  # None: one per rank of the node on a GPU profile, none on cpu
+    time: str | None = None                      # --time; None: the suite's train.timeout_s plus 10 minutes
+    constraint: str | None = None                # --constraint: both arms of a pair on one node type
+    args: list[str] = []                         # --slurm-arg KEY=VALUE, passed as --KEY=VALUE
+    poll_s: float = Field(15.0, ge=0.2)          # one squeue for all jobs per interval
+
+
+def parse_slurm_args(items: list[str]) -> list[str]:
+    """`--slurm-arg KEY=VALUE` (or a bare KEY, a flag) -> sbatch's `--KEY=VALUE`; the options ampbench
+    sets itself are refused rather than silently overridden."""
+    out = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not _KEY.match(key):
+            raise ConfigError("--slurm-arg", item, "expected KEY=VALUE (an sbatch option without its dashes), "
+                              "e.g. --slurm-arg account=proj or --slurm-arg exclusive")
+        if key in _OWN:
+            raise ConfigError("--slurm-arg", item, f"--{key} is set by ampbench (the run folder relies on it)")
+        out.append(f"--{key}={value}" if eq else f"--{key}")
+    return out
+
+
+def require_commands() -> None:
+    """Refused up front (exit 2) where Slurm's client commands are not on PATH."""
+    missing = [c for c in COMMANDS if shutil.which(c) is None]
+    if missing:
+        raise ConfigError("--launcher", "slurm", f"{', '.join(missing)} not found on PATH: run ampbench on a Slurm "
+                          "login node (Debian: apt-get install slurm-client)")
+
+
+def _run(cmd: list[str], stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    try:
+        p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SlurmError(f"{cmd[0]}: {e}") from None
+    if check and p.returncode != 0:
+        said = (p.stderr or p.stdout).strip().splitlines()
+        raise SlurmError(f"{shlex.join(cmd[:3])}...: exit {p.returncode}: {said[-1] if said else 'no message'}")
+    return p
+
+
+def sbatch(script: str, options: list[str]) -> str:
+    """Submit a batch script (on stdin: sbatch keeps its own copy); returns the job id."""
+    out = _run(["sbatch", "--parsable", *options], stdin=script).stdout.strip()
+    job = out.split(";")[0]  # --parsable: "ID" or "ID;CLUSTER"
+    if not job.isdigit():
+        raise SlurmError(f"sbatch: unexpected answer {out!r} (expected a job id)")
+    return job
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One job as Slurm reports it; `exit_code` and `reason` only once it ended."""
+
+    state: str
+    nodes: str = ""
+    reason: str = ""
+    exit_code: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+
+def squeue(jobs: list[str]) -> dict[str, JobState]:
+    """Every given job Slurm still knows, in one call (finished ones too, for MinJobAge); a job it
+    no longer knows is absent."""
+    if not jobs:
+        return {}
+    p = _run(["squeue", "--noheader", "--states=all", f"--jobs={','.join(jobs)}", "--format=%i|%T|%N|%r"],
+             check=False)
+    if p.returncode != 0:
+        if "Invalid job id" in p.stderr:  # none of them is known any more
+            return {}
+        said = p.stderr.strip().splitlines()
+        raise SlurmError(f"squeue: exit {p.returncode}: {said[-1] if said else 'no message'}")
+    out: dict[str, JobState] = {}
+    for line in p.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[0] in jobs:
+            out[parts[0]] = JobState(state=parts[1].split()[0], nodes=parts[2], reason=parts[3])
+    return out
+
+
+def _fields(text: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+
+
+def job_end(job: str) -> JobState | None:
+    """How an ended job ended (state, exit code "code:signal", reason): scontrol while Slurm keeps the
+    job, else sacct where accounting runs; None when neither knows it."""
+    p = _run(["scontrol", "show", "job", "--oneliner", job], check=False)
+    if p.returncode == 0 and p.stdout.strip():
+        f = _fields(p.stdout)
+        return JobState(state=f.get("JobState", "UNKNOWN"), nodes=f.get("NodeList", ""), reason=f.get("Reason", ""),
+                        exit_code=f.get("ExitCode", ""))
+    if shutil.which("sacct") is None:
+        return None
+    p = _run(["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job}",
+              "--format=State,ExitCode,NodeList"], check=False)
+    line = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
+    parts = line.split("|")
+    if len(parts) != 3:
+        return None
+    return JobState(state=parts[0].split()[0], exit_code=parts[1], nodes=parts[2])
+
+
+def scancel(jobs: list[str]) -> None:
+    """Cancel these jobs (one call); a job already gone is not an error."""
+    if jobs:
+        _run(["scancel", *jobs], check=False)
+
+
+def has_gpus(partition: str | None) -> bool:
+    """Whether any node (of the partition) offers GPUs as Slurm resources (gres gpu)."""
+    cmd = ["sinfo", "--noheader", "--format=%G"] + ([f"--partition={partition}"] if partition else [])
+    p = _run(cmd, check=False)
+    return p.returncode == 0 and "gpu" in p.stdout
+
+
+def trial_status(state: str) -> Status:
+    """The trial status of a job that ended without a trial file of its own."""
+    return _STATUS.get(state, "crashed")
+
+
+def job_options(job_name: str, log: Path, opts: SlurmOptions, nnodes: int, gpus: int, time_s: float,
+                workdir: Path) -> list[str]:
+    """sbatch's options for one trial: its log in the run folder, one task per node, the user's choices."""
+    minutes = int(time_s // 60) + 1
+    out = [f"--job-name={job_name}", f"--output={log}", "--open-mode=append", f"--chdir={workdir}",
+           f"--nodes={nnodes}", "--ntasks-per-node=1", f"--time={opts.time or minutes}", "--export=ALL"]
+    if opts.partition:
+        out.append(f"--partition={opts.partition}")
+    if opts.constraint:
+        out.append(f"--constraint={opts.constraint}")
+    if gpus > 0:
+        out.append(f"--gpus-per-node={gpus}")
+    return out + parse_slurm_args(opts.args)
+
+
+def batch_script(cmd: list[str], env: dict[str, str], srun: bool) -> str:
+    """The job's script: the worker command, or (a multi-node trial) `srun` starting it once per node."""
+    lines = ["#!/bin/bash", "# written by ampbench run --launcher slurm", "set -u"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    lines.append(("exec srun --kill-on-bad-exit=1 " if srun else "exec ") + shlex.join(cmd))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+"""The command hook on a GPU build (issue 30, items 4-7): a user program run with the hook, in a process
+that looks like Paddle's GPU build (tests/fake_cuda.py: Paddle's own set_device, get_device,
+synchronize and get_device_name run over stand-ins for what the CPU build lacks), and on CPU for real.
+
+The fake is installed before the hook installs itself, as a GPU build is there at `import paddle`: the
+program starts without AMPBENCH_HOOK_DIR (site's import of the hook does nothing), imports paddle,
+installs the machine, then sets AMPBENCH_HOOK_DIR and imports the hook again.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ampbench.trial.command_record import EventReader
+from ampbench.workloads.command import HOOK_DIR
+from tests.fake_cuda import GIB
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = 6
+
+PROGRAM = r'''
+import importlib, os, sys
+from pathlib import Path
+import paddle
+from _pytest.monkeypatch import MonkeyPatch
+from tests.fake_cuda import Machine, a100_gpus, install_machine
+
+case, tmp = sys.argv[1], Path(sys.argv[2])
+machine = Machine("two", a100_gpus(2), gpu_names=["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"],
+                  paddle_version="2.6.2" if case == "paddle26" else "3.3.1", reset_api=case != "paddle26")
+inst = install_machine(MonkeyPatch(), machine, tmp)
+os.environ["AMPBENCH_HOOK_DIR"] = str(tmp / "events")
+import sitecustomize
+importlib.reload(sitecustomize)          # the hook installs now, over the GPU build
+
+paddle.set_device({"gpu1": "gpu:1", "cpu": "cpu"}.get(case, "gpu"))   # after the imports, as scripts do
+m = paddle.nn.Linear(8, 2)
+opt = paddle.optimizer.SGD(parameters=m.parameters())
+for i in range(int(sys.argv[3])):
+    if case == "eval" and i == 3:        # a mid-run evaluation holding far more than training
+        m.eval(); inst.cuda.spike(40 * 2**30); m.train()
+    m(paddle.ones([4, 8])).mean().backward()
+    opt.step()
+    opt.clear_grad()
+if case == "eval":                       # a final evaluation after the last step
+    m.eval(); inst.cuda.spike(50 * 2**30)
+print("synced", sorted(set(inst.synced)), "asked", sorted({a for a in inst.devices_asked}))
+'''
+
+# CPU, for real: the host allocator's peak, an evaluation and the end's work holding 256 MiB each
+CPU_PROGRAM = r'''
+import sys
+import paddle
+m = paddle.nn.Linear(8, 2)
+opt = paddle.optimizer.SGD(parameters=m.parameters())
+for i in range(int(sys.argv[1])):
+    if i == 3:
+        m.eval(); big = paddle.ones([64, 1024, 1024]); del big; m.train()
+    m(paddle.ones([4, 8])).mean().backward()
+    opt.step()
+    opt.clear_grad()
+m.eval(); big = paddle.ones([64, 1024, 1024]); del big   # final evaluation / saving after the last step
+'''
+
+
+def hooked(tmp_path: Path, program: str, args: list[str], hook_dir_at_start: bool) -> tuple[EventReader, str]:
+    (tmp_path / "events").mkdir(exist_ok=True)
+    (tmp_path / "p.py").write_text(program)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), str(ROOT)]), "AMPBENCH_HOOK_WARMUP": "1"}
+    env.pop("AMPBENCH_HOOK_DIR", None)
+    if hook_dir_at_start:
+        env["AMPBENCH_HOOK_DIR"] = str(tmp_path / "events")
+    r = subprocess.run([sys.executable, str(tmp_path / "p.py"), *args], env=env, capture_output=True, text=True,
+                       timeout=180, check=False, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    reader = EventReader(tmp_path / "events")
+    reader.poll()
+    return reader, r.stdout
+
+
+CASES = ("gpu1", "cpu", "paddle26", "eval")
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> dict:
+    """Every program at once (each is a fresh process: most of its time is Paddle's import)."""
+    def go(case: str):
+        d = tmp_path_factory.mktemp(case)
+        return hooked(d, PROGRAM, [case, str(d), str(STEPS)], hook_dir_at_start=False)
+
+    with ThreadPoolExecutor(len(CASES) + 1) as ex:
+        futures = {c: ex.submit(go, c) for c in CASES}
+        cpu = ex.submit(lambda: hooked(tmp_path_factory.mktemp("host"), CPU_PROGRAM, [str(STEPS)], True))
+        return {**{c: f.result() for c, f in futures.items()}, "host": cpu.result()}
+
+
+def run_case(cases: dict, case: str):
+    reader, out = cases[case]
+    (proc,) = reader.stepping()
+    assert len(proc.steps) == STEPS
+    return proc, out
+
+
+@pytest.mark.slow
+def test_6_the_gpu_is_named_at_the_first_step_not_at_import(cases):
+    """set_device("gpu:1") after `import paddle`: GPU 1 is named (name, bus id), synced and measured."""
+    proc, out = run_case(cases, "gpu1")
+    assert proc.start["device"] == "gpu" and proc.start["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert proc.start["pci_bus_id"] == "0000:08:00.0"        # a100_gpus(2)[1]'s, through the CUDA driver
+    assert proc.start["ordinal"] == 1
+    assert "synced [1] asked [(1,)]" in out                   # every sync and allocator read on GPU 1
+    assert proc.memory["source"] == "cuda" and proc.memory["peak_allocated"] == 900 * 2**20
+
+
+@pytest.mark.slow
+def test_7_a_cpu_place_program_on_a_cuda_build_is_not_broken_by_the_steps_sync(cases):
+    """Paddle's synchronize() raises TypeError off a CUDAPlace: the hook syncs nothing for a CPU program."""
+    proc, out = run_case(cases, "cpu")
+    assert proc.start["device"] == "cpu" and "device_name" not in proc.start
+    assert "synced []" in out and not proc.errors
+    assert proc.memory["source"] == "host"
+
+
+@pytest.mark.slow
+def test_4_paddle_26_reports_a_null_window_peak_with_the_reason(cases):
+    from ampbench.trial.command_record import memory_of
+
+    proc, _ = run_case(cases, "paddle26")
+    assert proc.memory["peak_allocated"] is None and proc.memory["peak_reserved"] is None
+    assert "reset_max_memory" in proc.memory["error"] and "2.6.2" in proc.memory["error"]
+    mem = memory_of(cases["paddle26"][0], 0)          # the trial's record, as the built-in workloads write it
+    assert mem.peak_allocated_bytes is None and "reset_max_memory" in mem.errors["allocator"]
+
+
+@pytest.mark.slow
+def test_5_gpu_peaks_leave_out_evaluations_and_what_runs_after_the_last_step(cases):
+    proc, _ = run_case(cases, "eval")
+    assert proc.memory["peak_allocated"] == 900 * 2**20 and proc.memory["peak_reserved"] == 1200 * 2**20
+    assert proc.memory["peak_allocated"] < 40 * GIB
+    assert proc.memory["evaluations"] == 1            # item 9: the reserved peak's note (the final one is after)
+
+
+@pytest.mark.slow
+def test_5_host_peak_on_cpu_leaves_out_evaluations_and_the_end_for_real(cases):
+    proc, _ = run_case(cases, "host")
+    assert proc.start["device"] == "cpu" and proc.memory["source"] == "host"
+    assert 0 < proc.memory["peak_allocated"] < 256 * 2**20      # 256 MiB were held only outside the window

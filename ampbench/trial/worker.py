@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
 
         pin(spec.cpu_affinity)
     watch_parent()  # ends this process (every rank) if ampbench is gone, even SIGKILLed
-    if spec.suite.suite.workload == "command":  # the user's own program, run and measured (trial/command.py)
+    from ampbench.workloads import get_workload_class
+
+    if get_workload_class(spec.suite.suite.workload).runs_program:  # a ProgramWorkload: run and measured
         from ampbench.trial.command import run_command
 
         return run_command(spec, events)

@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, plan, report, summary, publish, probe, diagnose, export-benchmark, baseline, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, plan, report, summary, publish, probe, diagnose, tune, export-benchmark, baseline, import, suites, schema, env, selftest.
 
 Thin: each verb parses its options and calls one function of the module that owns the work.
 Errors the user can fix (bad suite file, corrupt or unreadable results, a full or read-only disk)
@@ -209,15 +209,16 @@ def check(
                                             "them), or `last`: the previous run of this suite, device and config"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
-    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the run-to-run drift "
-                                           "the history rules allow is estimated from it"),
+    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the history rules "
+                                           "compare against its runs of this suite, device and config since the "
+                                           "last change point (>= 3 runs; else --baseline, with the drift from it)"),
     explain: bool = typer.Option(False, "--explain", "-v", help="Every rule's full text (observed, threshold, "
                                  "message) before the outcome table"),
     recorded: bool = typer.Option(False, "--recorded", help="Judge nothing: show the verdict of record (the newest "
                                   "check.json / check-vs-*.json) and exit with its code"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
-    check-vs-BASELINE.json, the run's own check.json is kept)."""
+    check-vs-BASELINE.json; with --history: check-vs-history.json; the run's own check.json is kept)."""
     from ampbench.commands.check import check_run, print_outcome_of, recorded_check
     from ampbench.config import ConfigError
 
@@ -334,6 +335,31 @@ def diagnose(
 
     code = run_diagnose(run_dir, mode=mode, steps=steps, seed=seed, console=out)
     raise typer.Exit(code)
+
+
+@app.command(epilog=EXIT_CODES)
+def tune(  # noqa: PLR0913  typer: one parameter per command-line option
+    suite_file: Optional[Path] = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="The AMP mode to tune (default: the suite's first)"),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Stop before a rung that would not fit, e.g. 4h"),
+    max_rungs: int = typer.Option(8, "--max-rungs", min=1, max=32, help="At most this many rungs (rung 0 included)"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the ladder of this tune folder"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where tune folders are created"),
+) -> None:
+    """Why AMP did not help, and the smallest change that makes it: a ladder of judged runs (docs/tune.md)."""
+    from ampbench.commands.tune import TuneOptions, run_tune
+    from ampbench.config import ConfigError
+    from ampbench.judge.until import parse_duration
+
+    try:
+        budget_s = parse_duration(budget) if budget is not None else None
+    except ValueError as e:
+        raise ConfigError("--budget", budget or "", str(e)) from None
+    opts = TuneOptions(suite_file=suite_file, profile=profile, mode=mode, overrides=list(set_ or []), out_dir=out_dir,
+                       budget_s=budget_s, max_rungs=max_rungs, resume=resume)
+    raise typer.Exit(run_tune(opts, console=out))
 
 
 @app.command("export-benchmark", hidden=True)

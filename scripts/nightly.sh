@@ -206,7 +206,8 @@ run_suite() {  # SUITE_FILE: run, check against its baseline, optionally save a 
   else
     echo "nightly: no baseline $base_file: $name is judged on its own (save one with --save-baselines)"
   fi
-  # The history (when this job keeps one) gives the history rules their run-to-run drift.
+  # The history (when this job keeps one) is the baseline of the history rules: the runs since its last
+  # change point (pooled); with fewer than 3 of them, the stored baseline with the history's drift.
   local hist_arg=()
   [ "$runs_only" = 0 ] && [ -n "$(ls -A "$history" 2>/dev/null)" ] && hist_arg=(--history "$history")
   ab check "$run_dir" "${base_arg[@]+"${base_arg[@]}"}" "${hist_arg[@]+"${hist_arg[@]}"}" \
@@ -222,13 +223,19 @@ run_suite() {  # SUITE_FILE: run, check against its baseline, optionally save a 
   worst=$(combine "$worst" "$rc")
 }
 
-collect_run() {  # RUN_DIR from another machine/job: its own check.json decides, else check it here
-  local run_dir=$1 rc
+collect_run() {  # RUN_DIR from another machine/job: its own check.json decides, else check it here;
+  # then, when the history holds lines of its suite, against the runs since the last change point too
+  local run_dir=$1 rc rc_hist
   if [ -f "$run_dir/check.json" ]; then
     rc="$(check_exit "$run_dir")" || rc=2
   else
     ab check "$run_dir" "${strict_arg[@]+"${strict_arg[@]}"}"
     rc=$?
+  fi
+  if [ -f "$history/$(basename "$(dirname "$run_dir")").jsonl" ]; then
+    ab check "$run_dir" --history "$history" "${strict_arg[@]+"${strict_arg[@]}"}"
+    rc_hist=$?
+    rc=$(combine "$rc" "$rc_hist")
   fi
   run_dirs+=("$run_dir")
   results+=("$(basename "$(dirname "$run_dir")"): exit $rc, $run_dir")

@@ -2,7 +2,8 @@
 """The verdict error-rate table of docs/checks.md: the grid of tests/test_verdict_sim.py, more runs.
 
     PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # a few minutes on one core
-    PYTHONPATH=. python scripts/sim_verdicts.py --only sequential   # one table (fixed, kinds, sequential)
+    PYTHONPATH=. python scripts/sim_verdicts.py --only sequential   # one table (fixed, kinds, sequential,
+                                                                     # two-seeds, pooled)
 
 False FAIL = FAIL when nothing is wrong (history: no change; speedup: true speedup 10% above
 min_speedup; parity: no drop).  False PASS = PASS at the issue's effect sizes (10% slowdown, speedup 10%
@@ -151,12 +152,53 @@ def sequential_table(null_n: int, eff_n: int, k0: int = 3, kmax: int = 12) -> li
     return out
 
 
+METRIC_SPREADS = (0.07, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def two_seed_metric_table(n: int) -> list[str]:
+    """accuracy-parity / history-metric at 2 + 2 seeds (no 3-seed floor): Gaussian and heavy-tailed seeds."""
+    out = [("| metric seed sd / abs_tol | seed spread | false FAIL | PASS, no drop | drop of 2 x margin FAILs | "
+            "false PASS (drop 2 x margin) |"), "|---|---|---|---|---|---|"]
+    for frac, kind in itertools.product(METRIC_SPREADS, ("normal", "t3")):
+        sd = frac * TH.metric_abs_tol
+        rng = np.random.default_rng(int(frac * 1000) + len(kind))
+        a = vs.rates(vs.parity_outcomes(rng, n, 2, 0.0, sd, TH, kind))
+        b = vs.rates(vs.parity_outcomes(rng, n // 5, 2, 2 * vs.true_margin(sd, TH), sd, TH, kind))
+        out.append(f"| {frac:g} | {kind} | {_pct(a['FAIL'])} | {_pct(a['PASS'])} | {_pct(b['FAIL'])} | "
+                   f"{_pct(b['PASS'])} |")
+    return out
+
+
+POOLED = (("normal", 0.02), ("normal", 0.06), ("t3", 0.06), ("normal", 0.12), ("bimodal", 0.29))
+
+
+def pooled_table(null_n: int, eff_n: int) -> list[str]:
+    """history-throughput against 10 earlier runs (check --history) vs against one baseline run."""
+    out = [("| trial levels | drift | seeds | false FAIL | 10% slowdown FAILs | 20% slowdown FAILs | "
+            "20% FAILs against one run |"), "|---|---|---|---|---|---|---|"]
+    for (kind, sp), d, k in itertools.product(POOLED, (0.0, 0.02, 0.05), (2, 3)):
+        rng = np.random.default_rng(int(sp * 1e4 + d * 1e3 + k) + len(kind))
+        n = vs.rates(vs.pooled_outcomes(rng, null_n, 10, k, 0.0, sp, 0.0, d, TH, kind))
+        e1 = vs.rates(vs.pooled_outcomes(rng, eff_n, 10, k, 0.10, sp, 0.0, d, TH, kind))
+        e2 = vs.rates(vs.pooled_outcomes(rng, eff_n, 10, k, 0.20, sp, 0.0, d, TH, kind))
+        one = vs.rates(vs.history_outcomes(rng, eff_n, k, 0.20, sp, 0.0, d, TH, kind))
+        out.append(f"| {kind} {sp:.0%} | {d:.0%} | {k} | {_pct(n['FAIL'])} | {_pct(e1['FAIL'])} | {_pct(e2['FAIL'])} | "
+                   f"{_pct(one['FAIL'])} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--null", type=int, default=10000, help="simulated comparisons per cell, no change")
     ap.add_argument("--effect", type=int, default=4000, help="simulated comparisons per cell, with the effect")
-    ap.add_argument("--only", choices=["fixed", "kinds", "sequential"], default=None)
+    ap.add_argument("--only", choices=["fixed", "kinds", "sequential", "two-seeds", "pooled"], default=None)
     args = ap.parse_args()
+    if args.only in (None, "two-seeds"):
+        print("#### accuracy-parity and history-metric at 2 + 2 seeds (no 3-seed floor)\n")
+        print("\n".join(two_seed_metric_table(5 * args.null)))
+    if args.only in (None, "pooled"):
+        print("\n#### history-throughput against the pooled history (10 runs) and against one run\n")
+        print("\n".join(pooled_table(args.null // 2, args.effect // 2)))
     if args.only in (None, "kinds"):
         print("#### Non-normal trial levels, fixed seeds (rho 0; history with 2% drift)\n")
         print("\n".join(kinds_table(args.null, args.effect)))

@@ -11,7 +11,8 @@ Throughput of one run of one mode, per step, on the log scale:
     one process lands on a faster or slower virtual CPU and stays there (spread 0.29 = 10.5k vs 14k/s);
   - step noise: AR(1) with coefficient rho and marginal sd 5%; 2% of steps stall 1.5-3x;
   - 60 measured steps per trial.
-Metric: per-seed value ~ N(mean, metric_sd).
+Metric: per-seed value ~ N(mean, metric_sd), or heavy-tailed (t3 scaled to metric_sd).
+Pooled history baseline (check --history): R earlier runs, each its own run level, against the current run.
 Each function returns the rule's outcome for many independent comparisons at once, computed by the
 same functions the rules call (judge.inference), so the rates are those of the rule code.
 """
@@ -23,7 +24,7 @@ import math
 import numpy as np
 
 from ampbench.config import Thresholds
-from ampbench.judge import inference, sequential
+from ampbench.judge import changepoint, inference, sequential
 
 STEPS = 60
 STEP_SD = 0.05
@@ -113,6 +114,31 @@ def speedup_outcomes(rng: np.random.Generator, sims: int, seeds: int, true_speed
     return out, covers
 
 
+def pooled_outcomes(rng: np.random.Generator, sims: int, runs: int, seeds: int, slowdown: float, spread: float,
+                    rho: float, drift: float, th: Thresholds = DEFAULTS, kind: str = "normal") -> np.ndarray:
+    """history-throughput against a pooled baseline of `runs` earlier runs (check --history), each with
+    two modes of `seeds` trials sharing the run's level; the current run is slower by `slowdown`."""
+    base = np.log(np.stack([trial_medians(rng, sims, 2 * seeds, 0.0, spread, rho, drift, kind=kind)
+                            for _ in range(runs)], axis=1))
+    cur = np.log(trial_medians(rng, sims, 2 * seeds, math.log(1 - slowdown), spread, rho, drift, kind=kind))
+    pc, fc = sequential.levels(th.confidence, th.history_alpha)
+    r = inference.series_bounds_batch(cur[:, :seeds], base[:, :, :seeds], th.confidence,
+                                      [(cur[:, seeds:], base[:, :, seeds:])], changepoint.DRIFT_FLOOR, fc, pc)
+    return inference.decide_batch(r["lower"], r["upper"], math.log(1 - th.history_min_change), True,
+                                  r["fail_lower"], r["fail_upper"])
+
+
+def metric_values(rng: np.random.Generator, shape: tuple[int, ...], mean: float, sd: float,
+                  kind: str = "normal") -> np.ndarray:
+    """A final metric per seed: normal, or heavy-tailed (Student t3 scaled to sd `sd`: now and then a seed
+    far off, as a diverged or lucky run)."""
+    if kind == "normal":
+        return rng.normal(mean, sd, shape)
+    if kind == "t3":
+        return mean + rng.standard_t(3, shape) * sd / math.sqrt(3.0)
+    raise ValueError(kind)
+
+
 def _parity_decision(ref: np.ndarray, amp: np.ndarray, k: int, th: Thresholds,
                      design: sequential.Design | None) -> np.ndarray:
     pc, fc = sequential.levels(th.confidence, th.fail_alpha, design)
@@ -121,9 +147,9 @@ def _parity_decision(ref: np.ndarray, amp: np.ndarray, k: int, th: Thresholds,
 
 
 def parity_outcomes(rng: np.random.Generator, sims: int, seeds: int, drop: float, metric_sd: float,
-                    th: Thresholds = DEFAULTS) -> np.ndarray:
-    ref = rng.normal(0.8, metric_sd, (sims, seeds))
-    amp = rng.normal(0.8 - drop, metric_sd, (sims, seeds))
+                    th: Thresholds = DEFAULTS, kind: str = "normal") -> np.ndarray:
+    ref = metric_values(rng, (sims, seeds), 0.8, metric_sd, kind)
+    amp = metric_values(rng, (sims, seeds), 0.8 - drop, metric_sd, kind)
     return _parity_decision(ref, amp, seeds, th, None)
 
 

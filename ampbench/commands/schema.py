@@ -23,6 +23,7 @@ from ampbench.core.files import atomic_write_text
 from ampbench.core.records import RunInfo, Trial
 from ampbench.results.baselines import Baseline
 from ampbench.results.diagnosis_file import DiagnosisFile
+from ampbench.results.tune_file import TuneFile
 from ampbench.results.history import RunSummary
 from ampbench.results.probe_file import ProbeFile
 from ampbench.results.verdicts import CheckReport
@@ -45,6 +46,7 @@ FILES: dict[str, FileKind] = {
     "history": FileKind(RunSummary, "results/history/<suite>.jsonl (one per line)", "one run's summary line"),
     "probe": FileKind(ProbeFile, "<probe run>/probe.json", "the largest batch each mode fits"),
     "diagnosis": FileKind(DiagnosisFile, "<run>/diagnosis.json", "the op-level FP32/AMP comparison"),
+    "tune": FileKind(TuneFile, "<tune folder>/tune.json", "an `ampbench tune` ladder: its rungs and the next one"),
 }
 
 

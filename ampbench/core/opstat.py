@@ -1,5 +1,6 @@
-"""One op output's summary in a Paddle numerics dump (`[PRECISION] ...` line), shared by the run side
-that records dumps (trial.numerics) and the analysis side that compares them (diagnose/)."""
+"""Op-level facts both stacks share: one op output's summary in a Paddle numerics dump (`[PRECISION] ...`
+line), recorded by the run side (trial.numerics) and compared by the analysis side (diagnose/), and the
+ops that only cast."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 FP16_MAX = 65504.0  # float16's largest finite value: beyond it an FP16 output overflows
+# Ops that only move data between dtypes: a float16 cast proves nothing about AMP (a workload may
+# store labels as fp16). Paddle 2.x names the eager cast `transfer_dtype`.  Shared by the trackers that
+# count op calls and the judge that explains them (judge/why_slow.py).
+CAST_OPS = frozenset({"cast", "cast_", "transfer_dtype"})
 
 
 def json_float(x: float) -> float | str:

@@ -80,6 +80,7 @@ class StepRecord(_Open):
     samples: int = 0
     warmup: bool = False  # warm-up steps are recorded but excluded from throughput
     cpu_s: float | None = None  # process CPU time of the step (all threads): a lost CPU share shows here
+    data_s: float | None = None  # time the step waited for its batches (the loader's next()): inside time_s
 
 
 class Throughput(_Open):
@@ -194,6 +195,8 @@ class Trial(VersionedDoc):
     interference: Interference | None = None
     workload_info: dict[str, Any] = {}  # facts the workload reports (Workload.describe()), free-form
     slurm: SlurmJob | None = None  # the Slurm job it ran as (run --launcher slurm)
+    # Tensor Core shape audit at the first step (trackers/shapes.py): GEMM dims and batch not multiples of 8
+    shape_audit: dict[str, Any] = {}
 
     @property
     def key(self) -> str:
@@ -226,6 +229,13 @@ class Trial(VersionedDoc):
         steps = [s for s in self.measured_steps() if s.cpu_s is not None and s.time_s > 0]
         wall = sum(s.time_s for s in steps)
         return sum(s.cpu_s or 0.0 for s in steps) / wall if steps and wall > 0 else None
+
+    def data_wait_share(self) -> float | None:
+        """Share of the measured steps' wall time spent waiting for the next batch (None when not recorded):
+        above half, the loader bounds the step and no precision setting can make it faster."""
+        steps = [s for s in self.measured_steps() if s.data_s is not None and s.time_s > 0]
+        wall = sum(s.time_s for s in steps)
+        return sum(s.data_s or 0.0 for s in steps) / wall if steps and wall > 0 else None
 
 
 def trial_rate(rates: np.ndarray) -> float | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.records import Trial
+from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.rules.registry import RULES
 from ampbench.judge.sequential import Design
@@ -58,17 +59,21 @@ def check_trials(
     allow_mismatch: bool = False,
     design: Design | None = None,
     drift_sd: float | None = None,
+    pooled: PooledBaseline | None = None,
 ) -> list[ModeVerdict]:
     """Judge every planned mode (fp32 too: its own completeness, stability and history); `design`: the
-    looks of a sequential run (its rules decide at the alpha-spending levels of the last look)."""
+    looks of a sequential run (its rules decide at the alpha-spending levels of the last look); `pooled`:
+    the history runs the history rules compare against (judge.pooled), instead of `baseline`."""
     names = [m.name for m in suite.modes]
     unknown = sorted({m for m, _ in plan} - set(names))
     if unknown:
         raise ResultsError(f"run.json: plan names mode(s) {unknown} that the suite config does not define")
+    if pooled is not None:
+        baseline = None
     note = _baseline_note(suite, trials, baseline, allow_mismatch)
     by_key = {(t.mode, t.seed): t for t in trials}
     planned_modes = [m for m in names if any(pm == m for pm, _ in plan)]
-    return [judge_mode(Ctx(suite, m, plan, by_key, baseline, note, design=design, drift_sd=drift_sd))
+    return [judge_mode(Ctx(suite, m, plan, by_key, baseline, note, design=design, drift_sd=drift_sd, pooled=pooled))
             for m in planned_modes]
 
 
@@ -99,20 +104,25 @@ def _notes(verdicts: list[ModeVerdict]) -> list[str]:
 
 
 def judge_run(run: OpenRun, baseline: Baseline | None = None, strict: bool = False,
-              allow_mismatch: bool = False, drift_sd: float | None = None) -> CheckReport:
-    """Judge an opened run (against `baseline` when given): the CheckReport check.json holds.  A sequential
-    run (run.json `sequential`, run --until-decided) decides at the levels of its last look."""
+              allow_mismatch: bool = False, drift_sd: float | None = None,
+              pooled: PooledBaseline | None = None) -> CheckReport:
+    """Judge an opened run (against `baseline`, or the `pooled` history runs, when given): the CheckReport
+    check.json holds.  A sequential run (run.json `sequential`, run --until-decided) decides at the levels
+    of its last look."""
     info = run.info
     design = design_of(info.sequential, run.dir.run_json)
     verdicts = check_trials(run.suite, run.trials, info.planned(), baseline=baseline, allow_mismatch=allow_mismatch,
-                            design=design, drift_sd=drift_sd)
+                            design=design, drift_sd=drift_sd, pooled=pooled)
     notes = _notes(verdicts)
+    if pooled is not None:
+        notes.append(f"History rules compared with {pooled.describe()}: runs {', '.join(pooled.run_ids)}.")
     if design is not None:
         notes.append(f"Seeds added until decided (run --until-decided): looks at {', '.join(map(str, design.looks))} "
                      f"seeds per mode, cap {design.max_seeds}; every decision at its alpha-spending level "
                      "(PASS Pocock, FAIL O'Brien-Fleming: docs/checks.md).")
     return CheckReport(
         suite=info.suite, run_dir=str(run.path), profile=info.profile, config_hash=info.config_hash, strict=strict,
-        baseline=str(baseline.path) if baseline is not None else None, verdicts=verdicts,
+        baseline=(f"history: {pooled.describe()}" if pooled is not None else
+                  str(baseline.path) if baseline is not None else None), verdicts=verdicts,
         exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=notes,
     )

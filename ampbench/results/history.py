@@ -27,6 +27,20 @@ NOT_CHECKED = "not checked"
 HISTORY_RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,511}$"
 
 
+class TrialPoint(BaseModel):
+    """One ok trial of a mode as the pooled history baseline needs it (judge.pooled): the run folders are
+    gone after a nightly, the history line stays.  A handful of numbers per trial."""
+
+    model_config = ConfigDict(extra="allow")
+    seed: int
+    samples_per_s: float | None = None  # the trial's median samples/s (judge.measure); None: < MIN_STEPS measured
+    metric: float | None = None
+    peak_bytes: int | None = None
+    cpu_share: float | None = None  # interference evidence of the baseline side (judge.interference)
+    others_cpu: float | None = None
+    cpu_count: int = 0
+
+
 class ModeSummary(BaseModel):
     model_config = ConfigDict(extra="allow")
     mode: str
@@ -54,6 +68,7 @@ class ModeSummary(BaseModel):
     total_steps: int = 0
     verdict: str = NOT_CHECKED
     flagged_rules: list[str] = []
+    per_trial: list[TrialPoint] = []  # ok trials, for `check --history`'s pooled baseline
 
 
 class RunSummary(VersionedDoc):

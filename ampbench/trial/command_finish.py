@@ -110,6 +110,9 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     want = tr.steps_total
     recs = [step_record(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
     t.steps = recs[:want] if p.stop_after_steps else recs
+    waits = lead.data_waits if lead is not None else {}   # the hook's DataLoader timing, where it saw one
+    for rec in t.steps:
+        rec.data_s = waits.get(rec.step)
     if lead and lead.start:
         for key in ("paddle", "paddle_commit", "python", "numpy", "device", "cuda", "cudnn"):
             if isinstance(lead.start.get(key), str) and lead.start[key]:

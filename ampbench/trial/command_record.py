@@ -35,6 +35,7 @@ class Proc:
     memory: dict[str, Any] = field(default_factory=dict)
     end: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    data_waits: dict[int, float] = field(default_factory=dict)   # step -> its wait for the DataLoader
 
     @property
     def rank(self) -> int:
@@ -139,6 +140,9 @@ class EventReader:
             proc.end = ev
         elif kind == "error":
             proc.errors.append(str(ev.get("error", "")))
+        elif kind == "data" and isinstance(ev.get("waits"), dict):
+            proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()
+                                    if str(k).isdigit() and isinstance(v, (int, float)) and v >= 0})
         return False
 
     def lead(self) -> Proc | None:

@@ -51,7 +51,7 @@ class LoopResult:
 
 
 def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
-    from ampbench.trackers import device, load, placement
+    from ampbench.trackers import device, load, placement, shapes
     from ampbench.trackers.clock import StepClock
     from ampbench.trackers.memory import MemoryTracker, rss_peak_bytes
     from ampbench.trial.faults import Fault
@@ -87,10 +87,11 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
                 out = read_step(p, raw)
                 if step == 1:
                     p.amp.scaler_enabled = p.prec.refresh()  # Paddle may turn the scaler off at step 1
+                    tr.trial.shape_audit = shapes.audit(p.model, tr.batch)  # the model as it trained
                 res.train_wall += dt
                 if step == train.amp_stats_steps:
                     stats.close()
-                if record_step(tr, res, log, step, warm, out, dt, clock.cpu_s):
+                if record_step(tr, res, log, step, warm, out, dt, clock.cpu_s, raw[4]):
                     break
                 if train.eval_every and step % train.eval_every == 0 and step < tr.steps_total:
                     log.flush()
@@ -105,18 +106,22 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
     return res
 
 
-def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[Any, int, dict[str, int], Any]:
+def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[Any, int, dict[str, int], Any, float]:
     """Forward/backward of every micro-batch, gradient sync, optimizer (and scheduler) step.
 
-    Returns device values (the micro-batch losses, the scaler's handle): nothing is read to the host."""
+    Returns device values (the micro-batch losses, the scaler's handle): nothing is read to the host;
+    and the seconds spent getting the batches (the data wait: a loader-bound step shows it, Paddle #42436)."""
     losses: list[Any] = []
     samples = 0
     counts: dict[str, int] = {}
     accum, rep, prec = tr.accum, p.replicas, p.prec
     dp = rep.world > 1
     poison = fault.kind is not None and fault.poison(step)
+    wait = 0.0
     for micro in range(accum):
+        t0 = time.perf_counter()
         batch = next(p.batches)
+        wait += time.perf_counter() - t0
         with prec.autocast(), (rep.micro_batch(p.model, micro, accum) if dp else NO_CONTEXT):
             loss = p.wl.loss(p.model, batch)
         if poison:
@@ -134,12 +139,12 @@ def one_step(tr: TrialContext, p: Parts, fault: Any, step: int) -> tuple[Any, in
     handle = prec.step(p.optimizer)
     if p.sched is not None:
         p.sched.step()
-    return losses, samples, counts, handle
+    return losses, samples, counts, handle, wait
 
 
-def read_step(p: Parts, raw: tuple[Any, int, dict[str, int], Any]) -> tuple[float, int, dict[str, int], Any]:
+def read_step(p: Parts, raw: tuple[Any, int, dict[str, int], Any, float]) -> tuple[float, int, dict[str, int], Any]:
     """The step's numbers on the host, after its clock stopped: loss sum, samples, counts, scaler outcome."""
-    losses, samples, counts, handle = raw
+    losses, samples, counts, handle, _ = raw
     loss_sum = 0.0
     for loss in losses:
         loss_sum += float(loss.item())
@@ -170,10 +175,10 @@ class StepLog:
 
     def flush(self) -> None:
         ev = self.tr.events
-        for step, loss, dt, scale, found, samples, warm, cpu in self.raw:
+        for step, loss, dt, scale, found, samples, warm, cpu, data in self.raw:
             finite = math.isfinite(loss)
             rec = StepRecord(step=step, loss=loss if finite else None, time_s=dt, loss_scale=scale, found_inf=found,
-                             samples=samples, warmup=warm, cpu_s=cpu)
+                             samples=samples, warmup=warm, cpu_s=cpu, data_s=data)
             self.tr.trial.steps.append(rec)
             ev.queue(event="step", **rec.model_dump(mode="json"), raw_loss=repr(loss))
         self.raw.clear()
@@ -182,10 +187,11 @@ class StepLog:
 
 
 def record_step(tr: TrialContext, res: LoopResult, log: StepLog, step: int, warm: bool, out: tuple[Any, ...],
-                dt: float, cpu_s: float) -> bool:
+                dt: float, cpu_s: float, data_s: float) -> bool:
     """Keep the step; True when the trial diverged and must stop."""
     loss_sum, samples, counts, outcome = out
-    log.add((step, loss_sum, dt, outcome.loss_scale, outcome.found_inf, samples, warm, cpu_s), time.perf_counter())
+    log.add((step, loss_sum, dt, outcome.loss_scale, outcome.found_inf, samples, warm, cpu_s, data_s),
+            time.perf_counter())
     if counts and not warm:
         for k, v in counts.items():
             res.counts_total[k] = res.counts_total.get(k, 0) + v

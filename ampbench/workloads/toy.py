@@ -7,6 +7,7 @@ how little a workload needs.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator
 
 import numpy as np
@@ -27,6 +28,9 @@ class ToyParams(WorkloadParams):
     # Test hook (planted NaN source): a layer after the hidden ReLU that is the identity for
     # activations below this value and NaN above it (its exp overflows float32 there).
     nan_above: float | None = Field(None, gt=0)
+    # Test hook (a slow data loader): seconds each training batch takes to arrive, as a loader that
+    # cannot keep up (Paddle #42436); the trial's data-wait share shows it
+    fetch_delay_s: float = Field(0.0, ge=0, le=10)
 
 
 class ToyWorkload(Workload[ToyParams]):
@@ -56,6 +60,8 @@ class ToyWorkload(Workload[ToyParams]):
 
     def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:
         for idx in shuffled_indices(len(self.x_train), batch_size, seed):
+            if self.params.fetch_delay_s:
+                time.sleep(self.params.fetch_delay_s)
             yield Batch(inputs=(self.x_train[idx], self.y_train[idx]), samples=len(idx))
 
     def loss(self, model: Any, batch: Batch) -> Any:

@@ -13,6 +13,7 @@ from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.core.files import last_line as results_last_line
 from ampbench.core.records import Trial
 from ampbench.judge import sequential
+from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.sequential import Design
 from ampbench.judge.rules.advice_kit import Advice
 from ampbench.results.baselines import Baseline, CompactTrial, compact
@@ -32,6 +33,7 @@ class Ctx:
     notes: dict[str, Any] = field(default_factory=dict)
     design: Design | None = None  # the looks of a sequential run (run --until-decided), None: fixed seeds
     drift_sd: float | None = None  # run-to-run drift estimated from the history (None: the default)
+    pooled: PooledBaseline | None = None  # check --history: the runs since the last change point (judge.pooled)
     _compact: dict[str, list[CompactTrial]] = field(default_factory=dict)
 
     @property
@@ -159,7 +161,7 @@ def amp_only(c: Ctx) -> bool:
 
 
 def with_baseline(c: Ctx) -> bool:
-    return c.baseline is not None
+    return c.baseline is not None or c.pooled is not None
 
 
 @dataclass(frozen=True)

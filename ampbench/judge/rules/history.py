@@ -15,6 +15,7 @@ from ampbench.config import ModeConfig
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
+from ampbench.judge.rules.history_pooled import pooled_throughput
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import noninferiority
 from ampbench.judge.rules.speed import (
@@ -31,7 +32,10 @@ from ampbench.results.verdicts import RuleResult, as_status
 
 
 def rule_history(c: Ctx) -> list[RuleResult]:
-    """Throughput, metric and peak memory of this mode against the same mode in the baseline."""
+    """Throughput, metric and peak memory of this mode against the same mode in the baseline: one
+    baseline run (--baseline), or the runs of the history since its last change point (--history)."""
+    if c.pooled is not None:
+        return _pooled(c)
     assert c.baseline is not None
     base = c.baseline.trials(c.mode)
     if not base:
@@ -40,6 +44,18 @@ def rule_history(c: Ctx) -> list[RuleResult]:
     cur = c.compact(c.mode)
     out = [history_throughput(c, cur, base), history_metric(c, cur, base)]
     mem = history_memory(c, cur, base)
+    return out + ([mem] if mem else [])
+
+
+def _pooled(c: Ctx) -> list[RuleResult]:
+    """Against the pooled baseline: throughput over its runs, metric and memory per seed (judge.pooled)."""
+    assert c.pooled is not None
+    cur, seeds = c.compact(c.mode), c.pooled.per_seed(c.mode)
+    if not seeds:
+        return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
+                       f"The pooled baseline ({c.pooled.describe()}) has no ok trial of mode {c.mode}.")]
+    out = [pooled_throughput(c, cur), history_metric(c, cur, seeds)]
+    mem = history_memory(c, cur, seeds)
     return out + ([mem] if mem else [])
 
 

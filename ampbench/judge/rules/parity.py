@@ -95,7 +95,7 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
     worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "fail_lower", "upper", "margin", "sd"))
     status = as_status(r["status"][0])
     fail = f"FAIL {g(lo, 3)} at {fc:.4g}" if math.isfinite(lo) else \
-        f"no FAIL from fewer than {inference.MIN_FAIL_TRIALS} seeds per side"
+        f"no FAIL from fewer than {inference.MIN_FAIL_TRIALS_SEEDED} seeds per side"
     conf = f"one-sided bounds: {fail}, PASS {g(up, 3)} at {pc:.4g}"
     head = f"{who} worse by {g(worse, 3)} ({conf}), {margin_text(margin, sd, len(ref) + len(cand), c)}"
     if status == "PASS":

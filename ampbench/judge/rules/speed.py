@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
-from ampbench.judge import clusters, inference, interference, measure
+from ampbench.judge import clusters, inference, interference, measure, why_slow
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.results.baselines import CompactTrial
@@ -47,9 +47,11 @@ def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
 
 def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
             extra: list[list[CompactTrial]] | None = None, drift_sd: float = 0.0,
-            levels: tuple[float, float] | None = None) -> Comparison | None:
+            levels: tuple[float, float] | None = None,
+            min_fail_trials: int = inference.MIN_FAIL_TRIALS) -> Comparison | None:
     """None when a side has no trial with enough measured steps; `extra` arms only add to the spread;
-    `levels`: the (PASS, FAIL) one-sided confidences (Ctx.levels), default `confidence` for both."""
+    `levels`: the (PASS, FAIL) one-sided confidences (Ctx.levels), default `confidence` for both;
+    `min_fail_trials`: the FAIL floor (fail_floor_of)."""
     a, sa = _medians(num)
     b, sb = _medians(den)
     if not a or not b:
@@ -57,7 +59,7 @@ def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
     ok = min(len(a), len(b)) >= inference.MIN_TRIALS
     more = [_medians(x)[0] for x in extra or []]
     pc, fc = levels or (confidence, confidence)
-    bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd, fc, pc) if ok else None
+    bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd, fc, pc, min_fail_trials) if ok else None
     return Comparison(np.array(a), np.array(b), sa + sb, bounds)
 
 
@@ -79,6 +81,11 @@ def planned_seeds(cmp: Comparison, gap: float, confidence: float, drift_sd: floa
     return inference.seeds_needed(sd, gap, confidence, drift_sd=drift_sd, fail_confidence=fail_confidence)
 
 
+def _causes(c: Ctx) -> list[str]:
+    """Why this mode was not faster, as its trials measured it (judge/why_slow.py), heaviest first."""
+    return [x.text for x in why_slow.rank(c.ok(c.mode))]
+
+
 def rule_speedup(c: Ctx) -> list[RuleResult]:
     """Geometric-mean ratio of per-trial median samples/s, AMP / FP32, against min_speedup.
 
@@ -87,12 +94,14 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     """
     need = c.th.min_speedup
     amp, ref = c.compact(c.mode), c.compact(REFERENCE_MODE)
-    cmp = compare(amp, ref, c.th.confidence, levels=c.levels())
+    clustered = clustering([amp, ref])
+    cmp = compare(amp, ref, c.th.confidence, levels=c.levels(), min_fail_trials=fail_floor_of([amp, ref], clustered))
     if cmp is None or cmp.bounds is None:
         est = None if cmp is None else cmp.point
         head = "" if cmp is None else f"AMP/FP32 throughput {est:.3f} (point estimate). "
         return [c.rule("speedup", "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
-                       + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive)]
+                       + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive,
+                       why_not_faster=_causes(c))]
     b = cmp.bounds
     status = as_status(inference.decide_bounds(b, need))
     msg = (f"AMP {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs FP32 {g(float(np.exp(np.mean(np.log(cmp.den)))))} "
@@ -109,11 +118,11 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     why = _disturbance(c, status, b.estimate / need)
     if why:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
-    clustered = clustering([amp, ref])
     if clustered:
         msg += f" Note: {clustered}."
+    causes = [] if status == "PASS" else _causes(c)
     return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
-                   clustered=clustered,
+                   clustered=clustered, why_not_faster=causes,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
                    fail_upper=b.fail_upper, fail_confidence=b.fail_confidence,
                    amp_samples_per_s=float(np.exp(np.mean(np.log(cmp.num)))),
@@ -132,18 +141,37 @@ def clustering(arms: list[list[CompactTrial]]) -> str | None:
     return found.describe() if found else None
 
 
+def pinned(arms: list[list[CompactTrial]]) -> bool:
+    """Every trial ran on one and the same CPU set narrower than the machine (run --affinity), so where a
+    process landed cannot differ between trials."""
+    trials = [t for arm in arms for t in arm]
+    sets = {tuple(t.interference.cpu_affinity) if t.interference is not None else () for t in trials}
+    if len(sets) != 1:
+        return False
+    cpus = sets.pop()
+    machine = max((t.cpu_count for t in trials), default=0)
+    return bool(cpus) and 0 < len(cpus) < machine
+
+
+def fail_floor_of(arms: list[list[CompactTrial]], clustered: str | None) -> int:
+    """The FAIL floor of a throughput comparison (inference.fail_floor): 3 trials per side, 2 when every
+    trial was pinned to one CPU set and the trial levels show no clustering."""
+    return inference.fail_floor(placement=True, pinned=pinned(arms), clustered=clustered is not None)
+
+
 def level_text(b: inference.Bounds) -> str:
     """The two one-sided levels a decision used, e.g. "PASS at 95%, FAIL at 99%"."""
     def pct(x: float) -> str:
         return "100%" if x >= 1 else f"{float(f'{100 * x:.4g}'):g}%"
     if not math.isfinite(b.fail_upper):
         return (f"one-sided, PASS at {pct(b.pass_confidence)}; no FAIL from fewer than "
-                f"{inference.MIN_FAIL_TRIALS} trials per side")
+                f"{b.min_fail_trials} trials per side (throughput depends on where a process ran; "
+                "--affinity pins it)")
     return f"one-sided, PASS at {pct(b.pass_confidence)}, FAIL at {pct(b.fail_confidence)}"
 
 
 def fail_bound(b: inference.Bounds, ratio: bool = True) -> str:
-    """The FAIL bound as text ("n/a" below MIN_FAIL_TRIALS)."""
+    """The FAIL bound as text ("n/a" below the FAIL floor)."""
     if not math.isfinite(b.fail_upper):
         return "n/a"
     return f"{b.fail_upper - 1:+.1%}" if not ratio else f"{b.fail_upper:.3f}"
@@ -179,8 +207,10 @@ def _speedup(m: ModeConfig, batch_size: int | None, text: str) -> list[str]:
 
 
 def advise_speedup(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
-    """O2, a larger batch, fewer black-listed ops, Tensor-Core-friendly shapes."""
-    return [kit.INACTIVE] if r.informational else _speedup(m, batch_size, (r.message or "").lower())
+    """The measured causes first (judge/why_slow.py: data wait, host share, shapes, op census), ranked; then
+    O2, a larger batch, fewer black-listed ops, Tensor-Core-friendly shapes."""
+    causes = [f"Why not faster (measured): {x}." for x in r.details.get("why_not_faster") or []]
+    return causes + ([kit.INACTIVE] if r.informational else _speedup(m, batch_size, (r.message or "").lower()))
 
 
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup)

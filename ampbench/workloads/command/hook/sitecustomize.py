@@ -566,6 +566,58 @@ def _name_device(st: _State) -> None:
     st.flush()   # once: the worker starts polling this GPU before the measured window opens
 
 
+DATA_EVERY = 8   # steps of data waits per "data" line (issue 35)
+
+
+class _TimedBatches:
+    """A DataLoader's iterator whose next() is timed: the wait is the data wait of the step about to run
+    (`st.step` counts finished steps), inside that step's time. Written every DATA_EVERY steps and when
+    the loader is exhausted as one "data" line (a program stopped mid-epoch leaves its last few steps
+    without a figure: unknown, never zero)."""
+
+    def __init__(self, it, st: _State):
+        self._it, self._st = it, st
+        self._waits: dict[int, float] = {}
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._it)
+
+    def __getattr__(self, name):   # anything else the program asks of Paddle's iterator
+        return getattr(self._it, name)
+
+    def __next__(self):
+        t0, ended = _CLOCK(), True
+        try:
+            item = next(self._it)
+            ended = False
+            return item
+        finally:   # an exhausted loader (an epoch's end) reports what it holds, the step under way too
+            st, waits = self._st, self._waits
+            step = st.step + 1
+            waits[step] = waits.get(step, 0.0) + (_CLOCK() - t0)
+            if ended or len(waits) > DATA_EVERY:
+                done = {str(k): v for k, v in waits.items() if ended or k <= st.step}
+                for k in done:
+                    del waits[int(k)]
+                st.emit(e="data", waits=done)
+
+
+def _patch_loader(st: _State, paddle) -> None:
+    """paddle.io.DataLoader's iteration timed (`_TimedBatches`): the data-wait share of each step (issue 35)."""
+    cls = getattr(getattr(paddle, "io", None), "DataLoader", None)
+    own = getattr(cls, "__iter__", None)
+    if own is None:
+        return
+
+    def __iter__(self):
+        it = own(self)
+        return _TimedBatches(it, st) if S is st else it
+    st.patch(cls, "__iter__", __iter__)
+
+
 def _install(paddle) -> None:
     """Called once, right after the program's `import paddle` finished."""
     st = S
@@ -575,6 +627,7 @@ def _install(paddle) -> None:
     _patch_optimizers(st, paddle)
     _patch_scalers(st, paddle)
     _patch_tensor_and_layers(st, paddle)
+    _patch_loader(st, paddle)
     try:
         paddle.amp.debugging.enable_operator_stats_collection()
         st.stats_on = True

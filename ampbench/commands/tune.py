@@ -1,0 +1,383 @@
+"""`ampbench tune SUITE`: a ladder of matched runs, each judged by the same rules, up to the first
+configuration that passes every rule (or the budget, or the rung cap).
+
+The ladder's decisions are judge/ladder.py's (pure, tested against simulated outcomes); this module
+runs them.  A short AMP trial comes first: where AMP cannot run (a CPU), the ladder stops there with
+Paddle's reason and exit 3, before any long trial.  Rung 0 runs the FP32 arm and the starting mode
+(`rung-0/`); every later rung runs only its AMP mode (`rung-K/`) and is judged against rung 0's FP32
+trials, so the FP32 arm is trained once.  tune.json records every judged rung and the next one, and
+`--resume DIR` continues from it, keeping every finished trial.  The result is tune.md: the ladder,
+and the winning mode as suite TOML lines (tomli-w) and, for command suites, the program's own flags.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from rich.console import Console
+from rich.markup import escape
+
+from ampbench.commands.run import _run_trials, load_for_run
+from ampbench.commands.run_plan import RunOptions
+from ampbench.config import ModeConfig, Suite
+from ampbench.config.suite import REFERENCE_MODE
+from ampbench.core.errors import ConfigError
+from ampbench.core.files import atomic_write_text, refuse_link
+from ampbench.core.names import new_run_id, utc_now
+from ampbench.core.records import PlanEntry, RunInfo, Trial
+from ampbench.core.store import RUNS_DIR
+from ampbench.judge import ladder
+from ampbench.judge.check import check_trials
+from ampbench.launch.process import keep_signal_handlers
+from ampbench.results.run_dir import RunDir, open_run, run_lock
+from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
+from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
+from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ModeVerdict
+
+SHORT_STEPS = 4  # the first, short AMP trial: enough to see whether AMP ran
+
+
+@dataclass
+class TuneOptions:
+    suite_file: Path | None
+    profile: str | None = None
+    mode: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    out_dir: Path = RUNS_DIR
+    budget_s: float | None = None
+    max_rungs: int = 8
+    resume: Path | None = None
+
+
+# ---------------------------------------------------------------- start / resume
+
+
+def _start_mode(suite: Suite, wanted: str | None) -> ModeConfig:
+    amp = [m for m in suite.modes if m.amp]
+    if wanted is not None:
+        if wanted not in [m.name for m in amp]:
+            raise ConfigError("--mode", wanted, f"not an AMP mode of the suite ({', '.join(m.name for m in amp)})")
+        return suite.mode(wanted)
+    if not amp:
+        raise ConfigError("tune", suite.suite.name, "the suite has no AMP mode to tune (add one with level O1 or O2)")
+    return amp[0]
+
+
+def _suite_with(suite: Suite, mode: ModeConfig) -> Suite:
+    """The suite of one rung: FP32 and this mode only (so its config hash names exactly what ran)."""
+    data = suite.model_dump()
+    data["modes"] = [suite.mode(REFERENCE_MODE).model_dump(), mode.model_dump()]
+    return Suite.model_validate(data)
+
+
+def _new_tune(opts: TuneOptions, console: Console) -> tuple[Path, TuneFile]:
+    loaded = load_for_run(RunOptions(suite_file=opts.suite_file, profile=opts.profile, overrides=opts.overrides,
+                                     out_dir=opts.out_dir))
+    start = _start_mode(loaded.suite, opts.mode)
+    suite = _suite_with(loaded.suite, start)
+    folder = Path(opts.out_dir) / suite.suite.name / f"tune-{new_run_id()}"
+    folder.mkdir(parents=True, exist_ok=False)
+    doc = TuneFile(suite=suite.suite.name, suite_file=str(opts.suite_file), profile=loaded.profile,
+                   config=suite.model_dump(mode="json"), budget_s=opts.budget_s, max_rungs=opts.max_rungs,
+                   pending={"rung": "start", "why": "the suite's mode as written", "mode": start.model_dump(mode="json"),
+                            "skipped": []})
+    doc.write(folder)
+    console.print(f"tuning [bold]{escape(start.name)}[/] of suite [bold]{escape(suite.suite.name)}[/] "
+                  f"(profile {escape(loaded.profile)}): {escape(str(folder))}", soft_wrap=True)
+    return folder, doc
+
+
+def _resumed(opts: TuneOptions, console: Console) -> tuple[Path, TuneFile]:
+    assert opts.resume is not None
+    if opts.suite_file is not None or opts.overrides or opts.mode or opts.profile:
+        raise ConfigError("--resume", str(opts.resume), "continues the ladder as tune.json records it: "
+                          "give no SUITE, --mode, --profile or --set")
+    folder = Path(opts.resume)
+    doc = load_tune(folder)
+    if opts.budget_s is not None:
+        doc.budget_s = opts.budget_s
+    doc.max_rungs = opts.max_rungs
+    if doc.pending is not None and doc.stopped.startswith(("budget", "max-rungs")):
+        doc.stopped = ""  # the user asked to go on: the new --budget / --max-rungs decide
+    console.print(f"resuming the ladder in {escape(str(folder))}: {len(doc.rungs)} rung(s) judged")
+    return folder, doc
+
+
+# ---------------------------------------------------------------- one rung
+
+
+def _rung_run(folder: Path, doc: TuneFile, index: int, mode: ModeConfig, plan: list[tuple[str, int]],
+              name: str | None = None) -> tuple[RunDir, RunInfo, Suite]:
+    """The rung's run folder and run.json (kept when it exists: --resume keeps its finished trials)."""
+    suite = _suite_with(Suite.model_validate(doc.config), mode)
+    run = RunDir(folder / (name or f"rung-{index}"))
+    refuse_link(run.path)  # a rung folder is ours to write: never through a link planted in its place
+    if run.run_json.exists():
+        info = run.load_run()
+        if info.config_hash == suite.config_hash():
+            return run, info, suite
+    run.path.mkdir(parents=True, exist_ok=True)
+    info = RunInfo(suite=suite.suite.name, suite_file=doc.suite_file, profile=doc.profile, run_id=run.path.name,
+                   config_hash=suite.config_hash(), plan=[PlanEntry(mode=m, seed=s) for m, s in plan],
+                   config=suite.model_dump(mode="json"), started=utc_now())
+    run.write_run(info)
+    return run, info, suite
+
+
+def _run(run: RunDir, info: RunInfo, suite: Suite, console: Console) -> float:
+    """The rung's trials not finished yet; returns their wall time."""
+    plan = info.planned()
+    t0 = time.monotonic()
+    with run_lock(run.path):
+        done = run.finished_keys(config_hash=info.config_hash, suite=info.suite)
+        todo = [(m, s) for m, s in plan if f"{m}__seed{s}" not in done]
+        _run_trials(run, info, suite, plan, todo, {}, console)
+    info.finished = utc_now()
+    run.write_run(info)
+    return time.monotonic() - t0
+
+
+def _short_trial(folder: Path, doc: TuneFile, mode: ModeConfig, console: Console) -> Trial:
+    """One short AMP trial (first seed, SHORT_STEPS steps): does AMP run here at all?"""
+    data = doc.config
+    steps = min(int(data["train"]["steps"]), SHORT_STEPS + 1)
+    short = TuneFile.model_validate({**doc.to_json(), "config": {
+        **data, "train": {**data["train"], "steps": steps, "warmup_steps": 1, "eval_every": 0}}})
+    seed = int(data["suite"]["seeds"][0])
+    run, info, suite = _rung_run(folder, short, 0, mode, [(mode.name, seed)], name="short")
+    console.print(f"a short {escape(mode.name)} trial ({steps} steps) to see whether AMP runs here")
+    _run(run, info, suite, console)
+    return run.load_trial(run.trial_path(mode.name, seed))
+
+
+def _judge(doc: TuneFile, folder: Path, index: int, mode: ModeConfig) -> tuple[ModeVerdict, list[Trial], Suite]:
+    """The rung's mode judged by the check's rules against rung 0's FP32 trials."""
+    ref = open_run(folder / "rung-0")
+    mine = open_run(folder / f"rung-{index}") if index else ref
+    suite = _suite_with(Suite.model_validate(doc.config), mode)
+    trials = [t for t in ref.trials if t.mode == REFERENCE_MODE] + [t for t in mine.trials if t.mode == mode.name]
+    seeds = suite.suite.seeds
+    plan = [(m, s) for s in seeds for m in (REFERENCE_MODE, mode.name)]
+    verdicts = check_trials(suite, trials, plan)
+    return next(v for v in verdicts if v.mode == mode.name), trials, suite
+
+
+def _facts(trials: list[Trial], suite: Suite, mode: ModeConfig, folder: Path, profile: str,
+           kind: str, run_dir: Path, console: Console) -> ladder.Facts:
+    """What the next rung may need: the speed evidence always; diagnose's ops and bf16 support only for
+    the ladders that use them (diagnose re-runs a short pair, so only when numerics failed)."""
+    amp = [t for t in trials if t.mode == mode.name and t.status == "ok"]
+    data = [x for t in amp if (x := t.data_wait_share()) is not None]
+    host = [x for t in amp if (x := t.cpu_share()) is not None]
+    overflow: tuple[str, ...] = ()
+    diverging: tuple[str, ...] = ()
+    bf16 = False
+    if kind in ("stability", "parity"):
+        overflow, diverging = _diagnosed_ops(run_dir, mode.name, console)
+    if kind == "stability":
+        from ampbench.trackers import device
+
+        with keep_signal_handlers():
+            bf16 = device.amp_supported("bfloat16")
+    return ladder.Facts(
+        overflow_ops=overflow, diverging_ops=diverging, bf16_supported=bf16,
+        data_parallel=suite.distributed.multi_process, max_batch=_probe_batch(folder, suite, mode, profile),
+        data_wait_share=max(data) if data else None, host_share=max(host) if host else None,
+        gpu=any(t.amp.active for t in amp))
+
+
+def _diagnosed_ops(run_dir: Path, mode: str, console: Console) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`ampbench diagnose`'s black-list candidates (overflow) and its first drifting ops; none when it fails."""
+    from ampbench.commands.diagnose import diagnose_mode
+
+    try:
+        diag = diagnose_mode(run_dir, mode, console=console)
+    except Exception as e:  # a failed diagnosis leaves the black-list rung without ops (skipped, said why)
+        console.print(f"[yellow]warning:[/] diagnose failed: {escape(f'{type(e).__name__}: {e}')}")
+        return (), ()
+    drift = tuple(dict.fromkeys(f.op for f in diag.findings if f.kind == "diverged"))[:3]
+    return tuple(diag.black_list_candidates), drift
+
+
+def _probe_batch(folder: Path, suite: Suite, mode: ModeConfig, profile: str) -> int | None:
+    """The newest finished `ampbench probe` of the suite (beside the tune folder): its largest batch for the mode."""
+    from ampbench.commands.max_batch_run import find_probe
+
+    try:
+        probe, _ = find_probe(folder.parent.parent, suite.suite.name, profile, None)
+    except ConfigError:
+        return None
+    entry = probe.modes.get(mode.name)
+    return entry.max_batch if entry is not None and entry.max_batch else None
+
+
+def _numbers(v: ModeVerdict) -> dict[str, float | None]:
+    def num(rule: str) -> float | None:
+        r = next((r for r in v.rules if r.rule == rule), None)
+        return float(r.observed) if r is not None and isinstance(r.observed, (int, float)) else None
+
+    sp = v.speedup_details()
+    return {"speedup": sp.estimate if sp else None, "memory_reduction": num("memory"),
+            "metric_delta": num("accuracy-parity")}
+
+
+# ---------------------------------------------------------------- the ladder
+
+
+def _over_budget(doc: TuneFile, spent: float) -> bool:
+    """One more rung would not fit: `spent` is the judged rungs' trial time (so a resumed ladder counts what it
+    spent before); the next rung is estimated from the AMP rungs so far (rung 0 also trained FP32)."""
+    if doc.budget_s is None or not doc.rungs:
+        return False
+    costs = [r.cost_s for r in doc.rungs[1:]] or [doc.rungs[0].cost_s / 2]
+    return spent + sum(costs) / len(costs) > doc.budget_s
+
+
+def _step(folder: Path, doc: TuneFile, console: Console) -> None:
+    """Run, judge and record the pending rung, and decide the next one (or why the ladder stops)."""
+    pend = doc.pending or {}
+    index = len(doc.rungs)
+    mode = ModeConfig.model_validate(pend["mode"])
+    seeds = Suite.model_validate(doc.config).suite.seeds
+    plan = [(m, s) for s in seeds for m in ((REFERENCE_MODE, mode.name) if index == 0 else (mode.name,))]
+    run, info, suite = _rung_run(folder, doc, index, mode, plan)
+    console.print(f"rung {index} ({escape(str(pend['rung']))}): {escape(str(pend['why']))}")
+    cost = _run(run, info, suite, console)
+    verdict, trials, suite = _judge(doc, folder, index, mode)
+    facts = _facts(trials, suite, mode, folder, doc.profile, "speed", run.path, console)
+    kind, reason = ladder.classify(verdict, facts)
+    if kind in ("stability", "parity"):
+        facts = _facts(trials, suite, mode, folder, doc.profile, kind, run.path, console)
+    rec = RungRecord(index=index, rung=str(pend["rung"]), why=str(pend["why"]), mode=pend["mode"],
+                     run_dir=run.path.name, verdict=verdict.verdict, failure=kind, reason=reason, cost_s=cost,
+                     skipped=list(pend.get("skipped", [])), **_numbers(verdict))
+    doc.rungs.append(rec)
+    doc.pending = None
+    console.print(f"  {escape(verdict.verdict)}: {escape(kind)}: {escape(reason)}", soft_wrap=True)
+    if kind == "pass":
+        doc.winner, doc.stopped = index, "passed every rule"
+    elif kind in ladder.STOPS:
+        doc.stopped = f"{kind}: {reason}"
+    else:
+        tried = {r.rung for r in doc.rungs}
+        nxt, skipped = ladder.next_rung(kind, mode, facts, tried)
+        if nxt is None:
+            doc.stopped = f"{kind}: every rung of its ladder tried or not applicable"
+        else:
+            new = ladder.apply(mode, nxt, f"tune-{index + 1}")
+            doc.pending = {"rung": nxt.rung, "why": nxt.why, "mode": new.model_dump(mode="json"),
+                           "skipped": [f"{s.rung}: {s.skip}" for s in skipped]}
+            if suite.suite.workload == "command":
+                doc.stopped = (f"command suite: the next rung ({nxt.rung}) changes the program's own flags, which "
+                               "ampbench cannot write for an arbitrary program: give the mode those flags in its "
+                               "`args` (tune.md shows them) and run tune again")
+    doc.write(folder)
+
+
+def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
+    """The ladder; returns 0 when a rung passed every rule, 3 when AMP is inactive or a rule could not be
+    decided, 1 when the ladder was spent, data/launch-bound or out of budget, 2 when a trial crashed."""
+    console = console or Console()
+    folder, doc = _resumed(opts, console) if opts.resume else _new_tune(opts, console)
+    if not doc.rungs and not doc.stopped:
+        mode = ModeConfig.model_validate((doc.pending or {})["mode"])
+        t = _short_trial(folder, doc, mode, console)
+        if t.status != "ok":
+            first = (t.error or "").strip().splitlines()
+            doc.stopped = f"error: the short trial ended {t.status}: {first[0] if first else ''} (log in short/logs/)"
+        elif not t.amp.active:
+            doc.stopped = f"inactive: AMP did not run ({t.amp.inactive_reason or 'every op ran in float32'})"
+        if doc.stopped:
+            doc.pending = None
+            doc.write(folder)
+    while doc.pending is not None and not doc.stopped:
+        if len(doc.rungs) >= doc.max_rungs:
+            doc.stopped = f"max-rungs: {doc.max_rungs} rung(s) run"
+        elif _over_budget(doc, sum(r.cost_s for r in doc.rungs)):
+            doc.stopped = "budget: one more rung would not fit in --budget"
+        else:
+            _step(folder, doc, console)
+            continue
+        doc.write(folder)
+    path = write_tune_md(folder, doc)
+    console.print(f"{escape(doc.stopped)}\ntune: {escape(str(path))}", soft_wrap=True)
+    return _exit(doc)
+
+
+def _exit(doc: TuneFile) -> int:
+    if doc.winner is not None:
+        return EXIT_PASS
+    if doc.stopped.startswith(("inactive", "undecided")):
+        return EXIT_INCONCLUSIVE
+    if doc.stopped.startswith("error"):
+        return EXIT_ERROR
+    return EXIT_FAIL
+
+
+# ---------------------------------------------------------------- tune.md
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def winner_lines(doc: TuneFile) -> tuple[str, list[str]]:
+    """The winning mode as a `[[modes]]` TOML table (tomli-w) and, for a command suite, as program flags."""
+    if doc.winner is None:
+        return "", []
+    mode = ModeConfig.model_validate(doc.rungs[doc.winner].mode)
+    toml = mode_toml(mode)
+    flags: list[str] = []
+    if Suite.model_validate(doc.config).suite.workload == "command":
+        flags = program_flags(mode)
+    return toml, flags
+
+
+def mode_toml(mode: ModeConfig) -> str:
+    """A mode as a `[[modes]]` table, its non-default keys only, through tomli-w (user text stays TOML-safe)."""
+    data = {k: v for k, v in mode.model_dump(mode="json", exclude_defaults=True).items() if v is not None}
+    return tomli_w.dumps({"modes": [data]})
+
+
+def program_flags(mode: ModeConfig) -> list[str]:
+    """The mode as PaddleOCR `-o` overrides and as PaddleNLP Trainer arguments."""
+    from ampbench.importers.paddlenlp_command import _flag
+    from ampbench.importers.paddleocr_command import _mode_args
+
+    ocr = "-o " + " ".join(_mode_args(mode.model_dump(mode="json")))
+    nlp = [*_flag("bf16" if mode.dtype == "bfloat16" else "fp16", True, bare=True),
+           *_flag("fp16_opt_level", mode.amp_level), *_flag("scale_loss", mode.scaler.init_loss_scaling)]
+    if mode.custom_black_list:
+        nlp += _flag("amp_custom_black_list", mode.custom_black_list)
+    if mode.master_grad:
+        nlp += _flag("amp_master_grad", True)
+    return [f"PaddleOCR tools/train.py: {ocr}", f"PaddleNLP Trainer: {' '.join(nlp)}"]
+
+
+def write_tune_md(folder: Path, doc: TuneFile) -> Path:
+    """tune.md: the ladder (config, verdict, numbers, cost per rung), why it stopped, the winner's lines."""
+    rows = [[f"{r.index} {md_code(r.rung)}", md_prose(r.why), r.verdict, md_text(r.failure), _f(r.speedup, ".3f"),
+             _f(r.memory_reduction, ".1%"), _f(r.metric_delta, ".4g"), f"{r.cost_s:.0f}"] for r in doc.rungs]
+    lines = [f"# ampbench tune: {md_text(doc.suite)}", "",
+             f"Stopped: {md_prose(doc.stopped or 'not finished (continue with tune --resume)')}", "",
+             md_table(["rung", "change", "verdict", "failure", "speedup", "memory reduction", "metric delta",
+                       "cost (s)"], rows, ["l", "l", "l", "l", "r", "r", "r", "r"])]
+    for r in doc.rungs:
+        lines += ["", f"- rung {r.index} ({md_code(r.run_dir)}): {md_prose(r.reason)}"]
+        lines += [f"  - skipped {md_prose(s)}" for s in r.skipped]
+    toml, flags = winner_lines(doc)
+    if toml:
+        lines += ["", "## The winning configuration", "", "In the suite file:", "", md_block(toml, "toml")]
+        lines += [f"- {md_prose(f)}" for f in flags]
+    elif doc.pending is not None and doc.stopped.startswith("command"):
+        mode = ModeConfig.model_validate(doc.pending["mode"])
+        lines += ["", f"## The next rung to try: {md_code(doc.pending['rung'])}", "", md_prose(doc.pending["why"]), "",
+                  md_block(mode_toml(mode), "toml")]
+        lines += [f"- {md_prose(f)}" for f in program_flags(mode)]
+    path = folder / "tune.md"
+    atomic_write_text(path, "\n".join(lines) + "\n", root=folder)
+    return path

@@ -1,0 +1,111 @@
+"""The pooled history baseline of `check --history`: every run since the last change point, not one run.
+
+A comparison against one stored baseline run is bounded by that run's few trials, whatever the current
+run adds (docs/checks.md, the issue-23 acceptance: at a 0.23 trial spread no number of current seeds
+FAILs a 20% slowdown).  Nightly CI already holds dozens of comparable runs; asv and
+PaddlePaddle/benchmark compare against the series.  Here the baseline is the segment of the series
+that belongs to the current code's regime:
+
+- the series: the history lines (results.history) of the same suite, device (slug) and config hash,
+  oldest first, the judged run itself left out;
+- the segment: the runs after the last step that judge.changepoint confirms in any mode's throughput
+  (a config change already cut the series; a step means the machine or the code changed there), the
+  newest POOL_CAP of them (older runs describe an older machine state even without a detected step);
+- at least MIN_RUNS runs, since the run-to-run drift is estimated from the spread of their run means
+  (inference.series_bounds_batch); with fewer, `check` falls back to --baseline if given.
+
+The history line keeps per trial what the rules need (results.history.TrialPoint): the median
+samples/s, the metric, the peak and the CPU evidence, so the run folders may be gone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ampbench.core.records import Env, Interference
+from ampbench.judge import changepoint
+from ampbench.results.baselines import CompactTrial, device_slug
+from ampbench.results.history import RunSummary, TrialPoint
+
+POOL_CAP = 20  # newest runs of the segment that form the baseline
+MIN_RUNS = 3  # fewer runs leave the drift (the spread of run means) unestimated
+
+
+@dataclass(frozen=True)
+class PooledBaseline:
+    """The runs that form the baseline, oldest first, and why the segment starts where it does."""
+
+    runs: tuple[RunSummary, ...]
+    since: str  # "the start of the history" or the step that opened the segment
+    left_out: int = 0  # older runs of the segment beyond POOL_CAP
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [r.run_id for r in self.runs]
+
+    def describe(self) -> str:
+        """Which runs formed the baseline: the report and check.json's notes say it."""
+        if not self.runs:
+            return f"no comparable run in the history since {self.since}"
+        span = self.runs[0].run_id if len(self.runs) == 1 else f"{self.runs[0].run_id} .. {self.runs[-1].run_id}"
+        cap = f"; {self.left_out} older run(s) of the segment left out (cap {POOL_CAP})" if self.left_out else ""
+        return f"the {len(self.runs)} run(s) of the history since {self.since} ({span}{cap})"
+
+    def rates(self, mode: str) -> list[list[float]]:
+        """Per run that has any: the log samples/s of its trials of `mode` (runs without one are left out)."""
+        out = []
+        for r in self.runs:
+            m = r.modes.get(mode)
+            v = [math.log(p.samples_per_s) for p in (m.per_trial if m else []) if p.samples_per_s]
+            if v:
+                out.append(v)
+        return out
+
+    def points(self, mode: str) -> list[TrialPoint]:
+        return [p for r in self.runs if (m := r.modes.get(mode)) for p in m.per_trial]
+
+    def per_seed(self, mode: str) -> list[CompactTrial]:
+        """One compact trial per seed for the metric and memory rules: the seed's mean metric over the
+        segment (the seed, not the run, is the metric's unit: unchanged code repeats a seeded metric)
+        and its median peak, with the memory source all runs share ("mixed" when they differ)."""
+        sources = {m.memory_source for r in self.runs if (m := r.modes.get(mode))}
+        source = sources.pop() if len(sources) == 1 else "mixed"
+        out = []
+        for seed in sorted({p.seed for p in self.points(mode)}):
+            pts = [p for p in self.points(mode) if p.seed == seed]
+            vals = [p.metric for p in pts if p.metric is not None]
+            peaks = sorted(p.peak_bytes for p in pts if p.peak_bytes)
+            out.append(CompactTrial(mode=mode, seed=seed, metric=sum(vals) / len(vals) if vals else None,
+                                    peak_bytes=peaks[len(peaks) // 2] if peaks else 0, memory_source=source))
+        return out
+
+    def evidence(self, mode: str) -> list[CompactTrial]:
+        """The segment's trials as compact trials carrying only their CPU evidence (judge.interference)."""
+        return [CompactTrial(mode=mode, seed=p.seed, cpu_count=p.cpu_count,
+                             interference=Interference(cpu_share=p.cpu_share, others_cpu=p.others_cpu))
+                for p in self.points(mode)]
+
+
+def comparable(history: Sequence[RunSummary], suite: str, config_hash: str, env: Env,
+               run_id: str) -> list[RunSummary]:
+    """The series the run belongs to: same suite, config hash and device slug (a line that recorded no
+    device is kept), the run itself left out."""
+    slug = device_slug(env)
+    return [h for h in history if h.suite == suite and h.config_hash == config_hash and h.run_id != run_id
+            and (not h.device or device_slug(Env(device=h.device, device_name=h.device_name)) == slug)]
+
+
+def select(series: Sequence[RunSummary], cap: int = POOL_CAP) -> PooledBaseline:
+    """The segment since the last confirmed step of any mode's throughput: its newest `cap` runs that
+    carry per-trial figures."""
+    entries = [h.model_dump(mode="json", by_alias=True) for h in series]
+    found = changepoint.all_steps(entries)
+    last = max(found, key=lambda s: s.after, default=None)
+    start = last.after if last is not None else 0
+    since = "the start of the history" if last is None else \
+        f"the step at run {last.run_after} ({last.describe()})"
+    # lines written before per-trial figures were kept (issue 34) mark steps but cannot join the pool
+    seg = [h for h in series[start:] if any(m.per_trial for m in h.modes.values())]
+    return PooledBaseline(tuple(seg[-cap:]), since, max(0, len(seg) - cap))

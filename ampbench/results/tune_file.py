@@ -1,0 +1,58 @@
+"""tune.json (**contract**): the state of an `ampbench tune` ladder, written after every rung.
+
+It is what `tune --resume DIR` continues from: the suite as loaded, the rungs judged so far (each
+with its run folder, verdict and numbers) and the mode the next rung will run.  A rung's trials
+live in its own run folder (`rung-K/`); the FP32 arm lives in `rung-0/` only and is reused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ampbench.core.docs import VersionedDoc, load_doc, write_doc
+
+TUNE_SCHEMA = "ampbench.tune/1"
+
+
+class RungRecord(BaseModel):
+    """One judged rung: the change it made, the verdict the rules gave and the numbers behind it."""
+
+    model_config = ConfigDict(extra="allow")
+    index: int
+    rung: str                    # "start", or the ladder rung's name (docs/tune.md)
+    why: str = ""                # the change in words
+    mode: dict[str, Any]         # the ModeConfig it ran
+    run_dir: str
+    verdict: str = ""
+    failure: str = ""            # judge.ladder.Failure
+    reason: str = ""
+    speedup: float | None = None
+    memory_reduction: float | None = None
+    metric_delta: float | None = None
+    cost_s: float = 0.0          # wall time of the rung's trials
+    skipped: list[str] = []      # rungs passed over before this one, each "name: why"
+
+
+class TuneFile(VersionedDoc):
+    SCHEMA: ClassVar[str] = TUNE_SCHEMA
+    schema_: str = Field(TUNE_SCHEMA, alias="schema")
+    suite: str
+    suite_file: str
+    profile: str
+    config: dict[str, Any]       # the suite as loaded (fp32 + the starting mode)
+    budget_s: float | None = None
+    max_rungs: int = 8
+    rungs: list[RungRecord] = []
+    pending: dict[str, Any] | None = None   # the next rung: {"rung", "why", "mode", "skipped"}
+    stopped: str = ""            # why the ladder ended ("" while it can go on)
+    winner: int | None = None    # index of the first rung that passed every rule
+
+    def write(self, folder: Path) -> None:
+        write_doc(Path(folder) / "tune.json", self, root=Path(folder))
+
+
+def load_tune(folder: Path) -> TuneFile:
+    return load_doc(Path(folder) / "tune.json", TuneFile, "tune file", root=Path(folder))

@@ -1,0 +1,187 @@
+"""Issue 34: verdicts that say the obvious (the FAIL floor per rule) and the pooled history baseline.
+
+Hand-made run folders (tests/factories) go through the real summary -> history line -> `check --history`
+path; one small real run (marked slow) goes through it from real trial files.  The error rates of the
+statistics are in tests/test_verdict_sim.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ampbench.commands.check import check_run
+from ampbench.commands.history import append_history, summarize_run_dir
+from ampbench.config import load_suite
+from ampbench.core.records import Env
+from ampbench.judge import pooled
+from ampbench.judge.check import check_trials
+from ampbench.results.history import history_file
+from tests.factories import GPU_ENV, StepNoise, make_run, make_suite, make_trial, make_trials, plan_of
+
+NOISE = StepNoise(step_sd=0.03, trial_sd=0.02)
+
+
+def _series_run(root: Path, suite, i: int, level: float, rng: np.random.Generator, name: str = "n") -> Path:
+    """One nightly run: every mode at throughput x `level` (x its own run-to-run jitter of 1%)."""
+    lvl = level * math.exp(rng.normal(0, 0.01))
+    trials = make_trials(suite, base_time={m.name: 0.05 / lvl for m in suite.modes}, rng=rng, noise=NOISE)
+    return make_run(root, suite, trials, run_id=f"{name}{i:02d}")
+
+
+def _history(tmp_path: Path, suite, levels: list[float], seed: int = 1) -> Path:
+    rng = np.random.default_rng(seed)
+    hist = tmp_path / "hist"
+    for i, lv in enumerate(levels):
+        append_history(_series_run(tmp_path / "series", suite, i, lv, rng), hist)
+    return hist
+
+
+def _rules(rep, name: str) -> list:
+    return [r for v in rep.verdicts for r in v.rules if r.rule == name]
+
+
+def test_pooled_history_fails_a_20_percent_slowdown_and_passes_unchanged_code(tmp_path):
+    suite = make_suite(seeds=[0, 1, 2])
+    hist = _history(tmp_path, suite, [1.0] * 10)
+    rng = np.random.default_rng(9)
+    same = check_run(_series_run(tmp_path / "cur", suite, 0, 1.0, rng, "same"), history=hist)
+    slow = check_run(_series_run(tmp_path / "cur", suite, 1, 0.8, rng, "slow"), history=hist)
+    assert {r.status for r in _rules(same, "history-throughput")} == {"PASS"}
+    assert not any(r.status == "FAIL" for v in same.verdicts for r in v.rules)
+    assert {r.status for r in _rules(slow, "history-throughput")} == {"FAIL"}
+    rule = _rules(slow, "history-throughput")[0]
+    assert rule.details["runs"] == 10 and len(rule.details["baseline_runs"]) == 10
+    assert "over the 10 runs of the history since the start of the history" in rule.message
+    # the report says which runs formed the baseline; the comparison never replaces check.json
+    assert slow.baseline.startswith("history: the 10 run(s)") and any("n00, n01" in n for n in slow.notes)
+    assert (Path(slow.run_dir) / "check-vs-history.json").is_file()
+    assert not (Path(slow.run_dir) / "check.json").is_file()
+
+
+def test_the_baseline_starts_after_the_last_step_and_is_capped(tmp_path):
+    suite = make_suite(seeds=[0, 1, 2])
+    # a step (a slower library, accepted) after 8 runs: the old level is no baseline for the new one
+    hist = _history(tmp_path, suite, [1.0] * 8 + [0.8] * 8)
+    rep = check_run(_series_run(tmp_path / "cur", suite, 0, 0.8, np.random.default_rng(3), "c"), history=hist)
+    rule = _rules(rep, "history-throughput")[0]
+    assert rule.status != "FAIL" and rule.details["baseline_runs"] == [f"n{i:02d}" for i in range(8, 16)]
+    assert "since the step at run n08" in rule.message
+    lines = [json.loads(x) for x in history_file(hist, suite.suite.name).read_text().splitlines()]
+    from ampbench.results.history import RunSummary
+
+    series = [RunSummary.model_validate(x) for x in lines]
+    more = [series[8 + i % 8].model_copy(update={"run_id": f"m{i:02d}"}) for i in range(25)]
+    seg = pooled.select(series[8:] + more)
+    assert len(seg.runs) == pooled.POOL_CAP and seg.left_out == 8 + 25 - pooled.POOL_CAP
+    assert "left out (cap 20)" in seg.describe()
+
+
+def test_other_devices_and_configs_never_join_the_pool(tmp_path):
+    suite = make_suite(seeds=[0, 1, 2])
+    hist = _history(tmp_path, suite, [1.0] * 4)
+    from ampbench.results.history import load_history
+
+    lines = load_history(history_file(hist, suite.suite.name))
+    other = [h.model_copy(update={"device_name": "NVIDIA Other GPU", "run_id": f"o{i}"}) for i, h in enumerate(lines)]
+    cfg = [h.model_copy(update={"config_hash": "x" * 12, "run_id": f"c{i}"}) for i, h in enumerate(lines)]
+    found = pooled.comparable(lines + other + cfg, suite.suite.name, lines[0].config_hash, GPU_ENV, "n00")
+    assert [h.run_id for h in found] == ["n01", "n02", "n03"]
+    assert pooled.comparable(other, suite.suite.name, lines[0].config_hash, Env(device="cpu"), "") == []
+
+
+def test_too_short_a_history_falls_back_to_the_pinned_baseline_and_says_so(tmp_path):
+    suite = make_suite(seeds=[0, 1, 2])
+    hist = _history(tmp_path, suite, [1.0] * 2)
+    rng = np.random.default_rng(4)
+    base = _series_run(tmp_path / "pin", suite, 0, 1.0, rng, "pin")
+    cur = _series_run(tmp_path / "cur", suite, 0, 1.0, rng, "cur")
+    rep = check_run(cur, baseline=base, history=hist)
+    assert rep.baseline == str(base) and any("No pooled history baseline" in n and "--baseline instead" in n
+                                             for n in rep.notes)
+    alone = check_run(cur, history=hist)
+    assert not _rules(alone, "history-throughput") and any("judged on its own" in n for n in alone.notes)
+
+
+def test_a_gpu_like_resnet_run_with_a_20_point_drop_fails_at_two_seeds(tmp_path):
+    """The issue's acceptance: resnet, AMP active, 1.8x faster, top-1 0.72 vs 0.92, seed spread 0.0007, two
+    seeds per side (the cpu profile's) -> accuracy-parity FAIL, exit 1 (was INCONCLUSIVE, exit 3)."""
+    loaded = load_suite("resnet", profile="cpu")
+    suite = loaded.suite
+    assert suite.suite.seeds == [0, 1]
+    rng = np.random.default_rng(0)
+    top1 = {m.name: ([0.9195, 0.9205] if m.name == "fp32" else [0.7195, 0.7205]) for m in suite.modes}
+    trials = make_trials(suite, metrics=top1, rng=rng, base_time={m.name: 0.05 if m.name == "fp32" else 0.05 / 1.8
+                                                                  for m in suite.modes},
+                         peak={m.name: 10 << 30 if m.name == "fp32" else 6 << 30 for m in suite.modes},
+                         config_hash=suite.config_hash())
+    run = make_run(tmp_path, suite, trials, profile="cpu")
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+
+    res = CliRunner().invoke(app, ["check", str(run)])
+    assert res.exit_code == 1, res.output[-3000:]
+    check = json.loads((run / "check.json").read_text())
+    parity = [r for v in check["verdicts"] for r in v["rules"] if r["rule"] == "accuracy-parity"]
+    assert len(parity) == len(suite.modes) - 1 >= 1 and {r["status"] for r in parity} == {"FAIL"}
+    assert "a drop beyond the margin is shown" in parity[0]["message"]
+    speed = [r for v in check["verdicts"] for r in v["rules"] if r["rule"] == "speedup"]
+    assert {r["status"] for r in speed} <= {"PASS", "INCONCLUSIVE"}  # 1.8x: never a FAIL
+
+
+def _pinned(mode: str, seed: int, rate_time: float, rng: np.random.Generator, cpus: list[int]):
+    env = GPU_ENV.model_copy(update={"cpu_count": 8})
+    return make_trial(mode, seed, times=NOISE.times(rng, 60, rate_time), env=env,
+                      interference={"cpu_affinity": cpus, "cpu_share": 1.0})
+
+
+@pytest.mark.parametrize("cpus, fails", [([2], True), ([0, 1, 2, 3, 4, 5, 6, 7], False)])
+def test_throughput_fails_from_two_trials_only_when_pinned(cpus, fails):
+    """Two trials per side: a speedup far below min_speedup FAILs when every trial ran pinned to one CPU
+    set (placement cannot differ), not when the trials could land anywhere on the machine."""
+    suite = make_suite(seeds=[0, 1], min_speedup=1.3)
+    rng = np.random.default_rng(5)
+    trials = [_pinned(m, s, 0.05, rng, cpus) for m in ("fp32", "amp-o1-fp16") for s in (0, 1)]
+    v = check_trials(suite, trials, plan_of(suite))
+    speed = next(r for x in v for r in x.rules if r.rule == "speedup")
+    assert (speed.status == "FAIL") == fails, speed.message
+    if not fails:
+        assert "no FAIL from fewer than 3 trials per side" in speed.message and "--affinity" in speed.message
+
+
+@pytest.mark.slow
+def test_real_run_against_a_pooled_history(tmp_path):
+    """One real toy run (real worker processes and trial files) judged against history lines made from its
+    own summary: unchanged -> no FAIL; the same history 40% faster -> history-throughput FAILs (or, on a
+    loaded machine, is INCONCLUSIVE with the interference evidence: never PASS)."""
+    out = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", "tests/fixtures/aa_toy.toml", "--out", str(out),
+                           "--no-report", "--set", "train.steps=45"], capture_output=True, text=True, check=False)
+    assert proc.returncode in (0, 3), proc.stderr[-2000:]
+    run = next(out.rglob("run.json")).parent
+    line = summarize_run_dir(run)
+    assert all(len(m.per_trial) == 3 and all(p.samples_per_s for p in m.per_trial) for m in line.modes.values())
+    for name, speed in (("same", 1.0), ("faster", 1.4)):
+        hist = tmp_path / name
+        hist.mkdir()
+        rows = []
+        for i, jitter in enumerate((0.99, 1.01, 1.0, 0.995, 1.005)):
+            modes = {k: m.model_copy(update={"per_trial": [p.model_copy(update={
+                "samples_per_s": p.samples_per_s * speed * jitter}) for p in m.per_trial]}) for k, m in line.modes.items()}
+            rows.append(line.model_copy(update={"run_id": f"h{i}", "started": f"2026-01-0{i + 1}", "modes": modes}).to_line())
+        history_file(hist, line.suite).write_text("\n".join(rows) + "\n")
+        rep = check_run(run, history=hist)
+        rules = _rules(rep, "history-throughput")
+        assert len(rules) == 2 and all(r.details["runs"] == 5 for r in rules)
+        if name == "same":
+            assert not any(r.status == "FAIL" for r in rules), [r.message for r in rules]
+        else:
+            assert all(r.status == "FAIL" or (r.status == "INCONCLUSIVE" and r.details["disturbed"]) for r in rules), \
+                [r.message for r in rules]

@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from ampbench.core.errors import UserError
 from ampbench.core.files import atomic_write_text, os_reason
+from ampbench.core.store import BASELINES_DIR, RUNS_DIR
 from ampbench.launch.process import Interrupted, install_signal_handlers
 
 EXIT_CODES = """\b
@@ -76,6 +77,9 @@ app = GuardedTyper(add_completion=False, no_args_is_help=True, help=__doc__.spli
 baseline_app = GuardedTyper(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.",
                             rich_markup_mode=None)
 app.add_typer(baseline_app, name="baseline")
+history_app = GuardedTyper(no_args_is_help=True, help="Keep the nightly history the trend and the dashboard read.",
+                           rich_markup_mode=None)
+app.add_typer(history_app, name="history")
 import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR config or PaddleNLP Trainer args into a suite.")
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
@@ -110,7 +114,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     modes: Optional[list[str]] = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
-    out_dir: Path = typer.Option(Path("results/runs"), "--out", help="Where run folders are created"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where run folders are created"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Finish an interrupted run folder as its run.json "
                                           "plans it (refuses --profile/--mode/--seeds/--set)"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
@@ -146,6 +150,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                          "started by hand (with --node-rank)"),
     node_rank: Optional[int] = typer.Option(None, "--node-rank", min=0, help="This node's rank (0 records the "
                                             "trials) in a multi-node trial started by hand"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also the trial table and every rule's full text "
+                                 "(default: the outcome table and one next step per rule that did not pass)"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
@@ -164,7 +170,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices, master=master, node_rank=node_rank,
+        devices=devices, master=master, node_rank=node_rank, verbose=verbose,
         slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll),
     )
     if probe is not None and not at_max_batch:
@@ -206,15 +212,23 @@ def check(
     history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the history rules "
                                            "compare against its runs of this suite, device and config since the "
                                            "last change point (>= 3 runs; else --baseline, with the drift from it)"),
+    explain: bool = typer.Option(False, "--explain", "-v", help="Every rule's full text (observed, threshold, "
+                                 "message) before the outcome table"),
+    recorded: bool = typer.Option(False, "--recorded", help="Judge nothing: show the verdict of record (the newest "
+                                  "check.json / check-vs-*.json) and exit with its code"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
     check-vs-BASELINE.json; with --history: check-vs-history.json; the run's own check.json is kept)."""
-    from ampbench.commands.check import check_run
-    from ampbench.report.console import print_check
+    from ampbench.commands.check import check_run, print_outcome_of, recorded_check
+    from ampbench.config import ConfigError
 
     _only_with("--allow-mismatch", True if allow_mismatch else None, "--baseline", baseline)
-    report = check_run(run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
-    print_check(report, out)
+    if recorded and (baseline or strict or allow_mismatch or history):
+        raise ConfigError("--recorded", str(run_dir), "shows the check already made: no --baseline, --strict, "
+                          "--allow-mismatch or --history with it")
+    report = recorded_check(run_dir) if recorded else check_run(
+        run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
+    print_outcome_of(run_dir, report, out, explain=explain)
     raise typer.Exit(report.exit_code)
 
 
@@ -223,11 +237,9 @@ def plan(
     run_dir: Path = typer.Argument(..., help="A run folder whose spreads the plan starts from"),
 ) -> None:
     """How many seeds each rule needs for <= 1% false alarms and >= 95% detection (from this run's spread)."""
-    from ampbench.judge.planner import plan_lines, plan_run
+    from ampbench.commands.reporting import plan as plan_seeds
 
-    rows = plan_run(run_dir)
-    for line in plan_lines(rows):
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    plan_seeds(run_dir, out)
 
 
 @app.command()
@@ -238,10 +250,9 @@ def report(
     fmt: str = typer.Option("md", "--format", help="md or html"),
 ) -> None:
     """Write the markdown report (with PNG plots) for one or more runs."""
-    from ampbench.report.markdown import write_report
+    from ampbench.commands.reporting import report as write_report
 
-    path = write_report(run_dirs, output=output, history=history, fmt=fmt)
-    out.print(f"report: {escape(str(path))}")
+    write_report(run_dirs, output, history, fmt, out)
 
 
 @app.command()
@@ -251,41 +262,43 @@ def publish(
     repo_url: Optional[str] = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
 ) -> None:
     """Write a static HTML dashboard of the history: one page per suite, regressions with their commit range."""
-    from ampbench.report.publish import publish as publish_site
+    from ampbench.commands.reporting import publish as publish_site
 
-    index = publish_site(history, output, repo_url=repo_url)
-    out.print(f"dashboard: {index}", markup=False)
+    publish_site(history, output, repo_url, out)
 
 
 @app.command()
 def compare(
-    run_dir: Path = typer.Argument(..., help="A run folder"),
-    other: Optional[Path] = typer.Argument(None, help="Another run folder (default: the previous run of the same "
-                                           "suite, device and config beside RUN_DIR)"),
-    sort: str = typer.Option("name", "--sort", help="name, min, max, mean, stddev, median, iqr, trials, "
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders; table: RUN [OTHER] (OTHER defaults to the "
+                                          "previous run of the same suite, device and config beside RUN)"),
+    fmt: str = typer.Option("table", "--format", help="table (two runs, pytest-benchmark's columns), md, csv, "
+                            "parquet (every run per mode, change vs the first) or pytest-benchmark (one run's JSON)"),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write (md/csv: default stdout; "
+                                         "parquet, pytest-benchmark: required; a folder/ for pytest-benchmark)"),
+    sort: str = typer.Option("name", "--sort", help="table: name, min, max, mean, stddev, median, iqr, trials, "
                              "samples_per_s or change (numeric: best first)"),
 ) -> None:
-    """Two runs per mode as pytest-benchmark's comparison table: min, max, mean, stddev, median, IQR, change."""
-    from ampbench.report.compare_runs import compare_rows, print_compare
-    from ampbench.results.previous import previous_run
+    """Compare runs per mode: two side by side (pytest-benchmark's columns), several as one table, or export one."""
+    from ampbench.commands.compare import compare as compare_runs
 
-    print_compare(compare_rows(run_dir, other if other is not None else previous_run(run_dir), sort), out)
+    compare_runs(run_dirs, fmt, output, sort, out)
 
 
-@app.command()
+@app.command(hidden=True)
 def summary(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders to compare (the first is the reference)"),
     fmt: str = typer.Option("md", "--format", help="md, csv or parquet"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="File to write (default: print md/csv)"),
 ) -> None:
-    """Compare runs per mode as one table (a pandas DataFrame): samples/s, memory, metric, change vs the first run."""
-    from ampbench.report.compare import write_summary
+    """Deprecated: `ampbench compare RUN... --format md|csv|parquet`."""
+    from ampbench.commands.compare import TABLE_FORMATS, compare, deprecated
 
-    result = write_summary(run_dirs, fmt, output)
-    if isinstance(result, Path):
-        out.print(f"summary: {result}", markup=False)
-    else:
-        sys.stdout.write(result)
+    deprecated("summary", "compare RUN... --format md|csv|parquet", err)
+    if fmt not in TABLE_FORMATS:  # the old verb's own message, before anything is read
+        from ampbench.core.errors import ResultsError
+
+        raise ResultsError(f"--format {fmt}: unknown; use one of {', '.join(TABLE_FORMATS)}")
+    compare(run_dirs, fmt, str(output) if output is not None else None, "name", out)
 
 
 @app.command()
@@ -297,7 +310,7 @@ def probe(
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Ceiling per attempt on CPU, e.g. 6GiB"),
     steps: int = typer.Option(3, "--steps", help="Training steps per attempt"),
     set_: Optional[list[str]] = typer.Option(None, "--set"),
-    out_dir: Path = typer.Option(Path("results/runs"), "--out"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out"),
 ) -> None:
     """Find the largest batch size each mode trains without running out of memory."""
     from ampbench.commands.probe import ProbeOptions, run_probe
@@ -333,7 +346,7 @@ def tune(  # noqa: PLR0913  typer: one parameter per command-line option
     budget: Optional[str] = typer.Option(None, "--budget", help="Stop before a rung that would not fit, e.g. 4h"),
     max_rungs: int = typer.Option(8, "--max-rungs", min=1, max=32, help="At most this many rungs (rung 0 included)"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the ladder of this tune folder"),
-    out_dir: Path = typer.Option(Path("results/runs"), "--out", help="Where tune folders are created"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where tune folders are created"),
 ) -> None:
     """Why AMP did not help, and the smallest change that makes it: a ladder of judged runs (docs/tune.md)."""
     from ampbench.commands.tune import TuneOptions, run_tune
@@ -349,16 +362,16 @@ def tune(  # noqa: PLR0913  typer: one parameter per command-line option
     raise typer.Exit(run_tune(opts, console=out))
 
 
-@app.command("export-benchmark")
+@app.command("export-benchmark", hidden=True)
 def export_benchmark(
     run_dir: Path = typer.Argument(...),
     output: str = typer.Option(..., "-o", "--output", help="A file, or a folder (existing, or ending in /)"),
 ) -> None:
-    """Export a run's per-mode step times as pytest-benchmark JSON (for `pytest-benchmark compare`)."""
-    from ampbench.report.benchmark_export import export_run
+    """Deprecated: `ampbench compare RUN --format pytest-benchmark -o FILE`."""
+    from ampbench.commands.compare import compare, deprecated
 
-    path = export_run(run_dir, Path(output), folder=output.endswith(("/", os.sep)))
-    out.print(f"wrote {escape(str(path))}")
+    deprecated("export-benchmark", "compare RUN --format pytest-benchmark -o FILE", err)
+    compare([run_dir], "pytest-benchmark", output, "name", out)
 
 
 @baseline_app.command("save")
@@ -367,11 +380,37 @@ def baseline_save(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Default: results/baselines/<device>/<suite>.json"),
 ) -> None:
     """Write the compact baseline file that nightly CI commits."""
-    from ampbench.results.baselines import save_baseline
+    from ampbench.commands.baseline import save
 
-    path = save_baseline(run_dir, output, warn=lambda msg: err.print(f"warning: {msg}", markup=False,
-                                                                      highlight=False, soft_wrap=True))
+    path = save(run_dir, output, warn=lambda msg: err.print(f"warning: {msg}", markup=False,
+                                                           highlight=False, soft_wrap=True))
     out.print(f"baseline: {escape(str(path))}")
+
+
+@baseline_app.command("path")
+def baseline_path(
+    target: Path = typer.Argument(..., help="A run folder (the device its trials recorded) or a suite file "
+                                  "(this machine's device)"),
+    folder: Path = typer.Option(BASELINES_DIR, "--dir", help="The baselines folder"),
+) -> None:
+    """Print where the baseline of a run (or of a suite on this machine) lives: DIR/<device>/<suite>.json."""
+    from ampbench.commands.baseline import baseline_path as where
+
+    out.print(str(where(target, folder)), markup=False, highlight=False, soft_wrap=True)
+
+
+@history_app.command("append")
+def history_append(
+    run_dir: Path = typer.Argument(..., help="A finished (checked) run folder"),
+    history_dir: Path = typer.Argument(..., help="The history folder (<suite>.jsonl per suite)"),
+    archive_report: bool = typer.Option(False, "--archive-report", help="Also keep the run's report.html beside "
+                                        "the history, for the dashboard's links"),
+) -> None:
+    """Add (or replace) the run's summary line in HISTORY_DIR/<suite>.jsonl (what nightly.sh keeps)."""
+    from ampbench.commands.history import append_run
+
+    for what, path in append_run(run_dir, history_dir, archive=archive_report):
+        out.print(f"{what}: {escape(str(path))}", soft_wrap=True)
 
 
 @app.command()
@@ -380,24 +419,12 @@ def suites(
     dest: Path = typer.Option(Path("."), "--to", help="Folder for --copy"),
 ) -> None:
     """List the bundled suites (run one by name: `ampbench run resnet`), or copy one to edit."""
-    from ampbench.config import read_toml
-    from ampbench.config.bundled import bundled_suites
+    from ampbench.commands.suites import copy_suite, list_suites
 
-    table = bundled_suites()
     if copy is not None:
-        if copy not in table:
-            _fail(f"--copy: no bundled suite {copy!r}; bundled: {', '.join(sorted(table))}")
-        target = dest / f"{copy}.toml"
-        if target.exists():
-            _fail(f"{target}: already exists; remove it or choose another --to folder")
-        atomic_write_text(target, table[copy].read_text(encoding="utf-8"))
-        out.print(f"wrote {target}: edit it, then `ampbench run {target}`", markup=False)
-        return
-    for name, p in table.items():
-        raw = read_toml(p)
-        meta = raw.get("suite", {})
-        profs = ", ".join(["default", *sorted(raw.get("profiles", {}))])
-        out.print(f"{name:8} workload={meta.get('workload')}  profiles: {profs}  ({p})", markup=False)
+        copy_suite(copy, dest, out)
+    else:
+        list_suites(out)
 
 
 @app.command()
@@ -413,14 +440,16 @@ def schema(
 
 
 @app.command()
-def env() -> None:
+def env(
+    require_gpu: bool = typer.Option(False, "--require-gpu", help="Print nothing; exit 0 when Paddle sees a GPU "
+                                     "here, 1 when not (nightly.sh's first check)"),
+) -> None:
     """Print the environment fingerprint and whether AMP can be active on this device."""
-    from ampbench.trackers import device
+    from ampbench.commands.env import has_gpu, print_env
 
-    fp = device.environment()
-    for k, v in fp.model_dump().items():
-        out.print(f"{k:14} {v}", markup=False)
-    out.print(f"{'amp':14} {device.amp_support_summary()}", markup=False)
+    if require_gpu:
+        raise typer.Exit(0 if has_gpu() else 1)
+    print_env(out)
 
 
 def _import_output(output: Optional[Path], inputs: list[Optional[Path]]) -> None:

@@ -105,7 +105,7 @@ else
   profile=(--profile default)
   strict="${strict:-1}"
   history="${history:-results/history}"
-  if ! "$PY" -c "import sys; from ampbench.trackers import device; sys.exit(0 if device.has_gpu() else 1)" 2>/dev/null; then
+  if ! ab env --require-gpu 2>/dev/null; then
     echo "nightly.sh: Paddle sees no GPU here; the nightly needs paddlepaddle-gpu and a GPU (or use --dry-run)" >&2
     exit 2
   fi
@@ -156,27 +156,9 @@ fi
 mkdir -p "$history" || exit 2
 echo "nightly: ${#suites[@]} suite(s), ${#combine_dirs[@]} collected folder(s), profile ${profile[1]}, output $out"
 
-this_device() {  # the device slug of this machine, as its trials will record it (before a run)
-  "$PY" -c "from ampbench.trackers.env import device_slug, environment; print(device_slug(environment()))"
-}
-device_of() {  # the device slug the run's trials recorded (ampbench.trackers.device.device_slug)
-  "$PY" - "$1" <<'PY'
-import sys
-from ampbench.trackers.device import device_slug
-from ampbench.results import RunDir
-trials = RunDir(sys.argv[1]).load_trials()
-ok = [t for t in trials if t.status == "ok"] or trials
-print(device_slug(ok[0].env) if ok else "unknown")
-PY
-}
-append_history() {  # RUN_DIR HISTORY_DIR: one summary line per run (ampbench.commands.history)
-  "$PY" -c "import sys; from ampbench.commands.history import append_history; print('history:', append_history(sys.argv[1], sys.argv[2]))" "$1" "$2"
-}
-archive_report() {  # RUN_DIR HISTORY_DIR: the run's report.html kept beside the history (dashboard links)
-  "$PY" -c "import sys; from ampbench.report.publish import archive_report; print('report:', archive_report(sys.argv[1], sys.argv[2]))" "$1" "$2"
-}
-check_exit() {  # RUN_DIR: the exit code its check.json recorded
-  "$PY" -c "import sys; from ampbench.results.run_dir import RunDir; from ampbench.results.verdicts import load_check; print(load_check(RunDir(sys.argv[1]).latest_check_path()).exit_code)" "$1"
+check_exit() {  # RUN_DIR: the exit code its verdict of record (check.json) holds, judged nothing again
+  ab check "$1" --recorded >/dev/null
+  echo $?
 }
 
 worst=0
@@ -199,9 +181,8 @@ run_suite() {  # SUITE_FILE: run, check against its baseline, optionally save a 
   local until_args=()
   if [ "$until" = 1 ]; then
     until_args=(--until-decided --max-seeds "$max_seeds" ${budget:+--budget "$budget"})
-    name="$("$PY" -c "import sys; from ampbench.config import load_suite; print(load_suite(sys.argv[1]).suite.suite.name)" "$suite")" \
-      && slug="$(this_device)" && [ -f "$baselines/$slug/$name.json" ] \
-      && until_args+=(--baseline "$baselines/$slug/$name.json")
+    base_file="$(ab baseline path "$suite" --dir "$baselines")" && [ -f "$base_file" ] \
+      && until_args+=(--baseline "$base_file")
   fi
   # The run's own check (no baseline) is dropped from the log: `ab check` below prints the one that
   # counts, against the baseline (each suite's table once).
@@ -217,8 +198,8 @@ run_suite() {  # SUITE_FILE: run, check against its baseline, optionally save a 
     return
   fi
   name="$(basename "$(dirname "$run_dir")")"
-  slug="$(device_of "$run_dir")" || slug=unknown
-  base_file="$baselines/$slug/$name.json"
+  base_file="$(ab baseline path "$run_dir" --dir "$baselines")" || base_file="$baselines/unknown/$name.json"
+  slug="$(basename "$(dirname "$base_file")")"
   local base_arg=()
   if [ -f "$base_file" ]; then
     base_arg=(--baseline "$base_file")
@@ -272,8 +253,7 @@ fi
 
 if [ "$runs_only" = 0 ] && [ ${#run_dirs[@]} -gt 0 ]; then
   for run_dir in "${run_dirs[@]}"; do
-    append_history "$run_dir" "$history" || worst=$(combine "$worst" 2)
-    archive_report "$run_dir" "$history" || worst=$(combine "$worst" 2)
+    ab history append "$run_dir" "$history" --archive-report || worst=$(combine "$worst" 2)
   done
   ab report "${run_dirs[@]}" -o "$out/report.md" --history "$history" || worst=$(combine "$worst" 2)
   ab report "${run_dirs[@]}" -o "$out/report.html" --format html --history "$history" || worst=$(combine "$worst" 2)

@@ -5,7 +5,7 @@
 #   bash scripts/setup.sh --test    # ... plus the test tools, chromium (headless browser test of the dashboard), shellcheck,
 #                                   # and Slurm + munge (tests/test_slurm.py starts a one-host cluster from them)
 #   AMPBENCH_PADDLE=gpu PADDLE_GPU_INDEX=<Paddle's CUDA wheel index> bash scripts/setup.sh
-#                                   # paddlepaddle-gpu instead of the CPU build (see README)
+#                                   # paddlepaddle-gpu instead of the CPU build (see docs/gpu.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -115,7 +115,8 @@ def test_speed_memory_and_oom_advice_is_concrete() -> None:
     assert {"level": "O2"} in assert_applicable(o1, speed) and {"batch_size": 32} in toml_snippets(speed)
     mem = advice_for(rule("memory", message="reduction 5% < 30%"), O2)
     assert {"master_weight": False} in assert_applicable(O2, mem)
-    oom = advice_for(rule("completeness", status="ERROR", message="amp__seed0: oom"), o1, batch_size=16)
+    oom = advice_for(rule("completeness", status="FAIL", message="amp__seed0 ended 'oom'", details={"reasons": ["oom"]}),
+                     o1, batch_size=16)
     assert {"batch_size": 8} in assert_applicable(o1, oom)
 
 

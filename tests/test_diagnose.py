@@ -12,7 +12,8 @@ from ampbench.config import ConfigError, ModeConfig, Suite
 from ampbench.diagnose.compare import black_list_candidates, classify, compare_dumps, condense
 from ampbench.results.diagnosis_file import DiagnosisFile, Finding, Tolerances, load_diagnosis
 from ampbench.commands.diagnose import run_diagnose
-from ampbench.trial.numerics import OpStat
+from ampbench.core.opstat import OpStat
+from ampbench.trial.precision import default_lists, known_op_names
 from tests.factories import make_run
 
 
@@ -67,7 +68,8 @@ def test_black_list_candidates_use_legacy_names_and_skip_fp32_problems() -> None
           Finding(index=3, step=1, phase="forward", op="add", kind="amp-nonfinite"),
           Finding(index=4, step=1, phase="forward", op="softmax", kind="fp16-range"),
           Finding(index=5, step=1, phase="backward", op="matmul_grad", kind="amp-nonfinite")]
-    new, already = black_list_candidates(fs, mode)
+    paddle_black = set(default_lists("float16", "O1")["black"])
+    new, already = black_list_candidates(fs, mode, known=known_op_names(), paddle_black=paddle_black)
     assert new == ["elementwise_add"]   # dumps say `add`; custom lists need the legacy name
     assert already == ["softmax"]       # Paddle's default black list for float16 O1 already has it
 

@@ -502,7 +502,7 @@ def test_advice_names_the_real_run_folder(work):
 
 def test_piped_check_lines_fit_columns_and_keep_mode_names_whole(run_dir):
     for cols in ("100", "200"):
-        r = invoke("check", str(run_dir), env={"COLUMNS": cols})
+        r = invoke("check", str(run_dir), "--explain", env={"COLUMNS": cols})   # the rule lines: behind --explain
         lines = [ln for ln in r.output.splitlines() if ln.strip()]
         assert lines and all(len(ln) <= int(cols) for ln in lines), max(map(len, lines))
         assert sum("amp-o1-fp16  " in ln for ln in lines) >= 3   # rule lines start with the whole mode name

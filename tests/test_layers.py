@@ -1,5 +1,5 @@
-"""The layer contract (pyproject.toml [tool.importlinter], README "Architecture") holds, and would
-catch an upward import."""
+"""The import contract (pyproject.toml [tool.importlinter], docs/architecture.md) holds, and would catch
+an upward import and an import that crosses between the run side and the analysis side."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
@@ -26,15 +28,38 @@ def test_the_layer_contract_is_kept() -> None:
     assert "0 broken" in out.stdout, out.stdout
 
 
-def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
-    """A copy of the package where the bottom layer imports the report layer: exit 1, the import named."""
+def copy_with_import(tmp_path: Path, module: str, target: str) -> tuple[Path, int]:
+    """A copy of the package (and its pyproject) where `module` (a path under ampbench/) also imports
+    `target`; returns the copy's root and the line number of the added import."""
     shutil.copytree(ROOT / "ampbench", tmp_path / "ampbench", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    units = tmp_path / "ampbench" / "core" / "units.py"
-    text = units.read_text(encoding="utf-8")
-    units.write_text(text + "\nimport ampbench.report  # deliberately upward\n", encoding="utf-8")
-    line = len(text.splitlines()) + 2
-    out = lint_imports(tmp_path)
+    path = tmp_path / "ampbench" / module
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + f"\nimport {target}  # deliberately against the contract\n", encoding="utf-8")
+    return tmp_path, len(text.splitlines()) + 2
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
+    """A copy of the package where the bottom layer imports the report layer: exit 1, the import named."""
+    root, line = copy_with_import(tmp_path, "core/units.py", "ampbench.report")
+    out = lint_imports(root)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "BROKEN" in out.stdout and "ampbench.core is not allowed to import ampbench.report" in out.stdout
     assert f"ampbench.core.units -> ampbench.report (l.{line})" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize(("module", "target", "contract"), [
+    # the two crossings the old linear contract let through (issue 33)
+    ("judge/stats.py", "ampbench.trial.worker", "the analysis side never imports the run side"),
+    ("results/summary.py", "ampbench.trial.setup", "the analysis side never imports the run side"),
+    ("trackers/load.py", "ampbench.results.run_dir", "the run side never imports the analysis side"),
+])
+def test_a_crossing_import_breaks_the_contract(tmp_path: Path, module: str, target: str, contract: str) -> None:
+    """The run side and the analysis side are independent: one import across, either way, fails lint-imports
+    (exit 1) under the contract that forbids it, with the importing line named."""
+    root, line = copy_with_import(tmp_path, module, target)
+    out = lint_imports(root)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"{contract} BROKEN" in " ".join(out.stdout.split()), out.stdout
+    source = "ampbench." + module.removesuffix(".py").replace("/", ".")
+    assert f"{source} -> {target} (l.{line})" in out.stdout, out.stdout

@@ -49,8 +49,8 @@ def test_every_surface_shows_the_same_samples_per_s(toy_suite, tmp_path, cache_e
         per_trial = csv[csv["mode"] == mode]["samples_per_s"].to_numpy(float)
         assert float(np.exp(np.mean(np.log(per_trial)))) == pytest.approx(value, rel=1e-9)
 
-    # ampbench summary (csv: full precision)
-    s = cli.invoke(app, ["summary", str(run), "--format", "csv"])
+    # ampbench compare --format csv (was `summary`; csv: full precision)
+    s = cli.invoke(app, ["compare", str(run), "--format", "csv"])
     assert s.exit_code == 0, s.output
     frame = pd.read_csv(pd.io.common.StringIO(s.output))
     for mode, value in expected.items():

@@ -34,3 +34,18 @@ def test_plugin_cannot_shadow_builtin(monkeypatch):
     ep = EntryPoint(name="toy", value="ampbench.config:Suite", group=reg.ENTRY_POINT_GROUP)
     monkeypatch.setattr(reg, "entry_points", lambda group: [ep])
     assert reg.get_workload_class("toy") is ToyWorkload
+
+
+def test_the_command_workload_is_a_program_workload_not_a_model_one() -> None:
+    """Two kinds behind one registry: the worker asks `runs_program`, never the workload's name; the
+    command workload implements no model method (none raises NotImplementedError)."""
+    import inspect
+
+    from ampbench.workloads import ProgramWorkload, Workload, model_workload_class
+
+    cmd = reg.get_workload_class("command")
+    assert issubclass(cmd, ProgramWorkload) and not issubclass(cmd, Workload) and cmd.runs_program
+    assert "NotImplementedError" not in inspect.getsource(cmd)
+    assert not reg.get_workload_class("toy").runs_program and model_workload_class("toy") is ToyWorkload
+    with pytest.raises(KeyError, match="runs a program"):
+        model_workload_class("command")

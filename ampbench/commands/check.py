@@ -6,14 +6,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rich.console import Console
+
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint, pooled
 from ampbench.judge.check import judge_run
+from ampbench.report.console import print_outcome, print_rules
+from ampbench.report.view import view_of
 from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import RunSummary, history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.results.verdicts import CheckReport
+from ampbench.results.verdicts import CheckReport, load_check_optional
 
 
 def check_path(run: RunDir, baseline: Path | None) -> Path:
@@ -22,7 +26,7 @@ def check_path(run: RunDir, baseline: Path | None) -> Path:
     if baseline is None:
         return run.check_path
     name = baseline.name if baseline.is_dir() else baseline.stem
-    return run.path / f"check-vs-{safe_slug(name)}.json"
+    return run.check_vs_path(safe_slug(name))
 
 
 def safe_slug(name: str) -> str:
@@ -55,12 +59,31 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
         report.notes.append(f"No pooled history baseline: {seg.describe()}, fewer than {pooled.MIN_RUNS}; {instead}.")
     if drift is not None:
         report.notes.append(f"History rules allow a {drift.describe()}.")
-    target = run.path / "check-vs-history.json" if use_pool is not None else check_path(run.dir, base_path)
+    target = run.dir.check_vs_path("history") if use_pool is not None else check_path(run.dir, base_path)
     try:
         report.write(target)
     except ResultsError as e:  # a read-only run folder is judged and printed all the same
         report.notes.append(f"{target.name} not written: {e}")
     return report
+
+
+def recorded_check(run_dir: Path) -> CheckReport:
+    """The verdict of record (the newest check file), without judging again: what a script needs to know
+    how a run that was checked elsewhere ended (nightly.sh combining collected runs)."""
+    run = RunDir(Path(run_dir))
+    run.load_run()  # a folder that is not a run is named as such
+    found = load_check_optional(run.latest_check_path())
+    if found is None:
+        raise ResultsError(f"{run.check_path}: not found; judge the run first: ampbench check {run.path}")
+    return found
+
+
+def print_outcome_of(run_dir: Path, report: CheckReport, console: Console, explain: bool = False) -> None:
+    """What `ampbench check` prints: the outcome table and one next step per rule that did not pass;
+    with `explain` (--explain, -v) every rule's full text before it."""
+    if explain:
+        print_rules(report, console)
+    print_outcome(view_of(open_run(Path(run_dir)), report), console)
 
 
 def _series(run: OpenRun, history: Path) -> list[RunSummary]:

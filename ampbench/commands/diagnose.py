@@ -29,11 +29,13 @@ from ampbench.commands.run_plan import default_cache_dir
 from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig, Suite
 from ampbench.core.files import last_line
 from ampbench.core.records import Trial, trial_key
+from ampbench.core.store import RunPaths
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
 from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagnosis
 from ampbench.results.diagnosis_file import KIND_TEXT, ModeDiagnosis, Tolerances
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.trial.numerics import LEVEL_ENV, read_dump
+from ampbench.trial.precision import default_lists, known_op_names
 from ampbench.trial.spec import TrialSpec
 
 INFINITE_MARKER = "OP Types produce infinite outputs:"  # what compare_accuracy prints before its list
@@ -146,7 +148,7 @@ def _new_diagnosis(run: OpenRun, mcfg: ModeConfig, seed: int, steps: int, batch:
         amp_active=amp_t.amp.active, amp_level=mcfg.level or "", amp_dtype=mcfg.dtype,
         trials={m: t.status for m, t in trials.items()}, inactive_note=_inactive_note(amp_t), tolerances=tol,
         files={"fp32_dump": _rel(dumps[REFERENCE_MODE], run.path), "amp_dump": _rel(dumps[mcfg.name], run.path),
-               "logs": _rel(out / "logs", run.path)},
+               "logs": _rel(RunPaths(out).logs_dir, run.path)},
     )
 
 
@@ -168,7 +170,9 @@ def _fill_findings(diag: ModeDiagnosis, mcfg: ModeConfig, trials: dict[str, Tria
     diag.counts = {k: sum(1 for f in findings if f.kind == k) for k in KIND_TEXT if any(f.kind == k for f in findings)}
     diag.first_by_kind = {k: next(f.op for f in findings if f.kind == k) for k in diag.counts}
     diag.findings = condense(findings)[:top]
-    diag.black_list_candidates, diag.already_black_listed = black_list_candidates(findings, mcfg)
+    paddle_black = set(default_lists(mcfg.dtype, mcfg.level or "O1")["black"])
+    diag.black_list_candidates, diag.already_black_listed = black_list_candidates(
+        findings, mcfg, known=known_op_names(), paddle_black=paddle_black)
     xlsx, log = out / "compare_accuracy.xlsx", out / "compare_accuracy.log"
     diag.compare_accuracy = _compare_accuracy(dumps[REFERENCE_MODE], dumps[mcfg.name], xlsx, diag.loss_scale or 1.0,
                                               log)
@@ -188,12 +192,12 @@ def diagnose_mode(run_dir: Path | OpenRun, mode: str, steps: int = 3, seed: int 
     seed = _pick_seed(run, mode) if seed is None else seed
     # Both runs at one batch size, or the op outputs cannot be matched; the smaller one fits both.
     batch = min(run.suite.batch_size(ref_cfg), run.suite.batch_size(mcfg))
-    out = run.path / "diagnose" / mode
+    out = run.dir.diagnose_dir(mode)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     console.print(f"diagnosing [bold]{escape(mode)}[/] of {escape(str(run.path))} (seed {seed})")
     trials = _run_pair(run, mode, seed, steps, batch, out, console)
-    dumps = {m: out / "numerics" / trial_key(m, seed) for m in trials}
+    dumps = {m: RunPaths(out).numerics_path(trial_key(m, seed)) for m in trials}
     diag = _new_diagnosis(run, mcfg, seed, steps, batch, trials, dumps, out, tol or Tolerances())
     _fill_findings(diag, mcfg, trials, dumps, out, run.path, top)
     return diag

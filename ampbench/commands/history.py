@@ -20,3 +20,14 @@ def summarize_run_dir(run_dir: Path) -> RunSummary:
 def append_history(run_dir: Path, history_dir: Path) -> Path:
     """Add (or replace) the run's line in HISTORY_DIR/<suite>.jsonl; returns that file."""
     return history.append_history(summarize_run_dir(run_dir), Path(history_dir))
+
+
+def append_run(run_dir: Path, history_dir: Path, archive: bool = False) -> list[tuple[str, Path]]:
+    """`ampbench history append RUN HISTORY [--archive-report]`: the run's line in HISTORY/<suite>.jsonl and,
+    with `archive`, its self-contained report.html kept beside the history for the dashboard."""
+    from ampbench.report.publish import archive_report
+
+    done = [("history", append_history(run_dir, history_dir))]
+    if archive:
+        done.append(("report", archive_report(Path(run_dir), Path(history_dir))))
+    return done

@@ -12,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ampbench.config import ConfigError, Suite
-from ampbench.results.probe_file import ProbeFile, load_probe
+from ampbench.core.store import RunPaths
+from ampbench.results.probe_file import ProbeFile, load_probe, newest_probe
 
 
 def find_probe(out_dir: Path, suite: str, profile: str, given: Path | None) -> tuple[ProbeFile, Path]:
     if given is not None:
-        folder = given.parent if given.name == "probe.json" else given
+        folder = given.parent if given.name == RunPaths(given.parent).probe_json.name else given
         probe = load_probe(folder)
         if probe is None:
             raise ConfigError("--probe", str(given), "no probe.json there (run `ampbench probe SUITE` first)")
@@ -26,19 +27,12 @@ def find_probe(out_dir: Path, suite: str, profile: str, given: Path | None) -> t
                               f"this run is suite {suite!r}, profile {profile!r}: its batches were found for another "
                               "program (run `ampbench probe` on this suite)")
         return probe, folder
-    found = []
     root = Path(out_dir) / suite
-    for p in sorted(root.glob("*/probe.json")) if root.is_dir() else []:
-        if p.is_symlink() or p.parent.is_symlink():
-            continue
-        probe = load_probe(p.parent)
-        if probe is not None and probe.suite == suite and probe.profile == profile and probe.finished:
-            found.append((probe.started, probe, p.parent))
-    if not found:
+    found = newest_probe(root, suite, profile, finished=True)
+    if found is None:
         raise ConfigError("--at-max-batch", suite, f"no finished probe of suite {suite!r}, profile {profile!r} "
                                                   f"under {root} (run `ampbench probe` first, or give --probe DIR)")
-    _, probe, folder = max(found, key=lambda x: x[0])
-    return probe, folder
+    return found
 
 
 def at_max_batch(suite: Suite, probe: ProbeFile, where: Path) -> Suite:
@@ -48,6 +42,6 @@ def at_max_batch(suite: Suite, probe: ProbeFile, where: Path) -> Suite:
         pm = probe.modes.get(m.name)
         if pm is None or pm.status != "ok" or not pm.max_batch:
             why = "not probed" if pm is None else (pm.error or "not even batch 1 fitted")
-            raise ConfigError(str(where / "probe.json"), f"modes.{m.name}", f"no largest batch: {why}")
+            raise ConfigError(str(RunPaths(where).probe_json), f"modes.{m.name}", f"no largest batch: {why}")
         modes.append(m.model_copy(update={"batch_size": pm.max_batch}))
     return Suite.model_validate({**suite.model_dump(mode="json"), "modes": [m.model_dump(mode="json") for m in modes]})

@@ -31,6 +31,7 @@ from ampbench.core.docs import write_doc
 from ampbench.core.files import last_line
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import PlanEntry, RunInfo, Trial
+from ampbench.core.store import PROBE_TAG, RUNS_DIR
 from ampbench.core.units import parse_bytes
 from ampbench.report.console import table_box
 from ampbench.results.probe_file import (
@@ -59,7 +60,7 @@ class ProbeOptions:
     memory_limit: str | None = None  # e.g. "6GiB"; required on CPU
     steps: int = 3
     overrides: list[str] = field(default_factory=list)
-    out_dir: Path = Path("results/runs")
+    out_dir: Path = RUNS_DIR
 
 
 # ------------------------------------------------------------------ real attempts
@@ -91,7 +92,7 @@ class TrialAttempts:
         self.records: list[ProbeAttempt] = []
 
     def __call__(self, batch: int) -> tuple[bool, int | None]:
-        sub = RunDir(self.run.path / "attempts" / self.mode / f"bs{batch}")
+        sub = RunDir(self.run.attempt_dir(self.mode, batch))
         spec = TrialSpec(
             suite=self.suite, suite_file=self.suite_file, profile=self.profile, config_hash=self.config_hash,
             mode=self.mode, seed=self.seed, trial_path=str(sub.trial_path(self.mode, self.seed)),
@@ -156,7 +157,7 @@ def _new_probe(opts: ProbeOptions, loaded: LoadedSuite, gpu: bool, limit: int | 
     seed = suite.suite.seeds[0]
     cfg = probe_config(suite, opts.steps)
     config_hash = Suite.model_validate(cfg).config_hash()
-    run_id = new_run_id("probe")
+    run_id = new_run_id(PROBE_TAG)
     run = RunDir(Path(opts.out_dir) / suite.suite.name / run_id)
     run.path.mkdir(parents=True, exist_ok=False)
     started = utc_now()
@@ -207,10 +208,10 @@ def run_probe(opts: ProbeOptions, console: Console) -> int:
                   f"{opts.steps} step(s) per attempt; folder {escape(str(run.path))}")
     for mode in modes:
         doc.modes[mode.name] = entry = _probe_mode(run, doc, cfg, loaded.suite, mode, limit, console)
-        write_doc(run.path / "probe.json", doc)  # partial results survive an interrupt
+        write_doc(run.probe_json, doc)  # partial results survive an interrupt
         console.print(f"  {mode.name}: {summary_line(entry)}", markup=False)
     doc.finished = utc_now()
-    write_doc(run.path / "probe.json", doc)
+    write_doc(run.probe_json, doc)
     print_probe(doc, console)
     return 2 if any(e.status != "ok" for e in doc.modes.values()) else 0
 

@@ -46,7 +46,8 @@ from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted, keep_signal_handlers
-from ampbench.report.console import print_check, print_trials
+from ampbench.report.console import print_outcome, print_rules, print_trials
+from ampbench.report.view import view_of
 from ampbench.results.manifest import Manifest, load_manifest
 from ampbench.results.previous import LAST, previous_run
 from ampbench.results.run_dir import RunDir, new_run_dir, open_run, run_lock
@@ -120,8 +121,8 @@ def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
         save_state(run.path, SlurmRun(options=opts.slurm))
     why = "" if opts.profile else (" (picked automatically: no GPU found)" if loaded.profile == "cpu" else "")
     console.print(f"suite [bold]{escape(suite.suite.name)}[/] from {escape(str(opts.suite_file))}, "
-                  f"profile [bold]{escape(loaded.profile)}[/]{why}")
-    console.print(f"run folder: {escape(str(run.path))}")
+                  f"profile [bold]{escape(loaded.profile)}[/]{why}", soft_wrap=True)  # a path is never cut
+    console.print(f"run folder: {escape(str(run.path))}", soft_wrap=True)
     return run, info, suite, faults
 
 
@@ -186,7 +187,8 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             return code
         info.finished = utc_now()
         run.write_run(info)
-    return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline, manifest=manifest)
+    return finish_run(run, console, strict=opts.strict, report=opts.report, baseline=baseline, manifest=manifest,
+                      verbose=opts.verbose)
 
 
 def _manifest(run: RunDir) -> Manifest:
@@ -352,22 +354,26 @@ def _write_report(run_dir: Path) -> Path:
 
 
 def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool = True,
-               baseline: Path | None = None, manifest: Manifest | None = None) -> int:
-    """summary.csv, the table, check.json (+ report.md); returns the exit code. With the runner's
+               baseline: Path | None = None, manifest: Manifest | None = None, verbose: bool = False) -> int:
+    """summary.csv, check.json (+ report.md) and the outcome table; returns the exit code.
+    `verbose` (-v): the trial table and every rule's full text before the outcome. With the runner's
     `manifest`, a trial file changed since its trial ended (by a later trial's program) is refused."""
     if manifest is not None:
         manifest.check(run.trial_files())
     opened = open_run(run.path)  # validated: nothing foreign reaches the summary
     write_summary_csv(run, opened.trials)
-    print_trials(opened.trials, console, opened.suite.suite.metric)
+    if verbose:
+        print_trials(opened.trials, console, opened.suite.suite.metric)
     result = check_run(run.path, strict=strict)  # the run's own check.json
     if baseline is not None:  # and the comparison in its own file (check-vs-<baseline>.json), shown
         result = check_run(run.path, baseline=baseline, strict=strict)
-    print_check(result, console)
+    if verbose:
+        print_rules(result, console)
+    print_outcome(view_of(opened, result), console)
     if report:
         try:
             path = _write_report(run.path)
-            console.print(f"report: {escape(str(path))}")
+            console.print(f"report: {escape(str(path))}", soft_wrap=True)
         except Exception as e:  # a report bug must not hide the verdict
             console.print(f"[yellow]warning:[/] report failed: {escape(f'{type(e).__name__}: {e}')}")
     return result.exit_code

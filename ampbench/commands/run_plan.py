@@ -19,6 +19,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import safe_name
 from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
+from ampbench.core.store import RUNS_DIR
 from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
 from ampbench.launch.slurm import SlurmOptions
@@ -26,7 +27,7 @@ from ampbench.results.run_dir import RunDir, suite_of
 from ampbench.trial.spec import TrialSpec
 
 FAULT_KINDS: tuple[Fault, ...] = typing.get_args(Fault)
-DEFAULT_OUT = Path("results/runs")
+DEFAULT_OUT = RUNS_DIR
 
 
 @dataclass
@@ -50,6 +51,7 @@ class RunOptions:
     at_max_batch: bool = False  # --at-max-batch [--probe DIR]: every mode at the probe's largest batch
     probe: Path | None = None
     devices: str | None = None  # --devices all|0,1,...: trials side by side, one per device (launch.pool)
+    verbose: bool = False  # -v: the trial table and every rule's full text before the outcome table
     slurm: SlurmOptions | None = None  # --launcher slurm: every trial a Slurm job (launch/slurm_run.py)
     master: str | None = None  # --master HOST:PORT --node-rank R: a multi-node trial's nodes started by hand
     node_rank: int | None = None
@@ -310,7 +312,7 @@ def load_resume(opts: RunOptions) -> Resumed:
     assert opts.resume is not None
     run = RunDir(opts.resume)
     info = run.load_run()
-    where = run.path / "run.json"
+    where = run.run_json
     refuse_unhonoured(opts, info, run.path)
     safe_name(info.suite, f"{where}: suite")
     suite = suite_of(info, where)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import tomli_w
 from rich.console import Console
@@ -29,6 +28,7 @@ from ampbench.core.errors import ConfigError
 from ampbench.core.files import atomic_write_text, refuse_link
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import PlanEntry, RunInfo, Trial
+from ampbench.core.store import RUNS_DIR
 from ampbench.judge import ladder
 from ampbench.judge.check import check_trials
 from ampbench.launch.process import keep_signal_handlers
@@ -46,7 +46,7 @@ class TuneOptions:
     profile: str | None = None
     mode: str | None = None
     overrides: list[str] = field(default_factory=list)
-    out_dir: Path = Path("results/runs")
+    out_dir: Path = RUNS_DIR
     budget_s: float | None = None
     max_rungs: int = 8
     resume: Path | None = None
@@ -115,7 +115,7 @@ def _rung_run(folder: Path, doc: TuneFile, index: int, mode: ModeConfig, plan: l
     suite = _suite_with(Suite.model_validate(doc.config), mode)
     run = RunDir(folder / (name or f"rung-{index}"))
     refuse_link(run.path)  # a rung folder is ours to write: never through a link planted in its place
-    if (run.path / "run.json").exists():
+    if run.run_json.exists():
         info = run.load_run()
         if info.config_hash == suite.config_hash():
             return run, info, suite

@@ -94,7 +94,7 @@ def key_path(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
 def error_reason(err: ErrorDetails) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        return "unknown key (check the spelling; see README 'Suite file reference')"
+        return "unknown key (check the spelling; see docs/suites.md, 'Suite file reference')"
     if err["type"] == "missing":
         return "required key is missing"
     if "input" in err and err["type"] not in ("model_type",) and not isinstance(err["input"], dict):

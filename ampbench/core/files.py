@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ampbench.core.errors import ResultsError
+from ampbench.core.store import RUN_JSON, TRIALS
 
 
 def shown_path(path: Path | str) -> str:
@@ -51,7 +52,7 @@ def safe_name(name: object, what: str = "name") -> str:
 
 
 MAX_READ_BYTES = 512 * 2**20  # no ampbench file is this big; a larger one is not ours (or a device)
-RECORD_NAMES = {"run.json"}      # files a run folder is defined by: never replaced by another verb's output
+RECORD_NAMES = {RUN_JSON}        # files a run folder is defined by: never replaced by another verb's output
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -265,7 +266,7 @@ def is_record(path: Path) -> bool:
         return False
     if not stat.S_ISREG(st.st_mode):
         return False
-    if p.name in RECORD_NAMES or p.parent.name == "trials":
+    if p.name in RECORD_NAMES or p.parent.name == TRIALS:
         return True
     try:
         with open(p, "rb", opener=lambda f, fl: os.open(f, fl | os.O_NONBLOCK | _NOFOLLOW)) as fh:
@@ -288,7 +289,7 @@ def check_output(path: Path, inputs: list[Path] | tuple[Path, ...] = (), allow_r
                 raise ResultsError(f"{path}: is the input {src}; refusing to replace it (choose another output)")
     if path.is_dir():
         raise ResultsError(f"{path}: is a folder; give a file name (EISDIR)")
-    if is_record(path) and (not allow_records or path.name in RECORD_NAMES or path.parent.name == "trials"):
+    if is_record(path) and (not allow_records or path.name in RECORD_NAMES or path.parent.name == TRIALS):
         raise ResultsError(f"{path}: is an ampbench record (run.json, a trial or result file); refusing to replace it")
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:

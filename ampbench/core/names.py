@@ -6,6 +6,10 @@ import datetime as dt
 import os
 import re
 import secrets
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ampbench.core.records import Env
 
 
 def utc_now() -> str:
@@ -29,3 +33,9 @@ def slug(text: str, *, lower: bool = False, keep: str = "._-", fallback: str = "
     out = re.sub(f"[^{allowed}]+", "-", str(text))
     out = re.sub(r"-{2,}", "-", out.lower() if lower else out).strip("-.")
     return out[:limit].rstrip("-.") or fallback
+
+
+def device_slug(env: Env) -> str:
+    """A folder-safe name for the device, used for results/baselines/<slug>/ and run keys."""
+    base = "cpu" if env.device in ("", "cpu") else (env.device_name or env.device)
+    return slug(base or "cpu", lower=True, keep="-", fallback="cpu")

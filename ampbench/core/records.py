@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ampbench.core.docs import VersionedDoc
+from ampbench.core.store import trial_key
 
 TRIAL_SCHEMA = "ampbench.trial/1"
 RUN_SCHEMA = "ampbench.run/1"
@@ -251,10 +252,6 @@ def rates_from(times: list[float], samples: list[int] | int) -> np.ndarray:
     n = np.broadcast_to(np.asarray(samples, dtype=float), t.shape) if len(t) else t
     keep = (t > 0) & (n > 0)
     return n[keep] / t[keep]
-
-
-def trial_key(mode: str, seed: int) -> str:
-    return f"{mode}__seed{seed}"
 
 
 class PlanEntry(BaseModel):

@@ -9,18 +9,13 @@ from __future__ import annotations
 import math
 
 from ampbench.config import ModeConfig
+from ampbench.core.opstat import FP16_MAX, OpStat, json_float
 from ampbench.results.diagnosis_file import Finding, Kind, Tolerances
-from ampbench.trial.numerics import FP16_MAX, OpStat
 
 # Ops that are bookkeeping, not numerics a custom list could move: never suggested for black-listing.
 NOT_LISTABLE = {"cast", "full", "full_like", "set_value", "set_value_", "assign", "share_data", "check_finite_and_unscale",
                 "update_loss_scaling", "reshape", "transpose", "squeeze", "unsqueeze", "flatten", "slice", "concat"}
 LOW_DTYPES = ("fp16", "bf16", "float16", "bfloat16")
-
-
-def _f(x: float) -> float | str:
-    """A statistic as JSON can hold it (non-finite values as strings)."""
-    return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 
 def _scaled(st: OpStat, scale: float) -> OpStat:
@@ -56,8 +51,8 @@ def _finding(index: int, step: int, st: OpStat, partner: OpStat | None, kind: Ki
     return Finding(
         index=index, step=step, phase=st.phase, op=st.op, kind=kind, numel=st.numel,
         fp32_dtype=partner.dtype if partner else None, amp_dtype=st.dtype,
-        fp32_max_abs=_f(partner.magnitude) if partner else None, amp_max_abs=_f(st.magnitude),
-        fp32_mean=_f(partner.mean) if partner else None, amp_mean=_f(st.mean),
+        fp32_max_abs=json_float(partner.magnitude) if partner else None, amp_max_abs=json_float(st.magnitude),
+        fp32_mean=json_float(partner.mean) if partner else None, amp_mean=json_float(st.mean),
         fp32_nan_inf=(partner.num_nan, partner.num_inf) if partner else None,
         amp_nan_inf=(st.num_nan, st.num_inf),
         rel_diff=rel if rel is not None and math.isfinite(rel) else None,
@@ -128,15 +123,16 @@ def legacy_op_names() -> dict[str, str]:
     return out
 
 
-def black_list_candidates(findings: list[Finding], mode: ModeConfig, limit: int = 5) -> tuple[list[str], list[str]]:
+def black_list_candidates(findings: list[Finding], mode: ModeConfig, *, known: set[str], paddle_black: set[str],
+                          limit: int = 5) -> tuple[list[str], list[str]]:
     """Forward ops worth black-listing (legacy names Paddle knows), and those Paddle already black-lists.
 
-    FP32-path NaN/Inf is not an AMP problem, so those ops are not candidates.
+    FP32-path NaN/Inf is not an AMP problem, so those ops are not candidates.  `known` (Paddle's op
+    names) and `paddle_black` (its default black list for the mode) come from the run side's
+    trial.precision, passed in by the caller: the analysis side does not import the run side.
     """
-    from ampbench.trial.precision import default_lists, known_op_names
-
-    legacy, known = legacy_op_names(), known_op_names()
-    default_black = set(default_lists(mode.dtype, mode.level or "O1")["black"]) | set(mode.custom_black_list)
+    legacy = legacy_op_names()
+    default_black = paddle_black | set(mode.custom_black_list)
     new: list[str] = []
     already: list[str] = []
     for f in findings:

@@ -15,9 +15,10 @@ from rich.table import Table
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.files import atomic_write_text
+from ampbench.core.opstat import FP16_MAX
+from ampbench.core.store import RunPaths
 from ampbench.diagnose.advice import diagnosis_advice
 from ampbench.results.diagnosis_file import KIND_TEXT, DiagnosisFile, Finding, ModeDiagnosis, load_diagnosis
-from ampbench.trial.numerics import FP16_MAX
 
 HEADERS = ["#", "step", "phase", "op", "finding", "FP32 dtype", "AMP dtype", "FP32 max abs", "AMP max abs",
            "FP32 mean", "AMP mean", "AMP NaN/Inf", "rel. diff", "times"]
@@ -125,7 +126,7 @@ def render_markdown(doc: DiagnosisFile, modes: dict[str, ModeConfig] | None = No
 def write_diagnosis(run_dir: Path, suite: Suite, diag: ModeDiagnosis) -> tuple[Path, Path]:
     """Merge this mode into diagnosis.json and re-render diagnosis.md (one section per diagnosed mode)."""
     run_dir = Path(run_dir)
-    jpath, mpath = run_dir / "diagnosis.json", run_dir / "diagnosis.md"
+    jpath, mpath = RunPaths(run_dir).diagnosis_json, RunPaths(run_dir).diagnosis_md
     name = suite.suite.name
     doc = load_diagnosis(run_dir)
     if doc is None or doc.suite != name:

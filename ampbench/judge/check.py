@@ -110,7 +110,7 @@ def judge_run(run: OpenRun, baseline: Baseline | None = None, strict: bool = Fal
     check.json holds.  A sequential run (run.json `sequential`, run --until-decided) decides at the levels
     of its last look."""
     info = run.info
-    design = design_of(info.sequential, run.path / "run.json")
+    design = design_of(info.sequential, run.dir.run_json)
     verdicts = check_trials(run.suite, run.trials, info.planned(), baseline=baseline, allow_mismatch=allow_mismatch,
                             design=design, drift_sd=drift_sd, pooled=pooled)
     notes = _notes(verdicts)

@@ -20,6 +20,7 @@ from typing import Any
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_json, check_output, os_reason, safe_name
 from ampbench.core.records import Trial
+from ampbench.core.store import RunPaths
 from ampbench.results.run_dir import RunDir
 
 UNITS = {"step": "seconds per step", "sample": "seconds per sample"}
@@ -133,6 +134,6 @@ def export_run(run_dir: Path, output: Path, folder: bool = False) -> Path:
             raise ResultsError(f"{out}: cannot create the folder: {os_reason(e)}") from None
     if out.is_dir():
         out = out / f"{safe_name(doc['ampbench']['run_id'], 'run_id')}.json"  # a name from run.json
-    check_output(out, [Path(run_dir) / "run.json"], kinds=(".json",))
+    check_output(out, [RunPaths(run_dir).run_json], kinds=(".json",))
     atomic_write_json(out, doc)
     return out

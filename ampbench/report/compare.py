@@ -15,6 +15,7 @@ import numpy as np
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_bytes, atomic_write_text, check_output, shown_path
+from ampbench.core.store import RunPaths
 from ampbench.judge.summary import summarize_modes
 from ampbench.report import fmt
 from ampbench.results.run_dir import open_run
@@ -85,7 +86,7 @@ def write_summary(run_dirs: list[Path], fmt_name: str = "md", output: Path | Non
     if fmt_name == "parquet" and output is None:
         raise ResultsError("--format parquet: give an output file with -o")
     if output is not None:
-        check_output(Path(output), [Path(p) / "run.json" for p in run_dirs], kinds=(".md", ".csv", ".parquet", ".txt"))
+        check_output(Path(output), [RunPaths(p).run_json for p in run_dirs], kinds=(".md", ".csv", ".parquet", ".txt"))
         if not Path(output).parent.is_dir():
             raise ResultsError(f"{output}: cannot write: the folder {Path(output).parent} does not exist")
     df = compare_frame([Path(p) for p in run_dirs])

@@ -1,4 +1,5 @@
-"""Terminal output: the trial table printed at the end of a run, and the check table."""
+"""Terminal output: the outcome table a run and a check end with, and behind -v / --explain the
+trial table and every rule's full text."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from ampbench.core.records import Trial
 from ampbench.judge import measure
 from ampbench.report import fmt
 from ampbench.report.fmt import bytes_h
+from ampbench.report.outcome import mode_rows, next_steps
+from ampbench.report.view import RunView
 from ampbench.results.verdicts import CheckReport
 
 
@@ -98,8 +101,8 @@ def _plain_check(report: CheckReport, console: Console) -> None:
                 console.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
-def print_check(report: CheckReport, console: Console) -> None:
-    """A rich table (mode, rule, status, observed, threshold, message) and the overall line.
+def print_rules(report: CheckReport, console: Console) -> None:
+    """A rich table (mode, rule, status, observed, threshold, message).
 
     Every cell is rich Text (rule messages quote user paths and names: no markup is interpreted).
     On narrow terminals (< 120 columns) observed/threshold are left out: the message carries them.
@@ -107,7 +110,6 @@ def print_check(report: CheckReport, console: Console) -> None:
     """
     if not console.is_terminal:
         _plain_check(report, console)
-        _summary_line(report, console)
         return
     wide = console.width >= 120
     table = Table(title=Text(f"ampbench check: {report.suite} ({report.profile})"), expand=True)
@@ -127,4 +129,27 @@ def print_check(report: CheckReport, console: Console) -> None:
             table.add_row(*cells, Text(r.message))
         table.add_section()
     console.print(table)
-    _summary_line(report, console)
+
+
+def print_outcome(v: RunView, console: Console) -> None:
+    """The outcome (report/outcome.py): one row per mode, one line per next step with the rules it
+    answers, then the legend, the checker's notes and the verdict line with the exit code."""
+    metric = v.summary.metric or "metric"
+    title = Text(f"ampbench check: {v.summary.suite} ({v.summary.profile}), each mode vs fp32")
+    table = Table(title=title, title_justify="left", box=table_box(console))
+    table.add_column("mode", overflow="fold")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column(f"speedup [{v.summary.confidence:.0%} CI]", justify="right", no_wrap=True)
+    table.add_column("memory", justify="right", no_wrap=True)
+    table.add_column(Text(f"{metric} Δ"), justify="right", no_wrap=True)
+    table.add_column("decided by", overflow="fold")
+    for row in mode_rows(v):
+        star = "*" if row.informational else ""
+        table.add_row(Text(row.mode), Text(row.verdict, style=_STYLE.get(row.verdict, "")),
+                      *(Text(x + (star if x != fmt.DASH else "")) for x in (row.speedup, row.memory, row.metric)),
+                      Text(row.decided))
+    console.print(table)
+    for s in next_steps(v):
+        console.print(Text(f"{s.cause_text()} -> {s.step}"), highlight=False)
+    if v.check is not None:
+        _summary_line(v.check, console)

@@ -104,8 +104,8 @@ def diagnosis_section(v: RunView, ctx: Ctx, level: int) -> str:
     if v.diagnosis is None:
         return ""
     d = as_dict(v.diagnosis)
-    md_path = v.run.path / "diagnosis.md"
-    link = md_link("diagnosis.md", ctx.rel(md_path)) if md_path.exists() else md_code("diagnosis.json")
+    md_path = v.run.diagnosis_md
+    link = md_link(md_path.name, ctx.rel(md_path)) if md_path.exists() else md_code(v.run.diagnosis_json.name)
     out = [h(level, "Op-level diagnosis"), f"From `ampbench diagnose` ({link})."]
     for name, m in (d.get("modes") or {}).items():
         out.append(h(level + 1, md_code(name)))

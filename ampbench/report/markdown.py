@@ -14,11 +14,13 @@ from typing import Any
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, check_output
+from ampbench.core.store import RunPaths
 from ampbench.report.coverage import coverage
 from ampbench.report.evidence import diagnosis_section, plots_section, probe_section
 from ampbench.report.fmt import md_code, md_text
 from ampbench.report.header import INACTIVE_LINE, header
 from ampbench.report.html import to_html
+from ampbench.report.outcome import outcome_md
 from ampbench.report.tables import summary_table, time_to_target, trials_table
 from ampbench.report.trend import overview, trend_entries, trend_section
 from ampbench.report.verdicts import failed_trials, verdicts
@@ -45,15 +47,15 @@ def write_report(run_dirs: list[Path], output: Path | None = None, history: Path
     ext = ".html" if fmt == "html" else ".md"
     root: Path | None = None
     if output is None:
-        output = views[-1].run.path / (("comparison" if multi else "report") + ext)
+        output = views[-1].run.report_path(ext, several=multi)
         root = views[-1].run.path  # inside the run folder: no link followed
     else:
-        check_output(Path(output), [p for v in views for p in (v.run.path / "run.json", *v.run.trial_files())],
+        check_output(Path(output), [p for v in views for p in (v.run.run_json, *v.run.trial_files())],
                      kinds=(".md", ".html", ".htm", ".markdown"))
         if also_html:
             check_output(Path(output).with_suffix(".html"), kinds=(".html",))
     output = Path(output)
-    plots_dir = output.parent / "plots" if output.parent.resolve() in {v.run.path.resolve() for v in views} \
+    plots_dir = RunPaths(output.parent).plots_dir if output.parent.resolve() in {v.run.path.resolve() for v in views} \
         else output.parent / f"{output.stem}-plots"
     ctx = Ctx(out_dir=output.parent, plots_dir=plots_dir, multi=multi, history=history is not None)
     md = render(views, ctx, trend_entries(views, history))
@@ -97,7 +99,7 @@ def run_section(v: RunView, ctx: Ctx, level: int) -> str:
     out = []
     if ctx.multi:
         out.append(h(level - 1, f"{md_text(s.suite)}: run {md_code(s.run_id)}"))
-    out += [header(v), h(level, "Summary"), summary_table(v), verdicts(v, ctx, level),
+    out += [outcome_md(v, level), header(v), h(level, "Summary"), summary_table(v), verdicts(v, ctx, level),
             failed_trials(v, ctx, level), plots_section(v, ctx, level), probe_section(v, ctx, level),
             diagnosis_section(v, ctx, level), coverage(v, level), time_to_target(v, level),
             trials_table(v, ctx, level)]

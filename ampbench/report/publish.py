@@ -24,6 +24,7 @@ from typing import Any
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_bytes, atomic_write_text, os_reason, read_bytes
+from ampbench.core.store import RunPaths
 from ampbench.judge import changepoint
 from ampbench.report import fmt
 from ampbench.report.html import CSS as BASE_CSS
@@ -142,9 +143,10 @@ def find_report(entry: dict[str, Any], history: Path) -> bytes | None:
     if not entry.get("run_dir"):
         return None
     run_dir = Path(entry["run_dir"])
-    if os.path.lexists(run_dir / "report.html"):
-        return _report_html(run_dir / "report.html", run_dir)
-    if (run_dir / "run.json").is_file() and not run_dir.is_symlink():
+    html = RunPaths(run_dir).report_path(".html")
+    if os.path.lexists(html):
+        return _report_html(html, run_dir)
+    if RunPaths(run_dir).run_json.is_file() and not run_dir.is_symlink():
         from ampbench.report.markdown import write_report
 
         try:

@@ -23,7 +23,7 @@ def overview(views: list[RunView], ctx: Ctx) -> str:
     rows = []
     for v in views:
         s = v.summary
-        link_target = v.run.path / "report.md"
+        link_target = v.run.report_path()
         run = md_link(s.run_id, ctx.rel(link_target)) if link_target.exists() else md_code(s.run_id)
         off = any(m.amp_requested and not m.amp_active and m.ok for m in s.modes.values())
         verdict = s.verdict if s.verdict in ("PASS", NOT_CHECKED) else f"**{s.verdict}**"

@@ -23,7 +23,7 @@ def _trial_links(v: RunView, ctx: Ctx, refs: list[str]) -> str:
     for ref in refs:
         p = Path(ref)
         if not p.suffix:
-            p = v.run.trials_dir / f"{ref}.json"
+            p = v.run.trial_file(ref)
         elif not p.is_absolute():
             p = p if p.exists() else v.run.path / p
         links.append(fmt.md_code_link(Path(ref).stem, ctx.rel(p)) if p.exists() else md_code(ref))
@@ -37,6 +37,8 @@ def verdicts(v: RunView, ctx: Ctx, level: int) -> str:
                    f"{md_text(v.run.path.as_posix())}` to judge it.")
         return "\n\n".join(out)
     items = []
+    tips = {(r.mode, r.rule): rule_advice(v, r) for mv in v.check.verdicts for r in mv.reasons}
+    said: set[str] = set()
     for mv in v.check.verdicts:
         reasons = mv.reasons
         if not reasons:
@@ -52,7 +54,8 @@ def verdicts(v: RunView, ctx: Ctx, level: int) -> str:
             if r.trials:
                 line += f"; trials: {_trial_links(v, ctx, r.trials)}"
             items.append(line)
-            items += [f"    - Try: {tip}" for tip in rule_advice(v, r)]
+            items += [_try_line(tip, (r.mode, r.rule), tips) for tip in tips[(r.mode, r.rule)] if tip not in said]
+            said.update(tips[(r.mode, r.rule)])
         passed = [md_text(r.rule) for r in mv.rules if r.status == "PASS"]
         if passed:
             items.append(f"  - passed: {', '.join(passed)}")
@@ -62,6 +65,14 @@ def verdicts(v: RunView, ctx: Ctx, level: int) -> str:
     if v.check.notes:
         out.append("\n".join(f"- Note: {md_text(n, 600)}" for n in v.check.notes))
     return "\n\n".join(out)
+
+
+def _try_line(tip: str, here: tuple[str, str], tips: dict[tuple[str, str], list[str]]) -> str:
+    """A `Try:` line, said once: the other rules it answers are named instead of repeating it under them."""
+    others = [f"{mode} {rule}" if mode != here[0] else rule for (mode, rule), ts in tips.items()
+              if tip in ts and (mode, rule) != here]
+    also = f" (also for {md_text(', '.join(others))})" if others else ""
+    return f"    - Try{also}: {tip}"
 
 
 def failed_trials(v: RunView, ctx: Ctx, level: int) -> str:

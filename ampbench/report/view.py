@@ -14,12 +14,13 @@ from pathlib import Path
 from ampbench.config import Suite
 from ampbench.core.names import slug
 from ampbench.core.records import RunInfo, Trial
+from ampbench.core.store import RunPaths
 from ampbench.judge.summary import summarize_run
 from ampbench.report import fmt
 from ampbench.results.diagnosis_file import DiagnosisFile, load_diagnosis
 from ampbench.results.history import RunSummary
-from ampbench.results.probe_file import ProbeFile, load_probe
-from ampbench.results.run_dir import RunDir, open_run
+from ampbench.results.probe_file import ProbeFile, load_probe, newest_probe
+from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.results.verdicts import CheckReport, load_check_optional
 
 
@@ -57,22 +58,23 @@ class RunView:
 
 def load_view(path: Path, side_files: bool = True) -> RunView:
     opened = open_run(path)
-    check = load_check_optional(opened.dir.latest_check_path())
+    return view_of(opened, load_check_optional(opened.dir.latest_check_path()), side_files)
+
+
+def view_of(opened: OpenRun, check: CheckReport | None, side_files: bool = True) -> RunView:
+    """An opened run with the check the caller holds (`ampbench check --baseline`: the comparison just made)."""
     summary = summarize_run(opened.info, opened.suite, opened.trials, check, str(opened.path))
-    probe = find_probe(opened.path) if side_files else None
+    probe = find_probe(opened.path, opened.info.suite) if side_files else None
     diagnosis = load_diagnosis(opened.path) if side_files else None
     return RunView(opened.dir, opened.info, opened.suite, opened.trials, check, summary, probe, diagnosis)
 
 
-def find_probe(run_path: Path) -> tuple[ProbeFile, Path] | None:
+def find_probe(run_path: Path, suite: str) -> tuple[ProbeFile, Path] | None:
     """probe.json in the run folder, else the newest probe folder of the same suite beside it
     (`ampbench probe --out` writes <out>/<suite>/<run-id>-probe/, next to the runs)."""
-    candidates = [run_path, *sorted((p.parent for p in run_path.parent.glob("*-probe/probe.json")), reverse=True)]
-    for folder in candidates:
-        doc = load_probe(folder)
-        if doc is not None:
-            return doc, folder / "probe.json"
-    return None
+    own = load_probe(run_path)
+    found = (own, run_path) if own is not None else newest_probe(run_path.parent, suite)
+    return (found[0], RunPaths(found[1]).probe_json) if found else None
 
 
 @dataclass

@@ -24,13 +24,16 @@ from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.core.docs import VersionedDoc, load_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, check_output, read_json, safe_name
-from ampbench.core.names import utc_now
+from ampbench.core.names import (
+    device_slug,  # one definition, shared with nightly.sh
+    utc_now,
+)
 from ampbench.core.records import RUN_SCHEMA, Interference, RunInfo, Trial, rates_from
+from ampbench.core.store import BASELINES_DIR, RunPaths
 from ampbench.results.run_dir import open_run
-from ampbench.trackers.env import device_slug  # one definition, shared with nightly.sh
 
 BASELINE_SCHEMA = "ampbench.baseline/1"
-DEFAULT_BASELINE_DIR = Path("results/baselines")
+DEFAULT_BASELINE_DIR = BASELINES_DIR
 
 
 class CompactTrial(BaseModel):
@@ -149,7 +152,7 @@ def save_baseline(run_dir: Path, output: Path | None = None,
     """Write the compact baseline of a run; default results/baselines/<device-slug>/<suite>.json.
     `warn` hears why the baseline may not be what nightly GPU CI should compare against (a CPU run)."""
     if output is not None:
-        check_output(Path(output), [Path(run_dir) / "run.json"], allow_records=True, kinds=(".json",))
+        check_output(Path(output), [RunPaths(run_dir).run_json], allow_records=True, kinds=(".json",))
     b = from_run(Path(run_dir))
     if not any(b.trials(m) for m in b.modes):
         raise ResultsError(f"{run_dir}: no trial finished ok; nothing to save as a baseline")
@@ -182,7 +185,7 @@ def load_baseline(path: Path, suite: str | None = None, device: str | None = Non
         return _at(read_baseline_file(path), path)
     if not path.is_dir():
         raise ResultsError(f"{path}: baseline not found (give a baseline JSON, a folder of them, or a run folder)")
-    if (path / "run.json").is_file():
+    if RunPaths(path).run_json.is_file():
         return _at(from_run(path), path)
     found: list[tuple[Path, Baseline]] = []
     for p in sorted(path.rglob("*.json")):

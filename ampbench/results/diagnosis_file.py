@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
+from ampbench.core.store import RunPaths
 
 DIAGNOSIS_SCHEMA = "ampbench.diagnosis/1"
 Kind = Literal["fp32-nonfinite", "amp-nonfinite", "fp16-range", "underflow", "diverged"]
@@ -94,7 +95,7 @@ class DiagnosisFile(VersionedDoc):
 
 def load_diagnosis(run_dir: Path | str) -> DiagnosisFile | None:
     """diagnosis.json of a run folder, or None when `ampbench diagnose` was never run there."""
-    return load_optional(Path(run_dir) / "diagnosis.json", DiagnosisFile, "diagnosis file", root=Path(run_dir))
+    return load_optional(RunPaths(run_dir).diagnosis_json, DiagnosisFile, "diagnosis file", root=Path(run_dir))
 
 
 def mode_diagnosis(diagnosis: Any, mode: str) -> ModeDiagnosis | None:

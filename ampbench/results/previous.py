@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ampbench.core.errors import ResultsError
+from ampbench.core.names import device_slug
 from ampbench.core.records import RunInfo
+from ampbench.core.store import RunPaths
 from ampbench.results.run_dir import RunDir, load_trial
-from ampbench.trackers.env import device_slug
 
 LAST = "last"
 MAX_CANDIDATES = 10_000  # run folders looked at beside the run (bounded: a huge folder is not walked)
@@ -57,7 +58,7 @@ def previous_run(run_dir: Path) -> Path:
             break
         if cand.is_symlink() or not cand.is_dir() or cand.resolve() == run_dir.resolve():
             continue
-        if not (cand / "run.json").is_file() or (cand / "run.json").is_symlink():
+        if not RunPaths(cand).run_json.is_file() or RunPaths(cand).run_json.is_symlink():
             continue
         try:
             other = RunDir(cand).load_run()

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
 from ampbench.core.records import Memory
+from ampbench.core.store import RunPaths, probe_folders
 
 PROBE_SCHEMA = "ampbench.probe/1"
 FITS_STATUSES = ("ok", "diverged")  # diverging in a few steps still means the batch fitted in memory
@@ -138,4 +139,21 @@ class ProbeFile(VersionedDoc):
 
 def load_probe(run_dir: str | Path) -> ProbeFile | None:
     """probe.json of a run folder, or None when it has none (for the report)."""
-    return load_optional(Path(run_dir) / "probe.json", ProbeFile, "probe file", root=Path(run_dir))
+    return load_optional(RunPaths(run_dir).probe_json, ProbeFile, "probe file", root=Path(run_dir))
+
+
+def newest_probe(suite_dir: Path, suite: str, profile: str | None = None,
+                 finished: bool = False) -> tuple[ProbeFile, Path] | None:
+    """The one finder of a probe beside the runs: the newest (by its start, then folder name) probe folder
+    under one suite's folder that is of `suite` (and of `profile`, and finished, when asked)."""
+    found = []
+    for folder in probe_folders(suite_dir):
+        doc = load_probe(folder)
+        if doc is None or doc.suite != suite or (profile is not None and doc.profile != profile):
+            continue
+        if not finished or doc.finished:
+            found.append((doc.started, folder.name, doc, folder))
+    if not found:
+        return None
+    _, _, doc, folder = max(found, key=lambda x: x[:2])
+    return doc, folder

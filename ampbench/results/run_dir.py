@@ -1,4 +1,4 @@
-"""A run folder (run.json, trials/, logs/, summary.csv, check.json, report.md, plots/) and `open_run`.
+"""A run folder (its layout: core.store) read and written, and `open_run`.
 
 `open_run` is the one way every later stage (check, report, baseline, history, diagnose, resume)
 reads a finished run: run.json validated, its suite re-validated once into a `Suite`, and every
@@ -22,7 +22,8 @@ from ampbench.core.docs import load_doc, write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import os_reason, refuse_link
 from ampbench.core.names import new_run_id
-from ampbench.core.records import RunInfo, Trial, trial_key
+from ampbench.core.records import RunInfo, Trial
+from ampbench.core.store import RunPaths
 from ampbench.results.manifest import load_manifest, verify
 
 
@@ -30,53 +31,11 @@ def load_trial(path: Path, root: Path | None = None) -> Trial:
     return load_doc(path, Trial, "trial file", root=root)
 
 
-class RunDir:
-    """Paths inside a run folder, and the raw reads and writes of its files."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    @property
-    def trials_dir(self) -> Path:
-        return self.path / "trials"
-
-    @property
-    def logs_dir(self) -> Path:
-        return self.path / "logs"
-
-    def trial_path(self, mode: str, seed: int) -> Path:
-        return self.trials_dir / f"{trial_key(mode, seed)}.json"
-
-    def log_path(self, mode: str, seed: int) -> Path:
-        return self.logs_dir / f"{trial_key(mode, seed)}.log"
-
-    @property
-    def check_path(self) -> Path:
-        return self.path / "check.json"
-
-    def latest_check_path(self) -> Path:
-        """The verdict of record: the newest of check.json (the run's own check) and check-vs-*.json (each
-        check against a baseline, which never replaces check.json); check.json when none exists."""
-        found = [p for p in [self.check_path, *sorted(self.path.glob("check-vs-*.json"))]
-                 if p.is_file() and not p.is_symlink()]
-        return max(found, key=lambda p: (p.stat().st_mtime_ns, p.name != "check.json")) if found else self.check_path
-
-    @property
-    def specs_dir(self) -> Path:
-        return self.path / "specs"
-
-    @property
-    def plots_dir(self) -> Path:
-        return self.path / "plots"
-
-    def spec_path(self, mode: str, seed: int) -> Path:
-        return self.specs_dir / f"{trial_key(mode, seed)}.json"
-
-    def ranks_dir(self, mode: str, seed: int) -> Path:
-        return self.logs_dir / f"{trial_key(mode, seed)}.ranks"
+class RunDir(RunPaths):
+    """A run folder: its paths (core.store.RunPaths, the one layout) and the raw reads and writes of its files."""
 
     def write_run(self, info: RunInfo) -> None:
-        write_doc(self.path / "run.json", info, root=self.path)
+        write_doc(self.run_json, info, root=self.path)
 
     def write(self, rel: str, text: str) -> Path:
         """A file of the run folder (report.md, summary.csv, check.json ...), atomically, no link followed."""
@@ -88,7 +47,7 @@ class RunDir:
     def load_run(self) -> RunInfo:
         if not self.path.is_dir():
             raise ResultsError(f"{self.path}: run folder not found")
-        return load_doc(self.path / "run.json", RunInfo, "run file", root=self.path)
+        return load_doc(self.run_json, RunInfo, "run file", root=self.path)
 
     def trial_files(self) -> list[Path]:
         if not self.trials_dir.is_dir():
@@ -171,7 +130,7 @@ def run_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on a run folder while trials are written into it: a second `run
     --resume` of the same folder is refused instead of re-running the same trials. The lock file
     is never a symlink (filelock would open whatever it points to)."""
-    lock = Path(path) / ".lock"
+    lock = RunPaths(path).lock_path
     refuse_link(lock)
     if lock.exists() and not lock.is_file():
         raise ResultsError(f"{lock}: not a regular file; refusing to use it as the run's lock")
@@ -214,10 +173,10 @@ def open_run(path: str | Path) -> OpenRun:
     """run.json, the effective suite and every trial file, refusing files that belong elsewhere."""
     rd = RunDir(path)
     info = rd.load_run()
-    suite = suite_of(info, rd.path / "run.json")
+    suite = suite_of(info, rd.run_json)
     unknown = sorted({p.mode for p in info.plan} - {m.name for m in suite.modes})
     if unknown:
-        raise ResultsError(f"{rd.path / 'run.json'}: plan names mode(s) {unknown} that its config does not define")
+        raise ResultsError(f"{rd.run_json}: plan names mode(s) {unknown} that its config does not define")
     files = rd.trial_files()
     digests = load_manifest(rd.path)
     if digests is not None:   # records changed after the run wrote them are refused, never judged

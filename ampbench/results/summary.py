@@ -9,8 +9,8 @@ from typing import Any
 
 from ampbench.core.files import atomic_write_text, last_line
 from ampbench.core.records import Trial
+from ampbench.core.store import RunPaths
 from ampbench.results.run_dir import RunDir
-
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -64,7 +64,7 @@ def write_summary_csv(run: RunDir, trials: list[Trial]) -> Path:
     w = csv.DictWriter(buf, fieldnames=cols)
     w.writeheader()
     w.writerows({csv_safe(k): csv_safe(v) for k, v in r.items()} for r in rows)
-    p = run.path / "summary.csv"
+    p = run.summary_csv
     atomic_write_text(p, buf.getvalue(), root=run.path)
     return p
 
@@ -73,4 +73,4 @@ def load_summary(run_path: str | Path):  # -> pandas.DataFrame
     """summary.csv as a DataFrame (pandas imported lazily: the CLI must start fast)."""
     import pandas as pd
 
-    return pd.read_csv(Path(run_path) / "summary.csv")
+    return pd.read_csv(RunPaths(run_path).summary_csv)

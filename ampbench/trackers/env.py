@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ampbench.core.names import slug
 from ampbench.core.records import Env
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -78,8 +77,3 @@ def environment() -> Env:
         **fields,
     )
 
-
-def device_slug(env: Env) -> str:
-    """A folder-safe name for the device, used for results/baselines/<slug>/."""
-    base = "cpu" if env.device in ("", "cpu") else (env.device_name or env.device)
-    return slug(base or "cpu", lower=True, keep="-", fallback="cpu")

@@ -13,9 +13,7 @@ import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-# Ops that only move data between dtypes: a float16 cast proves nothing about AMP (a workload may
-# store labels as fp16). Paddle 2.x names the eager cast `transfer_dtype`.
-CAST_OPS = frozenset({"cast", "cast_", "transfer_dtype"})
+from ampbench.core.opstat import CAST_OPS
 
 
 @dataclass

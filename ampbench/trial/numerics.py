@@ -13,19 +13,19 @@ per op on GPU), so a checked trial's step times are not a fair throughput sample
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from ampbench.core.opstat import OpStat
+from ampbench.core.store import RunPaths
 
 LEVEL_ENV = "AMPBENCH_NUMERICS_LEVEL"
 DUMP_PREFIX = "worker_"  # Paddle names its dump files worker_<device>
 # Paddle's DebugMode values (paddle.amp.debugging.DebugMode) under the names ampbench uses.
 LEVELS = {"CHECK_NAN_INF": 1, "CHECK_ALL_FOR_OVERFLOW": 2, "CHECK_ALL": 3}
 _ALIASES = {"1": 1, "nan_inf": 1, "2": 2, "overflow": 2, "3": 3, "all": 3}
-FP16_MAX = 65504.0
 TIMING_NOTE = ("Paddle's NaN/Inf checker inspected every op output during training: this trial's step times "
                "include its overhead and are not a fair throughput sample.")
 
@@ -41,48 +41,6 @@ def parse_level(text: str) -> int:
 
 def level_name(level: int) -> str:
     return next(k for k, v in LEVELS.items() if v == level)
-
-
-@dataclass
-class OpStat:
-    """One line of a Paddle numerics dump: an op's output summary."""
-
-    op: str
-    dtype: str
-    numel: int
-    max: float
-    min: float
-    mean: float
-    num_nan: int = 0
-    num_inf: int = 0
-    num_zero: int = 0
-    error: bool = False  # Paddle marked it [ERROR]: the output holds NaN or Inf
-
-    @property
-    def phase(self) -> str:
-        return "backward" if "_grad" in self.op else "forward"
-
-    @property
-    def magnitude(self) -> float:
-        """max |x| as far as max/min tell (NaN when either is NaN)."""
-        return max(abs(self.max), abs(self.min))
-
-    @property
-    def nonfinite(self) -> bool:
-        return self.error or self.num_nan > 0 or self.num_inf > 0 or not (
-            math.isfinite(self.max) and math.isfinite(self.min))
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for k in ("max", "min", "mean"):
-            d[k] = _json_float(d[k])
-        d["phase"] = self.phase
-        return d
-
-
-def _json_float(x: float) -> float | str:
-    """JSON has no inf/nan: keep them as the strings Paddle prints."""
-    return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 
 def parse_dump_line(line: str) -> OpStat | None:
@@ -181,7 +139,8 @@ class NumericsHook:
         if level is None:
             return cls(None, None)
         p = Path(trial_path)
-        return cls(level, p.parent.parent / "numerics" / (p.stem + (f".rank{rank}" if rank else "")))
+        run = RunPaths.of_trial_file(p) or RunPaths(p.parent.parent)
+        return cls(level, run.numerics_path(p.stem, rank))
 
     @property
     def active(self) -> bool:

@@ -105,9 +105,9 @@ def flags_set_by_checker() -> dict[str, Any]:
 
 
 def _workload(tr: TrialContext, replicas: Replicas) -> Any:
-    from ampbench.workloads import WorkloadContext, get_workload_class
+    from ampbench.workloads import WorkloadContext, model_workload_class
 
-    cls = get_workload_class(tr.suite.suite.workload)
+    cls = model_workload_class(tr.suite.suite.workload)
     params = cls.Params.model_validate(tr.suite.workload)
     ctx = WorkloadContext(params=params, batch_size=tr.batch, steps=tr.steps_total, seed=tr.spec.seed,
                           cache_dir=Path(tr.spec.cache_dir), world_size=replicas.world, rank=replicas.rank)

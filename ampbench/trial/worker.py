@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 
 from ampbench.core.files import atomic_write_json
+from ampbench.core.store import RunPaths
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.faults import classify_error
 from ampbench.trial.parent_watch import watch_parent
@@ -42,8 +43,9 @@ class TrialRunner(TrialContext):
         finish(self, parts, result)
 
     def write(self) -> None:
-        p = Path(self.spec.trial_path)  # <run folder>/trials/<key>.json: no link followed inside the run folder
-        atomic_write_json(p, self.trial.to_json(), root=p.parent.parent if p.parent.name == "trials" else None)
+        p = Path(self.spec.trial_path)
+        run = RunPaths.of_trial_file(p)  # inside a run folder: no link followed in it
+        atomic_write_json(p, self.trial.to_json(), root=run.path if run else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
 
         pin(spec.cpu_affinity)
     watch_parent()  # ends this process (every rank) if ampbench is gone, even SIGKILLed
-    if spec.suite.suite.workload == "command":  # the user's own program, run and measured (trial/command.py)
+    from ampbench.workloads import get_workload_class
+
+    if get_workload_class(spec.suite.suite.workload).runs_program:  # a ProgramWorkload: run and measured
         from ampbench.trial.command import run_command
 
         return run_command(spec, events)

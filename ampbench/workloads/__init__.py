@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
+from typing import Any
 
-from ampbench.workloads.base import Batch, Workload, WorkloadContext, WorkloadParams
+from ampbench.workloads.base import Batch, ProgramWorkload, Workload, WorkloadBase, WorkloadContext, WorkloadParams
 
 # name -> "module:Class"; modules are imported only when the workload is used.
 BUILTIN: dict[str, str] = {
@@ -29,7 +30,8 @@ def available() -> dict[str, str]:
     return found
 
 
-def get_workload_class(name: str) -> type[Workload]:
+def get_workload_class(name: str) -> type[WorkloadBase[Any]]:
+    """A registered workload of either kind (a `Workload` or a `ProgramWorkload`)."""
     table = available()
     if name not in table:
         raise KeyError(f"unknown workload {name!r}; known: {', '.join(sorted(table))}")
@@ -43,9 +45,18 @@ def get_workload_class(name: str) -> type[Workload]:
             f"install the matching extra, e.g. pip install 'ampbench[{name}]'"
         ) from None
     cls = getattr(mod, attr)
-    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+    if not (isinstance(cls, type) and issubclass(cls, (Workload, ProgramWorkload))):
         raise KeyError(f"workload {name!r} ({target}) is not an ampbench Workload subclass")
     return cls
 
 
-__all__ = ["Batch", "Workload", "WorkloadContext", "WorkloadParams", "available", "get_workload_class"]
+def model_workload_class(name: str) -> type[Workload[Any]]:
+    """A registered workload that trains in ampbench's worker (what the model loop instantiates)."""
+    cls = get_workload_class(name)
+    if not issubclass(cls, Workload):
+        raise KeyError(f"workload {name!r} runs a program; it has no model for the worker to train")
+    return cls
+
+
+__all__ = ["Batch", "ProgramWorkload", "Workload", "WorkloadBase", "WorkloadContext", "WorkloadParams", "available",
+           "get_workload_class", "model_workload_class"]

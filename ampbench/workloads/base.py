@@ -64,9 +64,10 @@ def shuffled_indices(n: int, batch_size: int, seed: int) -> Iterator[Any]:
 P = TypeVar("P", bound=WorkloadParams)
 
 
-class Workload(ABC, Generic[P]):
-    """Subclass as `Workload[MyParams]`, set `name` and `Params`, register in workloads/__init__.py
-    or via an entry point. Generic over its params, so `self.params` has the workload's own type."""
+class WorkloadBase(ABC, Generic[P]):
+    """What every workload declares, whichever way its trials run: its name, params, metrics and up-front
+    checks (what the registry and config validation see).  Two kinds: a `Workload` trains a model inside
+    ampbench's worker; a `ProgramWorkload` is a program the worker runs and measures (`runs_program`)."""
 
     name: ClassVar[str]
     Params: ClassVar[type[WorkloadParams]] = WorkloadParams
@@ -78,6 +79,8 @@ class Workload(ABC, Generic[P]):
     shards_by_rank: ClassVar[bool] = False
     # True for a workload whose modes carry `args` / `env` for a program it runs (the command workload)
     accepts_mode_args: ClassVar[bool] = False
+    # True for a ProgramWorkload: the worker runs the user's program (trial/command.py), not a model loop
+    runs_program: ClassVar[bool] = False
 
     @classmethod
     def train_rows(cls, params: Any) -> int | None:
@@ -112,6 +115,16 @@ class Workload(ABC, Generic[P]):
         self.ctx = ctx
         self.params = ctx.params  # type: ignore[assignment]  # validated as cls.Params by the config layer
 
+    def describe(self) -> dict[str, Any]:
+        """Extra facts for the trial record (dataset sizes, majority rate, oracle metric...)."""
+        return {}
+
+
+class Workload(WorkloadBase[P]):
+    """A model family trained in ampbench's worker.  Subclass as `Workload[MyParams]`, set `name` and
+    `Params`, register in workloads/__init__.py or via an entry point. Generic over its params, so
+    `self.params` has the workload's own type."""
+
     def prepare(self) -> None:
         """Build or load cached data (not timed). Called once before build_model."""
 
@@ -131,6 +144,9 @@ class Workload(ABC, Generic[P]):
     def evaluate(self, model: Any) -> dict[str, float]:
         """Held-out metrics in FP32 eval mode; must include the suite's primary metric."""
 
-    def describe(self) -> dict[str, Any]:
-        """Extra facts for the trial record (dataset sizes, majority rate, oracle metric...)."""
-        return {}
+
+class ProgramWorkload(WorkloadBase[P]):
+    """The user's own training program, run per mode and seed and measured from outside its code: nothing
+    trains in ampbench's process, so there is no model, batch, loss or evaluation to implement."""
+
+    runs_program: ClassVar[bool] = True

@@ -1,7 +1,7 @@
 """A tiny MLP on a seeded synthetic classification task: the harness's own test workload.
 
 Small enough that a trial takes a second or two, so tests can exercise the real runner,
-worker, subprocess isolation and resume without a real model.  Also the README's example of
+worker, subprocess isolation and resume without a real model.  Also docs/suites.md's example of
 how little a workload needs.
 """
 

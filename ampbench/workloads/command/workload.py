@@ -7,13 +7,14 @@ what the registry and the up-front checks see.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
-from ampbench.workloads.base import Batch, Workload
-from ampbench.workloads.command.params import CommandParams, placeholder_problems, program_problems, schedule_problems
+from ampbench.workloads.base import ProgramWorkload
+from ampbench.workloads.command.params import (CommandParams, placeholder_problems, program_problems,
+                                               schedule_problems)
 
 
-class CommandWorkload(Workload[CommandParams]):
+class CommandWorkload(ProgramWorkload[CommandParams]):
     name = "command"
     Params = CommandParams
     metric_goals: ClassVar[dict[str, str]] = {}   # any name the program reports
@@ -37,15 +38,3 @@ class CommandWorkload(Workload[CommandParams]):
         if suite.train.eval_every or suite.train.target is not None:
             problems.append(("train.eval_every", "evaluations are the program's own in a command suite"))
         return problems
-
-    def build_model(self) -> Any:  # pragma: no cover - the worker never calls it for a command suite
-        raise NotImplementedError("a command suite runs the user's program; see ampbench/trial/command.py")
-
-    def train_batches(self, seed: int, batch_size: int) -> Iterator[Batch]:  # pragma: no cover
-        raise NotImplementedError("a command suite runs the user's program")
-
-    def loss(self, model: Any, batch: Batch) -> Any:  # pragma: no cover
-        raise NotImplementedError("a command suite runs the user's program")
-
-    def evaluate(self, model: Any) -> dict[str, float]:  # pragma: no cover
-        raise NotImplementedError("a command suite runs the user's program")

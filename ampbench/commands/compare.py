@@ -1,0 +1,62 @@
+"""`ampbench compare RUN [RUN...] --format ...`: one verb for "how do these runs differ?".
+
+It folds three earlier verbs over the same data (each kept one release with a deprecation line):
+- `table` (the default): two runs per mode with pytest-benchmark's columns (min, max, mean, stddev,
+  median, IQR, change), the first run against the second, or against its previous run (same suite,
+  device and config beside it) when given alone; was `ampbench compare RUN [OTHER]`;
+- `md`, `csv`, `parquet`: every run per mode as one table (a pandas DataFrame), change against the first
+  run; printed, or written with `-o` (parquet needs `-o`); was `ampbench summary`;
+- `pytest-benchmark`: one run's step times as pytest-benchmark JSON for `pytest-benchmark compare`,
+  written to `-o` (a file, or a folder: an existing one or a path ending in `/`); was
+  `ampbench export-benchmark`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from ampbench.core.errors import ConfigError
+from ampbench.report.benchmark_export import export_run
+from ampbench.report.compare import write_summary
+from ampbench.report.compare_runs import compare_rows, print_compare
+from ampbench.results.previous import previous_run
+
+FORMATS = ("table", "md", "csv", "parquet", "pytest-benchmark")
+TABLE_FORMATS = ("md", "csv", "parquet")
+
+
+def compare(run_dirs: list[Path], fmt: str, output: str | None, sort: str, console: Console) -> None:
+    """The one use-case behind `compare` (and the deprecated `summary` / `export-benchmark`)."""
+    if fmt not in FORMATS:
+        raise ConfigError("--format", fmt, f"expected one of {', '.join(FORMATS)}")
+    if not run_dirs:
+        raise ConfigError("compare", "RUN", "give at least one run folder")
+    if fmt == "table":
+        if len(run_dirs) > 2 or output is not None:
+            raise ConfigError("--format table", " ".join(map(str, run_dirs)),
+                              "compares two runs on the terminal (RUN [OTHER]); several runs or -o: --format md|csv|parquet")
+        other = run_dirs[1] if len(run_dirs) == 2 else previous_run(run_dirs[0])
+        print_compare(compare_rows(run_dirs[0], other, sort), console)
+    elif fmt == "pytest-benchmark":
+        if len(run_dirs) != 1 or output is None:
+            raise ConfigError("--format pytest-benchmark", " ".join(map(str, run_dirs)),
+                              "exports one run: give one RUN and -o FILE (or -o FOLDER/)")
+        path = export_run(run_dirs[0], Path(output), folder=output.endswith(("/", os.sep)))
+        console.print(f"wrote {escape(str(path))}", soft_wrap=True)
+    else:
+        result = write_summary(run_dirs, fmt, Path(output) if output is not None else None)
+        if isinstance(result, Path):
+            console.print(f"summary: {escape(str(result))}", soft_wrap=True)
+        else:
+            sys.stdout.write(result)
+
+
+def deprecated(old: str, new: str, console: Console) -> None:
+    """The one line an old verb prints (on stderr: what it writes to stdout stays as it was)."""
+    console.print(f"warning: `ampbench {old}` is deprecated and goes in the next release: use `ampbench {new}`",
+                  markup=False, highlight=False, soft_wrap=True)

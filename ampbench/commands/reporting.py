@@ -1,0 +1,28 @@
+"""`ampbench report`, `ampbench publish`, `ampbench plan`: the use-cases that read finished runs and
+write what people read (report.md/html, the dashboard, the seed plan)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from ampbench.judge.planner import plan_lines, plan_run
+from ampbench.report.markdown import write_report
+from ampbench.report.publish import publish as publish_site
+
+
+def report(run_dirs: list[Path], output: Path | None, history: Path | None, fmt: str, console: Console) -> None:
+    path = write_report(run_dirs, output=output, history=history, fmt=fmt)
+    console.print(f"report: {escape(str(path))}", soft_wrap=True)
+
+
+def publish(history: Path, output: Path, repo_url: str | None, console: Console) -> None:
+    index = publish_site(history, output, repo_url=repo_url)
+    console.print(f"dashboard: {index}", markup=False, soft_wrap=True)
+
+
+def plan(run_dir: Path, console: Console) -> None:
+    for line in plan_lines(plan_run(run_dir)):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

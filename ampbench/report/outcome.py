@@ -1,0 +1,140 @@
+"""A run's outcome at a glance: one row per mode and one next step per cause that did not pass.
+
+One model, two renderings, so the console and report.md say the same thing: `ampbench run` and
+`ampbench check` end with this table (report/console.py), report.md opens with it (report/markdown.py).
+A person reads it in ten seconds: the verdict, the three figures a decision rests on (speedup with
+its interval, memory change, metric delta, each against fp32), what decided the verdict, and for each
+rule that did not pass the single most useful thing to try (the first of its advice).  The full rule
+text stays behind `ampbench run -v` / `ampbench check --explain` and in report.md's Verdicts section.
+
+A rule computed only for information (AMP inactive: the numbers describe FP32 on both sides) is not a
+cause of its own: its next step is amp-active's, so it joins that line rather than repeating it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ampbench.config import REFERENCE_MODE
+from ampbench.report import fmt
+from ampbench.report.fmt import DASH, md_code, md_prose, md_table, md_text
+from ampbench.report.verdicts import rule_advice
+from ampbench.report.view import RunView, h
+from ampbench.results.history import NOT_CHECKED, ModeSummary
+from ampbench.results.verdicts import ModeVerdict, RuleResult
+
+
+@dataclass(frozen=True)
+class ModeRow:
+    """One mode's line of the outcome table; the figures are formatted, the names raw (each rendering
+    escapes them its own way)."""
+
+    mode: str
+    verdict: str
+    speedup: str
+    memory: str
+    metric: str
+    decided: str
+    informational: bool  # AMP inactive in this mode: its figures compare FP32 with FP32, not judged
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """One piece of advice and every rule result it answers (across modes: it is said once)."""
+
+    step: str                                # markdown-ish: `code` spans quote TOML lines and commands
+    causes: tuple[tuple[str, str, str], ...]  # (mode, rule, status) of each result that did not pass
+    covered: tuple[str, ...] = ()            # informational rules (AMP inactive) this step answers too
+
+    def cause_text(self) -> str:
+        """`amp-active INCONCLUSIVE (amp-o1-fp16, amp-o2-bf16); speedup, memory informational`."""
+        by: dict[tuple[str, str], list[str]] = {}
+        for mode, rule, status in self.causes:
+            by.setdefault((rule, status), []).append(mode)
+        text = "; ".join(f"{rule} {status} ({', '.join(modes)})" for (rule, status), modes in by.items())
+        return text + (f"; so {', '.join(self.covered)} only informational" if self.covered else "")
+
+
+def mode_rows(v: RunView) -> list[ModeRow]:
+    """One row per mode in the plan's order (modes without a trial file included)."""
+    verdicts = {mv.mode: mv for mv in (v.check.verdicts if v.check else [])}
+    planned = list(dict.fromkeys([*v.summary.modes, *(p.mode for p in v.info.plan)]))
+    return [_row(name, v.summary.modes.get(name), verdicts.get(name), v.fraction) for name in planned]
+
+
+def _row(name: str, m: ModeSummary | None, mv: ModeVerdict | None, fraction: bool) -> ModeRow:
+    verdict = mv.verdict if mv is not None else NOT_CHECKED
+    if m is None:
+        return ModeRow(name, verdict, DASH, DASH, DASH, "no trial finished", False)
+    info = m.amp_requested and not m.amp_active and m.ok > 0
+    if name == REFERENCE_MODE:
+        speed = mem = metric = DASH
+    else:
+        speed = fmt.ratio(m.speedup) + (f" {fmt.ratio_ci(*m.speedup_ci)}" if m.speedup_ci and m.speedup else "")
+        mem = fmt.pct(-m.memory_reduction) if m.memory_reduction is not None else DASH
+        metric = fmt.metric_delta(m.metric_delta, fraction)
+    return ModeRow(name, verdict, speed, mem, metric, decided_by(mv), info)
+
+
+def decided_by(mv: ModeVerdict | None) -> str:
+    """The rules that set the verdict (the worst status among the judged ones), or that all passed."""
+    if mv is None:
+        return "not checked"
+    if mv.verdict == "PASS":
+        return f"all {len(mv.rules)} rules passed"
+    judged = [r.rule for r in mv.rules if r.status == mv.verdict and not r.informational]
+    if judged:
+        return ", ".join(judged)
+    return ", ".join(r.rule for r in mv.rules if r.status == mv.verdict) + " (AMP inactive)"
+
+
+def next_steps(v: RunView) -> list[NextStep]:
+    """One line per piece of advice, in the order first needed: results (of any mode) whose first advice is
+    the same share it; an informational result shares its mode's amp-active line when that did not pass."""
+    if v.check is None:
+        return []
+    causes: dict[str, list[tuple[str, str, str]]] = {}
+    covered: dict[str, list[str]] = {}
+    for mv in v.check.verdicts:
+        active = next((r for r in mv.reasons if r.rule == "amp-active" and not r.informational), None)
+        for r in mv.reasons:
+            if r.informational and active is not None:
+                covered.setdefault(_first_step(v, active), []).append(r.rule)
+                continue
+            causes.setdefault(_first_step(v, r), []).append((mv.mode, r.rule, r.status))
+    return [NextStep(step, tuple(c), tuple(dict.fromkeys(covered.get(step, [])))) for step, c in causes.items()]
+
+
+def outcome_md(v: RunView, level: int) -> str:
+    """The outcome table and the next steps as report.md opens with them (same rows as the console)."""
+    metric = md_text(v.summary.metric or "metric")
+    header = ["Mode", "Verdict", f"Speedup [{v.summary.confidence:.0%} CI]", "Memory", f"{metric} Δ", "Decided by"]
+    rows = []
+    for r in mode_rows(v):
+        star = "\\*" if r.informational else ""
+        cells = [md_text(x) + (star if x != DASH else "") for x in (r.speedup, r.memory, r.metric)]
+        verdict = f"**{md_text(r.verdict)}**" if r.verdict not in ("PASS", NOT_CHECKED) else md_text(r.verdict)
+        rows.append([md_code(r.mode), verdict, *cells, md_text(r.decided)])
+    out = [h(level, "Outcome"), md_table(header, rows, ["l", "l", "r", "r", "r", "l"])]
+    if any(r.informational for r in mode_rows(v)):
+        out.append("\\* AMP inactive: FP32 against FP32, computed and shown, not judged.")
+    steps = [f"- {md_text(s.cause_text())}: {md_prose(s.step, 600)}" for s in next_steps(v)]
+    if steps:
+        out.append("Next steps (each said once; the rules' full text is under Verdicts):\n\n" + "\n".join(steps))
+    return "\n\n".join(out)
+
+
+def _first_step(v: RunView, r: RuleResult) -> str:
+    """The rule's first advice; a rule without advice says what it found (its message's first sentence)."""
+    tips = rule_advice(v, r)
+    return tips[0] if tips else first_sentence(r.message)
+
+
+def first_sentence(text: str, limit: int = 200) -> str:
+    """Up to the first '. ' (or `limit` characters, cut with '…'), whitespace collapsed."""
+    s = " ".join(str(text).split())
+    head = s.split(". ", 1)[0].rstrip(".") + "."
+    return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
+
+
+__all__ = ["ModeRow", "NextStep", "decided_by", "mode_rows", "next_steps", "outcome_md"]

@@ -1,0 +1,129 @@
+"""The outcome a person reads in ten seconds: `ampbench run` and `ampbench check` end with one table
+(one row per mode) and one line per next step; the full rule text is behind -v / --explain; report.md
+opens with the same table and says advice several rules share once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ampbench.cli import app
+from ampbench.judge.rules.advice_kit import INACTIVE
+from ampbench.report.markdown import write_report
+from tests.factories import make_run, make_suite, make_trials
+
+cli = CliRunner()
+MODES = ("fp32", "amp-o1-fp16", "amp-o2-bf16")
+
+
+def invoke(*args: str, columns: int = 100):
+    return cli.invoke(app, list(args), env={"COLUMNS": str(columns)})
+
+
+def inactive_run(root: Path) -> Path:
+    """3 modes x 2 seeds where AMP stayed inactive (as on CPU): every AMP mode INCONCLUSIVE on amp-active,
+    with parity, speedup and memory only informational."""
+    suite = make_suite(modes=MODES, seeds=(0, 1))
+    return make_run(root, suite, make_trials(suite, amp_active=False))
+
+
+def table_rows(output: str) -> dict[str, list[str]]:
+    """mode -> cells of the outcome table (ASCII box: not a terminal)."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("|") and cells[0] in MODES:
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_check_ends_with_one_row_per_mode_and_one_line_per_next_step(tmp_path: Path) -> None:
+    run = inactive_run(tmp_path)
+    r = invoke("check", str(run))
+    assert r.exit_code == 3, r.output
+    rows = table_rows(r.output)
+    assert list(rows) == list(MODES)
+    assert rows["fp32"][1] == "PASS" and rows["fp32"][-1].startswith("all ")
+    for mode in MODES[1:]:
+        verdict, speedup, memory, delta, decided = rows[mode][1:]
+        assert verdict == "INCONCLUSIVE" and decided == "amp-active"
+        assert re.fullmatch(r"\d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\]\*", speedup), speedup  # interval, marked informational
+        assert memory.endswith("%*") and delta.endswith("pt*")
+    text = " ".join(r.output.split())  # lines wrapped at 100 columns joined
+    assert text.count(" -> ") == 2, r.output  # one next step (both modes' amp-active share it) + the exit line
+    assert ("amp-active INCONCLUSIVE (amp-o1-fp16, amp-o2-bf16); so accuracy-parity, speedup, memory, energy "
+            "only informational -> AMP cannot run on this device") in text
+    assert "-> exit 3" in r.output.splitlines()[-1]
+    assert "Informational (AMP inactive)" not in r.output  # no rule's full text by default
+    assert len(r.output.splitlines()) <= 15, r.output
+
+
+def test_check_explain_adds_every_rule_full_text(tmp_path: Path) -> None:
+    run = inactive_run(tmp_path)
+    short, full = invoke("check", str(run)), invoke("check", str(run), "--explain")
+    assert short.exit_code == full.exit_code == 3
+    assert "Informational (AMP inactive)" in full.output and "stability" in full.output
+    assert full.output.endswith(short.output.split("ampbench check:", 1)[1])  # the same outcome closes both
+    assert invoke("check", str(run), "-v").output == full.output
+
+
+def test_a_failing_rule_gets_its_own_next_step(tmp_path: Path) -> None:
+    """AMP active, parity broken in one mode: that mode FAILs on accuracy-parity with the parity advice."""
+    suite = make_suite(modes=MODES, seeds=(0, 1, 2))
+    bad = {"fp32": [0.90, 0.91, 0.92], "amp-o1-fp16": [0.90, 0.91, 0.92], "amp-o2-bf16": [0.60, 0.61, 0.62]}
+    run = make_run(tmp_path, suite, make_trials(suite, metrics=bad))
+    r = invoke("check", str(run))
+    rows = table_rows(r.output)
+    assert rows["amp-o2-bf16"][1] == "FAIL" and "accuracy-parity" in rows["amp-o2-bf16"][-1]
+    assert rows["amp-o2-bf16"][4].startswith("-30.00 pt"), rows
+    text = " ".join(r.output.split())
+    assert "accuracy-parity FAIL (amp-o2-bf16) -> " in text and "*" not in rows["amp-o2-bf16"][2]
+
+
+def test_report_opens_with_the_outcome_and_says_shared_advice_once(tmp_path: Path) -> None:
+    run = inactive_run(tmp_path)
+    invoke("check", str(run))
+    md = write_report([run]).read_text(encoding="utf-8")
+    assert re.findall(r"^## (.+)$", md, re.MULTILINE)[0] == "Outcome"
+    outcome = md.split("## Outcome", 1)[1].split("\n## ", 1)[0]
+    assert all(f"| `{m}` |" in outcome for m in MODES)
+    # the informational rules' advice (4 rules x 2 modes) is said once, naming the rules it also answers
+    assert md.count(INACTIVE) == 1, md
+    assert "Try (also for speedup, memory, energy, amp-o2-bf16 accuracy-parity" in md
+
+
+@pytest.mark.slow
+def test_a_3_mode_2_seed_run_prints_at_most_25_lines(toy_suite, tmp_path: Path, cache_env: Path) -> None:
+    """The real `ampbench run` (6 trials of the toy workload) at the default verbosity, 100 columns."""
+    body = toy_suite().read_text().replace("seeds = [0]", "seeds = [0, 1]").replace(
+        'custom_black_list = ["embedding"]', "") + '\n[[modes]]\nname = "amp-o2-bf16"\nlevel = "O2"\ndtype = "bfloat16"\n'
+    assert "custom_black_list" not in body  # a plain suite: no unknown op name to warn about
+    r = invoke("run", str(toy_suite(body=body)), "--out", str(tmp_path / "runs"))
+    assert r.exit_code == 3, r.output  # AMP inactive on CPU: INCONCLUSIVE
+    lines = r.output.splitlines()
+    assert len(lines) <= 25, f"{len(lines)} lines:\n{r.output}"
+    assert list(table_rows(r.output)) == list(MODES)
+    assert lines[-1].startswith("report: ") and "-> exit 3" in lines[-2]
+    assert sum(1 for ln in lines if ln.startswith("  ") and " seed " in ln) == 6  # one line per finished trial
+
+
+def test_advice_reads_the_reason_code_not_the_message(tmp_path: Path) -> None:
+    """A crashed trial whose error text happens to contain "oom" ("boom") is not advised to halve its
+    batch: completeness carries the end states as reason codes (details.reasons) and advice reads those."""
+    from tests.factories import make_trial
+
+    s = make_suite(modes=("fp32", "amp-o1-fp16"), seeds=(0,))
+    crashed = make_trial("amp-o1-fp16", 0, status="crashed", error="RuntimeError: boom")
+    oom = make_trial("amp-o1-fp16", 0, status="oom", error="ResourceExhaustedError: out of memory")
+    for trial, expect, never in ((crashed, "Read the trial's log", "ran out of memory"),
+                                 (oom, "ran out of memory", "Read the trial's log")):
+        run = make_run(tmp_path / trial.status, s, [make_trial("fp32", 0), trial])
+        r = invoke("check", str(run), columns=200)
+        text = " ".join(r.output.split())
+        head = f"completeness {'ERROR' if trial.status == 'crashed' else 'FAIL'} (amp-o1-fp16) -> "
+        assert head in text, r.output
+        step = text.split(head, 1)[1][:100]
+        assert expect in step and never not in step, step

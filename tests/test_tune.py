@@ -400,3 +400,36 @@ def test_a_command_programs_slow_loader_is_recorded_and_named(tmp_path):
         assert all(s.data_s is not None and 0 < s.data_s <= s.time_s for s in t.steps), t.key
         assert (t.data_wait_share() or 0) > 0.5, t.key
     assert "of each step waits for data: no precision setting can help" in (run.path / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_command_programs_shapes_and_decorate_order_are_recorded_and_named(tmp_path):
+    """For real, under the command hook: the Linear/conv layers read at step 1 (Linear(64, 500) flagged,
+    Linear(64, 512) not) and the order of paddle.amp.decorate (O2) and paddle.DataParallel (one process:
+    Paddle's DataParallel then runs single-card, and decorate on a CPU returns early, after the hook saw it)."""
+    script = Path(__file__).parent / "fixtures" / "command" / "shapes_order.py"
+    suite = tmp_path / "suite.toml"
+    suite.write_text(f'[suite]\nname = "shapes"\nworkload = "command"\nmetric = "accuracy"\nseeds = [0]\n'
+                     f'[workload]\ncommand = ["{sys.executable}", "{script}", "--steps", "{{steps}}", "--seed", '
+                     f'"{{seed}}", "--out", "{{out}}", "--bs", "{{batch_size}}"]\n'
+                     'metric = { preset = "json", json_file = "{out}/metrics.json" }\n'
+                     '[train]\nbatch_size = 16\nsteps = 6\nwarmup_steps = 1\ntimeout_s = 120\n'
+                     '[[modes]]\nname = "fp32"\nargs = ["--width", "512"]\n'
+                     '[[modes]]\nname = "amp-dp-first"\nlevel = "O2"\nargs = ["--width", "500", "--order", "dp-first"]\n'
+                     '[[modes]]\nname = "amp-ok"\nlevel = "O2"\nargs = ["--width", "512", "--order", "decorate-first"]\n')
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", str(suite), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 3, r.stdout + r.stderr
+    from ampbench.results.run_dir import open_run
+
+    run = open_run(next((tmp_path / "out" / "shapes").iterdir()))
+    t = {x.mode: x for x in run.trials}
+    bad = t["amp-dp-first"].shape_audit
+    assert [(f["layer"], f["dims"]) for f in bad["odd"]] == [("0", [64, 500]), ("2", [500, 8])]
+    assert bad["layers"] == 2 and bad["batch_ok"] is True
+    for fine in ("fp32", "amp-ok"):
+        assert t[fine].shape_audit["layers"] == 2 and t[fine].shape_audit["odd"] == [], fine
+    assert [t[m].amp.decorate_order for m in ("fp32", "amp-dp-first", "amp-ok")] == [
+        "", "data-parallel-first", "decorate-first"]
+    report = (run.path / "report.md").read_text()
+    assert "Linear [64, 500]" in report and "paddle.amp.decorate ran after paddle.DataParallel" in report

@@ -67,6 +67,9 @@ class AmpInfo(_Open):
     scaler_built: bool = False     # a GradScaler was built (float16, or bfloat16 with scaler.enable = true)
     excluded_layers: list[str] = []  # O2: layer classes decorate kept FP32
     master_grad: bool = False      # O2: decorate(master_grad=True)
+    # O2 with data parallel: whether paddle.amp.decorate ran before paddle.DataParallel wrapped the model
+    # (Paddle's AMP guide asks for decorate first); "" when the trial did not use both
+    decorate_order: Literal["", "decorate-first", "data-parallel-first"] = ""
     evidence: str = ""
     inactive_reason: str = ""
 

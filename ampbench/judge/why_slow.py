@@ -21,7 +21,7 @@ UNLISTED_NOTE = 0.2  # at O1, a fifth of the op calls on neither list is worth n
 
 @dataclass(frozen=True)
 class Cause:
-    kind: str       # data-bound, launch-bound, shapes, fp32-ops, unlisted, casts
+    kind: str       # data-bound, launch-bound, decorate-order, shapes, fp32-ops, unlisted, casts
     weight: float   # for ranking: the share of the step (or of op calls) it concerns
     text: str
 
@@ -67,6 +67,17 @@ def _shapes(trials: list[Trial]) -> Cause | None:
                  "; ".join(parts) + ": Tensor Cores need multiples of 8 (pad the hidden sizes, channels and batch)")
 
 
+def _order(trials: list[Trial]) -> Cause | None:
+    """O2 with data parallel and paddle.amp.decorate after paddle.DataParallel (recorded by the built-in
+    loop and by the command hook): Paddle's AMP guide asks for decorate first."""
+    if not any(t.amp.decorate_order == "data-parallel-first" for t in trials):
+        return None
+    return Cause("decorate-order", 1.0, "paddle.amp.decorate ran after paddle.DataParallel wrapped the model (O2 "
+                 "with data parallel): decorate the model and optimizer first, then wrap it (Paddle's AMP guide), "
+                 "DataParallel groups the gradients it all-reduces from the parameters as they were when it was built, "
+                 "before decorate cast them")
+
+
 def op_census(t: Trial) -> dict[str, int]:
     """Calls of the trial's op stats: total, low precision, casts, white-list ops in FP32, ops on no list."""
     calls, white, black = t.amp.op_calls, set(t.amp.white_list), set(t.amp.black_list)
@@ -103,5 +114,5 @@ def rank(trials: list[Trial]) -> list[Cause]:
     step outright, so they rank above the shape and op findings whatever their weight)."""
     ok = [t for t in trials if t.status == "ok"]
     bound = [c for c in (_data(ok), _host(ok)) if c is not None]
-    rest = [c for c in (_shapes(ok), *_ops(ok)) if c is not None]
+    rest = [c for c in (_order(ok), _shapes(ok), *_ops(ok)) if c is not None]
     return sorted(bound, key=lambda c: -c.weight) + sorted(rest, key=lambda c: -c.weight)

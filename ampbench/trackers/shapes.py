@@ -31,21 +31,32 @@ def _dims(layer: Any) -> tuple[str, list[int]] | None:
     return None
 
 
-def audit(model: Any, batch_size: int) -> dict[str, Any]:
-    """{"multiple": 8, "batch_size", "batch_ok", "layers": audited count, "odd": [{"layer", "type", "dims",
-    "odd_dims"}, ...] (at most MAX_FINDINGS), "odd_count"}."""
-    odd: list[dict[str, Any]] = []
-    count = audited = 0
+def layer_dims(model: Any) -> list[tuple[str, str, list[int]]]:
+    """(name, kind, [in, out]) of each matmul/conv layer of the model (the command hook reads the same)."""
+    out = []
     for name, layer in model.named_sublayers(include_self=True):
         found = _dims(layer)
-        if found is None:
-            continue
-        audited += 1
-        kind, dims = found
+        if found is not None:
+            out.append((name or type(layer).__name__, found[0], found[1]))
+    return out
+
+
+def audit(model: Any, batch_size: int) -> dict[str, Any]:
+    """The audit of a model the trial holds (the built-in loop, at its first step)."""
+    return audit_dims(layer_dims(model), batch_size)
+
+
+def audit_dims(layers: list[tuple[str, str, list[int]]], batch_size: int, total: int | None = None) -> dict[str, Any]:
+    """{"multiple": 8, "batch_size", "batch_ok", "layers": audited count, "odd": [{"layer", "type", "dims",
+    "odd_dims"}, ...] (at most MAX_FINDINGS), "odd_count"}.  `total`: the layers a command program has, when
+    its hook listed only the first of them (the odd count is then of the listed ones)."""
+    odd: list[dict[str, Any]] = []
+    count = 0
+    for name, kind, dims in layers:
         bad = [d for d in dims if d % MULTIPLE]
         if bad:
             count += 1
             if len(odd) < MAX_FINDINGS:
-                odd.append({"layer": name or type(layer).__name__, "type": kind, "dims": dims, "odd_dims": bad})
+                odd.append({"layer": name, "type": kind, "dims": dims, "odd_dims": bad})
     return {"multiple": MULTIPLE, "batch_size": batch_size, "batch_ok": batch_size % MULTIPLE == 0,
-            "layers": audited, "odd": odd, "odd_count": count}
+            "layers": max(len(layers), total or 0), "odd": odd, "odd_count": count}

@@ -36,6 +36,8 @@ class Proc:
     end: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     data_waits: dict[int, float] = field(default_factory=dict)   # step -> its wait for the DataLoader
+    shapes: dict[str, Any] = field(default_factory=dict)   # the hook's Linear/conv layers at step 1 (issue 35)
+    amp_order: list[dict[str, Any]] = field(default_factory=list)   # decorate / DataParallel calls, in order
 
     @property
     def rank(self) -> int:
@@ -139,6 +141,10 @@ class EventReader:
             proc.end = ev
         elif kind == "error":
             proc.errors.append(str(ev.get("error", "")))
+        elif kind == "shapes" and isinstance(ev.get("layers"), list):
+            proc.shapes = ev
+        elif kind == "amp_order" and len(proc.amp_order) < 64:
+            proc.amp_order.append(ev)
         elif kind == "data" and isinstance(ev.get("waits"), dict):
             proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()
                                     if str(k).isdigit() and isinstance(v, (int, float)) and v >= 0})
@@ -179,6 +185,7 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
     amp.evidence = (f"{low} low-precision op calls of {total} in the program's {where}, the optimizer's "
                     f"{sum(sum(c.values()) for c in apart.values())} apart (Paddle operator stats)")
     amp.scaler_enabled = any(s.loss_scale is not None for s in trial.steps)
+    amp.decorate_order = decorate_order(reader)
     if requested and not amp.active:
         errors = "; ".join(sorted({p.ops_error for p in reader.procs.values() if p.ops_error}))
         amp.inactive_reason = (
@@ -187,6 +194,30 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
             f"AMP inactive in the program on device {trial.env.device or 'unknown'}: every recorded op ran in "
             "float32 (on a CPU Paddle build AMP is a no-op; on a GPU check the mode's args really turn AMP on)")
     return amp
+
+
+def shape_rows(proc: Proc | None) -> tuple[list[tuple[str, str, list[int]]], int]:
+    """The hook's "shapes" event as (name, kind, [in, out]) rows (malformed rows dropped) and its layer count."""
+    ev = proc.shapes if proc is not None else {}
+    rows = []
+    for r in ev.get("layers") or []:
+        if (isinstance(r, list) and len(r) == 4 and isinstance(r[0], str) and isinstance(r[1], str)
+                and all(isinstance(d, int) and not isinstance(d, bool) for d in r[2:])):
+            rows.append((r[0][:200], r[1][:64], [int(r[2]), int(r[3])]))
+    count = ev.get("count")
+    return rows, count if isinstance(count, int) and count >= 0 else len(rows)
+
+
+def decorate_order(reader: EventReader) -> str:
+    """O2 with data parallel: "data-parallel-first" when any process decorated a model a paddle.DataParallel
+    already wrapped (Paddle's AMP guide asks for decorate first), "decorate-first" when a decorated model was
+    wrapped afterwards, "" when the program did not use both."""
+    events = [e for p in reader.procs.values() for e in p.amp_order]
+    if any(e.get("call") == "decorate" and e.get("after_data_parallel") is True for e in events):
+        return "data-parallel-first"
+    if any(e.get("call") == "data_parallel" and e.get("decorated") is True for e in events):
+        return "decorate-first"
+    return ""
 
 
 def _summed(tables: Any) -> dict[str, dict[str, int]]:

@@ -81,6 +81,8 @@ def set_up(tr: TrialContext) -> Parts:
     model = replicas.wrap(model)
     model.train()
     tr.trial.amp = amp = AmpInfo(**prec.describe())
+    if tr.mode.amp and tr.mode.level == "O2" and replicas.active:
+        amp.decorate_order = "decorate-first"   # prec.prepare decorated above, replicas.wrap wrapped after it
     batches = replicas.shard(wl.train_batches(tr.spec.seed, tr.batch), wl)
     # Everything built so far lives for the whole trial: freeze it out of the garbage collector's
     # scans, so collections during the steps cost what they cost in a bare training script.

@@ -52,6 +52,7 @@ import struct
 import sys
 import threading
 import time
+import weakref
 from array import array
 from collections import deque
 from typing import Any
@@ -149,6 +150,9 @@ class _State:
         self.paddle: Any = None
         self.ended = False
         self.patched: list[tuple[Any, str, Any, Any]] = []   # (owner, name, Paddle's own, ours)
+        self.layers: Any = weakref.WeakValueDictionary()   # Layers built before step 1 (`_patch_model_building`)
+        self.wrapped: set[int] = set()      # ids of the layers a paddle.DataParallel wrapped
+        self.decorated: set[int] = set()    # ids of the layers paddle.amp.decorate decorated at O2
 
     def patch(self, owner: Any, name: str, new: Any) -> None:
         """Replace owner.name, keeping Paddle's own so the patch can be undone (`unpatched`)."""
@@ -305,6 +309,7 @@ def _rare(st: _State, step: int, now: float) -> None:
     if step == 1:
         _name_device(st)
         _ops_open(st)
+        _audit_shapes(st)
     if step == st.stats_steps + 1:
         _ops_done(st)
     if step == max(st.warmup, 1):
@@ -680,6 +685,88 @@ def _patch_loader(st: _State, paddle) -> None:
     st.patch(cls, "__iter__", __iter__)
 
 
+MAX_SHAPES = 2000   # Linear/conv layers the "shapes" event lists (its count says how many in all)
+
+
+def _patch_model_building(st: _State, paddle) -> None:
+    """Construction-time patches only, never on a step's path (issue 35): every paddle.nn.Layer built
+    before the first step is remembered, weakly, for the shape audit at step 1 (`_audit_shapes`); and the
+    order of paddle.amp.decorate (O2) and paddle.DataParallel is recorded. Paddle's AMP guide asks for
+    decorate first; its check_models (python/paddle/amp/auto_cast.py) refuses a DataParallel model on a
+    GPU, but not the model a DataParallel already wraps, so that order is only seen here."""
+    layer = paddle.nn.Layer
+    init = vars(layer)["__init__"]
+
+    def layer_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if st.step == 0 and S is st:
+            st.layers[id(self)] = self
+    functools.update_wrapper(layer_init, init)
+    st.patch(layer, "__init__", layer_init)
+    dp = getattr(paddle, "DataParallel", None)
+    if isinstance(dp, type) and "__init__" in vars(dp):
+        dp_init = vars(dp)["__init__"]
+
+        def data_parallel_init(self, layers, *args, **kwargs):
+            st.wrapped.add(id(layers))
+            st.emit(e="amp_order", call="data_parallel", decorated=id(layers) in st.decorated)
+            return dp_init(self, layers, *args, **kwargs)
+        functools.update_wrapper(data_parallel_init, dp_init)
+        st.patch(dp, "__init__", data_parallel_init)
+    module = sys.modules.get("paddle.amp.auto_cast")   # decorate() calls this module's amp_decorate
+    own = getattr(module, "amp_decorate", None)
+    if callable(own):
+        def amp_decorate(models, *args, **kwargs):
+            level = kwargs.get("level", args[1] if len(args) > 1 else "O1")
+            if str(level) == "O2":
+                many = models if isinstance(models, list) else [models]
+                after = any((isinstance(dp, type) and isinstance(m, dp)) or id(m) in st.wrapped for m in many)
+                st.decorated.update(id(m) for m in many)
+                st.emit(e="amp_order", call="decorate", level="O2", after_data_parallel=after)
+            return own(models, *args, **kwargs)
+        functools.update_wrapper(amp_decorate, own)
+        st.patch(module, "amp_decorate", amp_decorate)
+
+
+def _gemm_rows(paddle, root: Any) -> list:
+    """[name, type, in, out] of the root's Linear and conv layers, read as ampbench's trackers/shapes.py
+    reads them (a Linear weight is [in, out]; _ConvNd keeps its channels as given, paddle/nn/layer/conv.py)."""
+    nn = paddle.nn
+    conv = getattr(getattr(getattr(nn, "layer", None), "conv", None), "_ConvNd", None)
+    rows = []
+    for name, layer in root.named_sublayers(include_self=True):
+        w = getattr(layer, "weight", None)
+        if w is None or len(w.shape) < 2:
+            continue
+        if isinstance(layer, nn.Linear):
+            rows.append([name or "Linear", "Linear", *[int(d) for d in w.shape[:2]]])
+        elif conv is not None and isinstance(layer, conv):
+            kind = type(layer).__name__
+            rows.append([name or kind, kind, int(layer._in_channels), int(layer._out_channels)])
+    return rows
+
+
+def _audit_shapes(st: _State) -> None:
+    """At the end of step 1, once: the Linear/conv layers of the model that trained, for ampbench's Tensor
+    Core shape audit (trackers/shapes.py judges them; this hook cannot import ampbench). The model is
+    among the Layers built before step 1: the roots (layers no other one holds, a DataParallel's wrapped
+    model standing for it), named as named_sublayers names them (prefixed by class when several)."""
+    try:
+        paddle = st.paddle
+        dp = getattr(paddle, "DataParallel", None)
+        built = [x for x in list(st.layers.values()) if not (isinstance(dp, type) and isinstance(x, dp))]
+        st.layers = weakref.WeakValueDictionary()
+        inner = {id(sub) for x in built for _, sub in x.named_sublayers()}
+        found = [(x, rows) for x in built if id(x) not in inner and (rows := _gemm_rows(paddle, x))]
+        if len(found) > 1:
+            found = [(x, [[f"{type(x).__name__}[{i}].{r[0]}", *r[1:]] for r in rows])
+                     for i, (x, rows) in enumerate(found)]
+        every = [r for _, rows in found for r in rows]
+        st.emit(e="shapes", layers=[[str(r[0])[:200], *r[1:]] for r in every[:MAX_SHAPES]], count=len(every))
+    except Exception as exc:   # never break the program: the audit is missing, and says why
+        st.emit(e="error", where="shapes", error=f"{type(exc).__name__}: {exc}")
+
+
 def _install(paddle) -> None:
     """Called once, right after the program's `import paddle` finished."""
     st = S
@@ -690,6 +777,7 @@ def _install(paddle) -> None:
     _patch_scalers(st, paddle)
     _patch_tensor_and_layers(st, paddle)
     _patch_loader(st, paddle)
+    _patch_model_building(st, paddle)
     try:
         paddle.amp.debugging.enable_operator_stats_collection()
         st.stats_on = True

@@ -122,9 +122,10 @@ class Simulated:
     """Stands in for running and judging a rung (the real path is the CPU test below): each rung's
     verdict comes from a script, and each rung 'costs' `cost_s`."""
 
-    def __init__(self, script: list[dict[str, str]], cost_s: float = 10.0) -> None:
-        self.script, self.cost_s = script, cost_s
+    def __init__(self, script: list[Any], cost_s: float = 10.0) -> None:
+        self.script, self.cost_s = script, cost_s   # a rung's entry: a dict, or a list of dicts, one per look
         self.ran: list[str] = []
+        self.looks: dict[int, list[int]] = {}   # rung -> the seeds per mode at each of its looks
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(tune_cmd, "_short_trial", self.short)
@@ -141,10 +142,13 @@ class Simulated:
         self.ran.append(run.path.name)
         return self.cost_s
 
-    def judge(self, doc: Any, folder: Path, index: int, mode: ModeConfig) -> Any:
+    def judge(self, doc: Any, folder: Path, index: int, mode: ModeConfig, design: Any = None) -> Any:
         from ampbench.config import Suite
 
-        return verdict(**self.script[index]).model_copy(update={"mode": mode.name}), [], Suite.model_validate(doc.config)
+        self.looks[index] = list(design.looks)
+        entry = self.script[index]
+        bad = entry[min(len(design.looks), len(entry)) - 1] if isinstance(entry, list) else entry
+        return verdict(**bad).model_copy(update={"mode": mode.name}), [], Suite.model_validate(doc.config)
 
 
 def toy_suite(tmp_path: Path) -> Path:
@@ -202,6 +206,38 @@ def test_max_rungs_and_data_bound_stop_the_ladder(tmp_path, monkeypatch):
     assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "b")) == 1
     doc = load_tune(next((tmp_path / "b" / "toy").glob("tune-*")))
     assert len(doc.rungs) == 1 and doc.stopped.startswith("data-bound: 61%")
+
+
+def test_an_undecided_rung_spends_seeds_as_until_decided_does(tmp_path, monkeypatch):
+    """A rung whose speedup is INCONCLUSIVE gets one more matched seed per look (judge.until: the spread is not
+    known, so more can decide it) until it is decided; the seeds stay for later rungs, rung 0 trains FP32 on
+    them, and each look is judged at the sequential levels of its looks."""
+    from ampbench.results.run_dir import RunDir
+
+    sim = Simulated([[{"speedup": "INCONCLUSIVE"}] * 2 + [{"speedup": "FAIL"}], {}])
+    sim.install(monkeypatch)
+    assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "o")) == 0
+    folder = next((tmp_path / "o" / "toy").glob("tune-*"))
+    doc = load_tune(folder)
+    assert doc.config["suite"]["seeds"] == [0, 1, 2] and sim.looks == {0: [1, 2, 3], 1: [3]}
+    assert [r.failure for r in doc.rungs] == ["speed", "pass"] and doc.rungs[0].cost_s == 30.0
+    assert sorted(RunDir(folder / "rung-0").load_run().planned()) == [
+        (m, s) for m in ("amp-o2", "fp32") for s in (0, 1, 2)]
+    assert RunDir(folder / "rung-1").load_run().planned() == [("tune-1", s) for s in (0, 1, 2)]
+
+
+def test_seeds_stop_at_the_budget_and_where_more_cannot_decide(tmp_path, monkeypatch):
+    Simulated([{"speedup": "INCONCLUSIVE"}], cost_s=10.0).install(monkeypatch)
+    opts = tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "a", budget_s=35.0)
+    assert tune_cmd.run_tune(opts) == 3
+    doc = load_tune(next((tmp_path / "a" / "toy").glob("tune-*")))
+    # 10 s a seed (estimated from the rung so far): seeds 1 and 2 fit in 35 s, a third would not
+    assert doc.config["suite"]["seeds"] == [0, 1, 2] and doc.rungs[0].cost_s == 30.0
+    assert doc.stopped.startswith("undecided") and "would not fit in --budget" in doc.stopped
+    Simulated([{"memory": "INCONCLUSIVE"}]).install(monkeypatch)   # memory: not a rule more seeds decide
+    assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "b")) == 3
+    doc = load_tune(next((tmp_path / "b" / "toy").glob("tune-*")))
+    assert doc.config["suite"]["seeds"] == [0] and "more seeds cannot decide it" in doc.stopped
 
 
 def command_suite(tmp_path: Path) -> Path:

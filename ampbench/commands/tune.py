@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from ampbench.commands.run import _manifest, _run_trials, load_for_run
 from ampbench.commands.run_plan import RunOptions
+from ampbench.commands.until_decided import Sequential
 from ampbench.config import ModeConfig, Suite
 from ampbench.config.suite import REFERENCE_MODE
 from ampbench.core.errors import ConfigError
@@ -29,8 +30,10 @@ from ampbench.core.files import atomic_write_text, refuse_link
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import RUNS_DIR
-from ampbench.judge import ladder
+from ampbench.judge import ladder, until
 from ampbench.judge.check import check_trials
+from ampbench.judge.planner import plan_for
+from ampbench.judge.sequential import Design
 from ampbench.launch.process import keep_signal_handlers
 from ampbench.results.run_dir import RunDir, open_run, run_lock
 from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
@@ -38,6 +41,7 @@ from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ModeVerdict
 
 SHORT_STEPS = 4  # the first, short AMP trial: enough to see whether AMP ran
+MAX_SEEDS = Sequential.max_seeds   # seeds per mode an undecided rung may grow to (until-decided's default cap)
 
 
 @dataclass
@@ -153,15 +157,17 @@ def _short_trial(folder: Path, doc: TuneFile, mode: ModeConfig, console: Console
     return run.load_trial(run.trial_path(mode.name, seed))
 
 
-def _judge(doc: TuneFile, folder: Path, index: int, mode: ModeConfig) -> tuple[ModeVerdict, list[Trial], Suite]:
-    """The rung's mode judged by the check's rules against rung 0's FP32 trials."""
+def _judge(doc: TuneFile, folder: Path, index: int, mode: ModeConfig,
+           design: Design | None = None) -> tuple[ModeVerdict, list[Trial], Suite]:
+    """The rung's mode judged by the check's rules against rung 0's FP32 trials (at the alpha-spending
+    levels of `design`'s looks once the rung spends seeds: judge.sequential)."""
     ref = open_run(folder / "rung-0")
     mine = open_run(folder / f"rung-{index}") if index else ref
     suite = _suite_with(Suite.model_validate(doc.config), mode)
     trials = [t for t in ref.trials if t.mode == REFERENCE_MODE] + [t for t in mine.trials if t.mode == mode.name]
     seeds = suite.suite.seeds
     plan = [(m, s) for s in seeds for m in (REFERENCE_MODE, mode.name)]
-    verdicts = check_trials(suite, trials, plan)
+    verdicts = check_trials(suite, trials, plan, design=design)
     return next(v for v in verdicts if v.mode == mode.name), trials, suite
 
 
@@ -224,6 +230,59 @@ def _numbers(v: ModeVerdict) -> dict[str, float | None]:
             "metric_delta": num("accuracy-parity")}
 
 
+# ---------------------------------------------------------------- seeds, as run --until-decided spends them
+
+
+def _another_seed(doc: TuneFile, verdict: ModeVerdict, trials: list[Trial], suite: Suite, design: Design,
+                  cost: float) -> int | str:
+    """The next seed when judge.until says one more can decide an INCONCLUSIVE speed or parity rule of the
+    rung and it fits the budget (estimated from this rung's seeds so far); else why not."""
+    needs = until.needs([verdict], plan_for(suite, trials), design.looks[-1], design.max_seeds, suite.thresholds)
+    if not until.want_more(needs):
+        return until.summary(needs) if needs else "more seeds cannot decide it"
+    spent = sum(r.cost_s for r in doc.rungs) + cost
+    per_seed = cost / max(1, design.looks[-1])
+    if doc.budget_s is not None and spent + per_seed > doc.budget_s:
+        return f"one more seed (~{per_seed:.0f} s) would not fit in --budget"
+    return max(int(x) for x in suite.suite.seeds) + 1
+
+
+def _seed(folder: Path, doc: TuneFile, index: int, mode: ModeConfig, seed: int, console: Console) -> float:
+    """One more matched seed for the rung: the ladder's seeds grow (later rungs run them too), rung 0 trains
+    its FP32 arm on it, the rung its mode; returns the wall time. tune.json records the seed first, so a
+    resumed ladder runs what is missing (`_fp32_seeds`)."""
+    doc.config["suite"]["seeds"] = [*doc.config["suite"]["seeds"], seed]
+    doc.write(folder)
+    console.print(f"  undecided: adding seed {seed} ({len(doc.config['suite']['seeds'])} per mode), as "
+                  "run --until-decided does")
+    cost = _fp32_seeds(folder, doc, index, console)
+    if index:
+        cost += _in_rung(folder, doc, index, mode, [(mode.name, seed)], console)
+    return cost
+
+
+def _fp32_seeds(folder: Path, doc: TuneFile, index: int, console: Console) -> float:
+    """Rung 0's plan grown to the ladder's seeds (FP32 and rung 0's mode) where a rung added seeds."""
+    rung0 = ModeConfig.model_validate(doc.rungs[0].mode if doc.rungs else (doc.pending or {})["mode"])
+    seeds = [int(x) for x in doc.config["suite"]["seeds"]]
+    want = [(m, s) for s in seeds for m in ((REFERENCE_MODE, rung0.name) if index == 0 else (REFERENCE_MODE,))]
+    run = RunDir(folder / "rung-0")
+    if not run.run_json.exists() or set(want) <= set(run.load_run().planned()):
+        return 0.0
+    return _in_rung(folder, doc, 0, rung0, want, console)
+
+
+def _in_rung(folder: Path, doc: TuneFile, index: int, mode: ModeConfig, entries: list[tuple[str, int]],
+             console: Console) -> float:
+    """Add `entries` to a rung's plan (its run.json, as until-decided grows a run's) and run what is missing."""
+    run, info, suite = _rung_run(folder, doc, index, mode, entries)
+    have = set(info.planned())
+    info.plan += [PlanEntry(mode=m, seed=s) for m, s in entries if (m, s) not in have]
+    info.config = suite.model_dump(mode="json")
+    run.write_run(info)
+    return _run(run, info, suite, console)
+
+
 # ---------------------------------------------------------------- the ladder
 
 
@@ -243,12 +302,24 @@ def _step(folder: Path, doc: TuneFile, console: Console) -> None:
     mode = ModeConfig.model_validate(pend["mode"])
     seeds = Suite.model_validate(doc.config).suite.seeds
     plan = [(m, s) for s in seeds for m in ((REFERENCE_MODE, mode.name) if index == 0 else (mode.name,))]
+    before = _fp32_seeds(folder, doc, index, console)   # seeds a cut-short rung added: rung 0 first
     run, info, suite = _rung_run(folder, doc, index, mode, plan)
     console.print(f"rung {index} ({escape(str(pend['rung']))}): {escape(str(pend['why']))}")
-    cost = _run(run, info, suite, console)
-    verdict, trials, suite = _judge(doc, folder, index, mode)
+    cost = before + _run(run, info, suite, console)
+    design = Design(looks=[len(seeds)], max_seeds=max(MAX_SEEDS, len(seeds)))
+    verdict, trials, suite = _judge(doc, folder, index, mode, design)
     facts = _facts(trials, suite, mode, folder, doc.profile, "speed", run.path, console)
     kind, reason = ladder.classify(verdict, facts)
+    while kind == "undecided":   # spend seeds as `run --until-decided` does, within the budget
+        more = _another_seed(doc, verdict, trials, suite, design, cost)
+        if isinstance(more, str):
+            reason = f"{reason} ({more})"
+            break
+        cost += _seed(folder, doc, index, mode, more, console)
+        design = Design(looks=[*design.looks, design.looks[-1] + 1], max_seeds=design.max_seeds)
+        verdict, trials, suite = _judge(doc, folder, index, mode, design)
+        facts = _facts(trials, suite, mode, folder, doc.profile, "speed", run.path, console)
+        kind, reason = ladder.classify(verdict, facts)
     if kind in ("stability", "parity"):
         facts = _facts(trials, suite, mode, folder, doc.profile, kind, run.path, console)
     rec = RungRecord(index=index, rung=str(pend["rung"]), why=str(pend["why"]), mode=pend["mode"],

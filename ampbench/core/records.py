@@ -23,6 +23,7 @@ CHECK_SCHEMA = "ampbench.check/1"
 Status = Literal["ok", "oom", "diverged", "crashed", "timeout", "cancelled"]
 Dtype = Literal["float32", "float16", "bfloat16"]
 Level = Literal["O0", "O1", "O2"]
+DecorateOrder = Literal["", "decorate-first", "data-parallel-first"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # names that become parts of file names
 
 
@@ -69,7 +70,7 @@ class AmpInfo(_Open):
     master_grad: bool = False      # O2: decorate(master_grad=True)
     # O2 with data parallel: whether paddle.amp.decorate ran before paddle.DataParallel wrapped the model
     # (Paddle's AMP guide asks for decorate first); "" when the trial did not use both
-    decorate_order: Literal["", "decorate-first", "data-parallel-first"] = ""
+    decorate_order: DecorateOrder = ""
     evidence: str = ""
     inactive_reason: str = ""
 

@@ -11,8 +11,7 @@ from typing import Any
 from ampbench.core.records import Interference, Trial
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
-from ampbench.trackers import shapes
-from ampbench.trial.command_record import (EventReader, amp_info, memory_of, shape_rows, step_record,
+from ampbench.trial.command_record import (EventReader, amp_info, memory_of, shape_audit, step_record,
                                            throughput_check)
 from ampbench.trial.context import TrialContext
 from ampbench.workloads.command.params import CommandParams, placeholder_values
@@ -126,9 +125,7 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     if gpu is not None and lead is not None:
         nvml_fields(t, gpu, lead.steps[:len(t.steps)], tr.suite.train.warmup_steps)
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
-    if lead is not None and lead.shapes:   # the hook's layers at step 1, judged as the built-in loop's
-        rows, count = shape_rows(lead)
-        t.shape_audit = shapes.audit_dims(rows, tr.batch, count)
+    t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)

@@ -12,7 +12,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ampbench.core.records import AmpInfo, Memory, StepRecord, Trial
+from ampbench.core.records import AmpInfo, DecorateOrder, Memory, StepRecord, Trial
+from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
@@ -196,9 +197,17 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
     return amp
 
 
-def shape_rows(proc: Proc | None) -> tuple[list[tuple[str, str, list[int]]], int]:
+def shape_audit(proc: Proc | None, batch_size: int) -> dict[str, Any]:
+    """The Tensor Core shape audit of the layers the hook listed at step 1, judged as the built-in loop's
+    (trackers/shapes.py); {} when the hook sent none."""
+    if proc is None or not proc.shapes:
+        return {}
+    rows, count = _shape_rows(proc.shapes)
+    return shapes.audit_dims(rows, batch_size, count)
+
+
+def _shape_rows(ev: dict[str, Any]) -> tuple[list[tuple[str, str, list[int]]], int]:
     """The hook's "shapes" event as (name, kind, [in, out]) rows (malformed rows dropped) and its layer count."""
-    ev = proc.shapes if proc is not None else {}
     rows = []
     for r in ev.get("layers") or []:
         if (isinstance(r, list) and len(r) == 4 and isinstance(r[0], str) and isinstance(r[1], str)
@@ -208,7 +217,7 @@ def shape_rows(proc: Proc | None) -> tuple[list[tuple[str, str, list[int]]], int
     return rows, count if isinstance(count, int) and count >= 0 else len(rows)
 
 
-def decorate_order(reader: EventReader) -> str:
+def decorate_order(reader: EventReader) -> DecorateOrder:
     """O2 with data parallel: "data-parallel-first" when any process decorated a model a paddle.DataParallel
     already wrapped (Paddle's AMP guide asks for decorate first), "decorate-first" when a decorated model was
     wrapped afterwards, "" when the program did not use both."""

@@ -55,6 +55,7 @@ class FakeGpu:
     parent: FakeGpu | None = None
     energy_mj: float = 1_000_000.0  # the counter at `t0`; it grows at `power_w` with real time
     power_w: float = 250.0
+    busy_pct: int = 35              # utilization.gpu the driver reports (a fixture) [API]
     visible: bool = True            # a MIG device this container may open [CTK]
     t0: float = field(default_factory=time.monotonic)
 
@@ -275,6 +276,18 @@ class StubNvmlLib:
 
     def _nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any, out: Any) -> int:  # noqa: N802
         _out(out).value = 0x1 | 0x4      # GPU idle (ignored) + SW power cap
+        return SUCCESS
+
+    def _nvmlDeviceGetUtilizationRates(self, handle: Any, out: Any) -> int:  # noqa: N802
+        """[API] nvmlDeviceGetUtilizationRates fills nvmlUtilization_t {gpu, memory}: the percent of time over
+        the past sample period (1/6 s to 1 s by product) during which one or more kernels ran, and during
+        which device memory was read or written; "On MIG-enabled GPUs, querying device utilization rates is
+        not currently supported" (NVML_ERROR_NOT_SUPPORTED)."""
+        g = self._gpu(handle)
+        if g.parent is not None or g.mig:
+            return NOT_SUPPORTED
+        util = _out(out)
+        util.gpu, util.memory = g.busy_pct, g.busy_pct // 2
         return SUCCESS
 
     def _nvmlDeviceGetVirtualizationMode(self, handle: Any, out: Any) -> int:  # noqa: N802

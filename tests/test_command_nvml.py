@@ -129,6 +129,15 @@ def test_command_finish_fills_the_built_in_memory_and_energy_fields_on_a_gpu(tmp
     assert nv.stub.calls["nvmlInitWithFlags"] == 1 and nv.stub.calls["nvmlShutdown"] == 1
 
 
+def test_command_finish_records_the_gpu_busy_share_of_the_measured_window(tmp_path, monkeypatch):
+    """NVML's utilization.gpu (35% in the stub driver), polled every 5 ms so the ~0.15 s window holds samples,
+    averaged over the window the hook's steps give."""
+    monkeypatch.setattr(nvml.Poller.__init__, "__defaults__", (None, 0.005, None, False))
+    t, nv = _trial(tmp_path, "gpu", monkeypatch)
+    assert t.interference is not None and t.interference.gpu_busy_pct == 35.0
+    assert nv.stub.calls["nvmlDeviceGetUtilizationRates"] > 3
+
+
 def test_command_finish_on_cpu_opens_no_nvml_and_records_none(tmp_path, monkeypatch):
     t, nv = _trial(tmp_path, "cpu", monkeypatch)
     assert t.status == "ok", t.error

@@ -9,6 +9,7 @@ driver's record size is NVIDIA's own code, not our belief about it.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -161,3 +162,23 @@ def test_the_window_keeps_the_peak_of_memory_that_moves():
     assert out["device_used_bytes"] == 6 * GIB
     used = [d for _, _, _, d in poller.s.timeline]
     assert max(used) == 3 * GIB + GIB + 6 * GIB and used[-1] == 3 * GIB + GIB + GIB   # base + foreign + ours
+
+
+def test_utilisation_is_averaged_over_the_window_and_not_asked_under_mig():
+    """nvmlDeviceGetUtilizationRates through the real nvidia-ml-py (the stub's utilization.gpu is 35%, a
+    fixture): averaged over the samples inside a window, evaluations (gaps) left out; a MIG device is not
+    asked ([API]: not supported there), so it records nothing and no error."""
+    nv = _opened(four_gpus(own_on=0))
+    poller = nvml.Poller(nv, nvml.resolve(nv, {}, "0000:1b:00.0"), interval_s=0.01).start()
+    time.sleep(0.05)
+    out = poller.stop()
+    t0, t1 = poller.s.busy[0][0], poller.s.busy[-1][0]
+    assert len(poller.s.busy) >= 3 and out["interference"]["gpu_busy_pct"] == 35.0
+    assert poller.busy_pct((t0, t1)) == 35.0 and poller.busy_pct((t1 + 1, t1 + 2)) is None
+    assert poller.busy_pct((t0, t1), gaps=[(t0, t1)]) is None
+    assert nv.stub.calls["nvmlDeviceGetUtilizationRates"] == len(poller.s.busy)
+    nv = _opened(_mig_container())
+    dev = nvml.resolve(nv, {}, "0000:1e:00.0", cuda_uuid=mig_uuid(3, 1).removeprefix("MIG-"))
+    out = nvml.Poller(nv, dev, interval_s=0.01).start().stop()
+    assert out["interference"]["gpu_busy_pct"] is None and out["nvml_errors"] == {}
+    assert nv.stub.calls["nvmlDeviceGetUtilizationRates"] == 0

@@ -334,6 +334,7 @@ def _trial(data_s: float, cpu_s: float, active: bool, **amp: Any) -> Any:
 
 
 def test_causes_are_ranked_with_their_numbers():
+    from ampbench.core.records import Interference
     from ampbench.judge import why_slow
 
     census = {"op_calls": {"matmul_v2": {"float16": 10, "float32": 30}, "cast": {"float32": 40},
@@ -347,6 +348,12 @@ def test_causes_are_ranked_with_their_numbers():
     assert "30 of 100 op calls are white-list ops that still ran in FP32" in causes[3].text
     assert why_slow.op_census(t) == {"total": 100, "low_precision": 10, "casts": 40, "white_list_fp32": 30,
                                      "unlisted": 20}
+    idle = _trial(0.0, 0.05, True, level="O2")
+    idle.interference = Interference(gpu_busy_pct=35.0)   # NVML: a kernel ran 35% of the window
+    assert [c.text for c in why_slow.rank([idle])][0].startswith(
+        "GPU busy 35% of the window (NVML): the device waits on the host")
+    idle.interference = Interference(gpu_busy_pct=80.0)
+    assert "gpu-idle" not in [c.kind for c in why_slow.rank([idle])]
     # on a CPU (AMP inactive) a busy host is the computation, not a launch bound; a small data wait is not named
     assert why_slow.rank([_trial(0.005, 0.099, False)]) == []
 

@@ -138,6 +138,9 @@ class Interference(_Open):
     throttle_reasons: list[str] = []
     temperature_c_max: float | None = None
     power_w_median: float | None = None
+    # NVML utilization.gpu over the window, mean %: the share of time a kernel ran (under 50%: the device
+    # waits on the host, Paddle #42436); None off a GPU and under MIG (NVML does not report it there)
+    gpu_busy_pct: float | None = None
     # where it ran (trackers.placement): the CPU set allowed, CPUs its threads were seen on, the main
     # thread's CPU at the window's start and end, their NUMA nodes
     cpu_affinity: list[int] = []

@@ -17,11 +17,12 @@ from ampbench.core.opstat import CAST_OPS
 DATA_NOTE = 0.1     # a data wait below a tenth of the step is not worth naming
 HOST_BOUND = 0.9    # on a GPU: the host busy this share of each step -> the GPU waits for launches
 UNLISTED_NOTE = 0.2  # at O1, a fifth of the op calls on neither list is worth naming
+GPU_IDLE = 50.0     # NVML utilization.gpu under half the window: the device waits (Paddle #42436)
 
 
 @dataclass(frozen=True)
 class Cause:
-    kind: str       # data-bound, launch-bound, decorate-order, shapes, fp32-ops, unlisted, casts
+    kind: str       # data-bound, launch-bound, gpu-idle, decorate-order, shapes, fp32-ops, unlisted, casts
     weight: float   # for ranking: the share of the step (or of op calls) it concerns
     text: str
 
@@ -47,6 +48,14 @@ def _host(trials: list[Trial]) -> Cause | None:
         return None
     return Cause("launch-bound", share, f"the host is busy {share:.0%} of each step: the GPU waits for kernel "
                  "launches; a larger batch or fused ops help, precision does not")
+
+
+def _gpu_busy(trials: list[Trial]) -> Cause | None:
+    busy = _mean([x for t in trials if t.interference is not None and (x := t.interference.gpu_busy_pct) is not None])
+    if busy is None or busy >= GPU_IDLE:
+        return None
+    return Cause("gpu-idle", 1 - busy / 100, f"GPU busy {busy:.0f}% of the window (NVML): the device waits on the "
+                 "host (data loading, Python, kernel launches): no precision setting shortens that")
 
 
 def _shapes(trials: list[Trial]) -> Cause | None:
@@ -113,6 +122,6 @@ def rank(trials: list[Trial]) -> list[Cause]:
     """The causes the AMP mode's ok trials show, the heaviest first (the data wait and host share bound the
     step outright, so they rank above the shape and op findings whatever their weight)."""
     ok = [t for t in trials if t.status == "ok"]
-    bound = [c for c in (_data(ok), _host(ok)) if c is not None]
+    bound = [c for c in (_data(ok), _host(ok), _gpu_busy(ok)) if c is not None]
     rest = [c for c in (_order(ok), _shapes(ok), *_ops(ok)) if c is not None]
     return sorted(bound, key=lambda c: -c.weight) + sorted(rest, key=lambda c: -c.weight)

@@ -205,6 +205,7 @@ class Samples:
     power_w: list[float] = field(default_factory=list)
     temperature: list[float] = field(default_factory=list)
     throttle: set[str] = field(default_factory=set)
+    busy: list[tuple[float, float]] = field(default_factory=list)   # (perf_counter time, utilization.gpu %)
     errors: dict[str, str] = field(default_factory=dict)
     # with `timeline`: (perf_counter time, energy counter mJ, own processes' memory, device used) per sample
     timeline: list[tuple[float, float | None, int | None, int | None]] = field(default_factory=list)
@@ -325,6 +326,10 @@ class Poller:
             v = self._call(name, fn)
             if v is not None:
                 out.append(float(v) * scale)
+        if not self.dev.mig:   # [API] utilization rates are not supported on MIG-enabled GPUs
+            util = self._call("nvmlDeviceGetUtilizationRates", lambda: nv.nvmlDeviceGetUtilizationRates(p))
+            if util is not None:
+                s.busy.append((time.perf_counter(), float(util.gpu)))
         bits = self._call("nvmlDeviceGetCurrentClocksThrottleReasons",
                           lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(p))
         if bits:
@@ -348,6 +353,14 @@ class Poller:
                 "energy_j": energy, "nvml_device": self.dev.describe(), "nvml_errors": dict(s.errors),
                 "interference": self.interference_sample()}
 
+    def busy_pct(self, window: tuple[float, float] | None = None,
+                 gaps: Collection[tuple[float, float]] = ()) -> float | None:
+        """NVML's utilization.gpu (the share of time a kernel ran, issue 35) averaged over the samples in the
+        window (perf_counter times; None: every sample) outside the gaps (evaluations); None without any."""
+        inside = [v for t, v in self.s.busy if (window is None or window[0] <= t <= window[1])
+                  and not any(a <= t <= b for a, b in gaps)]
+        return statistics.fmean(inside) if inside else None
+
     def interference_sample(self) -> dict[str, Any]:
         """The GPU fields of results.models.Interference (SHARED_FIELDS.md)."""
         s = self.s
@@ -357,7 +370,8 @@ class Poller:
                 "sm_clock_max_mhz": max(s.sm_clock) if s.sm_clock else None,
                 "throttle_reasons": sorted(s.throttle),
                 "temperature_c_max": max(s.temperature) if s.temperature else None,
-                "power_w_median": statistics.median(s.power_w) if s.power_w else None}
+                "power_w_median": statistics.median(s.power_w) if s.power_w else None,
+                "gpu_busy_pct": self.busy_pct()}
 
 
 def interference_sample(window: dict[str, Any] | None) -> dict[str, Any]:

@@ -121,7 +121,13 @@ class ProgramGpu:
                 "device_used_source": (nvml.PROCESS if sources == {nvml.PROCESS} else nvml.DEVICE) if used else None,
                 "energy_j": float(sum(e for e in energy if e is not None)) if energy and None not in energy else None,
                 "nvml_device": first.get("nvml_device"), "errors": errors,
-                "interference": dict(first.get("interference") or {})}
+                "interference": {**dict(first.get("interference") or {}), "gpu_busy_pct": _busy(self, window, gaps)}}
+
+
+def _busy(gpu: ProgramGpu, window: tuple[float, float] | None, gaps: list[tuple[float, float]]) -> float | None:
+    """The first device's NVML utilisation over the measured window (the evaluations inside it left out)."""
+    poller = next(iter(gpu.pollers.values()), None)
+    return poller.busy_pct(window, gaps) if poller is not None and window is not None else None
 
 
 def _in_window(poller: nvml.Poller, res: dict[str, Any], window: tuple[float, float] | None,

@@ -60,6 +60,8 @@ def test_bundled_batchnorm_suites_run_data_parallel_on_cpu_with_every_trial_ok(b
         assert len(d["buffer_digests"]) == 2 and all(d["buffer_digests"])
         assert d["buffers_in_sync"] is (d["buffer_digests"][0] == d["buffer_digests"][1])
         assert [m["rank"] for m in t["memory"]["per_rank"]] == [0, 1]
+        # O2 with data parallel: the built-in loop decorates, then wraps (Paddle's AMP guide; issue 35)
+        assert t["amp"]["decorate_order"] == ("decorate-first" if t["mode"] == "amp-o2-fp16" else "")
 
 
 def test_digests_compare_trainable_parameters_and_report_buffers_apart():

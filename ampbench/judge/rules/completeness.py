@@ -70,8 +70,7 @@ def _completeness(m: ModeConfig, batch_size: int | None, reasons: list[str]) -> 
 def advise_completeness(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
     """A smaller batch after an OOM, a longer timeout, the log to read: from the result's reason codes
     (details.reasons), so rewording a message, or an error text that happens to contain "oom", changes nothing."""
-    reasons = r.details.get("reasons")
-    return _completeness(m, batch_size, [str(x) for x in reasons] if isinstance(reasons, list) else [])
+    return _completeness(m, batch_size, sorted(kit.reasons(r)))
 
 
 COMPLETENESS = Rule("completeness", rule_completeness, advice=advise_completeness)

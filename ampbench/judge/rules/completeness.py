@@ -47,7 +47,8 @@ def rule_completeness(c: Ctx) -> list[RuleResult]:
     if not problems:
         who = f"{n_of(len(own), 'seed')} x {{{c.mode}{'' if c.is_ref else ', fp32'}}}"
         return [c.rule("completeness", "PASS", observed, threshold,
-                       f"All {n_of(len(keys), 'planned trial')} ({who}) finished ok with matching seeds.")]
+                       f"All {n_of(len(keys), 'planned trial')} ({who}) finished ok with matching seeds.",
+                       reasons=["complete"])]
     status = combine([p[0] for p in problems])
     return [c.rule("completeness", status, observed, threshold, "; ".join(p[1] for p in problems) + ".",
                    trials=[p[2] for p in problems if p[2]], reasons=sorted({p[3] for p in problems}))]

@@ -58,7 +58,7 @@ def judged_rate(rates: np.ndarray) -> float | None:
     return trial_rate(rates) if len(rates) >= MIN_STEPS else None
 
 
-def geomean(values: Sequence[float]) -> float:
+def geomean(values: Sequence[float] | np.ndarray) -> float:
     """The geometric mean of per-trial figures: how a mode's (or a run's) samples/s is made of its
     trials' figures, and the centre of every log-ratio comparison."""
     return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))

@@ -117,7 +117,8 @@ def make_trial(
         schema="ampbench.trial/1", suite=suite, workload="toy", mode=mode, seed=seed, status=status,
         config_hash=config_hash, env=env, batch_size=samples,
         amp=AmpInfo(requested=amp, active=active, level="O1" if amp else "O0", dtype="float16" if amp else "float32",
-                    op_calls=ops, inactive_reason="" if active or not amp else "CPU: AMP is a no-op"),
+                    op_calls=ops, inactive_reason="" if active or not amp else "CPU: AMP is a no-op",
+                    inactive_code="" if active or not amp else "device"),  # as the worker records a CPU trial
         steps=steps,
         memory=Memory(source=memory_source, peak_allocated_bytes=peak_bytes, rss_peak_bytes=peak_bytes * 2),
         metrics={} if metric is None else {metric_name: metric},

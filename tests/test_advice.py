@@ -48,7 +48,8 @@ def assert_applicable(mode: ModeConfig, lines: list[str]) -> list[dict[str, Any]
 
 
 COLLAPSE = rule("stability", message="amp__seed0: loss-scale collapse began at step 12: scale halved 8 times",
-                observed={"nonfinite_losses": 0, "max_skipped_fraction": 0.4, "collapse_began_step": 12})
+                observed={"nonfinite_losses": 0, "max_skipped_fraction": 0.4, "collapse_began_step": 12},
+                details={"reasons": ["skipped", "collapse"]})
 
 
 def test_pass_gets_no_advice() -> None:
@@ -89,7 +90,8 @@ def test_parity_in_bf16_suggests_float16_not_bf16() -> None:
 
 def test_parity_underflow_suggests_a_larger_scale() -> None:
     d = diag(findings=[Finding(index=9, step=1, phase="backward", op="matmul_grad", kind="underflow")])
-    tips = advice_for(rule("accuracy-parity", message="... with one FP32 seed ..."), O2, d)
+    tips = advice_for(rule("accuracy-parity", message="... with one FP32 seed ...",
+                                details={"reasons": ["seed-sd-unknown"]}), O2, d)
     scaler = next(s["scaler"] for s in assert_applicable(O2, tips) if "scaler" in s)
     assert scaler["init_loss_scaling"] == 4096.0 and scaler["incr_every_n_steps"] <= 500
     assert any("flushed to zero" in t for t in tips) and any("add seeds" in t for t in tips)
@@ -98,7 +100,7 @@ def test_parity_underflow_suggests_a_larger_scale() -> None:
 def test_many_skipped_steps_without_collapse_suggest_a_lower_start() -> None:
     big = ModeConfig(name="amp", level="O1", dtype="float16", scaler={"init_loss_scaling": 2.0**20})
     r = rule("stability", message="amp__seed0: 9 of 40 steps skipped (found_inf), 22.5% > 2.0%",
-             observed={"nonfinite_losses": 0, "collapse_began_step": None})
+             observed={"nonfinite_losses": 0, "collapse_began_step": None}, details={"reasons": ["skipped"]})
     scaler = next(s["scaler"] for s in assert_applicable(big, advice_for(r, big)) if "scaler" in s)
     assert scaler["init_loss_scaling"] == 32768.0
 
@@ -121,7 +123,8 @@ def test_speed_memory_and_oom_advice_is_concrete() -> None:
 
 
 def test_amp_inactive_on_cpu_and_bf16_hint() -> None:
-    tips = advice_for(rule("amp-active", status="INCONCLUSIVE", message="AMP inactive on this device (cpu)"), O1_BF16)
+    tips = advice_for(rule("amp-active", status="INCONCLUSIVE", message="AMP inactive on this device (cpu)",
+                           details={"reasons": ["device"]}), O1_BF16)
     assert any("run the suite on a GPU" in t for t in tips) and {"dtype": "float16"} in toml_snippets(tips)
 
 

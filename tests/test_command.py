@@ -164,6 +164,7 @@ def test_user_script_is_measured_and_amp_inactive_exits_3(tmp_path):
         assert t["env"]["paddle"]
     amp = ts["amp-o1-fp16__seed0"]["amp"]
     assert amp["requested"] and not amp["active"] and "every recorded op ran in float32" in amp["inactive_reason"]
+    assert amp["inactive_code"] == "device"
     assert "AMP inactive" in r.output
 
 

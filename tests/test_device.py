@@ -47,8 +47,10 @@ def test_cpu_model_reads_the_processor_name(tmp_path):
     assert cpu_model(tmp_path / "missing")  # falls back to the platform's answer
 
 
-@pytest.mark.parametrize("works,expect", [(False, "unsupported"), (True, "check the custom op lists")])
-def test_inactive_reason_blames_the_device_only_when_the_probe_fails(monkeypatch, toy_suite, tmp_path, works, expect):
+@pytest.mark.parametrize("works,expect,code", [(False, "unsupported", "device"),
+                                               (True, "check the custom op lists", "op-lists")])
+def test_inactive_reason_blames_the_device_only_when_the_probe_fails(monkeypatch, toy_suite, tmp_path, works, expect,
+                                                                     code):
     from ampbench.results import RunDir
     from ampbench.trackers import device
     from ampbench.trial.worker import Events, TrialRunner
@@ -63,6 +65,7 @@ def test_inactive_reason_blames_the_device_only_when_the_probe_fails(monkeypatch
                      Events(None))
     tr.run()
     assert not tr.trial.amp.active and expect in tr.trial.amp.inactive_reason
+    assert tr.trial.amp.inactive_code == code  # what the amp-active rule's advice reads
 
 
 def test_selftest_on_cpu_exits_3_and_lists_its_checks():

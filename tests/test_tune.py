@@ -411,6 +411,9 @@ def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
     # 8 developers share 2 cores here: the speed rule would (rightly) call every measurement disturbed; the
     # ladder's climb is what this test is about
     monkeypatch.setattr("ampbench.judge.rules.speed._disturbance", lambda *a: None)
+    # the simulated A100's kernels run on this CPU, so its host is busy for the whole step: on an idle
+    # machine that reads launch-bound (a real stop), which is not what this test is about
+    monkeypatch.setattr(ladder, "LAUNCH_BOUND_HOST_SHARE", 2.0)
     suite = tmp_path / "toy.toml"
     suite.write_text('[suite]\nname = "toy"\nworkload = "toy"\nmetric = "accuracy"\nseeds = [0, 1, 2]\n'
                      '[workload]\ntrain_rows = 512\neval_rows = 128\n[train]\nbatch_size = 32\nsteps = 13\noptimizer = { lr = 0.02 }\n'

@@ -69,7 +69,7 @@ def test_same_seed_same_curve_and_amp_inactive_is_fp32_on_cpu(toy_trials):
 def test_amp_activity_evidence(toy_trials):
     amp, fp32 = toy_trials["amp"].amp, toy_trials["a"].amp
     assert amp.requested and not amp.active            # CPU: no low-precision op ran
-    assert "inactive on this device" in amp.inactive_reason
+    assert "inactive on this device" in amp.inactive_reason and amp.inactive_code == "device"
     assert amp.op_calls["matmul_v2"]["float32"] > 0 and amp.op_calls["matmul_v2"]["float16"] == 0
     apart = amp.optimizer_op_calls                     # the optimizer step's ops, apart from the share (issue 31)
     assert apart and not set(apart) & {"matmul_v2", "elementwise_add"} and "optimizer step's" in amp.evidence

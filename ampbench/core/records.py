@@ -22,6 +22,7 @@ CHECK_SCHEMA = "ampbench.check/1"
 # cancelled: the scheduler ended it, not the trial (a Slurm job cancelled or preempted: trial.slurm says which)
 Status = Literal["ok", "oom", "diverged", "crashed", "timeout", "cancelled"]
 Dtype = Literal["float32", "float16", "bfloat16"]
+InactiveCode = Literal["", "device", "op-lists", "no-evidence"]
 Level = Literal["O0", "O1", "O2"]
 DecorateOrder = Literal["", "decorate-first", "data-parallel-first"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # names that become parts of file names
@@ -73,6 +74,11 @@ class AmpInfo(_Open):
     decorate_order: DecorateOrder = ""
     evidence: str = ""
     inactive_reason: str = ""
+    # why AMP was off, as a code the rules' advice reads (the text above is for people): "device" (the
+    # device or its build cannot run this dtype's AMP), "op-lists" (it could, yet no op ran in low
+    # precision), "no-evidence" (no op dtype counts to tell); "" when active or in a file
+    # written before the code was
+    inactive_code: InactiveCode = ""
 
 
 class StepRecord(_Open):
@@ -232,6 +238,18 @@ class Trial(VersionedDoc):
     def step_rates(self) -> np.ndarray:
         """Samples per second of each measured step (warm-up and zero-time steps excluded)."""
         return rates_from([s.time_s for s in self.measured_steps()], self.step_samples())
+
+    def mean_rate(self) -> float:
+        """Samples over time of the measured steps: what a program's own throughput line (an interval's
+        samples over its wall time) measures, unlike the median per-step rate ampbench judges speed by
+        (a slow first step per epoch, e.g. a DataLoader starting its iterator, moves the mean only).
+        Only the command workload's cross-check of the program's own log reads it."""
+        busy = sum(s.time_s for s in self.measured_steps())
+        return self.measured_samples() / busy if busy > 0 else 0.0
+
+    def measured_samples(self) -> int:
+        """Samples the measured steps recorded: what energy per sample divides by."""
+        return sum(s.samples for s in self.measured_steps())
 
     def cpu_share(self) -> float | None:
         """Process CPU seconds per wall second over the measured steps (None when not recorded)."""

@@ -38,7 +38,7 @@ class ModeStats:
 
     @property
     def samples_per_s(self) -> float | None:
-        return float(np.exp(np.mean(np.log(self.per_trial)))) if self.per_trial else None
+        return geomean(self.per_trial) if self.per_trial else None
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -50,6 +50,23 @@ class ModeStats:
         half = st.t.ppf((1 + self.confidence) / 2, k - 1) * float(np.std(logs, ddof=1)) / math.sqrt(k)
         centre = float(np.mean(logs))
         return float(np.exp(centre - half)), float(np.exp(centre + half))
+
+
+def judged_rate(rates: np.ndarray) -> float | None:
+    """A trial's figure as the rules use it: its samples/s (`trial_rate`) when it has at least
+    MIN_STEPS measured steps, else None (too short to stand for the trial)."""
+    return trial_rate(rates) if len(rates) >= MIN_STEPS else None
+
+
+def geomean(values: Sequence[float] | np.ndarray) -> float:
+    """The geometric mean of per-trial figures: how a mode's (or a run's) samples/s is made of its
+    trials' figures, and the centre of every log-ratio comparison."""
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
+
+
+def log_rates(rates: Sequence[np.ndarray]) -> list[float]:
+    """log samples/s of each trial that has a judged figure (the scale the rate comparisons work on)."""
+    return [math.log(r) for r in (judged_rate(x) for x in rates) if r is not None]
 
 
 def mode_stats(rate_groups: Sequence[np.ndarray], confidence: float = 0.95) -> ModeStats:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 from pydantic import BaseModel
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
@@ -36,12 +35,7 @@ class PlanRow(BaseModel):
 
 
 def _log_medians(trials: list[Trial], metric: str) -> list[float]:
-    out = []
-    for t in trials:
-        r = compact(t, metric).rates()
-        if len(r) >= measure.MIN_STEPS:
-            out.append(math.log(float(np.median(r))))
-    return out
+    return measure.log_rates([compact(t, metric).rates() for t in trials])
 
 
 def _pooled_sd(*groups: list[float]) -> float | None:

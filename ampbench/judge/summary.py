@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, Suite
-from ampbench.core.records import RunInfo, Trial, trial_rate
+from ampbench.core.records import RunInfo, Trial
 from ampbench.judge import inference, measure
 from ampbench.results.history import NOT_CHECKED, ModeSummary, RunSummary, TrialPoint
 from ampbench.results.verdicts import CheckReport, SpeedupDetails, combine
@@ -50,13 +50,12 @@ def _mode_summary(mode: str, ts: list[Trial], metric: str, confidence: float) ->
 def trial_point(t: Trial, metric: str) -> TrialPoint:
     """An ok trial's figures for the history line: the speed rule's per-trial median (trials with fewer
     than MIN_STEPS measured steps have none, as the rule leaves them out), metric, peak, CPU evidence."""
-    rates = t.step_rates()
     value = t.metrics.get(metric)
     inf = t.interference
     share = inf.cpu_share if inf is not None and inf.cpu_share else t.cpu_share()
     peak = t.peak_memory()[0]
     return TrialPoint(
-        seed=t.seed, samples_per_s=trial_rate(rates) if len(rates) >= measure.MIN_STEPS else None,
+        seed=t.seed, samples_per_s=measure.judged_rate(t.step_rates()),
         metric=float(value) if value is not None and math.isfinite(value) else None, peak_bytes=peak or None,
         cpu_share=share, others_cpu=inf.others_cpu if inf is not None else None, cpu_count=t.env.cpu_count)
 

@@ -132,7 +132,7 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     t.metrics = _metrics(tr, p, output, out)
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped,
                             "log_bytes_dropped": output.dropped_bytes}
-    ours = mean_rate(t)
+    ours = t.mean_rate()
     check = throughput_check(ours, output.scan, p.throughput_tolerance)
     if check is not None:
         info["throughput_check"] = check
@@ -165,18 +165,9 @@ def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: 
     interference = got.pop("interference", {})
     for key, value in got.items():
         setattr(t.memory, key, value)
-    samples = sum(s.samples for s in t.measured_steps())
+    samples = t.measured_samples()
     if t.memory.energy_j is not None and samples:
         t.memory.energy_j_per_sample = t.memory.energy_j / samples
     if interference:
         current = t.interference.model_dump() if t.interference is not None else {}
         t.interference = Interference.model_validate({**current, **interference})
-
-
-def mean_rate(t: Trial) -> float:
-    """Samples over time of the measured steps: what a program's own throughput line (an interval's
-    samples over its wall time) measures, unlike the median per-step rate ampbench judges speed by
-    (a slow first step per epoch, e.g. a DataLoader starting its iterator, moves the mean only)."""
-    measured = t.measured_steps()
-    busy = sum(s.time_s for s in measured)
-    return sum(s.samples for s in measured) / busy if busy > 0 else 0.0

@@ -189,6 +189,7 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
     amp.decorate_order = decorate_order(reader)
     if requested and not amp.active:
         errors = "; ".join(sorted({p.ops_error for p in reader.procs.values() if p.ops_error}))
+        amp.inactive_code = "device" if instrumented and not errors else "no-evidence"
         amp.inactive_reason = (
             "not instrumented (workload.instrument = false): no op dtype evidence" if not instrumented else
             f"no op dtype evidence from the program ({errors})" if errors else

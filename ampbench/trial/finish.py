@@ -30,7 +30,7 @@ def finish(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     time_to_target(tr, p.wl)
     t.workload_info = p.wl.describe()  # counts from training too
     p.replicas.finish(t, p.model)      # per-rank memory (maxima, energy summed), weight digests
-    samples = sum(s.samples for s in t.measured_steps())
+    samples = t.measured_samples()
     if t.memory.energy_j is not None and samples:
         t.memory.energy_j_per_sample = t.memory.energy_j / samples
 
@@ -51,6 +51,8 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
                    f"{sum(sum(c.values()) for c in amp.optimizer_op_calls.values())} apart"
     if mode.amp and not amp.active:
         rule = device.amp_unsupported_reason(mode.dtype)
+        on_device = bool(rule) or not device.amp_supported(mode.dtype, mode.amp_level)
+        amp.inactive_code = "device" if on_device else "op-lists"
         amp.inactive_reason = (
             f"AMP inactive on this device ({tr.trial.env.device}): {rule}" if rule else
             f"AMP inactive on this device ({tr.trial.env.device}): {mode.dtype} AMP is unsupported here "

@@ -22,6 +22,13 @@ INACTIVE = ("AMP was inactive in these trials, so this number describes FP32 on 
             "can fix that here. Run the suite on a CUDA GPU to judge it.")
 
 
+def reasons(r: RuleResult) -> set[str]:
+    """The result's reason codes (`details.reasons`, set by its rule with the numbers its message shows):
+    the only thing advice reads about why a rule did not pass, so rewording a message changes no advice."""
+    got = r.details.get("reasons")
+    return {str(x) for x in got} if isinstance(got, list) else set()
+
+
 def toml_line(key: str, value: Any) -> str:
     return f"`{key} = {toml_inline(value)}`" if isinstance(value, dict) else \
         f"`{_one_line(tomli_w.dumps({key: value}))}`"

@@ -33,7 +33,8 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
     mode = c.suite.mode(c.mode)
     threshold = {"active": len(ts), "level": mode.level, "dtype": mode.dtype}
     if not ts:
-        return [c.rule("amp-active", "INCONCLUSIVE", None, threshold, "No completed trial to inspect for AMP activity.")]
+        return [c.rule("amp-active", "INCONCLUSIVE", None, threshold, "No completed trial to inspect for AMP activity.",
+                       reasons=["no-trials"])]
     active = [t for t in ts if t.amp.active]
     low, total = _op_counts(ts)
     share = low / total if total else None
@@ -41,13 +42,23 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
     observed = {"active": len(active), "trials": len(ts), "low_precision_share": share}
     if len(active) == len(ts):
         return [c.rule("amp-active", "PASS", observed, threshold,
-                       f"AMP {mode.level}/{mode.dtype} was active in {all_of(len(ts))} ({ops}).")]
-    reasons = sorted({t.amp.inactive_reason for t in ts if not t.amp.active and t.amp.inactive_reason})
-    why = "; ".join(reasons) or "no low-precision op calls"
+                       f"AMP {mode.level}/{mode.dtype} was active in {all_of(len(ts))} ({ops}).", reasons=["active"])]
+    texts = sorted({t.amp.inactive_reason for t in ts if not t.amp.active and t.amp.inactive_reason})
+    why = "; ".join(texts) or "no low-precision op calls"
     return [c.rule("amp-active", "INCONCLUSIVE", observed, threshold,
                    f"AMP inactive in {len(ts) - len(active)} of {len(ts)} trials: {why}; {ops}. Numerics stayed "
                    "FP32, so parity, speedup and memory cannot be judged here.",
-                   trials=[t.key for t in ts if not t.amp.active])]
+                   trials=[t.key for t in ts if not t.amp.active],
+                   reasons=sorted({inactive_code(t) for t in ts if not t.amp.active}))]
+
+
+def inactive_code(t: Trial) -> str:
+    """Why AMP was off in a trial, as the worker recorded it (`amp.inactive_code`); a file written before
+    the code existed: "device" on a CPU (or unknown) device, else "op-lists"."""
+    if t.amp.inactive_code:
+        return t.amp.inactive_code
+    device = (t.env.device or "").lower()
+    return "device" if device in ("", "cpu") or device.startswith("cpu") else "op-lists"
 
 
 def _calls(ts: list[Trial]) -> dict[str, dict[str, int]]:
@@ -75,7 +86,7 @@ def rule_op_lists(c: Ctx) -> list[RuleResult]:
         return [c.rule("op-lists", "INCONCLUSIVE", {"unknown": unknown, "leaked": [], "missed": []}, threshold,
                        f"Custom op list names {', '.join(unknown)} that Paddle does not know; Paddle ignores them "
                        "silently (e.g. embedding is lookup_table_v2), so the list cannot have taken effect.",
-                       trials=[t.key for t in ts if t.amp.unknown_op_names])]
+                       trials=[t.key for t in ts if t.amp.unknown_op_names], reasons=["unknown-ops"])]
     calls = _calls(ts)
     low = {op: sum(v for k, v in by.items() if k in LOW_PRECISION) for op, by in calls.items()}
     leaked = [op for op in mode.custom_black_list if low.get(op, 0) > 0]
@@ -86,14 +97,16 @@ def rule_op_lists(c: Ctx) -> list[RuleResult]:
     if c.amp_inactive:
         return [c.rule("op-lists", "INCONCLUSIVE", observed, threshold,
                        "every op ran in float32 on this device, so the custom lists cannot be verified here."
-                       + note, informational=True)]
+                       + note, informational=True, reasons=["amp-inactive"])]
     if leaked or missed:
         parts = ([f"black-listed {', '.join(leaked)} ran in low precision"] if leaked else []) + \
                 ([f"white-listed {', '.join(missed)} never ran in low precision"] if missed else [])
         return [c.rule("op-lists", "FAIL", observed, threshold,
-                       f"The custom op lists did not take effect: {'; '.join(parts)}.{note}")]
+                       f"The custom op lists did not take effect: {'; '.join(parts)}.{note}",
+                       reasons=(["leaked"] if leaked else []) + (["missed"] if missed else []))]
     return [c.rule("op-lists", "PASS", observed, threshold,
-                   f"Black-listed ops stayed float32 and white-listed ops ran in low precision.{note}")]
+                   f"Black-listed ops stayed float32 and white-listed ops ran in low precision.{note}",
+                   reasons=["applied"])]
 
 
 def _has_lists(c: Ctx) -> bool:
@@ -103,23 +116,23 @@ def _has_lists(c: Ctx) -> bool:
     return bool(mode.custom_white_list or mode.custom_black_list)
 
 
-def _amp_active(m: ModeConfig, text: str) -> list[str]:
+def _amp_active(m: ModeConfig, reasons: set[str]) -> list[str]:
     out = []
-    if "device" in text or "cpu" in text or "inactive on this device" in text:
+    if "device" in reasons:
         out.append("AMP cannot run on this device (Paddle's auto_cast is a no-op without a CUDA/XPU device): run the "
                    "suite on a GPU; no suite change activates it here.")
     if m.dtype == "bfloat16":
         out.append("bfloat16 kernels need compute capability 8.0+; on older GPUs use float16 with loss scaling: "
                    f"{kit.toml_line('dtype', 'float16')}.")
-    if m.custom_black_list and ("custom op list" in text or "no op ran" in text or not out):
+    if m.custom_black_list and ("op-lists" in reasons or not out):
         out.append("Paddle ran no op in low precision: check that `custom_black_list` does not hold the matmul/conv "
                    f"ops (current: {kit.toml_list(m.custom_black_list)}); e.g. {kit.toml_line('custom_black_list', [])}.")
     return out
 
 
 def advise_amp_active(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
-    """What to try when AMP did not really run (device, dtype, op lists)."""
-    return _amp_active(m, (r.message or "").lower())
+    """What to try when AMP did not really run (device, dtype, op lists), from the trials' inactive codes."""
+    return _amp_active(m, kit.reasons(r))
 
 
 AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only, advice=advise_amp_active)

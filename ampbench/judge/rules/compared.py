@@ -26,7 +26,8 @@ def rule_amp_compared(c: Ctx) -> list[RuleResult]:
     how = (f"the suite defines {', '.join(defined)} but the run planned only fp32 (--mode?)" if defined else
            "the suite defines no AMP mode: add a [[modes]] entry with level = \"O1\" or \"O2\"")
     return [c.rule("amp-compared", "INCONCLUSIVE", {"amp_modes": 0}, {"amp_modes": 1},
-                   f"Nothing was compared: no AMP mode was judged ({how}). FP32 alone says nothing about AMP.")]
+                   f"Nothing was compared: no AMP mode was judged ({how}). FP32 alone says nothing about AMP.",
+                   reasons=["not-planned" if defined else "none-defined"], defined=defined)]
 
 
 AMP_COMPARED = Rule("amp-compared", rule_amp_compared, _no_amp_planned)

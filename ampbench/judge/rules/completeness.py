@@ -47,7 +47,8 @@ def rule_completeness(c: Ctx) -> list[RuleResult]:
     if not problems:
         who = f"{n_of(len(own), 'seed')} x {{{c.mode}{'' if c.is_ref else ', fp32'}}}"
         return [c.rule("completeness", "PASS", observed, threshold,
-                       f"All {n_of(len(keys), 'planned trial')} ({who}) finished ok with matching seeds.")]
+                       f"All {n_of(len(keys), 'planned trial')} ({who}) finished ok with matching seeds.",
+                       reasons=["complete"])]
     status = combine([p[0] for p in problems])
     return [c.rule("completeness", status, observed, threshold, "; ".join(p[1] for p in problems) + ".",
                    trials=[p[2] for p in problems if p[2]], reasons=sorted({p[3] for p in problems}))]
@@ -70,8 +71,7 @@ def _completeness(m: ModeConfig, batch_size: int | None, reasons: list[str]) -> 
 def advise_completeness(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
     """A smaller batch after an OOM, a longer timeout, the log to read: from the result's reason codes
     (details.reasons), so rewording a message, or an error text that happens to contain "oom", changes nothing."""
-    reasons = r.details.get("reasons")
-    return _completeness(m, batch_size, [str(x) for x in reasons] if isinstance(reasons, list) else [])
+    return _completeness(m, batch_size, sorted(kit.reasons(r)))
 
 
 COMPLETENESS = Rule("completeness", rule_completeness, advice=advise_completeness)

@@ -30,17 +30,18 @@ def rule_energy(c: Ctx) -> list[RuleResult]:
     if not amp or not ref:
         return [c.rule("energy", "INCONCLUSIVE", None, MAX_ENERGY_RATIO,
                        "Energy per sample not measured (NVML's energy counter: GPU only).",
-                       informational=c.amp_inactive)]
+                       informational=c.amp_inactive, reasons=["not-measured"])]
     if min(len(amp), len(ref)) < inference.MIN_TRIALS:
         return [c.rule("energy", "INCONCLUSIVE", None, MAX_ENERGY_RATIO,
                        f"Energy per sample from too few trials: {more_seeds_text(min(len(amp), len(ref)), inference.MIN_TRIALS)}.",
-                       informational=c.amp_inactive)]
+                       informational=c.amp_inactive, reasons=["few-seeds"])]
     b = inference.log_ratio_bounds(amp, ref, c.th.confidence)
     status: Status = "PASS" if b.upper <= MAX_ENERGY_RATIO else "FAIL" if b.lower > MAX_ENERGY_RATIO else "INCONCLUSIVE"
     msg = (f"AMP/FP32 energy per sample {b.estimate:.3f} ({g(b.confidence * 100, 3)}% CI [{b.low:.3f}, {b.high:.3f}], "
            f"{len(amp)} vs {len(ref)} seeds) against at most {g(MAX_ENERGY_RATIO)}.")
     return [c.rule("energy", status, b.estimate, MAX_ENERGY_RATIO, msg, informational=c.amp_inactive,
-                   estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper)]
+                   estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
+                   reasons=[{"PASS": "no-more", "FAIL": "more", "INCONCLUSIVE": "undecided"}[status]])]
 
 
 def _applies(c: Ctx) -> bool:
@@ -54,7 +55,7 @@ def advise_energy(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
     """Energy per sample follows time per sample: what speeds AMP up usually saves energy too."""
     if r.informational:
         return [kit.INACTIVE]
-    if "not measured" in r.message or "too few" in r.message:
+    if kit.reasons(r) & {"not-measured", "few-seeds"}:
         return ["Energy comes from NVML's total-energy counter (Volta or newer): run on such a GPU with "
                 "nvidia-ml-py installed, and at least two seeds per mode."]
     return ["AMP spends more energy per sample when it is not faster: see the speedup rule's advice "

@@ -13,17 +13,18 @@ import numpy as np
 
 from ampbench.config import ModeConfig
 from ampbench.core.units import bytes_h
-from ampbench.judge import inference, interference
+from ampbench.judge import inference, interference, measure
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
-from ampbench.judge.rules.history_pooled import pooled_throughput
+from ampbench.judge.rules.history_pooled import HISTORY_CODE, pooled_throughput
 from ampbench.judge.rules.memory import SOURCE_TEXT
-from ampbench.judge.rules.parity import noninferiority
+from ampbench.judge.rules.parity import PARITY_CODE, noninferiority
 from ampbench.judge.rules.speed import (
     clustering,
     compare,
     fail_bound,
     level_text,
     planned_seeds,
+    shortfall_codes,
     shortfall_text,
 )
 from ampbench.results.baselines import STORED_REL_ERROR, CompactTrial
@@ -40,7 +41,7 @@ def rule_history(c: Ctx) -> list[RuleResult]:
     base = c.baseline.trials(c.mode)
     if not base:
         return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
-                       f"{c.baseline_note}The baseline has no ok trial of mode {c.mode}.")]
+                       f"{c.baseline_note}The baseline has no ok trial of mode {c.mode}.", reasons=["no-baseline-trials"])]
     cur = c.compact(c.mode)
     out = [history_throughput(c, cur, base), history_metric(c, cur, base)]
     mem = history_memory(c, cur, base)
@@ -53,7 +54,8 @@ def _pooled(c: Ctx) -> list[RuleResult]:
     cur, seeds = c.compact(c.mode), c.pooled.per_seed(c.mode)
     if not seeds:
         return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
-                       f"The pooled baseline ({c.pooled.describe()}) has no ok trial of mode {c.mode}.")]
+                       f"The pooled baseline ({c.pooled.describe()}) has no ok trial of mode {c.mode}.",
+                       reasons=["no-baseline-trials"])]
     out = [pooled_throughput(c, cur), history_metric(c, cur, seeds)]
     mem = history_memory(c, cur, seeds)
     return out + ([mem] if mem else [])
@@ -90,11 +92,12 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
         est = None if cmp is None else cmp.point - 1
         head = "" if cmp is None else f"{c.mode} throughput {est:+.1%} vs baseline (point estimate). "
         return c.rule("history-throughput", "INCONCLUSIVE", est, threshold,
-                      f"{note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()))
+                      f"{note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()),
+                      reasons=shortfall_codes(cmp))
     b = cmp.bounds
     status = as_status(inference.decide_bounds(b, 1 - m))
-    msg = (f"{note}{c.mode} throughput {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs baseline "
-           f"{g(float(np.exp(np.mean(np.log(cmp.den)))))} samples/s (per-trial medians, {len(cmp.num)} vs "
+    msg = (f"{note}{c.mode} throughput {g(measure.geomean(cmp.num))} vs baseline "
+           f"{g(measure.geomean(cmp.den))} samples/s (per-trial medians, {len(cmp.num)} vs "
            f"{len(cmp.den)} trials): {b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%})")
     if status == "FAIL":
         msg += f"; a slowdown beyond {m:.0%} is demonstrated (upper bound {b.fail_upper - 1:+.1%}, {level_text(b)})."
@@ -107,14 +110,17 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
                 f"{b.lower - 1:+.1%}, FAIL bound {fail_bound(b, ratio=False)}, {level_text(b)}); "
                 f"{more_seeds_text(len(cmp.num), seeds)}.")
     why = None if status == "PASS" else interference.disturbed(cur, base, b.estimate, m, ("this run", "baseline"))
+    codes = [HISTORY_CODE[status]] + (["disturbed"] if why else [])
     if why:
         status, msg = "INCONCLUSIVE", f"{note}{why[0].upper()}{why[1:]}. {msg[len(note):]}"
     clustered = clustering([cur, base, *_other_arms(c)])
     if clustered:
         msg += f" Note: {clustered}."
+        codes.append("clustered")
     return c.rule("history-throughput", status, _change(b.estimate), threshold, msg, ratio=b.estimate, lower=b.lower,
                   upper=b.upper, fail_upper=b.fail_upper, ci_low=b.low, ci_high=b.high,
-                  seeds=[len(cmp.num), len(cmp.den)], drift_sd=drift, disturbed=bool(why), clustered=clustered)
+                  seeds=[len(cmp.num), len(cmp.den)], drift_sd=drift, disturbed=bool(why), clustered=clustered,
+                  reasons=codes)
 
 
 def _metrics(trials: list[CompactTrial]) -> list[float]:
@@ -126,16 +132,17 @@ def history_metric(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
     now, then, note = _metrics(cur), _metrics(base), c.baseline_note
     if not now or not then:
         return c.rule("history-metric", "INCONCLUSIVE", None, None,
-                      f"{note}Metric {c.metric!r} missing here or in the baseline.")
+                      f"{note}Metric {c.metric!r} missing here or in the baseline.", reasons=["metric-missing"])
     worse = (mean(then) - mean(now)) if c.goal == "max" else (mean(now) - mean(then))
     head = f"{note}{c.mode} mean {c.metric} {g(mean(now))} vs baseline {g(mean(then))}: "
     if min(len(now), len(then)) < inference.MIN_TRIALS:
         return c.rule("history-metric", "INCONCLUSIVE", worse, c.th.metric_abs_tol,
                       f"{head}worse by {g(worse, 3)}; not judged: {more_seeds_text(1, inference.MIN_TRIALS)}."
-                      + one_seed_note(len(then), len(now)), current_mean=mean(now), baseline_mean=mean(then))
+                      + one_seed_note(len(then), len(now)), current_mean=mean(now), baseline_mean=mean(then),
+                      reasons=["seed-sd-unknown"])
     status, tail, extra = noninferiority(c, then, now, "this run", history=True)
     return c.rule("history-metric", status, worse, extra["margin"], head + tail, current_mean=mean(now),
-                  baseline_mean=mean(then), **extra)
+                  baseline_mean=mean(then), reasons=[PARITY_CODE[status]], **extra)
 
 
 def history_memory(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) -> RuleResult | None:
@@ -150,7 +157,8 @@ def history_memory(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
     msg = (f"{c.baseline_note}{c.mode} peak memory ({SOURCE_TEXT.get(next(iter(src_now)), 'peak')}) "
            f"{bytes_h(float(np.median(now)))} vs baseline {bytes_h(float(np.median(then)))}: {grow:+.1%} "
            f"({'above' if grow > lim else 'within'} the {lim:.0%} allowed growth).")
-    return c.rule("history-memory", "FAIL" if grow > lim else "PASS", grow, lim, msg)
+    return c.rule("history-memory", "FAIL" if grow > lim else "PASS", grow, lim, msg,
+                  reasons=["grew" if grow > lim else "within"])
 
 
 HISTORY_ADVICE = ("Compare this run's environment (Paddle/CUDA/cuDNN versions, driver, `default_lists_hash` of the AMP "

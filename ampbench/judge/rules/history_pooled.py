@@ -20,8 +20,11 @@ from ampbench.results.baselines import CompactTrial
 from ampbench.results.verdicts import RuleResult, as_status
 
 
+HISTORY_CODE = {"PASS": "no-slowdown", "FAIL": "slowdown", "INCONCLUSIVE": "undecided", "ERROR": "error"}
+
+
 def _logs(trials: list[CompactTrial]) -> list[float]:
-    return [math.log(float(np.median(t.rates()))) for t in trials if len(t.rates()) >= measure.MIN_STEPS]
+    return measure.log_rates([t.rates() for t in trials])
 
 
 def _padded(runs: list[list[float]]) -> np.ndarray:
@@ -52,11 +55,11 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     if len(runs) < MIN_RUNS:
         return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
                       f"Not enough data: the history holds {len(runs)} run(s) of {c.mode} since {p.since}; the "
-                      f"run-to-run drift needs {MIN_RUNS}.", baseline_runs=ids)
+                      f"run-to-run drift needs {MIN_RUNS}.", baseline_runs=ids, reasons=["few-runs"])
     if len(now) < inference.MIN_TRIALS:
         return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
                       f"Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} measured steps; "
-                      f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=ids)
+                      f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=ids, reasons=["few-seeds"])
     clustered = clustering([cur, *[c.compact(x.name) for x in c.suite.modes if x.name != c.mode]])
     base_n = sum(len(r) for r in runs)
     pc, fc = c.levels(history=True, baseline_trials=base_n)
@@ -68,8 +71,8 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
                          fail_floor_of([cur], clustered))
     status = as_status(inference.decide_bounds(b, 1 - m))
     drift = float(r["drift"][0])
-    base_gm = math.exp(float(np.mean([np.mean(x) for x in runs])))
-    msg = (f"{c.mode} throughput {g(math.exp(float(np.mean(now))))} samples/s ({len(now)} trials) vs {g(base_gm)} "
+    base_gm = measure.geomean([measure.geomean(np.exp(x)) for x in runs])  # the mean of the run means (log scale)
+    msg = (f"{c.mode} throughput {g(measure.geomean(np.exp(now)))} samples/s ({len(now)} trials) vs {g(base_gm)} "
            f"over the {len(runs)} runs of the history since {p.since} ({base_n} trials, pooled): "
            f"{b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%}; run-to-run drift "
            f"{drift:.1%} and trial spread {b.sd:.1%} estimated from the segment)")
@@ -83,10 +86,12 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
                 f"{level_text(b)}).")
     why = None if status == "PASS" else interference.disturbed(cur, p.evidence(c.mode), b.estimate, m,
                                                                ("this run", "the baseline runs"))
+    codes = [HISTORY_CODE[status]] + (["disturbed"] if why else []) + (["clustered"] if clustered else [])
     if why:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
     if clustered:
         msg += f" Note: {clustered}."
     return c.rule("history-throughput", status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
                   upper=b.upper, fail_upper=b.fail_upper, ci_low=b.low, ci_high=b.high, seeds=[len(now), base_n],
-                  runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, baseline_runs=ids)
+                  runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, baseline_runs=ids,
+                  reasons=codes)

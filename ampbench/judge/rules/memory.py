@@ -50,10 +50,11 @@ def rule_memory(c: Ctx) -> list[RuleResult]:
     sources = {t.memory_source for t in amp + ref}
     if not amp or not ref or "none" in sources or any(t.peak_bytes <= 0 for t in amp + ref):
         return [c.rule("memory", "INCONCLUSIVE", None, need, "Peak memory not recorded for every trial.",
-                       informational=c.amp_inactive)]
+                       informational=c.amp_inactive, reasons=["not-recorded"])]
     if len(sources) > 1:
         return [c.rule("memory", "INCONCLUSIVE", None, need,
-                       f"Peak memory comes from different sources ({', '.join(sorted(sources))}); not comparable.")]
+                       f"Peak memory comes from different sources ({', '.join(sorted(sources))}); not comparable.",
+                       reasons=["sources-differ"], sources=sorted(sources))]
     src = sources.pop()
     amp_peak = float(np.median([t.peak_bytes for t in amp]))
     ref_peak = float(np.median([t.peak_bytes for t in ref]))
@@ -68,18 +69,20 @@ def rule_memory(c: Ctx) -> list[RuleResult]:
                                                c.amp_inactive else ".")
     msg += one_seed_note(len(ref), len(amp))
     note = batch_note(c)
-    details: dict[str, Any] = {"source": src, "amp_peak_bytes": amp_peak, "fp32_peak_bytes": ref_peak}
+    codes = ["reduced" if ok else "not-reduced"] + ([] if src == "cuda" else ["host-memory"])
+    details: dict[str, Any] = {"source": src, "amp_peak_bytes": amp_peak, "fp32_peak_bytes": ref_peak,
+                               "reasons": codes}
     if note and not c.amp_inactive:
         # A mode that runs a larger batch (the seed's "AMP lets batch 32 fit") is not meant to save memory
         # against FP32's smaller batch: report the numbers, do not judge them.
         return [c.rule("memory", "PASS", red, need, "Not judged, batch sizes differ:" + note + " " + msg,
-                       judged=False, **details)]
+                       judged=False, **{**details, "reasons": ["batch-differs", *codes]})]
     return [c.rule("memory", status, red, need, msg + note, informational=c.amp_inactive, **details)]
 
 
-def _memory(m: ModeConfig, text: str) -> list[str]:
+def _memory(m: ModeConfig, reasons: set[str]) -> list[str]:
     out = []
-    if "not device memory" in text:
+    if "host-memory" in reasons:
         out.append("This peak is host memory, not GPU memory: judge memory on a GPU run.")
     if m.level == "O1":
         out.append(f"O1 keeps weights and most activations in float32; O2 stores them in {m.dtype}: "
@@ -92,7 +95,7 @@ def _memory(m: ModeConfig, text: str) -> list[str]:
 
 def advise_memory(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
     """O2's low-precision storage; dropping the master weights."""
-    return [kit.INACTIVE] if r.informational else _memory(m, (r.message or "").lower())
+    return [kit.INACTIVE] if r.informational else _memory(m, kit.reasons(r))
 
 
 MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory)

@@ -49,19 +49,23 @@ def rule_baseline_quality(c: Ctx) -> list[RuleResult]:
     threshold = {"min_baseline_metric": floor, "loss_fell": len(ref)}
     if not ref:
         c.notes["quality_problem"] = "no ok fp32 trial"
-        return [c.rule("baseline-quality", "INCONCLUSIVE", None, threshold, "No ok fp32 trial.")]
+        return [c.rule("baseline-quality", "INCONCLUSIVE", None, threshold, "No ok fp32 trial.", reasons=["no-fp32"])]
     loss_problem, flat = _loss_problem(ref)
     vals = [t.metrics[c.metric] for t in ref if c.metric in t.metrics and math.isfinite(t.metrics[c.metric])]
-    problems = [p for p in (loss_problem, _floor_problem(c, vals, floor)) if p]
+    floor_problem = _floor_problem(c, vals, floor)
+    problems = [p for p in (loss_problem, floor_problem) if p]
+    codes = (["loss-flat"] if loss_problem else []) + (["below-floor"] if floor_problem else [])
     observed = {"fp32_mean": mean(vals) if vals else None, "loss_fell": len(ref) - len(flat), "trials": len(ref)}
     if problems:
         why = "; ".join(problems)
         c.notes["quality_problem"] = why
         return [c.rule("baseline-quality", "INCONCLUSIVE", observed, threshold,
-                       why + ": FP32 itself did not learn enough for parity to mean anything.", trials=flat)]
+                       why + ": FP32 itself did not learn enough for parity to mean anything.", trials=flat,
+                       reasons=codes)]
     floor_txt = f", mean {c.metric} {g(mean(vals))} meets min_baseline_metric {g(floor)}" if floor is not None else \
         " (no min_baseline_metric set)"
-    return [c.rule("baseline-quality", "PASS", observed, threshold, f"FP32 loss fell in {all_of(len(ref))}{floor_txt}.")]
+    return [c.rule("baseline-quality", "PASS", observed, threshold, f"FP32 loss fell in {all_of(len(ref))}{floor_txt}.",
+                   reasons=["learned"])]
 
 
 def metric_values(trials: list[Trial], metric: str) -> tuple[list[float], list[str], list[str]]:
@@ -113,6 +117,9 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
                                  "pass_confidence": pc, "fail_confidence": fc}
 
 
+PARITY_CODE = {"PASS": "noninferior", "FAIL": "worse", "INCONCLUSIVE": "undecided", "ERROR": "error"}
+
+
 def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
     """AMP's mean metric not worse than FP32's beyond the margin (a non-inferiority test).
 
@@ -122,11 +129,13 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
     amp_vals, amp_missing, amp_bad = metric_values(c.ok(c.mode), c.metric)
     if amp_bad:
         return [c.rule("accuracy-parity", "FAIL", None, None,
-                       f"AMP metric {c.metric!r} is not finite in {', '.join(amp_bad)}.", trials=amp_bad)]
+                       f"AMP metric {c.metric!r} is not finite in {', '.join(amp_bad)}.", trials=amp_bad,
+                       reasons=["amp-nonfinite"])]
     if ref_missing or amp_missing or ref_bad or not ref_vals or not amp_vals:
         which = ref_missing + amp_missing + ref_bad
         why = f"metric {c.metric!r} missing or not finite in {', '.join(which)}" if which else "no ok trials to compare"
-        return [c.rule("accuracy-parity", "INCONCLUSIVE", None, None, f"Cannot compare accuracy: {why}.", trials=which)]
+        return [c.rule("accuracy-parity", "INCONCLUSIVE", None, None, f"Cannot compare accuracy: {why}.", trials=which,
+                       reasons=["metric-missing"])]
     amp_mean, ref_mean = mean(amp_vals), mean(ref_vals)
     worse = stats.worse_by(amp_mean, ref_mean, c.goal)
     direction = "lower is better" if c.goal == "min" else "higher is better"
@@ -139,19 +148,21 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
         status, msg = "INCONCLUSIVE", (f"{head}worse by {g(worse, 3)} ({margin_text(margin, None, 0, c)}); not "
                                        f"judged: {more_seeds_text(1, inference.MIN_TRIALS)}."
                                        + one_seed_note(len(ref_vals), len(amp_vals)))
+        details["reasons"] = ["seed-sd-unknown"]
     else:
         status, tail, extra = noninferiority(c, ref_vals, amp_vals, "AMP")
         margin, msg = extra["margin"], head + tail
-        details.update(extra)
+        details.update(extra, reasons=[PARITY_CODE[status]])
     if c.amp_inactive:
         return [c.rule("accuracy-parity", status, worse, margin, msg, informational=True, **details)]
     problem = c.notes.get("quality_problem")
     if problem:
-        return [c.rule("accuracy-parity", "INCONCLUSIVE", worse, margin, f"Not judged ({problem}). {msg}", **details)]
+        return [c.rule("accuracy-parity", "INCONCLUSIVE", worse, margin, f"Not judged ({problem}). {msg}",
+                       **{**details, "reasons": ["baseline-quality", *details["reasons"]]})]
     return [c.rule("accuracy-parity", status, worse, margin, msg, **details)]
 
 
-def _parity(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: str) -> list[str]:
+def _parity(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str]) -> list[str]:
     out = kit.black_list(m, diag)
     out += kit.o1(m)
     if m.level == "O2" and m.master_weight is False:
@@ -164,7 +175,7 @@ def _parity(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: str)
     if m.dtype == "bfloat16":
         out.append("bfloat16 keeps only 8 mantissa bits; float16 keeps 11 (with loss scaling): "
                    f"{kit.toml_line('dtype', 'float16')}.")
-    if "one fp32 seed" in text:
+    if "seed-sd-unknown" in reasons:
         out.append("With one FP32 seed the margin ignores seed-to-seed noise: add seeds (`seeds = [0, 1, 2]` in "
                    "`[suite]`) for a noise-aware margin.")
     return out
@@ -172,7 +183,7 @@ def _parity(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: str)
 
 def advise_parity(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
     """Black-list, O1, master weights, promotion, loss scale, the other dtype; more seeds."""
-    return [kit.INACTIVE] if r.informational else _parity(m, diag, r, (r.message or "").lower())
+    return [kit.INACTIVE] if r.informational else _parity(m, diag, kit.reasons(r))
 
 
 BASELINE_QUALITY_ADVICE = ("FP32 must learn before parity means anything: raise `steps` in `[train]` (or the profile's "

@@ -28,7 +28,7 @@ class Comparison:
     @property
     def point(self) -> float:
         """Ratio of geometric means of per-trial medians (defined even with one trial per side)."""
-        return float(np.exp(np.mean(np.log(self.num)) - np.mean(np.log(self.den))))
+        return measure.geomean(self.num) / measure.geomean(self.den)
 
     def caveat(self) -> str:
         return one_seed_note(len(self.den), len(self.num))
@@ -38,8 +38,9 @@ def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
     out, short = [], []
     for t in trials:
         r = t.rates()
-        if len(r) >= measure.MIN_STEPS:
-            out.append(float(np.median(r)))
+        rate = measure.judged_rate(r)
+        if rate is not None:
+            out.append(rate)
         else:
             short.append(f"{t.mode}__seed{t.seed} ({len(r)} steps)")
     return out, short
@@ -61,6 +62,15 @@ def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
     pc, fc = levels or (confidence, confidence)
     bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd, fc, pc, min_fail_trials) if ok else None
     return Comparison(np.array(a), np.array(b), sa + sb, bounds)
+
+
+def shortfall_codes(cmp: Comparison | None) -> list[str]:
+    """The reason codes of a comparison below the minimum (what shortfall_text says)."""
+    return (["short-trials"] if cmp is None or cmp.short else []) + \
+        (["few-seeds"] if cmp is not None and cmp.bounds is None else [])
+
+
+RATE_CODE = {"PASS": "shown", "FAIL": "below", "INCONCLUSIVE": "undecided", "ERROR": "error"}
 
 
 def shortfall_text(cmp: Comparison | None, need_seeds: int | None = None) -> str:
@@ -101,10 +111,11 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
         head = "" if cmp is None else f"AMP/FP32 throughput {est:.3f} (point estimate). "
         return [c.rule("speedup", "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
                        + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive,
-                       why_not_faster=_causes(c))]
+                       why_not_faster=_causes(c), reasons=shortfall_codes(cmp))]
     b = cmp.bounds
     status = as_status(inference.decide_bounds(b, need))
-    msg = (f"AMP {g(float(np.exp(np.mean(np.log(cmp.num)))))} vs FP32 {g(float(np.exp(np.mean(np.log(cmp.den)))))} "
+    amp_rate, ref_rate = measure.geomean(cmp.num), measure.geomean(cmp.den)
+    msg = (f"AMP {g(amp_rate)} vs FP32 {g(ref_rate)} "
            f"samples/s (per-trial medians, {len(cmp.num)} vs {len(cmp.den)} seeds): speedup {b.estimate:.3f}, "
            f"{b.confidence:.0%} CI [{b.low:.3f}, {b.high:.3f}]; PASS bound {b.lower:.3f}, FAIL bound {fail_bound(b)} "
            f"({level_text(b)}) vs min_speedup {g(need)}")
@@ -116,6 +127,7 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
         seeds = planned_seeds(cmp, -math.log(0.9), c.th.confidence, fail_confidence=1 - c.th.fail_alpha)
         msg += f": not demonstrated either way; {more_seeds_text(len(cmp.num), seeds)}."
     why = _disturbance(c, status, b.estimate / need)
+    codes = [RATE_CODE[status]] + (["disturbed"] if why else []) + (["clustered"] if clustered else [])
     if why:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
     if clustered:
@@ -125,17 +137,16 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
                    clustered=clustered, why_not_faster=causes,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
                    fail_upper=b.fail_upper, fail_confidence=b.fail_confidence,
-                   amp_samples_per_s=float(np.exp(np.mean(np.log(cmp.num)))),
-                   fp32_samples_per_s=float(np.exp(np.mean(np.log(cmp.den)))),
-                   confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why))]
+                   amp_samples_per_s=amp_rate, fp32_samples_per_s=ref_rate,
+                   confidence=b.confidence, seeds=[len(cmp.num), len(cmp.den)], disturbed=bool(why), reasons=codes)]
 
 
 def clustering(arms: list[list[CompactTrial]]) -> str | None:
     """"trial levels cluster: ..." when the arms' per-trial levels form two groups (judge.clusters)."""
     levels, cpus = [], []
     for arm in arms:
-        kept = [t for t in arm if len(t.rates()) >= measure.MIN_STEPS]
-        levels.append([math.log(float(np.median(t.rates()))) for t in kept])
+        kept = [t for t in arm if measure.judged_rate(t.rates()) is not None]
+        levels.append(measure.log_rates([t.rates() for t in kept]))
         cpus.append([list(t.interference.main_cpus) if t.interference is not None else [] for t in kept])
     found = clusters.find(levels, cpus)
     return found.describe() if found else None
@@ -187,7 +198,7 @@ def _disturbance(c: Ctx, status: Status, ratio_to_need: float) -> str | None:
     return f"measurement disturbed ({c.mode}: {why})" if why else None
 
 
-def _speedup(m: ModeConfig, batch_size: int | None, text: str) -> list[str]:
+def _speedup(m: ModeConfig, batch_size: int | None) -> list[str]:
     out = []
     if m.level == "O1":
         out.append("O2 runs nearly everything in low precision and skips most casts (keep FP32 master weights): "
@@ -210,7 +221,7 @@ def advise_speedup(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, bat
     """The measured causes first (judge/why_slow.py: data wait, host share, shapes, op census), ranked; then
     O2, a larger batch, fewer black-listed ops, Tensor-Core-friendly shapes."""
     causes = [f"Why not faster (measured): {x}." for x in r.details.get("why_not_faster") or []]
-    return causes + ([kit.INACTIVE] if r.informational else _speedup(m, batch_size, (r.message or "").lower()))
+    return causes + ([kit.INACTIVE] if r.informational else _speedup(m, batch_size))
 
 
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup)

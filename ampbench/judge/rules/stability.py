@@ -50,7 +50,7 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
                  "loss_scale_floor": th.loss_scale_floor, "collapse_halvings": th.collapse_halvings}
     ts = [t for t in c.present(c.mode) if t.steps]
     if not ts:
-        return [c.rule("stability", "INCONCLUSIVE", None, threshold, "No step records to inspect.")]
+        return [c.rule("stability", "INCONCLUSIVE", None, threshold, "No step records to inspect.", reasons=["no-steps"])]
     problems, names, nonfinite_total, worst_frac, worst_key = [], [], 0, 0.0, ""
     first_collapse: int | None = None
     for t in ts:
@@ -66,19 +66,19 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
     observed = {"nonfinite_losses": nonfinite_total, "max_skipped_fraction": worst_frac,
                 "collapse_began_step": first_collapse}
     scale_txt = "" if scale_seen else " No loss scale was recorded (scaler off or inactive)."
+    codes = (["nonfinite"] if nonfinite_total else []) + (["skipped"] if worst_frac > th.max_skipped_fraction else []) \
+        + (["collapse"] if first_collapse is not None else [])
     if problems:
         return [c.rule("stability", "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt,
-                       trials=sorted(set(names)))]
+                       trials=sorted(set(names)), reasons=codes)]
     return [c.rule("stability", "PASS", observed, threshold,
                    f"{n_of(len(ts), 'trial')}: no non-finite loss, at most {worst_frac:.1%} of steps skipped "
-                   f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt)]
+                   f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt,
+                   reasons=["stable"])]
 
 
-def _stability(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: str) -> list[str]:
-    obs = r.observed if isinstance(r.observed, dict) else {}
-    collapse = obs.get("collapse_began_step") is not None or "collapse" in text
-    nonfinite = bool(obs.get("nonfinite_losses")) or "non-finite" in text
-    skipped = "skipped" in text
+def _stability(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str]) -> list[str]:
+    collapse, nonfinite, skipped = ("collapse" in reasons, "nonfinite" in reasons, "skipped" in reasons)
     out: list[str] = []
     if collapse or nonfinite:
         out += kit.black_list(m, diag)
@@ -99,7 +99,7 @@ def _stability(m: ModeConfig, diag: ModeDiagnosis | None, r: RuleResult, text: s
 
 def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
     """Overflow (black-list, O1, bfloat16, scaler settings) or a start scale that skips too many steps."""
-    return _stability(m, diag, r, (r.message or "").lower())
+    return _stability(m, diag, kit.reasons(r))
 
 
 STABILITY = Rule("stability", rule_stability, advice=advise_stability)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.config import REFERENCE_MODE
+from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.core.records import Trial
 from ampbench.core.target import first_reach
 from ampbench.judge import inference
+from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
+from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
 
 
@@ -49,13 +51,14 @@ def rule_time_to_target(c: Ctx) -> list[RuleResult]:
     if not amp or not ref or any(r is None for r in [*amp.values(), *ref.values()]):
         return [c.rule("time-to-target", "INCONCLUSIVE", None, threshold,
                        f"No eval records of {tgt.metric!r} to find when the target {g(tgt.value)} was reached "
-                       "(set train.eval_every).", informational=c.amp_inactive)]
+                       "(set train.eval_every).", informational=c.amp_inactive, reasons=["no-evals"])]
     amp_s = [r["wall_s"] for r in amp.values() if r and r["reached"]]
     ref_s = [r["wall_s"] for r in ref.values() if r and r["reached"]]
     missed = [k for k, r in amp.items() if r and not r["reached"]]
     ratio, ratio_txt, extra = _ratio_text(c, amp_s, ref_s)
     best = ", ".join(f"{k} best {g(r['best'])}" for k, r in amp.items() if r and not r["reached"])
     status: Status
+    code = "missed" if missed and len(ref_s) == len(ref) else "both-missed" if missed else "reached"
     if missed and len(ref_s) == len(ref):
         status, msg = "FAIL", f"{c.mode} did not reach {tgt.metric} {g(tgt.value)} in {len(missed)} trial(s) ({best}) while FP32 did in all."
     elif missed:
@@ -65,11 +68,27 @@ def rule_time_to_target(c: Ctx) -> list[RuleResult]:
     else:
         status, msg = "PASS", f"{c.mode} reached {tgt.metric} {g(tgt.value)} in all {len(amp)} trials."
     return [c.rule("time-to-target", status, ratio, threshold, msg + ratio_txt, trials=missed,
-                   informational=c.amp_inactive, amp_wall_s=amp_s, fp32_wall_s=ref_s, **extra)]
+                   informational=c.amp_inactive, amp_wall_s=amp_s, fp32_wall_s=ref_s, reasons=[code], **extra)]
 
 
 def _has_target(c: Ctx) -> bool:
     return not c.is_ref and c.suite.train.target is not None
 
 
-TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target)
+def advise_target(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    """No evaluations to time; AMP short of a target FP32 reached (a parity problem: the black-list and O1
+    advice); a target neither side reached in this run's length."""
+    reasons = kit.reasons(r)
+    if r.informational:
+        return [kit.INACTIVE]
+    if "no-evals" in reasons:
+        return ["Evaluate during training so the step that reaches the target is known: set `eval_every` in "
+                "`[train]` (e.g. a tenth of `steps`)."]
+    if "both-missed" in reasons:
+        return ["FP32 missed the target too: raise `steps` in `[train]`, or set `[train] target` to what FP32 "
+                "reaches in this profile."]
+    return ["AMP fell short of a target FP32 reached: the accuracy-parity advice applies.", *kit.black_list(m, diag),
+            *kit.o1(m)]
+
+
+TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target)

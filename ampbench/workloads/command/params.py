@@ -210,7 +210,7 @@ def schedule_problems(params: CommandParams, suite: "Suite") -> list[tuple[str, 
                          if k != "workload.metric.json_file"))
     problems: list[tuple[str, str]] = []
     for mode in suite.modes:
-        batch = mode.batch_size or suite.train.batch_size
+        batch = suite.batch_size(mode)
         values = placeholder_values(params, steps, batch, seed=0, out="out", mode=mode.name)
         try:
             argv = [a.format(**values) for a in [*params.command, *mode.args]]

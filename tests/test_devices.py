@@ -195,7 +195,9 @@ def test_a_round_of_new_trials_goes_through_the_pool_pinned_with_its_cpu_share(t
     monkeypatch.setattr(run_cmd, "Progress", Counting)
     out = io.StringIO()
     new = [("fp32", 3), (AMP, 3)]
-    run_cmd._run_trials(run, info, suite, new, new, {}, Console(file=out, width=200))
+    from ampbench.results.manifest import Manifest
+
+    run_cmd._run_trials(run, info, suite, new, new, {}, Console(file=out, width=200), Manifest(run.path, {}))
     assert abs(seen["fp32"]["t"] - seen[AMP]["t"]) < 0.2
     assert Counting.most == 2 and Counting.live == 0
     by_device = {v["env"]["CUDA_VISIBLE_DEVICES"]: v["cpus"] for v in seen.values()}

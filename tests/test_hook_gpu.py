@@ -3,8 +3,8 @@ that looks like Paddle's GPU build (tests/fake_cuda.py: Paddle's own set_device,
 synchronize and get_device_name run over stand-ins for what the CPU build lacks), and on CPU for real.
 
 The fake is installed before the hook installs itself, as a GPU build is there at `import paddle`: the
-program starts without AMPBENCH_HOOK_DIR (site's import of the hook does nothing), imports paddle,
-installs the machine, then sets AMPBENCH_HOOK_DIR and imports the hook again.
+program starts without AMPBENCH_HOOK_SOCKET (site's import of the hook does nothing), imports paddle,
+installs the machine, then sets AMPBENCH_HOOK_SOCKET (the worker's channel) and imports the hook again.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ case, tmp = sys.argv[1], Path(sys.argv[2])
 machine = Machine("two", a100_gpus(2), gpu_names=["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"],
                   paddle_version="2.6.2" if case == "paddle26" else "3.3.1", reset_api=case != "paddle26")
 inst = install_machine(MonkeyPatch(), machine, tmp)
-os.environ["AMPBENCH_HOOK_DIR"] = str(tmp / "events")
+os.environ["AMPBENCH_HOOK_SOCKET"] = os.environ.pop("TEST_HOOK_SOCKET")   # the hook connects now
 import sitecustomize
 importlib.reload(sitecustomize)          # the hook installs now, over the GPU build
 
@@ -69,17 +69,20 @@ m.eval(); big = paddle.ones([64, 1024, 1024]); del big   # final evaluation / sa
 '''
 
 
-def hooked(tmp_path: Path, program: str, args: list[str], hook_dir_at_start: bool) -> tuple[EventReader, str]:
-    (tmp_path / "events").mkdir(exist_ok=True)
+def hooked(tmp_path: Path, program: str, args: list[str], hook_at_start: bool) -> tuple[EventReader, str]:
+    """The program under the hook, reporting on a channel as a trial's worker opens it: at start (as a
+    trial does), or (hook_at_start=False) only once the program has installed its simulated machine."""
+    from tests.test_command import hook_channel
+
     (tmp_path / "p.py").write_text(program)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), str(ROOT)]), "AMPBENCH_HOOK_WARMUP": "1"}
-    env.pop("AMPBENCH_HOOK_DIR", None)
-    if hook_dir_at_start:
-        env["AMPBENCH_HOOK_DIR"] = str(tmp_path / "events")
-    r = subprocess.run([sys.executable, str(tmp_path / "p.py"), *args], env=env, capture_output=True, text=True,
-                       timeout=180, check=False, cwd=tmp_path)
+    env.pop("AMPBENCH_HOOK_SOCKET", None)
+    with hook_channel() as channel:
+        env.update({k if hook_at_start else "TEST_HOOK_SOCKET": v for k, v in channel.env().items()})
+        r = subprocess.run([sys.executable, str(tmp_path / "p.py"), *args], env=env, capture_output=True, text=True,
+                           timeout=180, check=False, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    reader = EventReader(tmp_path / "events")
+    reader = EventReader(channel)
     reader.poll()
     return reader, r.stdout
 
@@ -92,7 +95,7 @@ def cases(tmp_path_factory) -> dict:
     """Every program at once (each is a fresh process: most of its time is Paddle's import)."""
     def go(case: str):
         d = tmp_path_factory.mktemp(case)
-        return hooked(d, PROGRAM, [case, str(d), str(STEPS)], hook_dir_at_start=False)
+        return hooked(d, PROGRAM, [case, str(d), str(STEPS)], hook_at_start=False)
 
     with ThreadPoolExecutor(len(CASES) + 1) as ex:
         futures = {c: ex.submit(go, c) for c in CASES}

@@ -73,9 +73,9 @@ def test_an_import_never_replaces_its_input_a_record_or_a_file_of_another_kind(t
         (["import", "paddlenlp", args, "--script", script, "-o", script], "is the input"),
         (["import", "paddlenlp", "--args", "--max_steps 5", "--script", script, "-o", other], "not a .toml file"),
         (["import", "paddlenlp", args, "-o", args], "is the input"),
-        (["summary", run_dir, "-o", script], "not a"),
+        (["compare", run_dir, "--format", "md", "-o", script], "not a"),
         (["report", run_dir, "-o", config], "not a"),
-        (["export-benchmark", run_dir, "-o", other], "not a .json file"),
+        (["compare", run_dir, "--format", "pytest-benchmark", "-o", other], "not a .json file"),
         (["baseline", "save", run_dir, "-o", record], "refusing"),
     ]
     for argv, words in cases:

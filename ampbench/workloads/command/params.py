@@ -206,8 +206,11 @@ def program_problems(params: CommandParams) -> list[tuple[str, str]]:
 def schedule_problems(params: CommandParams, suite: "Suite") -> list[tuple[str, str]]:
     """Steps, evaluation and epochs that cannot agree, found before any trial (one line each)."""
     steps, warmup = suite.train.steps, suite.train.warmup_steps
-    used = set().union(*(fields_of(t) for k, t in placeholder_texts(params, suite).items()
-                         if k != "workload.metric.json_file"))
+    try:
+        used = set().union(*(fields_of(t) for k, t in placeholder_texts(params, suite).items()
+                             if k != "workload.metric.json_file"))
+    except ValueError:
+        return []   # an unbalanced brace: placeholder_problems names it
     problems: list[tuple[str, str]] = []
     for mode in suite.modes:
         batch = suite.batch_size(mode)

@@ -97,6 +97,7 @@ def cases(tmp_path_factory) -> dict:
         d = tmp_path_factory.mktemp(case)
         return hooked(d, PROGRAM, [case, str(d), str(STEPS)], hook_at_start=False)
 
+    tmp_path_factory.getbasetemp()   # made once here: mktemp from several threads would race to make it
     with ThreadPoolExecutor(len(CASES) + 1) as ex:
         futures = {c: ex.submit(go, c) for c in CASES}
         cpu = ex.submit(lambda: hooked(tmp_path_factory.mktemp("host"), CPU_PROGRAM, [str(STEPS)], True))

@@ -4,6 +4,7 @@ next rung, skips said why, budget and resume honoured), and for real on this CPU
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -413,7 +414,7 @@ def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
     monkeypatch.setattr("ampbench.judge.rules.speed._disturbance", lambda *a: None)
     # the simulated A100's kernels run on this CPU, so its host is busy for the whole step: on an idle
     # machine that reads launch-bound (a real stop), which is not what this test is about
-    monkeypatch.setattr(ladder, "LAUNCH_BOUND_HOST_SHARE", 2.0)
+    monkeypatch.setattr(ladder, "LAUNCH_BOUND_HOST_SHARE", math.inf)
     suite = tmp_path / "toy.toml"
     suite.write_text('[suite]\nname = "toy"\nworkload = "toy"\nmetric = "accuracy"\nseeds = [0, 1, 2]\n'
                      '[workload]\ntrain_rows = 512\neval_rows = 128\n[train]\nbatch_size = 32\nsteps = 13\noptimizer = { lr = 0.02 }\n'
@@ -426,7 +427,9 @@ def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
     assert all(r.failure == "speed" and r.verdict == "FAIL" and r.speedup is not None for r in doc.rungs)
     assert code == 1 and doc.stopped == "speed: every rung of its ladder tried or not applicable"
     assert doc.rungs[2].skipped == [] and open_run(folder / "rung-2").suite.mode("tune-2").use_promote is False
-    assert sum(r.startswith("rung-0/fp32") for r in ran) == 3 and not any("fp32" in r for r in ran[6:])
+    # FP32 trains in rung 0 only (its 3 seeds, and any seed a later rung spent to decide: tune adds it there)
+    fp32 = [r for r in ran if r.endswith("/fp32")]
+    assert len(fp32) >= 3 and all(r.startswith("rung-0/") for r in fp32)
     md = (folder / "tune.md").read_text()
     assert "o2\\-master\\-weights" in md or "o2-master-weights" in md
 

@@ -29,3 +29,30 @@ def process_token(pid: int) -> str:
         return f"{pid}:{psutil.Process(pid).create_time():.3f}"
     except psutil.Error:
         return ""
+
+
+# psutil's create_time is the kernel's start ticks plus the boot time each process reads once from
+# /proc/stat's btime, which the kernel derives from the wall clock minus uptime: two processes can read
+# btime a second apart (clock slewing, a value near a second's edge), so the same process's token seen
+# from the worker may differ by up to a second. A reused pid starts far later than that.
+TOKEN_SLACK_S = 2.0
+
+
+def token_alive(token: str) -> bool:
+    """The process `token` names is still running: its pid exists, is not a zombie, and started within
+    TOKEN_SLACK_S of the token's time (another process that got the pid started later). A transient
+    psutil error other than 'no such process' counts as alive: a worker never kills itself on a doubt."""
+    pid_text, _, when = token.partition(":")
+    try:
+        pid, started = int(pid_text), float(when)
+    except ValueError:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(proc.create_time() - started) < TOKEN_SLACK_S
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True

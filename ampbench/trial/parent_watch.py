@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from ampbench.core.protocol import PARENT_ENV, process_token
+from ampbench.core.protocol import PARENT_ENV, token_alive
 
 
 def watch_parent(env: dict[str, str] | None = None, every_s: float = 0.5) -> None:
@@ -19,7 +19,7 @@ def watch_parent(env: dict[str, str] | None = None, every_s: float = 0.5) -> Non
         return
 
     def watch() -> None:
-        while process_token(int(pid_text)) == token:
+        while token_alive(token):
             time.sleep(every_s)
         os.kill(os.getpid(), signal.SIGKILL)
 

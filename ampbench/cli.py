@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.core.errors import UserError
-from ampbench.core.files import atomic_write_text, os_reason
+from ampbench.core.files import os_reason
 from ampbench.core.store import BASELINES_DIR, RUNS_DIR
 from ampbench.launch.process import Interrupted, install_signal_handlers
 
@@ -452,38 +452,10 @@ def env(
     print_env(out)
 
 
-def _import_output(output: Optional[Path], inputs: list[Optional[Path]]) -> None:
-    """-o checked before reading anything, on every import path: never an input (config, arguments,
-    script), a record, a folder or an existing file that is not a suite (.toml); its folder exists."""
-    from ampbench.core.errors import ResultsError
-    from ampbench.core.files import check_output
-
-    if output is not None:
-        check_output(output, [p for p in inputs if p is not None], kinds=(".toml",))
-        if not output.parent.is_dir():
-            raise ResultsError(f"{output}: cannot write: the folder {output.parent} does not exist")
-
-
 def _only_with(option: str, value: object, needs: str, given: object) -> None:
     """An option that only another one uses is refused without it, never silently ignored."""
     if value is not None and given is None:
         _fail(f"{option}: only with {needs} (without it nothing would use it)")
-
-
-def _write_imported(imported: object, source: str, output: Optional[Path]) -> None:
-    from ampbench.importers.base import Imported, render_checked
-
-    assert isinstance(imported, Imported)
-    text = render_checked(imported, source, str(output or "<stdout>"))
-    if output is None:
-        out.print(text, markup=False, highlight=False, soft_wrap=True)
-    else:
-        atomic_write_text(output, text)
-        err.print(f"wrote {output}", markup=False, highlight=False)
-    for key, why in imported.not_honoured.items():
-        err.print(f"not honoured: {key}: {why}", markup=False, highlight=False, soft_wrap=True)
-    for line in imported.decisions:
-        err.print(f"decided: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 @import_app.command("paddleocr")
@@ -503,16 +475,10 @@ def import_paddleocr_cmd(
     _only_with("--no-pretrained", no_pretrained or None, "--repo", repo)
     if repo is not None and synthetic_data and output is None:
         _fail("--synthetic-data: with --repo the images are written beside the suite file: give -o SUITE.toml")
-    _import_output(output, [config])
-    if repo is not None:
-        from ampbench.importers.paddleocr_command import import_paddleocr_command
+    from ampbench.commands.imports import import_paddleocr, write_imported
 
-        root = output.parent / f"{output.stem}-data" if synthetic_data and output is not None else None
-        _write_imported(import_paddleocr_command(config, repo, python, root, not no_pretrained), str(config), output)
-        return
-    from ampbench.importers.paddleocr import import_paddleocr
-
-    _write_imported(import_paddleocr(config, synthetic=synthetic_data), str(config), output)
+    imported = import_paddleocr(config, output, synthetic_data, repo, python, not no_pretrained)
+    write_imported(imported, str(config), output, out, err)
 
 
 @import_app.command("paddlenlp")
@@ -527,19 +493,13 @@ def import_paddlenlp_cmd(
     python: Optional[str] = typer.Option(None, "--python", help="With --script: the interpreter that runs it"),
 ) -> None:
     """PaddleNLP Trainer args -> the bert suite (or, with --script, your script) with fp32 + AMP modes."""
-    from ampbench.importers.paddlenlp import import_paddlenlp, load_args
+    from ampbench.commands.imports import import_paddlenlp, write_imported
 
     _only_with("--python", python, "--script", script)
     if script is not None and source != "paddleformers":
         _fail("--source: not with --script (your script imports its own package)")
-    _import_output(output, [args_json, script])
-    parsed, where = load_args(args_json, args)
-    if script is not None:
-        from ampbench.importers.paddlenlp_command import import_paddlenlp_command
-
-        _write_imported(import_paddlenlp_command(parsed, where, script, python), where, output)
-        return
-    _write_imported(import_paddlenlp(parsed, where, source), where, output)
+    imported, where = import_paddlenlp(args_json, args, output, source, script, python)
+    write_imported(imported, where, output, out, err)
 
 
 @app.command()

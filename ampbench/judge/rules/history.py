@@ -15,7 +15,7 @@ from ampbench.config import ModeConfig
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference, measure
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
-from ampbench.judge.rules.history_pooled import HISTORY_CODE, pooled_throughput
+from ampbench.judge.rules.history_pooled import HISTORY_CODE, pooled_throughput, slowdown_decided
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import PARITY_CODE, noninferiority
 from ampbench.judge.rules.speed import (
@@ -99,10 +99,8 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
     msg = (f"{note}{c.mode} throughput {g(measure.geomean(cmp.num))} vs baseline "
            f"{g(measure.geomean(cmp.den))} samples/s (per-trial medians, {len(cmp.num)} vs "
            f"{len(cmp.den)} trials): {b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%})")
-    if status == "FAIL":
-        msg += f"; a slowdown beyond {m:.0%} is demonstrated (upper bound {b.fail_upper - 1:+.1%}, {level_text(b)})."
-    elif status == "PASS":
-        msg += f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%}, {level_text(b)})."
+    if status in ("FAIL", "PASS"):
+        msg += slowdown_decided(status, m, b)
     else:
         gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
         seeds = planned_seeds(cmp, gap, c.th.confidence, drift, 1 - c.th.history_alpha)

@@ -44,6 +44,13 @@ def _other_modes(c: Ctx) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def slowdown_decided(status: str, m: float, b: inference.Bounds) -> str:
+    """The sentence a decided history-throughput result ends with, against one baseline run or a series."""
+    if status == "FAIL":
+        return f"; a slowdown beyond {m:.0%} is demonstrated (upper bound {b.fail_upper - 1:+.1%}, {level_text(b)})."
+    return f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%}, {level_text(b)})."
+
+
 def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     """observed = relative change of throughput against the segment (a number).  PASS: the lower bound
     of the change is above -history_min_change; FAIL: its upper bound at 1 - history_alpha is below it."""
@@ -76,10 +83,8 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
            f"over the {len(runs)} runs of the history since {p.since} ({base_n} trials, pooled): "
            f"{b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%}; run-to-run drift "
            f"{drift:.1%} and trial spread {b.sd:.1%} estimated from the segment)")
-    if status == "FAIL":
-        msg += f"; a slowdown beyond {m:.0%} is demonstrated (upper bound {b.fail_upper - 1:+.1%}, {level_text(b)})."
-    elif status == "PASS":
-        msg += f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%}, {level_text(b)})."
+    if status in ("FAIL", "PASS"):
+        msg += slowdown_decided(status, m, b)
     else:
         msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound {b.lower - 1:+.1%}, "
                 f"FAIL bound {'n/a' if not math.isfinite(b.fail_upper) else format(b.fail_upper - 1, '+.1%')}, "

@@ -103,7 +103,9 @@ _PROBE = """JSON.stringify({title: document.title, images: document.images.lengt
 def load_page(path: Path, settle_s: float = 0.5, screenshot: Path | None = None) -> PageLoad:
     """`screenshot`: also write a PNG of the full page there (Page.captureScreenshot)."""
     exe = browser_exe()
-    with tempfile.TemporaryDirectory() as profile:
+    # chromium's helper processes can still write the profile after the browser exits: a leftover file
+    # in a temporary folder is no test failure
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc, port = _start(exe, profile)
         try:
             targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))

@@ -131,17 +131,47 @@ def do_check(args: argparse.Namespace) -> None:
     raise SystemExit(0 if sum(x["ok"] for x in s) >= 3 and not any(x["fails"] for x in u) and len(u) >= 12 else 1)
 
 
+QUANTILES = 101  # per trial: its step times at 0%, 1%, ... 100%; the floor (5%) and median (50%) stay exact
+
+
+def do_export(args: argparse.Namespace) -> None:
+    """A compact copy of the runs for tests/test_history_replay.py: per trial its 101 step-time
+    percentiles (the fast floor and the median figure are two of them, so they replay exactly) and its
+    CPU evidence; about 1% of the run folders' size."""
+    import numpy as np
+
+    from ampbench.results.run_dir import RunDir
+
+    runs = json.loads((Path(args.out) / "runs.json").read_text())
+    out = []
+    for r in runs:
+        trials = []
+        for t in RunDir(r["dir"]).load_trials():
+            times = [s.time_s for s in t.measured_steps()]
+            q = np.percentile(times, np.linspace(0, 100, QUANTILES)) if times else []
+            inf = t.interference
+            trials.append({"mode": t.mode, "seed": t.seed, "status": t.status,
+                           "step_time_us": [round(float(x) * 1e6, 2) for x in q],
+                           "cpu_share": inf.cpu_share if inf else None, "others_cpu": inf.others_cpu if inf else None})
+        out.append({"label": r["label"], "planted": r["planted"], "load_when_made": r.get("load"), "trials": trials})
+    dest = Path(args.export)
+    dest.write_text(json.dumps({"made": "scripts/history_accept.py runs " + " ".join(f"--set {x}" for x in args.set or []),
+                                "suite": args.suite, "runs": out}, separators=(",", ":")) + "\n")
+    print(f"{dest}: {len(out)} runs, {dest.stat().st_size // 1024} KiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("phase", choices=["runs", "check"])
+    ap.add_argument("phase", choices=["runs", "check", "export"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--suite", default="tests/fixtures/aa_toy.toml")
     ap.add_argument("--set", action="append", help="--set KEY=VALUE for every run (e.g. train.steps=1505)")
     ap.add_argument("--unchanged", type=int, default=22)
     ap.add_argument("--planted", type=int, default=4)
     ap.add_argument("--slow", type=float, default=0.20, help="planted throughput loss (0.20 = 20%%)")
+    ap.add_argument("--export", help="export: the compact JSON to write (tests/fixtures/history_real/NAME.json)")
     args = ap.parse_args()
-    {"runs": do_runs, "check": do_check}[args.phase](args)
+    {"runs": do_runs, "check": do_check, "export": do_export}[args.phase](args)
 
 
 if __name__ == "__main__":

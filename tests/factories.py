@@ -161,6 +161,7 @@ def make_run(
     plan: Sequence[tuple[str, int]] | None = None,
     profile: str = "default",
     run_id: str = "r1",
+    env: Env = GPU_ENV,
 ) -> Path:
     """A run folder the way the runner writes it: run.json (config = effective suite) + trials/."""
     path = Path(root) / suite.suite.name / run_id
@@ -168,7 +169,7 @@ def make_run(
     rd.write_run(RunInfo(
         suite=suite.suite.name, suite_file=f"suites/{suite.suite.name}.toml", profile=profile, run_id=run_id,
         config_hash=suite.config_hash(), plan=[{"mode": m, "seed": s} for m, s in (plan or plan_of(suite))],
-        config=suite.model_dump(mode="json"), env=GPU_ENV, started="2025-01-01T00:00:00Z",
+        config=suite.model_dump(mode="json"), env=env, started="2025-01-01T00:00:00Z",
     ))
     for t in trials:
         write_trial(rd, t)

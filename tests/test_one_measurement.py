@@ -71,11 +71,12 @@ def test_every_surface_shows_the_same_samples_per_s(toy_suite, tmp_path, cache_e
 
 
 # A per-trial rate, a mode's geometric mean or a sum of step samples computed anywhere but the one
-# model (core/records.py: Trial's step rates, trial_rate, mean_rate, measured_samples; judge/measure.py:
-# judged_rate, geomean, log_rates) is a second definition that can drift from it.
+# model (core/records.py: Trial's step rates, trial_rate, floor_rate, mean_rate, measured_samples;
+# judge/measure.py: judged_rate, judged_floor, run_floor, geomean, log_rates) is a second definition
+# that can drift from it.
 MODEL = {Path("ampbench/core/records.py"), Path("ampbench/judge/measure.py")}
 SECOND_DEFINITION = re.compile(
-    r"median\([^)]*rate|np\.median\(\s*r\s*\)|exp\((?:float\()?np\.mean\((?:np\.)?log|"
+    r"median\([^)]*rate|percentile\([^)]*rate|np\.median\(\s*r\s*\)|exp\((?:float\()?np\.mean\((?:np\.)?log|"
     r"sum\(s\.samples|samples\s*/\s*s\.time_s|/\s*s\.time_s|np\.log\(self\.(?:num|den)\)")
 
 
@@ -104,7 +105,8 @@ def test_the_check_sees_a_second_definition(tmp_path: Path) -> None:
         "import numpy as np\n"
         "def f(t):\n"
         "    a = float(np.median(t.rates()))\n"
+        "    c = np.percentile(t.rates(), 95)\n"
         "    b = float(np.exp(np.mean(np.log(a))))\n"
         "    return sum(s.samples for s in t.steps) / a\n", encoding="utf-8")
     (pkg / "judge" / "measure.py").write_text("x = float(np.exp(np.mean(np.log(v))))\n", encoding="utf-8")
-    assert [x.split(":")[1] for x in rate_definitions(pkg)] == ["3", "4", "5"]
+    assert [x.split(":")[1] for x in rate_definitions(pkg)] == ["3", "4", "5", "6"]

@@ -136,6 +136,72 @@ def test_a_gpu_like_resnet_run_with_a_20_point_drop_fails_at_two_seeds(tmp_path)
     assert {r["status"] for r in speed} <= {"PASS", "INCONCLUSIVE"}  # 1.8x: never a FAIL
 
 
+def _episode_run(root: Path, suite, name: str, level: float, slow_share: float, rng: np.random.Generator) -> Path:
+    """A run whose trials spend `slow_share` of their steps in one slow episode at 2x (a shared machine's
+    slow stretch: judge.rules.history_pooled), at throughput x `level` otherwise."""
+    trials = []
+    for m in suite.modes:
+        for s in suite.suite.seeds:
+            t = NOISE.times(rng, 60, 0.05 / level)
+            start = int(rng.integers(0, 60 - int(60 * slow_share) + 1))
+            t[start:start + int(60 * slow_share)] *= 2.0
+            trials.append(make_trial(m.name, s, suite=suite.suite.name, times=t, warmup=5))
+    return make_run(root, suite, trials, run_id=name)
+
+
+def test_a_slow_episode_of_the_machine_is_not_a_slowdown_of_the_code(tmp_path):
+    """60% of every step of the judged run at 2x (the typical step 2x slower, the fastest steps as
+    before): the median figure alone FAILs it, the rule says INCONCLUSIVE "typical-steps-slower" with
+    advice to run again; a uniform 20% slowdown with the same episodes FAILs on the fast floor."""
+    suite = make_suite(seeds=[0, 1, 2])
+    hist = _history(tmp_path, suite, [1.0] * 10)
+    rng = np.random.default_rng(11)
+    episode = check_run(_episode_run(tmp_path / "cur", suite, "episode", 1.0, 0.6, rng), history=hist)
+    rules = _rules(episode, "history-throughput")
+    assert len(rules) == 2 and {r.status for r in rules} == {"INCONCLUSIVE"}
+    for r in rules:
+        assert r.details["statistic"] == "fast-floor" and r.details["median_status"] == "FAIL"
+        assert "typical-steps-slower" in r.details["reasons"] and abs(r.details["ratio"] - 1) < 0.05
+        assert "the fastest steps are not" in r.message
+    from ampbench.diagnose.advice import advice_for
+
+    assert "fastest steps kept their speed" in advice_for(rules[0], suite.mode(rules[0].mode))[0]
+    slow = check_run(_episode_run(tmp_path / "cur", suite, "slow", 0.8, 0.6, rng), history=hist)
+    rules = _rules(slow, "history-throughput")
+    assert {r.status for r in rules} == {"FAIL"} and all(0.75 < r.details["ratio"] < 0.85 for r in rules)
+
+
+def test_history_lines_without_floors_leave_the_median_figure_to_decide(tmp_path):
+    """Lines written before the floor was kept still form a pooled baseline, judged on the median figure."""
+    suite = make_suite(seeds=[0, 1, 2])
+    hist = _history(tmp_path, suite, [1.0] * 6)
+    path = history_file(hist, suite.suite.name)
+    old = []
+    for line in path.read_text().splitlines():
+        d = json.loads(line)
+        for m in d["modes"].values():
+            m.pop("floor_samples_per_s", None)
+            for p in m["per_trial"]:
+                p.pop("floor_samples_per_s", None)
+        old.append(json.dumps(d))
+    path.write_text("\n".join(old) + "\n")
+    rng = np.random.default_rng(9)
+    slow = check_run(_series_run(tmp_path / "cur", suite, 1, 0.8, rng, "slow"), history=hist)
+    rules = _rules(slow, "history-throughput")
+    assert {r.status for r in rules} == {"FAIL"} and {r.details["statistic"] for r in rules} == {"median"}
+    assert "no fast floor on both sides" in rules[0].message
+
+
+@pytest.mark.parametrize("floor, median, status, codes", [
+    ("FAIL", "INCONCLUSIVE", "FAIL", []), ("FAIL", "PASS", "FAIL", []), ("PASS", "FAIL", "INCONCLUSIVE",
+     ["typical-steps-slower"]), ("PASS", "INCONCLUSIVE", "PASS", []), ("INCONCLUSIVE", "FAIL", "INCONCLUSIVE", []),
+    (None, "FAIL", "FAIL", []), (None, "PASS", "PASS", [])])
+def test_the_floor_decides_and_a_median_slowdown_is_never_a_pass(floor, median, status, codes):
+    from ampbench.judge.rules.history_pooled import decide
+
+    assert decide(floor, median) == (status, codes)
+
+
 def _pinned(mode: str, seed: int, rate_time: float, rng: np.random.Generator, cpus: list[int]):
     env = GPU_ENV.model_copy(update={"cpu_count": 8})
     return make_trial(mode, seed, times=NOISE.times(rng, 60, rate_time), env=env,
@@ -170,14 +236,18 @@ def test_real_run_against_a_pooled_history(tmp_path):
     assert proc.returncode in (0, 3), proc.stderr[-2000:]
     run = next(out.rglob("run.json")).parent
     line = summarize_run_dir(run)
-    assert all(len(m.per_trial) == 3 and all(p.samples_per_s for p in m.per_trial) for m in line.modes.values())
+    assert all(len(m.per_trial) == 3 and all(p.samples_per_s and p.floor_samples_per_s for p in m.per_trial)
+               for m in line.modes.values())
     for name, speed in (("same", 1.0), ("faster", 2.5)):
         hist = tmp_path / name
         hist.mkdir()
         rows = []
         for i, jitter in enumerate((0.99, 1.01, 1.0, 0.995, 1.005)):
-            modes = {k: m.model_copy(update={"per_trial": [p.model_copy(update={
-                "samples_per_s": p.samples_per_s * speed * jitter}) for p in m.per_trial]}) for k, m in line.modes.items()}
+            modes = {k: m.model_copy(update={"floor_samples_per_s": m.floor_samples_per_s * speed * jitter,
+                                             "per_trial": [p.model_copy(update={
+                "samples_per_s": p.samples_per_s * speed * jitter,
+                "floor_samples_per_s": p.floor_samples_per_s * speed * jitter}) for p in m.per_trial]})
+                     for k, m in line.modes.items()}
             rows.append(line.model_copy(update={"run_id": f"h{i}", "started": f"2026-01-0{i + 1}", "modes": modes}).to_line())
         history_file(hist, line.suite).write_text("\n".join(rows) + "\n")
         rep = check_run(run, history=hist)

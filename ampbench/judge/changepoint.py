@@ -40,6 +40,7 @@ from scipy import stats as st
 
 from ampbench.judge.inference import RUN_DRIFT_SD
 
+THROUGHPUT_KEYS = ("samples_per_s", "floor_samples_per_s")  # higher is better: a fall is a regression
 PENALTY_K = 6.0
 MIN_SEGMENT = 3
 ALPHA = 0.01
@@ -65,7 +66,7 @@ class Step:
 
     @property
     def regression(self) -> bool:
-        return self.change < 0 if self.key == "samples_per_s" else self.change > 0
+        return self.change < 0 if self.key in THROUGHPUT_KEYS else self.change > 0
 
     def commit_range(self) -> str:
         if self.sha_before and self.sha_after:
@@ -73,8 +74,8 @@ class Step:
         return f"runs {self.run_before}..{self.run_after} (commits not recorded)"
 
     def describe(self) -> str:
-        what = "slowdown" if self.key == "samples_per_s" and self.change < 0 else (
-            "speedup" if self.key == "samples_per_s" else "change")
+        what = "slowdown" if self.key in THROUGHPUT_KEYS and self.change < 0 else (
+            "speedup" if self.key in THROUGHPUT_KEYS else "change")
         return (f"{self.mode} {self.key}: {self.change:+.1%} step ({what}) between run {self.run_before} and "
                 f"{self.run_after}, commits {self.commit_range()} (Welch p = {self.p_value:.2g})")
 

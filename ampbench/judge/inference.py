@@ -158,6 +158,45 @@ def series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float,
             "sd": np.sqrt(s2), "drift": np.sqrt(drift2), "df": np.full(est.shape, df)}
 
 
+def run_values_batch(cur: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-trial log figures -> one value per run: the median over its trials (NaN pads a run with fewer
+    trials).  cur: (B, n) -> (B,); base: (B, R, K) -> (B, R).  A median, so that one trial that ran wholly
+    in a slow episode of the machine (judge.measure.run_floor) does not move the run."""
+    with np.errstate(all="ignore"):
+        return np.nanmedian(cur, -1), np.nanmedian(base, -1)
+
+
+def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float,
+                            extra: Sequence[tuple[np.ndarray, np.ndarray]] = (), drift_floor: float = 0.0,
+                            fail_confidence: float | None = None, pass_confidence: float | None = None,
+                            fail_ok: bool | np.ndarray = True) -> dict[str, np.ndarray]:
+    """Bounds on this run's value minus the mean of the series' run values, the run as the unit.
+
+    cur: (B,) this run's value per row; base: (B, R) the R earlier runs' values (run_values_batch);
+    `extra`: (cur, base) pairs of other modes, which only add degrees of freedom to the spread.  No
+    model of what makes a run differ from another (trial noise, the machine's drift, slow episodes):
+    the spread of the R run values, V (df R - 1 per mode), is all of it, and a new run of unchanged
+    code is predicted from the series by the t prediction interval, Var(estimate) = V (1 + 1/R), at
+    least drift_floor^2 (1 + 1/R).  `fail_ok` false makes the FAIL bounds infinite (the FAIL floor)."""
+    ss, df = np.zeros(cur.shape[0]), 0
+    for b in [base, *[x for _, x in extra]]:
+        ss = ss + b.var(-1, ddof=1) * (b.shape[-1] - 1)
+        df += b.shape[-1] - 1
+    r = base.shape[-1]
+    v = np.maximum(ss / max(df, 1), drift_floor ** 2)
+    se = np.sqrt(v * (1 + 1 / r))
+    est = cur - base.mean(-1)
+    pc = confidence if pass_confidence is None else pass_confidence
+    fc = pc if fail_confidence is None else fail_confidence
+    dfe = max(df, 1)
+    t2 = st.t.ppf((1 + confidence) / 2, dfe)
+    t1 = sequential.t_quantile(pc, dfe)
+    tf = np.where(np.asarray(fail_ok), sequential.t_quantile(fc, dfe), np.inf)
+    return {"estimate": est, "low": est - t2 * se, "high": est + t2 * se, "lower": est - t1 * se,
+            "upper": est + t1 * se, "fail_lower": _bound(est, -tf, se), "fail_upper": _bound(est, tf, se),
+            "sd": np.sqrt(v), "df": np.full(est.shape, dfe)}
+
+
 def log_ratio_bounds(num: Sequence[float], den: Sequence[float], confidence: float,
                      extra: Sequence[Sequence[float]] = (), drift_sd: float = 0.0,
                      fail_confidence: float | None = None, pass_confidence: float | None = None,

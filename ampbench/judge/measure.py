@@ -22,7 +22,7 @@ import numpy as np
 from scipy import stats as st
 
 from ampbench.config.suite import MIN_MEASURED_STEPS
-from ampbench.core.records import trial_rate
+from ampbench.core.records import floor_rate, trial_rate
 
 MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
 MIN_STEPS = MIN_MEASURED_STEPS  # measured steps per trial for a usable per-trial median
@@ -56,6 +56,18 @@ def judged_rate(rates: np.ndarray) -> float | None:
     """A trial's figure as the rules use it: its samples/s (`trial_rate`) when it has at least
     MIN_STEPS measured steps, else None (too short to stand for the trial)."""
     return trial_rate(rates) if len(rates) >= MIN_STEPS else None
+
+
+def judged_floor(rates: np.ndarray) -> float | None:
+    """A trial's fast-floor samples/s (core.records.floor_rate): the history rule's disturbance-robust
+    figure; None below FLOOR_MIN_STEPS measured steps."""
+    return floor_rate(rates)
+
+
+def run_floor(floors: Sequence[float]) -> float | None:
+    """A run's fast floor for one mode: the median of its trials' floors (a trial that ran wholly in a
+    slow episode is one of three and moves the median by nothing), None without any."""
+    return float(np.exp(np.median(np.log(floors)))) if len(floors) else None
 
 
 def geomean(values: Sequence[float] | np.ndarray) -> float:

@@ -31,6 +31,7 @@ from ampbench.results.history import RunSummary, TrialPoint
 
 POOL_CAP = 20  # newest runs of the segment that form the baseline
 MIN_RUNS = 3  # fewer runs leave the drift (the spread of run means) unestimated
+FLOOR_KEY = "floor_samples_per_s"  # ModeSummary's run fast floor
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,17 @@ class PooledBaseline:
         for r in self.runs:
             m = r.modes.get(mode)
             v = [math.log(p.samples_per_s) for p in (m.per_trial if m else []) if p.samples_per_s]
+            if v:
+                out.append(v)
+        return out
+
+    def floors(self, mode: str) -> list[list[float]]:
+        """Per run that has any: the log fast floors of its trials of `mode` (judge.measure.judged_floor;
+        history lines written before the floor was kept have none and are left out)."""
+        out = []
+        for r in self.runs:
+            m = r.modes.get(mode)
+            v = [math.log(p.floor_samples_per_s) for p in (m.per_trial if m else []) if p.floor_samples_per_s]
             if v:
                 out.append(v)
         return out
@@ -101,7 +113,10 @@ def select(series: Sequence[RunSummary], cap: int = POOL_CAP) -> PooledBaseline:
     """The segment since the last confirmed step of any mode's throughput: its newest `cap` runs that
     carry per-trial figures."""
     entries = [h.model_dump(mode="json", by_alias=True) for h in series]
-    found = changepoint.all_steps(entries)
+    # the steps of the figure the rule judges: the runs' fast floors where the lines keep them (a slow
+    # episode of the machine moves the median figure by up to 45% here and would cut the series at it)
+    floored = sum(1 for h in series if any(m.floor_samples_per_s for m in h.modes.values()))
+    found = changepoint.all_steps(entries, FLOOR_KEY if floored >= MIN_RUNS else "samples_per_s")
     last = max(found, key=lambda s: s.after, default=None)
     start = last.after if last is not None else 0
     since = "the start of the history" if last is None else \

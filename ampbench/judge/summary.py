@@ -44,6 +44,7 @@ def _mode_summary(mode: str, ts: list[Trial], metric: str, confidence: float) ->
     s.skipped_steps = sum(t.skipped_steps for t in ok)
     s.total_steps = sum(len(t.steps) for t in ok)
     s.per_trial = [trial_point(t, metric) for t in ok]
+    s.floor_samples_per_s = measure.run_floor([p.floor_samples_per_s for p in s.per_trial if p.floor_samples_per_s])
     return s, ms
 
 
@@ -54,8 +55,9 @@ def trial_point(t: Trial, metric: str) -> TrialPoint:
     inf = t.interference
     share = inf.cpu_share if inf is not None and inf.cpu_share else t.cpu_share()
     peak = t.peak_memory()[0]
+    rates = t.step_rates()
     return TrialPoint(
-        seed=t.seed, samples_per_s=measure.judged_rate(t.step_rates()),
+        seed=t.seed, samples_per_s=measure.judged_rate(rates), floor_samples_per_s=measure.judged_floor(rates),
         metric=float(value) if value is not None and math.isfinite(value) else None, peak_bytes=peak or None,
         cpu_share=share, others_cpu=inf.others_cpu if inf is not None else None, cpu_count=t.env.cpu_count)
 

@@ -34,6 +34,7 @@ class TrialPoint(BaseModel):
     model_config = ConfigDict(extra="allow")
     seed: int
     samples_per_s: float | None = None  # the trial's median samples/s (judge.measure); None: < MIN_STEPS measured
+    floor_samples_per_s: float | None = None  # its fast floor (judge.measure.judged_floor); None: older line or short
     metric: float | None = None
     peak_bytes: int | None = None
     cpu_share: float | None = None  # interference evidence of the baseline side (judge.interference)
@@ -55,6 +56,7 @@ class ModeSummary(BaseModel):
     unit: str = "samples"
     samples_per_s: float | None = None
     samples_per_s_ci: tuple[float, float] | None = None
+    floor_samples_per_s: float | None = None  # the run's fast floor (judge.measure.run_floor): judge.pooled's series
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     peak_bytes: int | None = None

@@ -14,6 +14,7 @@ import numpy as np
 from ampbench.config import ModeConfig
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference, measure
+from ampbench.judge.rules.advice_kit import reasons
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.history_pooled import HISTORY_CODE, pooled_throughput, slowdown_decided
 from ampbench.judge.rules.memory import SOURCE_TEXT
@@ -164,7 +165,15 @@ HISTORY_ADVICE = ("Compare this run's environment (Paddle/CUDA/cuDNN versions, d
                   "If the change is intended, record a new baseline with `ampbench baseline save RUN_DIR`.")
 
 
+SPLIT_ADVICE = ("Run the suite again and check it against the same history: this run's typical step slowed while "
+                "its fastest steps kept their speed, which slow episodes of a shared or virtual machine cause. If the "
+                "typical step is slower again, the change slows part of the steps (data loading, a periodic "
+                "operation): compare the step-time plot of RUN_DIR with one of a history run.")
+
+
 def advise_history(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    if "typical-steps-slower" in reasons(r):
+        return [SPLIT_ADVICE]
     return [HISTORY_ADVICE]
 
 

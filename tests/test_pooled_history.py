@@ -258,3 +258,23 @@ def test_real_run_against_a_pooled_history(tmp_path):
         else:
             assert all(r.status == "FAIL" or (r.status == "INCONCLUSIVE" and r.details["disturbed"]) for r in rules), \
                 [r.message for r in rules]
+
+
+@pytest.mark.parametrize("key, value", [("floor_samples_per_s", -3.0), ("samples_per_s", 0.0), ("others_cpu", -1.0)])
+def test_a_history_line_with_an_impossible_rate_is_refused_in_one_line(tmp_path, key, value):
+    """The pooled rule takes logs of the rates: a rate <= 0 in a hand-edited line was a math domain
+    traceback; now exit 2 naming the file:line and the key."""
+    suite = make_suite(seeds=[0, 1, 2])
+    hist = _history(tmp_path, suite, [1.0] * 4)
+    path = history_file(hist, suite.suite.name)
+    lines = path.read_text().splitlines()
+    d = json.loads(lines[1])
+    next(iter(d["modes"].values()))["per_trial"][0][key] = value
+    lines[1] = json.dumps(d)
+    path.write_text("\n".join(lines) + "\n")
+    cur = _series_run(tmp_path / "cur", suite, 0, 1.0, np.random.default_rng(2), "cur")
+    proc = subprocess.run([sys.executable, "-m", "ampbench.cli", "check", str(cur), "--history", str(hist)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(err) == 1 and f"{path}:2:" in err[0] and key in err[0] and "Traceback" not in proc.stderr

@@ -31,15 +31,17 @@ class TrialPoint(BaseModel):
     """One ok trial of a mode as the pooled history baseline needs it (judge.pooled): the run folders are
     gone after a nightly, the history line stays.  A handful of numbers per trial."""
 
-    model_config = ConfigDict(extra="allow")
-    seed: int
-    samples_per_s: float | None = None  # the trial's median samples/s (judge.measure); None: < MIN_STEPS measured
-    floor_samples_per_s: float | None = None  # its fast floor (judge.measure.judged_floor); None: older line or short
+    # The pooled rule takes logs of the rates: a line from a hand or a tool that holds a rate <= 0 is refused
+    # with its file:line and key (load_history), never a traceback.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    seed: int = Field(ge=0)
+    samples_per_s: float | None = Field(None, gt=0)  # the trial's median samples/s (judge.measure); None: short
+    floor_samples_per_s: float | None = Field(None, gt=0)  # its fast floor (judge.measure.judged_floor)
     metric: float | None = None
-    peak_bytes: int | None = None
-    cpu_share: float | None = None  # interference evidence of the baseline side (judge.interference)
-    others_cpu: float | None = None
-    cpu_count: int = 0
+    peak_bytes: int | None = Field(None, ge=0)
+    cpu_share: float | None = Field(None, ge=0)  # interference evidence of the baseline side (judge.interference)
+    others_cpu: float | None = Field(None, ge=0)
+    cpu_count: int = Field(0, ge=0)
 
 
 class ModeSummary(BaseModel):
@@ -56,7 +58,7 @@ class ModeSummary(BaseModel):
     unit: str = "samples"
     samples_per_s: float | None = None
     samples_per_s_ci: tuple[float, float] | None = None
-    floor_samples_per_s: float | None = None  # the run's fast floor (judge.measure.run_floor): judge.pooled's series
+    floor_samples_per_s: float | None = Field(None, gt=0)  # the run's fast floor (measure.run_floor): pooled.select
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     peak_bytes: int | None = None

@@ -65,6 +65,9 @@ command = ["{python}", "{script}", "--epochs", "10", "--batch-size", "{{batch_si
            "--log-dir", "{{out}}"]
 env = {{ OMP_NUM_THREADS = "1" }}
 stop_after_steps = true
+# its line is epoch 2 alone (~5 steps), ours the mean over 10 steps: on this VM slow episodes of a few
+# steps move one against the other by up to 27%; the median was 1.5-2.5x off (the test below)
+throughput_tolerance = 0.4
 
 [workload.metric]
 preset = "json"
@@ -144,6 +147,8 @@ def test_a_minimize_loop_with_its_own_amp_level_flag_and_a_json_metric(tmp_path)
         # ampbench's mean rate agrees with the program's (the median per-step rate did not: each
         # epoch's first step starts the DataLoader's iterator, a cost a mean sees and a median does not)
         assert check["agrees"], check
+        median_ratio = t["throughput"]["samples_per_s"] / check["program_samples_per_s"]
+        assert median_ratio > 1.1 * check["ratio"], (median_ratio, check)  # the median misses the slow first steps
         assert "warning" not in t["workload_info"]
     for mode in ("amp-o1-fp16", "amp-o2-fp16"):
         amp = ts[f"{mode}__seed0"]["amp"]

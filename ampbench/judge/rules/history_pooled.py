@@ -31,7 +31,6 @@ from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.verdicts import RuleResult, Status, as_status
 
-
 HISTORY_CODE = {"PASS": "no-slowdown", "FAIL": "slowdown", "INCONCLUSIVE": "undecided", "ERROR": "error"}
 
 
@@ -63,9 +62,10 @@ def slowdown_decided(status: str, m: float, b: inference.Bounds) -> str:
     return f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%}, {level_text(b)})."
 
 
-def floor_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float) -> tuple[inference.Bounds, int] | None:
-    """The fast-floor comparison: (bounds on the ratio, the runs it pooled), or None when this run has
-    fewer than MIN_TRIALS trials with a floor or the segment fewer than MIN_RUNS runs with floors."""
+def floor_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float) -> tuple[inference.Bounds, int, float] | None:
+    """The fast-floor comparison: (bounds on the ratio, the runs it pooled, their mean floor in samples/s),
+    or None when this run has fewer than MIN_TRIALS trials with a floor or the segment fewer than
+    MIN_RUNS runs with floors."""
     assert c.pooled is not None
     now = [math.log(f) for t in cur if (f := measure.judged_floor(t.rates()))]
     runs = c.pooled.floors(c.mode)
@@ -83,7 +83,7 @@ def floor_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float) -> tuple
     e = {k: float(math.exp(v[0])) for k, v in r.items() if k not in ("sd", "df")}
     return inference.Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
                             int(r["df"][0]), c.th.confidence, e["fail_lower"], e["fail_upper"], fc, pc,
-                            inference.MIN_FAIL_TRIALS), len(runs)
+                            inference.MIN_FAIL_TRIALS), len(runs), float(np.exp(base_v[0].mean()))
 
 
 def decide(floor: Status | None, median: Status) -> tuple[Status, list[str]]:
@@ -139,8 +139,8 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     if fb is not None and fl is not None:
         floors = [f for t in cur if (f := measure.judged_floor(t.rates()))]
         msg = (f"{c.mode} fast-floor throughput {g(measure.run_floor(floors) or 0)} samples/s (the 95th percentile "
-               f"of the per-step rates, median of {len(floors)} trials) vs the runs' mean floor over the {fl[1]} "
-               f"runs of the history since {p.since}: {_ci(fb)}; run-to-run sd {fb.sd:.1%} from the segment. The "
+               f"of the per-step rates, median of {len(floors)} trials) vs {g(fl[2])}, the mean floor over the "
+               f"{fl[1]} runs of the history since {p.since}: {_ci(fb)}; run-to-run sd {fb.sd:.1%} from the segment. The "
                f"{median_text}")
     else:
         msg = (f"{c.mode} throughput: {median_text.removeprefix('median figure ')}, over the {len(runs)} runs "

@@ -56,21 +56,18 @@ class PooledBaseline:
 
     def rates(self, mode: str) -> list[list[float]]:
         """Per run that has any: the log samples/s of its trials of `mode` (runs without one are left out)."""
-        out = []
-        for r in self.runs:
-            m = r.modes.get(mode)
-            v = [math.log(p.samples_per_s) for p in (m.per_trial if m else []) if p.samples_per_s]
-            if v:
-                out.append(v)
-        return out
+        return self._logs(mode, "samples_per_s")
 
     def floors(self, mode: str) -> list[list[float]]:
         """Per run that has any: the log fast floors of its trials of `mode` (judge.measure.judged_floor;
         history lines written before the floor was kept have none and are left out)."""
+        return self._logs(mode, "floor_samples_per_s")
+
+    def _logs(self, mode: str, key: str) -> list[list[float]]:
         out = []
         for r in self.runs:
             m = r.modes.get(mode)
-            v = [math.log(p.floor_samples_per_s) for p in (m.per_trial if m else []) if p.floor_samples_per_s]
+            v = [math.log(x) for p in (m.per_trial if m else []) if (x := getattr(p, key))]
             if v:
                 out.append(v)
         return out

@@ -278,3 +278,23 @@ def test_a_history_line_with_an_impossible_rate_is_refused_in_one_line(tmp_path,
     assert proc.returncode == 2, proc.stderr[-2000:]
     err = [x for x in proc.stderr.splitlines() if x.strip()]
     assert len(err) == 1 and f"{path}:2:" in err[0] and key in err[0] and "Traceback" not in proc.stderr
+
+
+def test_against_one_baseline_run_the_floor_decides_too(tmp_path):
+    """`check --baseline RUN`: slow episodes of the judged run are INCONCLUSIVE typical-steps-slower, a uniform
+    20% slowdown with the same episodes FAILs on the floor, trials under 20 measured steps use the median."""
+    suite = make_suite(seeds=[0, 1, 2])
+    rng = np.random.default_rng(21)
+    base = _series_run(tmp_path / "base", suite, 0, 1.0, rng, "base")
+    episode = _rules(check_run(_episode_run(tmp_path / "cur", suite, "episode", 1.0, 0.6, rng), baseline=base),
+                     "history-throughput")
+    assert {r.status for r in episode} == {"INCONCLUSIVE"}
+    assert all(r.details["statistic"] == "fast-floor" and "typical-steps-slower" in r.details["reasons"]
+               for r in episode), [r.message for r in episode]
+    slow = _rules(check_run(_episode_run(tmp_path / "cur", suite, "slow", 0.8, 0.6, rng), baseline=base),
+                  "history-throughput")
+    assert {r.status for r in slow} == {"FAIL"} and all(0.75 < r.details["ratio"] < 0.85 for r in slow)
+    short = make_trials(suite, rng=rng, noise=NOISE, n_steps=20)  # 15 measured steps: no floor
+    rules = _rules(check_run(make_run(tmp_path / "short", suite, short, run_id="short"), baseline=base),
+                   "history-throughput")
+    assert {r.details["statistic"] for r in rules} == {"median"}

@@ -1,7 +1,7 @@
 """The seed planner: how many seeds each rule needs, from a run's observed spreads.
 
 For each rule the planner takes the between-trial spread the run showed (log per-trial median
-throughput; the metric's seed sd), the effect the rule must detect (the issue's acceptance sizes:
+throughput; for history-throughput the log fast floor where every trial has one; the metric's seed sd), the effect the rule must detect (the issue's acceptance sizes:
 a speedup 10% below min_speedup, a throughput drop of 2 x history_min_change, a metric drop of twice
 the parity margin) and returns the seeds per mode at which the rule's one-sided bound gives <= 1%
 false alarms and >= 95% detection (inference.seeds_needed; normal theory, checked by simulation in
@@ -38,6 +38,13 @@ def _log_medians(trials: list[Trial], metric: str) -> list[float]:
     return measure.log_rates([compact(t, metric).rates() for t in trials])
 
 
+def _log_history_figures(trials: list[Trial]) -> list[float] | None:
+    """Log fast floors of the trials, the figure history-throughput decides on when every trial has one
+    (judge.rules.history); None when one has not (then the median figure decides and is planned for)."""
+    floors = [measure.judged_floor(t.step_rates()) for t in trials]
+    return [math.log(f) for f in floors if f] if all(floors) else None
+
+
 def _pooled_sd(*groups: list[float]) -> float | None:
     return stats.pooled_sd(groups)[0]
 
@@ -59,7 +66,9 @@ def plan_for(suite: Suite, trials: list[Trial]) -> list[PlanRow]:
     rows: list[PlanRow] = []
     m = th.history_min_change
     hist_gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
-    all_sd = _pooled_sd(*[_log_medians(ts, metric) for ts in ok.values()])  # history pools every mode
+    floors = [_log_history_figures(ts) for ts in ok.values() if ts]
+    groups = floors if all(f is not None for f in floors) else [_log_medians(ts, metric) for ts in ok.values()]
+    all_sd = _pooled_sd(*[g for g in groups if g is not None])  # history pools every mode
     for mode, ts in ok.items():
         if not ts:
             continue

@@ -96,8 +96,15 @@ def decide(floor: Status | None, median: Status) -> tuple[Status, list[str]]:
     return floor, []
 
 
-def _ci(b: inference.Bounds) -> str:
+def ci_text(b: inference.Bounds) -> str:
     return f"{b.estimate - 1:+.1%} ({b.confidence:.0%} CI {b.low - 1:+.1%} to {b.high - 1:+.1%})"
+
+
+def split_text(m: float, median: inference.Bounds, floor: inference.Bounds) -> str:
+    """The sentence of a typical-steps-slower result (against one run or a series)."""
+    return (f"; the median step is slower beyond {m:.0%} (FAIL bound {median.fail_upper - 1:+.1%}) but the fastest "
+            f"steps are not (PASS bound {floor.lower - 1:+.1%}): slow episodes of the machine during this run, or a "
+            "change that slows only part of the steps. Rerun; if it repeats, compare the step-time plots.")
 
 
 def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
@@ -133,14 +140,14 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     drift = float(r["drift"][0])
     base_gm = measure.geomean([measure.geomean(np.exp(x)) for x in runs])  # the mean of the run means (log scale)
     median_text = (f"median figure {g(measure.geomean(np.exp(now)))} samples/s ({len(now)} trials) vs {g(base_gm)} "
-                   f"({base_n} trials, pooled): {_ci(b)}; run-to-run drift {drift:.1%} and trial spread {b.sd:.1%} "
+                   f"({base_n} trials, pooled): {ci_text(b)}; run-to-run drift {drift:.1%} and trial spread {b.sd:.1%} "
                    "estimated from the segment")
     d = fb if fb is not None else b  # the bounds that decided
     if fb is not None and fl is not None:
         floors = [f for t in cur if (f := measure.judged_floor(t.rates()))]
         msg = (f"{c.mode} fast-floor throughput {g(measure.run_floor(floors) or 0)} samples/s (the 95th percentile "
                f"of the per-step rates, median of {len(floors)} trials) vs {g(fl[2])}, the mean floor over the "
-               f"{fl[1]} runs of the history since {p.since}: {_ci(fb)}; run-to-run sd {fb.sd:.1%} from the segment. The "
+               f"{fl[1]} runs of the history since {p.since}: {ci_text(fb)}; run-to-run sd {fb.sd:.1%} from the segment. The "
                f"{median_text}")
     else:
         msg = (f"{c.mode} throughput: {median_text.removeprefix('median figure ')}, over the {len(runs)} runs "
@@ -148,9 +155,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     if status in ("FAIL", "PASS"):
         msg += slowdown_decided(status, m, d)
     elif split:
-        msg += (f"; the median step is slower beyond {m:.0%} (FAIL bound {b.fail_upper - 1:+.1%}) but the fastest "
-                f"steps are not (PASS bound {d.lower - 1:+.1%}): slow episodes of the machine during this run, or a "
-                "change that slows only part of the steps. Rerun; if it repeats, compare the step-time plots.")
+        msg += split_text(m, b, d)
     else:
         msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound {d.lower - 1:+.1%}, "
                 f"FAIL bound {'n/a' if not math.isfinite(d.fail_upper) else format(d.fail_upper - 1, '+.1%')}, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,11 +35,14 @@ class Comparison:
         return one_seed_note(len(self.den), len(self.num))
 
 
-def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
+Figure = Callable[[np.ndarray], "float | None"]  # per-step rates -> a trial's figure (measure.judged_*)
+
+
+def _medians(trials: list[CompactTrial], figure: Figure = measure.judged_rate) -> tuple[list[float], list[str]]:
     out, short = [], []
     for t in trials:
         r = t.rates()
-        rate = measure.judged_rate(r)
+        rate = figure(r)
         if rate is not None:
             out.append(rate)
         else:
@@ -49,16 +53,17 @@ def _medians(trials: list[CompactTrial]) -> tuple[list[float], list[str]]:
 def compare(num: list[CompactTrial], den: list[CompactTrial], confidence: float,
             extra: list[list[CompactTrial]] | None = None, drift_sd: float = 0.0,
             levels: tuple[float, float] | None = None,
-            min_fail_trials: int = inference.MIN_FAIL_TRIALS) -> Comparison | None:
+            min_fail_trials: int = inference.MIN_FAIL_TRIALS, figure: Figure = measure.judged_rate) -> Comparison | None:
     """None when a side has no trial with enough measured steps; `extra` arms only add to the spread;
     `levels`: the (PASS, FAIL) one-sided confidences (Ctx.levels), default `confidence` for both;
-    `min_fail_trials`: the FAIL floor (fail_floor_of)."""
-    a, sa = _medians(num)
-    b, sb = _medians(den)
+    `min_fail_trials`: the FAIL floor (fail_floor_of); `figure`: the per-trial figure compared, the median
+    rate, or the fast floor (measure.judged_floor) for history-throughput."""
+    a, sa = _medians(num, figure)
+    b, sb = _medians(den, figure)
     if not a or not b:
         return None
     ok = min(len(a), len(b)) >= inference.MIN_TRIALS
-    more = [_medians(x)[0] for x in extra or []]
+    more = [_medians(x, figure)[0] for x in extra or []]
     pc, fc = levels or (confidence, confidence)
     bounds = inference.log_ratio_bounds(a, b, confidence, more, drift_sd, fc, pc, min_fail_trials) if ok else None
     return Comparison(np.array(a), np.array(b), sa + sb, bounds)

@@ -15,6 +15,7 @@ kept) miss that acceptance: the reason the floor decides.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from ampbench.commands.check import check_run
 from ampbench.commands.history import summarize_run_dir
 from ampbench.core.records import Env
 from ampbench.results.history import RunSummary, history_file
+from ampbench.results.verdicts import CheckReport
 from tests.factories import make_run, make_suite, make_trial
 
 SETS = sorted((Path(__file__).parent / "fixtures" / "history_real").glob("*.json"))
@@ -44,12 +46,39 @@ def _lines(tmp_path: Path, data: dict) -> list[tuple[dict, Path, RunSummary]]:
     return out
 
 
-def _judge(tmp_path: Path, runs: list[tuple[dict, Path, RunSummary]],
-           floor: bool) -> tuple[int, int, int, int, list[str]]:
-    """(planted runs FAILed in every mode, of them FAILed or withheld as disturbed, planted judged,
-    unchanged runs with any FAIL, ["unchanged judged: N", what did not go as the acceptance asks...])."""
-    s_ok = s_n = u_bad = s_held = 0
-    u_n, why = 0, []
+@dataclass
+class Tally:
+    """How a set's comparisons went, as the acceptance counts them."""
+
+    planted_failed: int = 0    # planted runs FAILed in every mode
+    planted_held: int = 0      # ... or withheld as disturbed where the statistic showed the slowdown
+    planted: int = 0
+    unchanged_failed: int = 0  # unchanged runs with any FAIL
+    unchanged: int = 0
+    why: list[str] = field(default_factory=list)
+
+    def add(self, label: str, planted: bool, rep: CheckReport) -> None:
+        rules = [x for v in rep.verdicts for x in v.rules if x.rule == "history-throughput"]
+        if planted:
+            self.planted += 1
+            self.planted_failed += all(x.status == "FAIL" for x in rules)
+            # beside other work the CPU evidence withholds a FAIL the statistic showed (never a PASS)
+            self.planted_held += all(x.status == "FAIL" or (x.details["disturbed"] and x.details["fail_upper"] < 0.95)
+                                     for x in rules)
+            self.why += [f"{label} {x.mode}: {x.status} {x.message}" for x in rules if x.status != "FAIL"]
+        else:
+            fails = [x for v in rep.verdicts for x in v.rules if x.status == "FAIL"]
+            self.unchanged += 1
+            self.unchanged_failed += bool(fails)
+            self.why += [f"{label} {x.mode}: FAIL {x.message}" for x in fails]
+
+    def text(self) -> str:
+        return "\n".join([f"unchanged judged: {self.unchanged}", *self.why])
+
+
+def _judge(tmp_path: Path, runs: list[tuple[dict, Path, RunSummary]], floor: bool) -> Tally:
+    """Each run from the 11th on against the WINDOW unchanged runs before it, through `check --history`."""
+    tally = Tally()
     for i, (r, run, _) in enumerate(runs):
         before = [line for (x, _, line) in runs[:i] if not x["planted"]][-WINDOW:]
         if len(before) < WINDOW:
@@ -63,19 +92,8 @@ def _judge(tmp_path: Path, runs: list[tuple[dict, Path, RunSummary]],
         # the segment since the last change point of the run floors (judge.pooled.select): at most the window
         assert len(rules) == 2 and all(3 <= x.details["runs"] <= WINDOW for x in rules), (r["label"], rep.baseline)
         assert {x.details["statistic"] for x in rules} == {"fast-floor" if floor else "median"}
-        fails = [x for v in rep.verdicts for x in v.rules if x.status == "FAIL"]
-        if r["planted"]:
-            s_n += 1
-            s_ok += all(x.status == "FAIL" for x in rules)
-            # on a saturated machine the CPU evidence withholds a FAIL the statistic showed (never a PASS)
-            s_held += all(x.status == "FAIL" or (x.details["disturbed"] and x.details["fail_upper"] < 0.95)
-                          for x in rules)
-            why += [f"{r['label']} {x.mode}: {x.status} {x.message}" for x in rules if x.status != "FAIL"]
-        else:
-            u_n += 1
-            u_bad += bool(fails)
-            why += [f"{r['label']} {x.mode}: FAIL {x.message}" for x in fails]
-    return s_ok, s_held, s_n, u_bad, [f"unchanged judged: {u_n}", *why]
+        tally.add(r["label"], r["planted"], rep)
+    return tally
 
 
 def _without_floor(line: RunSummary) -> RunSummary:
@@ -92,19 +110,18 @@ def test_real_runs_meet_the_history_acceptance(tmp_path: Path, path: Path) -> No
     where the statistic showed the slowdown; still no unchanged run FAILs."""
     runs = _lines(tmp_path, json.loads(path.read_text()))
     assert sum(r["planted"] for r, _, _ in runs) == 4 and sum(not r["planted"] for r, _, _ in runs) >= 22
-    s_ok, s_held, s_n, u_bad, why = _judge(tmp_path, runs, floor=True)
-    assert s_n == 4 and why[0] == "unchanged judged: 12", why
-    assert u_bad == 0, "\n".join(why)
-    assert (s_held if path.stem.startswith("loaded-") else s_ok) >= 3, "\n".join(why)
+    t = _judge(tmp_path, runs, floor=True)
+    assert t.planted == 4 and t.unchanged == 12, t.text()
+    assert t.unchanged_failed == 0, t.text()
+    assert (t.planted_held if path.stem.startswith("loaded-") else t.planted_failed) >= 3, t.text()
 
 
 def test_the_median_figure_alone_misses_the_acceptance_on_the_idle_set(tmp_path: Path) -> None:
     """The set that failed issue 34's first retake (docs/checks.md): judged as before the floor was kept,
     it still fails the acceptance (a planted run missed or an unchanged one FAILed)."""
     path = next(p for p in SETS if p.stem.startswith("idle-2026-12-02-0020"))
-    runs = _lines(tmp_path, json.loads(path.read_text()))
-    s_ok, _, _, u_bad, why = _judge(tmp_path, runs, floor=False)
-    assert s_ok < 3 or u_bad > 0, "\n".join(why)
+    t = _judge(tmp_path, _lines(tmp_path, json.loads(path.read_text())), floor=False)
+    assert t.planted_failed < 3 or t.unchanged_failed > 0, t.text()
 
 
 @pytest.mark.parametrize("path", SETS, ids=[p.stem for p in SETS])
@@ -115,26 +132,15 @@ def test_real_runs_against_one_baseline_run(tmp_path: Path, path: Path) -> None:
     runs FAIL in every mode in >= 3 of 4 (where the sets were made beside other work: FAIL or withheld as
     disturbed with the slowdown shown)."""
     runs = _lines(tmp_path, json.loads(path.read_text()))
-    s_ok = s_held = u_bad = u_n = 0
-    why: list[str] = []
+    t = Tally()
     for i, (r, run, _) in enumerate(runs):
-        prev = [x for (x, d, _) in runs[:i] if not x["planted"]]
+        prev = [d for (x, d, _) in runs[:i] if not x["planted"]]
         if not prev:
             continue
-        base = next(d for (x, d, _) in runs[:i] if x is prev[-1])
-        rep = check_run(run, baseline=base)
+        rep = check_run(run, baseline=prev[-1])
         rules = [x for v in rep.verdicts for x in v.rules if x.rule == "history-throughput"]
         assert len(rules) == 2 and {x.details["statistic"] for x in rules} == {"fast-floor"}
-        if r["planted"]:
-            s_ok += all(x.status == "FAIL" for x in rules)
-            s_held += all(x.status == "FAIL" or (x.details["disturbed"] and x.details["fail_upper"] < 0.95)
-                          for x in rules)
-            why += [f"{r['label']} {x.mode}: {x.status} {x.message}" for x in rules if x.status != "FAIL"]
-        else:
-            u_n += 1
-            fails = [x for v in rep.verdicts for x in v.rules if x.status == "FAIL"]
-            u_bad += bool(fails)
-            why += [f"{r['label']} {x.mode}: FAIL {x.message}" for x in fails]
-    assert u_n == 21 and u_bad == 0, "\n".join(why)
+        t.add(r["label"], r["planted"], rep)
+    assert t.unchanged == 21 and t.unchanged_failed == 0, t.text()
     # beside a busy neighbour (the loaded and light-load sets) the CPU evidence may withhold a planted FAIL
-    assert (s_ok if path.stem.startswith("idle-") else s_held) >= 3, "\n".join(why)
+    assert (t.planted_failed if path.stem.startswith("idle-") else t.planted_held) >= 3, t.text()

@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 from ampbench.config import Thresholds
-from ampbench.judge import inference
+from ampbench.judge import inference, measure
 from ampbench.judge.check import check_trials
+from ampbench.judge.rules.history_pooled import decide
 from ampbench.results.baselines import Baseline, compact
 from tests import verdict_sim as vs
 from tests.factories import StepNoise, make_suite, make_trials, plan_of
@@ -120,15 +121,20 @@ def test_rule_code_decides_as_the_simulated_statistics(slowdown, amp_drop):
                       base_time={"fp32": 0.05, "amp-o1-fp16": 0.05 / (1 - slowdown)},
                       metrics={"fp32": ref, "amp-o1-fp16": amp})
     rules = {r.rule: r for r in check_trials(suite, cur, plan_of(suite), baseline=baseline)[1].rules}
-    med = {side: [float(np.median(compact(t, "accuracy").rates())) for t in ts if t.mode == "amp-o1-fp16"]
-           for side, ts in (("cur", cur), ("base", base_trials))}
-    other = [[float(np.median(compact(t, "accuracy").rates())) for t in ts if t.mode == "fp32"]
-             for ts in (cur, base_trials)]
-    b = inference.log_ratio_bounds(med["cur"], med["base"], TH.confidence, other, inference.RUN_DRIFT_SD,
-                                   fail_confidence=1 - TH.history_alpha)
-    want = inference.decide_bounds(b, 1 - TH.history_min_change)
-    assert rules["history-throughput"].status == want
+    # history-throughput decides on each trial's fast floor (60 measured steps: every trial has one), the
+    # median figure beside it (judge.rules.history): both are per-trial figures the batch functions take
+    def figures(fig):
+        own = {side: [fig(compact(t, "accuracy").rates()) for t in ts if t.mode == "amp-o1-fp16"]
+               for side, ts in (("cur", cur), ("base", base_trials))}
+        other = [[fig(compact(t, "accuracy").rates()) for t in ts if t.mode == "fp32"] for ts in (cur, base_trials)]
+        return inference.log_ratio_bounds(own["cur"], own["base"], TH.confidence, other, inference.RUN_DRIFT_SD,
+                                          fail_confidence=1 - TH.history_alpha)
+    b, bm = figures(measure.judged_floor), figures(lambda r: float(np.median(r)))
+    want = decide(inference.decide_bounds(b, 1 - TH.history_min_change),
+                  inference.decide_bounds(bm, 1 - TH.history_min_change))[0]
+    assert rules["history-throughput"].status == want and rules["history-throughput"].details["statistic"] == "fast-floor"
     assert rules["history-throughput"].observed == pytest.approx(b.estimate - 1, abs=1e-5)
+    assert rules["history-throughput"].details["median_ratio"] == pytest.approx(bm.estimate, rel=1e-5)
     par = inference.parity_batch(np.array([ref]), np.array([amp]), TH.metric_abs_tol, TH.metric_sigma_k,
                                  TH.confidence, fail_confidence=1 - TH.fail_alpha)
     assert rules["accuracy-parity"].status == par["status"][0]

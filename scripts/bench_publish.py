@@ -1,7 +1,7 @@
 """Time and memory of `ampbench publish` on a large synthetic nightly history (issue 24: 100,000 runs in
 under a minute and under 1 GB).
 
-    python scripts/bench_publish.py [--runs 100000] [--modes 3] [--keep DIR]
+    python scripts/bench_publish.py [--runs 100000] [--modes 3] [--per-trial 3] [--keep DIR]
 
 Writes one <suite>.jsonl of N history lines (three modes each, some FAIL runs so regressions exist, no
 report pages), runs publish in a fresh process and prints wall seconds, peak RSS (ru_maxrss of the
@@ -24,7 +24,7 @@ from pathlib import Path
 MODES = ["fp32", "amp-o1-fp16", "amp-o2-fp16", "amp-o2-bf16"]
 
 
-def history_line(i: int, n_modes: int, rng: random.Random) -> str:
+def history_line(i: int, n_modes: int, rng: random.Random, per_trial: int = 0) -> str:
     day = 1_700_000_000 + i * 3600
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(day))
     modes = {}
@@ -36,6 +36,13 @@ def history_line(i: int, n_modes: int, rng: random.Random) -> str:
                     "peak_bytes": int(6e9 * (0.6 if amp else 1.0) * rng.uniform(0.98, 1.02)),
                     "metric_mean": 0.8 + rng.gauss(0, 0.003), "metric_std": 0.002, "metric_n": 2,
                     "verdict": verdict, "flagged_rules": ["accuracy-parity"] if verdict == "FAIL" else []}
+        if per_trial:  # what a line written since issue 34 carries for the pooled history baseline
+            rate = modes[m]["samples_per_s"]
+            modes[m]["floor_samples_per_s"] = rate * 1.05
+            modes[m]["per_trial"] = [{"seed": s, "samples_per_s": rate * rng.uniform(0.97, 1.03),
+                                      "floor_samples_per_s": rate * 1.05 * rng.uniform(0.99, 1.01),
+                                      "metric": 0.8 + rng.gauss(0, 0.003), "peak_bytes": modes[m]["peak_bytes"],
+                                      "cpu_share": 1.0, "others_cpu": 0.1, "cpu_count": 16} for s in range(per_trial)]
     return json.dumps({"schema": "ampbench.history/1", "suite": "ocr", "workload": "dbnet",
                        "run_id": f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(day))}-{i % 10000:04d}",
                        "started": started, "git_sha": f"{rng.getrandbits(160):040x}", "metric": "hmean",
@@ -47,6 +54,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--modes", type=int, default=3, choices=range(1, len(MODES) + 1))
     ap.add_argument("--keep", type=Path, help="write the history and site here instead of a temp folder")
+    ap.add_argument("--per-trial", type=int, default=0, help="trials per mode kept in each line (pooled history)")
     a = ap.parse_args()
     work = a.keep or Path(tempfile.mkdtemp(prefix="ampbench-bench-publish-"))
     hist = work / "history"
@@ -54,7 +62,7 @@ def main() -> int:
     rng = random.Random(0)
     with open(hist / "ocr.jsonl", "w", encoding="utf-8") as f:
         for i in range(a.runs):
-            f.write(history_line(i, a.modes, rng) + "\n")
+            f.write(history_line(i, a.modes, rng, a.per_trial) + "\n")
     site = work / "site"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "publish", str(hist), "-o", str(site)],

@@ -132,3 +132,26 @@ def test_append_refuses_to_extend_a_corrupt_file(tmp_path):
     with pytest.raises(ResultsError, match="ocr.jsonl:1"):
         append_history(copy_run(tmp_path), hist)
     assert (hist / "ocr.jsonl").read_text() == "not json\n"
+
+
+def test_publish_rows_leave_the_per_trial_figures_out_but_validate_them(tmp_path):
+    """iter_history_rows(trials=False): what publish holds for 100,000 runs has no per_trial (it took the
+    benchmark over 1 GB), and a bad per_trial value is still refused with its file:line."""
+    import json as _json
+
+    from ampbench.core.errors import ResultsError
+    from ampbench.results.history import iter_history_rows
+
+    line = {"schema": "ampbench.history/1", "suite": "s", "run_id": "r1", "modes": {"fp32": {
+        "mode": "fp32", "samples_per_s": 10.0, "per_trial": [{"seed": 0, "samples_per_s": 10.0,
+                                                             "floor_samples_per_s": 11.0}]}}}
+    path = tmp_path / "s.jsonl"
+    path.write_text(_json.dumps(line) + "\n")
+    full = next(iter_history_rows(path))
+    lean = next(iter_history_rows(path, trials=False))
+    assert full["modes"]["fp32"]["per_trial"][0]["floor_samples_per_s"] == 11.0
+    assert "per_trial" not in lean["modes"]["fp32"] and lean["modes"]["fp32"]["samples_per_s"] == 10.0
+    line["modes"]["fp32"]["per_trial"][0]["floor_samples_per_s"] = 0
+    path.write_text(_json.dumps(line) + "\n")
+    with pytest.raises(ResultsError, match=r"s\.jsonl:1: .*floor_samples_per_s"):
+        next(iter_history_rows(path, trials=False))

@@ -161,7 +161,7 @@ def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
     id once), so a suite is listed once and no history disappears."""
     merged: dict[str, dict[str, dict[str, Any]]] = {}
     for path in history_files(history):
-        for e in iter_history_rows(path):  # plain dicts, one validated line at a time
+        for e in iter_history_rows(path, trials=False):  # plain dicts, one validated line at a time
             merged.setdefault(e["suite"], {})[e["run_id"]] = e
     return [(suite, sorted(runs.values(), key=lambda d: (d.get("started") or "", d["run_id"])))
             for suite, runs in merged.items()]

@@ -142,15 +142,19 @@ def _parse_line(line: str, path: Path, lineno: int) -> RunSummary:
     return validate_doc(RunSummary, data, f"{path}:{lineno}")
 
 
-def iter_history_rows(path: Path) -> Iterator[dict[str, Any]]:
+def iter_history_rows(path: Path, trials: bool = True) -> Iterator[dict[str, Any]]:
     """Each line of one history file, validated, as a plain dict without default values (the dashboard
-    holds 100,000 of them: one model at a time, never all)."""
+    holds 100,000 of them: one model at a time, never all).  `trials` false leaves out each mode's
+    `per_trial` (validated all the same): the pooled baseline's figures, which a dashboard does not draw
+    and which took publish over 1 GB at 100,000 runs (scripts/bench_publish.py --per-trial 3)."""
     path = Path(path)
     if not path.is_file():
         raise ResultsError(f"{path}: history file not found")
+    drop = None if trials else {"modes": {"__all__": {"per_trial"}}}
     for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
         if line.strip():
-            yield _parse_line(line, path, i).model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            yield _parse_line(line, path, i).model_dump(mode="json", by_alias=True, exclude_defaults=True,
+                                                        exclude=drop)
 
 
 def load_history(path: Path) -> list[RunSummary]:

@@ -36,7 +36,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from ampbench.core.files import atomic_write_text
 
 
 def _cli(*args: str) -> list[str]:
@@ -81,10 +84,22 @@ def one_run(args: argparse.Namespace, label: str, busy: bool) -> dict:
             "run_exit": proc.returncode}
 
 
-def do_run(args: argparse.Namespace) -> None:
-    manifest = Path(args.out) / "runs.json"
+def run_resumable(manifest: Path, plan: list[tuple[str, bool]], make: Callable[[str, bool], dict]) -> None:
+    """Make every (label, flag) of `plan` not yet in `manifest` (a JSON list of records with a "label"),
+    writing the manifest after each run, so a killed session resumes where it stopped."""
     done = json.loads(manifest.read_text()) if manifest.is_file() else []
     have = {r["label"] for r in done}
+    for label, flag in plan:
+        if label in have:
+            continue
+        rec = make(label, flag)
+        done.append(rec)
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(manifest, json.dumps(done, indent=1))
+        print(json.dumps(rec), flush=True)
+
+
+def do_run(args: argparse.Namespace) -> None:
     # Interleave quiet and busy runs so slow drift of the shared machine hits both kinds.
     order = []
     for i in range(max(args.quiet, args.busy)):
@@ -92,14 +107,7 @@ def do_run(args: argparse.Namespace) -> None:
             order.append((f"Q{i}", False))
         if i < args.busy:
             order.append((f"B{i}", True))
-    for label, busy in order:
-        if label in have:
-            continue
-        rec = one_run(args, label, busy)
-        done.append(rec)
-        manifest.parent.mkdir(parents=True, exist_ok=True)
-        manifest.write_text(json.dumps(done, indent=1))
-        print(json.dumps(rec), flush=True)
+    run_resumable(Path(args.out) / "runs.json", order, lambda label, busy: one_run(args, label, busy))
 
 
 def _rules(run_dir: str) -> list[dict]:

@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aa_runs import _cli, _plant_env  # the same plant as the issue-23 acceptance
+from aa_runs import _cli, _plant_env, run_resumable  # the same plant as the issue-23 acceptance
+
+from ampbench.core.files import atomic_write_text
 
 WINDOW = 10
 
@@ -65,17 +67,8 @@ def one_run(args: argparse.Namespace, label: str, planted: bool) -> dict:
 
 
 def do_runs(args: argparse.Namespace) -> None:
-    manifest = Path(args.out) / "runs.json"
-    done = json.loads(manifest.read_text()) if manifest.is_file() else []
-    have = {r["label"] for r in done}
-    for label, planted in order(args.unchanged, args.planted):
-        if label in have:
-            continue
-        rec = one_run(args, label, planted)
-        done.append(rec)
-        manifest.parent.mkdir(parents=True, exist_ok=True)
-        manifest.write_text(json.dumps(done, indent=1))
-        print(json.dumps(rec), flush=True)
+    run_resumable(Path(args.out) / "runs.json", order(args.unchanged, args.planted),
+                  lambda label, planted: one_run(args, label, planted))
 
 
 def _history_for(args: argparse.Namespace, runs: list[dict], i: int) -> Path | None:
@@ -127,7 +120,7 @@ def do_check(args: argparse.Namespace) -> None:
           f"of {sum(1 for x in s if len(x['slowdown_shown_by_the_statistic']) == len(x['history']))} of {len(s)} "
           f"planted runs and in {sum(1 for x in u if x['slowdown_shown_by_the_statistic'])} of {len(u)} unchanged "
           f"runs; {sum(1 for x in rows if x['disturbed'])} of {len(rows)} comparisons disturbed")
-    (Path(args.out) / "history-accept.json").write_text(json.dumps(rows, indent=1))
+    atomic_write_text(Path(args.out) / "history-accept.json", json.dumps(rows, indent=1))
     raise SystemExit(0 if sum(x["ok"] for x in s) >= 3 and not any(x["fails"] for x in u) and len(u) >= 12 else 1)
 
 
@@ -155,7 +148,7 @@ def do_export(args: argparse.Namespace) -> None:
                            "cpu_share": inf.cpu_share if inf else None, "others_cpu": inf.others_cpu if inf else None})
         out.append({"label": r["label"], "planted": r["planted"], "load_when_made": r.get("load"), "trials": trials})
     dest = Path(args.export)
-    dest.write_text(json.dumps({"made": "scripts/history_accept.py runs " + " ".join(f"--set {x}" for x in args.set or []),
+    atomic_write_text(dest, json.dumps({"made": "scripts/history_accept.py runs " + " ".join(f"--set {x}" for x in args.set or []),
                                 "suite": args.suite, "runs": out}, separators=(",", ":")) + "\n")
     print(f"{dest}: {len(out)} runs, {dest.stat().st_size // 1024} KiB")
 

@@ -92,9 +92,9 @@ def simulate(rows: int, slowdown: float, seed: int, noise: EpisodeNoise = Episod
     out = {"FAIL": 0, "PASS": 0, "INCONCLUSIVE": 0, "median_FAIL": 0}
     threshold = math.log(1 - MIN_CHANGE)
     for i, (bf, bm, cf, cm) in enumerate(modes):
-        o_bf, o_bm, o_cf, o_cm = modes[1 - i]
-        cur_v, base_v = inference.run_values_batch(cf, bf)
-        extra = [inference.run_values_batch(o_cf, o_bf)]
+        o_bf, o_bm, _, o_cm = modes[1 - i]
+        cur_v, base_v = inference.run_values_batch(cf), inference.run_values_batch(bf)
+        extra = [inference.run_values_batch(o_bf)]
         f = inference.run_series_bounds_batch(cur_v, base_v, 0.95, extra, changepoint.DRIFT_FLOOR, fc, pc, True)
         m = inference.series_bounds_batch(cm, bm, 0.95, [(o_cm, o_bm)], changepoint.DRIFT_FLOOR, fc, pc, 3)
         fs = inference.decide_batch(f["lower"], f["upper"], threshold, fail_upper=f["fail_upper"])

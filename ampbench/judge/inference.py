@@ -158,28 +158,28 @@ def series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float,
             "sd": np.sqrt(s2), "drift": np.sqrt(drift2), "df": np.full(est.shape, df)}
 
 
-def run_values_batch(cur: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-trial log figures -> one value per run: the median over its trials (NaN pads a run with fewer
-    trials).  cur: (B, n) -> (B,); base: (B, R, K) -> (B, R).  A median, so that one trial that ran wholly
+def run_values_batch(trials: np.ndarray) -> np.ndarray:
+    """Per-trial log figures -> one value per run: the median over its trials (last axis; NaN pads a run
+    with fewer trials), (B, n) -> (B,) or (B, R, K) -> (B, R).  A median, so that one trial that ran wholly
     in a slow episode of the machine (judge.measure.run_floor) does not move the run."""
     with np.errstate(all="ignore"):
-        return np.nanmedian(cur, -1), np.nanmedian(base, -1)
+        return np.nanmedian(trials, -1)
 
 
 def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float,
-                            extra: Sequence[tuple[np.ndarray, np.ndarray]] = (), drift_floor: float = 0.0,
+                            extra: Sequence[np.ndarray] = (), drift_floor: float = 0.0,
                             fail_confidence: float | None = None, pass_confidence: float | None = None,
                             fail_ok: bool | np.ndarray = True) -> dict[str, np.ndarray]:
     """Bounds on this run's value minus the mean of the series' run values, the run as the unit.
 
     cur: (B,) this run's value per row; base: (B, R) the R earlier runs' values (run_values_batch);
-    `extra`: (cur, base) pairs of other modes, which only add degrees of freedom to the spread.  No
+    `extra`: (B, R') run values of other modes' series, which only add degrees of freedom to the spread.  No
     model of what makes a run differ from another (trial noise, the machine's drift, slow episodes):
     the spread of the R run values, V (df R - 1 per mode), is all of it, and a new run of unchanged
     code is predicted from the series by the t prediction interval, Var(estimate) = V (1 + 1/R), at
     least drift_floor^2 (1 + 1/R).  `fail_ok` false makes the FAIL bounds infinite (the FAIL floor)."""
     ss, df = np.zeros(cur.shape[0]), 0
-    for b in [base, *[x for _, x in extra]]:
+    for b in [base, *extra]:
         ss = ss + b.var(-1, ddof=1) * (b.shape[-1] - 1)
         df += b.shape[-1] - 1
     r = base.shape[-1]

@@ -75,8 +75,8 @@ def floor_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float) -> tuple
     for m in (x.name for x in c.suite.modes if x.name != c.mode):
         other = c.pooled.floors(m)
         if len(other) >= 2:
-            extra.append(inference.run_values_batch(np.array([[0.0]]), _padded(other)))
-    cur_v, base_v = inference.run_values_batch(np.array([now]), _padded(runs))
+            extra.append(inference.run_values_batch(_padded(other)))
+    cur_v, base_v = inference.run_values_batch(np.array([now])), inference.run_values_batch(_padded(runs))
     fail_ok = len(now) >= inference.MIN_FAIL_TRIALS
     r = inference.run_series_bounds_batch(cur_v, base_v, c.th.confidence, extra, changepoint.DRIFT_FLOOR, fc, pc,
                                           fail_ok)

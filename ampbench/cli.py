@@ -15,7 +15,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, Optional, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -108,47 +108,47 @@ def _guard() -> Iterator[None]:
 
 @app.command(epilog=EXIT_CODES)
 def run(  # noqa: PLR0913  typer: one parameter per command-line option
-    suite_file: Optional[Path] = typer.Argument(
+    suite_file: Path | None = typer.Argument(
         None, help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr); optional with --resume"),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
-    modes: Optional[list[str]] = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
-    seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
+    modes: list[str] | None = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where run folders are created"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Finish an interrupted run folder as its run.json "
+    resume: Path | None = typer.Option(None, "--resume", help="Finish an interrupted run folder as its run.json "
                                           "plans it (refuses --profile/--mode/--seeds/--set)"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
     until_decided: bool = typer.Option(False, "--until-decided", help="Add matched seeds while a speed or parity "
                                        "rule is INCONCLUSIVE and more seeds can decide it (alpha spending over the looks)"),
     max_seeds: int = typer.Option(12, "--max-seeds", min=2, max=64, help="Seed cap per mode for --until-decided"),
-    budget: Optional[str] = typer.Option(None, "--budget", help="Time budget for --until-decided, e.g. 2h, 45m"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
+    budget: str | None = typer.Option(None, "--budget", help="Time budget for --until-decided, e.g. 2h, 45m"),
+    baseline: Path | None = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
                                             "or baseline JSON); with --until-decided the history rules count"),
-    affinity: Optional[str] = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
+    affinity: str | None = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
     at_max_batch: bool = typer.Option(False, "--at-max-batch", help="Every mode at the largest batch `ampbench "
                                       "probe` found (the newest probe of the suite, or --probe DIR)"),
-    probe: Optional[Path] = typer.Option(None, "--probe", help="The probe folder (or probe.json) for --at-max-batch"),
-    sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
+    probe: Path | None = typer.Option(None, "--probe", help="The probe folder (or probe.json) for --at-max-batch"),
+    sweep: list[str] | None = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
-    devices: Optional[str] = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
+    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
                                           "device, each seed's modes at the same time (no GPU: one slot)"),
     launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every trial a Slurm job (the run "
                                  "folder on a shared filesystem; see docs/cluster.md)"),
-    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition"),
-    gpus_per_trial: Optional[int] = typer.Option(None, "--gpus-per-trial", min=0, help="GPUs per node of a trial's "
+    partition: str | None = typer.Option(None, "--partition", help="Slurm partition"),
+    gpus_per_trial: int | None = typer.Option(None, "--gpus-per-trial", min=0, help="GPUs per node of a trial's "
                                                  "job (default: one per rank; none on the cpu profile)"),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="Slurm time limit of a trial, e.g. 2:00:00 "
+    time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit of a trial, e.g. 2:00:00 "
                                              "(default: the suite's timeout_s plus 10 minutes)"),
-    constraint: Optional[str] = typer.Option(None, "--constraint", help="Slurm node features (both arms of a pair "
+    constraint: str | None = typer.Option(None, "--constraint", help="Slurm node features (both arms of a pair "
                                              "on one GPU model), e.g. a100"),
-    slurm_arg: Optional[list[str]] = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as "
+    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as "
                                                   "--KEY=VALUE, e.g. --slurm-arg account=proj"),
     slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries "
                                      "(one squeue for all jobs)"),
-    master: Optional[str] = typer.Option(None, "--master", help="HOST:PORT: a multi-node trial's rendezvous, nodes "
+    master: str | None = typer.Option(None, "--master", help="HOST:PORT: a multi-node trial's rendezvous, nodes "
                                          "started by hand (with --node-rank)"),
-    node_rank: Optional[int] = typer.Option(None, "--node-rank", min=0, help="This node's rank (0 records the "
+    node_rank: int | None = typer.Option(None, "--node-rank", min=0, help="This node's rank (0 records the "
                                             "trials) in a multi-node trial started by hand"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also the trial table and every rule's full text "
                                  "(default: the outcome table and one next step per rule that did not pass)"),
@@ -205,11 +205,11 @@ def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_
 @app.command(epilog=EXIT_CODES)
 def check(
     run_dir: Path = typer.Argument(..., help="A run folder (results/runs/<suite>/<id>)"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Run folder or baseline JSON (or a folder of "
+    baseline: Path | None = typer.Option(None, "--baseline", help="Run folder or baseline JSON (or a folder of "
                                             "them), or `last`: the previous run of this suite, device and config"),
     strict: bool = typer.Option(False, "--strict", help="INCONCLUSIVE exits 1 instead of 3"),
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Compare across suite/config/device anyway"),
-    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl: the history rules "
+    history: Path | None = typer.Option(None, "--history", help="History folder or jsonl: the history rules "
                                            "compare against its runs of this suite, device and config since the "
                                            "last change point (>= 3 runs; else --baseline, with the drift from it)"),
     explain: bool = typer.Option(False, "--explain", "-v", help="Every rule's full text (observed, threshold, "
@@ -245,8 +245,8 @@ def plan(
 @app.command()
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="One run folder, or several for a comparison/trend"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output file (default: RUN_DIR/report.md)"),
-    history: Optional[Path] = typer.Option(None, "--history", help="History folder or jsonl for the trend section"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Output file (default: RUN_DIR/report.md)"),
+    history: Path | None = typer.Option(None, "--history", help="History folder or jsonl for the trend section"),
     fmt: str = typer.Option("md", "--format", help="md or html"),
 ) -> None:
     """Write the markdown report (with PNG plots) for one or more runs."""
@@ -259,7 +259,7 @@ def report(
 def publish(
     history: Path = typer.Argument(..., help="History folder of <suite>.jsonl (nightly's results/history)"),
     output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
-    repo_url: Optional[str] = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
+    repo_url: str | None = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
 ) -> None:
     """Write a static HTML dashboard of the history: one page per suite, regressions with their commit range."""
     from ampbench.commands.reporting import publish as publish_site
@@ -273,7 +273,7 @@ def compare(
                                           "previous run of the same suite, device and config beside RUN)"),
     fmt: str = typer.Option("table", "--format", help="table (two runs, pytest-benchmark's columns), md, csv, "
                             "parquet (every run per mode, change vs the first) or pytest-benchmark (one run's JSON)"),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write (md/csv: default stdout; "
+    output: str | None = typer.Option(None, "-o", "--output", help="File to write (md/csv: default stdout; "
                                          "parquet, pytest-benchmark: required; a folder/ for pytest-benchmark)"),
     sort: str = typer.Option("name", "--sort", help="table: name, min, max, mean, stddev, median, iqr, trials, "
                              "samples_per_s or change (numeric: best first)"),
@@ -288,7 +288,7 @@ def compare(
 def summary(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders to compare (the first is the reference)"),
     fmt: str = typer.Option("md", "--format", help="md, csv or parquet"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="File to write (default: print md/csv)"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="File to write (default: print md/csv)"),
 ) -> None:
     """Deprecated: `ampbench compare RUN... --format md|csv|parquet`."""
     from ampbench.commands.compare import TABLE_FORMATS, compare, deprecated
@@ -304,12 +304,12 @@ def summary(
 @app.command()
 def probe(
     suite_file: Path = typer.Argument(...),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p"),
-    modes: Optional[list[str]] = typer.Option(None, "--mode", "-m"),
+    profile: str | None = typer.Option(None, "--profile", "-p"),
+    modes: list[str] | None = typer.Option(None, "--mode", "-m"),
     max_batch: int = typer.Option(256, "--max-batch"),
-    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Ceiling per attempt on CPU, e.g. 6GiB"),
+    memory_limit: str | None = typer.Option(None, "--memory-limit", help="Ceiling per attempt on CPU, e.g. 6GiB"),
     steps: int = typer.Option(3, "--steps", help="Training steps per attempt"),
-    set_: Optional[list[str]] = typer.Option(None, "--set"),
+    set_: list[str] | None = typer.Option(None, "--set"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out"),
 ) -> None:
     """Find the largest batch size each mode trains without running out of memory."""
@@ -328,7 +328,7 @@ def diagnose(
     run_dir: Path = typer.Argument(...),
     mode: str = typer.Option(..., "--mode", "-m"),
     steps: int = typer.Option(3, "--steps"),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**32 - 1),
+    seed: int | None = typer.Option(None, "--seed", min=0, max=2**32 - 1),
 ) -> None:
     """Re-run a short FP32/AMP pair with Paddle's numerics tools and name the ops that diverge."""
     from ampbench.commands.diagnose import run_diagnose
@@ -338,14 +338,14 @@ def diagnose(
 
 
 @app.command(epilog=EXIT_CODES)
-def tune(  # noqa: PLR0913  typer: one parameter per command-line option
-    suite_file: Optional[Path] = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume"),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="The AMP mode to tune (default: the suite's first)"),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
-    budget: Optional[str] = typer.Option(None, "--budget", help="Stop before a rung that would not fit, e.g. 4h"),
+def tune(
+    suite_file: Path | None = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume"),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
+    mode: str | None = typer.Option(None, "--mode", "-m", help="The AMP mode to tune (default: the suite's first)"),
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    budget: str | None = typer.Option(None, "--budget", help="Stop before a rung that would not fit, e.g. 4h"),
     max_rungs: int = typer.Option(8, "--max-rungs", min=1, max=32, help="At most this many rungs (rung 0 included)"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the ladder of this tune folder"),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the ladder of this tune folder"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where tune folders are created"),
 ) -> None:
     """Why AMP did not help, and the smallest change that makes it: a ladder of judged runs (docs/tune.md)."""
@@ -377,7 +377,7 @@ def export_benchmark(
 @baseline_app.command("save")
 def baseline_save(
     run_dir: Path = typer.Argument(...),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Default: results/baselines/<device>/<suite>.json"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Default: results/baselines/<device>/<suite>.json"),
 ) -> None:
     """Write the compact baseline file that nightly CI commits."""
     from ampbench.commands.baseline import save
@@ -415,7 +415,7 @@ def history_append(
 
 @app.command()
 def suites(
-    copy: Optional[str] = typer.Option(None, "--copy", help="Write an editable copy of bundled suite NAME"),
+    copy: str | None = typer.Option(None, "--copy", help="Write an editable copy of bundled suite NAME"),
     dest: Path = typer.Option(Path("."), "--to", help="Folder for --copy"),
 ) -> None:
     """List the bundled suites (run one by name: `ampbench run resnet`), or copy one to edit."""
@@ -429,8 +429,8 @@ def suites(
 
 @app.command()
 def schema(
-    name: Optional[str] = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe or diagnosis"),
-    write: Optional[Path] = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
+    name: str | None = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe or diagnosis"),
+    write: Path | None = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
 ) -> None:
     """Print the JSON Schema of a file ampbench writes or reads (no NAME: list them)."""
     from ampbench.commands.schema import schema_command
@@ -461,11 +461,11 @@ def _only_with(option: str, value: object, needs: str, given: object) -> None:
 @import_app.command("paddleocr")
 def import_paddleocr_cmd(
     config: Path = typer.Argument(..., help="A PaddleOCR det config (YAML), e.g. det_mv3_db.yml"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
     synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Use ampbench's synthetic text, not the label files"),
-    repo: Optional[Path] = typer.Option(None, "--repo", help="A PaddleOCR checkout: a command suite running its "
+    repo: Path | None = typer.Option(None, "--repo", help="A PaddleOCR checkout: a command suite running its "
                                         "tools/train.py -c CONFIG (any architecture) instead of a translation"),
-    python: Optional[str] = typer.Option(None, "--python", help="With --repo: the interpreter that runs "
+    python: str | None = typer.Option(None, "--python", help="With --repo: the interpreter that runs "
                                          "tools/train.py (default: this one)"),
     no_pretrained: bool = typer.Option(False, "--no-pretrained", help="With --repo: train from random "
                                        "initialisation (empties Global.pretrained_model and checkpoints)"),
@@ -483,14 +483,14 @@ def import_paddleocr_cmd(
 
 @import_app.command("paddlenlp")
 def import_paddlenlp_cmd(
-    args_json: Optional[Path] = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),
-    args: Optional[str] = typer.Option(None, "--args", help='Trainer arguments as on the command line: "--fp16 ..."'),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    args_json: Path | None = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),
+    args: str | None = typer.Option(None, "--args", help='Trainer arguments as on the command line: "--fp16 ..."'),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
     source: str = typer.Option("paddleformers", "--source",
                                help="BERT package the suite uses: paddleformers (installed by setup.sh) or paddlenlp"),
-    script: Optional[Path] = typer.Option(None, "--script", help="Your Trainer script: a command suite running it "
+    script: Path | None = typer.Option(None, "--script", help="Your Trainer script: a command suite running it "
                                           "with these arguments, instead of the bert suite"),
-    python: Optional[str] = typer.Option(None, "--python", help="With --script: the interpreter that runs it"),
+    python: str | None = typer.Option(None, "--python", help="With --script: the interpreter that runs it"),
 ) -> None:
     """PaddleNLP Trainer args -> the bert suite (or, with --script, your script) with fp32 + AMP modes."""
     from ampbench.commands.imports import import_paddlenlp, write_imported

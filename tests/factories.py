@@ -8,9 +8,10 @@ used by the simulation tests (log-normal per-step jitter, rare stalls, a per-tri
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -113,18 +114,18 @@ def make_trial(
     times = [0.05] * 40 if times is None else list(times)
     steps = make_steps(times, warmup, samples, loss, loss_scale, found_inf)
     ops = {"matmul_v2": {"float16": 10, "float32": 0}} if active else {"matmul_v2": {"float16": 0, "float32": 10}}
-    data: dict[str, Any] = dict(
-        schema="ampbench.trial/1", suite=suite, workload="toy", mode=mode, seed=seed, status=status,
-        config_hash=config_hash, env=env, batch_size=samples,
-        amp=AmpInfo(requested=amp, active=active, level="O1" if amp else "O0", dtype="float16" if amp else "float32",
+    data: dict[str, Any] = {
+        "schema": "ampbench.trial/1", "suite": suite, "workload": "toy", "mode": mode, "seed": seed, "status": status,
+        "config_hash": config_hash, "env": env, "batch_size": samples,
+        "amp": AmpInfo(requested=amp, active=active, level="O1" if amp else "O0", dtype="float16" if amp else "float32",
                     op_calls=ops, inactive_reason="" if active or not amp else "CPU: AMP is a no-op",
                     inactive_code="" if active or not amp else "device"),  # as the worker records a CPU trial
-        steps=steps,
-        memory=Memory(source=memory_source, peak_allocated_bytes=peak_bytes, rss_peak_bytes=peak_bytes * 2),
-        metrics={} if metric is None else {metric_name: metric},
-        skipped_steps=sum(1 for s in steps if s.found_inf),
-        error=None if status == "ok" else "Traceback ...\nRuntimeError: boom",
-    )
+        "steps": steps,
+        "memory": Memory(source=memory_source, peak_allocated_bytes=peak_bytes, rss_peak_bytes=peak_bytes * 2),
+        "metrics": {} if metric is None else {metric_name: metric},
+        "skipped_steps": sum(1 for s in steps if s.found_inf),
+        "error": None if status == "ok" else "Traceback ...\nRuntimeError: boom",
+    }
     data.update(extra)
     return Trial.model_validate(data)
 

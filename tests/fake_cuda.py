@@ -83,10 +83,9 @@ class FakeCuda:
 # makes decorate really cast, for assertions on a decorated model without training it.
 # ---------------------------------------------------------------------------------------------
 
-import contextlib  # noqa: E402
-import sys  # noqa: E402
-import warnings  # noqa: E402
-
+import contextlib
+import sys
+import warnings
 
 # The GPU build's defaults (paddle/common/flags.cc, PHI_DEFINE_EXPORTED_bool(<name>, false, ...) for each:
 # gemm_use_half_precision_compute_type "default=false", cudnn_deterministic, cudnn_exhaustive_search,
@@ -194,22 +193,22 @@ class FakeLibCuda:
         self.m = machine
         self.calls: list[str] = []
 
-    def cuInit(self, flags: int) -> int:  # noqa: N802
+    def cuInit(self, flags: int) -> int:
         self.calls.append("cuInit")
         return 0
 
-    def cuDeviceGet(self, ref: Any, ordinal: Any) -> int:  # noqa: N802
+    def cuDeviceGet(self, ref: Any, ordinal: Any) -> int:
         i = ordinal.value
         if i >= len(self.m.visible()):
             return 101   # CUDA_ERROR_INVALID_DEVICE
         ref._obj.value = i
         return 0
 
-    def cuDeviceGetPCIBusId(self, buf: Any, n: Any, dev: Any) -> int:  # noqa: N802
+    def cuDeviceGetPCIBusId(self, buf: Any, n: Any, dev: Any) -> int:
         buf.value = self.m.bus_of(dev.value).encode()
         return 0
 
-    def cuDeviceGetUuid_v2(self, raw: Any, dev: Any) -> int:  # noqa: N802
+    def cuDeviceGetUuid_v2(self, raw: Any, dev: Any) -> int:
         raw.raw = bytes.fromhex(self.m.uuid_of(dev.value).split("-", 1)[1].replace("-", ""))
         return 0
 
@@ -449,7 +448,7 @@ def install_machine(monkeypatch: Any, machine: Machine, tmp_path: Any, cast_para
         return real_set_device(d)
 
     monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: True)
-    from paddle.base import core as _core   # paddle.seed then seeds one CUDA generator per device: none here
+    from paddle.base import core as _core  # paddle.seed then seeds one CUDA generator per device: none here
 
     monkeypatch.setattr(_core, "get_cuda_device_count", lambda: 0, raising=False)
     _gpu_build_places(monkeypatch, machine, inst)

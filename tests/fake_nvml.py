@@ -149,35 +149,35 @@ class StubNvmlLib:
         return bool(g.mig) and not self.driver.privileged
 
     # -- the symbols ----------------------------------------------------------------------------
-    def _nvmlInitWithFlags(self, flags: Any) -> int:  # noqa: N802
+    def _nvmlInitWithFlags(self, flags: Any) -> int:
         return self.driver.init_error
 
-    def _nvmlShutdown(self) -> int:  # noqa: N802
+    def _nvmlShutdown(self) -> int:
         return SUCCESS
 
     @staticmethod
-    def _nvmlErrorString(code: Any) -> bytes:  # noqa: N802  (pynvml sets restype c_char_p)
+    def _nvmlErrorString(code: Any) -> bytes:
         return b"Unknown Error"
 
-    def _nvmlSystemGetDriverVersion(self, buf: Any, size: Any) -> int:  # noqa: N802
+    def _nvmlSystemGetDriverVersion(self, buf: Any, size: Any) -> int:
         return self._string(buf, self.driver.version)
 
-    def _nvmlDeviceGetCount_v2(self, count: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetCount_v2(self, count: Any) -> int:
         _out(count).value = len(self.gpus)     # [API] physical GPUs; MIG devices are not counted
         return SUCCESS
 
-    def _nvmlDeviceGetHandleByIndex_v2(self, index: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetHandleByIndex_v2(self, index: Any, out: Any) -> int:
         i = index.value
         return self._set_handle(out, self.gpus[i]) if 0 <= i < len(self.gpus) else 2   # INVALID_ARGUMENT
 
-    def _nvmlDeviceGetHandleByUUID(self, uuid: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetHandleByUUID(self, uuid: Any, out: Any) -> int:
         want = uuid.value.decode()
         for g in self.handles.values():
             if g.uuid == want and g.visible:
                 return self._set_handle(out, g)
         return NOT_FOUND
 
-    def _nvmlDeviceGetPciInfo_v3(self, handle: Any, info: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetPciInfo_v3(self, handle: Any, info: Any) -> int:
         g = self._gpu(handle)
         bus = (g.parent or g).bus_id
         pci = _out(info)
@@ -187,33 +187,33 @@ class StubNvmlLib:
         pci.domain, pci.bus, pci.device = int(dom, 16), int(b, 16), int(rest.split(".")[0], 16)
         return SUCCESS
 
-    def _nvmlDeviceGetIndex(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetIndex(self, handle: Any, out: Any) -> int:
         _out(out).value = self._gpu(handle).index
         return SUCCESS
 
-    def _nvmlDeviceGetUUID(self, handle: Any, buf: Any, size: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetUUID(self, handle: Any, buf: Any, size: Any) -> int:
         return self._string(buf, self._gpu(handle).uuid)
 
-    def _nvmlDeviceGetName(self, handle: Any, buf: Any, size: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetName(self, handle: Any, buf: Any, size: Any) -> int:
         return self._string(buf, self._gpu(handle).name)
 
-    def _nvmlDeviceGetMigMode(self, handle: Any, current: Any, pending: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetMigMode(self, handle: Any, current: Any, pending: Any) -> int:
         g = self._gpu(handle)
         _out(current).value = _out(pending).value = 1 if g.mig else 0
         return SUCCESS
 
-    def _nvmlDeviceGetMaxMigDeviceCount(self, handle: Any, count: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetMaxMigDeviceCount(self, handle: Any, count: Any) -> int:
         _out(count).value = 7 if self._gpu(handle).mig else 0    # A100: up to 7 instances
         return SUCCESS
 
-    def _nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: Any, out: Any) -> int:
         mig = self._gpu(handle).mig
         i = index.value
         if i >= len(mig) or not mig[i].visible:
             return NOT_FOUND            # [API] "If no valid MIG device was found at index"
         return self._set_handle(out, mig[i])
 
-    def _nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any, out: Any) -> int:
         g = self._gpu(handle)
         return self._set_handle(out, g.parent) if g.parent else 2   # INVALID_ARGUMENT: not a MIG handle
 
@@ -233,13 +233,13 @@ class StubNvmlLib:
         n.value = len(procs)
         return SUCCESS
 
-    def _nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any, count: Any, infos: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any, count: Any, infos: Any) -> int:
         return self._processes(handle, count, infos, self.driver.process_record)
 
-    def _nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any, count: Any, infos: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any, count: Any, infos: Any) -> int:
         return self._processes(handle, count, infos, 24)
 
-    def _nvmlDeviceGetMemoryInfo(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetMemoryInfo(self, handle: Any, out: Any) -> int:
         g = self._gpu(handle)
         if self._aggregate_denied(g):
             return NO_PERMISSION
@@ -248,37 +248,37 @@ class StubNvmlLib:
         m.free = m.total - m.used
         return SUCCESS
 
-    def _nvmlDeviceGetTotalEnergyConsumption(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetTotalEnergyConsumption(self, handle: Any, out: Any) -> int:
         _out(out).value = self._gpu(handle).energy_now()
         return SUCCESS
 
-    def _nvmlDeviceGetClockInfo(self, handle: Any, kind: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetClockInfo(self, handle: Any, kind: Any, out: Any) -> int:
         _out(out).value = 1410 if kind.value == 1 else 1215    # NVML_CLOCK_SM = 1
         return SUCCESS
 
     _nvmlDeviceGetMaxClockInfo = _nvmlDeviceGetClockInfo
 
-    def _nvmlDeviceGetApplicationsClock(self, handle: Any, kind: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetApplicationsClock(self, handle: Any, kind: Any, out: Any) -> int:
         _out(out).value = 1095
         return SUCCESS
 
-    def _nvmlDeviceGetPowerUsage(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetPowerUsage(self, handle: Any, out: Any) -> int:
         _out(out).value = int(self._gpu(handle).power_w * 1000)   # milliwatts [API]
         return SUCCESS
 
-    def _nvmlDeviceGetPowerManagementLimit(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetPowerManagementLimit(self, handle: Any, out: Any) -> int:
         _out(out).value = 400_000
         return SUCCESS
 
-    def _nvmlDeviceGetTemperature(self, handle: Any, sensor: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetTemperature(self, handle: Any, sensor: Any, out: Any) -> int:
         _out(out).value = 61
         return SUCCESS
 
-    def _nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any, out: Any) -> int:
         _out(out).value = 0x1 | 0x4      # GPU idle (ignored) + SW power cap
         return SUCCESS
 
-    def _nvmlDeviceGetUtilizationRates(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetUtilizationRates(self, handle: Any, out: Any) -> int:
         """[API] nvmlDeviceGetUtilizationRates fills nvmlUtilization_t {gpu, memory}: the percent of time over
         the past sample period (1/6 s to 1 s by product) during which one or more kernels ran, and during
         which device memory was read or written; "On MIG-enabled GPUs, querying device utilization rates is
@@ -290,7 +290,7 @@ class StubNvmlLib:
         util.gpu, util.memory = g.busy_pct, g.busy_pct // 2
         return SUCCESS
 
-    def _nvmlDeviceGetVirtualizationMode(self, handle: Any, out: Any) -> int:  # noqa: N802
+    def _nvmlDeviceGetVirtualizationMode(self, handle: Any, out: Any) -> int:
         _out(out).value = self.driver.virtualization
         return SUCCESS
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ampbench.results import ResultsError
 from ampbench.report.benchmark_export import export_document, export_run
+from ampbench.results import ResultsError
 from tests.factories import CPU_ENV, make_run, make_suite, make_trial
 
 FP32_TIMES = [0.9, 0.8] + [0.10, 0.12, 0.11, 0.13, 0.10, 0.30]   # two warm-up steps, then measured

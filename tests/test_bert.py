@@ -14,11 +14,11 @@ import pytest
 from pydantic import ValidationError
 
 from ampbench.config import ConfigError
-from ampbench.workloads.suites import load_suite
 from ampbench.workloads import get_workload_class
 from ampbench.workloads.base import WorkloadContext
 from ampbench.workloads.bert.source import SOURCES, installed_sources, load_bert_api
 from ampbench.workloads.bert.workload import BertParams, BertWorkload, macro_f1
+from ampbench.workloads.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 # `tox -e paddlenlp` sets AMPBENCH_BERT_SOURCE=paddlenlp: every test then goes through that source.

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from ampbench.config import ConfigError, deep_merge, parse_override
 from ampbench.workloads.suites import load_suite

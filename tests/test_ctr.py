@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from ampbench.config import ConfigError
-from ampbench.workloads.suites import load_suite
 from ampbench.workloads import get_workload_class
 from ampbench.workloads.base import WorkloadContext
 from ampbench.workloads.ctr.workload import CTRParams, CTRWorkload, prefetched
+from ampbench.workloads.suites import load_suite
 
 SUITE = Path(__file__).resolve().parent.parent / "suites" / "ctr.toml"
 TINY = {"embedding_dim": 4, "mlp": [16], "prefetch": 0, "init_std": 0.05,

@@ -9,7 +9,7 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
-from ampbench.workloads.dbnet.loss import DBLoss  # noqa: E402
+from ampbench.workloads.dbnet.loss import DBLoss
 
 
 def _bce(p, y):
@@ -20,7 +20,7 @@ def _np_db_loss(prob, thr, binary, gt, mask, tmap, tmask, main="DiceLoss", alpha
     """The formulas, read independently: balanced main loss (pixelwise BCE, or the scalar Dice
     broadcast over the masks), masked L1, Dice of B."""
     prob, thr, binary, gt, mask, tmap, tmask = (np.asarray(a, np.float64) for a in (prob, thr, binary, gt, mask, tmap, tmask))
-    dice = lambda p: 1 - 2 * (p * gt * mask).sum() / ((p * mask).sum() + (gt * mask).sum() + eps)  # noqa: E731
+    dice = lambda p: 1 - 2 * (p * gt * mask).sum() / ((p * mask).sum() + (gt * mask).sum() + eps)
     per_pixel = np.full(prob.shape, dice(prob)) if main == "DiceLoss" else _bce(prob, gt)
     pos, neg = gt * mask, (1 - gt) * mask
     npos = int(pos.sum())
@@ -45,7 +45,7 @@ def _maps(seed, n=2, h=24, w=20, saturate=False):
 
 
 def _run(loss, pred, gt, mask, tmap, tmask):
-    t = lambda a: paddle.to_tensor(a)  # noqa: E731
+    t = lambda a: paddle.to_tensor(a)
     out = loss({"maps": t(pred)}, [None, t(tmap), t(tmask), t(gt), t(mask)])
     return {k: float(v) for k, v in out.items()}
 
@@ -128,10 +128,10 @@ def _paddleocr_dbloss():
 def test_equals_paddleocr_dbloss_when_available(main):
     PPDBLoss = _paddleocr_dbloss()
     pred, gt, mask, tmap, tmask = _maps(5)
-    t = lambda a: paddle.to_tensor(a)  # noqa: E731
+    t = lambda a: paddle.to_tensor(a)
     try:
         theirs = PPDBLoss(main_loss_type=main)({"maps": t(pred)}, [None, t(tmap), t(tmask), t(gt), t(mask)])
-    except Exception as e:  # newer PaddleOCR refuses BCELoss in DBLoss
+    except Exception as e:  # noqa: BLE001  newer PaddleOCR refuses BCELoss in DBLoss
         pytest.skip(f"this PaddleOCR's DBLoss does not take {main}: {e}")
     ours = _run(DBLoss(main_loss_type=main), pred, gt, mask, tmap, tmask)
     for k in ("loss", "loss_shrink_maps", "loss_threshold_maps", "loss_binary_maps"):

@@ -10,14 +10,14 @@ import pytest
 pytest.importorskip("paddleocr")
 pytest.importorskip("skimage")
 
-import paddle  # noqa: E402
+import paddle
 
 from ampbench.config import ConfigError
-from ampbench.workloads.suites import load_suite  # noqa: E402
-from ampbench.workloads import get_workload_class  # noqa: E402
-from ampbench.workloads.base import WorkloadContext  # noqa: E402
-from ampbench.workloads.dbnet.metric import detection_scores  # noqa: E402
-from ampbench.workloads.dbnet.workload import DBNetParams, DBNetWorkload, make_label_maps, ppocr_ops  # noqa: E402
+from ampbench.workloads import get_workload_class
+from ampbench.workloads.base import WorkloadContext
+from ampbench.workloads.dbnet.metric import detection_scores
+from ampbench.workloads.dbnet.workload import DBNetParams, DBNetWorkload, make_label_maps, ppocr_ops
+from ampbench.workloads.suites import load_suite
 
 SUITE = Path(__file__).resolve().parent.parent / "suites" / "ocr.toml"
 TINY = {"backbone": "mobilenet_v3_small", "fpn_channels": 16, "image_size": 64,
@@ -130,7 +130,7 @@ def test_neck_and_head_have_paddleocrs_parameter_counts():
     from ampbench.workloads.dbnet.model import build_dbnet
 
     model = build_dbnet(DBNetParams(backbone="ResNet_vd", image_size=64))
-    count = lambda layer: sum(int(p.size) for p in layer.parameters() if not p.stop_gradient)  # noqa: E731
+    count = lambda layer: sum(int(p.size) for p in layer.parameters() if not p.stop_gradient)
     assert count(model.neck) == 1_572_864
     assert count(model.prob) + count(model.thresh) == 328_834
     vd = model.backbone.stages[1][0].short  # ResNet-D: the downsampling shortcut averages first

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("shapely")
 
-from ampbench.workloads.dbnet.metric import DetCounts, detection_scores, match_image  # noqa: E402
+from ampbench.workloads.dbnet.metric import DetCounts, detection_scores, match_image
 
 
 def rect(x0, y0, x1, y1):

@@ -82,12 +82,12 @@ def test_selftest_on_cpu_exits_3_and_lists_its_checks():
 
 def _gpu_trial(**kw) -> Trial:
     steps = [StepRecord(step=i, loss=1.0, time_s=0.01, samples=8, loss_scale=1024.0, warmup=i <= 1) for i in range(1, 6)]
-    base = dict(suite="resnet", workload="resnet", mode="amp-o1-fp16", seed=0, status="ok", steps=steps,
-                amp=AmpInfo(requested=True, active=True, dtype="float16", scaler_enabled=True,
+    base = {"suite": "resnet", "workload": "resnet", "mode": "amp-o1-fp16", "seed": 0, "status": "ok", "steps": steps,
+                "amp": AmpInfo(requested=True, active=True, dtype="float16", scaler_enabled=True,
                             op_calls={"conv2d": {"float16": 40, "float32": 0}}),
-                memory=Memory(source="cuda", peak_allocated_bytes=1, peak_reserved_bytes=2, device_used_bytes=3,
+                "memory": Memory(source="cuda", peak_allocated_bytes=1, peak_reserved_bytes=2, device_used_bytes=3,
                               device_used_source="nvml-process", nvml_device={"uuid": "GPU-a"}, energy_j=9.0),
-                throughput=Throughput(window_s=0.041))
+                "throughput": Throughput(window_s=0.041)}
     base.update(kw)
     return Trial(**base)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from ampbench.commands.diagnose import run_diagnose
 from ampbench.config import ConfigError, ModeConfig, Suite
+from ampbench.core.opstat import OpStat
 from ampbench.diagnose.compare import black_list_candidates, classify, compare_dumps, condense
 from ampbench.results.diagnosis_file import DiagnosisFile, Finding, Tolerances, load_diagnosis
-from ampbench.commands.diagnose import run_diagnose
-from ampbench.core.opstat import OpStat
 from ampbench.trial.precision import default_lists, known_op_names
 from tests.factories import make_run
 

@@ -18,12 +18,12 @@ import numpy as np
 import psutil
 import pytest
 
+from ampbench.commands.run import launch_trial
 from ampbench.config import ConfigError, DistributedConfig
 from ampbench.core import protocol
 from ampbench.launch import distributed, process
-from ampbench.trial import replicas
-from ampbench.commands.run import launch_trial
 from ampbench.results import RunDir, Trial, load_trial
+from ampbench.trial import replicas
 from tests.conftest import TOY_SUITE
 from tests.test_worker import spec_for
 

@@ -13,8 +13,8 @@ import tomllib
 
 from ampbench.config.bundled import bundled_suites
 from ampbench.config.loading import read_toml
-from ampbench.workloads.suites import load_suite
 from ampbench.report.markdown import write_report
+from ampbench.workloads.suites import load_suite
 from tests.test_report import copy_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,6 @@ fields, and the timing policy (one device sync per step, plus the window's open 
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest

@@ -3,8 +3,8 @@
 import pytest
 
 from ampbench.config import ConfigError
-from ampbench.workloads.suites import load_suite
 from ampbench.trial.flags import apply_flags, merged_flags
+from ampbench.workloads.suites import load_suite
 
 
 def test_suite_and_mode_flags_validate_and_merge(toy_suite):

@@ -12,10 +12,10 @@ accepts renders as a dashboard page.
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st

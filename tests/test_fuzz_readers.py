@@ -23,14 +23,14 @@ import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ampbench.config import ConfigError
-from ampbench.workloads.suites import load_suite
-from ampbench.results.baselines import read_baseline_file, save_baseline
 from ampbench.commands.history import append_history
+from ampbench.config import ConfigError
+from ampbench.results import ResultsError, RunDir, RunInfo, load_doc, load_trial, open_run
+from ampbench.results.baselines import read_baseline_file, save_baseline
 from ampbench.results.history import load_history
 from ampbench.results.verdicts import load_check
-from ampbench.results import ResultsError, RunDir, RunInfo, load_doc, load_trial, open_run
 from ampbench.workloads.dbnet.data import read_label_file
+from ampbench.workloads.suites import load_suite
 from tests.conftest import TOY_SUITE
 from tests.factories import CPU_ENV, make_run, make_suite, make_trials
 

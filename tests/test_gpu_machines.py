@@ -7,11 +7,10 @@ One test (at least) per defect of issue 22; each fails on the code before it (co
 from __future__ import annotations
 
 import os
-import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from ampbench.results import RunDir
 from tests.fake_cuda import GIB, install_machine, machines
@@ -241,7 +240,7 @@ def test_4_gpu_count_is_paddles_not_nvmls(machine, suite, tmp_path, monkeypatch)
     inst = machine("subset")           # four GPUs in NVML, CUDA_VISIBLE_DEVICES=2,3: two for Paddle
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     inst.machine.env["CUDA_VISIBLE_DEVICES"] = "2"
-    code, doc, calls = _selftest(monkeypatch, tmp_path, suite, modes=("fp32",))
+    _code, doc, calls = _selftest(monkeypatch, tmp_path, suite, modes=("fp32",))
     assert doc["machine"]["gpus"] == 1 and not [c for c in calls if c[2] == "-dp"]
     assert _results(doc, "data-parallel")["-"]["ok"] is None
 
@@ -497,7 +496,7 @@ def test_fake_machines_are_tests_only():
     import re
 
     for p in (ROOT / "ampbench").rglob("*.py"):
-        assert not re.search(r"^\s*(from|import) tests\b", p.read_text(), re.M), p
+        assert not re.search(r"^\s*(from|import) tests\b", p.read_text(), re.MULTILINE), p
 
 
 def test_paddle_below_2_6_is_refused_on_a_gpu_with_a_message(monkeypatch, suite, tmp_path):

@@ -11,8 +11,8 @@ import pytest
 
 from ampbench.commands.history import append_history
 from ampbench.commands.history import summarize_run_dir as summarize_run
-from ampbench.results.history import HISTORY_SCHEMA, load_history
 from ampbench.results import ResultsError
+from ampbench.results.history import HISTORY_SCHEMA, load_history
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gpu_run"
 

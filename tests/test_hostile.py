@@ -21,14 +21,14 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.config import ConfigError
-from ampbench.workloads.suites import load_suite
 from ampbench.commands.run_plan import parse_faults
+from ampbench.config import ConfigError
 from ampbench.core.units import parse_bytes
-from ampbench.launch.process import Outcome
 from ampbench.launch.launcher import _killed_status
-from ampbench.trial.spec import TrialSpec
+from ampbench.launch.process import Outcome
 from ampbench.results import ResultsError, RunDir, atomic_write_text, new_run_dir, run_lock, safe_name
+from ampbench.trial.spec import TrialSpec
+from ampbench.workloads.suites import load_suite
 from tests.conftest import TOY_SUITE
 from tests.factories import make_run, make_suite, make_trial, make_trials
 

@@ -334,7 +334,7 @@ def test_two_sweeps_started_in_the_same_second_keep_both_reports(tmp_path, cache
     """The clock frozen at one second for both sweeps (same pid too): two grid reports, two run folders."""
     import datetime as dt
 
-    import ampbench.core.names as names
+    from ampbench.core import names
 
     class Frozen(dt.datetime):
         @classmethod

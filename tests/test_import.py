@@ -3,16 +3,16 @@ PaddleNLP's documented formats: the suites validate, carry the AMP settings and 
 key they cannot honour, refuse unsupported architectures with exit 2, and run (cpu, shortened)."""
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.workloads.suites import load_suite
 from ampbench.importers.paddlenlp import import_paddlenlp, parse_cli_args
 from ampbench.importers.paddleocr import PADDLEOCR_AMP_FLAGS, import_paddleocr
+from ampbench.workloads.suites import load_suite
 
 FIX = Path(__file__).parent / "fixtures"
 MV3 = FIX / "paddleocr" / "det_mv3_db_global_amp.yml"   # AMP through Global.use_amp (PaddleOCR >= 2.5)

@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.config import TargetConfig
 from ampbench.commands.check import check_run
+from ampbench.config import TargetConfig
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_run
 from ampbench.results import EvalRecord, Interference

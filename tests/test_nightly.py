@@ -109,7 +109,7 @@ def test_shellcheck_clean():
 
 def test_setup_test_installs_the_linters_ci_needs():
     text = (ROOT / "scripts" / "setup.sh").read_text()
-    test_debs = re.search(r"--test\)(.*?);;", text, re.S)
+    test_debs = re.search(r"--test\)(.*?);;", text, re.DOTALL)
     assert test_debs and "shellcheck" in test_debs.group(1)
 
 

@@ -9,8 +9,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from ampbench.report import plots as P  # noqa: E402
-from tests.factories import make_trial  # noqa: E402
+from ampbench.report import plots as P
+from tests.factories import make_trial
 
 
 def _tick_texts(fig) -> list[str]:

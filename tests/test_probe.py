@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ampbench.config import ConfigError
 from ampbench.commands.probe import AttemptFailed, ProbeOptions, load_probe, run_probe, search_max_batch
+from ampbench.config import ConfigError
 
 
 class Ceiling:
@@ -131,8 +131,8 @@ def test_real_probe_in_subprocesses(tmp_path):
 
 
 def test_probe_file_round_trips_and_refuses_other_files(tmp_path):
-    from ampbench.results.probe_file import ProbeAttempt, ProbeFile, ProbeMode
     from ampbench.results import ResultsError, write_doc
+    from ampbench.results.probe_file import ProbeAttempt, ProbeFile, ProbeMode
 
     assert load_probe(tmp_path) is None  # no probe.json: nothing to report
     doc = ProbeFile(suite="toy", suite_file="toy.toml", profile="cpu", run_id="r-probe", device="cpu",

@@ -8,10 +8,10 @@ scripts/accept_real_programs.sh (its numbers are in docs/command.md), not here: 
 
 import json
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 from typer.testing import CliRunner
 
@@ -128,7 +128,7 @@ def test_crash_line_carries_the_programs_error_and_the_known_fix(tail, said, fix
     assert (said in last_error(tail)) and (bool(said) == bool(last_error(tail)))
     assert (fix in known_fix(tail)) and (bool(fix) == bool(known_fix(tail)))
     text = crash_text(tail)
-    assert text == "" if not (said or fix) else text.startswith("; the program said: ") or text.startswith(" (fix:")
+    assert text == "" if not (said or fix) else text.startswith(("; the program said: ", " (fix:"))
 
 
 # ---------------------------------------------------------------- the real path: their train.py, unmodified

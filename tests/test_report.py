@@ -256,7 +256,7 @@ def test_run_with_keys_the_suite_schema_rejects_is_refused(tmp_path):
 
 def test_trial_from_another_suite_is_refused(tmp_path):
     run = copy_run(tmp_path)
-    p = sorted((run / "trials").glob("*.json"))[0]
+    p = min((run / "trials").glob("*.json"))
     t = json.loads(p.read_text())
     t["suite"] = "other"
     p.write_text(json.dumps(t))

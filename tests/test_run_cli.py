@@ -52,7 +52,7 @@ def test_run_crash_then_resume(toy_suite, tmp_path, cache_env):
     assert trials["amp-o1-fp16__seed1"].status == "crashed"
     assert "injected crash" in trials["amp-o1-fp16__seed1"].error
     assert {k for k, t in trials.items() if t.status == "ok"} == {"fp32__seed0", "amp-o1-fp16__seed0", "fp32__seed1"}
-    before = run.trial_path("fp32__seed0".split("__")[0], 0).read_text()
+    before = run.trial_path(["fp32", "seed0"][0], 0).read_text()
     check = json.loads((run.path / "check.json").read_text())
     assert {v["mode"]: v["verdict"] for v in check["verdicts"]}["amp-o1-fp16"] == "ERROR"
 
@@ -62,7 +62,7 @@ def test_run_crash_then_resume(toy_suite, tmp_path, cache_env):
     assert run.trial_path("fp32", 0).read_text() == before  # finished trials not redone
     df = pd.read_csv(run.path / "summary.csv")
     assert len(df) == 4 and set(df["status"]) == {"ok"}
-    assert (df["amp_active"] == False).all()  # noqa: E712
+    assert (df["amp_active"] == False).all()
     assert "inactive" in r.output.lower()
     info = json.loads((run.path / "run.json").read_text())
     assert info["profile"] == "default" and len(info["plan"]) == 4 and info["finished"]

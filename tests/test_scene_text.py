@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("skimage")
 pytest.importorskip("shapely")
 
-from ampbench.config import ConfigError  # noqa: E402
-from ampbench.workloads.dbnet import data as st  # noqa: E402
+from ampbench.config import ConfigError
+from ampbench.workloads.dbnet import data as st
 
 SPEC = st.SceneTextSpec(images=3, image_size=64, seed=7, lines=(1, 3), text_height=(0.15, 0.25))
 

@@ -77,11 +77,11 @@ def test_bundled_suite_files_validate_and_a_typo_does_not(path: Path) -> None:
 
 def test_files_ampbench_writes_validate(tmp_path: Path) -> None:
     """Baseline and history line derived from the fixture, a diagnosis and a probe file, as written."""
-    from ampbench.results.diagnosis_file import DiagnosisFile, Finding, ModeDiagnosis
-    from ampbench.results.baselines import save_baseline
     from ampbench.commands.history import append_history
-    from ampbench.results.probe_file import ProbeAttempt, ProbeFile, ProbeMode
     from ampbench.results import write_doc
+    from ampbench.results.baselines import save_baseline
+    from ampbench.results.diagnosis_file import DiagnosisFile, Finding, ModeDiagnosis
+    from ampbench.results.probe_file import ProbeAttempt, ProbeFile, ProbeMode
 
     run = tmp_path / "run"
     shutil.copytree(FIXTURE, run)

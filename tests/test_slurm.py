@@ -178,7 +178,7 @@ def test_a_two_node_trial_is_one_job_with_a_paddle_launcher_on_each_node(cluster
     (tmp_path / "toy.toml").write_text(SUITE + dist)
     p = _ampbench(cluster, ["toy.toml", "--launcher", "slurm", "--slurm-poll", "0.5", "--out", "runs", "--mode", "fp32",
                             "--no-report", "--set", "train.steps=6", "--set", "train.warmup_steps=1"], tmp_path)
-    code, out = _finish(p, 240)
+    _code, out = _finish(p, 240)
     run = _run_dir(tmp_path)
     t = _trial(run, "fp32__seed0")
     assert t["status"] == "ok", (t.get("error"), out)

@@ -86,6 +86,25 @@ def test_the_complexity_check_sees_a_tangled_function(tmp_path: Path) -> None:
     assert "tangled.py" in out.stdout and "C901" in out.stdout and "PLR0912" in out.stdout
 
 
+def test_lint_is_clean() -> None:
+    """`tox -e lint` in the test command: the pinned ruff's whole rule set (pyproject's selection and
+    per-file reasons) over the package and the tests, so a finding fails CI rather than piling up."""
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "ampbench", "tests", "--output-format", "concise",
+                          "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, f"ruff findings (fix them, or say why on the line: `# noqa: CODE  <why>`):\n{out.stdout}"
+
+
+def test_lint_sees_a_finding(tmp_path: Path) -> None:
+    """The lint check can fail: a blind except outside the hook and the trackers is a finding."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "ampbench").mkdir()
+    (tmp_path / "ampbench" / "blind.py").write_text("def f() -> None:\n    try:\n        pass\n"
+                                                    "    except Exception:\n        return\n")
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "ampbench", "--no-cache"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 1 and "BLE001" in out.stdout, out.stdout + out.stderr
+
+
 # ---------------------------------------------------------------- imports
 
 
@@ -138,7 +157,7 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     on: set[str] = set()
     out: list[list[str]] = []
     counter = 0
-    for root in graph:
+    for root in graph:  # noqa: PLC0206  the loop reads graph[root] only for roots not yet indexed
         if root in index:
             continue
         work = [(root, iter(graph[root]))]

@@ -314,7 +314,7 @@ def test_tune_resnet_on_cpu_exits_3_within_3_minutes_saying_why(tmp_path):
 
 
 def test_shape_audit_flags_linear_64_500_not_64_512():
-    import paddle.nn as nn
+    from paddle import nn
 
     from ampbench.trackers.shapes import audit
 
@@ -351,7 +351,7 @@ def test_causes_are_ranked_with_their_numbers():
                                      "unlisted": 20}
     idle = _trial(0.0, 0.05, True, level="O2")
     idle.interference = Interference(gpu_busy_pct=35.0)   # NVML: a kernel ran 35% of the window
-    assert [c.text for c in why_slow.rank([idle])][0].startswith(
+    assert next(c.text for c in why_slow.rank([idle])).startswith(
         "GPU busy 35% of the window (NVML): the device waits on the host")
     idle.interference = Interference(gpu_busy_pct=80.0)
     assert "gpu-idle" not in [c.kind for c in why_slow.rank([idle])]

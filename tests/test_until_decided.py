@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -413,7 +414,7 @@ def test_a_small_baseline_bounds_the_history_comparison():
 
 def test_projected_seeds_shrink_as_the_effect_grows_and_speedup_grows_both_arms():
     sizes = [until.projected_seeds(_speed(s), 0.10, TH).seeds for s in (1.10, 1.20, 1.50, 2.0)]
-    assert all(a >= b for a, b in zip(sizes, sizes[1:])) and sizes[0] > sizes[-1], sizes
+    assert all(a >= b for a, b in itertools.pairwise(sizes)) and sizes[0] > sizes[-1], sizes
     assert until.projected_seeds(_speed(1.0), 0.10, TH).seeds is None          # on the threshold: never
     assert until.projected_seeds(_speed(1.01), 0.10, TH).seeds is None         # beyond the 64 limit
 
@@ -450,7 +451,7 @@ def test_a_pool_of_devices_adds_as_many_matched_seeds_per_round_as_it_runs_side_
     assert ran, "no seed added"
     assert all(len(new) == 4 and {m for m, _ in new} == {"fp32", AMP} for new in ran[:-1])
     looks = open_run(path).info.sequential["looks"]
-    assert looks[:2] == [3, 5] and all(b - a == 2 for a, b in zip(looks, looks[1:-1])) and looks[-1] <= 9
+    assert looks[:2] == [3, 5] and all(b - a == 2 for a, b in itertools.pairwise(looks)) and looks[-1] <= 9
     assert len({s for new in ran for _, s in new}) == looks[-1] - 3       # every added seed is new
     seeds = [s for new in ran for _, s in new]
     assert sorted(set(seeds)) == list(range(3, looks[-1]))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.workloads.suites import load_suite
 from ampbench.commands.run import TrialSpec, launch_trial
 from ampbench.results import RunDir, Trial, load_trial
+from ampbench.workloads.suites import load_suite
 
 
 def spec_for(suite_path: Path, run: RunDir, mode: str = "fp32", seed: int = 0, name: str | None = None,
@@ -132,9 +132,8 @@ def test_scaler_records_skipped_steps_and_halving(toy_suite, tmp_path, monkeypat
 
 def test_the_in_process_launcher_gives_the_same_trial(toy_trials, tmp_path):
     """launch.inprocess runs the worker's own code here: same losses and metrics as the subprocess."""
-    from tests.conftest import TOY_SUITE
-
     from ampbench.launch.inprocess import launch_in_process
+    from tests.conftest import TOY_SUITE
 
     suite = tmp_path / "toy.toml"
     suite.write_text(TOY_SUITE)

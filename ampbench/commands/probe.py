@@ -241,5 +241,16 @@ def print_probe(doc: ProbeFile, console: Console) -> None:
     console.print("+ = fitted up to --max-batch; the real limit may be higher.")
 
 
-__all__ = ["ProbeOptions", "run_probe", "search_max_batch", "SearchResult", "Attempt", "AttemptFailed",
-           "load_probe", "ProbeFile", "ProbeMode", "ProbeAttempt", "PROBE_SCHEMA"]
+__all__ = [
+    "PROBE_SCHEMA",
+    "Attempt",
+    "AttemptFailed",
+    "ProbeAttempt",
+    "ProbeFile",
+    "ProbeMode",
+    "ProbeOptions",
+    "SearchResult",
+    "load_probe",
+    "run_probe",
+    "search_max_batch",
+]

@@ -374,6 +374,6 @@ def finish_run(run: RunDir, console: Console, strict: bool = False, report: bool
         try:
             path = _write_report(run.path)
             console.print(f"report: {escape(str(path))}", soft_wrap=True)
-        except Exception as e:  # a report bug must not hide the verdict
+        except Exception as e:  # noqa: BLE001  a report bug must not hide the verdict
             console.print(f"[yellow]warning:[/] report failed: {escape(f'{type(e).__name__}: {e}')}")
     return result.exit_code

@@ -23,9 +23,9 @@ from ampbench.core.files import atomic_write_text
 from ampbench.core.records import RunInfo, Trial
 from ampbench.results.baselines import Baseline
 from ampbench.results.diagnosis_file import DiagnosisFile
-from ampbench.results.tune_file import TuneFile
 from ampbench.results.history import RunSummary
 from ampbench.results.probe_file import ProbeFile
+from ampbench.results.tune_file import TuneFile
 from ampbench.results.verdicts import CheckReport
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

@@ -230,7 +230,7 @@ def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = Non
     for name in sorted(suites or bundled_suites()):
         try:
             trials = _run_suite(name, runs)
-        except Exception as exc:  # a suite that cannot run here (missing extra, bad data) fails its check
+        except Exception as exc:  # noqa: BLE001  a suite that cannot run here (missing extra, bad data) fails its check
             results.append(CheckResult("trial-ok", name, False, f"{type(exc).__name__}: {exc}"[:300]))
             continue
         for t in trials:

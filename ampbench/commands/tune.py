@@ -35,9 +35,9 @@ from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.sequential import Design
 from ampbench.launch.process import keep_signal_handlers
+from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.run_dir import RunDir, open_run, run_lock
 from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
-from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ModeVerdict
 
 SHORT_STEPS = 4  # the first, short AMP trial: enough to see whether AMP ran
@@ -201,7 +201,7 @@ def _diagnosed_ops(run_dir: Path, mode: str, console: Console) -> tuple[tuple[st
 
     try:
         diag = diagnose_mode(run_dir, mode, console=console)
-    except Exception as e:  # a failed diagnosis leaves the black-list rung without ops (skipped, said why)
+    except Exception as e:  # noqa: BLE001  a failed diagnosis leaves the black-list rung without ops (skipped, said why)
         console.print(f"[yellow]warning:[/] diagnose failed: {escape(f'{type(e).__name__}: {e}')}")
         return (), ()
     drift = tuple(dict.fromkeys(f.op for f in diag.findings if f.kind == "diverged"))[:3]

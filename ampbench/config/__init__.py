@@ -25,7 +25,23 @@ from ampbench.config.suite import (
 from ampbench.core.errors import ConfigError
 
 __all__ = [
-    "ConfigError", "LoadedSuite", "deep_merge", "load_suite", "parse_override", "read_toml", "resolve_profile",
-    "validate_suite", "DEFAULT_PROFILE", "REFERENCE_MODE", "DistributedConfig", "ModeConfig", "OptimizerConfig",
-    "ScalerConfig", "Suite", "SuiteMeta", "TargetConfig", "Thresholds", "TrainConfig",
+    "DEFAULT_PROFILE",
+    "REFERENCE_MODE",
+    "ConfigError",
+    "DistributedConfig",
+    "LoadedSuite",
+    "ModeConfig",
+    "OptimizerConfig",
+    "ScalerConfig",
+    "Suite",
+    "SuiteMeta",
+    "TargetConfig",
+    "Thresholds",
+    "TrainConfig",
+    "deep_merge",
+    "load_suite",
+    "parse_override",
+    "read_toml",
+    "resolve_profile",
+    "validate_suite",
 ]

@@ -60,7 +60,7 @@ class TrainConfig(_Strict):
     diverge_after: StrictInt = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
 
     @model_validator(mode="after")
-    def _warmup_below_steps(self) -> "TrainConfig":
+    def _warmup_below_steps(self) -> TrainConfig:
         if self.warmup_steps >= self.steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below steps ({self.steps}): these are "
                              "ampbench's measurement warm-up steps (not the learning-rate warm-up, "
@@ -110,7 +110,7 @@ class ModeConfig(_Strict):
     env: dict[str, str] = {}
 
     @model_validator(mode="after")
-    def _level(self) -> "ModeConfig":
+    def _level(self) -> ModeConfig:
         if self.level is None:
             if self.name != REFERENCE_MODE:
                 raise ValueError(f"mode {self.name!r} needs a level (O1 or O2; O0 is FP32)")
@@ -209,7 +209,7 @@ class Suite(_Strict):
     flags: dict[str, Any] = {}  # Paddle FLAGS (paddle.set_flags) applied in every trial
 
     @model_validator(mode="after")
-    def _modes(self) -> "Suite":
+    def _modes(self) -> Suite:
         names = [m.name for m in self.modes]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

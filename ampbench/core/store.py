@@ -163,4 +163,4 @@ def probe_folders(suite_dir: Path) -> list[Path]:
                   key=lambda f: f.name, reverse=True)
 
 
-__all__ = ["BASELINES_DIR", "PROBE_TAG", "HISTORY_DIR", "RUNS_DIR", "RunPaths", "newest", "probe_folders", "trial_key"]
+__all__ = ["BASELINES_DIR", "HISTORY_DIR", "PROBE_TAG", "RUNS_DIR", "RunPaths", "newest", "probe_folders", "trial_key"]

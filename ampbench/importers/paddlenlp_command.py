@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.config.suite import MAX_SEED
 from ampbench.importers.base import Imported, number, text
 from ampbench.importers.paddlenlp import _amp_mode
 

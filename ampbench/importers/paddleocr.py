@@ -146,8 +146,8 @@ def _optimizer(r: _Reader, steps_per_epoch: int) -> dict[str, Any]:
     else:
         r.skip("Optimizer.lr.name", f"{lr.get('name')!r} schedule not available (constant, Cosine, Linear)")
     if lr.get("warmup_epoch"):
-        out["lr_warmup_steps"] = int(math.ceil(r.num("Optimizer.lr.warmup_epoch", lr["warmup_epoch"], minimum=0,
-                                                    maximum=1e6) * steps_per_epoch))
+        out["lr_warmup_steps"] = math.ceil(r.num("Optimizer.lr.warmup_epoch", lr["warmup_epoch"], minimum=0,
+                                                maximum=1e6) * steps_per_epoch)
     r.rest("Optimizer.lr", lr, {"name", "learning_rate", "warmup_epoch"})
     reg = r.sub("Optimizer.regularizer", o.get("regularizer"))
     if reg and reg.get("name", "L2") == "L2":

@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.config.suite import MAX_SEED
 from ampbench.importers.base import Imported, UnsupportedConfig, items, text
 from ampbench.importers.paddleocr import MIN_BASELINE_HMEAN, _amp_modes, _Reader, load_config
 

@@ -13,8 +13,8 @@ from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.records import Trial
 from ampbench.judge.pooled import PooledBaseline
-from ampbench.judge.rules.context import Ctx
 from ampbench.judge.rules import registry
+from ampbench.judge.rules.context import Ctx
 from ampbench.judge.sequential import Design
 from ampbench.results.baselines import Baseline, device_slug
 from ampbench.results.run_dir import OpenRun

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ampbench.core.records import Trial
 from ampbench.core.opstat import CAST_OPS
+from ampbench.core.records import Trial
 
 DATA_NOTE = 0.1     # a data wait below a tenth of the step is not worth naming
 HOST_BOUND = 0.9    # on a GPU: the host busy this share of each step -> the GPU waits for launches

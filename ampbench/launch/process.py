@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.files import open_for_writing
-from ampbench.core.processes import WORKER_ENV, become_subreaper, end_descendants, guarded, kill_tree, tree_rss_bytes
+from ampbench.core.processes import (
+    WORKER_ENV,
+    become_subreaper,
+    end_descendants,
+    guarded,
+    kill_tree,
+    tree_rss_bytes,
+)
 from ampbench.core.protocol import EVENT_PREFIX, PARENT_ENV, process_token
 
 

@@ -130,7 +130,7 @@ _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
 def md_prose(text: object, max_len: int | None = None) -> str:
-    """Text ampbench wrote with `code` spans (rule messages, advice, notes): each span stays code (its
+    r"""Text ampbench wrote with `code` spans (rule messages, advice, notes): each span stays code (its
     content shown as typed), the rest is escaped like md_text; escaped backticks never show as `\``."""
     s = _WS.sub(" ", str(text)).strip()
     if max_len is not None and len(s) > max_len:

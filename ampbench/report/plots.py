@@ -353,7 +353,7 @@ def thin_ticks(n: int, most: int = 12) -> list[int]:
     """At most `most` evenly spread run indexes to label (one label per run does not scale)."""
     if n <= most:
         return list(range(n))
-    return sorted({int(round(i)) for i in np.linspace(0, n - 1, most)})
+    return sorted({round(float(i)) for i in np.linspace(0, n - 1, most)})
 
 
 def run_label(entry: dict[str, Any]) -> str:

@@ -57,7 +57,7 @@ def has_gpu_cheap(environ: Mapping[str, str] | None = None) -> bool:
     if env.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1") or env.get("NVIDIA_VISIBLE_DEVICES") in ("void", "none"):
         return False
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False)
         if out.returncode == 0 and "GPU" in out.stdout:
             return True
     except (OSError, subprocess.SubprocessError):

@@ -28,7 +28,7 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 def git_sha() -> str:
     try:
         out = subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "--short=12", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
+                             capture_output=True, text=True, timeout=5, check=False)
         return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""

@@ -17,7 +17,7 @@ MAX_FINDINGS = 50  # a huge model lists its first 50 odd layers (the count says 
 
 def _dims(layer: Any) -> tuple[str, list[int]] | None:
     """(kind, [in, out]) of a layer whose weight is a GEMM operand, else None."""
-    import paddle.nn as nn
+    from paddle import nn
 
     w = getattr(layer, "weight", None)
     if w is None or len(w.shape) < 2:

@@ -84,7 +84,7 @@ class ProgramGpu:
             return
         try:
             dev = nvml.resolve(nv, env, bus)
-        except Exception as exc:  # recorded: the other devices (and the trial) go on
+        except Exception as exc:  # noqa: BLE001  recorded: the other devices (and the trial) go on
             self.errors.setdefault("nvml", f"NVML device not resolved: {type(exc).__name__}: {exc}"[:300])
             return
         if dev.uuid not in self.pollers:

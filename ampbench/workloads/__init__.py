@@ -8,7 +8,14 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-from ampbench.workloads.base import Batch, ProgramWorkload, Workload, WorkloadBase, WorkloadContext, WorkloadParams
+from ampbench.workloads.base import (
+    Batch,
+    ProgramWorkload,
+    Workload,
+    WorkloadBase,
+    WorkloadContext,
+    WorkloadParams,
+)
 
 # name -> "module:Class"; modules are imported only when the workload is used.
 BUILTIN: dict[str, str] = {

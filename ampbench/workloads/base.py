@@ -8,9 +8,10 @@ registry and must stay instant); import it inside the methods.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -88,7 +89,7 @@ class WorkloadBase(ABC, Generic[P]):
         return None
 
     @classmethod
-    def check_suite(cls, params: Any, suite: "Suite") -> list[tuple[str, str]]:
+    def check_suite(cls, params: Any, suite: Suite) -> list[tuple[str, str]]:
         """Problems a run would only hit after training, found before any run folder exists, as
         (key, reason) pairs. Override to add a workload's own checks (extend super()'s list)."""
         problems: list[tuple[str, str]] = []

@@ -8,7 +8,8 @@ how little a workload needs.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -36,7 +37,7 @@ class ToyParams(WorkloadParams):
 class ToyWorkload(Workload[ToyParams]):
     name = "toy"
     Params = ToyParams
-    metric_goals = {"accuracy": "max", "eval_loss": "min"}
+    metric_goals: ClassVar[dict[str, str]] = {"accuracy": "max", "eval_loss": "min"}
 
     @classmethod
     def train_rows(cls, params: ToyParams) -> int | None:
@@ -52,7 +53,7 @@ class ToyWorkload(Workload[ToyParams]):
         self.x_eval, self.y_eval = x[p.train_rows:], y[p.train_rows:]
 
     def build_model(self) -> Any:
-        import paddle.nn as nn
+        from paddle import nn
 
         p = self.params
         planted = [_nan_above_layer(p.nan_above)] if p.nan_above else []

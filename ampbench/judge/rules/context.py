@@ -14,8 +14,8 @@ from ampbench.core.files import last_line as results_last_line
 from ampbench.core.records import Trial
 from ampbench.judge import sequential
 from ampbench.judge.pooled import PooledBaseline
-from ampbench.judge.sequential import Design
 from ampbench.judge.rules.advice_kit import Advice
+from ampbench.judge.sequential import Design
 from ampbench.results.baselines import Baseline, CompactTrial, compact
 from ampbench.results.verdicts import RuleResult, Status
 

@@ -47,7 +47,7 @@ class MetricSource(WorkloadParams):
     throughput_pattern: str | None = None  # regex of the program's own samples/s (the presets know theirs)
 
     @model_validator(mode="after")
-    def _something_to_read(self) -> "MetricSource":
+    def _something_to_read(self) -> MetricSource:
         import re
 
         for name, rx in {**self.patterns, "throughput_pattern": self.throughput_pattern or ""}.items():
@@ -139,7 +139,7 @@ def literal(text: str) -> str:
     return text.format()
 
 
-def placeholder_texts(params: CommandParams, suite: "Suite") -> dict[str, str]:
+def placeholder_texts(params: CommandParams, suite: Suite) -> dict[str, str]:
     """Where each text lives -> the text (command, cwd, env, every mode's args/env, metric.json_file)."""
     where: dict[str, str] = {f"workload.command[{i}]": a for i, a in enumerate(params.command)}
     if params.cwd:
@@ -153,7 +153,7 @@ def placeholder_texts(params: CommandParams, suite: "Suite") -> dict[str, str]:
     return where
 
 
-def placeholder_problems(params: CommandParams, suite: "Suite") -> list[tuple[str, str]]:
+def placeholder_problems(params: CommandParams, suite: Suite) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     used: set[str] = set()
     for key, text in placeholder_texts(params, suite).items():
@@ -203,7 +203,7 @@ def program_problems(params: CommandParams) -> list[tuple[str, str]]:
     return []
 
 
-def schedule_problems(params: CommandParams, suite: "Suite") -> list[tuple[str, str]]:
+def schedule_problems(params: CommandParams, suite: Suite) -> list[tuple[str, str]]:
     """Steps, evaluation and epochs that cannot agree, found before any trial (one line each)."""
     steps, warmup = suite.train.steps, suite.train.warmup_steps
     try:

@@ -10,8 +10,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ampbench.workloads.base import ProgramWorkload
-from ampbench.workloads.command.params import (CommandParams, placeholder_problems, program_problems,
-                                               schedule_problems)
+from ampbench.workloads.command.params import (
+    CommandParams,
+    placeholder_problems,
+    program_problems,
+    schedule_problems,
+)
 
 
 class CommandWorkload(ProgramWorkload[CommandParams]):

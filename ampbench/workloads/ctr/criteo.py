@@ -104,7 +104,7 @@ class CriteoSpec(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _bucket_count(self) -> "CriteoSpec":
+    def _bucket_count(self) -> CriteoSpec:
         self.buckets()  # a wrong-length list is a config error, not a failure after the first trial
         return self
 

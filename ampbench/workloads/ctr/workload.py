@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -28,7 +28,7 @@ from ampbench.workloads.ctr.synthetic import SyntheticSpec
 class CTRParams(WorkloadParams):
     model: Literal["deepfm", "wide_deep"] = "deepfm"
     embedding_dim: StrictInt = Field(8, ge=1)
-    mlp: list[StrictInt] = [256, 128]
+    mlp: list[StrictInt] = [256, 128]  # noqa: RUF012  a pydantic field: copied per instance
     dropout: float = Field(0.0, ge=0, lt=1)
     sparse: bool = Field(False, description="sparse (SelectedRows) embedding gradients; Paddle 3.3.1's fp16 "
                          "GradScaler cannot unscale them (docs/ctr.md)")
@@ -163,7 +163,7 @@ def build_network(p: CTRParams, vocab_sizes: list[int], dense_fields: int) -> An
 class CTRWorkload(Workload[CTRParams]):
     name = "ctr"
     Params = CTRParams
-    metric_goals = {"auc": "max", "logloss": "min", "oracle_auc": "max", "auc_vs_oracle": "max"}
+    metric_goals: ClassVar[dict[str, str]] = {"auc": "max", "logloss": "min", "oracle_auc": "max", "auc_vs_oracle": "max"}
 
     def prepare(self) -> None:
         p = self.params

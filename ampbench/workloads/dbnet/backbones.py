@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import paddle
-import paddle.nn as nn
+from paddle import nn
 
 # Table 1 of the MobileNetV3 paper, large model: kernel, expansion size, out channels, SE, act, stride.
 MV3_LARGE = (

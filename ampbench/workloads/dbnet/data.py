@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ class SceneTextSpec(BaseModel):
     jpeg_quality: StrictInt = Field(95, ge=10, le=100)
 
     @model_validator(mode="after")
-    def _ranges(self) -> "SceneTextSpec":
+    def _ranges(self) -> SceneTextSpec:
         if not 1 <= self.lines[0] <= self.lines[1]:
             raise ValueError(f"lines must be (min, max) with 1 <= min <= max, got {self.lines}")
         lo, hi = self.text_height
@@ -91,7 +91,7 @@ class SceneTextSpec(BaseModel):
             raise ValueError(f"text_height must be (min, max) fractions with 0 < min <= max < 1, got {self.text_height}")
         return self
 
-    def cache_key(self, fonts: "FontSet") -> str:
+    def cache_key(self, fonts: FontSet) -> str:
         blob = json.dumps(
             {"spec": self.model_dump(mode="json"), "version": GENERATOR_VERSION, "fonts": fonts.names()},
             sort_keys=True,
@@ -129,7 +129,7 @@ def find_fonts(latin: tuple[str, ...] = LATIN_FONTS, cjk: tuple[str, ...] = CJK_
     return FontSet(lat, cj)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _background(name: str) -> np.ndarray:
     """A bundled scikit-image photo as HxWx3 uint8 RGB."""
     from skimage import data
@@ -224,7 +224,7 @@ def generate_image(spec: SceneTextSpec, fonts: FontSet, index: int) -> tuple[np.
         cjk = bool(fonts.cjk) and rng.random() < spec.cjk_fraction
         text = _random_text(rng, cjk)
         font_path = fonts.cjk[rng.integers(len(fonts.cjk))] if cjk else fonts.latin[rng.integers(len(fonts.latin))]
-        height = int(round(size * rng.uniform(*spec.text_height)))
+        height = round(size * float(rng.uniform(*spec.text_height)))
         angle = float(rng.uniform(-spec.max_angle, spec.max_angle))
         alpha, box = _render_line(text, font_path, height, angle)
         while alpha.shape[1] >= size - 2 and len(text) > 1:  # too long for the image: shorten it
@@ -297,7 +297,7 @@ def ensure_dataset(spec: SceneTextSpec, cache_root: Path) -> Path:
 
 
 # The reader of PaddleOCR label files lives in labels.py; re-exported for existing callers.
-from ampbench.workloads.dbnet.labels import (  # noqa: E402,F401
+from ampbench.workloads.dbnet.labels import (  # noqa: F401
     IGNORE_TRANSCRIPTIONS,
     LabeledImage,
     load_image,

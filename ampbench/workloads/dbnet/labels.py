@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -68,8 +69,7 @@ def _lines(label_file: Path) -> list[tuple[int, bytes]]:
     if not label_file.is_file():
         raise ConfigError(label_file, "", "label file not found")
     data = label_file.read_bytes()
-    if data.startswith(BOM):
-        data = data[len(BOM):]
+    data = data.removeprefix(BOM)
     return [(n, b) for n, b in enumerate(data.split(b"\n"), 1) if b.strip()]
 
 

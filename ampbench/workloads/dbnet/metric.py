@@ -20,8 +20,9 @@ The rules (each with its reason in docs/ocr.md), as PaddleOCR's DetectionIoUEval
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class DetCounts:
     gt: int = 0
     pred: int = 0
 
-    def __add__(self, other: "DetCounts") -> "DetCounts":
+    def __add__(self, other: DetCounts) -> DetCounts:
         return DetCounts(self.matched + other.matched, self.gt + other.gt, self.pred + other.pred)
 
     def scores(self) -> dict[str, float]:

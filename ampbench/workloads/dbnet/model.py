@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import paddle
-import paddle.nn as nn
 import paddle.nn.functional as F
+from paddle import nn
 
 from ampbench.workloads.dbnet.backbones import build_backbone
 

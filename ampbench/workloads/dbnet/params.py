@@ -7,7 +7,7 @@ box_thresh, max_candidates, unclip_ratio), so an imported config maps key to key
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -60,7 +60,7 @@ class LabelFileData(WorkloadParams):
         return [float(r)] * len(self.train_files) if isinstance(r, (int, float)) else [float(x) for x in r]
 
     @model_validator(mode="after")
-    def _ratios(self) -> "LabelFileData":
+    def _ratios(self) -> LabelFileData:
         if not self.train_files or not self.eval_files:
             raise ValueError("train_label and eval_label need at least one label file each")
         if len(self.ratios) != len(self.train_files):
@@ -106,7 +106,7 @@ class DBNetParams(WorkloadParams):
     # whose running statistics lag the weights for hundreds of steps, so an eval-mode model
     # outputs a flat map early in training; 0.9 is Paddle's default and what PaddleOCR's backbones use.
     bn_momentum: float | None = Field(0.9, gt=0, lt=1)
-    dataset: Annotated[Union[SyntheticData, LabelFileData], Field(discriminator="kind")] = SyntheticData()
+    dataset: Annotated[SyntheticData | LabelFileData, Field(discriminator="kind")] = SyntheticData()
 
     @field_validator("image_size")
     @classmethod
@@ -116,7 +116,7 @@ class DBNetParams(WorkloadParams):
         return v
 
     @model_validator(mode="after")
-    def _scale(self) -> "DBNetParams":
+    def _scale(self) -> DBNetParams:
         if self.backbone_scale is None:
             object.__setattr__(self, "backbone_scale", 0.5 if self.backbone == "MobileNetV3" else 1.0)
         return self

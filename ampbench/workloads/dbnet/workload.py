@@ -8,8 +8,9 @@ files), data.py (synthetic scene text), prep.py (PaddleOCR label ops and cached 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class DBNetWorkload(Workload[DBNetParams]):
     name = "dbnet"
     Params = DBNetParams
     shards_by_rank = True
-    metric_goals = {"hmean": "max", "precision": "max", "recall": "max"}
+    metric_goals: ClassVar[dict[str, str]] = {"hmean": "max", "precision": "max", "recall": "max"}
 
     @classmethod
     def check_suite(cls, params: DBNetParams, suite: Any) -> list[tuple[str, str]]:
@@ -182,7 +183,7 @@ class DBNetWorkload(Workload[DBNetParams]):
                                 "loss": p.loss.main_loss_type}
         if hasattr(self, "train_arrays"):
             sm = self.train_arrays["shrink_map"]
-            info.update(train_images=int(len(sm)), eval_images=int(len(self.eval_images)),
+            info.update(train_images=len(sm), eval_images=len(self.eval_images),
                         eval_text_regions=int(sum(len(g) - sum(ig) for g, ig in zip(self.eval_gts, self.eval_ignores))),
                         label_cache=str(self.label_dir))
         if isinstance(p.dataset, SyntheticData):

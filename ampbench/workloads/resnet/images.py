@@ -92,5 +92,5 @@ def resize(x: np.ndarray, size: int) -> np.ndarray:
 def split(n: int, eval_fraction: float, seed: int = 20240601) -> tuple[np.ndarray, np.ndarray]:
     """A fixed held-out split, independent of the trial seed."""
     order = np.random.RandomState(seed).permutation(n)
-    n_eval = max(1, int(round(n * eval_fraction)))
+    n_eval = max(1, round(n * eval_fraction))
     return np.sort(order[n_eval:]), np.sort(order[:n_eval])

@@ -6,8 +6,9 @@ backbone is used unmodified.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -35,7 +36,7 @@ class ResNetParams(WorkloadParams):
 class ResNetWorkload(Workload[ResNetParams]):
     name = "resnet"
     Params = ResNetParams
-    metric_goals = {"top1": "max", "eval_loss": "min"}
+    metric_goals: ClassVar[dict[str, str]] = {"top1": "max", "eval_loss": "min"}
 
     def prepare(self) -> None:
         from ampbench.workloads.resnet import images
@@ -60,7 +61,7 @@ class ResNetWorkload(Workload[ResNetParams]):
 
     def describe(self) -> dict[str, Any]:
         counts = np.bincount(self.y_eval, minlength=self.num_classes)
-        return {"train_images": int(len(self.x_train)), "eval_images": int(len(self.x_eval)),
+        return {"train_images": len(self.x_train), "eval_images": len(self.x_eval),
                 "classes": self.num_classes, "majority_rate": float(counts.max() / counts.sum())}
 
     def build_model(self) -> Any:

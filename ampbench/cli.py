@@ -363,7 +363,7 @@ def tune(
 
 
 @app.command()
-def bisect(
+def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
     suite_file: Path | None = typer.Argument(None, help="A workload = \"command\" suite whose program lives in --repo"),
     good: str | None = typer.Option(None, "--good", help="A commit where the rule holds"),
     bad: str | None = typer.Option(None, "--bad", help="A later commit where it fails"),

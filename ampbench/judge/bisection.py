@@ -101,12 +101,3 @@ def wrong_step_bound(verdicts: dict[int, Verdict], fail_alpha: float, pass_beta:
     bad = sum(1 for v in verdicts.values() if v == "bad")
     good = sum(1 for v in verdicts.values() if v == "good")
     return min(1.0, bad * fail_alpha + good * pass_beta)
-
-
-def max_evaluations(n: int) -> int:
-    """Candidates a search of n commits judges when nothing is skipped: ceil(log2(n - 1))."""
-    steps, width = 0, n - 1
-    while width > 1:
-        width = (width + 1) // 2
-        steps += 1
-    return steps

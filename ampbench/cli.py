@@ -362,6 +362,31 @@ def tune(
     raise typer.Exit(run_tune(opts, console=out))
 
 
+@app.command()
+def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
+    suite_file: Path | None = typer.Argument(None, help="A workload = \"command\" suite whose program lives in --repo"),
+    good: str | None = typer.Option(None, "--good", help="A commit where the rule holds"),
+    bad: str | None = typer.Option(None, "--bad", help="A later commit where it fails"),
+    repo: Path | None = typer.Option(None, "--repo", help="The git repository of the program (only read)"),
+    rule: str = typer.Option("history-throughput", "--rule",
+                             help="history-throughput|history-metric|history-memory|speedup|accuracy-parity|memory"),
+    mode: list[str] | None = typer.Option(None, "--mode", "-m", help="Judge only this mode (repeatable)"),
+    max_seeds: int = typer.Option(6, "--max-seeds", min=2, max=64, help="Seeds a commit may take to decide"),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the search of this bisect folder"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where bisect folders are created"),
+) -> None:
+    """The first commit that made a rule fail: a noise-aware bisection of your program's history (docs/bisect.md).
+    Exit 1: the first bad commit was named; 3: it could not be (endpoints, undecided commits); 2: bad input."""
+    from ampbench.commands.bisect import BisectOptions, run_bisect
+
+    opts = BisectOptions(suite_file=suite_file, good=good, bad=bad, repo=repo, rule=rule, modes=list(mode or []),
+                         max_seeds=max_seeds, profile=profile, overrides=list(set_ or []), out_dir=out_dir,
+                         resume=resume)
+    raise typer.Exit(run_bisect(opts, console=out))
+
+
 @app.command("export-benchmark", hidden=True)
 def export_benchmark(
     run_dir: Path = typer.Argument(...),

@@ -1,0 +1,225 @@
+"""`ampbench bisect`: the search's rule code under noise (simulated), and real searches over a git repository
+of a small Paddle training program that the test makes (a planted slowdown at one commit)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ampbench.cli import app
+from ampbench.judge.bisection import Search, wrong_step_bound
+
+cli = CliRunner()
+
+
+# ---------------------------------------------------------------- the rule code, simulated
+
+
+def _simulate(n: int, first_bad: int, rng: np.random.Generator, wrong: float, skip: float) -> tuple[int | None, int]:
+    """One search against a noisy oracle: each look is skipped with `skip`, else wrong with `wrong`."""
+    s = Search(n=n)
+    looks = 0
+    while (step := s.next_step()) is not None:
+        role, i = step
+        looks += 1
+        truth = "bad" if i >= first_bad else "good"
+        u = rng.random()
+        verdict = "skip" if u < skip else (("good" if truth == "bad" else "bad") if u < skip + wrong else truth)
+        s.record(i, verdict, recheck=role == "recheck")  # type: ignore[arg-type]
+    lo, hi = s.bounds()
+    return (hi if hi == lo + 1 else None), looks
+
+
+@pytest.mark.parametrize("wrong,skip,floor", [(0.0, 0.0, 1.0), (0.01, 0.05, 0.95), (0.02, 0.05, 0.90)])
+def test_noisy_search_names_the_planted_commit(wrong, skip, floor):
+    """30 commits, the planted one anywhere: right in >= 90% of searches at 2% wrong / 5% undecided looks,
+    within log2(N) + 4 evaluations on average (rechecks included), never a commit outside the range."""
+    rng = np.random.default_rng(7)
+    n, runs = 30, 400
+    right, looks = 0, []
+    for _ in range(runs):
+        planted = int(rng.integers(1, n))
+        named, k = _simulate(n, planted, rng, wrong, skip)
+        right += named == planted
+        looks.append(k)
+        assert named is None or 1 <= named <= n - 1
+    assert right / runs >= floor, right / runs
+    assert np.mean(looks) <= math.log2(n) + 4, np.mean(looks)
+
+
+def test_a_clean_search_takes_log2_steps_plus_the_rechecks():
+    for planted in range(1, 17):
+        named, looks = _simulate(17, planted, np.random.default_rng(0), 0.0, 0.0)
+        assert named == planted
+        assert looks <= math.ceil(math.log2(16)) + 2   # halving 16 gaps, then the boundary pair
+
+
+def test_skipped_commits_leave_a_range_not_a_name():
+    s = Search(n=5)
+    while (step := s.next_step()) is not None:
+        s.record(step[1], "skip", recheck=step[0] == "recheck")
+    assert s.result() == (0, 4)   # every commit between undecided: the range, not a commit
+
+
+def test_a_recheck_that_disagrees_moves_the_boundary():
+    s = Search(n=9)
+    s.record(4, "bad")
+    s.record(2, "good")
+    s.record(3, "bad")
+    assert s.next_step() == ("recheck", 2)
+    s.record(2, "bad", recheck=True)   # the first look at 2 was wrong
+    assert s.next_step() == ("candidate", 1)
+
+
+def test_the_wrong_step_bound_sums_every_decision():
+    assert wrong_step_bound({0: "good", 1: "bad", 2: "skip", 3: "bad"}, 0.01, 0.05) == pytest.approx(0.07)
+    assert wrong_step_bound({i: "bad" for i in range(200)}, 0.01, 0.05) == 1.0
+
+
+# ---------------------------------------------------------------- a real repository, real runs
+
+PROGRAM = '''
+import argparse, json, os, time
+import paddle
+SLEEP = {sleep}
+ap = argparse.ArgumentParser()
+ap.add_argument("--steps", type=int); ap.add_argument("--seed", type=int); ap.add_argument("--out")
+a = ap.parse_args()
+paddle.seed(a.seed)
+model = paddle.nn.Linear(8, 2)
+opt = paddle.optimizer.SGD(parameters=model.parameters(), learning_rate=0.1)
+for i in range(a.steps):
+    x = paddle.randn([16, 8])
+    loss = model(x).mean()
+    loss.backward()
+    time.sleep(SLEEP)
+    opt.step()
+    opt.clear_grad()
+with open(os.path.join(a.out, "metrics.json"), "w") as f:
+    json.dump({{"accuracy": 0.5}}, f)
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+
+
+def _repo(tmp: Path, sleeps: list[float]) -> tuple[Path, list[str]]:
+    """A repository whose commit k sets the program's per-step sleep to sleeps[k]; its commits, oldest first."""
+    repo = tmp / "proj"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for k, s in enumerate(sleeps):
+        (repo / "train.py").write_text(PROGRAM.format(sleep=s))
+        (repo / "notes.txt").write_text(f"commit {k}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"change {k}" + (" (slower)" if k and s > sleeps[k - 1] else ""))
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {tmp}/HOOK-RAN\n")
+    hook.chmod(0o755)
+    return repo, shas
+
+
+def _suite(tmp: Path, repo: Path, steps: int = 40) -> Path:
+    p = tmp / "suite.toml"
+    p.write_text(f"""
+[suite]
+name = "prog"
+workload = "command"
+metric = "accuracy"
+seeds = [0, 1, 2]
+
+[workload]
+command = ["{sys.executable}", "train.py", "--steps", "{{steps}}", "--seed", "{{seed}}", "--out", "{{out}}"]
+cwd = "{repo}"
+metric = {{ preset = "json", json_file = "{{out}}/metrics.json" }}
+
+[train]
+batch_size = 16
+steps = {steps}
+warmup_steps = 4
+timeout_s = 300
+
+[[modes]]
+name = "fp32"
+""")
+    return p
+
+
+@pytest.mark.slow
+def test_bisect_names_the_planted_slowdown_on_real_runs(tmp_path):
+    """3 commits, commit 1 makes every step ~45% slower: bisect names commit 1 (after both endpoints, the one
+    candidate and its recheck), its record and bisect.md say so, nothing of the user's repository changed (no
+    hook ran, HEAD and the dirty tree as they were); resumed, it runs nothing again; with --good already slow
+    it names no commit."""
+    repo, shas = _repo(tmp_path, [0.010, 0.016, 0.016])
+    (repo / "notes.txt").write_text("uncommitted edit\n")   # a dirty tree: read, never touched
+    head = _git(repo, "rev-parse", "HEAD")
+    out = tmp_path / "out"
+    suite = _suite(tmp_path, repo)
+    r = cli.invoke(app, ["bisect", str(suite), "--good", shas[0], "--bad", "main", "--repo", str(repo),
+                         "--max-seeds", "4", "--out", str(out)], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert f"first bad commit: {shas[1]}" in r.output, r.output
+    folder = next(out.glob("prog/bisect-*"))
+    doc = json.loads((folder / "bisect.json").read_text())
+    assert doc["schema"] == "ampbench.bisect/1" and doc["commits"][doc["first_bad"]] == shas[1]
+    assert [c["role"] for c in doc["candidates"]] == ["good-endpoint", "bad-endpoint", "candidate", "recheck"]
+    assert 0 < doc["wrong_step_bound"] < 0.5
+    md = (folder / "bisect.md").read_text()
+    assert shas[1] in md and "GbB\n ^" in md, md
+    assert "uncommitted changes" in r.output
+    assert not (tmp_path / "HOOK-RAN").exists()
+    assert _git(repo, "rev-parse", "HEAD") == head and (repo / "notes.txt").read_text() == "uncommitted edit\n"
+
+    again = cli.invoke(app, ["bisect", "--resume", str(folder)], env={"COLUMNS": "200"})
+    assert again.exit_code == 1 and f"first bad commit: {shas[1]}" in again.output, again.output
+    assert len(json.loads((folder / "bisect.json").read_text())["candidates"]) == len(doc["candidates"])
+
+    # the slowdown is older than --good: the endpoints bracket no change, so no commit is named
+    r = cli.invoke(app, ["bisect", str(suite), "--good", shas[1], "--bad", shas[2], "--repo", str(repo),
+                         "--max-seeds", "3", "--out", str(tmp_path / "out2")], env={"COLUMNS": "200"})
+    assert r.exit_code == 3, r.output
+    assert "is not bad against" in r.output and "first bad commit" not in r.output
+
+
+@pytest.mark.parametrize("args,key", [
+    (["--good", "nope", "--bad", "main"], "--good"),
+    (["--good", "--upload-pack=x", "--bad", "main"], "--good"),
+    (["--good", "main", "--bad", "main"], "--bad"),
+    (["--good", "HEAD", "--bad", "HEAD~1"], "--good"),
+])
+def test_bad_revisions_are_one_line_exit_2(tmp_path, args, key):
+    repo, _ = _repo(tmp_path, [0.01, 0.01, 0.01])
+    r = cli.invoke(app, ["bisect", str(_suite(tmp_path, repo)), *args, "--repo", str(repo),
+                         "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2 and key in r.output and "Traceback" not in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("bisect.json"))
+
+
+def test_a_linked_repo_or_a_program_outside_it_is_refused(tmp_path):
+    repo, shas = _repo(tmp_path, [0.01, 0.01])
+    link = tmp_path / "link"
+    link.symlink_to(repo)
+    r = cli.invoke(app, ["bisect", str(_suite(tmp_path, repo)), "--good", shas[0], "--bad", shas[1],
+                         "--repo", str(link), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2 and "symbolic link" in r.output, r.output
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    r = cli.invoke(app, ["bisect", str(_suite(tmp_path, other)), "--good", shas[0], "--bad", shas[1],
+                         "--repo", str(repo), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2 and "workload.cwd" in r.output and "not inside --repo" in r.output, r.output

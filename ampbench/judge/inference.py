@@ -169,7 +169,7 @@ def run_values_batch(trials: np.ndarray) -> np.ndarray:
 def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float,
                             extra: Sequence[np.ndarray] = (), drift_floor: float = 0.0,
                             fail_confidence: float | None = None, pass_confidence: float | None = None,
-                            fail_ok: bool | np.ndarray = True) -> dict[str, np.ndarray]:
+                            fail_ok: bool | np.ndarray = True, df_per_mode: bool = False) -> dict[str, np.ndarray]:
     """Bounds on this run's value minus the mean of the series' run values, the run as the unit.
 
     cur: (B,) this run's value per row; base: (B, R) the R earlier runs' values (run_values_batch);
@@ -177,7 +177,10 @@ def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float
     model of what makes a run differ from another (trial noise, the machine's drift, slow episodes):
     the spread of the R run values, V (df R - 1 per mode), is all of it, and a new run of unchanged
     code is predicted from the series by the t prediction interval, Var(estimate) = V (1 + 1/R), at
-    least drift_floor^2 (1 + 1/R).  `fail_ok` false makes the FAIL bounds infinite (the FAIL floor)."""
+    least drift_floor^2 (1 + 1/R).  `fail_ok` false makes the FAIL bounds infinite (the FAIL floor).
+    `df_per_mode`: the modes' series share their nights (one device, one level per night), so their
+    deviations are not independent: the spread is pooled over them, the t quantile has this mode's
+    R - 1 degrees of freedom only (the pooled ones would overstate it, issue 40)."""
     ss, df = np.zeros(cur.shape[0]), 0
     for b in [base, *extra]:
         ss = ss + b.var(-1, ddof=1) * (b.shape[-1] - 1)
@@ -188,7 +191,7 @@ def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float
     est = cur - base.mean(-1)
     pc = confidence if pass_confidence is None else pass_confidence
     fc = pc if fail_confidence is None else fail_confidence
-    dfe = max(df, 1)
+    dfe = max(r - 1 if df_per_mode else df, 1)
     t2 = st.t.ppf((1 + confidence) / 2, dfe)
     t1 = sequential.t_quantile(pc, dfe)
     tf = np.where(np.asarray(fail_ok), sequential.t_quantile(fc, dfe), np.inf)

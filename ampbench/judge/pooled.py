@@ -140,10 +140,10 @@ def _accepted_cut(series: Sequence[RunSummary], accepts: Sequence[AcceptRecord])
     index = {h.run_id: i for i, h in enumerate(series)}
     cut, cleared, text = 0, set(), None
     for a in accepts:
-        lo, hi = index.get(a.run_id), index.get(a.through, len(series) - 1)
-        if lo is None:
+        lo = index.get(a.run_id)
+        if lo is None:  # a level of another device or config of the suite
             continue
-        cleared |= {h.run_id for h in series[lo:hi + 1]}
+        cleared |= set(a.cleared)
         if lo >= cut:
             cut, text = lo, f"the level accepted from run {a.run_id} by {a.by} on {a.at}: {a.why}"
     return cut, cleared, text

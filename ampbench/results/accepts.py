@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,13 +26,14 @@ MAX_ACCEPTS = 10_000  # a file with more records than this is not one a person w
 
 
 class AcceptRecord(BaseModel):
-    """One accepted level: the runs from `run_id` through `through` (the newest line when it was accepted)
-    belong to the new level; `by` and `why` say who decided and why."""
+    """One accepted level: the pooled baseline starts at `run_id`; the nights in `cleared` (those from
+    `run_id` on when it was accepted, judged against the old level) join it; `by` and `why` say who
+    decided and why."""
 
     model_config = ConfigDict(extra="allow")
     suite: str = Field(min_length=1, max_length=200)
     run_id: str = Field(pattern=HISTORY_RUN_ID)
-    through: str = Field(pattern=HISTORY_RUN_ID)
+    cleared: list[Annotated[str, Field(pattern=HISTORY_RUN_ID)]] = Field(default_factory=list, max_length=100_000)
     by: str = Field(min_length=1, max_length=200)
     why: str = Field(min_length=1, max_length=2000)
     at: str = Field(min_length=1, max_length=64)  # UTC time of the decision (ISO 8601)

@@ -192,15 +192,15 @@ def _status(b: inference.Bounds | None, m: float) -> Status | None:
     return as_status(inference.decide_bounds(b, 1 - m)) if b is not None else None
 
 
-def _counted(status: Status, codes: list[str], fb: inference.Bounds | None, tb: inference.Bounds | None,
-             steady: bool) -> str:
-    """Which figure decided: the trimmed mean where it FAILed or held a PASS back, or where it counts
-    (steady) and shows the larger slowdown of the two; else the floor (the median without a floor)."""
-    if fb is None:
+def decided_by(status: Status, codes: list[str], floor: float | None, trimmed: float | None, steady: bool) -> str:
+    """Which figure decided, from the floor's and the trimmed mean's estimates (ratios; None: no figure): the
+    trimmed mean where it FAILed or held a PASS back, or where it counts (steady) and shows the larger
+    slowdown of an undecided pair; else the floor; the median figure without a floor."""
+    if floor is None:
         return "median"
-    if tb is not None and ("slow-steps" in codes or "slow-steps-undecided" in codes):
+    if trimmed is not None and ("slow-steps" in codes or "slow-steps-undecided" in codes):
         return "trimmed-mean"
-    if tb is not None and steady and status == "INCONCLUSIVE" and tb.estimate < fb.estimate:
+    if trimmed is not None and steady and status == "INCONCLUSIVE" and trimmed < floor:
         return "trimmed-mean"
     return "fast-floor"
 
@@ -256,7 +256,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     shape = _shape(c, cur) if tb is not None else None
     steady = bool(shape and shape[0])
     status, split = decide(_status(fb, m), med_status, _status(tb, m), steady)
-    figure = _counted(status, split, fb, tb, steady)
+    figure = decided_by(status, split, fb.estimate if fb else None, tb.estimate if tb else None, steady)
     d = {"fast-floor": fb, "trimmed-mean": tb}.get(figure) or b  # the bounds that decided
     status, held = persist(status, d.estimate, m, p.open_regression is not None)
     base_gm = measure.geomean([measure.geomean(np.exp(x)) for x in runs])  # the mean of the run means (log scale)

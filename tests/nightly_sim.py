@@ -205,6 +205,7 @@ MODELS = {
     "GPU, 2% between GPUs": GpuNight(gpu_spread=0.02),
     "GPU, 5% between GPUs": GpuNight(gpu_spread=0.05),
     "GPU, 5% + drift 0.5%/night": GpuNight(gpu_spread=0.05, drift=0.005),
+    "GPU, 10% between GPUs (sd 3%, stress)": GpuNight(gpu_spread=0.10),
     "CPU slow episodes": CpuNight(),
 }
 CASES = {

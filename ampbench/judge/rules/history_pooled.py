@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ampbench.judge import changepoint, inference, interference, measure
+from ampbench.judge import changepoint, inference, interference, measure, sequential
 from ampbench.judge.pooled import MIN_RUNS, OpenRegression, PooledBaseline
 from ampbench.judge.rules.context import Ctx, g, more_seeds_text
 from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
@@ -248,7 +248,9 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
                       f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=ids, reasons=["few-seeds"])
     clustered = clustering([cur, *[c.compact(x.name) for x in c.suite.modes if x.name != c.mode]])
     base_n = sum(len(r) for r in runs)
-    pc, fc = c.levels(history=True, baseline_trials=base_n)
+    # fixed levels, also in a sequential run: more seeds do not narrow a run-unit interval, so --until-decided
+    # never adds one for this rule (judge.until.PER_RUN_WHY) and its looks do not spend its alpha
+    pc, fc = sequential.levels(c.th.confidence, c.th.history_alpha)
     b, drift = _median_bounds(c, cur, now, pc, fc, fail_floor_of([cur], clustered))
     med_status = _status(b, m)
     fl, tl = floor_bounds(c, cur, pc, fc), figure_bounds(c, cur, pc, fc, "trimmed")
@@ -282,7 +284,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
                   statistic=figure, floor_runs=fl[1] if fl else 0, floor_sd=fb.sd if fb is not None else None,
                   floor_ratio=fb.estimate if fb is not None else None, floor_status=_status(fb, m),
                   trimmed_ratio=tb.estimate if tb is not None else None, trimmed_status=_status(tb, m),
-                  trimmed_counts=steady, shape_sd=list(shape[1:]) if shape else None, per_run=True,
+                  trimmed_counts=steady, shape_sd=list(shape[1:]) if shape else None, per_run=fb is not None,
                   median_ratio=b.estimate, median_lower=b.lower, median_fail_upper=b.fail_upper,
                   median_status=med_status, open_regression=p.open_regression.since if p.open_regression else None,
                   reasons=codes)

@@ -95,7 +95,8 @@ def simulate(rows: int, slowdown: float, seed: int, noise: EpisodeNoise = Episod
         o_bf, o_bm, _, o_cm = modes[1 - i]
         cur_v, base_v = inference.run_values_batch(cf), inference.run_values_batch(bf)
         extra = [inference.run_values_batch(o_bf)]
-        f = inference.run_series_bounds_batch(cur_v, base_v, 0.95, extra, changepoint.DRIFT_FLOOR, fc, pc, True)
+        f = inference.run_series_bounds_batch(cur_v, base_v, 0.95, extra, changepoint.DRIFT_FLOOR, fc, pc, True,
+                                              df_per_mode=True)
         m = inference.series_bounds_batch(cm, bm, 0.95, [(o_cm, o_bm)], changepoint.DRIFT_FLOOR, fc, pc, 3)
         fs = inference.decide_batch(f["lower"], f["upper"], threshold, fail_upper=f["fail_upper"])
         ms = inference.decide_batch(m["lower"], m["upper"], threshold, fail_upper=m["fail_upper"])

@@ -252,7 +252,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     # never adds one for this rule (judge.until.PER_RUN_WHY) and its looks do not spend its alpha
     pc, fc = sequential.levels(c.th.confidence, c.th.history_alpha)
     b, drift = _median_bounds(c, cur, now, pc, fc, fail_floor_of([cur], clustered))
-    med_status = _status(b, m)
+    med_status = as_status(inference.decide_bounds(b, 1 - m))
     fl, tl = floor_bounds(c, cur, pc, fc), figure_bounds(c, cur, pc, fc, "trimmed")
     fb, tb = (fl[0] if fl else None), (tl[0] if tl else None)
     shape = _shape(c, cur) if tb is not None else None

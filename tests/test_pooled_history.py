@@ -348,3 +348,30 @@ def test_against_one_baseline_run_the_floor_decides_too(tmp_path):
     rules = _rules(check_run(make_run(tmp_path / "short", suite, short, run_id="short"), baseline=base),
                    "history-throughput")
     assert {r.details["statistic"] for r in rules} == {"median"}
+
+
+def _metric_run(root: Path, suite, name: str, rng: np.random.Generator, run_sd: float, seed_sd: float) -> Path:
+    """A run whose seeds of each mode share a run effect on the metric (sd `run_sd`), seed noise `seed_sd`."""
+    metrics = {m.name: list(0.9 + rng.normal(0, run_sd) + rng.normal(0, seed_sd, len(suite.suite.seeds)))
+               for m in suite.modes}
+    trials = make_trials(suite, rng=rng, noise=NOISE, metrics=metrics)
+    return make_run(root, suite, trials, run_id=name)
+
+
+def test_accuracy_parity_adds_the_run_level_spread_the_history_shows(tmp_path):
+    """issue 40: with a history, accuracy parity and history-metric add the metric's run-level sd estimated from
+    the earlier runs (the seeds of one run share it); without one, a tolerance tighter than two seeds per side
+    can separate is said to be so."""
+    suite = make_suite(seeds=[0, 1, 2], metric_abs_tol=0.001)
+    rng = np.random.default_rng(30)
+    hist = tmp_path / "hist"
+    for i in range(10):
+        append_history(_metric_run(tmp_path / "series", suite, f"m{i:02d}", rng, 0.002, 0.0003), hist)
+    cur = _metric_run(tmp_path / "cur", suite, "cur", rng, 0.002, 0.0003)
+    rep = check_run(cur, history=hist)
+    parity = _rules(rep, "accuracy-parity")[0]
+    assert 0.0015 < parity.details["run_sd"] / math.sqrt(2) < 0.004 and "run-level sd" in parity.message
+    metric = next(r for r in _rules(rep, "history-metric") if r.mode == "fp32")
+    assert metric.details["run_sd"] > 0.0015 and "runs of the history" in metric.message
+    alone = _rules(check_run(cur), "accuracy-parity")[0]
+    assert alone.details["run_sd"] == 0 and "tighter than two seeds per side can separate" in alone.message

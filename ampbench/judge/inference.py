@@ -239,20 +239,43 @@ def decide_bounds(b: Bounds, threshold: float, higher_is_better: bool = True) ->
                             np.array([fl]), np.array([fu]))[0])
 
 
+def run_effect_sd_batch(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """The run-level sd of a metric from earlier runs: (tau per row, degrees of freedom of the run means).
+
+    values: (B, R, M, k) per-seed metrics of R runs x M modes x k seeds (NaN pads).  Model: metric = mode
+    level + run effect (sd tau, shared by the seeds of one mode in one run: the same data order, device
+    and build) + seed noise (sd s).  A run mean over k seeds varies by tau^2 + s^2 / k; the spread of the
+    run means (pooled over the modes, df sum(R - 1)) minus the seed part (the within-run variance over
+    the harmonic mean k) estimates tau^2, at least 0."""
+    with np.errstate(all="ignore"):
+        means = np.nanmean(values, -1)  # (B, R, M)
+        n = (~np.isnan(values)).sum(-1)
+        v_b = np.nanvar(means, 1, ddof=1)  # (B, M)
+        s2 = np.nansum((values - means[..., None]) ** 2, (1, 3)) / np.maximum((n - 1).clip(0).sum(1), 1)
+        k_h = values.shape[1] / np.nansum(1.0 / np.where(n > 0, n, np.nan), 1)
+        tau2 = np.nanmean(np.maximum(v_b - s2 / k_h, 0), -1)
+    df = values.shape[2] * (values.shape[1] - 1)
+    return np.sqrt(np.nan_to_num(tau2)), df
+
+
 def parity_batch(ref: np.ndarray, cand: np.ndarray, abs_tol: float, sigma_k: float, confidence: float,
                  goal: str = "max", fail_confidence: float | None = None,
                  pass_confidence: float | None = None,
-                 min_fail_trials: int = MIN_FAIL_TRIALS_SEEDED) -> dict[str, np.ndarray]:
+                 min_fail_trials: int = MIN_FAIL_TRIALS_SEEDED,
+                 run_sd: float | np.ndarray = 0.0) -> dict[str, np.ndarray]:
     """Non-inferiority of the candidate's mean metric: bounds on how much worse it is than the reference.
 
     worse = mean(ref) - mean(cand) for goal max (positive = worse), margin = max(abs_tol, sigma_k x
     seed sd pooled over both arms).  PASS: upper bound of `worse` <= margin (non-inferiority shown);
     FAIL: lower bound at `fail_confidence` > margin (a drop beyond the margin shown); else INCONCLUSIVE.
     A seeded metric does not depend on placement, so two seeds per side can FAIL (fail_floor).
+    `run_sd`: the sd of a run-level effect on the difference (run_effect_sd_batch, from a history): the
+    seeds of one mode in one run share it, so it does not shrink with seeds (issue 40) and is added to
+    the standard error; the margin's sigma term stays the seed sd.
     """
     a, b = (ref, cand) if goal == "max" else (cand, ref)
-    r = diff_bounds_batch(a, b, confidence, fail_confidence=fail_confidence, pass_confidence=pass_confidence,
-                          min_fail_trials=min_fail_trials)
+    r = diff_bounds_batch(a, b, confidence, drift_sd=run_sd, fail_confidence=fail_confidence,
+                          pass_confidence=pass_confidence, min_fail_trials=min_fail_trials)
     margin = np.maximum(abs_tol, sigma_k * r["sd"])
     r["margin"] = margin
     r["status"] = decide_batch(r["lower"], r["upper"], margin, False, r["fail_lower"], r["fail_upper"])

@@ -24,8 +24,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ampbench.core.records import Env, Interference
-from ampbench.judge import changepoint
+from ampbench.judge import changepoint, inference
 from ampbench.results.accepts import AcceptRecord
 from ampbench.results.baselines import CompactTrial, device_slug
 from ampbench.results.history import RunSummary, TrialPoint
@@ -94,6 +96,19 @@ class PooledBaseline:
             if v:
                 out.append(v)
         return out
+
+    def metric_run_sd(self, modes: Sequence[str]) -> tuple[float, int] | None:
+        """(tau, runs): the run-level sd of the metric over the segment's runs of `modes`
+        (inference.run_effect_sd_batch), None with fewer than MIN_RUNS runs that recorded it in every mode."""
+        runs = [[[p.metric for p in m.per_trial if p.metric is not None and math.isfinite(p.metric)]
+                 for m in (r.modes.get(x) for x in modes) if m is not None] for r in self.runs]
+        runs = [r for r in runs if len(r) == len(modes) and all(r)]
+        if len(runs) < MIN_RUNS:
+            return None
+        k = max(len(v) for r in runs for v in r)
+        arr = np.array([[[*v, *[math.nan] * (k - len(v))] for v in r] for r in runs])
+        tau, _ = inference.run_effect_sd_batch(arr[None])
+        return float(tau[0]), len(runs)
 
     def points(self, mode: str) -> list[TrialPoint]:
         return [p for r in self.runs if (m := r.modes.get(mode)) for p in m.per_trial]

@@ -25,7 +25,7 @@ modes), for the docs/checks.md table.  `python -m tests.nightly_sim` prints that
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class GpuNight:
 class CpuNight:
     """This CPU machine's slow episodes (EpisodeNoise), each night its own regime."""
 
-    noise: EpisodeNoise = EpisodeNoise()
+    noise: EpisodeNoise = field(default_factory=EpisodeNoise)
 
     def start(self, rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
         return {"walk": np.zeros(rows)}
@@ -220,8 +220,8 @@ CASES = {
 
 def table(rows: int = 1000) -> str:
     """docs/checks.md's nightly table (`python -m tests.nightly_sim`, a few minutes)."""
-    out = ["| machine | case | nights FAILed (now / before) | FAILed within 3 nights (now / before) | "
-           "every later night FAILed (now / before) |", "|---|---|---|---|---|"]
+    out = [("| machine | case | nights FAILed (now / before) | FAILed within 3 nights (now / before) | "
+            "every later night FAILed (now / before) |"), "|---|---|---|---|---|"]
     for i, (mname, model) in enumerate(MODELS.items()):
         for j, (cname, reg) in enumerate(CASES.items()):
             now = rates(simulate(rows, model, reg, 100 * i + j))

@@ -44,7 +44,8 @@ def _nightly(tmp_path: Path, suite, hist: Path, name: str, level: float, rng: np
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ampbench.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "ampbench.cli", *args], capture_output=True, text=True, timeout=120,
+                          check=False)
 
 
 def test_a_regression_stays_out_of_the_baseline_until_accepted(tmp_path):

@@ -114,6 +114,8 @@ def test_accept_refuses_without_an_open_regression_in_one_line(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     proc = _cli("history", "accept", str(hist), "--suite", "toy", "--run", "zz", "--by", "bob", "--why", "x")
     assert proc.returncode == 2 and "'zz' is not a run" in proc.stderr
+    proc = _cli("history", "accept", str(hist), "--suite", "toy", "--run", "a01", "--by", "", "--why", "x")
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: --by:") and "Traceback" not in proc.stderr
     assert not accepts_path(history_file(hist, "toy")).exists()
     bad = accepts_path(history_file(hist, "toy"))
     bad.write_text('{"schema": "ampbench.history-accepts/1", "accepts": [{"suite": "toy"}]}')

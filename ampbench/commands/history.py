@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ampbench.config import Thresholds
 from ampbench.core.errors import ResultsError
 from ampbench.core.records import Env
@@ -90,8 +92,12 @@ def accept_level(history_path: Path, by: str, why: str, suite: str | None = None
     ids = [h.run_id for h in lines]
     if run not in ids:
         raise ResultsError(f"{path}: --run {run!r} is not a run of suite {name} in this history")
-    rec = AcceptRecord(suite=name, run_id=run, cleared=ids[ids.index(run):], by=by, why=why,
-                       at=datetime.now(UTC).isoformat(timespec="seconds"))
+    try:
+        rec = AcceptRecord(suite=name, run_id=run, cleared=ids[ids.index(run):], by=by, why=why,
+                           at=datetime.now(UTC).isoformat(timespec="seconds"))
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ResultsError(f"--{'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
     return rec, add_accept(path, rec)
 
 

@@ -11,9 +11,16 @@ The unit of the baseline is the run.  Two figures of each run are compared with 
   all 4 and no unchanged run (tests/test_history_replay.py replays it);
 - the median figure (the speed rule's, inference.series_bounds_batch), reported beside it; where it
   shows a slowdown that the floor rules out, the result is INCONCLUSIVE ("typical-steps-slower"): the
-  machine was disturbed, or a change slows only part of the steps, which the floor cannot see.
+  machine was disturbed, or a change slows only part of the steps, which the floor cannot see;
+- the trimmed mean rate (samples over the time of each trial's fastest 95% of steps), compared like the
+  floor: it sees a change that slows part of the steps (issue 40), and so do the slow episodes of a
+  shared machine, so its FAIL counts only where the step-time shape the runs recorded is steady
+  (steady_batch); `statistic` and the message name the figure that decided (decided_by).
 
-History lines written before the floor was kept, or trials shorter than FLOOR_MIN_STEPS, leave the
+A night held out of the pool (judge.pooled.select: its estimate was below -history_min_change) that
+FAILed opens a regression; while it is open, a night still below -history_min_change FAILs too
+(persist).  The figures are judged per run at the fixed levels: more seeds do not narrow them
+(judge.until).  History lines written before the floor was kept, or trials shorter than FLOOR_MIN_STEPS, leave the
 median figure to decide, as before.  A slowdown must be shown beyond `history_min_change`, at
 1 - history_alpha; a FAIL needs inference.MIN_FAIL_TRIALS trials (a median of two is their mean).
 """

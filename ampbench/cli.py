@@ -432,10 +432,34 @@ def history_append(
                                         "the history, for the dashboard's links"),
 ) -> None:
     """Add (or replace) the run's summary line in HISTORY_DIR/<suite>.jsonl (what nightly.sh keeps)."""
-    from ampbench.commands.history import append_run
+    from ampbench.commands.history import append_run, open_after_append
 
     for what, path in append_run(run_dir, history_dir, archive=archive_report):
         out.print(f"{what}: {escape(str(path))}", soft_wrap=True)
+    for text in open_after_append(run_dir, history_dir):
+        out.print(f"[bold red]{escape(text[0].upper() + text[1:])}[/]", soft_wrap=True)
+
+
+@history_app.command("accept")
+def history_accept(
+    history: Path = typer.Argument(..., help="The history: a <suite>.jsonl or the folder of them"),
+    by: str = typer.Option(..., "--by", help="Who accepts the new level (recorded)"),
+    why: str = typer.Option(..., "--why", help="Why the new level is intended (recorded)"),
+    suite: Optional[str] = typer.Option(None, "--suite", help="The suite (needed with a folder)"),
+    run: Optional[str] = typer.Option(None, "--run", help="The first run of the accepted level (default: the "
+                                      "first night of the open regression)"),
+    min_change: float = typer.Option(0.05, "--min-change", min=0.0, max=0.99, help="The suite's "
+                                     "history_min_change, to find the open regression"),
+) -> None:
+    """Accept a new throughput level: nights below -history_min_change stay out of the pooled history
+    baseline (so every later night FAILs against the good level) until a person records here that the
+    level from a run on is intended; the record (who, why, when) is kept beside the history."""
+    from ampbench.commands.history import accept_level
+
+    rec, path = accept_level(history, by, why, suite=suite, run=run, min_change=min_change)
+    out.print(f"accepted: the level of suite {escape(rec.suite)} from run {escape(rec.run_id)} on "
+              f"({len(rec.cleared)} night(s)) by {escape(rec.by)}: {escape(rec.why)}", soft_wrap=True)
+    out.print(f"recorded: {escape(str(path))}", soft_wrap=True)
 
 
 @app.command()

@@ -3,7 +3,7 @@
 
     PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # a few minutes on one core
     PYTHONPATH=. python scripts/sim_verdicts.py --only sequential   # one table (fixed, kinds, sequential,
-                                                                     # two-seeds, pooled)
+                                                                     # two-seeds, pooled, nightly, correlated)
 
 False FAIL = FAIL when nothing is wrong (history: no change; speedup: true speedup 10% above
 min_speedup; parity: no drop).  False PASS = PASS at the issue's effect sizes (10% slowdown, speedup 10%
@@ -187,12 +187,33 @@ def pooled_table(null_n: int, eff_n: int) -> list[str]:
     return out
 
 
+def correlated_table(n: int) -> list[str]:
+    """issue 40: FAIL of identical code judged on the seeds alone vs with the history's run-level sd."""
+    out = ["| seeds | false FAIL, seeds alone | false FAIL, run sd from 10 runs | 5-point drop FAILs |", "|---|---|---|---|"]
+    for k in (2, 3, 5):
+        rng = np.random.default_rng(500 + k)
+        today, now = vs.correlated_parity_outcomes(rng, n, k, 0.1, 0.05, 0.1)
+        _, drop = vs.correlated_parity_outcomes(rng, n // 4, k, 0.1, 0.05, 0.1, drop=5.0)
+        out.append(f"| {k} | {_pct(float((today == 'FAIL').mean()))} | {_pct(float((now == 'FAIL').mean()))} | "
+                   f"{_pct(float((drop == 'FAIL').mean()))} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--null", type=int, default=10000, help="simulated comparisons per cell, no change")
     ap.add_argument("--effect", type=int, default=4000, help="simulated comparisons per cell, with the effect")
-    ap.add_argument("--only", choices=["fixed", "kinds", "sequential", "two-seeds", "pooled"], default=None)
+    ap.add_argument("--only", choices=["fixed", "kinds", "sequential", "two-seeds", "pooled", "nightly",
+                                       "correlated"], default=None)
     args = ap.parse_args()
+    if args.only == "nightly":  # issue 40: whole nightly histories, night after night (tests/nightly_sim.py)
+        from tests import nightly_sim
+
+        print(nightly_sim.table(max(200, args.effect // 4)))
+        return
+    if args.only in (None, "correlated"):
+        print("#### accuracy-parity with seeds sharing a run effect (abs_tol 0.1 pt, run sd 0.1, seed sd 0.05)\n")
+        print("\n".join(correlated_table(args.null)))
     if args.only in (None, "two-seeds"):
         print("#### accuracy-parity and history-metric at 2 + 2 seeds (no 3-seed floor)\n")
         print("\n".join(two_seed_metric_table(5 * args.null)))

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampbench.core.records import floor_rates_batch
+from ampbench.core.records import floor_rates_batch, trimmed_rates_batch
 from ampbench.judge import changepoint, inference, sequential
-from ampbench.judge.rules.history_pooled import decide
+from ampbench.judge.rules.history_pooled import decide, steady_batch
 
 MIN_CHANGE = 0.05  # history_min_change of the real acceptance's suite (tests/fixtures/aa_toy.toml)
 ALPHA = 0.01  # history_alpha
@@ -72,37 +72,43 @@ class EpisodeNoise:
         return level * jitter * np.where(slow, factor, 1.0)
 
 
-def _logs(times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(log fast floor, log median rate) per trial from step times (samples per step cancel in a ratio)."""
+def _logs(times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log fast floor, log median rate, log trimmed mean rate) per trial from step times (samples per step
+    cancel in a ratio)."""
     rates = 1.0 / times
-    return np.log(floor_rates_batch(rates)), np.log(np.median(rates, -1))
+    return np.log(floor_rates_batch(rates)), np.log(np.median(rates, -1)), np.log(trimmed_rates_batch(rates))
 
 
 def simulate(rows: int, slowdown: float, seed: int, noise: EpisodeNoise = EpisodeNoise()) -> dict[str, float]:
     """Share of `rows` comparisons (a run of 2 modes x 3 trials against 10 runs) per outcome, for the rule
-    and for the median figure alone; `slowdown` plants a uniform slowdown in the judged run."""
+    (floor, median, trimmed mean behind the step-time gate) and for the median figure alone; `slowdown`
+    plants a uniform slowdown in the judged run.  `steady`: the share of rows the gate let the trimmed mean
+    count in."""
     rng = np.random.default_rng(seed)
     pc, fc = sequential.levels(0.95, ALPHA, None, RUNS * TRIALS)
     modes = []
     for _ in range(2):  # fp32, amp: the same machine, their own draws
         base = noise.times(rng, (rows, RUNS, TRIALS), STEPS)
         cur = noise.times(rng, (rows, 1, TRIALS), STEPS)[:, 0] / (1 - slowdown)
-        (bf, bm), (cf, cm) = _logs(base), _logs(cur)
-        modes.append((bf, bm, cf, cm))
-    out = {"FAIL": 0, "PASS": 0, "INCONCLUSIVE": 0, "median_FAIL": 0}
+        modes.append((*_logs(base), *_logs(cur)))
+    seg = np.concatenate([(x[2] - x[0]).reshape(rows, -1) for x in modes], -1)
+    steady = steady_batch(seg, np.concatenate([x[5] - x[3] for x in modes], -1))
+    out = {"FAIL": 0, "PASS": 0, "INCONCLUSIVE": 0, "median_FAIL": 0, "steady": float(steady.mean())}
     threshold = math.log(1 - MIN_CHANGE)
-    for i, (bf, bm, cf, cm) in enumerate(modes):
-        o_bf, o_bm, _, o_cm = modes[1 - i]
-        cur_v, base_v = inference.run_values_batch(cf), inference.run_values_batch(bf)
-        extra = [inference.run_values_batch(o_bf)]
-        f = inference.run_series_bounds_batch(cur_v, base_v, 0.95, extra, changepoint.DRIFT_FLOOR, fc, pc, True)
+    for i, (bf, bm, bt, cf, cm, ct) in enumerate(modes):
+        o_bf, o_bm, o_bt, _, o_cm, _ = modes[1 - i]
+        status = {}
+        for key, c, b, ob in (("floor", cf, bf, o_bf), ("trimmed", ct, bt, o_bt)):
+            cur_v, base_v = inference.run_values_batch(c), inference.run_values_batch(b)
+            f = inference.run_series_bounds_batch(cur_v, base_v, 0.95, [inference.run_values_batch(ob)],
+                                                  changepoint.DRIFT_FLOOR, fc, pc, True, df_per_mode=True)
+            status[key] = inference.decide_batch(f["lower"], f["upper"], threshold, fail_upper=f["fail_upper"])
         m = inference.series_bounds_batch(cm, bm, 0.95, [(o_cm, o_bm)], changepoint.DRIFT_FLOOR, fc, pc, 3)
-        fs = inference.decide_batch(f["lower"], f["upper"], threshold, fail_upper=f["fail_upper"])
         ms = inference.decide_batch(m["lower"], m["upper"], threshold, fail_upper=m["fail_upper"])
-        for a, b in zip(fs, ms, strict=True):
-            out[decide(a, b)[0]] += 1
+        for a, b, t, st in zip(status["floor"], ms, status["trimmed"], steady, strict=True):
+            out[decide(a, b, t, bool(st))[0]] += 1
             out["median_FAIL"] += b == "FAIL"
-    return {k: v / (2 * rows) for k, v in out.items()}
+    return {k: v if k == "steady" else v / (2 * rows) for k, v in out.items()}
 
 
 def test_unchanged_code_is_failed_at_most_at_history_alpha_under_slow_episodes() -> None:
@@ -110,6 +116,7 @@ def test_unchanged_code_is_failed_at_most_at_history_alpha_under_slow_episodes()
     assert r["FAIL"] <= ALPHA, r
     assert r["median_FAIL"] > 3 * ALPHA, r  # the median figure alone cries wolf under the same episodes
     assert r["PASS"] >= 0.3, r  # and the rule still clears many unchanged runs
+    assert r["steady"] <= 0.01, r  # the gate keeps the trimmed mean from counting under slow episodes
 
 
 def test_a_20_percent_slowdown_is_failed_under_slow_episodes() -> None:
@@ -123,7 +130,7 @@ def test_the_episodes_look_like_the_real_runs() -> None:
     run medians 10-15%; median share of slow steps per trial 0.2 idle, 0.55 busy)."""
     rng = np.random.default_rng(3)
     t = EpisodeNoise().times(rng, (400, 10, 3), STEPS)
-    fl, md = _logs(t)
+    fl, md, _ = _logs(t)
     f_run, m_run = np.median(fl, -1), np.median(md, -1)
     assert 0.015 <= float(np.mean(np.std(f_run, -1, ddof=1))) <= 0.06
     assert 0.06 <= float(np.mean(np.std(m_run, -1, ddof=1))) <= 0.2
@@ -154,3 +161,41 @@ def table(null_rows: int = 4000, effect_rows: int = 2000) -> str:
 
 if __name__ == "__main__":
     print(table())
+
+
+# ---------------------------------------------------------------- nightly histories (issue 40, tests/nightly_sim.py)
+
+
+def test_identical_code_fails_at_most_one_percent_of_nights_on_a_gpu_and_under_slow_episodes() -> None:
+    """Night after night with the rule code (trimmed mean gated, held-out nights, open regressions): unchanged
+    code FAILs at most history_alpha of the nights on a GPU with drift and on this CPU's slow episodes."""
+    from tests import nightly_sim as ns
+
+    gpu = ns.rates(ns.simulate(300, ns.GpuNight(gpu_spread=0.05, drift=0.005), ns.Regression(), seed=41))
+    cpu = ns.rates(ns.simulate(300, ns.CpuNight(), ns.Regression(), seed=42))
+    assert gpu["night_fail"] <= ALPHA and cpu["night_fail"] <= ALPHA, (gpu, cpu)
+
+
+def test_a_uniform_20_percent_slowdown_fails_within_3_nights_and_every_later_night() -> None:
+    """>= 98% of GPU histories FAIL within 3 nights and keep FAILing; judged as before issue 40 (every night
+    pooled) the regressed nights join the baseline and the FAIL fades."""
+    from tests import nightly_sim as ns
+
+    model, reg = ns.GpuNight(gpu_spread=0.05, drift=0.005), ns.Regression("uniform", 0.20)
+    now = ns.rates(ns.simulate(300, model, reg, seed=43))
+    old = ns.rates(ns.simulate(300, model, reg, seed=43, legacy=True))
+    assert now["within3"] >= 0.98 and now["every_later"] >= 0.98, now
+    assert old["every_later"] <= 0.5, old
+
+
+def test_a_slowdown_of_part_of_the_steps_fails_within_3_nights_on_a_gpu() -> None:
+    """30% of the steps 50-100% slower (13-23% of the throughput) and a slowdown after warm-up: >= 90% of GPU
+    histories FAIL within 3 nights (the trimmed mean counts on a steady machine); the floor alone, as before,
+    FAILs almost none."""
+    from tests import nightly_sim as ns
+
+    model = ns.GpuNight(gpu_spread=0.05)
+    for i, reg in enumerate((ns.Regression("steps"), ns.Regression("warmup"))):
+        now = ns.rates(ns.simulate(250, model, reg, seed=44 + i, judged=3))
+        old = ns.rates(ns.simulate(250, model, reg, seed=44 + i, judged=3, legacy=True))
+        assert now["within3"] >= 0.90 and old["within3"] <= 0.10, (reg, now, old)

@@ -136,25 +136,39 @@ def test_a_gpu_like_resnet_run_with_a_20_point_drop_fails_at_two_seeds(tmp_path)
     assert {r["status"] for r in speed} <= {"PASS", "INCONCLUSIVE"}  # 1.8x: never a FAIL
 
 
-def _episode_run(root: Path, suite, name: str, level: float, slow_share: float, rng: np.random.Generator) -> Path:
-    """A run whose trials spend `slow_share` of their steps in one slow episode at 2x (a shared machine's
-    slow stretch: judge.rules.history_pooled), at throughput x `level` otherwise."""
+def _episode_run(root: Path, suite, name: str, level: float, slow_share: float | tuple[float, float],
+                 rng: np.random.Generator) -> Path:
+    """A run whose trials spend `slow_share` of their steps (a (low, high) pair: a share drawn per trial) in one
+    slow episode at 2x (a shared machine's slow stretch: judge.rules.history_pooled), at throughput x `level`
+    otherwise."""
     trials = []
     for m in suite.modes:
         for s in suite.suite.seeds:
             t = NOISE.times(rng, 60, 0.05 / level)
-            start = int(rng.integers(0, 60 - int(60 * slow_share) + 1))
-            t[start:start + int(60 * slow_share)] *= 2.0
+            share = rng.uniform(*slow_share) if isinstance(slow_share, tuple) else slow_share
+            start = int(rng.integers(0, 60 - int(60 * share) + 1))
+            t[start:start + int(60 * share)] *= 2.0
             trials.append(make_trial(m.name, s, suite=suite.suite.name, times=t, warmup=5))
     return make_run(root, suite, trials, run_id=name)
 
 
+def _episode_history(tmp_path: Path, suite, runs: int = 10, seed: int = 1) -> Path:
+    """A history of a machine with slow episodes: each trial 0-60% of its steps at 2x."""
+    rng = np.random.default_rng(seed)
+    hist = tmp_path / "hist"
+    for i in range(runs):
+        append_history(_episode_run(tmp_path / "series", suite, f"e{i:02d}", 1.0, (0.0, 0.6), rng), hist)
+    return hist
+
+
 def test_a_slow_episode_of_the_machine_is_not_a_slowdown_of_the_code(tmp_path):
-    """60% of every step of the judged run at 2x (the typical step 2x slower, the fastest steps as
-    before): the median figure alone FAILs it, the rule says INCONCLUSIVE "typical-steps-slower" with
-    advice to run again; a uniform 20% slowdown with the same episodes FAILs on the fast floor."""
+    """On a machine whose history shows slow episodes (0-60% of a trial's steps at 2x), 60% of every step of
+    the judged run at 2x (the typical step 2x slower, the fastest steps as before): the median figure and the
+    trimmed mean FAIL it, but the step-time shape is not steady, so the rule says INCONCLUSIVE
+    "typical-steps-slower" with advice to run again; a uniform 20% slowdown with the same episodes FAILs on
+    the fast floor."""
     suite = make_suite(seeds=[0, 1, 2])
-    hist = _history(tmp_path, suite, [1.0] * 10)
+    hist = _episode_history(tmp_path, suite)
     rng = np.random.default_rng(11)
     episode = check_run(_episode_run(tmp_path / "cur", suite, "episode", 1.0, 0.6, rng), history=hist)
     rules = _rules(episode, "history-throughput")
@@ -169,6 +183,42 @@ def test_a_slow_episode_of_the_machine_is_not_a_slowdown_of_the_code(tmp_path):
     slow = check_run(_episode_run(tmp_path / "cur", suite, "slow", 0.8, 0.6, rng), history=hist)
     rules = _rules(slow, "history-throughput")
     assert {r.status for r in rules} == {"FAIL"} and all(0.75 < r.details["ratio"] < 0.85 for r in rules)
+    assert all(r.details["statistic"] == "fast-floor" and not r.details["trimmed_counts"] for r in rules)
+
+
+def _slow_steps_run(root: Path, suite, name: str, share: float, factor: float, rng: np.random.Generator,
+                    after: int = 0) -> Path:
+    """A run whose code slows `share` of the steps (at random, from step `after` on) by `factor` (issue 40:
+    a host sync or a data-pipeline stall in part of the steps; `after` > 0 and share 1: after warm-up)."""
+    trials = []
+    for m in suite.modes:
+        for s in suite.suite.seeds:
+            t = NOISE.times(rng, 60, 0.05)
+            hit = (rng.random(60) < share) & (np.arange(60) >= after)
+            t[hit] *= factor
+            trials.append(make_trial(m.name, s, suite=suite.suite.name, times=t, warmup=5))
+    return make_run(root, suite, trials, run_id=name)
+
+
+@pytest.mark.parametrize("share, factor, after", [(0.3, 1.6, 0), (0.6, 2.0, 0), (1.0, 1.25, 25)],
+                         ids=["30%-of-steps-1.6x", "60%-of-steps-2x", "after-warm-up-1.25x"])
+def test_a_slowdown_of_part_of_the_steps_fails_on_a_steady_machine(tmp_path, share, factor, after):
+    """A steady history (no slow episodes): a change that slows part of the steps moves neither the floor nor
+    (below half the steps) the median; the trimmed mean sees it, and its FAIL counts ("slow-steps", the
+    figure that decided named in the result).  Unchanged code on the same history still PASSes."""
+    suite = make_suite(seeds=[0, 1, 2])
+    hist = _history(tmp_path, suite, [1.0] * 10)
+    rng = np.random.default_rng(12)
+    rules = _rules(check_run(_slow_steps_run(tmp_path / "cur", suite, "slow", share, factor, rng, after),
+                             history=hist), "history-throughput")
+    assert {r.status for r in rules} == {"FAIL"}, [r.message for r in rules]
+    for r in rules:
+        assert r.details["statistic"] == "trimmed-mean" and "slow-steps" in r.details["reasons"]
+        assert r.details["trimmed_counts"] and r.details["floor_status"] != "FAIL"
+        assert "Decided by the trimmed mean" in r.message and r.observed < -0.1
+    same = _rules(check_run(_series_run(tmp_path / "cur", suite, 0, 1.0, rng, "same"), history=hist),
+                  "history-throughput")
+    assert {r.status for r in same} == {"PASS"} and all(r.details["trimmed_counts"] for r in same)
 
 
 def test_history_lines_without_floors_leave_the_median_figure_to_decide(tmp_path):
@@ -298,3 +348,30 @@ def test_against_one_baseline_run_the_floor_decides_too(tmp_path):
     rules = _rules(check_run(make_run(tmp_path / "short", suite, short, run_id="short"), baseline=base),
                    "history-throughput")
     assert {r.details["statistic"] for r in rules} == {"median"}
+
+
+def _metric_run(root: Path, suite, name: str, rng: np.random.Generator, run_sd: float, seed_sd: float) -> Path:
+    """A run whose seeds of each mode share a run effect on the metric (sd `run_sd`), seed noise `seed_sd`."""
+    metrics = {m.name: list(0.9 + rng.normal(0, run_sd) + rng.normal(0, seed_sd, len(suite.suite.seeds)))
+               for m in suite.modes}
+    trials = make_trials(suite, rng=rng, noise=NOISE, metrics=metrics)
+    return make_run(root, suite, trials, run_id=name)
+
+
+def test_accuracy_parity_adds_the_run_level_spread_the_history_shows(tmp_path):
+    """issue 40: with a history, accuracy parity and history-metric add the metric's run-level sd estimated from
+    the earlier runs (the seeds of one run share it); without one, a tolerance tighter than two seeds per side
+    can separate is said to be so."""
+    suite = make_suite(seeds=[0, 1, 2], metric_abs_tol=0.001)
+    rng = np.random.default_rng(30)
+    hist = tmp_path / "hist"
+    for i in range(10):
+        append_history(_metric_run(tmp_path / "series", suite, f"m{i:02d}", rng, 0.002, 0.0003), hist)
+    cur = _metric_run(tmp_path / "cur", suite, "cur", rng, 0.002, 0.0003)
+    rep = check_run(cur, history=hist)
+    parity = _rules(rep, "accuracy-parity")[0]
+    assert 0.0015 < parity.details["run_sd"] / math.sqrt(2) < 0.004 and "run-level sd" in parity.message
+    metric = next(r for r in _rules(rep, "history-metric") if r.mode == "fp32")
+    assert metric.details["run_sd"] > 0.0015 and "runs of the history" in metric.message
+    alone = _rules(check_run(cur), "accuracy-parity")[0]
+    assert alone.details["run_sd"] == 0 and "tighter than two seeds per side can separate" in alone.message

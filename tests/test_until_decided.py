@@ -466,3 +466,41 @@ def test_seeds_per_round(devices, modes, expect):
     suite = make_suite()
     info = RunInfo.model_construct(devices=devices)
     assert ud.seeds_per_round(info, suite, modes) == expect
+
+
+def test_the_pooled_history_rule_never_asks_for_seeds():
+    """history-throughput against the pooled history judges run values by the series' spread V (1 + 1/R), which
+    this run's seeds do not narrow (issue 40): --until-decided and tune add none for it, and say why; against
+    one baseline run (no per_run) the projection still decides."""
+    rows = [PlanRow(mode=AMP, rule="history-throughput", spread=0.08, effect="e", seeds_needed=6, seeds_run=3)]
+    pooled_rule = _hist(0.70, 3, 12)
+    pooled_rule.details["per_run"] = True
+    n = until.needs([ModeVerdict(suite="s", mode=AMP, verdict="INCONCLUSIVE", rules=[pooled_rule])], rows, 3, 12, TH)
+    assert not until.want_more(n) and "V (1 + 1/R)" in until.summary(n) and "more nights" in until.summary(n)
+    n = until.needs([ModeVerdict(suite="s", mode=AMP, verdict="INCONCLUSIVE", rules=[_hist(0.70, 3, 12)])],
+                    rows, 3, 12, TH)
+    assert until.want_more(n)
+
+
+def test_until_decided_against_a_pooled_history_stops_at_the_suites_seeds(tmp_path):
+    """The real run --until-decided path's stop (commands.until_decided calls until.needs with plan_for): a run
+    judged against a pooled history whose history-throughput is undecided asks for no more seeds."""
+    from ampbench.commands.history import append_history
+    from ampbench.judge.planner import plan_for
+    from tests.factories import make_trials
+
+    suite = make_suite(seeds=[0, 1, 2], min_speedup=0.5)
+    rng = np.random.default_rng(8)
+    noise = StepNoise(step_sd=0.03, trial_sd=0.02)
+    hist = tmp_path / "hist"
+    for i, lvl in enumerate([1.0, 0.9, 1.1, 0.95, 1.05]):  # a wide run-to-run spread: undecided at -7%
+        trials = make_trials(suite, base_time={m.name: 0.05 / lvl for m in suite.modes}, rng=rng, noise=noise)
+        append_history(make_run(tmp_path / "series", suite, trials, run_id=f"h{i}"), hist)
+    trials = make_trials(suite, base_time={m.name: 0.05 / 0.93 for m in suite.modes}, rng=rng, noise=noise)
+    cur = make_run(tmp_path / "cur", suite, trials, run_id="cur")
+    rep = check_run(cur, history=hist)
+    hist_rules = [r for v in rep.verdicts for r in v.rules if r.rule == "history-throughput"]
+    assert {r.status for r in hist_rules} == {"INCONCLUSIVE"} and all(r.details["per_run"] for r in hist_rules)
+    n = until.needs(rep.verdicts, plan_for(suite, open_run(cur).trials), 3, 12, suite.thresholds)
+    hist_needs = [x for x in n if x.rule == "history-throughput"]
+    assert hist_needs and not any(x.more_seeds_help for x in hist_needs)

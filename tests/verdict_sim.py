@@ -201,3 +201,24 @@ def true_margin(metric_sd: float, th: Thresholds = DEFAULTS) -> float:
 
 def rates(outcomes: np.ndarray) -> dict[str, float]:
     return {k: float((outcomes == k).mean()) for k in ("PASS", "FAIL", "INCONCLUSIVE")}
+
+
+def correlated_parity_outcomes(rng: np.random.Generator, sims: int, seeds: int, run_sd: float, seed_sd: float,
+                               abs_tol: float, drop: float = 0.0, history_runs: int = 10,
+                               th: Thresholds = DEFAULTS) -> tuple[np.ndarray, np.ndarray]:
+    """accuracy-parity of one run whose seeds share a run effect per mode (sd `run_sd`: same data order,
+    device, build) at a tight `abs_tol`: (outcomes today, outcomes with the run-level sd the rule estimates
+    from `history_runs` earlier runs of both modes, inference.run_effect_sd_batch)."""
+    def runs(n: int) -> np.ndarray:
+        return rng.normal(0, run_sd, (sims, n, 2, 1)) + rng.normal(0, seed_sd, (sims, n, 2, seeds))
+
+    cur = runs(1)[:, 0]
+    cur[:, 1] -= drop
+    tau, _ = inference.run_effect_sd_batch(runs(history_runs))
+    fc = 1 - th.fail_alpha
+    out = []
+    for extra in (0.0, math.sqrt(2) * tau):
+        r = inference.parity_batch(cur[:, 0], cur[:, 1], abs_tol, th.metric_sigma_k, th.confidence, "max",
+                                   fail_confidence=fc, run_sd=extra)
+        out.append(r["status"])
+    return out[0], out[1]

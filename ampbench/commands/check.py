@@ -13,6 +13,7 @@ from ampbench.judge import changepoint, pooled
 from ampbench.judge.check import judge_run
 from ampbench.report.console import print_outcome, print_rules
 from ampbench.report.view import view_of
+from ampbench.results.accepts import AcceptRecord, load_accepts
 from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import RunSummary, history_sources, load_history
 from ampbench.results.previous import resolve_baseline
@@ -45,7 +46,8 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     run = open_run(Path(run_dir))
     ok = [t for t in run.trials if t.status == "ok"]
     series = _series(run, history) if history is not None else []
-    seg = pooled.select(series) if history is not None else None
+    seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,
+                        accepts=_accepts(run, history)) if history is not None else None
     use_pool = seg if seg is not None and len(seg.runs) >= pooled.MIN_RUNS else None
     base_path = resolve_baseline(run.path, baseline) if use_pool is None else None
     base = None
@@ -84,6 +86,12 @@ def print_outcome_of(run_dir: Path, report: CheckReport, console: Console, expla
     if explain:
         print_rules(report, console)
     print_outcome(view_of(open_run(Path(run_dir)), report), console)
+
+
+def _accepts(run: OpenRun, history: Path) -> list[AcceptRecord]:
+    """The accepted new levels recorded beside this suite's history file (results.accepts)."""
+    return [a for path in history_sources(Path(history), [run.info.suite])
+            for a in load_accepts(path, run.info.suite)]
 
 
 def _series(run: OpenRun, history: Path) -> list[RunSummary]:

@@ -23,6 +23,7 @@ from pathlib import Path
 RUNS_DIR = Path("results/runs")            # where `ampbench run` and `ampbench probe` create run folders
 BASELINES_DIR = Path("results/baselines")  # <device-slug>/<suite>.json, committed by nightly CI
 HISTORY_DIR = Path("results/history")      # <suite>.jsonl, one line per nightly run
+ACCEPTED_SUFFIX = ".accepted.json"         # <suite>.accepted.json beside <suite>.jsonl: accepted new levels
 
 RUN_JSON = "run.json"
 TRIALS = "trials"

@@ -169,7 +169,7 @@ def run_values_batch(trials: np.ndarray) -> np.ndarray:
 def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float,
                             extra: Sequence[np.ndarray] = (), drift_floor: float = 0.0,
                             fail_confidence: float | None = None, pass_confidence: float | None = None,
-                            fail_ok: bool | np.ndarray = True) -> dict[str, np.ndarray]:
+                            fail_ok: bool | np.ndarray = True, df_per_mode: bool = False) -> dict[str, np.ndarray]:
     """Bounds on this run's value minus the mean of the series' run values, the run as the unit.
 
     cur: (B,) this run's value per row; base: (B, R) the R earlier runs' values (run_values_batch);
@@ -177,7 +177,10 @@ def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float
     model of what makes a run differ from another (trial noise, the machine's drift, slow episodes):
     the spread of the R run values, V (df R - 1 per mode), is all of it, and a new run of unchanged
     code is predicted from the series by the t prediction interval, Var(estimate) = V (1 + 1/R), at
-    least drift_floor^2 (1 + 1/R).  `fail_ok` false makes the FAIL bounds infinite (the FAIL floor)."""
+    least drift_floor^2 (1 + 1/R).  `fail_ok` false makes the FAIL bounds infinite (the FAIL floor).
+    `df_per_mode`: the modes' series share their nights (one device, one level per night), so their
+    deviations are not independent: the spread is pooled over them, the t quantile has this mode's
+    R - 1 degrees of freedom only (the pooled ones would overstate it, issue 40)."""
     ss, df = np.zeros(cur.shape[0]), 0
     for b in [base, *extra]:
         ss = ss + b.var(-1, ddof=1) * (b.shape[-1] - 1)
@@ -188,7 +191,7 @@ def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float
     est = cur - base.mean(-1)
     pc = confidence if pass_confidence is None else pass_confidence
     fc = pc if fail_confidence is None else fail_confidence
-    dfe = max(df, 1)
+    dfe = max(r - 1 if df_per_mode else df, 1)
     t2 = st.t.ppf((1 + confidence) / 2, dfe)
     t1 = sequential.t_quantile(pc, dfe)
     tf = np.where(np.asarray(fail_ok), sequential.t_quantile(fc, dfe), np.inf)
@@ -236,20 +239,43 @@ def decide_bounds(b: Bounds, threshold: float, higher_is_better: bool = True) ->
                             np.array([fl]), np.array([fu]))[0])
 
 
+def run_effect_sd_batch(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """The run-level sd of a metric from earlier runs: (tau per row, degrees of freedom of the run means).
+
+    values: (B, R, M, k) per-seed metrics of R runs x M modes x k seeds (NaN pads).  Model: metric = mode
+    level + run effect (sd tau, shared by the seeds of one mode in one run: the same data order, device
+    and build) + seed noise (sd s).  A run mean over k seeds varies by tau^2 + s^2 / k; the spread of the
+    run means (pooled over the modes, df sum(R - 1)) minus the seed part (the within-run variance over
+    the harmonic mean k) estimates tau^2, at least 0."""
+    with np.errstate(all="ignore"):
+        means = np.nanmean(values, -1)  # (B, R, M)
+        n = (~np.isnan(values)).sum(-1)
+        v_b = np.nanvar(means, 1, ddof=1)  # (B, M)
+        s2 = np.nansum((values - means[..., None]) ** 2, (1, 3)) / np.maximum((n - 1).clip(0).sum(1), 1)
+        k_h = values.shape[1] / np.nansum(1.0 / np.where(n > 0, n, np.nan), 1)
+        tau2 = np.nanmean(np.maximum(v_b - s2 / k_h, 0), -1)
+    df = values.shape[2] * (values.shape[1] - 1)
+    return np.sqrt(np.nan_to_num(tau2)), df
+
+
 def parity_batch(ref: np.ndarray, cand: np.ndarray, abs_tol: float, sigma_k: float, confidence: float,
                  goal: str = "max", fail_confidence: float | None = None,
                  pass_confidence: float | None = None,
-                 min_fail_trials: int = MIN_FAIL_TRIALS_SEEDED) -> dict[str, np.ndarray]:
+                 min_fail_trials: int = MIN_FAIL_TRIALS_SEEDED,
+                 run_sd: float | np.ndarray = 0.0) -> dict[str, np.ndarray]:
     """Non-inferiority of the candidate's mean metric: bounds on how much worse it is than the reference.
 
     worse = mean(ref) - mean(cand) for goal max (positive = worse), margin = max(abs_tol, sigma_k x
     seed sd pooled over both arms).  PASS: upper bound of `worse` <= margin (non-inferiority shown);
     FAIL: lower bound at `fail_confidence` > margin (a drop beyond the margin shown); else INCONCLUSIVE.
     A seeded metric does not depend on placement, so two seeds per side can FAIL (fail_floor).
+    `run_sd`: the sd of a run-level effect on the difference (run_effect_sd_batch, from a history): the
+    seeds of one mode in one run share it, so it does not shrink with seeds (issue 40) and is added to
+    the standard error; the margin's sigma term stays the seed sd.
     """
     a, b = (ref, cand) if goal == "max" else (cand, ref)
-    r = diff_bounds_batch(a, b, confidence, fail_confidence=fail_confidence, pass_confidence=pass_confidence,
-                          min_fail_trials=min_fail_trials)
+    r = diff_bounds_batch(a, b, confidence, drift_sd=run_sd, fail_confidence=fail_confidence,
+                          pass_confidence=pass_confidence, min_fail_trials=min_fail_trials)
     margin = np.maximum(abs_tol, sigma_k * r["sd"])
     r["margin"] = margin
     r["status"] = decide_batch(r["lower"], r["upper"], margin, False, r["fail_lower"], r["fail_upper"])

@@ -22,7 +22,7 @@ import numpy as np
 from scipy import stats as st
 
 from ampbench.config.suite import MIN_MEASURED_STEPS
-from ampbench.core.records import floor_rate, trial_rate
+from ampbench.core.records import floor_rate, trial_rate, trimmed_rate
 
 MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
 MIN_STEPS = MIN_MEASURED_STEPS  # measured steps per trial for a usable per-trial median
@@ -62,6 +62,12 @@ def judged_floor(rates: np.ndarray) -> float | None:
     """A trial's fast-floor samples/s (core.records.floor_rate): the history rule's disturbance-robust
     figure; None below FLOOR_MIN_STEPS measured steps."""
     return floor_rate(rates)
+
+
+def judged_trimmed(rates: np.ndarray) -> float | None:
+    """A trial's trimmed mean samples/s (core.records.trimmed_rate): the history rule's figure that sees the
+    slow steps; None below FLOOR_MIN_STEPS measured steps."""
+    return trimmed_rate(rates)
 
 
 def run_floor(floors: Sequence[float]) -> float | None:

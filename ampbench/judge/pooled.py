@@ -24,8 +24,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ampbench.core.records import Env, Interference
-from ampbench.judge import changepoint
+from ampbench.judge import changepoint, inference
+from ampbench.results.accepts import AcceptRecord
 from ampbench.results.baselines import CompactTrial, device_slug
 from ampbench.results.history import RunSummary, TrialPoint
 
@@ -35,12 +38,29 @@ FLOOR_KEY = "floor_samples_per_s"  # ModeSummary's run fast floor
 
 
 @dataclass(frozen=True)
+class OpenRegression:
+    """The newest nights held out of the pool, one FAILed at least: a regression not accepted yet."""
+
+    since: str  # the first night's run id
+    started: str  # and its start time
+    nights: int
+    worst: dict[str, float]  # per mode, the lowest change a night of it recorded
+
+    def describe(self) -> str:
+        modes = ", ".join(f"{k} {v:+.1%}" for k, v in sorted(self.worst.items()))
+        return (f"open regression since run {self.since} ({self.started or 'start not recorded'}, {self.nights} "
+                f"night(s) held out of the baseline; worst {modes}): fix it, or accept the new level with "
+                f"`ampbench history accept HISTORY --run {self.since} --by NAME --why TEXT`")
+
+
+@dataclass(frozen=True)
 class PooledBaseline:
     """The runs that form the baseline, oldest first, and why the segment starts where it does."""
 
     runs: tuple[RunSummary, ...]
     since: str  # "the start of the history" or the step that opened the segment
     left_out: int = 0  # older runs of the segment beyond POOL_CAP
+    open_regression: OpenRegression | None = None  # the newest nights, held out and not accepted
 
     @property
     def run_ids(self) -> list[str]:
@@ -63,6 +83,11 @@ class PooledBaseline:
         history lines written before the floor was kept have none and are left out)."""
         return self._logs(mode, "floor_samples_per_s")
 
+    def trimmed(self, mode: str) -> list[list[float]]:
+        """Per run that has any: the log trimmed mean rates of its trials of `mode` (judge.measure.judged_trimmed;
+        lines written before it was kept have none and are left out)."""
+        return self._logs(mode, "trimmed_samples_per_s")
+
     def _logs(self, mode: str, key: str) -> list[list[float]]:
         out = []
         for r in self.runs:
@@ -71,6 +96,19 @@ class PooledBaseline:
             if v:
                 out.append(v)
         return out
+
+    def metric_run_sd(self, modes: Sequence[str]) -> tuple[float, int] | None:
+        """(tau, runs): the run-level sd of the metric over the segment's runs of `modes`
+        (inference.run_effect_sd_batch), None with fewer than MIN_RUNS runs that recorded it in every mode."""
+        runs = [[[p.metric for p in m.per_trial if p.metric is not None and math.isfinite(p.metric)]
+                 for m in (r.modes.get(x) for x in modes) if m is not None] for r in self.runs]
+        runs = [r for r in runs if len(r) == len(modes) and all(r)]
+        if len(runs) < MIN_RUNS:
+            return None
+        k = max(len(v) for r in runs for v in r)
+        arr = np.array([[[*v, *[math.nan] * (k - len(v))] for v in r] for r in runs])
+        tau, _ = inference.run_effect_sd_batch(arr[None])
+        return float(tau[0]), len(runs)
 
     def points(self, mode: str) -> list[TrialPoint]:
         return [p for r in self.runs if (m := r.modes.get(mode)) for p in m.per_trial]
@@ -106,18 +144,62 @@ def comparable(history: Sequence[RunSummary], suite: str, config_hash: str, env:
             and (not h.device or device_slug(Env(device=h.device, device_name=h.device_name)) == slug)]
 
 
-def select(series: Sequence[RunSummary], cap: int = POOL_CAP) -> PooledBaseline:
-    """The segment since the last confirmed step of any mode's throughput: its newest `cap` runs that
-    carry per-trial figures."""
-    entries = [h.model_dump(mode="json", by_alias=True) for h in series]
+def regressed(line: RunSummary, min_change: float) -> bool:
+    """Whether check judged this night's throughput below -min_change in any mode (the estimate its
+    history-throughput recorded in the line: judge.summary); lines that recorded none are not."""
+    return any(m.history_change is not None and m.history_change < -min_change for m in line.modes.values())
+
+
+def _accepted_cut(series: Sequence[RunSummary], accepts: Sequence[AcceptRecord]) -> tuple[int, set[str], str | None]:
+    """(index the newest accepted level starts at, run ids every record cleared, its description)."""
+    index = {h.run_id: i for i, h in enumerate(series)}
+    cut, cleared, text = 0, set(), None
+    for a in accepts:
+        lo = index.get(a.run_id)
+        if lo is None:  # a level of another device or config of the suite
+            continue
+        cleared |= set(a.cleared)
+        if lo >= cut:
+            cut, text = lo, f"the level accepted from run {a.run_id} by {a.by} on {a.at}: {a.why}"
+    return cut, cleared, text
+
+
+def select(series: Sequence[RunSummary], cap: int = POOL_CAP, min_change: float | None = None,
+           accepts: Sequence[AcceptRecord] = ()) -> PooledBaseline:
+    """The segment since the last confirmed step of any mode's throughput (or the newest accepted level,
+    if later): its newest `cap` runs that carry per-trial figures.  With `min_change`, a night that check
+    judged below -min_change (`regressed`) stays out, before the steps are sought, unless a person
+    accepted its level (`accepts`, results.accepts): a regression missed once must not become the level
+    the next nights are judged against, nor cut the series into a segment of its own."""
+    cut, cleared, accepted = _accepted_cut(series, accepts)
+    held = [h for h in series[cut:] if min_change is not None and h.run_id not in cleared and regressed(h, min_change)]
+    out = {h.run_id for h in held}
+    kept = [h for h in series[cut:] if h.run_id not in out]
+    entries = [h.model_dump(mode="json", by_alias=True) for h in kept]
     # the steps of the figure the rule judges: the runs' fast floors where the lines keep them (a slow
     # episode of the machine moves the median figure by up to 45% here and would cut the series at it)
-    floored = sum(1 for h in series if any(m.floor_samples_per_s for m in h.modes.values()))
+    floored = sum(1 for h in kept if any(m.floor_samples_per_s for m in h.modes.values()))
     found = changepoint.all_steps(entries, FLOOR_KEY if floored >= MIN_RUNS else "samples_per_s")
     last = max(found, key=lambda s: s.after, default=None)
     start = last.after if last is not None else 0
-    since = "the start of the history" if last is None else \
+    since = (accepted or "the start of the history") if last is None else \
         f"the step at run {last.run_after} ({last.describe()})"
     # lines written before per-trial figures were kept (issue 34) mark steps but cannot join the pool
-    seg = [h for h in series[start:] if any(m.per_trial for m in h.modes.values())]
-    return PooledBaseline(tuple(seg[-cap:]), since, max(0, len(seg) - cap))
+    seg = [h for h in kept[start:] if any(m.per_trial for m in h.modes.values())]
+    return PooledBaseline(tuple(seg[-cap:]), since, max(0, len(seg) - cap), _open(series[cut:], out))
+
+
+def _open(series: Sequence[RunSummary], held: set[str]) -> OpenRegression | None:
+    """The newest nights, when they are held out of the pool and one of them FAILed: a regression that
+    no person accepted and no later night has recovered from."""
+    tail: list[RunSummary] = []
+    for h in reversed(series):
+        if h.run_id not in held:
+            break
+        tail.insert(0, h)
+    failed = [h for h in tail if any(m.history_status == "FAIL" for m in h.modes.values())]
+    if not failed:
+        return None
+    worst = {k: min(x for h in tail if (m := h.modes.get(k)) and (x := m.history_change) is not None)
+             for k in {k for h in tail for k, m in h.modes.items() if m.history_change is not None}}
+    return OpenRegression(tail[0].run_id, tail[0].started, len(tail), worst)

@@ -58,6 +58,7 @@ def trial_point(t: Trial, metric: str) -> TrialPoint:
     rates = t.step_rates()
     return TrialPoint(
         seed=t.seed, samples_per_s=measure.judged_rate(rates), floor_samples_per_s=measure.judged_floor(rates),
+        trimmed_samples_per_s=measure.judged_trimmed(rates),
         metric=float(value) if value is not None and math.isfinite(value) else None, peak_bytes=peak or None,
         cpu_share=share, others_cpu=inf.others_cpu if inf is not None else None, cpu_count=t.env.cpu_count)
 
@@ -99,6 +100,11 @@ def summarize_modes(trials: list[Trial], metric: str, check: CheckReport | None 
         if mode in verdicts:
             out[mode].verdict = verdicts[mode].verdict
             out[mode].flagged_rules = [r.rule for r in verdicts[mode].reasons]
+            hist = next((r for r in verdicts[mode].rules if r.rule == "history-throughput"), None)
+            if hist is not None:
+                out[mode].history_status = hist.status
+                ok = isinstance(hist.observed, (int, float)) and not isinstance(hist.observed, bool)
+                out[mode].history_change = float(hist.observed) if ok and math.isfinite(hist.observed) else None
             details = verdicts[mode].speedup_details()
             if details is not None:
                 checker[mode] = details

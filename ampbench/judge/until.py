@@ -2,8 +2,9 @@
 
 Seeds are added while a rule that more seeds can decide is INCONCLUSIVE: speedup, accuracy-parity,
 history-throughput and history-metric (memory is close to deterministic and INCONCLUSIVE only when not
-recorded; informational rules, i.e. AMP inactive, and "measurement disturbed" ones cannot be decided by
-more of the same measurement).  A rule is given up when the seed planner (planner.plan_for, from the
+recorded; informational rules, i.e. AMP inactive, "measurement disturbed" ones, and history-throughput
+against the pooled history, whose interval is the series' run-to-run spread (PER_RUN_WHY), cannot be
+decided by more of the same measurement).  A rule is given up when the seed planner (planner.plan_for, from the
 spreads seen so far) needs more seeds than the cap for the effect it must detect AND the effect seen so
 far would not be decided within the cap either (`projected_seeds`: a large slowdown is decided with
 far fewer seeds than the planner's design effect needs); adding seeds would spend GPU-hours on a
@@ -25,6 +26,12 @@ from ampbench.config import Thresholds
 from ampbench.judge.planner import PlanRow
 from ampbench.results.verdicts import ModeVerdict, RuleResult
 
+# history-throughput against the pooled history judges this run's value (the median of its trials' floors /
+# trimmed means) against the spread of the series' run values, V (1 + 1/R): the trials of this run do not
+# enter that interval, so no number of seeds narrows it (issue 40: --until-decided spent 8.8 trials where 3
+# decide as well).  The rule is judged at the fixed levels and never asks for a seed.
+PER_RUN_WHY = ("judged per run against the history's run-to-run spread, V (1 + 1/R), which more seeds of this "
+               "run do not narrow: more nights in the history do")
 SEEDED_RULES = ("speedup", "accuracy-parity", "history-throughput", "history-metric")
 PLANNER_RULE = {"history-metric": "accuracy-parity"}  # the same test; the planner sizes the parity one
 
@@ -119,6 +126,9 @@ def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seed
                 continue
             if _details(r).get("disturbed"):
                 out.append(Need(v.mode, r.rule, False, "measurement disturbed: more seeds measure the same machine"))
+                continue
+            if _details(r).get("per_run"):
+                out.append(Need(v.mode, r.rule, False, PER_RUN_WHY))
                 continue
             out.append(_judge_need(v.mode, r, plan.get((v.mode, PLANNER_RULE.get(r.rule, r.rule))), max_seeds, th))
     if seeds >= max_seeds:

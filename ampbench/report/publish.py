@@ -320,7 +320,7 @@ def suite_page(suite: str, entries: list[dict[str, Any]], regs: list[Regression]
            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
     parts = [f'<p><a href="index.html">all suites</a></p><h1>{escape(suite)}</h1>',
              f"<p>{len(entries)} runs; primary metric <code>{escape(metric)}</code>.</p>", img,
-             "<h2>Regressions</h2>", _regressions_html(entries, regs, repo_url),
+             "<h2>Regressions</h2>", _open_html(entries), _regressions_html(entries, regs, repo_url),
              "<h2>Steps in the series</h2>", _steps_html(entries, steps, cfg, repo_url),
              "<h2>Runs</h2>", _runs_note(entries, older or []), _runs_table(entries[-LATEST_RUNS:], links, frac)]
     return page(f"ampbench: {suite}", "\n".join(parts) + _CHECK_SCRIPT, CSS)
@@ -360,6 +360,33 @@ def _runs_note(entries: list[dict[str, Any]], older: list[str]) -> str:
     pages = ", ".join(f'<a href="{escape(n, quote=True)}">{k}</a>' for k, n in enumerate(older, 1))
     return (f"<p>The latest {LATEST_RUNS} of {len(entries)} runs, newest first; older runs, newest first: "
             f"pages {pages}.</p>")
+
+
+def open_regression(entries: list[dict[str, Any]]) -> dict[str, tuple[str, int]]:
+    """Per mode, the open regression of the newest nights: history-throughput FAILed on each of them (a
+    night held out of the pooled baseline keeps FAILing until `ampbench history accept`, judge.pooled):
+    (the first of those nights' run id and start, how many)."""
+    out: dict[str, tuple[str, int]] = {}
+    for mode in dict.fromkeys(m for e in entries for m in (e.get("modes") or {})):
+        n = 0
+        for e in reversed(entries):
+            if ((e.get("modes") or {}).get(mode) or {}).get("history_status") != "FAIL":
+                break
+            n += 1
+        if n:
+            first = entries[len(entries) - n]
+            out[mode] = (f"{first.get('run_id', '')} ({first.get('started') or 'start not recorded'})", n)
+    return out
+
+
+def _open_html(entries: list[dict[str, Any]]) -> str:
+    found = open_regression(entries)
+    if not found:
+        return ""
+    items = "".join(f'<li><code>{escape(m)}</code>: <span class="bad">open regression</span> since run '
+                    f"{escape(since)}, FAILed on the last {n} night(s)</li>" for m, (since, n) in found.items())
+    return (f"<ul>{items}</ul><p>Those nights stay out of the pooled history baseline until the regression is "
+            "fixed or its level accepted (<code>ampbench history accept</code>).</p>")
 
 
 def _regressions_html(entries: list[dict[str, Any]], regs: list[Regression], repo_url: str | None) -> str:

@@ -37,6 +37,7 @@ class TrialPoint(BaseModel):
     seed: int = Field(ge=0)
     samples_per_s: float | None = Field(None, gt=0)  # the trial's median samples/s (judge.measure); None: short
     floor_samples_per_s: float | None = Field(None, gt=0)  # its fast floor (judge.measure.judged_floor)
+    trimmed_samples_per_s: float | None = Field(None, gt=0)  # its trimmed mean rate (judge.measure.judged_trimmed)
     metric: float | None = None
     peak_bytes: int | None = Field(None, ge=0)
     cpu_share: float | None = Field(None, ge=0)  # interference evidence of the baseline side (judge.interference)
@@ -72,6 +73,10 @@ class ModeSummary(BaseModel):
     total_steps: int = 0
     verdict: str = NOT_CHECKED
     flagged_rules: list[str] = []
+    # what check's history-throughput decided for this mode (judge.pooled.select keeps a night below
+    # -history_min_change out of the pooled baseline until `ampbench history accept`)
+    history_status: str | None = Field(None, max_length=32)
+    history_change: float | None = Field(None, allow_inf_nan=False)
     per_trial: list[TrialPoint] = []  # ok trials, for `check --history`'s pooled baseline
 
 

@@ -11,9 +11,16 @@ The unit of the baseline is the run.  Two figures of each run are compared with 
   all 4 and no unchanged run (tests/test_history_replay.py replays it);
 - the median figure (the speed rule's, inference.series_bounds_batch), reported beside it; where it
   shows a slowdown that the floor rules out, the result is INCONCLUSIVE ("typical-steps-slower"): the
-  machine was disturbed, or a change slows only part of the steps, which the floor cannot see.
+  machine was disturbed, or a change slows only part of the steps, which the floor cannot see;
+- the trimmed mean rate (samples over the time of each trial's fastest 95% of steps), compared like the
+  floor: it sees a change that slows part of the steps (issue 40), and so do the slow episodes of a
+  shared machine, so its FAIL counts only where the step-time shape the runs recorded is steady
+  (steady_batch); `statistic` and the message name the figure that decided (decided_by).
 
-History lines written before the floor was kept, or trials shorter than FLOOR_MIN_STEPS, leave the
+A night held out of the pool (judge.pooled.select: its estimate was below -history_min_change) that
+FAILed opens a regression; while it is open, a night still below -history_min_change FAILs too
+(persist).  The figures are judged per run at the fixed levels: more seeds do not narrow them
+(judge.until).  History lines written before the floor was kept, or trials shorter than FLOOR_MIN_STEPS, leave the
 median figure to decide, as before.  A slowdown must be shown beyond `history_min_change`, at
 1 - history_alpha; a FAIL needs inference.MIN_FAIL_TRIALS trials (a median of two is their mean).
 """
@@ -21,11 +28,12 @@ median figure to decide, as before.  A slowdown must be shown beyond `history_mi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from ampbench.judge import changepoint, inference, interference, measure
-from ampbench.judge.pooled import MIN_RUNS
+from ampbench.judge import changepoint, inference, interference, measure, sequential
+from ampbench.judge.pooled import MIN_RUNS, OpenRegression, PooledBaseline
 from ampbench.judge.rules.context import Ctx, g, more_seeds_text
 from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
 from ampbench.results.baselines import CompactTrial
@@ -62,38 +70,106 @@ def slowdown_decided(status: str, m: float, b: inference.Bounds) -> str:
     return f"; no slowdown beyond {m:.0%} (lower bound {b.lower - 1:+.1%}, {level_text(b)})."
 
 
-def floor_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float) -> tuple[inference.Bounds, int, float] | None:
-    """The fast-floor comparison: (bounds on the ratio, the runs it pooled, their mean floor in samples/s),
-    or None when this run has fewer than MIN_TRIALS trials with a floor or the segment fewer than
-    MIN_RUNS runs with floors."""
+def figure_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float, key: str = "floor",
+                  ) -> tuple[inference.Bounds, int, float] | None:
+    """One run-unit comparison (`key` "floor": the fast floor, "trimmed": the trimmed mean rate): (bounds on
+    the ratio, the runs it pooled, their mean figure in samples/s), or None when this run has fewer than
+    MIN_TRIALS trials with the figure or the segment fewer than MIN_RUNS runs with it.  The other modes'
+    run values add to the spread, not to the degrees of freedom: every mode of a night ran on the same
+    device, so their run values share its level (inference.run_series_bounds_batch, df_per_mode)."""
     assert c.pooled is not None
-    now = [math.log(f) for t in cur if (f := measure.judged_floor(t.rates()))]
-    runs = c.pooled.floors(c.mode)
+    judged, series = FIGURES[key]
+    now = [math.log(f) for t in cur if (f := judged(t.rates()))]
+    runs = series(c.pooled, c.mode)
     if len(now) < inference.MIN_TRIALS or len(runs) < MIN_RUNS:
         return None
     extra = []
     for m in (x.name for x in c.suite.modes if x.name != c.mode):
-        other = c.pooled.floors(m)
+        other = series(c.pooled, m)
         if len(other) >= 2:
             extra.append(inference.run_values_batch(_padded(other)))
     cur_v, base_v = inference.run_values_batch(np.array([now])), inference.run_values_batch(_padded(runs))
     fail_ok = len(now) >= inference.MIN_FAIL_TRIALS
     r = inference.run_series_bounds_batch(cur_v, base_v, c.th.confidence, extra, changepoint.DRIFT_FLOOR, fc, pc,
-                                          fail_ok)
+                                          fail_ok, df_per_mode=True)
     e = {k: float(math.exp(v[0])) for k, v in r.items() if k not in ("sd", "df")}
     return inference.Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
                             int(r["df"][0]), c.th.confidence, e["fail_lower"], e["fail_upper"], fc, pc,
                             inference.MIN_FAIL_TRIALS), len(runs), float(np.exp(base_v[0].mean()))
 
 
-def decide(floor: Status | None, median: Status) -> tuple[Status, list[str]]:
-    """The rule's status and extra reason codes from the floor's and the median's decisions: the floor
-    decides; a slowdown of the median that the floor rules out is not a PASS."""
+def floor_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float) -> tuple[inference.Bounds, int, float] | None:
+    """figure_bounds of the fast floor."""
+    return figure_bounds(c, cur, pc, fc, "floor")
+
+
+FIGURES: dict[str, tuple[Callable[[np.ndarray], float | None], Callable[[PooledBaseline, str], list[list[float]]]]] = {
+    "floor": (measure.judged_floor, PooledBaseline.floors),
+    "trimmed": (measure.judged_trimmed, PooledBaseline.trimmed),
+}
+STEADY_SD = 0.03  # sd of log(trimmed mean / fast floor) over the segment's trials at most this: a steady machine
+STEADY_SD_RUN = 2 * STEADY_SD  # and over this run's trials (a run of 3 estimates the sd loosely)
+
+
+def steady_batch(seg: np.ndarray, cur: np.ndarray) -> np.ndarray:
+    """Whether the step-time shape is steady enough for the trimmed mean's FAIL to count, per row.
+
+    seg: (B, M) log(trimmed mean / fast floor) of the segment's trials (NaN pads), cur: (B, n) this run's.
+    The trimmed mean sees slow steps whatever slows them; a code change slows the same share of steps in
+    every trial and night, the slow episodes of a shared machine a share that changes from trial to trial
+    (tests/test_floor_sim.py: that sd is 0.05-0.19 under the measured episodes, at most 0.005 on a machine
+    without them).  So the gate is the spread of the trimmed-to-floor ratio over the segment's trials and
+    over this run's: the history and this run must both show a steady shape; its level may move."""
+    with np.errstate(all="ignore"):
+        s_seg = np.nanstd(seg, -1, ddof=1)
+        s_cur = np.std(cur, -1, ddof=1) if cur.shape[-1] > 1 else np.zeros(cur.shape[0])
+    return (s_seg <= STEADY_SD) & (s_cur <= STEADY_SD_RUN)
+
+
+def _shape(c: Ctx, cur: list[CompactTrial]) -> tuple[bool, float, float] | None:
+    """(steady, segment sd, this run's sd) of log(trimmed / floor) over every mode's trials, or None
+    when the segment has fewer than MIN_RUNS trials with both figures (older lines)."""
+    assert c.pooled is not None
+    seg = [math.log(p.trimmed_samples_per_s / p.floor_samples_per_s) for m in c.suite.modes
+           for p in c.pooled.points(m.name) if p.trimmed_samples_per_s and p.floor_samples_per_s]
+    now = []
+    for t in [*cur, *[x for m in c.suite.modes if m.name != c.mode for x in c.compact(m.name)]]:
+        f, tr = measure.judged_floor(t.rates()), measure.judged_trimmed(t.rates())
+        if f and tr:
+            now.append(math.log(tr / f))
+    if len(seg) < MIN_RUNS or not now:
+        return None
+    steady = bool(steady_batch(np.array([seg]), np.array([now]))[0])
+    return steady, float(np.std(seg, ddof=1)), float(np.std(now, ddof=1)) if len(now) > 1 else 0.0
+
+
+def decide(floor: Status | None, median: Status, trimmed: Status | None = None,
+           steady: bool = False) -> tuple[Status, list[str]]:
+    """The rule's status and extra reason codes from the figures' decisions.  The floor decides; on a
+    steady machine (steady_batch) the trimmed mean counts beside it: its FAIL is a FAIL ("slow-steps": a
+    change that slows part of the steps) and a PASS needs both; elsewhere a slowdown of the median or of
+    the trimmed mean that the floor rules out is not a PASS ("typical-steps-slower")."""
     if floor is None:
         return median, []
-    if floor == "PASS" and median == "FAIL":
+    if floor == "FAIL":
+        return floor, []
+    if steady and trimmed is not None:
+        if trimmed == "FAIL":
+            return "FAIL", ["slow-steps"]
+        if trimmed == "INCONCLUSIVE" and floor == "PASS":
+            return "INCONCLUSIVE", ["slow-steps-undecided"]
+    if floor == "PASS" and (median == "FAIL" or trimmed == "FAIL"):
         return "INCONCLUSIVE", ["typical-steps-slower"]
     return floor, []
+
+
+def persist(status: Status, estimate: float, m: float, open_regression: bool) -> tuple[Status, list[str]]:
+    """A regression FAILed on an earlier night, held out of the pool and not accepted, stays FAILed on a night
+    whose counted estimate (ratio) is still below 1 - min_change, though this night alone does not
+    demonstrate it: the evidence of the FAILed night stands until the level recovers or a person accepts it."""
+    if open_regression and status == "INCONCLUSIVE" and estimate < 1 - m:
+        return "FAIL", ["open-regression"]
+    return status, []
 
 
 def ci_text(b: inference.Bounds) -> str:
@@ -107,10 +183,63 @@ def split_text(m: float, median: inference.Bounds, floor: inference.Bounds) -> s
             "change that slows only part of the steps. Rerun; if it repeats, compare the step-time plots.")
 
 
+def _median_bounds(c: Ctx, cur: list[CompactTrial], now: list[float], pc: float, fc: float,
+                   floor_trials: int) -> tuple[inference.Bounds, float]:
+    """The median figure against the segment (inference.series_bounds_batch): bounds and run-to-run drift."""
+    assert c.pooled is not None
+    r = inference.series_bounds_batch(np.array([now]), _padded(c.pooled.rates(c.mode)), c.th.confidence,
+                                      _other_modes(c), changepoint.DRIFT_FLOOR, fc, pc, floor_trials)
+    e = {k: float(math.exp(v[0])) for k, v in r.items() if k not in ("sd", "drift", "df")}
+    return inference.Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
+                            int(r["df"][0]), c.th.confidence, e["fail_lower"], e["fail_upper"], fc, pc,
+                            floor_trials), float(r["drift"][0])
+
+
+def _status(b: inference.Bounds | None, m: float) -> Status | None:
+    return as_status(inference.decide_bounds(b, 1 - m)) if b is not None else None
+
+
+def decided_by(status: Status, codes: list[str], floor: float | None, trimmed: float | None, steady: bool) -> str:
+    """Which figure decided, from the floor's and the trimmed mean's estimates (ratios; None: no figure): the
+    trimmed mean where it FAILed or held a PASS back, or where it counts (steady) and shows the larger
+    slowdown of an undecided pair; else the floor; the median figure without a floor."""
+    if floor is None:
+        return "median"
+    if trimmed is not None and ("slow-steps" in codes or "slow-steps-undecided" in codes):
+        return "trimmed-mean"
+    if trimmed is not None and steady and status == "INCONCLUSIVE" and trimmed < floor:
+        return "trimmed-mean"
+    return "fast-floor"
+
+
+def _figures_text(c: Ctx, cur: list[CompactTrial], fl: tuple[inference.Bounds, int, float],
+                  tl: tuple[inference.Bounds, int, float] | None, shape: tuple[bool, float, float] | None) -> str:
+    assert c.pooled is not None
+    fb = fl[0]
+    floors = [f for t in cur if (f := measure.judged_floor(t.rates()))]
+    out = (f"{c.mode} fast-floor throughput {g(measure.run_floor(floors) or 0)} samples/s (the 95th percentile "
+           f"of the per-step rates, median of {len(floors)} trials) vs {g(fl[2])}, the mean floor over the "
+           f"{fl[1]} runs of the history since {c.pooled.since}: {ci_text(fb)}; run-to-run sd {fb.sd:.1%} from the "
+           "segment. ")
+    if tl is not None:
+        trims = [f for t in cur if (f := measure.judged_trimmed(t.rates()))]
+        gate = "" if shape is None else (
+            f"; it counts: the step-time shape is steady (sd of trimmed/floor {shape[1]:.1%} over the segment, "
+            f"{shape[2]:.1%} in this run, at most {STEADY_SD:.0%} / {STEADY_SD_RUN:.0%})" if shape[0] else
+            f"; it does not count here: the step-time shape is not steady (sd of trimmed/floor {shape[1]:.1%} over "
+            f"the segment, {shape[2]:.1%} in this run, above {STEADY_SD:.0%} / {STEADY_SD_RUN:.0%}: slow episodes "
+            "of the machine move it)")
+        out += (f"The trimmed mean (samples over the time of the fastest 95% of the steps) "
+                f"{g(measure.run_floor(trims) or 0)} vs {g(tl[2])}: {ci_text(tl[0])}{gate}. ")
+    return out + "The "
+
+
 def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
-    """observed = relative change of throughput against the segment (a number): of the fast floor where
-    both sides have it, else of the median figure.  PASS: the lower bound of the change is above
-    -history_min_change; FAIL: its upper bound at 1 - history_alpha is below it."""
+    """observed = relative change of throughput against the segment (a number), of the figure that decided
+    (`statistic`): the fast floor; the trimmed mean beside it where the step-time shape is steady; the
+    median figure where the lines keep no floor.  PASS: the lower bound of the change is above
+    -history_min_change; FAIL: its upper bound at 1 - history_alpha is below it, or the open regression of
+    the history goes on (persist)."""
     assert c.pooled is not None
     p, m = c.pooled, c.th.history_min_change
     threshold = {"min_change": m, "confidence": c.th.confidence, "alpha": c.th.history_alpha}
@@ -126,43 +255,32 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
                       f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=ids, reasons=["few-seeds"])
     clustered = clustering([cur, *[c.compact(x.name) for x in c.suite.modes if x.name != c.mode]])
     base_n = sum(len(r) for r in runs)
-    pc, fc = c.levels(history=True, baseline_trials=base_n)
-    r = inference.series_bounds_batch(np.array([now]), _padded(runs), c.th.confidence, _other_modes(c),
-                                      changepoint.DRIFT_FLOOR, fc, pc, fail_floor_of([cur], clustered))
-    e = {k: float(math.exp(v[0])) for k, v in r.items() if k not in ("sd", "drift", "df")}
-    b = inference.Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
-                         int(r["df"][0]), c.th.confidence, e["fail_lower"], e["fail_upper"], fc, pc,
-                         fail_floor_of([cur], clustered))
+    # fixed levels, also in a sequential run: more seeds do not narrow a run-unit interval, so --until-decided
+    # never adds one for this rule (judge.until.PER_RUN_WHY) and its looks do not spend its alpha
+    pc, fc = sequential.levels(c.th.confidence, c.th.history_alpha)
+    b, drift = _median_bounds(c, cur, now, pc, fc, fail_floor_of([cur], clustered))
     med_status = as_status(inference.decide_bounds(b, 1 - m))
-    fl = floor_bounds(c, cur, pc, fc)
-    fb = fl[0] if fl else None
-    status, split = decide(as_status(inference.decide_bounds(fb, 1 - m)) if fb else None, med_status)
-    drift = float(r["drift"][0])
+    fl, tl = floor_bounds(c, cur, pc, fc), figure_bounds(c, cur, pc, fc, "trimmed")
+    fb, tb = (fl[0] if fl else None), (tl[0] if tl else None)
+    shape = _shape(c, cur) if tb is not None else None
+    steady = bool(shape and shape[0])
+    status, split = decide(_status(fb, m), med_status, _status(tb, m), steady)
+    figure = decided_by(status, split, fb.estimate if fb else None, tb.estimate if tb else None, steady)
+    d = {"fast-floor": fb, "trimmed-mean": tb}.get(figure) or b  # the bounds that decided
+    status, held = persist(status, d.estimate, m, p.open_regression is not None)
     base_gm = measure.geomean([measure.geomean(np.exp(x)) for x in runs])  # the mean of the run means (log scale)
     median_text = (f"median figure {g(measure.geomean(np.exp(now)))} samples/s ({len(now)} trials) vs {g(base_gm)} "
                    f"({base_n} trials, pooled): {ci_text(b)}; run-to-run drift {drift:.1%} and trial spread {b.sd:.1%} "
                    "estimated from the segment")
-    d = fb if fb is not None else b  # the bounds that decided
-    if fb is not None and fl is not None:
-        floors = [f for t in cur if (f := measure.judged_floor(t.rates()))]
-        msg = (f"{c.mode} fast-floor throughput {g(measure.run_floor(floors) or 0)} samples/s (the 95th percentile "
-               f"of the per-step rates, median of {len(floors)} trials) vs {g(fl[2])}, the mean floor over the "
-               f"{fl[1]} runs of the history since {p.since}: {ci_text(fb)}; run-to-run sd {fb.sd:.1%} from the segment. The "
-               f"{median_text}")
+    if fl is not None:
+        msg = _figures_text(c, cur, fl, tl, shape) + median_text
     else:
         msg = (f"{c.mode} throughput: {median_text.removeprefix('median figure ')}, over the {len(runs)} runs "
                f"of the history since {p.since} (no fast floor on both sides: older history lines or short trials)")
-    if status in ("FAIL", "PASS"):
-        msg += slowdown_decided(status, m, d)
-    elif split:
-        msg += split_text(m, b, d)
-    else:
-        msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound {d.lower - 1:+.1%}, "
-                f"FAIL bound {'n/a' if not math.isfinite(d.fail_upper) else format(d.fail_upper - 1, '+.1%')}, "
-                f"{level_text(d)}).")
+    msg += _ending(status, split + held, m, b, d, figure, p.open_regression)
     why = None if status == "PASS" else interference.disturbed(cur, p.evidence(c.mode), d.estimate, m,
                                                                ("this run", "the baseline runs"))
-    codes = [HISTORY_CODE[status]] + split + (["disturbed"] if why else []) + (["clustered"] if clustered else [])
+    codes = [HISTORY_CODE[status]] + split + held + (["disturbed"] if why else []) + (["clustered"] if clustered else [])
     if why:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
     if clustered:
@@ -170,6 +288,30 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     return c.rule("history-throughput", status, d.estimate - 1, threshold, msg, ratio=d.estimate, lower=d.lower,
                   upper=d.upper, fail_upper=d.fail_upper, ci_low=d.low, ci_high=d.high, seeds=[len(now), base_n],
                   runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, baseline_runs=ids,
-                  statistic="fast-floor" if fb is not None else "median", floor_runs=fl[1] if fl else 0,
-                  floor_sd=fb.sd if fb is not None else None, median_ratio=b.estimate, median_lower=b.lower,
-                  median_fail_upper=b.fail_upper, median_status=med_status, reasons=codes)
+                  statistic=figure, floor_runs=fl[1] if fl else 0, floor_sd=fb.sd if fb is not None else None,
+                  floor_ratio=fb.estimate if fb is not None else None, floor_status=_status(fb, m),
+                  trimmed_ratio=tb.estimate if tb is not None else None, trimmed_status=_status(tb, m),
+                  trimmed_counts=steady, shape_sd=list(shape[1:]) if shape else None, per_run=fb is not None,
+                  median_ratio=b.estimate, median_lower=b.lower, median_fail_upper=b.fail_upper,
+                  median_status=med_status, open_regression=p.open_regression.since if p.open_regression else None,
+                  reasons=codes)
+
+
+def _ending(status: Status, codes: list[str], m: float, median: inference.Bounds, d: inference.Bounds, figure: str,
+            open_regression: OpenRegression | None) -> str:
+    """The sentence the result ends with: what was demonstrated, by which figure."""
+    by = {"fast-floor": "the fast floor", "trimmed-mean": "the trimmed mean", "median": "the median figure"}[figure]
+    if "open-regression" in codes and open_regression is not None:
+        return (f"; this night alone does not demonstrate a slowdown beyond {m:.0%}, but its estimate "
+                f"({d.estimate - 1:+.1%}, {by}) is still below -{m:.0%}: the {open_regression.describe()}.")
+    if status in ("FAIL", "PASS"):
+        return slowdown_decided(status, m, d) + f" Decided by {by}."
+    if "typical-steps-slower" in codes:
+        return split_text(m, median, d)
+    if "slow-steps-undecided" in codes:
+        return (f"; the fast floor shows no slowdown beyond {m:.0%}, but the trimmed mean, which counts on this "
+                f"steady machine, neither rules one out nor demonstrates it (PASS bound {d.lower - 1:+.1%}, FAIL "
+                f"bound {d.fail_upper - 1:+.1%}): part of the steps may be slower.")
+    fail_text = "n/a" if not math.isfinite(d.fail_upper) else format(d.fail_upper - 1, "+.1%")
+    return (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out ({by}: PASS bound {d.lower - 1:+.1%}, "
+            f"FAIL bound {fail_text}, {level_text(d)}).")

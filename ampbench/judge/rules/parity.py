@@ -9,7 +9,7 @@ import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.core.records import Trial
-from ampbench.judge import inference, stats
+from ampbench.judge import inference, sequential, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -94,14 +94,22 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
     """(status, message tail, details) of the one-sided test of `cand` against `ref` (>= 2 values each).
     PASS at `confidence`, FAIL at 1 - fail_alpha (history: 1 - history_alpha), or a sequential look's levels."""
     pc, fc = c.levels(history=history, baseline_trials=len(ref) if history else 0)
+    run_sd, run_text = run_effect(c, history)
     r = inference.parity_batch(np.array([ref]), np.array([cand]), c.th.metric_abs_tol, c.th.metric_sigma_k,
-                               c.th.confidence, c.goal, fail_confidence=fc, pass_confidence=pc)
+                               c.th.confidence, c.goal, fail_confidence=fc, pass_confidence=pc, run_sd=run_sd)
     worse, lo, up, margin, sd = (float(r[k][0]) for k in ("estimate", "fail_lower", "upper", "margin", "sd"))
     status = as_status(r["status"][0])
     fail = f"FAIL {g(lo, 3)} at {fc:.4g}" if math.isfinite(lo) else \
         f"no FAIL from fewer than {inference.MIN_FAIL_TRIALS_SEEDED} seeds per side"
     conf = f"one-sided bounds: {fail}, PASS {g(up, 3)} at {pc:.4g}"
     head = f"{who} worse by {g(worse, 3)} ({conf}), {margin_text(margin, sd, len(ref) + len(cand), c)}"
+    tol_decides = c.th.metric_abs_tol >= c.th.metric_sigma_k * sd
+    if run_text is None and c.pooled is None and tol_decides and c.th.metric_abs_tol < _separable(sd, fc):
+        run_text = (f"metric_abs_tol {g(c.th.metric_abs_tol)} is tighter than two seeds per side can separate "
+                    f"({g(_separable(sd, fc), 3)} at this seed sd), and the seeds of one mode share its run (data "
+                    "order, device, build): without a history of earlier runs (check --history) a run-level effect "
+                    "is not estimated and would read as an AMP effect")
+    head += f"; {run_text}" if run_text else ""
     if status == "PASS":
         tail = f"; non-inferiority shown (upper bound {g(up, 3)} <= margin)."
         if worse < -margin:
@@ -113,8 +121,29 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
         need = inference.seeds_needed(sd, margin, c.th.confidence, margin_k=k,
                                       fail_confidence=1 - (c.th.history_alpha if history else c.th.fail_alpha))
         tail = f"; not demonstrated either way: {more_seeds_text(min(len(ref), len(cand)), need)}."
-    return status, head + tail, {"lower": lo, "upper": up, "margin": margin, "sd": sd,
+    return status, head + tail, {"lower": lo, "upper": up, "margin": margin, "sd": sd, "run_sd": run_sd,
                                  "pass_confidence": pc, "fail_confidence": fc}
+
+
+def _separable(sd: float, fc: float) -> float:
+    """The smallest drop two seeds per side can show at the FAIL level: t(fc, 2 df) x sd x sqrt(2 / 2)."""
+    return float(sequential.t_quantile(fc, 2)) * sd
+
+
+def run_effect(c: Ctx, history: bool) -> tuple[float, str | None]:
+    """The run-level sd added to a metric comparison, from the pooled history's earlier runs of this config
+    (issue 40: the seeds of one mode in one run share its data order, device and build, so their spread
+    misses it): on the difference of two modes of one run sqrt(2) tau; on this run against the segment's
+    mean tau sqrt(1 + 1/R).  (0, None) without a history of MIN_RUNS runs."""
+    if c.pooled is None:
+        return 0.0, None
+    found = c.pooled.metric_run_sd([REFERENCE_MODE, c.mode] if not history else [c.mode])
+    if found is None:
+        return 0.0, None
+    tau, runs = found
+    sd = tau * (math.sqrt(1 + 1 / runs) if history else math.sqrt(2))
+    return sd, (f"run-level sd {g(tau, 3)} of the metric estimated from the {runs} runs of the history (the seeds "
+                f"of one run share it; {g(sd, 3)} added to the standard error)")
 
 
 PARITY_CODE = {"PASS": "noninferior", "FAIL": "worse", "INCONCLUSIVE": "undecided", "ERROR": "error"}

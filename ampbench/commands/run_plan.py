@@ -16,7 +16,7 @@ from pathlib import Path
 from ampbench.config import ConfigError, Suite
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import safe_name
+from ampbench.core.files import folder_id, safe_name
 from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
 from ampbench.core.store import RUNS_DIR
@@ -211,6 +211,7 @@ def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fa
         fault=fault,
         cpu_affinity=(cpus if cpus is not None else info.affinity) or None,
         node_rank=node.node_rank if node else None, master=node.master if node else None,
+        run_folder=folder_id(run.path),
     )
 
 

@@ -93,6 +93,9 @@ def test_an_import_never_replaces_its_input_a_record_or_a_file_of_another_kind(t
     (["--affinity", "3-1"], ["--affinity"]),
     (["--sweep", "train.steps=4,abc"], ["train.steps", "abc"]),
     (["--sweep", "train.steps=4,5", "--sweep", "train.batch_size=8,x"], ["train.batch_size"]),
+    # issue 48.4: one line, like every other option (click's three-line usage box before)
+    *((["--until-decided", f"--max-seeds={v}"], ["--max-seeds", "2 to 64"])
+      for v in ("0", "-1", "1", "65", "9" * 30, "abc", "1.5", "", "\x1b[2J")),
 ])
 def test_run_options_are_checked_before_a_run_folder_exists(toy_suite, tmp_path, argv, words):
     out = tmp_path / "runs"

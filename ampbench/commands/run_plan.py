@@ -20,6 +20,7 @@ from ampbench.core.files import folder_id, safe_name
 from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
 from ampbench.core.store import RUNS_DIR
+from ampbench.core.text import printable
 from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
 from ampbench.launch.slurm import SlurmOptions
@@ -68,6 +69,19 @@ class NodeRole:
     def follower(self) -> bool:
         """Node rank > 0: its ranks join node 0's, which records the trial."""
         return self.node_rank > 0
+
+
+MAX_SEEDS = (2, 64)   # --max-seeds: fewer cannot add a seed, more is a week of trials per mode
+
+
+def parse_max_seeds(text: str) -> int:
+    """--max-seeds as typed: a whole number from 2 to 64, else one line naming the option (not click's
+    three-line usage box: every option of `run` is refused the same way)."""
+    s = text.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 3 and MAX_SEEDS[0] <= int(s) <= MAX_SEEDS[1]):
+        raise ConfigError("--max-seeds", printable(text)[:40] or "''", f"give a whole number of seeds per mode from "
+                          f"{MAX_SEEDS[0]} to {MAX_SEEDS[1]}")
+    return int(s)
 
 
 def node_role(opts: RunOptions) -> NodeRole | None:

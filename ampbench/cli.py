@@ -162,7 +162,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     try:
         budget_s = parse_duration(budget) if budget is not None else None
     except ValueError as e:
-        raise ConfigError("--budget", budget or "", str(e)) from None
+        raise ConfigError("--budget", (budget or "")[:40], str(e)) from None
     cap = parse_max_seeds(max_seeds)
     if (budget is not None or cap != 12) and not until_decided:
         raise ConfigError("--max-seeds/--budget", budget or str(cap), "only with --until-decided")
@@ -357,7 +357,7 @@ def tune(
     try:
         budget_s = parse_duration(budget) if budget is not None else None
     except ValueError as e:
-        raise ConfigError("--budget", budget or "", str(e)) from None
+        raise ConfigError("--budget", (budget or "")[:40], str(e)) from None
     opts = TuneOptions(suite_file=suite_file, profile=profile, mode=mode, overrides=list(set_ or []), out_dir=out_dir,
                        budget_s=budget_s, max_rungs=max_rungs, resume=resume)
     raise typer.Exit(run_tune(opts, console=out))

@@ -17,7 +17,7 @@ from ampbench.config import ConfigError, Suite
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import folder_id, safe_name
-from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
+from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, FAULT_RANK_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
 from ampbench.core.store import RUNS_DIR
 from ampbench.core.text import printable
@@ -25,6 +25,7 @@ from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
 from ampbench.launch.slurm import SlurmOptions
 from ampbench.results.run_dir import RunDir, suite_of
+from ampbench.trial.numerics import LEVEL_ENV, LEVELS, parse_level
 from ampbench.trial.spec import TrialSpec
 
 FAULT_KINDS: tuple[Fault, ...] = typing.get_args(Fault)
@@ -114,6 +115,22 @@ def check_until_decided(suite: Suite, where: Path | str | None) -> None:
                           "{seed}: every added seed would run the same training (pass e.g. --seed {seed})")
 
 
+def _worker_env() -> None:
+    """The variables every worker reads (AMPBENCH_FAULT_RANK, AMPBENCH_NUMERICS_LEVEL), checked once up
+    front: a bad value is one line here, not the same traceback in every trial."""
+    rank = os.environ.get(FAULT_RANK_ENV, "").strip()
+    if rank and not (rank.isascii() and rank.isdigit() and len(rank) <= 6):
+        raise ConfigError(FAULT_RANK_ENV, printable(rank)[:40], "give a rank number (0, 1, ...), or leave it unset "
+                          "for every rank")
+    level = os.environ.get(LEVEL_ENV, "")
+    if level:
+        try:
+            parse_level(level)
+        except ValueError:
+            raise ConfigError(LEVEL_ENV, printable(level)[:40], f"expected one of {', '.join(LEVELS)} (or 1, 2, 3), "
+                              "or leave it unset") from None
+
+
 def preflight(suite_file: Path | str | None, out_dir: Path | None) -> None:
     """What would otherwise fail only after a trial crashed, refused before any run folder exists:
     a deleted working folder, AMPBENCH_CACHE that is a file, an --out that is a dangling link or a file,
@@ -123,6 +140,7 @@ def preflight(suite_file: Path | str | None, out_dir: Path | None) -> None:
     except OSError:
         raise ConfigError("run", "working folder", f"the current folder {os.environ.get('PWD', '')!s} no longer "
                           "exists (deleted?); cd to an existing folder") from None
+    _worker_env()
     cache = default_cache_dir()
     _utf8(CACHE_ENV, cache)
     blocker = next((p for p in (cache, *cache.parents) if p.exists() and not p.is_dir()), None)

@@ -151,3 +151,35 @@ def test_printable_escapes_controls_and_keeps_everything_else():
     assert printable("x\ny\tz") == r"x\ny\tz"
     assert printable("x\ny\tz", newlines=True) == "x\ny\tz"
     assert printable("[red]é ü 中[/]") == "[red]é ü 中[/]"
+
+
+# ---------------------------------------------------------------- 41.6: a model nested 3,000 Layers deep
+
+DEEP_CHAIN = r'''
+import sys
+import paddle
+class Wrap(paddle.nn.Layer):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+chain = paddle.nn.Linear(4, 3)
+for _ in range(3000):                  # deeper than Python's recursion limit: named_sublayers raises
+    chain = Wrap(chain)
+model = paddle.nn.Linear(4, 2)
+opt = paddle.optimizer.SGD(parameters=model.parameters())
+for i in range(int(sys.argv[sys.argv.index("--steps") + 1])):
+    model(paddle.ones([3, 4])).mean().backward(); opt.step(); opt.clear_grad()
+print("accuracy: 0.5")
+'''
+
+
+def test_a_model_nested_3000_deep_says_why_its_shape_audit_is_absent(tmp_path):
+    s = suite(tmp_path, DEEP_CHAIN)
+    s.write_text(s.read_text().replace("instrument = false\n", ""))
+    r = ampbench("run", str(s), "--out", "runs", "--no-report", cwd=tmp_path)
+    no_traceback(r)
+    t = json.loads(next(tmp_path.glob("runs/mine/*/trials/fp32__seed0.json")).read_text())
+    assert t["status"] == "ok", t["error"]
+    audit = t["shape_audit"]
+    assert "RecursionError" in audit.get("absent", "") and "recursion limit" in audit["absent"], audit
+    assert "odd_count" not in audit          # never an empty audit that reads as "nothing odd"

@@ -183,3 +183,27 @@ def test_a_model_nested_3000_deep_says_why_its_shape_audit_is_absent(tmp_path):
     audit = t["shape_audit"]
     assert "RecursionError" in audit.get("absent", "") and "recursion limit" in audit["absent"], audit
     assert "odd_count" not in audit          # never an empty audit that reads as "nothing odd"
+
+
+# ---------------------------------------------------------------- 48.5: a Criteo file with a bad label on line 10
+
+def test_a_ctr_run_over_a_bad_criteo_line_names_file_line_and_value_on_run_and_check(tmp_path):
+    import random
+
+    rng = random.Random(0)
+    rows = []
+    for i in range(1, 201):
+        label = "7" if i == 10 else str(rng.randint(0, 1))
+        rows.append("\t".join([label, *(str(rng.randint(0, 50)) for _ in range(13)),
+                               *(f"{rng.getrandbits(32):08x}" for _ in range(26))]))
+    (tmp_path / "c.tsv").write_text("\n".join(rows) + "\n")
+    r = ampbench("run", "ctr", "--profile", "cpu", "--set", "workload.dataset=criteo", "--set",
+                 "workload.criteo.path=c.tsv", "--mode", "fp32", "--seeds", "0", "--out", "runs", "--no-report",
+                 cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    want = "c.tsv:10: label must be 0 or 1, found '7'"
+    assert any(ln.startswith("fp32__seed0 crashed:") and want in ln for ln in r.stdout.splitlines()), r.stdout
+    assert any("seed 0: crashed:" in ln and want in ln for ln in r.stdout.splitlines()), r.stdout   # as it ended
+    r = ampbench("check", str(next(tmp_path.glob("runs/ctr/*"))), cwd=tmp_path)
+    assert r.returncode == 2 and any(ln.startswith("fp32__seed0 crashed:") and want in ln
+                                     for ln in r.stdout.splitlines()), r.stdout

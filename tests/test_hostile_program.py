@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -107,14 +109,33 @@ if sys.argv[sys.argv.index("--seed") + 1] == "1":
 '''
 
 
-def test_a_program_that_removes_its_run_folder_is_an_error_naming_what_was_lost(tmp_path):
-    r = ampbench("run", str(suite(tmp_path, REMOVE_RUN, seeds="[0, 1]")), "--out", "runs", cwd=tmp_path)
+SWAP_RUN = r'''
+import os, sys
+from pathlib import Path
+out = Path(sys.argv[sys.argv.index("--out") + 1])
+print("accuracy: 0.5")
+if sys.argv[sys.argv.index("--seed") + 1] == "1":
+    run = out.parent.parent.resolve()
+    os.rename(run, f"{run}.moved")
+    evil = Path(__file__).with_name("evil").resolve()
+    evil.mkdir()
+    os.symlink(evil, run)
+'''
+
+
+@pytest.mark.parametrize("program", ["removed", "replaced by a link"])
+def test_a_program_that_removes_its_run_folder_is_an_error_naming_what_was_lost(tmp_path, program):
+    r = ampbench("run", str(suite(tmp_path, REMOVE_RUN if program == "removed" else SWAP_RUN, seeds="[0, 1]")),
+                 "--out", "runs", cwd=tmp_path)
     no_traceback(r)
     assert r.returncode == 2, r.stdout + r.stderr                       # not INCONCLUSIVE -> exit 3
     err = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(err) == 1, r.stderr
     assert "removed or replaced" in err[0] and "run.json" in err[0] and "fp32__seed0.json" in err[0], err[0]
-    assert list((tmp_path / "runs" / "mine").iterdir()) == [], "the removed run folder was re-created"
+    if program == "removed":
+        assert list((tmp_path / "runs" / "mine").iterdir()) == [], "the removed run folder was re-created"
+    else:
+        assert list((tmp_path / "evil").iterdir()) == [], "written into the folder the link points to"
 
 
 # ---------------------------------------------------------------- 41.4 / 48.5: the program's text, literally

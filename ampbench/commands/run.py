@@ -41,6 +41,7 @@ from ampbench.commands.run_plan import (
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import last_line
+from ampbench.core.text import printable
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
 from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
@@ -331,7 +332,7 @@ def _status_text(t: Trial, primary: str = "") -> str:
     names += [k for k in t.metrics if k != primary][:2 - len(names)]
     metric = ", ".join(f"{k} {t.metrics[k]:.4g}" for k in names)
     info = t.workload_info if isinstance(getattr(t, "workload_info", None), dict) else {}
-    warn = f" [yellow]warning:[/] {escape(str(info['warning']))}" if info.get("warning") else ""
+    warn = f" [yellow]warning:[/] {escape(printable(info['warning']))}" if info.get("warning") else ""
     rate = t.throughput.samples_per_s   # 3 significant digits below 100: a real detector on CPU does 0.035
     shown = f"{rate:.1f}" if rate >= 100 else f"{rate:.3g}"
     return f"[green]ok[/] {shown} samples/s, {escape(metric)}{warn}"

@@ -41,10 +41,10 @@ from ampbench.commands.run_plan import (
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import last_line
-from ampbench.core.text import printable
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
 from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
+from ampbench.core.text import printable
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted, keep_signal_handlers

@@ -235,15 +235,17 @@ def parse_cpus(text: str) -> list[int]:
 
 
 def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None,
-              cpus: list[int] | None = None, node: NodeRole | None = None) -> TrialSpec:
-    """The spec of one planned trial; `cpus`: its share of --affinity (the run's whole set by default)."""
+              cpus: list[int] | None = None, node: NodeRole | None = None, here: bool = True) -> TrialSpec:
+    """The spec of one planned trial; `cpus`: its share of --affinity (the run's whole set by default).
+    `here`: the worker runs on this machine, so the run folder's (device, inode) names it there too (a
+    Slurm job's node sees a shared filesystem under another device number: no identity is passed)."""
     return TrialSpec(
         suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
         mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
         fault=fault,
         cpu_affinity=(cpus if cpus is not None else info.affinity) or None,
         node_rank=node.node_rank if node else None, master=node.master if node else None,
-        run_folder=folder_id(run.path),
+        run_folder=folder_id(run.path) if here else None,
     )
 
 

@@ -26,7 +26,7 @@ from ampbench.commands.until_decided import Sequential
 from ampbench.config import ModeConfig, Suite
 from ampbench.config.suite import REFERENCE_MODE
 from ampbench.core.errors import ConfigError
-from ampbench.core.files import atomic_write_text, last_line, refuse_link
+from ampbench.core.files import atomic_write_text, refuse_link
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import RUNS_DIR
@@ -357,7 +357,8 @@ def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
         mode = ModeConfig.model_validate((doc.pending or {})["mode"])
         t = _short_trial(folder, doc, mode, console)
         if t.status != "ok":
-            doc.stopped = f"error: the short trial ended {t.status}: {last_line(t.error)} (log in short/logs/)"
+            first = (t.error or "").strip().splitlines()
+            doc.stopped = f"error: the short trial ended {t.status}: {first[0] if first else ''} (log in short/logs/)"
         elif not t.amp.active:
             doc.stopped = f"inactive: AMP did not run ({t.amp.inactive_reason or 'every op ran in float32'})"
         if doc.stopped:

@@ -121,7 +121,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
     until_decided: bool = typer.Option(False, "--until-decided", help="Add matched seeds while a speed or parity "
                                        "rule is INCONCLUSIVE and more seeds can decide it (alpha spending over the looks)"),
-    max_seeds: int = typer.Option(12, "--max-seeds", min=2, max=64, help="Seed cap per mode for --until-decided"),
+    max_seeds: str = typer.Option("12", "--max-seeds", help="Seed cap per mode for --until-decided (2 to 64)"),
     budget: str | None = typer.Option(None, "--budget", help="Time budget for --until-decided, e.g. 2h, 45m"),
     baseline: Path | None = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
                                             "or baseline JSON); with --until-decided the history rules count"),
@@ -155,20 +155,21 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
-    from ampbench.commands.run_plan import parse_cpus
+    from ampbench.commands.run_plan import parse_cpus, parse_max_seeds
     from ampbench.config import ConfigError
     from ampbench.judge.until import parse_duration
 
     try:
         budget_s = parse_duration(budget) if budget is not None else None
     except ValueError as e:
-        raise ConfigError("--budget", budget or "", str(e)) from None
-    if (budget is not None or max_seeds != 12) and not until_decided:
-        raise ConfigError("--max-seeds/--budget", budget or str(max_seeds), "only with --until-decided")
+        raise ConfigError("--budget", (budget or "")[:40], str(e)) from None
+    cap = parse_max_seeds(max_seeds)
+    if (budget is not None or cap != 12) and not until_decided:
+        raise ConfigError("--max-seeds/--budget", budget or str(cap), "only with --until-decided")
     opts = RunOptions(
         suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
-        until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
+        until_decided=until_decided, max_seeds=cap, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
         devices=devices, master=master, node_rank=node_rank, verbose=verbose,
         slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll),
@@ -356,7 +357,7 @@ def tune(
     try:
         budget_s = parse_duration(budget) if budget is not None else None
     except ValueError as e:
-        raise ConfigError("--budget", budget or "", str(e)) from None
+        raise ConfigError("--budget", (budget or "")[:40], str(e)) from None
     opts = TuneOptions(suite_file=suite_file, profile=profile, mode=mode, overrides=list(set_ or []), out_dir=out_dir,
                        budget_s=budget_s, max_rungs=max_rungs, resume=resume)
     raise typer.Exit(run_tune(opts, console=out))

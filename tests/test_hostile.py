@@ -135,6 +135,15 @@ def test_bad_fault_env_refused_before_any_trial(work, case):
     assert not (work / "runs").exists()
 
 
+@pytest.mark.parametrize("name,value", [("AMPBENCH_FAULT_RANK", "abc"), ("AMPBENCH_FAULT_RANK", "-1"),
+                                        ("AMPBENCH_NUMERICS_LEVEL", "-7"), ("AMPBENCH_NUMERICS_LEVEL", "0")])
+def test_bad_worker_env_is_one_error_before_any_trial(work, name, value):
+    """Issue 41.6: every trial crashed with the same traceback; now one line up front, no run folder."""
+    r = invoke("run", str(suite_file(work, TOY_SUITE)), "--out", "runs", env={name: value})
+    assert r.exit_code == 2 and r.output.count("error:") == 1 and name in r.output and value in r.output, r.output
+    assert "Traceback" not in r.output and not (work / "runs").exists()
+
+
 def test_suite_path_with_markup_is_named_whole(work):
     d = work / "[red]x[bold]"
     d.mkdir()

@@ -93,6 +93,9 @@ def test_an_import_never_replaces_its_input_a_record_or_a_file_of_another_kind(t
     (["--affinity", "3-1"], ["--affinity"]),
     (["--sweep", "train.steps=4,abc"], ["train.steps", "abc"]),
     (["--sweep", "train.steps=4,5", "--sweep", "train.batch_size=8,x"], ["train.batch_size"]),
+    # issue 48.4: one line, like every other option (click's three-line usage box before)
+    *((["--until-decided", f"--max-seeds={v}"], ["--max-seeds", "2 to 64"])
+      for v in ("0", "-1", "1", "65", "9" * 30, "abc", "1.5", "", "\x1b[2J")),
 ])
 def test_run_options_are_checked_before_a_run_folder_exists(toy_suite, tmp_path, argv, words):
     out = tmp_path / "runs"
@@ -106,6 +109,13 @@ def test_run_options_are_checked_before_a_run_folder_exists(toy_suite, tmp_path,
     ("--x={seed:{bogus}}", ["workload.command[6]", "{bogus}"]),
     ("--x={seed:abc}", ["workload.command[6]", "cannot be filled"]),
     ("--x={out!z}", ["workload.command[6]", "cannot be filled"]),
+    # issue 48.2: placeholders that are not names (a traceback for {seed[0]} before)
+    ("--x={Seed}", ["workload.command[6]", "{Seed}"]),
+    ("--x={0}", ["workload.command[6]", "{0}"]),
+    ("--x={}", ["workload.command[6]", "{}"]),
+    ("--x={out.__class__}", ["workload.command[6]", "{out.__class__}"]),
+    ("--x={seed[0]}", ["workload.command[6]", "{seed[0]}"]),
+    ("--x={steps[0]}", ["workload.command[6]", "{steps[0]}"]),
 ])
 def test_every_placeholder_is_checked_nested_and_unbalanced_included(tmp_path, item, words):
     cmd = f'["{sys.executable}", "x.py", "--steps", "{{steps}}", "--seed", "{{seed}}", "{item}"]'
@@ -355,3 +365,45 @@ def test_two_sweeps_started_in_the_same_second_keep_both_reports(tmp_path, cache
     reports = sorted((out / "mine").glob("sweep-*.md"))
     assert len(reports) == 2 and all("train.steps=4" in q.read_text() for q in reports)
     assert len([q for q in (out / "mine").iterdir() if q.is_dir()]) == 2
+
+
+@pytest.mark.parametrize("where", ["s-data", "s-data/scene_text"])
+def test_synthetic_data_is_never_written_through_a_linked_data_folder(tmp_path, ocr_repo, where):
+    """Issue 41.3: `import paddleocr --repo --synthetic-data -o DIR/s.toml` writes images and labels under
+    DIR/s-data; a link there (or at its scene_text) is refused, nothing written where it points."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    out = tmp_path / "out"
+    link = out / where
+    link.parent.mkdir(parents=True)
+    link.symlink_to(outside, target_is_directory=True)
+    r = run("import", "paddleocr", _ocr_config(tmp_path), "--repo", ocr_repo, "--synthetic-data", "--no-pretrained",
+            "-o", out / "s.toml")
+    refused(r, str(link), "symbolic link")
+    assert list(outside.iterdir()) == [] and not (out / "s.toml").exists()
+
+
+ECHO_TRAINER = r'''
+import json, sys
+from pathlib import Path
+a = sys.argv[1:]
+out = Path(a[a.index("--output_dir") + 1])
+out.mkdir(parents=True, exist_ok=True)
+Path(__file__).with_name("argv.json").write_text(json.dumps(a))
+(out / "all_results.json").write_text(json.dumps({"eval_loss": 0.5}))
+'''
+
+
+def test_trainer_arguments_with_braces_reach_the_program_as_typed(tmp_path):
+    """Issue 48.3: `--args '--run_name exp{1}'` is data: written as exp{{1}}, run, received as exp{1}."""
+    script = tmp_path / "train.py"
+    script.write_text(ECHO_TRAINER)
+    suite = tmp_path / "s.toml"
+    r = run("import", "paddlenlp", "--script", script, "--args", "--run_name exp{1} --logging_dir {x}} --max_steps 12",
+            "-o", suite)
+    assert r.exit_code == 0, r.output
+    r = run("run", suite, "--out", tmp_path / "runs", "--no-report", "--set", "workload.instrument=false",
+            "--mode", "fp32")
+    assert r.exit_code == 3 and "placeholder" not in r.output, r.output
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[argv.index("--run_name") + 1] == "exp{1}" and argv[argv.index("--logging_dir") + 1] == "{x}}"

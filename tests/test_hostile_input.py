@@ -251,16 +251,41 @@ def test_summary_bad_output_exits_2(run_dir, work, how):
 
 
 def test_history_with_extreme_values_publishes_and_reports(work, run_dir):
-    hist = _history(work, [_entry("n1", 1, sps=1e308), _entry("n2", 2, sps=-1e308, metric_mean=1e308),
+    hist = _history(work, [_entry("n1", 1, sps=1e308), _entry("n2", 2, sps=1e-300, metric_mean=1e308),
                            _entry("n3", 3, sps=5e-324), _entry("n4", 4)])
     r = invoke("publish", str(hist), "-o", str(work / "site"))
     assert r.exit_code == 0, r.output
     assert (work / "site" / "ocr.html").read_text().count("<tr>") >= 4
     s = RunDir(run_dir).load_run().suite
     (hist / f"{s}.jsonl").write_text("\n".join(json.dumps({**_entry(f"h{i}", i + 1, suite=s, sps=v)})
-                                               for i, v in enumerate([1e308, -1e308, 3.0])) + "\n")
+                                               for i, v in enumerate([1e308, 1e-300, 3.0])) + "\n")
     r = invoke("report", str(run_dir), "--history", str(hist))
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("mode,key", [
+    ({"floor_samples_per_s": "inf"}, "floor_samples_per_s"),      # json.loads: Infinity
+    ({"samples_per_s": "nan"}, "samples_per_s"),
+    ({"samples_per_s": -5}, "samples_per_s"),
+    ({"speedup": "inf"}, "speedup"),
+    ({"speedup": 0}, "speedup"),
+    ({"memory_reduction": "-inf"}, "memory_reduction"),
+])
+def test_history_lines_with_non_finite_or_negative_figures_are_refused_by_line_and_key(work, run_dir, mode, key):
+    """Issue 41.6: a floor of inf, a rate of NaN or -5, a speedup of inf were read as figures (and would
+    decide a comparison); each is refused naming the file, the line and the key, on every verb."""
+    lits = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
+    bad = json.dumps(_entry("n2", 2, **{k: f"@{v}@" if isinstance(v, str) else v for k, v in mode.items()}))
+    for word, lit in lits.items():
+        bad = bad.replace(f'"@{word}@"', lit)
+    hist = work / "history"
+    hist.mkdir()
+    path = hist / "ocr.jsonl"
+    path.write_text(json.dumps(_entry("n1", 1)) + "\n" + bad + "\n")
+    for verb in (["publish", str(hist), "-o", str(work / "site")], ["check", str(run_dir), "--history", str(path)]):
+        r = invoke(*verb)
+        line = one_error_line(r)
+        assert r.exit_code == 2 and "ocr.jsonl:2" in line and key in line, (verb, r.output)
 
 
 def test_history_long_run_id_publishes(work):

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_text, check_output
+from ampbench.core.files import atomic_write_text, check_output, refuse_link
 from ampbench.importers.base import Imported, render_checked
 
 
@@ -31,10 +31,25 @@ def import_paddleocr(config: Path, output: Path | None, synthetic_data: bool, re
         from ampbench.importers.paddleocr_command import import_paddleocr_command
 
         root = output.parent / f"{output.stem}-data" if synthetic_data and output is not None else None
+        if root is not None:
+            _refuse_linked_data(root)
         return import_paddleocr_command(config, repo, python, root, pretrained)
     from ampbench.importers.paddleocr import import_paddleocr as translate
 
     return translate(config, synthetic=synthetic_data)
+
+
+def _refuse_linked_data(root: Path) -> None:
+    """--synthetic-data writes images and labels into `root` (DIR/<suite>-data), its `scene_text` folder
+    and one folder per split there: none of them may be a symbolic link (it would be written through)."""
+    refuse_link(root)
+    refuse_link(root / "scene_text")
+    if (root / "scene_text").is_dir():
+        for entry in (root / "scene_text").iterdir():
+            refuse_link(entry)
+            if entry.is_dir():
+                for inner in entry.iterdir():
+                    refuse_link(inner)
 
 
 def import_paddlenlp(args_json: Path | None, args: str | None, output: Path | None, source: str,

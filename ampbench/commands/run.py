@@ -40,13 +40,15 @@ from ampbench.commands.run_plan import (
 )
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
+from ampbench.core.files import last_line
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
 from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
+from ampbench.core.text import printable
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted, keep_signal_handlers
-from ampbench.report.console import print_outcome, print_rules, print_trials
+from ampbench.report.console import CRASH_LINE_CHARS, print_outcome, print_rules, print_trials
 from ampbench.report.view import view_of
 from ampbench.results.manifest import Manifest, load_manifest
 from ampbench.results.previous import LAST, previous_run
@@ -286,6 +288,9 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
             try:
                 trial = launch_trial(spec, run, on_event=_on_event(progress, task), stop=stop,
                                      env=device_env(devices, suite.distributed.multi_process))
+            except ResultsError:
+                manifest.still_there()   # a run folder the program removed: say what was lost
+                raise
             finally:
                 progress.remove_task(task)
             if Path(spec.trial_path).is_file():   # (a follower node writes none: node 0 records the trial)
@@ -321,14 +326,13 @@ def _on_event(progress: Progress, task: Any) -> Callable[[dict[str, Any]], None]
 def _status_text(t: Trial, primary: str = "") -> str:
     """Rich markup: status colours ours, every text from a file escaped; the suite's metric comes first
     (a program prints others before it: PaddleOCR's precision and recall before hmean)."""
-    if t.status != "ok":
-        last = (t.error or "").strip().splitlines()
-        return f"[red]{escape(t.status)}[/]: {escape(last[0] if last else '')}"
+    if t.status != "ok":   # the line that says why (a traceback's last), control characters escaped
+        return f"[red]{escape(t.status)}[/]: {escape(last_line(t.error, CRASH_LINE_CHARS))}"
     names = [primary] if primary in t.metrics else []
     names += [k for k in t.metrics if k != primary][:2 - len(names)]
     metric = ", ".join(f"{k} {t.metrics[k]:.4g}" for k in names)
     info = t.workload_info if isinstance(getattr(t, "workload_info", None), dict) else {}
-    warn = f" [yellow]warning:[/] {escape(str(info['warning']))}" if info.get("warning") else ""
+    warn = f" [yellow]warning:[/] {escape(printable(info['warning']))}" if info.get("warning") else ""
     rate = t.throughput.samples_per_s   # 3 significant digits below 100: a real detector on CPU does 0.035
     shown = f"{rate:.1f}" if rate >= 100 else f"{rate:.3g}"
     return f"[green]ok[/] {shown} samples/s, {escape(metric)}{warn}"

@@ -16,14 +16,16 @@ from pathlib import Path
 from ampbench.config import ConfigError, Suite
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import safe_name
-from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, Fault
+from ampbench.core.files import folder_id, safe_name
+from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, FAULT_RANK_ENV, Fault
 from ampbench.core.records import RunInfo, trial_key
 from ampbench.core.store import RUNS_DIR
+from ampbench.core.text import printable
 from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
 from ampbench.launch.slurm import SlurmOptions
 from ampbench.results.run_dir import RunDir, suite_of
+from ampbench.trial.numerics import LEVEL_ENV, LEVELS, parse_level
 from ampbench.trial.spec import TrialSpec
 
 FAULT_KINDS: tuple[Fault, ...] = typing.get_args(Fault)
@@ -70,6 +72,19 @@ class NodeRole:
         return self.node_rank > 0
 
 
+MAX_SEEDS = (2, 64)   # --max-seeds: fewer cannot add a seed, more is a week of trials per mode
+
+
+def parse_max_seeds(text: str) -> int:
+    """--max-seeds as typed: a whole number from 2 to 64, else one line naming the option (not click's
+    three-line usage box: every option of `run` is refused the same way)."""
+    s = text.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 3 and MAX_SEEDS[0] <= int(s) <= MAX_SEEDS[1]):
+        raise ConfigError("--max-seeds", printable(text)[:40] or "''", f"give a whole number of seeds per mode from "
+                          f"{MAX_SEEDS[0]} to {MAX_SEEDS[1]}")
+    return int(s)
+
+
 def node_role(opts: RunOptions) -> NodeRole | None:
     return NodeRole(opts.master, opts.node_rank) if opts.master is not None and opts.node_rank is not None else None
 
@@ -100,6 +115,22 @@ def check_until_decided(suite: Suite, where: Path | str | None) -> None:
                           "{seed}: every added seed would run the same training (pass e.g. --seed {seed})")
 
 
+def _worker_env() -> None:
+    """The variables every worker reads (AMPBENCH_FAULT_RANK, AMPBENCH_NUMERICS_LEVEL), checked once up
+    front: a bad value is one line here, not the same traceback in every trial."""
+    rank = os.environ.get(FAULT_RANK_ENV, "").strip()
+    if rank and not (rank.isascii() and rank.isdigit() and len(rank) <= 6):
+        raise ConfigError(FAULT_RANK_ENV, printable(rank)[:40], "give a rank number (0, 1, ...), or leave it unset "
+                          "for every rank")
+    level = os.environ.get(LEVEL_ENV, "")
+    if level:
+        try:
+            parse_level(level)
+        except ValueError:
+            raise ConfigError(LEVEL_ENV, printable(level)[:40], f"expected one of {', '.join(LEVELS)} (or 1, 2, 3), "
+                              "or leave it unset") from None
+
+
 def preflight(suite_file: Path | str | None, out_dir: Path | None) -> None:
     """What would otherwise fail only after a trial crashed, refused before any run folder exists:
     a deleted working folder, AMPBENCH_CACHE that is a file, an --out that is a dangling link or a file,
@@ -109,6 +140,7 @@ def preflight(suite_file: Path | str | None, out_dir: Path | None) -> None:
     except OSError:
         raise ConfigError("run", "working folder", f"the current folder {os.environ.get('PWD', '')!s} no longer "
                           "exists (deleted?); cd to an existing folder") from None
+    _worker_env()
     cache = default_cache_dir()
     _utf8(CACHE_ENV, cache)
     blocker = next((p for p in (cache, *cache.parents) if p.exists() and not p.is_dir()), None)
@@ -203,14 +235,17 @@ def parse_cpus(text: str) -> list[int]:
 
 
 def make_spec(info: RunInfo, suite: Suite, run: RunDir, mode: str, seed: int, fault: Fault | None,
-              cpus: list[int] | None = None, node: NodeRole | None = None) -> TrialSpec:
-    """The spec of one planned trial; `cpus`: its share of --affinity (the run's whole set by default)."""
+              cpus: list[int] | None = None, node: NodeRole | None = None, here: bool = True) -> TrialSpec:
+    """The spec of one planned trial; `cpus`: its share of --affinity (the run's whole set by default).
+    `here`: the worker runs on this machine, so the run folder's (device, inode) names it there too (a
+    Slurm job's node sees a shared filesystem under another device number: no identity is passed)."""
     return TrialSpec(
         suite=suite, suite_file=info.suite_file, profile=info.profile, config_hash=info.config_hash,
         mode=mode, seed=seed, trial_path=str(run.trial_path(mode, seed)), cache_dir=str(default_cache_dir()),
         fault=fault,
         cpu_affinity=(cpus if cpus is not None else info.affinity) or None,
         node_rank=node.node_rank if node else None, master=node.master if node else None,
+        run_folder=folder_id(run.path) if here else None,
     )
 
 

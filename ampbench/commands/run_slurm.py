@@ -26,7 +26,7 @@ def run_on_slurm(run: RunDir, info: RunInfo, suite: Suite, todo: list[tuple[str,
         console.print(f"  {escape(mode)} seed {seed}{escape(where)}: {status_text(trial)}")
 
     hooks = Hooks(
-        spec=lambda mode, seed: make_spec(info, suite, run, mode, seed, faults.get(trial_key(mode, seed))),
+        spec=lambda mode, seed: make_spec(info, suite, run, mode, seed, faults.get(trial_key(mode, seed)), here=False),
         files=lambda mode, seed: trial_files(run, mode, seed),
         say=lambda text: console.print(f"  {text}", markup=False, highlight=False),
         finished=finished,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_json, read_json
+from ampbench.core.files import FolderId, atomic_write_json, read_json
 
 
 class VersionedDoc(BaseModel):
@@ -62,6 +62,7 @@ def load_doc(path: Path | str, model: type[D], what: str | None = None, root: Pa
     return validate_doc(model, read_json(Path(path), label, root=root), path)
 
 
-def write_doc(path: Path, doc: BaseModel, root: Path | None = None) -> None:
-    """A model as its JSON file (aliases such as `schema` written by name); `root` as in atomic_write_bytes."""
-    atomic_write_json(path, doc.model_dump(mode="json", by_alias=True), root=root)
+def write_doc(path: Path, doc: BaseModel, root: Path | None = None, root_id: FolderId | None = None) -> None:
+    """A model as its JSON file (aliases such as `schema` written by name); `root`, `root_id` as in
+    atomic_write_bytes."""
+    atomic_write_json(path, doc.model_dump(mode="json", by_alias=True), root=root, root_id=root_id)

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.store import RUN_JSON, TRIALS
+from ampbench.core.text import printable
 
 
 def shown_path(path: Path | str) -> str:
@@ -57,9 +58,32 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-def _link_error(path: Path) -> ResultsError:
-    return ResultsError(f"{path}: is a symbolic link; ampbench never reads, writes or copies through a link "
-                        "inside a folder it owns (replace it with a regular file or folder)")
+class LinkInTheWay(ResultsError):
+    """A symbolic link where ampbench owns the folder (`path`): refused, never followed."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        super().__init__(f"{path}: is a symbolic link; ampbench never reads, writes or copies through a link "
+                         "inside a folder it owns (replace it with a regular file or folder)")
+
+
+def _link_error(path: Path) -> LinkInTheWay:
+    return LinkInTheWay(path)
+
+
+FolderId = tuple[int, int]   # (st_dev, st_ino): which folder a path named when ampbench made it
+
+
+def folder_id(path: Path) -> FolderId:
+    """The identity of a folder ampbench made (the run folder), taken before any program runs in it, so a
+    later write can tell that the path now names another folder (the program moved, removed or replaced it)."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _not_the_folder(base: Path) -> ResultsError:
+    return ResultsError(f"{base}: no longer the folder ampbench made (removed, moved or replaced since, e.g. by "
+                        "the program under test); nothing is written into what is there now")
 
 
 def _components(path: Path, root: Path | None) -> tuple[Path, list[str]]:
@@ -76,16 +100,22 @@ def _components(path: Path, root: Path | None) -> tuple[Path, list[str]]:
     return root, parts
 
 
-def _open_dirs(base: Path, names: list[str], create: bool) -> int:
+def _open_dirs(base: Path, names: list[str], create: bool, expect: FolderId | None = None) -> int:
     """A descriptor of base/names[0]/.../names[-1] (folders), refusing a symbolic link at every step below
-    `base` and, with `create`, making the missing ones; the caller closes it."""
+    `base` and, with `create`, making the missing ones; with `expect`, `base` must still be that folder
+    (never re-created: a removed run folder is not brought back); the caller closes it."""
     try:
         fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     except FileNotFoundError:
+        if expect is not None:
+            raise _not_the_folder(base) from None
         if not create:
             raise
         base.mkdir(parents=True, exist_ok=True)
         fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    if expect is not None and (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != tuple(expect):
+        os.close(fd)
+        raise _not_the_folder(base)
     here = base
     try:
         for name in names:
@@ -127,27 +157,29 @@ def _existing(dfd: int, name: str, path: Path) -> os.stat_result | None:
     return st
 
 
-def _parent_fd(path: Path, root: Path | None) -> tuple[int, str]:
+def _parent_fd(path: Path, root: Path | None, root_id: FolderId | None = None) -> tuple[int, str]:
     if root is None:
         blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:
             raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is a file, not a folder", str(blocker))
     base, names = _components(path, None if root is None else Path(root))
-    return _open_dirs(base, names[:-1], create=True), names[-1]
+    return _open_dirs(base, names[:-1], create=True, expect=root_id if root is not None else None), names[-1]
 
 
-def atomic_write_bytes(path: Path, data: bytes, root: Path | None = None, replace: bool = True) -> None:
+def atomic_write_bytes(path: Path, data: bytes, root: Path | None = None, replace: bool = True,
+                       root_id: FolderId | None = None) -> None:
     """Write via a temp file in the same folder, then rename: readers see the old or the new file.
 
     Never through a symbolic link: the target itself must not be a link, and with `root` (the folder
-    ampbench owns, e.g. the run folder) no folder between `root` and the file may be one either.
+    ampbench owns, e.g. the run folder) no folder between `root` and the file may be one either; with
+    `root_id` (folder_id of `root` when ampbench made it) `root` must still be that very folder.
     `replace=False` refuses an existing file (a record). OS errors (disk full, read-only, a folder in
     the way) become ResultsError naming the path."""
     path = Path(path)
     dfd = -1
     tmp = f".{path.name}.{secrets.token_hex(4)}.tmp"
     try:
-        dfd, name = _parent_fd(path, root)
+        dfd, name = _parent_fd(path, root, root_id)
         old = _existing(dfd, name, path)
         if old is not None and not replace:
             raise ResultsError(f"{path}: already exists; ampbench never replaces it (choose another output)")
@@ -184,13 +216,33 @@ def atomic_write_bytes(path: Path, data: bytes, root: Path | None = None, replac
         os.close(dfd)
 
 
-def atomic_write_text(path: Path, text: str, root: Path | None = None, replace: bool = True) -> None:
+def atomic_write_text(path: Path, text: str, root: Path | None = None, replace: bool = True,
+                      root_id: FolderId | None = None) -> None:
     """`atomic_write_bytes` of UTF-8 text."""
-    atomic_write_bytes(path, text.encode("utf-8"), root=root, replace=replace)
+    atomic_write_bytes(path, text.encode("utf-8"), root=root, replace=replace, root_id=root_id)
 
 
-def atomic_write_json(path: Path, data: Any, root: Path | None = None) -> None:
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=True) + "\n", root=root)
+def atomic_write_json(path: Path, data: Any, root: Path | None = None, root_id: FolderId | None = None) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=True) + "\n", root=root,
+                      root_id=root_id)
+
+
+def remove_link(link: Path, root: Path, root_id: FolderId | None = None) -> None:
+    """Remove the symbolic link `link` below `root` (the link only, never what it points to), walked
+    without following links; a folder or file there is left alone. How a record is written after the
+    program under test replaced a folder of the run by a link: the link goes, the record stays inside."""
+    base, names = _components(Path(link), Path(root))
+    try:
+        dfd = _open_dirs(base, names[:-1], create=False, expect=root_id)
+    except OSError as e:
+        raise ResultsError(f"{link}: cannot remove the link: {os_reason(e)}") from None
+    try:
+        if stat.S_ISLNK(os.lstat(names[-1], dir_fd=dfd).st_mode):
+            os.unlink(names[-1], dir_fd=dfd)
+    except OSError as e:
+        raise ResultsError(f"{link}: cannot remove the link: {os_reason(e)}") from None
+    finally:
+        os.close(dfd)
 
 
 def open_for_writing(path: Path, root: Path | None = None) -> IO[str]:
@@ -377,10 +429,11 @@ LOG_TAIL_MARKER = "--- last log lines ---"  # older trial files carry the log ta
 
 def last_line(text: str | None, limit: int = 160) -> str:
     """The line of an error that says what went wrong: the exception line of a traceback, or the runner's
-    own sentence for a killed trial (a log tail appended after LOG_TAIL_MARKER is ignored); "" if none."""
+    own sentence for a killed trial (a log tail appended after LOG_TAIL_MARKER is ignored); "" if none.
+    It came from the program: its control characters are shown escaped (core/text.py), never passed on."""
     head = (text or "").split(LOG_TAIL_MARKER)[0]
     lines = [ln.strip() for ln in head.strip().splitlines() if ln.strip()]
-    return lines[-1][:limit] if lines else ""
+    return printable(lines[-1][:limit]) if lines else ""
 
 
 def tail_lines(path: Path, lines: int = 30) -> str:

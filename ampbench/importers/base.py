@@ -179,6 +179,12 @@ def one_line(text: str, limit: int = 200) -> str:
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
+def braced(text: object) -> str:
+    """User data (a Trainer argument, a path, an op name) as a literal text of a command suite, whose
+    `{name}` are placeholders: `{` and `}` doubled, so the program receives `exp{1}` as typed."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 def _show(v: Any) -> str:
     return one_line(repr(v), 80)
 

@@ -18,7 +18,7 @@ from typing import Any
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.importers.base import Imported, number, text
+from ampbench.importers.base import Imported, braced, number, text
 from ampbench.importers.paddlenlp import _amp_mode
 
 AMP_ARGS = {"fp16", "bf16", "fp16_opt_level", "scale_loss", "amp_custom_black_list", "amp_custom_white_list",
@@ -28,14 +28,16 @@ CONTROLLED = {"max_steps": "{steps}", "seed": "{seed}", "output_dir": "{out}",
 
 
 def _flag(key: str, value: Any, bare: bool = False) -> list[str]:
-    """`--key value` as the Trainer's parser reads it (an Optional[bool] needs its value; --fp16 may be bare)."""
+    """`--key value` as the Trainer's parser reads it (an Optional[bool] needs its value; --fp16 may be bare),
+    braces doubled: the user's values are data, never placeholders."""
+    key = braced(key)
     if value is True:
         return [f"--{key}"] if bare else [f"--{key}", "true"]
     if value is False:
         return [f"--{key}", "false"]
     if isinstance(value, list):
-        return [f"--{key}", *(str(v) for v in value)]
-    return [f"--{key}", str(value)]
+        return [f"--{key}", *(braced(v) for v in value)]
+    return [f"--{key}", braced(value)]
 
 
 def _amp_args(a: dict[str, Any]) -> list[str]:
@@ -61,7 +63,7 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
             m = _amp_mode(a, where) or {}
             amps.append(m | {"args": _amp_args(a)})
     carried = sorted(k for k in AMP_ARGS - {"fp16", "bf16", "fp16_opt_level"} if k in args)
-    cmd = [python or sys.executable, str(prog.resolve())]
+    cmd = [braced(python or sys.executable), braced(prog.resolve())]
     for k, v in args.items():
         if k in AMP_ARGS or k in CONTROLLED:
             continue
@@ -79,7 +81,7 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
         "suite": {"name": slug(prog.stem, fallback="trainer"), "workload": "command", "metric": metric,
                   "metric_goal": goal, "seeds": [seed],
                   "description": f"{prog.name} with the Trainer arguments of {where}"},
-        "workload": {"command": cmd, "cwd": str(prog.resolve().parent), "metric": {"preset": "trainer"}},
+        "workload": {"command": cmd, "cwd": braced(prog.resolve().parent), "metric": {"preset": "trainer"}},
         "train": {"batch_size": batch, "steps": max_steps if max_steps > 0 else 200,
                   "warmup_steps": 5, "timeout_s": 7200},
         "modes": [{"name": "fp32"}, *amps],

@@ -27,7 +27,7 @@ from typing import Any
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.importers.base import Imported, UnsupportedConfig, items, text
+from ampbench.importers.base import Imported, UnsupportedConfig, braced, items, text
 from ampbench.importers.paddleocr import MIN_BASELINE_HMEAN, _amp_modes, _Reader, load_config
 
 DEFAULT_STEPS = 300   # per trial on a GPU (nightly-sized); the cpu profile proves the pipeline only
@@ -44,13 +44,14 @@ def _mode_args(m: dict[str, Any]) -> list[str]:
     for src, dst in (("custom_black_list", "amp_custom_black_list"), ("custom_white_list", "amp_custom_white_list")):
         if m.get(src):
             args.append(f"Global.{dst}=[{','.join(m[src])}]")
-    return args
+    return [braced(a) for a in args]
 
 
 def _command(python: str, config: Path, extra: list[str]) -> list[str]:
-    return [python, "tools/train.py", "-c", str(config), "-o", "Global.seed={seed}", "Global.save_model_dir={out}",
-            "Train.loader.batch_size_per_card={batch_size}", "Global.eval_batch_step=[0,{eval_step}]",
-            "Global.epoch_num={epochs}", *extra]
+    """The argv of a trial (placeholders ampbench fills), every user text in it braced (taken literally)."""
+    return [braced(python), "tools/train.py", "-c", braced(config), "-o", "Global.seed={seed}",
+            "Global.save_model_dir={out}", "Train.loader.batch_size_per_card={batch_size}",
+            "Global.eval_batch_step=[0,{eval_step}]", "Global.epoch_num={epochs}", *(braced(x) for x in extra)]
 
 
 def _dataset(cfg: dict[str, Any], split: str) -> dict[str, Any]:
@@ -183,7 +184,7 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
         "suite": {"name": name, "workload": "command", "metric": metric,
                   "seeds": [seed],
                   "description": f"PaddleOCR's tools/train.py on {config.name} ({checkout})"},
-        "workload": {"command": _command(py, config, extra), "cwd": str(checkout),
+        "workload": {"command": _command(py, config, extra), "cwd": braced(checkout),
                      "metric": {"preset": "paddleocr"}, "stop_after_steps": True, "program": program},
         "train": {"batch_size": batch, "steps": DEFAULT_STEPS, "warmup_steps": 5, "timeout_s": 7200},
         "modes": modes,

@@ -147,6 +147,9 @@ def summary(needs_: list[Need]) -> str:
     return "; ".join(f"{n.mode} {n.rule}: {n.why}" for n in needs_)
 
 
+MAX_DURATION_S = 366 * 86400.0   # a budget longer than a year is a typo (and inf is not JSON)
+
+
 def parse_duration(text: str) -> float:
     """`90s`, `30m`, `2h`, `1h30m`, `45` (seconds) -> seconds; ValueError otherwise."""
     t = text.strip().lower()
@@ -155,7 +158,7 @@ def parse_duration(text: str) -> float:
     total, num = 0.0, ""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     for ch in t:
-        if ch.isdigit() or ch == ".":
+        if ch in "0123456789.":   # ASCII only: `²` passes isdigit() but is no digit to float()
             num += ch
         elif ch in units and num:
             total += float(num) * units[ch]
@@ -166,4 +169,6 @@ def parse_duration(text: str) -> float:
         total += float(num)
     if total <= 0:
         raise ValueError(f"duration must be positive: {text!r}")
+    if not math.isfinite(total) or total > MAX_DURATION_S:   # 401 digits are inf: never a budget
+        raise ValueError(f"duration over {MAX_DURATION_S // 86400:.0f} days: {text[:40]!r}...")
     return total

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.docs import load_doc, write_doc
+from ampbench.core.docs import load_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, tail_lines
 from ampbench.core.protocol import EVENT_PREFIX
 from ampbench.core.records import Interference, Status, StepRecord, Trial, trial_key
-from ampbench.core.store import RunPaths
+from ampbench.core.trial_file import write_trial_file
 from ampbench.launch import distributed
 from ampbench.launch.pool import VISIBLE_ENV
 from ampbench.launch.process import Limits, Outcome, run_worker, worker_command
@@ -172,8 +172,7 @@ def failure_trial(spec: TrialSpec, status: Status, error: str | None, tail: str,
 
 def write_trial(spec: TrialSpec, trial: Trial) -> None:
     """A trial file the runner writes, at spec.trial_path, no link followed below the run folder."""
-    run = RunPaths.of_trial_file(Path(spec.trial_path))  # inside a run folder: no link followed in it
-    write_doc(Path(spec.trial_path), trial, root=run.path if run else None)
+    write_trial_file(Path(spec.trial_path), trial, spec.run_folder)  # inside its run folder, no link followed
 
 
 def steps_from_log(log_path: Path) -> list[StepRecord]:

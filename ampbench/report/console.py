@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ampbench.core.files import last_line
 from ampbench.core.records import Trial
 from ampbench.judge import measure
 from ampbench.report import fmt
@@ -70,6 +71,19 @@ def _short(x: Any) -> str:
     if isinstance(x, list):
         return ", ".join(map(str, x)) or "-"
     return str(x)
+
+
+CRASH_LINE_CHARS = 400   # a Criteo file's path, line and value fit; a page of traceback does not
+
+
+def print_crashes(trials: list[Trial], console: Console) -> None:
+    """One line per trial that did not finish, saying why (its error's last line) on the first screen,
+    not only behind --explain. The text is the program's: shown literally (a `Text`, so `[red]` or `[/]`
+    is not markup) with its control characters escaped (last_line, core/text.py)."""
+    for t in trials:
+        if t.status != "ok":
+            why = last_line(t.error, CRASH_LINE_CHARS) or "no error recorded"
+            console.print(Text(f"{t.key} {t.status}: {why}"), highlight=False, soft_wrap=True)
 
 
 def _summary_line(report: CheckReport, console: Console) -> None:
@@ -149,6 +163,7 @@ def print_outcome(v: RunView, console: Console) -> None:
                       *(Text(x + (star if x != fmt.DASH else "")) for x in (row.speedup, row.memory, row.metric)),
                       Text(row.decided))
     console.print(table)
+    print_crashes(v.trials, console)
     for s in next_steps(v):
         console.print(Text(f"{s.cause_text()} -> {s.step}"), highlight=False)
     if v.check is not None:

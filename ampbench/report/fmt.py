@@ -13,6 +13,7 @@ import math
 import re
 from urllib.parse import quote
 
+from ampbench.core.text import printable
 from ampbench.core.units import DASH, _missing, bytes_h, bytes_unit, num
 
 __all__ = ["DASH", "bytes_h", "bytes_unit", "num"]
@@ -114,8 +115,9 @@ _WS = re.compile(r"\s+")
 
 
 def md_text(text: object, max_len: int | None = None) -> str:
-    """Arbitrary text as one inline markdown run: safe in a paragraph, a list item or a table cell."""
-    s = _WS.sub(" ", str(text)).strip()
+    """Arbitrary text as one inline markdown run: safe in a paragraph, a list item or a table cell
+    (control characters shown escaped: core/text.py)."""
+    s = printable(_WS.sub(" ", str(text)).strip())
     if max_len is not None and len(s) > max_len:
         s = s[: max_len - 1].rstrip() + "…"
     s = _MD_SPECIAL.sub(r"\\\1", s)
@@ -132,7 +134,7 @@ _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 def md_prose(text: object, max_len: int | None = None) -> str:
     r"""Text ampbench wrote with `code` spans (rule messages, advice, notes): each span stays code (its
     content shown as typed), the rest is escaped like md_text; escaped backticks never show as `\``."""
-    s = _WS.sub(" ", str(text)).strip()
+    s = printable(_WS.sub(" ", str(text)).strip())
     if max_len is not None and len(s) > max_len:
         s = s[: max_len - 1].rstrip() + "…"
     def plain(seg: str) -> str:  # md_text of a piece, keeping the spaces around it
@@ -150,7 +152,7 @@ def md_prose(text: object, max_len: int | None = None) -> str:
 def md_code(text: object) -> str:
     """Inline code for a name (op, mode, path): backticks in the name lengthen the fence,
     pipes are escaped for tables, whitespace is collapsed so a cell stays one line."""
-    s = _WS.sub(" ", str(text)).strip()
+    s = printable(_WS.sub(" ", str(text)).strip())
     if not s:
         return ""
     longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
@@ -163,7 +165,7 @@ def md_block(text: str, info: str = "text") -> str:
     """A fenced code block that no content can close early (fence longer than any backtick run)."""
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
-    body = text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
+    body = printable(text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n"), newlines=True)
     return f"{fence}{info}\n{body}\n{fence}"
 
 

@@ -46,7 +46,9 @@ class TrialPoint(BaseModel):
 
 
 class ModeSummary(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # every number finite (a line is JSON; json.loads reads Infinity, NaN and 1e999): a floor of inf or a
+    # speedup of NaN would decide a comparison; rates and the speedup are positive when present
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     mode: str
     amp_requested: bool = False
     amp_active: bool = False
@@ -57,10 +59,10 @@ class ModeSummary(BaseModel):
     ok: int = 0
     statuses: dict[str, int] = {}
     unit: str = "samples"
-    samples_per_s: float | None = None
+    samples_per_s: float | None = Field(None, gt=0)
     samples_per_s_ci: tuple[float, float] | None = None
     floor_samples_per_s: float | None = Field(None, gt=0)  # the run's fast floor (measure.run_floor): pooled.select
-    speedup: float | None = None
+    speedup: float | None = Field(None, gt=0)
     speedup_ci: tuple[float, float] | None = None
     peak_bytes: int | None = None
     memory_source: str = "none"

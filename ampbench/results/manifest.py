@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_json, read_bytes, read_json
+from ampbench.core.files import atomic_write_json, folder_id, read_bytes, read_json
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = "ampbench.manifest/1"
@@ -61,9 +61,27 @@ class Manifest:
         self.path = Path(run_path)
         self.digests = dict(start or {})
         self._lock = threading.Lock()
+        self.folder = folder_id(self.path)   # the run folder itself: one removed or replaced is named, not refilled
+
+    def still_there(self) -> None:
+        """The run folder is still the one the run started in; otherwise ResultsError naming what was lost
+        (a program under test that ran `rm -rf {out}/../..` destroyed records: an error, not a measurement)."""
+        try:
+            same = folder_id(self.path) == self.folder
+        except OSError:
+            same = False
+        if not same:
+            with self._lock:
+                trials = sorted(Path(rel).name for rel in self.digests)
+            lost = ", ".join(trials[:6]) + (f" and {len(trials) - 6} more" if len(trials) > 6 else "")
+            raise ResultsError(f"{self.path}: the run folder was removed or replaced while the run went on (by the "
+                               f"program under test?); lost: run.json, {len(trials)} trial file(s)"
+                               f"{f' ({lost})' if lost else ''}, their logs and outputs; nothing more is written "
+                               "there: run the suite again")
 
     def record(self, trial_path: Path) -> None:
         """A trial just ended: its file's digest, as read now, is the record; manifest.json follows."""
+        self.still_there()
         rel = Path(trial_path).relative_to(self.path).as_posix()
         digest = file_digest(Path(trial_path), self.path)
         with self._lock:
@@ -72,10 +90,11 @@ class Manifest:
 
     def _write(self) -> None:
         atomic_write_json(self.path / MANIFEST, {"schema": MANIFEST_SCHEMA, "files": dict(sorted(self.digests.items()))},
-                          root=self.path)
+                          root=self.path, root_id=self.folder)
 
     def check(self, trial_files: list[Path]) -> None:
         """The trial files on disk against the digests in memory, then manifest.json written from memory."""
+        self.still_there()
         with self._lock:
             verify(self.path, self.digests, trial_files)
             self._write()

@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ampbench.config.suite import ModeConfig, Suite
 from ampbench.core.docs import VersionedDoc, load_doc, write_doc
+from ampbench.core.errors import ResultsError
 
 TUNE_SCHEMA = "ampbench.tune/1"
 
@@ -43,8 +45,8 @@ class TuneFile(VersionedDoc):
     suite_file: str
     profile: str
     config: dict[str, Any]       # the suite as loaded (fp32 + the starting mode)
-    budget_s: float | None = None
-    max_rungs: int = 8
+    budget_s: float | None = Field(None, gt=0, allow_inf_nan=False)   # a finite number: tune.json is JSON
+    max_rungs: int = Field(8, ge=1, le=32)
     rungs: list[RungRecord] = []
     pending: dict[str, Any] | None = None   # the next rung: {"rung", "why", "mode", "skipped"}
     stopped: str = ""            # why the ladder ended ("" while it can go on)
@@ -55,4 +57,24 @@ class TuneFile(VersionedDoc):
 
 
 def load_tune(folder: Path) -> TuneFile:
-    return load_doc(Path(folder) / "tune.json", TuneFile, "tune file", root=Path(folder))
+    """tune.json, every part `tune --resume` goes on with validated here (the suite, each rung's mode, the
+    pending rung): a tampered file is one line naming its key, never a traceback half-way up the ladder."""
+    path = Path(folder) / "tune.json"
+    doc = load_doc(path, TuneFile, "tune file", root=Path(folder))
+    parts: list[tuple[str, type[BaseModel], Any]] = [("config", Suite, doc.config)]
+    parts += [(f"rungs.{i}.mode", ModeConfig, r.mode) for i, r in enumerate(doc.rungs)]
+    if doc.pending is not None:
+        missing = [k for k in ("rung", "why", "mode") if k not in doc.pending]
+        if missing:
+            raise ResultsError(f"{path}: pending.{missing[0]}: Field required")
+        parts.append(("pending.mode", ModeConfig, doc.pending["mode"]))
+    for key, model, data in parts:
+        try:
+            model.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise ResultsError(f"{path}: {key}{'.' + loc if loc else ''}: {err['msg']}") from None
+    if doc.winner is not None and not 0 <= doc.winner < len(doc.rungs):
+        raise ResultsError(f"{path}: winner: {doc.winner} is not the index of one of its {len(doc.rungs)} rung(s)")
+    return doc

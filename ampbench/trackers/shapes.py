@@ -42,8 +42,20 @@ def layer_dims(model: Any) -> list[tuple[str, str, list[int]]]:
 
 
 def audit(model: Any, batch_size: int) -> dict[str, Any]:
-    """The audit of a model the trial holds (the built-in loop, at its first step)."""
-    return audit_dims(layer_dims(model), batch_size)
+    """The audit of a model the trial holds (the built-in loop, at its first step); a model whose Layers
+    nest deeper than Python's recursion limit (Paddle walks them recursively) has none, and says so."""
+    try:
+        return audit_dims(layer_dims(model), batch_size)
+    except RecursionError:
+        return absent("RecursionError: maximum recursion depth exceeded")
+
+
+def absent(why: str) -> dict[str, Any]:
+    """No audit, and why (`absent`): never an empty audit that reads as "nothing odd". A RecursionError is
+    named for what it means: Layers nested deeper than Python's recursion limit."""
+    if "RecursionError" in why:
+        why += " (the model's Layers nest deeper than Python's recursion limit, and Paddle lists them recursively)"
+    return {"multiple": MULTIPLE, "absent": why}
 
 
 def audit_dims(layers: list[tuple[str, str, list[int]]], batch_size: int, total: int | None = None) -> dict[str, Any]:

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_json, empty_folder
+from ampbench.core.files import empty_folder
 from ampbench.core.processes import become_subreaper, descendants, end_descendants, guarded, tree_rss_bytes
 from ampbench.core.records import Env
+from ampbench.core.trial_file import write_trial_file
 from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_record import EventReader, step_record
@@ -195,7 +196,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         tr.trial.log_tail = output.tail_text() or None
     tr.trial.wall_s = time.perf_counter() - tr.t_start
-    atomic_write_json(trial_path, tr.trial.to_json())
+    write_trial_file(trial_path, tr.trial, spec.run_folder)   # inside the run folder, whatever the program did
     events.emit(event="done", status=tr.trial.status)
     return 0 if tr.trial.status == "ok" else 1
 

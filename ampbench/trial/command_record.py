@@ -38,6 +38,7 @@ class Proc:
     errors: list[str] = field(default_factory=list)
     data_waits: dict[int, float] = field(default_factory=dict)   # step -> its wait for the DataLoader
     shapes: dict[str, Any] = field(default_factory=dict)   # the hook's Linear/conv layers at step 1 (issue 35)
+    shapes_error: str = ""   # why the hook could not list them (a model nested past the recursion limit)
     amp_order: list[dict[str, Any]] = field(default_factory=list)   # decorate / DataParallel calls, in order
 
     @property
@@ -142,6 +143,8 @@ class EventReader:
             proc.end = ev
         elif kind == "error":
             proc.errors.append(str(ev.get("error", "")))
+            if ev.get("where") == "shapes":
+                proc.shapes_error = str(ev.get("error", ""))[:300]
         elif kind == "shapes" and isinstance(ev.get("layers"), list):
             proc.shapes = ev
         elif kind == "amp_order" and len(proc.amp_order) < 64:
@@ -200,7 +203,9 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
 
 def shape_audit(proc: Proc | None, batch_size: int) -> dict[str, Any]:
     """The Tensor Core shape audit of the layers the hook listed at step 1, judged as the built-in loop's
-    (trackers/shapes.py); {} when the hook sent none."""
+    (trackers/shapes.py); {} when the hook sent none, or only why it could not (`absent`)."""
+    if proc is not None and not proc.shapes and proc.shapes_error:
+        return shapes.absent(f"the start-up hook could not list the program's layers: {proc.shapes_error}")
     if proc is None or not proc.shapes:
         return {}
     rows, count = _shape_rows(proc.shapes)

@@ -33,3 +33,6 @@ class TrialSpec(BaseModel):
     node_rank: int | None = Field(None, ge=0)
     master: str | None = None
     cpu_affinity: list[int] | None = None  # run --affinity: pin the worker to these CPUs before it starts
+    # the run folder's (st_dev, st_ino) when the runner made this spec: the trial file is written into that
+    # folder only, never into one the program under test put in its place (core/trial_file.py)
+    run_folder: tuple[int, int] | None = None

@@ -18,8 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ampbench.core.files import atomic_write_json
-from ampbench.core.store import RunPaths
+from ampbench.core.trial_file import write_trial_file
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.faults import classify_error
 from ampbench.trial.parent_watch import watch_parent
@@ -43,9 +42,7 @@ class TrialRunner(TrialContext):
         finish(self, parts, result)
 
     def write(self) -> None:
-        p = Path(self.spec.trial_path)
-        run = RunPaths.of_trial_file(p)  # inside a run folder: no link followed in it
-        atomic_write_json(p, self.trial.to_json(), root=run.path if run else None)
+        write_trial_file(Path(self.spec.trial_path), self.trial, self.spec.run_folder)  # inside its run folder
 
 
 def main(argv: list[str] | None = None) -> int:

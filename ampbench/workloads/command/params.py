@@ -116,6 +116,9 @@ SAMPLE_VALUES: dict[str, object] = {"seed": 0, "steps": 1, "out": "out", "mode":
                                     "eval_step": 1, "epochs": 1}
 
 
+FILL_ERRORS = (ValueError, KeyError, IndexError, AttributeError, TypeError)   # what str.format of a text can raise
+
+
 def text_problem(text: str) -> str | None:
     """Why a text cannot be filled per trial (an unbalanced brace, an unknown or nested placeholder, a
     format spec its value cannot take), or None: the trial's `str.format` then cannot fail."""
@@ -129,7 +132,7 @@ def text_problem(text: str) -> str | None:
         return f"unknown placeholder {{{bad[0]}}}; known: " + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + hint
     try:
         text.format(**SAMPLE_VALUES)
-    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as e:
+    except FILL_ERRORS as e:
         return f"{text!r} cannot be filled: {type(e).__name__}: {e}{hint}"
     return None
 
@@ -187,7 +190,7 @@ def program_problems(params: CommandParams) -> list[tuple[str, str]]:
             return []  # filled per trial; checked by the trial itself
         prog = literal(params.command[0])
         cwd = Path(literal(params.cwd)) if params.cwd else None
-    except (ValueError, IndexError, KeyError):
+    except FILL_ERRORS:
         return []  # placeholder_problems names it
     if cwd is not None and not cwd.is_dir():
         return [("workload.cwd", f"{cwd} is not a folder")]
@@ -217,8 +220,8 @@ def schedule_problems(params: CommandParams, suite: Suite) -> list[tuple[str, st
         values = placeholder_values(params, steps, batch, seed=0, out="out", mode=mode.name)
         try:
             argv = [a.format(**values) for a in [*params.command, *mode.args]]
-        except (KeyError, IndexError, ValueError):
-            return problems   # placeholder_problems names it
+        except FILL_ERRORS:   # {seed[0]}, {out.__class__}, ...: placeholder_problems names it
+            return problems
         p = params.program
         if p is not None and "epochs" not in used and p.epochs * p.steps_per_epoch(batch) < steps:
             problems.append(("train.steps", f"the program runs at most {p.epochs * p.steps_per_epoch(batch)} "

@@ -26,6 +26,7 @@ from rich.text import Text
 
 from ampbench.core.files import atomic_write_json
 from ampbench.core.names import new_run_id
+from ampbench.core.opstat import on_list
 from ampbench.core.records import Trial
 from ampbench.report.console import table_box
 
@@ -104,7 +105,8 @@ def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
     unsupported = mc.unsupported.get(t.amp.dtype, "") if t.amp.requested else ""
     if t.amp.requested:
         ops = evidence_ops(t.amp.dtype, t.amp.white_list)
-        low = {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items() if op in ops and c.get(t.amp.dtype, 0)}
+        low = {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items()   # eager or PIR (pd_op.*) names
+               if on_list(op, ops) and c.get(t.amp.dtype, 0)}
         if unsupported:   # Paddle turned AMP off here: low-precision calls would be the defect
             add("amp-active", None if not low else False,
                 f"n/a: {unsupported}" if not low else f"{unsupported}, yet {t.amp.dtype} calls {low}")
@@ -230,7 +232,7 @@ def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = Non
     for name in sorted(suites or bundled_suites()):
         try:
             trials = _run_suite(name, runs)
-        except Exception as exc:  # a suite that cannot run here (missing extra, bad data) fails its check
+        except Exception as exc:  # noqa: BLE001  # a suite that cannot run here (missing extra, bad data) fails its check
             results.append(CheckResult("trial-ok", name, False, f"{type(exc).__name__}: {exc}"[:300]))
             continue
         for t in trials:

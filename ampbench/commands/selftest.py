@@ -215,9 +215,12 @@ def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: lis
 
 
 def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = None) -> int:
-    """0 all checks hold, 1 one failed, 3 no GPU (nothing run)."""
-    from ampbench.trackers.cuda import has_gpu, has_gpu_cheap
+    """0 all checks hold, 1 one failed, 3 no GPU or no Paddle here (nothing run)."""
+    from ampbench.trackers.cuda import has_gpu, has_gpu_cheap, paddle_missing
 
+    missing = paddle_missing() if has_gpu_cheap() else ""
+    if missing:
+        return _without_paddle(missing, console)
     if not has_gpu_cheap() or not has_gpu():
         console.print(Text("no GPU found: ampbench selftest proves GPU-side measurements and ran nothing (exit 3)."))
         describe_checks(console)
@@ -244,6 +247,24 @@ def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = Non
     else:
         results.append(CheckResult("data-parallel", "-", None, f"n/a: {mc.gpus} GPU visible to Paddle, needs two"))
     return _report(results, out_dir, console, time.monotonic() - t0, mc, rows)
+
+
+def _without_paddle(why: str, console: Console) -> int:
+    """A GPU machine whose interpreter has no Paddle: one line, what needs no Paddle (trackers/driver_facts.py:
+    the driver, NVML's listing, the device, MIG, the energy counter), the checks it would run; exit 3."""
+    from ampbench.trackers.driver_facts import driver_facts
+
+    console.print(Text(f"paddle is not installed in this interpreter: {why}; install paddlepaddle-gpu (docs/gpu.md), "
+                       "selftest ran nothing (exit 3)."))
+    try:
+        facts = driver_facts()
+    except Exception as exc:  # noqa: BLE001  # a driver that cannot answer is said, never a traceback
+        console.print(Text(f"FAIL nvml {type(exc).__name__}: {exc}"[:300]))
+        facts = []
+    for f in facts:
+        console.print(Text(f"{'n/a ' if f.ok is None else ('ok  ' if f.ok else 'FAIL')} {f.name:12} {f.detail}"))
+    describe_checks(console)
+    return 3
 
 
 def _report(results: list[CheckResult], out_dir: Path, console: Console, wall_s: float,

@@ -34,10 +34,9 @@ from ampbench.judge import ladder, until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.sequential import Design
-from ampbench.launch.process import keep_signal_handlers
+from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.run_dir import RunDir, open_run, run_lock
 from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
-from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ModeVerdict
 
 SHORT_STEPS = 4  # the first, short AMP trial: enough to see whether AMP ran
@@ -186,8 +185,7 @@ def _facts(trials: list[Trial], suite: Suite, mode: ModeConfig, folder: Path, pr
     if kind == "stability":
         from ampbench.trackers import device
 
-        with keep_signal_handlers():
-            bf16 = device.amp_supported("bfloat16")
+        bf16 = device.amp_supported_in_child("bfloat16")   # in a child: no CUDA context held over the rungs
     return ladder.Facts(
         overflow_ops=overflow, diverging_ops=diverging, bf16_supported=bf16,
         data_parallel=suite.distributed.multi_process, max_batch=_probe_batch(folder, suite, mode, profile),

@@ -31,6 +31,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ampbench.trackers.own_processes import OwnProcesses
+
 PROCESS, DEVICE = "nvml-process", "nvml-device"
 POLL_S = 0.1  # 10 Hz: NVML calls release the GIL; the thread's Python work stays << 1% of a step
 # nvmlClocksEventReasons bits (nvml.h), named as nvidia-smi names them.
@@ -224,6 +226,7 @@ class Poller:
                  pids: Callable[[], Collection[int]] | None = None, timeline: bool = False) -> None:
         self.nv, self.dev, self.pid, self.interval_s = nv, dev, pid or os.getpid(), interval_s
         self._pids, self.timeline = pids, timeline
+        self._ampbench = OwnProcesses()
         self.s = Samples()
         self._energy0: float | None = None
         self._paused_mj = 0.0            # energy spent while paused (mid-run evaluations), subtracted
@@ -301,7 +304,7 @@ class Poller:
                 s.own_pid_seen = True
                 if proc.usedGpuMemory:
                     mine = (mine or 0) + int(proc.usedGpuMemory)
-            else:
+            elif int(proc.pid) not in self._ampbench:   # ampbench's own (the tune process, a probe) never foreign
                 s.foreign.add(int(proc.pid))
         if mine:
             s.process_peak = max(s.process_peak or 0, mine)

@@ -104,8 +104,9 @@ def test_parity_ladder_goes_to_o1_first_then_black_lists_the_diverging_ops():
 
 
 def test_speed_ladder_order():
-    facts = ladder.Facts(max_batch=256, data_parallel=True)
-    assert walk("speed", O1, facts) == ["o2-master-weights", "use-promote-off", "max-batch", "fp16-allreduce"]
+    facts = ladder.Facts(max_batch=256)
+    # no fp16-allreduce rung (issue 43.4): in dynamic graph O2 is Paddle's half-precision all-reduce
+    assert walk("speed", O1, facts) == ["o2-master-weights", "use-promote-off", "max-batch"]
     assert walk("speed", O2, ladder.Facts()) == ["use-promote-off"]  # no probe, one process
     m = ladder.apply(O1, ladder.next_rung("speed", O1, facts, set())[0], "amp")  # type: ignore[arg-type]
     assert m.level == "O2" and m.master_weight is True
@@ -482,3 +483,19 @@ def test_a_command_programs_shapes_and_decorate_order_are_recorded_and_named(tmp
         "", "data-parallel-first", "decorate-first"]
     report = (run.path / "report.md").read_text()
     assert "Linear [64, 500]" in report and "paddle.amp.decorate ran after paddle.DataParallel" in report
+
+
+def test_bf16_gradients_are_never_cast_to_fp16_a_bf16_fp16_allreduce_mode_is_refused(toy_suite, tmp_path):
+    """Issue 43.4: ampbench's fp16 all-reduce casts gradients to float16 unscaled; a bfloat16 mode asking for
+    it is refused up front (exit 2, one line naming the file and key), never run."""
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+
+    suite = toy_suite('[[modes]]\nname = "amp-o2-bf16-ar"\nlevel = "O2"\ndtype = "bfloat16"\nfp16_allreduce = true\n')
+    r = CliRunner().invoke(app, ["run", str(suite), "--out", str(tmp_path / "runs")], env={"COLUMNS": "300"})
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 2, r.output
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    assert "fp16_allreduce" in lines[0] and str(suite.name) in lines[0] and "bfloat16" in lines[0], lines[0]
+    assert not (tmp_path / "runs").exists()

@@ -188,7 +188,7 @@ def _facts(trials: list[Trial], suite: Suite, mode: ModeConfig, folder: Path, pr
         bf16 = device.amp_supported_in_child("bfloat16")   # in a child: no CUDA context held over the rungs
     return ladder.Facts(
         overflow_ops=overflow, diverging_ops=diverging, bf16_supported=bf16,
-        data_parallel=suite.distributed.multi_process, max_batch=_probe_batch(folder, suite, mode, profile),
+        max_batch=_probe_batch(folder, suite, mode, profile),
         data_wait_share=max(data) if data else None, host_share=max(host) if host else None,
         gpu=any(t.amp.active for t in amp))
 

@@ -119,6 +119,9 @@ class ModeConfig(_Strict):
             raise ValueError("the 'fp32' mode is the reference and must have level O0")
         if self.master_grad and self.level != "O2":
             raise ValueError("master_grad only applies to level O2 (paddle.amp.decorate)")
+        if self.fp16_allreduce and self.dtype == "bfloat16":
+            raise ValueError("fp16_allreduce casts gradients to float16 unscaled, which bfloat16's range does not "
+                             "survive: drop it (at O2 DataParallel all-reduces bfloat16 gradients in bfloat16)")
         if self.excluded_layers and self.level != "O2":
             raise ValueError("excluded_layers only applies to level O2 (paddle.amp.decorate)")
         bad = [n for n in self.excluded_layers if not _is_paddle_layer_name(n)]

@@ -82,3 +82,24 @@ def test_a_failing_or_hanging_probe_child_answers_false(monkeypatch):
     assert capability.amp_works_in_child("bfloat16") is True       # the parsing path, on a stated answer
     monkeypatch.setattr(capability, "_CHILD_PROBE", "import time; time.sleep(30)")
     assert capability.amp_works_in_child("bfloat16", timeout_s=1.0) is False
+
+
+def test_gpu_busy_leaves_out_the_reading_taken_before_the_window():
+    """Issue 43.6: NVML's utilization.gpu covers its past sample period, so the sample taken as the window
+    opens describes what ran before it (here: a 100% busy GPU, idle at 10% once the window is open)."""
+    import time
+
+    from ampbench.trackers import nvml
+    from tests.fake_cuda import a100_gpus
+    from tests.fake_nvml import make_pynvml
+
+    gpus = a100_gpus()
+    gpus[0].busy_pct = 100
+    nv = make_pynvml(gpus)
+    nv.nvmlInit()
+    poller = nvml.Poller(nv, nvml.resolve(nv, {}, "00000000:07:00.0"), interval_s=0.02).start()
+    gpus[0].busy_pct = 10
+    time.sleep(0.2)
+    out = poller.stop()
+    nv.nvmlShutdown()
+    assert out["interference"]["gpu_busy_pct"] == 10.0

@@ -227,6 +227,7 @@ class Poller:
         self.nv, self.dev, self.pid, self.interval_s = nv, dev, pid or os.getpid(), interval_s
         self._pids, self.timeline = pids, timeline
         self._ampbench = OwnProcesses()
+        self._busy_from = float("-inf")   # busy samples after this perf_counter time are the window's
         self.s = Samples()
         self._energy0: float | None = None
         self._paused_mj = 0.0            # energy spent while paused (mid-run evaluations), subtracted
@@ -256,6 +257,9 @@ class Poller:
         self._procs_call = self._procs_calls[0]
         self._energy0 = self._energy_mj()
         self.sample()
+        # NVML's utilization.gpu covers its past sample period (1/6 s to 1 s, [API]): the reading taken here
+        # describes the time before the window, so busy_pct leaves it out
+        self._busy_from = time.perf_counter()
         self._thread.start()
         return self
 
@@ -360,7 +364,7 @@ class Poller:
                  gaps: Collection[tuple[float, float]] = ()) -> float | None:
         """NVML's utilization.gpu (the share of time a kernel ran, issue 35) averaged over the samples in the
         window (perf_counter times; None: every sample) outside the gaps (evaluations); None without any."""
-        inside = [v for t, v in self.s.busy if (window is None or window[0] <= t <= window[1])
+        inside = [v for t, v in self.s.busy if t > self._busy_from and (window is None or window[0] <= t <= window[1])
                   and not any(a <= t <= b for a, b in gaps)]
         return statistics.fmean(inside) if inside else None
 

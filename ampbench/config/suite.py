@@ -68,6 +68,13 @@ class TrainConfig(_Strict):
                              "--set train.warmup_steps=1")
         return self
 
+    def op_stats_steps(self, first: int = 1) -> int:
+        """How many steps Paddle's operator stats count from step `first` (1 in the built-in loop, 2 in a
+        command trial, whose hook leaves model building and step 1 out): `amp_stats_steps`, cut so the window
+        ends inside warm-up, because its bookkeeping (the op-count reads around every optimizer step) would
+        lengthen a measured step (issue 43).  At least one step: measured only where warm-up leaves none."""
+        return max(1, min(self.amp_stats_steps, self.warmup_steps - first + 1))
+
 
 class ScalerConfig(_Strict):
     """Every documented argument of paddle.amp.GradScaler."""

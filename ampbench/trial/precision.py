@@ -47,9 +47,12 @@ def effective_lists(dtype: str, level: str, custom_white: list[str], custom_blac
     Paddle's own rule (`amp/auto_cast.py _update_list`: a custom white op leaves the black list and the
     reverse); Paddle without that function: the same merge over `default_lists`."""
     try:
-        from paddle.amp.auto_cast import _update_list
+        import importlib
 
-        white, black = _update_list(custom_white or None, custom_black or None, level, dtype)
+        # the module (paddle.amp's `auto_cast` attribute is the function of that name); Any: Paddle types the
+        # level and dtype as Literals, ours are the validated strings of the mode
+        merge: Any = importlib.import_module("paddle.amp.auto_cast")._update_list
+        white, black = merge(list(custom_white), list(custom_black), level, dtype)
     except ImportError:   # no Paddle in this interpreter (a command trial's parent): nothing to merge with
         return {"white": sorted(custom_white), "black": sorted(custom_black)}
     except (AttributeError, KeyError, TypeError):

@@ -319,10 +319,13 @@ def test_shape_audit_flags_linear_64_500_not_64_512():
 
     from ampbench.trackers.shapes import audit
 
-    odd = audit(nn.Sequential(nn.Linear(64, 500), nn.Conv2D(3, 64, 3)), 30)
-    assert [(f["type"], f["dims"], f["odd_dims"]) for f in odd["odd"]] == [("Linear", [64, 500], [500]),
-                                                                          ("Conv2D", [3, 64], [3])]
-    assert odd["batch_ok"] is False and odd["layers"] == 2
+    odd = audit(nn.Sequential(nn.Linear(64, 500), nn.Conv2D(3, 64, 3), nn.Conv2D(3, 60, 3), nn.Conv2D(12, 64, 3)), 30)
+    # the stem convs (3 image channels, which no user pads in NCHW) are judged apart (issue 43.7): the one
+    # with 64 outputs is fine, the one with 60 is odd for its outputs only
+    assert [(f["type"], f["dims"], f["odd_dims"]) for f in odd["odd"]] == [
+        ("Linear", [64, 500], [500]), ("Conv2D", [3, 60], [60]), ("Conv2D", [12, 64], [12])]
+    assert [f["dims"] for f in odd["stem"]] == [[3, 64], [3, 60]]
+    assert odd["batch_ok"] is False and odd["layers"] == 4 and odd["odd_count"] == 3
     fine = audit(nn.Sequential(nn.Linear(64, 512), nn.Conv2D(8, 64, 3)), 32)
     assert fine["odd"] == [] and fine["odd_count"] == 0 and fine["batch_ok"] and fine["layers"] == 2
 

@@ -24,7 +24,8 @@ Needs only ampbench installed with its `gpu` extra and paddlepaddle-gpu. Usage:
     bash scripts/gpu_check.sh            # or: python3 scripts/gpu_check.py
 
 Exit codes: 0 every fact measured or n/a with its reason; 1 a fact failed (FAIL lines say which);
-3 no GPU here (one line says so, nothing measured).
+3 it cannot run here: no GPU (one line says so, nothing measured), or no Paddle in this interpreter (one
+line says so; the facts that need no Paddle are still measured: driver, NVML listing, MIG, energy).
 """
 
 from __future__ import annotations
@@ -116,12 +117,33 @@ def _child(nv: Any, dev: Any, place: str) -> tuple[bool | None, str]:
     return used >= 128 * MIB, f"child pid {child.pid} holds {used / MIB:.0f} MiB by NVML (128 MiB allocated)"
 
 
+def without_paddle(why: str) -> int:
+    """A GPU machine whose interpreter has no Paddle: one line says so, then what needs no Paddle (the
+    driver, NVML's listing, this ordinal's device and MIG mode, the process listing, the energy counter)."""
+    from ampbench.trackers.driver_facts import driver_facts
+
+    print(f"paddle is not installed in this interpreter: {why}; install paddlepaddle-gpu (docs/gpu.md), "
+          "the facts below need no Paddle (exit 3)", flush=True)
+    r = Report()
+    try:
+        facts = driver_facts()
+    except Exception as exc:  # noqa: BLE001  # a driver that cannot answer is a FAIL line, never a traceback
+        r.line("nvml", False, f"{type(exc).__name__}: {exc}"[:300])
+        return 3
+    for fact in facts:
+        r.line(fact.name, fact.ok, fact.detail)
+    return 3
+
+
 def main() -> int:
     from ampbench.trackers import cuda, nvml
 
     if not cuda.has_gpu_cheap():
         print("no GPU here (no nvidia-smi GPU, no /dev/nvidia*): nothing to measure (exit 3)")
         return 3
+    missing = cuda.paddle_missing()
+    if missing:
+        return without_paddle(missing)
     if not cuda.has_gpu():
         print("no GPU visible to Paddle (a CPU build, or CUDA_VISIBLE_DEVICES hides every GPU): nothing to measure (exit 3)")
         return 3

@@ -156,3 +156,31 @@ def test_command_trial_on_a_device_without_energy_says_not_measured_and_why(tmp_
     m = t.memory
     assert m.energy_j is None and "nvml.not_supported.nvmlDeviceGetTotalEnergyConsumption" in m.errors
     assert "nvml.window" not in m.errors and m.device_used_bytes == 3 * GIB
+
+
+def test_a_mig_instance_picked_by_index_is_resolved_from_the_cuda_uuid_the_hook_sends(monkeypatch):
+    """Issue 43.6: CUDA_VISIBLE_DEVICES=0 inside a container given one MIG instance: the bus id finds the
+    MIG-enabled parent, and only the CUDA device's own UUID (cuDeviceGetUuid_v2, sent by the hook) names the
+    instance; without it the device was not resolved."""
+    from tests.fake_nvml import four_gpus, mig_uuid
+
+    gpus = four_gpus(own_on=3)
+    for inst in gpus[3].mig:
+        inst.pids = {ROOT_PID: GIB}
+    want = mig_uuid(3, 1)
+    for with_uuid in (True, False):
+        nv = make_pynvml(gpus)
+        monkeypatch.setitem(sys.modules, "pynvml", nv)
+        reader = EventReader()
+        named = {"e": "device", "device": "gpu", "cuda_env": {"CUDA_VISIBLE_DEVICES": "0"},
+                 "pci_bus_id": "0000:1E:00.0", **({"cuda_uuid": want.removeprefix("MIG-")} if with_uuid else {})}
+        reader.ingest(ROOT_PID, json.dumps({"e": "start", "pid": ROOT_PID, "rank": 0, "world": 1}).encode() + b"\n"
+                      + json.dumps(named).encode())
+        gpu = ProgramGpu(ROOT_PID, pids=lambda: {ROOT_PID})
+        gpu.see(reader.procs.values())
+        gpu.stop()
+        if with_uuid:
+            assert list(gpu.results) == [want] and not gpu.errors, gpu.errors
+            assert gpu.results[want]["nvml_device"]["mig"] is True
+        else:
+            assert gpu.results == {} and "MIG mode" in gpu.errors["nvml"], gpu.errors

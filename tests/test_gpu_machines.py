@@ -103,7 +103,8 @@ def test_worker_on_each_machine_follows_paddles_amp_decisions(machine, suite, tm
 # ------------------------------------------------------------------ selftest on every machine
 
 
-def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), overrides=None, dp_overrides=None):
+def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), overrides=None, dp_overrides=None,
+              table=None):
     """run_selftest with the toy suite's trials run in this process (the fake GPU is in-process); the
     data-parallel step is skipped unless `dp_overrides` is given: then it runs for real (2 ranks of the
     bundled resnet suite under paddle.distributed.launch, on this machine's CPU, shortened by them)."""
@@ -126,7 +127,7 @@ def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), override
 
     from ampbench.config import bundled
 
-    table = {"toy": suite} if dp_overrides is None else {**bundled.bundled_suites(), "toy": suite}
+    table = table or ({"toy": suite} if dp_overrides is None else {**bundled.bundled_suites(), "toy": suite})
     monkeypatch.setattr(selftest, "_run_suite", run_suite)
     monkeypatch.setattr("ampbench.config.bundled.bundled_suites", lambda: table)
     out = tmp_path / "selftest"
@@ -543,3 +544,20 @@ def test_30_the_fake_answers_device_queries_for_the_device_asked(monkeypatch, tm
     assert c.get_device_name() == "NVIDIA H100 80GB HBM3" and c.get_device_capability(1) == (8, 0)
     with pytest.raises(ValueError, match="Device id must be less than GPU count"):
         c.get_device_name(2)
+
+
+
+def test_selftest_past_its_deadline_reads_na_for_what_it_did_not_start(machine, suite, tmp_path, monkeypatch):
+    """Issue 43.6: the 10 minutes are enforced: a suite not started by the deadline is n/a with the reason
+    (exit 0 when what ran holds); with nothing run at all it exits 3 (nothing proven)."""
+    from ampbench.commands import selftest
+
+    machine("a100")
+    monkeypatch.setattr(selftest, "DEADLINE_S", 0.5)     # the toy suite's five trials take longer than this
+    code, doc, calls = _selftest(monkeypatch, tmp_path, suite, table={"toy": suite, "zz-late": suite})
+    late = _results(doc, "trial-ok")["zz-late"]
+    assert late["ok"] is None and "deadline passed" in late["detail"], late
+    assert [c[0] for c in calls] == ["toy"] and code == 0
+    monkeypatch.setattr(selftest, "DEADLINE_S", -1.0)
+    code, doc, calls = _selftest(monkeypatch, tmp_path / "none", suite)
+    assert code == 3 and calls == [] and _results(doc, "trial-ok")["toy"]["ok"] is None

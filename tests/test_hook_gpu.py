@@ -117,6 +117,7 @@ def test_6_the_gpu_is_named_at_the_first_step_not_at_import(cases):
     proc, out = run_case(cases, "gpu1")
     assert proc.start["device"] == "gpu" and proc.start["device_name"] == "NVIDIA H100 80GB HBM3"
     assert proc.start["pci_bus_id"] == "0000:08:00.0"        # a100_gpus(2)[1]'s, through the CUDA driver
+    assert proc.start["cuda_uuid"] == "a1000001-0000-0000-0000-000000000000"   # its own UUID (a MIG instance's)
     assert proc.start["ordinal"] == 1
     assert "synced [1] asked [(1,)]" in out                   # every sync and allocator read on GPU 1
     assert proc.memory["source"] == "cuda" and proc.memory["peak_allocated"] == 900 * 2**20

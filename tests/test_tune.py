@@ -104,8 +104,9 @@ def test_parity_ladder_goes_to_o1_first_then_black_lists_the_diverging_ops():
 
 
 def test_speed_ladder_order():
-    facts = ladder.Facts(max_batch=256, data_parallel=True)
-    assert walk("speed", O1, facts) == ["o2-master-weights", "use-promote-off", "max-batch", "fp16-allreduce"]
+    facts = ladder.Facts(max_batch=256)
+    # no fp16-allreduce rung (issue 43.4): in dynamic graph O2 is Paddle's half-precision all-reduce
+    assert walk("speed", O1, facts) == ["o2-master-weights", "use-promote-off", "max-batch"]
     assert walk("speed", O2, ladder.Facts()) == ["use-promote-off"]  # no probe, one process
     m = ladder.apply(O1, ladder.next_rung("speed", O1, facts, set())[0], "amp")  # type: ignore[arg-type]
     assert m.level == "O2" and m.master_weight is True
@@ -318,10 +319,13 @@ def test_shape_audit_flags_linear_64_500_not_64_512():
 
     from ampbench.trackers.shapes import audit
 
-    odd = audit(nn.Sequential(nn.Linear(64, 500), nn.Conv2D(3, 64, 3)), 30)
-    assert [(f["type"], f["dims"], f["odd_dims"]) for f in odd["odd"]] == [("Linear", [64, 500], [500]),
-                                                                          ("Conv2D", [3, 64], [3])]
-    assert odd["batch_ok"] is False and odd["layers"] == 2
+    odd = audit(nn.Sequential(nn.Linear(64, 500), nn.Conv2D(3, 64, 3), nn.Conv2D(3, 60, 3), nn.Conv2D(12, 64, 3)), 30)
+    # the stem convs (3 image channels, which no user pads in NCHW) are judged apart (issue 43.7): the one
+    # with 64 outputs is fine, the one with 60 is odd for its outputs only
+    assert [(f["type"], f["dims"], f["odd_dims"]) for f in odd["odd"]] == [
+        ("Linear", [64, 500], [500]), ("Conv2D", [3, 60], [60]), ("Conv2D", [12, 64], [12])]
+    assert [f["dims"] for f in odd["stem"]] == [[3, 64], [3, 60]]
+    assert odd["batch_ok"] is False and odd["layers"] == 4 and odd["odd_count"] == 3
     fine = audit(nn.Sequential(nn.Linear(64, 512), nn.Conv2D(8, 64, 3)), 32)
     assert fine["odd"] == [] and fine["odd_count"] == 0 and fine["batch_ok"] and fine["layers"] == 2
 
@@ -482,3 +486,19 @@ def test_a_command_programs_shapes_and_decorate_order_are_recorded_and_named(tmp
         "", "data-parallel-first", "decorate-first"]
     report = (run.path / "report.md").read_text()
     assert "Linear [64, 500]" in report and "paddle.amp.decorate ran after paddle.DataParallel" in report
+
+
+def test_bf16_gradients_are_never_cast_to_fp16_a_bf16_fp16_allreduce_mode_is_refused(toy_suite, tmp_path):
+    """Issue 43.4: ampbench's fp16 all-reduce casts gradients to float16 unscaled; a bfloat16 mode asking for
+    it is refused up front (exit 2, one line naming the file and key), never run."""
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+
+    suite = toy_suite('[[modes]]\nname = "amp-o2-bf16-ar"\nlevel = "O2"\ndtype = "bfloat16"\nfp16_allreduce = true\n')
+    r = CliRunner().invoke(app, ["run", str(suite), "--out", str(tmp_path / "runs")], env={"COLUMNS": "300"})
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 2, r.output
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    assert "fp16_allreduce" in lines[0] and str(suite.name) in lines[0] and "bfloat16" in lines[0], lines[0]
+    assert not (tmp_path / "runs").exists()

@@ -26,6 +26,7 @@ from rich.text import Text
 
 from ampbench.core.files import atomic_write_json
 from ampbench.core.names import new_run_id
+from ampbench.core.opstat import on_list
 from ampbench.core.records import Trial
 from ampbench.report.console import table_box
 
@@ -46,6 +47,9 @@ CHECKS: dict[str, str] = {
     "data-parallel": "with >= 2 GPUs: a 2-rank trial with per-rank memory measured on two different NVML devices",
 }
 STEP_SUM_RANGE = (0.8, 1.0 + 1e-6)
+# the whole self-test's budget on one GPU: a suite (or the data-parallel trial) not started by then reads
+# n/a with the reason; one already running finishes (its trials have their own timeouts)
+DEADLINE_S = 600.0
 
 
 @dataclass
@@ -104,7 +108,8 @@ def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
     unsupported = mc.unsupported.get(t.amp.dtype, "") if t.amp.requested else ""
     if t.amp.requested:
         ops = evidence_ops(t.amp.dtype, t.amp.white_list)
-        low = {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items() if op in ops and c.get(t.amp.dtype, 0)}
+        low = {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items()   # eager or PIR (pd_op.*) names
+               if on_list(op, ops) and c.get(t.amp.dtype, 0)}
         if unsupported:   # Paddle turned AMP off here: low-precision calls would be the defect
             add("amp-active", None if not low else False,
                 f"n/a: {unsupported}" if not low else f"{unsupported}, yet {t.amp.dtype} calls {low}")
@@ -213,9 +218,12 @@ def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: lis
 
 
 def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = None) -> int:
-    """0 all checks hold, 1 one failed, 3 no GPU (nothing run)."""
-    from ampbench.trackers.cuda import has_gpu, has_gpu_cheap
+    """0 all checks hold, 1 one failed, 3 no GPU or no Paddle here (nothing run)."""
+    from ampbench.trackers.cuda import has_gpu, has_gpu_cheap, paddle_missing
 
+    missing = paddle_missing() if has_gpu_cheap() else ""
+    if missing:
+        return _without_paddle(missing, console)
     if not has_gpu_cheap() or not has_gpu():
         console.print(Text("no GPU found: ampbench selftest proves GPU-side measurements and ran nothing (exit 3)."))
         describe_checks(console)
@@ -228,6 +236,8 @@ def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = Non
     rows: list[dict[str, Any]] = []
     runs = out_dir / "runs"
     for name in sorted(suites or bundled_suites()):
+        if _past_deadline(t0, name, results):
+            continue
         try:
             trials = _run_suite(name, runs)
         except Exception as exc:  # noqa: BLE001  a suite that cannot run here (missing extra, bad data) fails its check
@@ -236,12 +246,43 @@ def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = Non
         for t in trials:
             results += _check_trial(t, mc)
             rows.append(figures(t))
-    if mc.gpus >= 2:   # Paddle's count of usable GPUs, not NVML's (which ignores CUDA_VISIBLE_DEVICES and MIG)
+    if mc.gpus < 2:   # Paddle's count of usable GPUs, not NVML's (which ignores CUDA_VISIBLE_DEVICES and MIG)
+        results.append(CheckResult("data-parallel", "-", None, f"n/a: {mc.gpus} GPU visible to Paddle, needs two"))
+    elif not _past_deadline(t0, "resnet x2", results, check="data-parallel"):
         for t in _run_suite("resnet", runs, ["distributed.nproc_per_node=2"], ["fp32"], tag="-dp"):
             results += _check_data_parallel(t)
-    else:
-        results.append(CheckResult("data-parallel", "-", None, f"n/a: {mc.gpus} GPU visible to Paddle, needs two"))
+    if not rows and any(r.check == "trial-ok" and r.ok is None for r in results):
+        _report(results, out_dir, console, time.monotonic() - t0, mc, rows)
+        return 3   # the deadline left nothing run: nothing was proven
     return _report(results, out_dir, console, time.monotonic() - t0, mc, rows)
+
+
+def _past_deadline(t0: float, subject: str, results: list[CheckResult], check: str = "trial-ok") -> bool:
+    """Past DEADLINE_S: `subject` is not started and reads n/a with the reason."""
+    spent = time.monotonic() - t0
+    if spent <= DEADLINE_S:
+        return False
+    results.append(CheckResult(check, subject, None, f"n/a: not run, selftest's {DEADLINE_S / 60:.0f}-minute "
+                                                     f"deadline passed ({spent:.0f} s spent)"))
+    return True
+
+
+def _without_paddle(why: str, console: Console) -> int:
+    """A GPU machine whose interpreter has no Paddle: one line, what needs no Paddle (trackers/driver_facts.py:
+    the driver, NVML's listing, the device, MIG, the energy counter), the checks it would run; exit 3."""
+    from ampbench.trackers.driver_facts import driver_facts
+
+    console.print(Text(f"paddle is not installed in this interpreter: {why}; install paddlepaddle-gpu (docs/gpu.md), "
+                       "selftest ran nothing (exit 3)."))
+    try:
+        facts = driver_facts()
+    except Exception as exc:  # noqa: BLE001  # a driver that cannot answer is said, never a traceback
+        console.print(Text(f"FAIL nvml {type(exc).__name__}: {exc}"[:300]))
+        facts = []
+    for f in facts:
+        console.print(Text(f"{'n/a ' if f.ok is None else ('ok  ' if f.ok else 'FAIL')} {f.name:12} {f.detail}"))
+    describe_checks(console)
+    return 3
 
 
 def _report(results: list[CheckResult], out_dir: Path, console: Console, wall_s: float,

@@ -34,7 +34,6 @@ from ampbench.judge import ladder, until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.sequential import Design
-from ampbench.launch.process import keep_signal_handlers
 from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.run_dir import RunDir, open_run, run_lock
 from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
@@ -186,11 +185,10 @@ def _facts(trials: list[Trial], suite: Suite, mode: ModeConfig, folder: Path, pr
     if kind == "stability":
         from ampbench.trackers import device
 
-        with keep_signal_handlers():
-            bf16 = device.amp_supported("bfloat16")
+        bf16 = device.amp_supported_in_child("bfloat16")   # in a child: no CUDA context held over the rungs
     return ladder.Facts(
         overflow_ops=overflow, diverging_ops=diverging, bf16_supported=bf16,
-        data_parallel=suite.distributed.multi_process, max_batch=_probe_batch(folder, suite, mode, profile),
+        max_batch=_probe_batch(folder, suite, mode, profile),
         data_wait_share=max(data) if data else None, host_share=max(host) if host else None,
         gpu=any(t.amp.active for t in amp))
 

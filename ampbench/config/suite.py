@@ -68,6 +68,13 @@ class TrainConfig(_Strict):
                              "--set train.warmup_steps=1")
         return self
 
+    def op_stats_steps(self, first: int = 1) -> int:
+        """How many steps Paddle's operator stats count from step `first` (1 in the built-in loop, 2 in a
+        command trial, whose hook leaves model building and step 1 out): `amp_stats_steps`, cut so the window
+        ends inside warm-up, because its bookkeeping (the op-count reads around every optimizer step) would
+        lengthen a measured step (issue 43).  At least one step: measured only where warm-up leaves none."""
+        return max(1, min(self.amp_stats_steps, self.warmup_steps - first + 1))
+
 
 class ScalerConfig(_Strict):
     """Every documented argument of paddle.amp.GradScaler."""
@@ -119,6 +126,9 @@ class ModeConfig(_Strict):
             raise ValueError("the 'fp32' mode is the reference and must have level O0")
         if self.master_grad and self.level != "O2":
             raise ValueError("master_grad only applies to level O2 (paddle.amp.decorate)")
+        if self.fp16_allreduce and self.dtype == "bfloat16":
+            raise ValueError("fp16_allreduce casts gradients to float16 unscaled, which bfloat16's range does not "
+                             "survive: drop it (at O2 DataParallel all-reduces bfloat16 gradients in bfloat16)")
         if self.excluded_layers and self.level != "O2":
             raise ValueError("excluded_layers only applies to level O2 (paddle.amp.decorate)")
         bad = [n for n in self.excluded_layers if not _is_paddle_layer_name(n)]

@@ -60,6 +60,10 @@ class AmpInfo(_Open):
     white_list: list[str] = []
     black_list: list[str] = []
     default_lists_hash: str = ""
+    # the lists Paddle's auto_cast really applied: its defaults for the dtype and level with the custom lists
+    # merged in (`paddle.amp.auto_cast._update_list`); empty in files written before they were recorded
+    effective_white_list: list[str] = []
+    effective_black_list: list[str] = []
     unknown_op_names: list[str] = []
     op_calls: dict[str, dict[str, int]] = {}
     # a command trial's ops run inside the optimizer's step (update, regularizer, clipping), kept out of op_calls

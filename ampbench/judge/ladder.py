@@ -4,9 +4,8 @@
 and asks this module two questions: what kind of failure the verdict is (`classify`), and which
 documented change answers it next (`next_rung`).  Each ladder follows the order the Paddle threads
 converged on by hand (docs/tune.md cites each rung's source); a rung that does not apply to the
-current configuration (master_grad at O1, FP16 allreduce without data parallel, no overflowing ops
-known) is skipped with the reason, never run.  No I/O and no Paddle here, so every decision is
-tested against simulated outcomes.
+current configuration (master_grad at O1, no overflowing ops known) is skipped with the reason, never
+run.  No I/O and no Paddle here, so every decision is tested against simulated outcomes.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ class Facts:
     overflow_ops: tuple[str, ...] = ()      # diagnose: NaN/Inf in AMP only or beyond the float16 range
     diverging_ops: tuple[str, ...] = ()     # diagnose: first ops whose AMP output drifts from FP32
     bf16_supported: bool = False
-    data_parallel: bool = False
     max_batch: int | None = None            # `ampbench probe`'s largest batch for the mode, if one ran
     data_wait_share: float | None = None    # of the AMP trials' measured steps (speed evidence)
     host_share: float | None = None
@@ -175,20 +173,17 @@ def _max_batch(m: ModeConfig, f: Facts) -> Step:
     return Step("max-batch", {"batch_size": f.max_batch}, f"the largest batch that fits: {f.max_batch}")
 
 
-def _fp16_allreduce(m: ModeConfig, f: Facts) -> Step:
-    if not f.data_parallel:
-        return Step("fp16-allreduce", skip="not data parallel")
-    if m.fp16_allreduce:
-        return Step("fp16-allreduce", skip="already on")
-    return Step("fp16-allreduce", {"fp16_allreduce": True}, "gradients all-reduced in FP16 (half the traffic)")
-
-
 RungFn = Callable[[ModeConfig, Facts], Step]
 LADDERS: dict[str, tuple[RungFn, ...]] = {
     "stability": (_black_list("overflow"), _scaling, _master_grad, _bf16),
     "parity": (_o1, _black_list("diverging"), _excluded, _fp32_eval),
-    "speed": (_o2, _no_promote, _max_batch, _fp16_allreduce),
+    "speed": (_o2, _no_promote, _max_batch),
 }
+# No `fp16_allreduce` rung (issue 43.4): in dynamic graph Paddle offers no compressed all-reduce (fleet skips
+# the static-graph FP16AllReduceOptimizer), and DataParallel already reduces each gradient in its own dtype,
+# bucketed and overlapped with the backward: O2 (float16/bfloat16 parameters) is Paddle's half-precision
+# all-reduce, and the o2 rung tries it.  ampbench's own fp16 path runs after the whole backward (no overlap)
+# with full-model buffers, so as a speed rung it would measure the lost overlap, not the compression.
 # Failures no rung answers: the ladder stops with the cause.
 STOPS: tuple[Failure, ...] = ("pass", "inactive", "error", "undecided", "data-bound", "launch-bound")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ampbench.core.opstat import CAST_OPS
+from ampbench.core.opstat import by_forward_op, forward_op, is_cast
 from ampbench.core.records import Trial
 
 DATA_NOTE = 0.1     # a data wait below a tenth of the step is not worth naming
@@ -87,20 +87,33 @@ def _order(trials: list[Trial]) -> Cause | None:
                  "before decorate cast them")
 
 
+def effective_lists(t: Trial) -> tuple[set[str], set[str]]:
+    """The white and black lists the trial's auto_cast applied (Paddle's defaults with the custom lists merged,
+    as the worker recorded them), in forward-op names; a file written before they were recorded: the custom
+    lists only."""
+    white = t.amp.effective_white_list or t.amp.white_list
+    black = t.amp.effective_black_list or t.amp.black_list
+    return {forward_op(o) for o in white}, {forward_op(o) for o in black}
+
+
 def op_census(t: Trial) -> dict[str, int]:
-    """Calls of the trial's op stats: total, low precision, casts, white-list ops in FP32, ops on no list."""
-    calls, white, black = t.amp.op_calls, set(t.amp.white_list), set(t.amp.black_list)
+    """Calls of the trial's op stats: total, low precision, casts, white-list ops in FP32, ops on no list.
+    Op names compared through core/opstat.py (PIR's `pd_op.matmul` is `matmul_v2`, a backward op counts as
+    its forward), lists the effective ones."""
+    calls = t.amp.op_calls
+    fwd = by_forward_op(calls)
+    white, black = effective_lists(t)
     total = sum(sum(c.values()) for c in calls.values())
-    casts = sum(sum(c.values()) for op, c in calls.items() if op in CAST_OPS)
-    low = sum(c.get("float16", 0) + c.get("bfloat16", 0) for op, c in calls.items() if op not in CAST_OPS)
-    white_fp32 = sum(c.get("float32", 0) for op, c in calls.items() if op in white)
-    unlisted = sum(sum(c.values()) for op, c in calls.items() if op not in white | black | CAST_OPS)
+    casts = sum(sum(c.values()) for op, c in calls.items() if is_cast(op))
+    low = sum(c.get("float16", 0) + c.get("bfloat16", 0) for op, c in calls.items() if not is_cast(op))
+    white_fp32 = sum(c.get("float32", 0) for op, c in fwd.items() if op in white)
+    unlisted = sum(sum(c.values()) for op, c in fwd.items() if op not in white | black and not is_cast(op))
     return {"total": total, "low_precision": low, "casts": casts, "white_list_fp32": white_fp32,
             "unlisted": unlisted}
 
 
 def _ops(trials: list[Trial]) -> list[Cause]:
-    t = next((t for t in trials if t.amp.op_calls and t.amp.white_list), None)
+    t = next((t for t in trials if t.amp.op_calls and any(effective_lists(t))), None)
     if t is None:
         return []
     c, out = op_census(t), []

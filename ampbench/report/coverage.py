@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampbench.core.opstat import forward_op, on_list
 from ampbench.core.records import Trial
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
@@ -116,7 +117,8 @@ def _mode_coverage(v: RunView, t: Trial) -> str:
     if rest:
         extra.append(rest)
     unknown = set(t.amp.unknown_op_names)
-    moved = [x for x in [*white, *black] if x not in calls and x not in unknown]
+    seen = {forward_op(op) for op in calls}   # eager and PIR spellings alike
+    moved = [x for x in [*white, *black] if forward_op(x) not in seen and x not in unknown]
     if moved:
         extra.append(f"Listed but not called in the recorded steps: {', '.join(md_code(x) for x in moved)}.")
     if extra:
@@ -129,7 +131,7 @@ def _op_table(calls: dict[str, dict[str, int]], white: list[str], black: list[st
     rows = []
     for op, c in ordered[:MAX_OP_ROWS]:
         n = sum(c.values())
-        tag = ", ".join(x for x, lst in (("white", white), ("black", black)) if op in lst)
+        tag = ", ".join(x for x, lst in (("white", white), ("black", black)) if on_list(op, lst))
         rows.append([md_code(op), *(str(c.get(d, 0)) for d in DTYPES),
                      fmt.pct(low(c) / n, signed=False, decimals=0) if n else DASH, tag or " "])
     return md_table(["Op", "fp16", "bf16", "fp32", "other", "low-precision share", "custom list"], rows,

@@ -13,6 +13,7 @@ so a V100's bf16 or a P100's fp16 reads "not supported here", not "AMP broken".
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import warnings
 from dataclasses import asdict, dataclass
@@ -21,6 +22,9 @@ from typing import Any, Literal
 LowDtype = Literal["float16", "bfloat16"]
 DTYPES: tuple[LowDtype, ...] = ("float16", "bfloat16")
 LEVELS = ("O1", "O2")
+PROBE_TIMEOUT_S = 180.0   # a child probe: Paddle's import and CUDA initialisation, a few seconds on a GPU
+_CHILD_PROBE = ("import sys; from ampbench.trackers.capability import amp_works; "
+                "print('@@probe', 'works' if amp_works(sys.argv[1], sys.argv[2]) else 'no', flush=True)")
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,22 @@ def probe(dtype: LowDtype, level: str = "O1") -> Capability:
                           unsupported=reason)
     except Exception as exc:  # a device without kernels for this dtype may raise instead
         return Capability(dtype=dtype, level=lv, error=f"{type(exc).__name__}: {exc}"[:300], unsupported=reason)
+
+
+def amp_works_in_child(dtype: LowDtype, level: str = "O1", timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """`amp_works` in a short-lived child process: the probe's Paddle import and CUDA context end with the
+    child, so the caller never holds one (tune, whose rung trials run on this GPU next and would list it as
+    another process).  The child dies with ampbench (core/processes.py guarded); one that fails, or runs
+    past `timeout_s` (killed), answers False: a capability is claimed only on evidence."""
+    from ampbench.core.processes import guarded
+
+    try:
+        out = subprocess.run(guarded([sys.executable, "-c", _CHILD_PROBE, dtype, level]), capture_output=True,
+                             text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    answer = [ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("@@probe ")]
+    return out.returncode == 0 and answer == ["works"]
 
 
 def probe_all() -> list[Capability]:

@@ -28,11 +28,22 @@ def has_gpu() -> bool:
     return visible_gpu_count() > 0
 
 
-def visible_gpu_count() -> int:
-    """The GPUs Paddle can use (honours CUDA_VISIBLE_DEVICES and MIG, unlike nvmlDeviceGetCount)."""
-    import paddle
-
+def paddle_missing() -> str:
+    """"" when Paddle imports in this interpreter, else why not (a GPU machine with only the driver, or a
+    virtual environment without paddlepaddle-gpu): the device check and selftest say it in one line."""
     try:
+        import paddle  # noqa: F401
+    except ImportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def visible_gpu_count() -> int:
+    """The GPUs Paddle can use (honours CUDA_VISIBLE_DEVICES and MIG, unlike nvmlDeviceGetCount); 0
+    without Paddle in this interpreter."""
+    try:
+        import paddle
+
         if not paddle.is_compiled_with_cuda():
             return 0
         return int(paddle.device.cuda.device_count())

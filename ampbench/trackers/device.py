@@ -7,13 +7,21 @@ Every GPU-only call stays inside trackers/: the CUDA runtime and allocator in `c
 from __future__ import annotations
 
 from ampbench.core.names import device_slug
-from ampbench.trackers.capability import LowDtype, amp_works, probe_all, summary, unsupported_reason
+from ampbench.trackers.capability import (
+    LowDtype,
+    amp_works,
+    amp_works_in_child,
+    probe_all,
+    summary,
+    unsupported_reason,
+)
 from ampbench.trackers.cuda import has_gpu, has_gpu_cheap, select_device, synchronize, synchronizer
 from ampbench.trackers.env import environment
 
 __all__ = [
     "amp_support_summary",
     "amp_supported",
+    "amp_supported_in_child",
     "amp_unsupported_reason",
     "device_slug",
     "environment",
@@ -28,6 +36,11 @@ __all__ = [
 def amp_supported(dtype: LowDtype, level: str = "O1") -> bool:
     """Whether auto_cast really produces `dtype` at `level` on the current device."""
     return amp_works(dtype, level)
+
+
+def amp_supported_in_child(dtype: LowDtype, level: str = "O1") -> bool:
+    """`amp_supported` asked of a short-lived child, so this process holds no CUDA context afterwards."""
+    return amp_works_in_child(dtype, level)
 
 
 def amp_support_summary() -> str:

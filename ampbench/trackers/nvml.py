@@ -31,6 +31,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ampbench.trackers.own_processes import OwnProcesses
+
 PROCESS, DEVICE = "nvml-process", "nvml-device"
 POLL_S = 0.1  # 10 Hz: NVML calls release the GIL; the thread's Python work stays << 1% of a step
 # nvmlClocksEventReasons bits (nvml.h), named as nvidia-smi names them.
@@ -224,6 +226,8 @@ class Poller:
                  pids: Callable[[], Collection[int]] | None = None, timeline: bool = False) -> None:
         self.nv, self.dev, self.pid, self.interval_s = nv, dev, pid or os.getpid(), interval_s
         self._pids, self.timeline = pids, timeline
+        self._ampbench = OwnProcesses()
+        self._busy_from = float("-inf")   # busy samples after this perf_counter time are the window's
         self.s = Samples()
         self._energy0: float | None = None
         self._paused_mj = 0.0            # energy spent while paused (mid-run evaluations), subtracted
@@ -253,6 +257,9 @@ class Poller:
         self._procs_call = self._procs_calls[0]
         self._energy0 = self._energy_mj()
         self.sample()
+        # NVML's utilization.gpu covers its past sample period (1/6 s to 1 s, [API]): the reading taken here
+        # describes the time before the window, so busy_pct leaves it out
+        self._busy_from = time.perf_counter()
         self._thread.start()
         return self
 
@@ -301,7 +308,7 @@ class Poller:
                 s.own_pid_seen = True
                 if proc.usedGpuMemory:
                     mine = (mine or 0) + int(proc.usedGpuMemory)
-            else:
+            elif int(proc.pid) not in self._ampbench:   # ampbench's own (the tune process, a probe) never foreign
                 s.foreign.add(int(proc.pid))
         if mine:
             s.process_peak = max(s.process_peak or 0, mine)
@@ -357,7 +364,7 @@ class Poller:
                  gaps: Collection[tuple[float, float]] = ()) -> float | None:
         """NVML's utilization.gpu (the share of time a kernel ran, issue 35) averaged over the samples in the
         window (perf_counter times; None: every sample) outside the gaps (evaluations); None without any."""
-        inside = [v for t, v in self.s.busy if (window is None or window[0] <= t <= window[1])
+        inside = [v for t, v in self.s.busy if t > self._busy_from and (window is None or window[0] <= t <= window[1])
                   and not any(a <= t <= b for a, b in gaps)]
         return statistics.fmean(inside) if inside else None
 

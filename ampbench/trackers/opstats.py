@@ -13,7 +13,7 @@ import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ampbench.core.opstat import CAST_OPS
+from ampbench.core.opstat import is_cast, on_list
 
 
 @dataclass
@@ -77,6 +77,7 @@ def parse_op_stats(raw: dict[str, str]) -> dict[str, dict[str, int]]:
 
 
 def low_precision_calls(op_calls: dict[str, dict[str, int]], ops: frozenset[str] | set[str] | None = None) -> int:
-    """Low-precision op calls, casts excluded (of `ops` only when given)."""
+    """Low-precision op calls, casts excluded (of `ops` only when given); op names in any spelling (eager's
+    legacy names, PIR's `pd_op.*` under to_static: core/opstat.py canonical_op)."""
     return sum(c.get("float16", 0) + c.get("bfloat16", 0) for op, c in op_calls.items()
-               if op not in CAST_OPS and (ops is None or op in ops))
+               if not is_cast(op) and (ops is None or on_list(op, ops)))

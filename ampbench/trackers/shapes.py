@@ -12,6 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 MULTIPLE = 8
+# A convolution reading the input image (1 grey, 3 RGB, 4 RGBA channels: the "stem") is judged apart: its
+# input channels are the data's, which no user pads in an NCHW model, and the library, not the user, pads
+# them for its Tensor Core kernels (NVIDIA's convolution performance guide singles out the first layer's
+# 3 channels).  Its output channels are still audited, so the advice names a layer the user can change.
+STEM_CHANNELS = 4
 MAX_FINDINGS = 50  # a huge model lists its first 50 odd layers (the count says how many in all)
 
 
@@ -60,15 +65,21 @@ def absent(why: str) -> dict[str, Any]:
 
 def audit_dims(layers: list[tuple[str, str, list[int]]], batch_size: int, total: int | None = None) -> dict[str, Any]:
     """{"multiple": 8, "batch_size", "batch_ok", "layers": audited count, "odd": [{"layer", "type", "dims",
-    "odd_dims"}, ...] (at most MAX_FINDINGS), "odd_count"}.  `total`: the layers a command program has, when
+    "odd_dims"}, ...] (at most MAX_FINDINGS), "odd_count", "stem": convolutions reading the image, whose
+    input channels are not judged (STEM_CHANNELS)}.  `total`: the layers a command program has, when
     its hook listed only the first of them (the odd count is then of the listed ones)."""
     odd: list[dict[str, Any]] = []
+    stem: list[dict[str, Any]] = []
     count = 0
     for name, kind, dims in layers:
-        bad = [d for d in dims if d % MULTIPLE]
+        judged = dims
+        if kind.startswith("Conv") and dims and dims[0] <= STEM_CHANNELS and dims[0] % MULTIPLE:
+            stem.append({"layer": name, "type": kind, "dims": dims})
+            judged = dims[1:]   # the image's channels apart; the layer's own output channels still count
+        bad = [d for d in judged if d % MULTIPLE]
         if bad:
             count += 1
             if len(odd) < MAX_FINDINGS:
                 odd.append({"layer": name, "type": kind, "dims": dims, "odd_dims": bad})
     return {"multiple": MULTIPLE, "batch_size": batch_size, "batch_ok": batch_size % MULTIPLE == 0,
-            "layers": max(len(layers), total or 0), "odd": odd, "odd_count": count}
+            "layers": max(len(layers), total or 0), "odd": odd, "odd_count": count, "stem": stem[:MAX_FINDINGS]}

@@ -123,7 +123,7 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, channel: dict[st
         env["PYTHONPATH"] = os.pathsep.join(x for x in (str(HOOK_DIR), env.get("PYTHONPATH", "")) if x)
         env.update(channel)   # where the hook reports (an abstract socket, never a folder)
         env["AMPBENCH_HOOK_STOP_AFTER"] = str(tr.steps_total if p.stop_after_steps else 0)
-        env["AMPBENCH_HOOK_STATS_STEPS"] = str(tr.suite.train.amp_stats_steps)
+        env["AMPBENCH_HOOK_STATS_STEPS"] = str(tr.suite.train.op_stats_steps(first=2))   # inside warm-up
         env["AMPBENCH_HOOK_WARMUP"] = str(tr.suite.train.warmup_steps)
         env["AMPBENCH_HOOK_LOSS_EVERY_S"] = repr(p.loss_every_ms / 1000)
     return argv, env, p.cwd.format(**v) if p.cwd else None

@@ -75,15 +75,17 @@ class ProgramGpu:
         if "NVIDIA_VISIBLE_DEVICES" in os.environ:   # the container's choice (a MIG instance), the program's too
             env["NVIDIA_VISIBLE_DEVICES"] = os.environ["NVIDIA_VISIBLE_DEVICES"]
         bus = start.get("pci_bus_id") if isinstance(start.get("pci_bus_id"), str) else None
+        # the CUDA device's own UUID (a MIG instance's): how a MIG instance picked by index is found
+        uuid = start.get("cuda_uuid") if isinstance(start.get("cuda_uuid"), str) else None
         if self.session is None:
-            self.session = nvml.Session(env, bus).open()
+            self.session = nvml.Session(env, bus, uuid).open()
             if self.session.error:
                 self.errors["nvml"] = self.session.error
         nv = self.session.nv
         if nv is None:
             return
         try:
-            dev = nvml.resolve(nv, env, bus)
+            dev = nvml.resolve(nv, env, bus, uuid)
         except Exception as exc:  # noqa: BLE001  recorded: the other devices (and the trial) go on
             self.errors.setdefault("nvml", f"NVML device not resolved: {type(exc).__name__}: {exc}"[:300])
             return

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ampbench.core.records import AmpInfo, DecorateOrder, Memory, StepRecord, Trial
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
-from ampbench.trial.precision import low_precision_calls, parse_op_stats
+from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
 MAX_STEPS_PER_LINE = 10_000_000
@@ -181,6 +181,9 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
     procs = reader.stepping() or list(reader.procs.values())
     calls, apart = _summed(p.ops for p in procs), _summed(p.optimizer_ops for p in procs)
     amp.op_calls, amp.optimizer_op_calls = calls, apart
+    if requested:   # the lists the program's auto_cast applied (defaults of this Paddle + the mode's custom ones)
+        lists = effective_lists(dtype, level, list(amp.white_list), list(amp.black_list))
+        amp.effective_white_list, amp.effective_black_list = lists["white"], lists["black"]
     low = low_precision_calls(calls)
     amp.active = bool(requested and low > 0)
     total = sum(sum(c.values()) for c in calls.values())

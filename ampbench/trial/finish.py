@@ -45,7 +45,7 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     amp.optimizer_op_calls = {op: c for op, c in res.ops_apart.calls.items() if any(c.values())}
     low = low_precision_calls(amp.op_calls)
     amp.active = bool(mode.amp and low > 0)
-    n = min(tr.suite.train.amp_stats_steps, len(tr.trial.steps))
+    n = min(tr.suite.train.op_stats_steps(), len(tr.trial.steps))
     amp.evidence = f"{low} low-precision op calls of {sum(sum(c.values()) for c in amp.op_calls.values())} " \
                    f"in the first {n} step(s), the optimizer step's " \
                    f"{sum(sum(c.values()) for c in amp.optimizer_op_calls.values())} apart"

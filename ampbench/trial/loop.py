@@ -91,7 +91,7 @@ def run_steps(tr: TrialContext, p: Parts) -> LoopResult:
                     p.amp.scaler_enabled = p.prec.refresh()  # Paddle may turn the scaler off at step 1
                     tr.trial.shape_audit = shapes.audit(p.model, tr.batch)  # the model as it trained
                 res.train_wall += dt
-                if step == train.amp_stats_steps:
+                if step == train.op_stats_steps():   # the op-stats window ends inside warm-up
                     stats.close()
                 if record_step(tr, res, log, step, warm, out, dt, clock.cpu_s, raw[4]):
                     break

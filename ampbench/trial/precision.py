@@ -42,6 +42,26 @@ def default_lists(dtype: str, level: str) -> dict[str, list[str]]:
     return {"white": sorted(white), "black": sorted(black)}
 
 
+def effective_lists(dtype: str, level: str, custom_white: list[str], custom_black: list[str]) -> dict[str, list[str]]:
+    """The white/black lists auto_cast really applies: Paddle's defaults with the custom lists merged in, by
+    Paddle's own rule (`amp/auto_cast.py _update_list`: a custom white op leaves the black list and the
+    reverse); Paddle without that function: the same merge over `default_lists`."""
+    try:
+        import importlib
+
+        # the module (paddle.amp's `auto_cast` attribute is the function of that name); Any: Paddle types the
+        # level and dtype as Literals, ours are the validated strings of the mode
+        merge: Any = importlib.import_module("paddle.amp.auto_cast")._update_list
+        white, black = merge(list(custom_white), list(custom_black), level, dtype)
+    except ImportError:   # no Paddle in this interpreter (a command trial's parent): nothing to merge with
+        return {"white": sorted(custom_white), "black": sorted(custom_black)}
+    except (AttributeError, KeyError, TypeError):
+        d = default_lists(dtype, level)
+        white = (set(d["white"]) - set(custom_black)) | set(custom_white)
+        black = (set(d["black"]) - set(custom_white)) | set(custom_black)
+    return {"white": sorted(white), "black": sorted(black)}
+
+
 def lists_hash(lists: dict[str, list[str]]) -> str:
     return hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -195,10 +215,13 @@ class Precision:
     def describe(self) -> dict[str, Any]:
         m = self.mode
         lists = default_lists(m.dtype, m.amp_level) if m.amp else {"white": [], "black": []}
+        eff = effective_lists(m.dtype, m.amp_level, list(m.custom_white_list), list(m.custom_black_list)) \
+            if m.amp else {"white": [], "black": []}
         return {
             "requested": m.amp, "level": m.level, "dtype": m.dtype if m.amp else "float32",
             "use_promote": m.use_promote, "white_list": list(m.custom_white_list),
             "black_list": list(m.custom_black_list), "default_lists_hash": lists_hash(lists) if m.amp else "",
+            "effective_white_list": eff["white"], "effective_black_list": eff["black"],
             "unknown_op_names": list(self.unknown_names),
             "scaler": m.scaler.model_dump() if m.amp else {}, "scaler_enabled": self.scaler_enabled,
             "scaler_built": self.scaler is not None, "excluded_layers": list(m.excluded_layers),

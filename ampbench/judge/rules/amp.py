@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ampbench.config import ModeConfig
+from ampbench.core.opstat import by_forward_op, forward_op, is_cast
 from ampbench.core.records import Trial
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
@@ -10,7 +11,6 @@ from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
 LOW_PRECISION = ("float16", "bfloat16", "fp16", "bf16")
-CAST_OPS = ("cast", "cast_")  # a cast of a user's fp16 tensor is not evidence that AMP ran
 
 
 def _op_counts(trials: list[Trial]) -> tuple[int, int]:
@@ -19,7 +19,7 @@ def _op_counts(trials: list[Trial]) -> tuple[int, int]:
         for op, by_dtype in t.amp.op_calls.items():
             for dtype, n in by_dtype.items():
                 total += int(n)
-                low += int(n) if dtype in LOW_PRECISION and op not in CAST_OPS else 0
+                low += int(n) if dtype in LOW_PRECISION and not is_cast(op) else 0  # a cast proves nothing
     return low, total
 
 
@@ -62,9 +62,10 @@ def inactive_code(t: Trial) -> str:
 
 
 def _calls(ts: list[Trial]) -> dict[str, dict[str, int]]:
+    """Every trial's op calls under their forward op's canonical name (eager and PIR spellings agree)."""
     calls: dict[str, dict[str, int]] = {}
     for t in ts:
-        for op, by in t.amp.op_calls.items():
+        for op, by in by_forward_op(t.amp.op_calls).items():
             agg = calls.setdefault(op, {})
             for dt, n in by.items():
                 agg[dt] = agg.get(dt, 0) + int(n)
@@ -89,9 +90,9 @@ def rule_op_lists(c: Ctx) -> list[RuleResult]:
                        trials=[t.key for t in ts if t.amp.unknown_op_names], reasons=["unknown-ops"])]
     calls = _calls(ts)
     low = {op: sum(v for k, v in by.items() if k in LOW_PRECISION) for op, by in calls.items()}
-    leaked = [op for op in mode.custom_black_list if low.get(op, 0) > 0]
-    missed = [op for op in mode.custom_white_list if op in calls and low.get(op, 0) == 0]
-    unseen = [op for op in mode.custom_white_list + mode.custom_black_list if op not in calls]
+    leaked = [op for op in mode.custom_black_list if low.get(forward_op(op), 0) > 0]
+    missed = [op for op in mode.custom_white_list if forward_op(op) in calls and low.get(forward_op(op), 0) == 0]
+    unseen = [op for op in mode.custom_white_list + mode.custom_black_list if forward_op(op) not in calls]
     note = f" Not called in the recorded steps: {', '.join(unseen)}." if unseen else ""
     observed = {"unknown": [], "leaked": leaked, "missed": missed}
     if c.amp_inactive:

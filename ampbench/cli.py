@@ -109,7 +109,7 @@ def _guard() -> Iterator[None]:
 @app.command(epilog=EXIT_CODES)
 def run(  # noqa: PLR0913  typer: one parameter per command-line option
     suite_file: Path | None = typer.Argument(
-        None, help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr); optional with --resume"),
+        None, help="Suite TOML file, or a bundled suite name (toy, resnet, ocr, bert, ctr); optional with --resume"),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     modes: list[str] | None = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
@@ -152,6 +152,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                             "trials) in a multi-node trial started by hand"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also the trial table and every rule's full text "
                                  "(default: the outcome table and one next step per rule that did not pass)"),
+    status_every: float = typer.Option(15.0, "--status-every", min=0, max=30, help="Seconds between the status "
+                                       "lines of a piped run (trial, step, rate, time left; 0: none)"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
@@ -170,7 +172,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=max_seeds, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices, master=master, node_rank=node_rank, verbose=verbose,
+        devices=devices, master=master, node_rank=node_rank, verbose=verbose, status_every=status_every,
         slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll),
     )
     if probe is not None and not at_max_batch:

@@ -6,6 +6,7 @@ own worker process; `RunPace`'s arithmetic is also checked on a hand-driven cloc
 
 from __future__ import annotations
 
+import itertools
 import os
 import pty
 import re
@@ -69,7 +70,7 @@ def test_run_toy_piped_reaches_a_verdict_with_status_lines(tmp_path):
     # from the first status line until the last trial ended, never silent for long
     last_trial = max(t for t, ln in lines if re.match(r"  [\w-]+ seed \d: ok", ln))
     times = [t for t, _ in status if t <= last_trial] + [last_trial]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert max(gaps) < every + 6, gaps
     assert status[0][0] < every + 8
 

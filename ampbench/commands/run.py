@@ -22,7 +22,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ampbench.commands import until_decided as ud
 from ampbench.commands.check import check_run
-from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace, StatusTicker
 from ampbench.commands.run_plan import (
     NodeRole,
     RunOptions,
@@ -39,6 +38,7 @@ from ampbench.commands.run_plan import (
     preflight,
     trial_width,
 )
+from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace, StatusTicker
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.names import utc_now

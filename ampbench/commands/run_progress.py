@@ -19,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Self
 
 from rich.console import Console
 from rich.text import Text
@@ -148,7 +149,7 @@ class StatusTicker:
         while not self._stop.wait(self.every_s):
             self.console.print(Text(self.pace.status_line()), soft_wrap=True)
 
-    def __enter__(self) -> "StatusTicker":
+    def __enter__(self) -> Self:
         if self.every_s > 0:
             self._thread.start()
         return self

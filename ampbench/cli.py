@@ -279,11 +279,14 @@ def compare(
                                          "parquet, pytest-benchmark: required; a folder/ for pytest-benchmark)"),
     sort: str = typer.Option("name", "--sort", help="table: name, min, max, mean, stddev, median, iqr, trials, "
                              "samples_per_s or change (numeric: best first)"),
+    fail_above: float | None = typer.Option(None, "--fail-above", min=0, help="PCT: exit 1 when a mode is "
+                                            "significantly slower by more than PCT percent (3: slower but disturbed)"),
 ) -> None:
-    """Compare runs per mode: two side by side (pytest-benchmark's columns), several as one table, or export one."""
+    """Compare runs per mode: two side by side (pytest-benchmark's columns, each change marked significant or
+    not by check --baseline's test), several as one table, or export one."""
     from ampbench.commands.compare import compare as compare_runs
 
-    compare_runs(run_dirs, fmt, output, sort, out)
+    raise typer.Exit(compare_runs(run_dirs, fmt, output, sort, out, fail_above))
 
 
 @app.command(hidden=True)

@@ -1,4 +1,6 @@
-"""The `ampbench` command: run, check, plan, report, summary, publish, probe, diagnose, tune, export-benchmark, baseline, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, tune, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+
+The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
 
 Thin: each verb parses its options and calls one function of the module that owns the work.
 Errors the user can fix (bad suite file, corrupt or unreadable results, a full or read-only disk)
@@ -72,7 +74,7 @@ class GuardedTyper(typer.Typer):
         return decorate
 
 
-app = GuardedTyper(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,
+app = GuardedTyper(add_completion=True, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,
                    rich_markup_mode=None)
 baseline_app = GuardedTyper(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.",
                             rich_markup_mode=None)
@@ -84,6 +86,40 @@ import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR config or
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()
+
+
+def _print_version(value: bool) -> None:
+    """--version: ampbench's and the Paddle it would train with (from the installed metadata: no paddle import)."""
+    if not value:
+        return
+    from importlib import metadata
+
+    from ampbench import __version__
+
+    try:
+        paddle = metadata.version("paddlepaddle-gpu")
+    except metadata.PackageNotFoundError:
+        try:
+            paddle = metadata.version("paddlepaddle")
+        except metadata.PackageNotFoundError:
+            paddle = "not installed"
+    typer.echo(f"ampbench {__version__} (paddle {paddle}, python {sys.version.split()[0]})")
+    raise typer.Exit(0)
+
+
+def _suite_names(incomplete: str) -> list[str]:
+    """Shell completion of a suite argument: the bundled suites' names (a path completes as files do)."""
+    from ampbench.config.bundled import bundled_suites
+
+    return [n for n in bundled_suites() if n.startswith(incomplete)]
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print ampbench's version (and Paddle's) and exit"),
+) -> None:
+    """The options before the verb (--version; --install-completion / --show-completion: typer's)."""
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
@@ -109,7 +145,8 @@ def _guard() -> Iterator[None]:
 @app.command(epilog=EXIT_CODES)
 def run(  # noqa: PLR0913  typer: one parameter per command-line option
     suite_file: Path | None = typer.Argument(
-        None, help="Suite TOML file, or a bundled suite name (toy, resnet, ocr, bert, ctr); optional with --resume"),
+        None, help="Suite TOML file, or a bundled suite name (toy, resnet, ocr, bert, ctr); optional with --resume",
+        autocompletion=_suite_names),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     modes: list[str] | None = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
@@ -344,7 +381,8 @@ def diagnose(
 
 @app.command(epilog=EXIT_CODES)
 def tune(
-    suite_file: Path | None = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume"),
+    suite_file: Path | None = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume",
+                                             autocompletion=_suite_names),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     mode: str | None = typer.Option(None, "--mode", "-m", help="The AMP mode to tune (default: the suite's first)"),
     set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),

@@ -116,8 +116,8 @@ def print_compare(rows: list[Row], console: Console, marks: dict[str, Change] | 
         console.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
     t = Table(title="samples/s per trial (each trial's median step rate)", title_justify="left")
     cols = ["Name", "Min", "Max", "Mean", "StdDev", "Median", "IQR", "Trials", "Samples/s (geo. mean)", "Change"]
-    for c in cols + (["Significant"] if marks is not None else []):
-        t.add_column(c, justify="left" if c in ("Name", "Significant") else "right")
+    for col in cols + (["Significant"] if marks is not None else []):
+        t.add_column(col, justify="left" if col in ("Name", "Significant") else "right")
     for r in rows:
         change = "(other)" if r.change is None else fmt.pct(r.change)
         cells = [escape(r.name), *(fmt.num(x) for x in (r.min, r.max, r.mean)),

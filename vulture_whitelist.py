@@ -14,6 +14,9 @@ _.ResNetWorkload  # "ampbench.workloads.resnet.workload:ResNetWorkload"
 _.ToyWorkload  # "ampbench.workloads.toy:ToyWorkload"
 _.CommandWorkload  # "ampbench.workloads.command.workload:CommandWorkload"
 
+# typer calls the app's callback (cli.py: the options before the verb, --version).
+_._root  # @app.callback()
+
 # Fields of the files ampbench writes (docs/results-format.md, schemas/): read by users and tools, not by ampbench.
 _.extra_per_s  # Throughput: per-second rates of a workload's extra units (tokens/s for bert)
 _.sm_clock_max_mhz  # Interference: GPU evidence recorded for the reader of a disturbed trial

@@ -1,4 +1,6 @@
-"""The `ampbench` command: run, check, plan, report, summary, publish, probe, diagnose, tune, export-benchmark, baseline, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, tune, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+
+The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
 
 Thin: each verb parses its options and calls one function of the module that owns the work.
 Errors the user can fix (bad suite file, corrupt or unreadable results, a full or read-only disk)
@@ -72,7 +74,7 @@ class GuardedTyper(typer.Typer):
         return decorate
 
 
-app = GuardedTyper(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,
+app = GuardedTyper(add_completion=True, no_args_is_help=True, help=__doc__.splitlines()[0], epilog=EXIT_CODES,
                    rich_markup_mode=None)
 baseline_app = GuardedTyper(no_args_is_help=True, help="Save and inspect baselines for `check --baseline`.",
                             rich_markup_mode=None)
@@ -84,6 +86,40 @@ import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR config or
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()
+
+
+def _print_version(value: bool) -> None:
+    """--version: ampbench's and the Paddle it would train with (from the installed metadata: no paddle import)."""
+    if not value:
+        return
+    from importlib import metadata
+
+    from ampbench import __version__
+
+    try:
+        paddle = metadata.version("paddlepaddle-gpu")
+    except metadata.PackageNotFoundError:
+        try:
+            paddle = metadata.version("paddlepaddle")
+        except metadata.PackageNotFoundError:
+            paddle = "not installed"
+    typer.echo(f"ampbench {__version__} (paddle {paddle}, python {sys.version.split()[0]})")
+    raise typer.Exit(0)
+
+
+def _suite_names(incomplete: str) -> list[str]:
+    """Shell completion of a suite argument: the bundled suites' names (a path completes as files do)."""
+    from ampbench.config.bundled import bundled_suites
+
+    return [n for n in bundled_suites() if n.startswith(incomplete)]
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print ampbench's version (and Paddle's) and exit"),
+) -> None:
+    """The options before the verb (--version; --install-completion / --show-completion: typer's)."""
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
@@ -109,7 +145,8 @@ def _guard() -> Iterator[None]:
 @app.command(epilog=EXIT_CODES)
 def run(  # noqa: PLR0913  typer: one parameter per command-line option
     suite_file: Path | None = typer.Argument(
-        None, help="Suite TOML file, or a bundled suite name (resnet, ocr, bert, ctr); optional with --resume"),
+        None, help="Suite TOML file, or a bundled suite name (toy, resnet, ocr, bert, ctr); optional with --resume",
+        autocompletion=_suite_names),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     modes: list[str] | None = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
@@ -152,6 +189,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                             "trials) in a multi-node trial started by hand"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also the trial table and every rule's full text "
                                  "(default: the outcome table and one next step per rule that did not pass)"),
+    status_every: float = typer.Option(15.0, "--status-every", min=0, max=30, help="Seconds between the status "
+                                       "lines of a piped run (trial, step, rate, time left; 0: none)"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
     from ampbench.commands.run import RunOptions, execute
@@ -171,7 +210,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=cap, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices, master=master, node_rank=node_rank, verbose=verbose,
+        devices=devices, master=master, node_rank=node_rank, verbose=verbose, status_every=status_every,
         slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll),
     )
     if probe is not None and not at_max_batch:
@@ -278,11 +317,14 @@ def compare(
                                          "parquet, pytest-benchmark: required; a folder/ for pytest-benchmark)"),
     sort: str = typer.Option("name", "--sort", help="table: name, min, max, mean, stddev, median, iqr, trials, "
                              "samples_per_s or change (numeric: best first)"),
+    fail_above: float | None = typer.Option(None, "--fail-above", min=0, help="PCT: exit 1 when a mode is "
+                                            "significantly slower by more than PCT percent (3: slower but disturbed)"),
 ) -> None:
-    """Compare runs per mode: two side by side (pytest-benchmark's columns), several as one table, or export one."""
+    """Compare runs per mode: two side by side (pytest-benchmark's columns, each change marked significant or
+    not by check --baseline's test), several as one table, or export one."""
     from ampbench.commands.compare import compare as compare_runs
 
-    compare_runs(run_dirs, fmt, output, sort, out)
+    raise typer.Exit(compare_runs(run_dirs, fmt, output, sort, out, fail_above))
 
 
 @app.command(hidden=True)
@@ -340,7 +382,8 @@ def diagnose(
 
 @app.command(epilog=EXIT_CODES)
 def tune(
-    suite_file: Path | None = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume"),
+    suite_file: Path | None = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume",
+                                             autocompletion=_suite_names),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     mode: str | None = typer.Option(None, "--mode", "-m", help="The AMP mode to tune (default: the suite's first)"),
     set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),

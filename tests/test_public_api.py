@@ -12,6 +12,7 @@ PROMISED = {
     "ampbench.workloads": {"Workload", "Batch", "WorkloadParams", "WorkloadContext"},
     "ampbench.results": {"Trial", "RunInfo", "load_doc", "open_run"},
     "ampbench.commands.check": {"check_run"},
+    "ampbench.api": {"load", "summary", "check", "verdicts", "compare", "changes_of"},
 }
 
 

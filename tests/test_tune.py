@@ -485,7 +485,9 @@ def test_a_command_programs_shapes_and_decorate_order_are_recorded_and_named(tmp
     assert [t[m].amp.decorate_order for m in ("fp32", "amp-dp-first", "amp-ok")] == [
         "", "data-parallel-first", "decorate-first"]
     report = (run.path / "report.md").read_text()
-    assert "Linear [64, 500]" in report and "paddle.amp.decorate ran after paddle.DataParallel" in report
+    assert "paddle.amp.decorate ran after paddle.DataParallel" in report
+    # the odd shapes are recorded, but Tensor Core advice cannot apply to a CPU run: left out of its report
+    assert "Linear [64, 500]" not in report and "Tensor Cores" not in report
 
 
 def test_bf16_gradients_are_never_cast_to_fp16_a_bf16_fp16_allreduce_mode_is_refused(toy_suite, tmp_path):

@@ -38,6 +38,7 @@ from ampbench.commands.run_plan import (
     preflight,
     trial_width,
 )
+from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace, StatusTicker
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import last_line
@@ -49,6 +50,7 @@ from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted, keep_signal_handlers
 from ampbench.report.console import CRASH_LINE_CHARS, print_outcome, print_rules, print_trials
+from ampbench.report.fmt import seconds
 from ampbench.report.view import view_of
 from ampbench.results.manifest import Manifest, load_manifest
 from ampbench.results.previous import LAST, previous_run
@@ -170,14 +172,14 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         baseline = opts.baseline
         try:
             role = node_role(opts)
-            ended = _run_trials(run, info, suite, plan, todo, faults, console, manifest, role)
+            ended = _run_trials(run, info, suite, plan, todo, faults, console, manifest, role, opts.status_every)
             if role is not None and role.follower:
                 return _follower_done(run, ended, console)
             baseline = _resolve_baseline(run, baseline, console)
             seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
             if opts.until_decided and info.sequential is not None:
                 def more(new: list[tuple[str, int]]) -> None:
-                    _run_trials(run, info, suite, new, new, faults, console, manifest, role)
+                    _run_trials(run, info, suite, new, new, faults, console, manifest, role, opts.status_every)
 
                 suite = ud.extend(run, info, suite, plan, seq, more, console, started)
         except (KeyboardInterrupt, Interrupted) as e:
@@ -256,9 +258,10 @@ def _say_pool(pool: list[str] | None, console: Console) -> None:
 
 def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]],
                 todo: list[tuple[str, int]], faults: dict[str, Fault], console: Console, manifest: Manifest,
-                node: NodeRole | None = None) -> list[Trial]:
+                node: NodeRole | None = None, status_every: float = STATUS_EVERY_S) -> list[Trial]:
     """`todo` through the device pool (run.json's; none: one slot, the plan's order), one progress task
-    per running trial; or, for a run started with --launcher slurm, as Slurm jobs."""
+    per running trial with its time left (a pipe: a status line every `status_every` s); or, for a run
+    started with --launcher slurm, as Slurm jobs."""
     from ampbench.launch.slurm_run import load_state
 
     if (state := load_state(run.path)) is not None:
@@ -273,10 +276,13 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
     shares = cpu_shares(info.affinity, len(pool))
     ended: list[Trial] = []
     sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
+    pace = RunPace(len(plan), len(plan) - len(todo), slots=len(pool))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[info]}", markup=False), console=console, transient=False,
-                  disable=not console.is_terminal) as progress:  # a pipe gets one line per trial, no bar
-        overall = progress.add_task("trials", total=len(plan), completed=len(plan) - len(todo), info="")
+                  TextColumn("{task.fields[left]}", markup=False), TextColumn("{task.fields[info]}", markup=False),
+                  console=console, transient=False, disable=not console.is_terminal
+                  ) as progress, StatusTicker(pace, console, 0 if console.is_terminal else status_every):
+        # a pipe gets one line per trial and a status line every status_every s, no bar
+        overall = progress.add_task("trials", total=len(plan), completed=len(plan) - len(todo), info="", left="")
 
         def start(job: Job, slots: tuple[int, ...], stop: threading.Event) -> Trial:
             devices = tuple(pool[d] for d in slots)
@@ -284,15 +290,17 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
             spec = make_spec(info, suite, run, job.mode, job.seed, faults.get(trial_key(job.mode, job.seed)), cpus,
                              node)
             task = progress.add_task(f"  {escape(job.mode)} seed {job.seed}{_where(devices)}",
-                                     total=suite.train.steps, info="starting")
+                                     total=suite.train.steps, info="starting", left="")
+            pace.start(job.mode, job.seed, suite.train.steps)
             try:
-                trial = launch_trial(spec, run, on_event=_on_event(progress, task), stop=stop,
+                trial = launch_trial(spec, run, on_event=_on_event(progress, task, pace, job, overall), stop=stop,
                                      env=device_env(devices, suite.distributed.multi_process))
             except ResultsError:
                 manifest.still_there()   # a run folder the program removed: say what was lost
                 raise
             finally:
                 progress.remove_task(task)
+                pace.finish(job.mode, job.seed)
             if Path(spec.trial_path).is_file():   # (a follower node writes none: node 0 records the trial)
                 manifest.record(Path(spec.trial_path))   # the program's tree has exited: this file is the record
             return trial
@@ -311,16 +319,24 @@ def _where(devices: tuple[str, ...]) -> str:
     return f" on device {escape(','.join(devices))}" if devices and devices != (CPU,) else ""
 
 
-def _on_event(progress: Progress, task: Any) -> Callable[[dict[str, Any]], None]:
-    """A trial's events (from its launch thread) onto its progress task."""
+def _on_event(progress: Progress, task: Any, pace: RunPace, job: Job, overall: Any
+              ) -> Callable[[dict[str, Any]], None]:
+    """A trial's events (from its launch thread) onto its progress task, its pace and the run's time left."""
     def on_event(ev: dict[str, Any]) -> None:
         if ev.get("event") == "step":
             loss = ev.get("loss")
-            progress.update(task, completed=ev.get("step", 0),
+            step = ev.get("step", 0)
+            pace.step(job.mode, job.seed, step if isinstance(step, int) else 0)
+            progress.update(task, completed=step, left=_left_text(pace.trial_left_s(job.mode, job.seed)),
                             info=f"loss {loss:.4g}" if isinstance(loss, float) else "loss non-finite")
+            progress.update(overall, left=_left_text(pace.run_left_s()))
         elif ev.get("event") == "phase":
             progress.update(task, info=str(ev.get("phase", "")))
     return on_event
+
+
+def _left_text(left: float | None) -> str:
+    return f"~{seconds(left)} left" if left is not None else "estimating"
 
 
 def _status_text(t: Trial, primary: str = "") -> str:

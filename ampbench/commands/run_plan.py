@@ -57,6 +57,7 @@ class RunOptions:
     slurm: SlurmOptions | None = None  # --launcher slurm: every trial a Slurm job (launch/slurm_run.py)
     master: str | None = None  # --master HOST:PORT --node-rank R: a multi-node trial's nodes started by hand
     node_rank: int | None = None
+    status_every: float = 15.0  # --status-every: a piped run's status line interval (run_progress.STATUS_EVERY_S)
 
 
 @dataclass(frozen=True)

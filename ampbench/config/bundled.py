@@ -6,6 +6,7 @@ wins when one exists, so users' own suites and edited copies behave as before.
 
 from __future__ import annotations
 
+import difflib
 from importlib import resources
 from pathlib import Path
 
@@ -31,5 +32,7 @@ def resolve_suite(text: str | Path) -> Path:
     if p.parent in (Path("."), Path("suites")) and name in table:
         return table[name]
     known = ", ".join(sorted(table))
-    raise ConfigError(p, "", f"suite file not found, and no bundled suite of that name (bundled: {known}; "
+    close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise ConfigError(p, "", f"suite file not found, and no bundled suite of that name ({hint}bundled: {known}; "
                              "`ampbench suites` lists them)")

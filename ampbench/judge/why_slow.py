@@ -59,6 +59,8 @@ def _gpu_busy(trials: list[Trial]) -> Cause | None:
 
 
 def _shapes(trials: list[Trial]) -> Cause | None:
+    if not any(t.env.device.startswith("gpu") for t in trials):
+        return None  # Tensor Cores are a GPU's: on a CPU (or an XPU) the multiple-of-8 advice cannot apply
     audit = next((t.shape_audit for t in trials if t.shape_audit), None)
     if not audit:
         return None

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from ampbench.core.errors import ConfigError
 from ampbench.judge import measure
+from ampbench.judge.run_change import Change
 from ampbench.report import fmt
 from ampbench.results.run_dir import OpenRun, open_run
 
@@ -94,16 +95,44 @@ def differences(rows: list[Row]) -> str | None:
     return None
 
 
-def print_compare(rows: list[Row], console: Console) -> None:
+def significance_text(c: Change | None) -> str:
+    """The Significant cell: the mark, and the decided ratio's change with its interval."""
+    if c is None:
+        return "not compared"
+    if c.ratio is None:
+        return c.mark
+    ci = f" [{fmt.pct(c.ci_low - 1)}, {fmt.pct(c.ci_high - 1)}]" if c.ci_low is not None and c.ci_high is not None \
+        else ""
+    head = {"slower": "yes, slower", "faster": "yes, faster"}.get(c.mark, "no" if c.mark != "disturbed" else
+                                                                   "no (disturbed)")
+    return f"{head}: {fmt.pct(c.change)}{ci}"
+
+
+def print_compare(rows: list[Row], console: Console, marks: dict[str, Change] | None = None) -> None:
+    """The table; with `marks` (judge.run_change) a Significant column on the current run's rows and
+    one line per mode that is not significant for a reason worth knowing (disturbed, too few trials)."""
     note = differences(rows)
     if note:
         console.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
     t = Table(title="samples/s per trial (each trial's median step rate)", title_justify="left")
-    for c in ("Name", "Min", "Max", "Mean", "StdDev", "Median", "IQR", "Trials", "Samples/s (geo. mean)", "Change"):
-        t.add_column(c, justify="left" if c == "Name" else "right")
+    cols = ["Name", "Min", "Max", "Mean", "StdDev", "Median", "IQR", "Trials", "Samples/s (geo. mean)", "Change"]
+    for col in cols + (["Significant"] if marks is not None else []):
+        t.add_column(col, justify="left" if col in ("Name", "Significant") else "right")
     for r in rows:
         change = "(other)" if r.change is None else fmt.pct(r.change)
-        t.add_row(escape(r.name), *(fmt.num(x) for x in (r.min, r.max, r.mean)),
-                  "-" if np.isnan(r.stddev) else fmt.num(r.stddev), fmt.num(r.median), fmt.num(r.iqr),
-                  str(r.trials), fmt.num(r.samples_per_s), change)
+        cells = [escape(r.name), *(fmt.num(x) for x in (r.min, r.max, r.mean)),
+                 "-" if np.isnan(r.stddev) else fmt.num(r.stddev), fmt.num(r.median), fmt.num(r.iqr),
+                 str(r.trials), fmt.num(r.samples_per_s), change]
+        if marks is not None:
+            cells.append("" if r.change is None else escape(significance_text(marks.get(r.mode))))
+        t.add_row(*cells)
     console.print(t)
+    if marks:
+        m = max(c.min_change for c in marks.values())
+        console.print(f"Significant: `check --baseline`'s history-throughput test both ways (trial-level, spread "
+                      f"pooled over modes, run drift allowed): a change beyond {m:.0%} shown at its FAIL level; "
+                      "the change beside it is the figure that test decided on, with its 95% interval.",
+                      soft_wrap=True, highlight=False)
+        for c in marks.values():
+            if c.why:
+                console.print(f"  {escape(c.mode)}: {c.mark}: {escape(c.why)}", soft_wrap=True, highlight=False)

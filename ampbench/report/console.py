@@ -17,7 +17,7 @@ from ampbench.core.records import Trial
 from ampbench.judge import measure
 from ampbench.report import fmt
 from ampbench.report.fmt import bytes_h
-from ampbench.report.outcome import mode_rows, next_steps
+from ampbench.report.outcome import interval_note, mode_rows, next_steps
 from ampbench.report.view import RunView
 from ampbench.results.verdicts import CheckReport
 
@@ -90,8 +90,8 @@ def _summary_line(report: CheckReport, console: Console) -> None:
     if any(getattr(r, "informational", False) for v in report.verdicts for r in v.rules):
         console.print("* informational: computed and shown, but not judged (AMP inactive)", markup=False,
                       highlight=False)
-    for n in report.notes:
-        console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
+    for n in report.notes:   # wrapped at the console's width (a terminal's, or COLUMNS / 200 in a pipe)
+        console.print(Text(f"note: {n}"), highlight=False)
     line = Text(f"{report.suite}: ")
     for i, v in enumerate(report.verdicts):
         line.append(("" if i == 0 else ", ") + f"{v.mode} ")
@@ -164,6 +164,8 @@ def print_outcome(v: RunView, console: Console) -> None:
                       Text(row.decided))
     console.print(table)
     print_crashes(v.trials, console)
+    if (note := interval_note(v)) is not None:
+        console.print(Text(f"note: {note}"), highlight=False)
     for s in next_steps(v):
         console.print(Text(f"{s.cause_text()} -> {s.step}"), highlight=False)
     if v.check is not None:

@@ -105,6 +105,21 @@ def next_steps(v: RunView) -> list[NextStep]:
     return [NextStep(step, tuple(c), tuple(dict.fromkeys(covered.get(step, [])))) for step, c in causes.items()]
 
 
+FEW_SEEDS = 3  # at most this many trials per mode: the interval note is shown
+
+
+def interval_note(v: RunView) -> str | None:
+    """Beside speedup intervals from 2-3 seeds: why they are so wide (a reader takes `[0.36, 1.69]` for a
+    bug), and what narrows them. None when no shown interval rests on so few trials."""
+    ref = v.summary.modes.get(REFERENCE_MODE)
+    few = [m.ok for name, m in v.summary.modes.items()
+           if name != REFERENCE_MODE and m.speedup_ci and m.speedup and 0 < min(m.ok, ref.ok if ref else m.ok) <= FEW_SEEDS]
+    if not few:
+        return None
+    n = min(few)
+    return f"{n} seeds per mode: wide intervals are expected; more seeds narrow them (--seeds 0,1,2,3,4)"
+
+
 def outcome_md(v: RunView, level: int) -> str:
     """The outcome table and the next steps as report.md opens with them (same rows as the console)."""
     metric = md_text(v.summary.metric or "metric")
@@ -118,6 +133,8 @@ def outcome_md(v: RunView, level: int) -> str:
     out = [h(level, "Outcome"), md_table(header, rows, ["l", "l", "r", "r", "r", "l"])]
     if any(r.informational for r in mode_rows(v)):
         out.append("\\* AMP inactive: FP32 against FP32, computed and shown, not judged.")
+    if (note := interval_note(v)) is not None:
+        out.append(f"Note: {md_text(note)}")
     steps = [f"- {md_text(s.cause_text())}: {md_prose(s.step, 600)}" for s in next_steps(v)]
     if steps:
         out.append("Next steps (each said once; the rules' full text is under Verdicts):\n\n" + "\n".join(steps))
@@ -137,4 +154,4 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 
-__all__ = ["ModeRow", "NextStep", "decided_by", "mode_rows", "next_steps", "outcome_md"]
+__all__ = ["ModeRow", "NextStep", "decided_by", "interval_note", "mode_rows", "next_steps", "outcome_md"]

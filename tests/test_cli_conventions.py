@@ -1,0 +1,119 @@
+"""The conventions a newcomer expects of a command line (issue 45): --version, shell completion, "did you
+mean" for verbs and suite names, --help without the deprecated verbs, --explain within the width, no
+advice that cannot apply to the device, and a note beside intervals from 2-3 seeds."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import ampbench
+from ampbench.cli import app
+from ampbench.core.records import AmpInfo, Env, StepRecord, Trial
+from ampbench.judge import why_slow
+from tests.factories import CPU_ENV, make_run, make_suite, make_trials
+
+REPO = Path(__file__).resolve().parent.parent
+cli = CliRunner()
+
+
+def invoke(*args: str, columns: int = 200):
+    return cli.invoke(app, list(args), env={"COLUMNS": str(columns)})
+
+
+def _real(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real entry point in a subprocess, as a shell runs it (`ampbench` is `ampbench.cli:main`)."""
+    code = "import sys; sys.argv[0] = 'ampbench'; from ampbench.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, check=False)
+
+
+def test_version_names_ampbench_and_paddle():
+    r = _real("--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith(f"ampbench {ampbench.__version__} (paddle {metadata.version('paddlepaddle')},")
+
+
+def test_help_lists_the_verbs_once_and_never_the_deprecated_ones():
+    r = invoke("--help")
+    assert r.exit_code == 0
+    head = r.output.split("Options:", 1)[0]
+    assert "summary" not in head and "export-benchmark" not in head
+    named = set(re.findall(r"[\w-]+", head.split("command:", 1)[1]))
+    listed = {ln.split()[0] for ln in r.output.split("Commands:", 1)[1].split("Exit codes:", 1)[0].splitlines()
+              if ln.strip()}
+    assert "summary" not in listed and "export-benchmark" not in listed
+    assert listed <= named, listed - named          # the first line names every verb --help lists
+    assert "--version" in r.output and "--install-completion" in r.output
+
+
+def test_did_you_mean_for_a_verb_and_a_suite_name():
+    verb = _real("compar")
+    assert verb.returncode == 2 and "Did you mean 'compare'?" in verb.stderr
+    suite = _real("run", "resnt")
+    lines = [ln for ln in suite.stderr.splitlines() if ln.strip()]
+    assert suite.returncode == 2 and len(lines) == 1, suite.stderr
+    assert "resnt: suite file not found" in lines[0] and "did you mean resnet?" in lines[0]
+    far = _real("run", "zzzz")
+    assert far.returncode == 2 and "did you mean" not in far.stderr
+
+
+def test_shell_completion_of_verbs_and_bundled_suite_names():
+    def complete(words: str, cword: int) -> list[str]:
+        r = _real(env={"_AMPBENCH_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert complete("ampbench ru", 1) == ["run"]
+    assert complete("ampbench run re", 2) == ["resnet"]
+    assert set(complete("ampbench tune ", 2)) >= {"toy", "resnet", "ocr", "bert", "ctr"}
+    shown = _real("--show-completion", "bash")
+    assert shown.returncode == 0 and "_AMPBENCH_COMPLETE=complete_bash" in shown.stdout
+
+
+def _cpu_run(root: Path, seeds: tuple[int, ...]) -> Path:
+    suite = make_suite(("fp32", "amp-o1-fp16"), seeds=seeds)
+    trials = make_trials(suite, env=CPU_ENV, amp_active=False, memory_source="host")
+    return make_run(root, suite, trials, run_id=f"cpu{len(seeds)}", env=CPU_ENV)
+
+
+def test_explain_stays_within_the_width_in_a_pipe(tmp_path):
+    run = _cpu_run(tmp_path, (0, 1))
+    r = invoke("check", str(run), "--explain", columns=80)
+    assert r.exit_code == 3, r.output
+    long = [ln for ln in r.output.splitlines() if len(ln) > 80]   # the rules, the table, the notes
+    assert not long, long
+    assert sum(ln.startswith(("fp32  ", "amp-o1-fp16  ")) for ln in r.output.splitlines()) >= 3
+
+
+@pytest.mark.parametrize(("seeds", "noted"), [((0, 1), True), ((0, 1, 2), True), ((0, 1, 2, 3, 4), False)])
+def test_a_note_beside_intervals_from_two_or_three_seeds(tmp_path, seeds, noted):
+    run = _cpu_run(tmp_path, seeds)
+    r = invoke("check", str(run))
+    assert re.search(r"\[\d\.\d\d, \d\.\d\d\]", r.output), r.output     # an interval is shown
+    note = f"note: {len(seeds)} seeds per mode: wide intervals are expected; more seeds narrow them"
+    assert (note in r.output) is noted, r.output
+    md = invoke("report", str(run))
+    assert md.exit_code == 0, md.output
+    assert (f"{len(seeds)} seeds per mode: wide intervals are expected" in (run / "report.md").read_text()) is noted
+
+
+def _odd_shapes(device: str) -> Trial:
+    steps = [StepRecord(step=i, loss=1.0, time_s=0.1, samples=8) for i in range(1, 6)]
+    audit = {"multiple": 8, "layers": 2, "odd_count": 1, "batch_ok": True,
+             "odd": [{"layer": "2", "type": "Linear", "dims": [32, 4], "odd_dims": [4]}]}
+    return Trial(suite="s", workload="toy", mode="amp", seed=0, status="ok", steps=steps, env=Env(device=device),
+                 amp=AmpInfo(active=device.startswith("gpu")), shape_audit=audit)
+
+
+def test_tensor_core_advice_only_where_there_are_tensor_cores():
+    on_gpu = [c.text for c in why_slow.rank([_odd_shapes("gpu:0")])]
+    assert any("Tensor Cores need multiples of 8" in t and "Linear [32, 4]" in t for t in on_gpu), on_gpu
+    assert not any("Tensor Cores" in c.text for c in why_slow.rank([_odd_shapes("cpu")]))

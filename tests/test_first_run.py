@@ -1,0 +1,181 @@
+"""A newcomer's first run (issue 45): the bundled toy suite reaches a verdict in minutes, a terminal shows
+the time left from measured step rates, and a pipe (a CI log) gets a status line at a fixed interval.
+
+The runs are the real CLI in a subprocess (its stdout a pipe, or a pseudo-terminal), each trial in its
+own worker process; `RunPace`'s arithmetic is also checked on a hand-driven clock."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace
+from ampbench.config.bundled import bundled_suites
+from ampbench.workloads.suites import load_suite
+
+REPO = Path(__file__).resolve().parent.parent
+STATUS = re.compile(r"^status .* elapsed, trial (\d)/(\d) done; (.+); (run ~.+ left|run time left: estimating)$")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("AMPBENCH_FAULT", "COLUMNS")}
+    return {**env, "PYTHONPATH": str(REPO), "AMPBENCH_CACHE": str(tmp_path / "cache")}
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ampbench.cli", *args]
+
+
+def test_the_toy_suite_is_bundled_with_three_modes_and_two_seeds():
+    suite = load_suite(bundled_suites()["toy"], None, has_gpu=False).suite
+    assert [m.name for m in suite.modes] == ["fp32", "amp-o1-fp16", "amp-o2-bf16"]
+    assert suite.suite.seeds == [0, 1]
+
+
+@pytest.mark.slow
+def test_run_toy_piped_reaches_a_verdict_with_status_lines(tmp_path):
+    """`ampbench run toy` from an empty folder: a verdict (exit 3, AMP inactive) in under 2 minutes even on
+    this shared machine, and a status line at least every `--status-every` seconds (+ slack for load)."""
+    every = 2.0
+    t0 = time.monotonic()
+    proc = subprocess.Popen(_cli("run", "toy", "--out", str(tmp_path / "runs"), "--status-every", str(every),
+                                 "--no-report"),
+                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines: list[tuple[float, str]] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append((time.monotonic() - t0, line.rstrip("\n")))
+    code = proc.wait(timeout=300)
+    wall = time.monotonic() - t0
+    text = "\n".join(ln for _, ln in lines)
+    assert code == 3, text
+    assert wall < 120, f"{wall:.0f} s"
+    assert "toy: fp32 PASS, amp-o1-fp16 INCONCLUSIVE, amp-o2-bf16 INCONCLUSIVE -> exit 3" in text
+    status = [(t, ln) for t, ln in lines if ln.startswith("status ")]
+    assert status, text
+    for _, ln in status:
+        assert STATUS.match(ln), ln
+    assert any(re.search(r"step \d+/600, [\d.]+ steps/s, trial ~.+ left; run ~.+ left$", ln) for _, ln in status), \
+        "\n".join(ln for _, ln in status)
+    # from the first status line until the last trial ended, never silent for long
+    last_trial = max(t for t, ln in lines if re.match(r"  [\w-]+ seed \d: ok", ln))
+    times = [t for t, _ in status if t <= last_trial] + [last_trial]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) < every + 6, gaps
+    assert status[0][0] < every + 8
+
+
+@pytest.mark.slow
+def test_tune_toy_runs_its_first_rung(tmp_path):
+    """`ampbench tune toy` (the README's other sample) finds the suite and ends with its honest CPU answer."""
+    r = subprocess.run(_cli("tune", "toy", "--out", str(tmp_path / "runs")), cwd=tmp_path, env=_env(tmp_path),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "inactive: AMP did not run" in r.stdout
+    assert list((tmp_path / "runs" / "toy").glob("tune-*/tune.md"))
+
+
+@pytest.mark.slow
+def test_a_terminal_shows_the_time_left(tmp_path):
+    """On a (pseudo-)terminal the progress bars carry "~N s left" from the measured step rate."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen(_cli("run", "toy", "--out", str(tmp_path / "runs"), "--seeds", "0", "--mode", "fp32",
+                                 "--no-report"),
+                            cwd=tmp_path, env={**_env(tmp_path), "COLUMNS": "160"}, stdin=child, stdout=child,
+                            stderr=child, close_fds=True)
+    os.close(child)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([main], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(main, 65536)
+            except OSError:   # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=120)
+    os.close(main)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", "replace"))
+    assert proc.returncode == 3, screen   # fp32 alone: nothing compared, INCONCLUSIVE
+    assert re.search(r"\d+/600 .*~[\d.]+ s left", screen), screen[-2000:]
+    assert "status " not in screen        # the plain status lines are for pipes only
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_time_left_comes_from_the_measured_step_rate():
+    clock = Clock()
+    pace = RunPace(total=4, done_before=0, clock=clock)
+    pace.start("fp32", 0, steps=100)
+    assert pace.run_left_s() is None and "estimating" in pace.status_line()   # nothing measured: no guess
+    clock.now += 5                     # 5 s of start-up, then 10 steps/s
+    for step in range(1, 21):
+        pace.step("fp32", 0, step)
+        clock.now += 0.1
+    # 80 steps left at 10 steps/s, less the 0.1 s since the last step event
+    assert pace.trial_left_s("fp32", 0) == pytest.approx(7.9)
+    # before any trial ended: each trial is projected as this one (7.0 s so far + 7.9 s left = 14.9 s)
+    assert pace.run_left_s() == pytest.approx(7.9 + 3 * 14.9)
+    line = pace.status_line()
+    assert "trial 0/4 done; fp32 seed 0: step 20/100, 10 steps/s, trial ~7.90 s left; run ~52.6 s left" in line, line
+    clock.now += 7.9
+    pace.finish("fp32", 0)             # it took 14.9 s: the other three are expected to as well
+    pace.start("amp-o1-fp16", 0, steps=100)
+    assert pace.run_left_s() == pytest.approx(3 * 14.9)
+    clock.now += 2
+    assert pace.run_left_s() == pytest.approx(12.9 + 2 * 14.9)   # the running one: 14.9 s less its 2 s
+
+
+def test_a_slowdown_shows_in_the_time_left():
+    """The rate is a recent window's: a trial that slows to a tenth has ten times the time left."""
+    clock = Clock()
+    pace = RunPace(total=1, done_before=0, clock=clock)
+    pace.start("fp32", 0, steps=10_000)
+    step = 0
+    for _ in range(300):               # 30 s at 100 steps/s
+        step += 10
+        pace.step("fp32", 0, step)
+        clock.now += 0.1
+    fast = pace.trial_left_s("fp32", 0)
+    for _ in range(300):               # then 30 s at 10 steps/s
+        step += 1
+        pace.step("fp32", 0, step)
+        clock.now += 0.1
+    slow = pace.trial_left_s("fp32", 0)
+    assert fast == pytest.approx((10_000 - 3000) / 100, rel=0.01)
+    assert slow == pytest.approx((10_000 - 3300) / 10, rel=0.01)
+
+
+def test_trials_side_by_side_share_the_time_left():
+    clock = Clock()
+    pace = RunPace(total=4, done_before=0, slots=2, clock=clock)
+    for mode in ("fp32", "amp"):
+        pace.start(mode, 0, steps=10)
+    clock.now += 10
+    for mode in ("fp32", "amp"):
+        pace.finish(mode, 0)           # two trials of 10 s side by side: the other two take 10 s more
+    assert pace.run_left_s() == pytest.approx(10.0)
+
+
+def test_the_default_status_interval_is_within_30_s():
+    assert 0 < STATUS_EVERY_S <= 30

@@ -39,6 +39,7 @@ class Proc:
     data_waits: dict[int, float] = field(default_factory=dict)   # step -> its wait for the DataLoader
     shapes: dict[str, Any] = field(default_factory=dict)   # the hook's Linear/conv layers at step 1 (issue 35)
     amp_order: list[dict[str, Any]] = field(default_factory=list)   # decorate / DataParallel calls, in order
+    injected: list[dict[str, Any]] = field(default_factory=list)   # amp = "inject": what the hook applied
 
     @property
     def rank(self) -> int:
@@ -144,8 +145,8 @@ class EventReader:
             proc.errors.append(str(ev.get("error", "")))
         elif kind == "shapes" and isinstance(ev.get("layers"), list):
             proc.shapes = ev
-        elif kind == "amp_order" and len(proc.amp_order) < 64:
-            proc.amp_order.append(ev)
+        elif kind in ("amp_order", "inject") and len(proc.amp_order) + len(proc.injected) < 64:
+            (proc.amp_order if kind == "amp_order" else proc.injected).append(ev)
         elif kind == "data" and isinstance(ev.get("waits"), dict):
             proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()
                                     if str(k).isdigit() and isinstance(v, (int, float)) and v >= 0})

@@ -1,0 +1,189 @@
+"""A command mode's `amp = "inject"` (issue 44): ampbench's start-up hook applies AMP itself to a program
+that has no AMP switch, through Paddle's own APIs, and the trial records it as injected.
+
+The program (tests/fixtures/command/no_amp_train.py) reads Paddle's own AMP state from inside its model's
+forward (amp_guard's arguments, paddle.amp.auto_cast.amp_state(), and the dygraph tracer's level and op
+lists) and spies on paddle.amp.GradScaler.scale/step: what it writes is Paddle's state, never ampbench's
+flag. On this CPU build Paddle itself keeps AMP off (amp_guard sets level O0, GradScaler disables
+itself), so the mode is INCONCLUSIVE (exit 3); with the place check that CPU lacks replaced
+(fake_amp_place.py) the tracer runs at the asked level and the scaler's dynamic scaling and skipped
+steps reach the record.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ampbench.cli import app
+
+FIXTURES = Path(__file__).parent / "fixtures" / "command"
+SCRIPT = FIXTURES / "no_amp_train.py"
+cli = CliRunner()
+
+INJECT = """
+[[modes]]
+name = "amp-o1-fp16"
+level = "O1"
+amp = "inject"
+custom_black_list = ["relu"]
+scaler = { init_loss_scaling = 1024.0 }
+"""
+
+
+def suite(tmp_path: Path, modes: str = INJECT, args: str = "", script: Path = SCRIPT) -> Path:
+    text = f"""
+[suite]
+name = "inj"
+workload = "command"
+metric = "accuracy"
+seeds = [0]
+
+[workload]
+command = ["{sys.executable}", "{script}", "--steps", "{{steps}}", "--seed", "{{seed}}", "--out", "{{out}}"{args}]
+metric = {{ preset = "json", json_file = "{{out}}/metrics.json" }}
+
+[train]
+batch_size = 16
+steps = 12
+warmup_steps = 2
+timeout_s = 300
+
+[[modes]]
+name = "fp32"
+{modes}"""
+    p = tmp_path / "suite.toml"
+    p.write_text(text)
+    return p
+
+
+def run(*args: str):
+    return cli.invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def run_dir(out: Path) -> Path:
+    return next(out.glob("inj/*"))
+
+
+def trial(out: Path, key: str) -> dict:
+    return json.loads((run_dir(out) / "trials" / f"{key}.json").read_text())
+
+
+def seen(out: Path, key: str) -> dict:
+    return json.loads((run_dir(out) / "outputs" / key / "amp_seen.json").read_text())
+
+
+@pytest.mark.slow
+def test_an_injected_mode_runs_the_forward_under_paddles_auto_cast_and_the_loss_through_a_grad_scaler(tmp_path):
+    out = tmp_path / "runs"
+    r = run("run", str(suite(tmp_path)), "--out", str(out))
+    assert r.exit_code == 3, r.output    # AMP inactive on a CPU: INCONCLUSIVE, never PASS
+    fp32, amp = trial(out, "fp32__seed0"), trial(out, "amp-o1-fp16__seed0")
+    assert fp32["status"] == amp["status"] == "ok", (fp32["error"], amp["error"])
+    # Paddle's own state inside the forward: amp_guard entered with the mode's level, dtype and custom list
+    rows = seen(out, "amp-o1-fp16__seed0")["steps"]
+    assert len(rows) == 12
+    for row in rows:
+        assert row["amp_state"] == {"enable": True, "level": "O1", "dtype": "float16"}
+        assert "relu" in row["black"] and "relu" not in row["white"] and "matmul_v2" in row["white"]
+        assert row["tracer_level"] == "AmpLevel.O0"   # Paddle's CPU build turns it off itself
+        assert row["loss_scaled"] and row["out_dtype"] == "paddle.float32"
+    assert [row["scaler_steps"] for row in rows] == list(range(1, 13))   # every step through GradScaler.step
+    assert seen(out, "amp-o1-fp16__seed0")["outside_forward"] is None    # auto_cast left after the forward
+    assert seen(out, "amp-o1-fp16__seed0")["scaler_enabled"] is False    # Paddle disabled it on CPU
+    # the reference is untouched
+    assert all(r["amp_state"] is None and not r["loss_scaled"] and r["scaler_steps"] == 0
+               for r in seen(out, "fp32__seed0")["steps"])
+    assert fp32["amp"]["injected"] == {}
+    # recorded as injected, judged as AMP inactive: never an FP32 run called AMP
+    inj = amp["amp"]["injected"]
+    assert inj["by"] == "ampbench" and inj["applied"] == [
+        {"optimizer": "Adam", "models": ["Net"], "level": "O1", "dtype": "float16", "decorated": False,
+         "scaler": True, "scaler_enabled": False}]
+    assert amp["amp"]["requested"] and not amp["amp"]["active"] and amp["amp"]["inactive_code"] == "device"
+    check = json.loads((run_dir(out) / "check.json").read_text())
+    verdicts = {v["mode"]: v["verdict"] for v in check["verdicts"]}
+    assert verdicts["amp-o1-fp16"] == "INCONCLUSIVE" and check["exit_code"] == 3
+    report = (run_dir(out) / "report.md").read_text()
+    assert "## AMP applied by ampbench" in report
+    assert "+ with paddle.amp.auto_cast(level='O1', dtype='float16', custom_black_list=['relu']):" in report
+    assert "+ scaler = paddle.amp.GradScaler(init_loss_scaling=1024.0)" in report
+
+
+@pytest.mark.slow
+def test_with_the_place_check_a_cpu_lacks_replaced_the_tracer_runs_at_the_asked_level_and_skips_are_recorded(
+        tmp_path):
+    """fake_amp_place.py: Paddle's own amp_guard and GradScaler run as on a GPU. A first scale of 3e38
+    overflows the gradients: Paddle skips that step and divides the scale; the record has both, and the
+    stability rule judges the skipped step."""
+    modes = """
+[[modes]]
+name = "amp-o1-fp16"
+level = "O1"
+amp = "inject"
+scaler = { init_loss_scaling = 3.0e38, decr_ratio = 1e-30 }
+"""
+    out = tmp_path / "runs"
+    r = run("run", str(suite(tmp_path, modes, args=', "--fake-gpu-place"')), "--out", str(out), "--mode",
+            "amp-o1-fp16")
+    assert r.exit_code == 1 and "skipped for Inf gradients" in r.output, r.output   # the judge saw the skip
+    amp = trial(out, "amp-o1-fp16__seed0")
+    assert amp["status"] == "ok", amp["error"]
+    rows = seen(out, "amp-o1-fp16__seed0")["steps"]
+    assert all(row["tracer_level"] == "AmpLevel.O1" and row["tracer_dtype"] == "float16" for row in rows)
+    assert seen(out, "amp-o1-fp16__seed0")["scaler_enabled"] is True
+    steps = amp["steps"]
+    assert steps[0]["found_inf"] and steps[0]["loss_scale"] == pytest.approx(3.0e38)
+    assert not steps[1]["found_inf"] and steps[1]["loss_scale"] == pytest.approx(3.0e8)
+    assert amp["skipped_steps"] >= 1
+    assert amp["amp"]["injected"]["applied"][0]["scaler_enabled"] is True
+    assert not amp["amp"]["active"]   # the C++ auto-cast casts GPU tensors only: still no low-precision op
+
+
+@pytest.mark.slow
+def test_a_program_that_applies_amp_itself_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "runs"
+    r = run("run", str(suite(tmp_path, args=', "--own-amp"')), "--out", str(out))
+    amp = trial(out, "amp-o1-fp16__seed0")
+    assert amp["status"] == "crashed"
+    assert amp["error"].startswith('amp = "inject" refused: the program already applies AMP itself (it calls '
+                                   "paddle.amp.auto_cast/amp_guard with enable=True)")
+    assert "\n" not in amp["error"] and "Traceback" not in amp["error"]
+    assert trial(out, "fp32__seed0")["status"] == "ok"
+    assert 'amp = "inject" refused' in r.output
+
+
+@pytest.mark.parametrize("body,key,reason", [
+    ('[[modes]]\nname = "inj"\nlevel = "O0"\namp = "inject"\n', "modes", 'amp = "inject" needs level O1 or O2'),
+    ('[[modes]]\nname = "inj"\nlevel = "O1"\namp = "yes"\n', "amp", "'program' or 'inject'"),
+])
+def test_an_injected_mode_without_amp_to_apply_is_refused_up_front(tmp_path, body, key, reason):
+    out = tmp_path / "runs"
+    r = run("run", str(suite(tmp_path, body)), "--out", str(out))
+    assert r.exit_code == 2, r.output
+    assert key in r.output and reason in r.output and "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_inject_is_refused_for_a_built_in_workload(tmp_path, toy_suite):
+    p = toy_suite(body=toy_suite().read_text().replace('level = "O1"', 'level = "O1"\namp = "inject"'))
+    r = run("run", str(p), "--out", str(tmp_path / "runs"))
+    assert r.exit_code == 2 and "modes (amp-o1-fp16).amp" in r.output, r.output
+
+
+def test_the_amp_key_leaves_existing_suites_hashes_alone():
+    from ampbench.config.suite import Suite
+
+    base = {"suite": {"name": "x", "workload": "command", "metric": "m"},
+            "modes": [{"name": "fp32"}, {"name": "a", "level": "O1"}]}
+    explicit = {**base, "modes": [{"name": "fp32"}, {"name": "a", "level": "O1", "amp": "program"}]}
+    injected = {**base, "modes": [{"name": "fp32"}, {"name": "a", "level": "O1", "amp": "inject"}]}
+    h = Suite.model_validate(base).config_hash()
+    assert Suite.model_validate(explicit).config_hash() == h
+    assert Suite.model_validate(injected).config_hash() != h
+    again = Suite.model_validate(Suite.model_validate(injected).model_dump(mode="json"))   # run.json round trip
+    assert again.modes[1].amp_by == "inject" and again.config_hash() != h

@@ -187,3 +187,39 @@ def test_the_amp_key_leaves_existing_suites_hashes_alone():
     assert Suite.model_validate(injected).config_hash() != h
     again = Suite.model_validate(Suite.model_validate(injected).model_dump(mode="json"))   # run.json round trip
     assert again.modes[1].amp_by == "inject" and again.config_hash() != h
+
+
+@pytest.mark.slow
+def test_epochs_alone_carry_train_steps_to_a_program_that_counts_epochs(tmp_path):
+    """PaddleRec's trainer takes `runner.epochs`, not steps: `{epochs}` with [workload.program] is how
+    train.steps reaches it (the placeholder table), with no {steps} and no stop_after_steps; the program
+    runs whole epochs, at least train.steps steps. The fp32-only run's advice names amp = "inject"."""
+    p = suite(tmp_path, modes="")
+    text = p.read_text().replace('"--steps", "{steps}", ', '"--epochs", "{epochs}", "--samples", "64", ')
+    text = text.replace("[train]", "[workload.program]\nepochs = 1\nsamples = 64\n\n[train]")
+    text = text.replace("steps = 12", "steps = 14")
+    p.write_text(text)
+    out = tmp_path / "runs"
+    r = run("run", str(p), "--out", str(out))
+    assert r.exit_code == 3, r.output
+    fp32 = trial(out, "fp32__seed0")
+    assert fp32["status"] == "ok", fp32["error"]
+    assert len(fp32["steps"]) == 16   # {epochs} = ceil(14 / 4 steps an epoch) = 4 whole epochs
+    check = json.loads((run_dir(out) / "check.json").read_text())
+    said = " ".join(rule["message"] for v in check["verdicts"] for rule in v["rules"] if rule["rule"] == "amp-compared")
+    assert 'amp = "inject"' in said and "level = \"O1\" and the program's own AMP switch" in said, said
+
+
+def test_the_fp32_only_advice_of_a_built_in_suite_is_unchanged(tmp_path, toy_suite):
+    from ampbench.config.loading import load_suite
+    from ampbench.judge.rules.compared import rule_amp_compared
+
+    class C:   # the rule reads only these of its context
+        is_ref, plan = True, [("fp32", 0)]
+
+        def rule(self, *args, **kwargs):
+            return args[4]
+
+    C.suite = load_suite(toy_suite()).suite
+    C.suite = C.suite.model_copy(update={"modes": [m for m in C.suite.modes if m.name == "fp32"]})
+    assert rule_amp_compared(C())[0].endswith('level = "O1" or "O2"). FP32 alone says nothing about AMP.')

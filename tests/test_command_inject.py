@@ -223,3 +223,30 @@ def test_the_fp32_only_advice_of_a_built_in_suite_is_unchanged(tmp_path, toy_sui
     C.suite = load_suite(toy_suite()).suite
     C.suite = C.suite.model_copy(update={"modes": [m for m in C.suite.modes if m.name == "fp32"]})
     assert rule_amp_compared(C())[0].endswith('level = "O1" or "O2"). FP32 alone says nothing about AMP.')
+
+
+@pytest.mark.slow
+def test_checkpoint_saves_inside_steps_are_left_out_like_evaluations_and_named_by_the_cross_check(tmp_path):
+    """paddle.save of 48 MiB after every 4th step: without the hook's save timing the next step carried
+    it (PaddleClas's post-evaluation save, PaddleRec's epoch-end one). The program's own rate over whole
+    intervals counts the saves; the cross-check says so, with the time it measured."""
+    p = suite(tmp_path, modes="", args=', "--save-every", "4", "--save-mib", "48", "--ips-every", "4"')
+    text = p.read_text().replace('json_file = "{out}/metrics.json" }',
+                                 'json_file = "{out}/metrics.json", throughput_pattern = \'ips: (\\S+) samples/s\' }')
+    p.write_text(text.replace("steps = 12", "steps = 16"))
+    out = tmp_path / "runs"
+    r = run("run", str(p), "--out", str(out))
+    assert r.exit_code == 3, r.output
+    t = trial(out, "fp32__seed0")
+    assert t["status"] == "ok", t["error"]
+    left = t["workload_info"]["left_out"]
+    assert left["saves"] == 3 and left["saves_s"] > 0   # saved after steps 4, 8, 12: charged to 5, 9, 13
+    per_save = left["saves_s"] / left["saves"]
+    times = {s["step"]: s["time_s"] for s in t["steps"]}
+    assert all(times[k] < 0.5 * per_save for k in (5, 9, 13)), (times, per_save)   # not in the step
+    assert "checkpoint save(s) (paddle.save" in left["note"]
+    check = t["workload_info"]["throughput_check"]
+    assert not check["agrees"] and "checkpoint save" in check["cause"] and "batch_size" not in check["cause"]
+    assert abs(check["ratio_with_left_out"] - 1) <= check["tolerance"]
+    report = (run_dir(out) / "report.md").read_text()
+    assert "counts the evaluations and checkpoint saves inside the steps" in report

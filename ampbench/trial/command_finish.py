@@ -12,6 +12,7 @@ from ampbench.core.records import Interference, Trial
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_inject import injected_record, refusal
+from ampbench.trial.command_left_out import cross_check, left_out
 from ampbench.trial.command_record import (EventReader, amp_info, memory_of, shape_audit, step_record,
                                            throughput_check)
 from ampbench.trial.context import TrialContext
@@ -138,13 +139,10 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped,
                             "log_bytes_dropped": output.dropped_bytes}
     ours = t.mean_rate()
-    check = throughput_check(ours, output.scan, p.throughput_tolerance)
-    if check is not None:
-        info["throughput_check"] = check
-        if not check["agrees"]:
-            info["warning"] = (f"ampbench measured {ours:.4g} samples/s (mean over the measured steps), the program's own "
-                               f"log says {check['program_samples_per_s']:.4g} (ratio {check['ratio']:.3g}): check "
-                               "train.batch_size is the program's real batch per optimizer step")
+    excluded = left_out(lead, t.steps)   # evaluations and checkpoint saves inside steps (trial/command_left_out.py)
+    if excluded:
+        info["left_out"] = excluded
+    info.update(cross_check(throughput_check(ours, output.scan, p.throughput_tolerance), ours, t.steps, excluded))
     if left:
         info["leftover_processes"] = left
     t.workload_info = info  # an extra field of the open Trial model

@@ -40,6 +40,7 @@ class Proc:
     shapes: dict[str, Any] = field(default_factory=dict)   # the hook's Linear/conv layers at step 1 (issue 35)
     amp_order: list[dict[str, Any]] = field(default_factory=list)   # decorate / DataParallel calls, in order
     injected: list[dict[str, Any]] = field(default_factory=list)   # amp = "inject": what the hook applied
+    saves: dict[int, float] = field(default_factory=dict)   # step -> seconds in paddle.save, left out of it
 
     @property
     def rank(self) -> int:
@@ -147,6 +148,8 @@ class EventReader:
             proc.shapes = ev
         elif kind in ("amp_order", "inject") and len(proc.amp_order) + len(proc.injected) < 64:
             (proc.amp_order if kind == "amp_order" else proc.injected).append(ev)
+        elif kind == "save" and isinstance(ev.get("step"), int) and isinstance(ev.get("s"), (int, float)):
+            proc.saves[ev["step"]] = proc.saves.get(ev["step"], 0.0) + max(0.0, float(ev["s"]))
         elif kind == "data" and isinstance(ev.get("waits"), dict):
             proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()
                                     if str(k).isdigit() and isinstance(v, (int, float)) and v >= 0})

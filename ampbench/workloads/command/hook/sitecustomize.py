@@ -778,6 +778,8 @@ def _install(paddle) -> None:
     _patch_tensor_and_layers(st, paddle)
     _patch_loader(st, paddle)
     _patch_model_building(st, paddle)
+    import _ampbench_saves   # paddle.save inside a step: left out as an evaluation is (_ampbench_saves.py)
+    _ampbench_saves.install(paddle, st)
     if os.environ.get("AMPBENCH_HOOK_INJECT"):   # a mode's amp = "inject": AMP applied here (_ampbench_inject.py)
         import _ampbench_inject
         _ampbench_inject.install(paddle, st.patch, st.emit, lambda: _finish("refused", st))

@@ -103,12 +103,12 @@ def test_mode_args_are_refused_for_built_in_workloads(tmp_path, toy_suite):
 
 def test_the_hook_folder_holds_only_a_hook_that_imports_nothing_of_ampbench():
     files = sorted(p.name for p in HOOK_DIR.iterdir() if p.name != "__pycache__")
-    assert files == ["_ampbench_inject.py", "sitecustomize.py"]   # amp = "inject" (tests/test_command_inject.py)
+    assert files == ["_ampbench_inject.py", "_ampbench_saves.py", "sitecustomize.py"]   # tests/test_command_inject.py
     for name in files:
         tree = ast.parse((HOOK_DIR / name).read_text())
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        assert names <= set(sys.stdlib_module_names) | {"__future__", "paddle", "_ampbench_inject"}, (name, names)
+        assert names <= set(sys.stdlib_module_names) | {"__future__", "paddle", "_ampbench_inject", "_ampbench_saves"}, (name, names)
 
 
 # ---------------------------------------------------------------- presets (formats from the projects' code)

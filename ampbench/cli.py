@@ -481,6 +481,19 @@ def import_paddleocr_cmd(
     write_imported(imported, str(config), output, out, err)
 
 
+@import_app.command("paddlerec")
+def import_paddlerec_cmd(
+    config: Path = typer.Argument(..., help="A PaddleRec config (YAML), e.g. models/rank/deepfm/config.yaml"),
+    repo: Path = typer.Option(..., "--repo", help="A PaddleRec checkout: the suite runs its tools/trainer.py -m CONFIG"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    python: Optional[str] = typer.Option(None, "--python", help="The interpreter that runs tools/trainer.py"),
+) -> None:
+    """PaddleRec config -> command suite (fp32 + AMP injected by ampbench: its trainer has no AMP switch)."""
+    from ampbench.commands.imports import import_paddlerec, write_imported
+
+    write_imported(import_paddlerec(config, output, repo, python), str(config), output, out, err)
+
+
 @import_app.command("paddlenlp")
 def import_paddlenlp_cmd(
     args_json: Optional[Path] = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ampbench.config.suite import Suite
 
 PLACEHOLDERS = ("seed", "steps", "out", "mode", "batch_size", "eval_step", "epochs")
-Preset = Literal["paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json"]
+Preset = Literal["paddleocr", "trainer", "paddleclas", "paddleseg", "paddlerec", "hapi", "regex", "json"]
 assert set(PRESETS) == set(typing.get_args(Preset))  # one list of presets, here and in presets.py
 
 

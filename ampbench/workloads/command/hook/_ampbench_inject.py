@@ -11,9 +11,9 @@ Paddle's own APIs, where a user would put them (Paddle's AMP guide, python/paddl
 - O2: `paddle.amp.decorate(models, optimizer, level="O2", dtype, master_weight, master_grad,
   excluded_layers, save_dtype="float32")` right then, so checkpoints stay float32 as the program wrote them;
 - each model's forward runs inside `paddle.amp.auto_cast(level, dtype, custom lists, use_promote)`
-  (a forward pre-hook enters it, the post-hook leaves it: Layer.register_forward_pre/post_hook), and
-  its floating outputs leave it as float32, so a loss computed outside the forward runs in float32
-  as it would under auto_cast's black list;
+  (its `forward` replaced on the instance, so `model(x)` and a direct `model.forward(x)` both run under
+  it), and its floating outputs leave it as float32, so a loss computed outside the forward runs in
+  float32 as it would under auto_cast's black list;
 - float16 (or scaler.enable = true): a `paddle.amp.GradScaler` with the mode's settings; the loss's
   `backward()` runs on `scaler.scale(loss)` and the optimizer's `step()` / `minimize()` become
   `scaler.step(optimizer); scaler.update()` / `scaler.minimize(optimizer, loss)` (dynamic scaling; a
@@ -50,7 +50,6 @@ class Injection:
         self.layers: Any = weakref.WeakValueDictionary()   # every Layer built so far, by id
         self.hooked: set[int] = set()   # ids of the models whose forward runs under auto_cast
         self.scaler: Any = None
-        self.stack: list[Any] = []   # the auto_cast contexts entered by a forward pre-hook
         self.inside_step = False
 
     # ------------------------------------------------------------ the program's own AMP is refused
@@ -178,8 +177,7 @@ class Injection:
             self.ours -= 1
         for m in models:
             self.hooked.add(id(m))
-            m.register_forward_pre_hook(self.enter)
-            m.register_forward_post_hook(self.leave)
+            self.wrap_forward(m)
         self.emit(**info)
 
     def excluded(self, names: list[str]) -> Any:
@@ -187,23 +185,25 @@ class Injection:
 
     # ------------------------------------------------------------ auto_cast around the forward
 
-    def enter(self, layer: Any, inputs: Any) -> None:
-        cfg = self.cfg
-        self.ours += 1
-        try:
-            ctx = self.paddle.amp.auto_cast(enable=True, custom_white_list=cfg.get("custom_white_list") or None,
-                                            custom_black_list=cfg.get("custom_black_list") or None,
-                                            level=cfg["level"], dtype=cfg["dtype"],
-                                            use_promote=bool(cfg.get("use_promote", True)))
-            ctx.__enter__()
-        finally:
-            self.ours -= 1
-        self.stack.append(ctx)
+    def wrap_forward(self, model: Any) -> None:
+        """The model's own forward, as an instance attribute: Layer.__call__ calls `self.forward`, and so
+        does a program that calls `model.forward(...)` directly (PaddleRec's train_forward does, so a
+        forward hook would never run there)."""
+        inner, cfg, paddle = model.forward, self.cfg, self.paddle
+        white, black = cfg.get("custom_white_list") or None, cfg.get("custom_black_list") or None
 
-    def leave(self, layer: Any, inputs: Any, outputs: Any) -> Any:
-        if self.stack:
-            self.stack.pop().__exit__(None, None, None)
-        return self.as_float32(outputs)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            self.ours += 1
+            try:
+                ctx = paddle.amp.auto_cast(enable=True, custom_white_list=white, custom_black_list=black,
+                                           level=cfg["level"], dtype=cfg["dtype"],
+                                           use_promote=bool(cfg.get("use_promote", True)))
+            finally:
+                self.ours -= 1
+            with ctx:
+                out = inner(*args, **kwargs)
+            return self.as_float32(out)
+        object.__setattr__(model, "forward", forward)
 
     def as_float32(self, out: Any) -> Any:
         """The forward's float16/bfloat16 tensors as float32 (tuples, lists and dicts of them too)."""

@@ -13,6 +13,7 @@ steps reach the record.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -250,3 +251,47 @@ def test_checkpoint_saves_inside_steps_are_left_out_like_evaluations_and_named_b
     assert abs(check["ratio_with_left_out"] - 1) <= check["tolerance"]
     report = (run_dir(out) / "report.md").read_text()
     assert "counts the evaluations and checkpoint saves inside the steps" in report
+
+
+REC = Path(__file__).parent / "fixtures" / "paddlerec_checkout"   # PaddleRec's trainer, unmodified (README.md there)
+
+
+def test_import_paddlerec_checks_what_its_trainer_reads_in_one_line(tmp_path):
+    shutil.copytree(REC, tmp_path / "rec")
+    cfg = tmp_path / "rec" / "models" / "rank" / "deepfm" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace('train_data_dir: "data/sample_data/train"', 'train_data_dir: "data/none"'))
+    r = run("import", "paddlerec", "models/rank/deepfm/config.yaml", "--repo", str(tmp_path / "rec"))
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and "runner.train_data_dir" in lines[0] and "no such folder" in lines[0]
+    cfg.write_text(cfg.read_text().replace("  use_gpu: False\n", ""))
+    r = run("import", "paddlerec", str(cfg), "--repo", str(tmp_path / "rec"))
+    assert r.exit_code == 2 and "runner.use_gpu" in r.output and "casts to the config's own type" in r.output
+    r = run("import", "paddlerec", str(cfg), "--repo", str(tmp_path))
+    assert r.exit_code == 2 and "not a PaddleRec checkout" in r.output
+
+
+@pytest.mark.slow
+def test_paddlerecs_own_trainer_from_import_to_verdict_with_amp_injected(tmp_path):
+    """`ampbench import paddlerec` on PaddleRec's unmodified tools/trainer.py and DeepFM: every trial ok,
+    the AUC the one in its own `epoch: N done` line, samples/s within 0.9-1.1 of its own `ips` lines (loaded
+    machine: 0.75-1.25, the suite's tolerance), the injected mode recorded as injected, exit 3 on CPU."""
+    suite_file = tmp_path / "rec.toml"
+    r = run("import", "paddlerec", "models/rank/deepfm/config.yaml", "--repo", str(REC), "-o", str(suite_file))
+    assert r.exit_code == 0, r.output
+    text = suite_file.read_text()
+    assert '"runner.epochs={epochs}"' in text and 'amp = "inject"' in text and "samples = 80" in text
+    out = tmp_path / "runs"
+    r = run("run", str(suite_file), "--profile", "cpu", "--mode", "amp-o1-fp16", "--out", str(out))
+    assert r.exit_code == 3, r.output
+    runs = next(out.glob("*/*"))
+    for key in ("fp32__seed0", "amp-o1-fp16__seed0"):
+        t = json.loads((runs / "trials" / f"{key}.json").read_text())
+        assert t["status"] == "ok", t["error"]
+        assert len(t["steps"]) == 40    # 12 asked: one whole epoch of 80 samples at batch 2
+        log = (runs / "logs" / f"{key}.log").read_text()
+        done = [ln for ln in log.splitlines() if "epoch: 0 done, auc: " in ln]
+        assert done and t["metrics"]["auc"] == pytest.approx(float(done[-1].split("auc: ")[1].split(",")[0]))
+        check = t["workload_info"]["throughput_check"]
+        assert check["agrees"], check
+    amp = json.loads((runs / "trials" / "amp-o1-fp16__seed0.json").read_text())["amp"]
+    assert amp["injected"]["applied"][0]["models"] == ["DeepFMLayer"] and not amp["active"]

@@ -133,7 +133,7 @@ class Injection:
                 self.init_depth -= 1
             if not self.init_depth:
                 self.adopt(this)
-        init._ampbench_inject = True  # type: ignore[attr-defined]
+        init._ampbench_inject = True  # type: ignore[attr-defined]  # a marker on our wrapper
         self.patch(cls, "__init__", init)
 
     def trained_models(self, opt: Any) -> list[Any]:
@@ -248,7 +248,7 @@ class Injection:
 
             def scaled_backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
                 return backward(scaler.scale(tensor), *args, **kwargs)
-            scaled_backward._ampbench_scaled = True  # type: ignore[attr-defined]
+            scaled_backward._ampbench_scaled = True  # type: ignore[attr-defined]  # a marker on our wrapper
             self.patch(self.paddle.Tensor, "backward", scaled_backward)
 
 

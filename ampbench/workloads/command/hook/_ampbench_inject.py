@@ -37,6 +37,20 @@ from typing import Any
 
 ENV = "AMPBENCH_HOOK_INJECT"
 REFUSED_EXIT = 2
+# Paddle code that re-enters AMP on the program's behalf (recompute replays the forward under the AMP state
+# it saved, python/paddle/distributed/fleet/recompute): not the program applying AMP of its own
+_PADDLE_REENTRY = ("paddle.distributed", "paddle.incubate")
+
+
+def _by_program() -> bool:
+    """Whether the AMP call under way comes from the program (its code, or a Paddle API it asked for AMP,
+    such as paddle.hapi's amp_configs), not from Paddle re-entering AMP itself: the first caller outside
+    paddle.amp and this module decides."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_globals.get("__name__", "").startswith("paddle.amp")
+                             or f.f_globals.get("__name__") == __name__):
+        f = f.f_back
+    return f is None or not f.f_globals.get("__name__", "").startswith(_PADDLE_REENTRY)
 
 
 class Injection:
@@ -67,7 +81,7 @@ class Injection:
         guard = getattr(module, "amp_guard", None)
         if callable(guard):
             def amp_guard(enable: Any = True, *args: Any, **kwargs: Any) -> Any:
-                if not self.ours and enable:
+                if not self.ours and enable and _by_program():
                     self.refuse("it calls paddle.amp.auto_cast/amp_guard with enable=True")
                 return guard(enable, *args, **kwargs)
             self.patch(module, "amp_guard", amp_guard)
@@ -77,7 +91,7 @@ class Injection:
         if callable(decorate):
             def amp_decorate(models: Any, *args: Any, **kwargs: Any) -> Any:
                 level = kwargs.get("level", args[1] if len(args) > 1 else "O1")
-                if not self.ours and str(level) == "O2":
+                if not self.ours and str(level) == "O2" and _by_program():
                     self.refuse("it calls paddle.amp.decorate(level='O2')")
                 return decorate(models, *args, **kwargs)
             self.patch(module, "amp_decorate", amp_decorate)
@@ -85,7 +99,7 @@ class Injection:
         init = vars(scaler_cls)["__init__"]
 
         def scaler_init(this: Any, enable: Any = True, *args: Any, **kwargs: Any) -> None:
-            if not self.ours and enable:
+            if not self.ours and enable and _by_program():
                 self.refuse("it builds a paddle.amp.GradScaler")
             init(this, enable, *args, **kwargs)
         self.patch(scaler_cls, "__init__", scaler_init)

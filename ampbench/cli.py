@@ -80,7 +80,7 @@ app.add_typer(baseline_app, name="baseline")
 history_app = GuardedTyper(no_args_is_help=True, help="Keep the nightly history the trend and the dashboard read.",
                            rich_markup_mode=None)
 app.add_typer(history_app, name="history")
-import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR or PaddleRec config or PaddleNLP Trainer args into a suite.")
+import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR, PaddleClas or PaddleRec config or PaddleNLP Trainer args into a suite.")
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()
@@ -479,6 +479,20 @@ def import_paddleocr_cmd(
 
     imported = import_paddleocr(config, output, synthetic_data, repo, python, not no_pretrained)
     write_imported(imported, str(config), output, out, err)
+
+
+@import_app.command("paddleclas")
+def import_paddleclas_cmd(
+    config: Path = typer.Argument(..., help="A PaddleClas config (YAML), e.g. ppcls/configs/ImageNet/ResNet/ResNet50.yaml"),
+    repo: Path = typer.Option(..., "--repo", help="A PaddleClas checkout: the suite runs its tools/train.py -c CONFIG"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    python: Optional[str] = typer.Option(None, "--python", help="The interpreter that runs tools/train.py"),
+    no_pretrained: bool = typer.Option(False, "--no-pretrained", help="Random initialisation (Arch.pretrained=False)"),
+) -> None:
+    """PaddleClas config -> command suite (fp32 + AMP.use_amp=True at O1/O2, evaluation after train.steps)."""
+    from ampbench.commands.imports import import_paddleclas, write_imported
+
+    write_imported(import_paddleclas(config, output, repo, python, not no_pretrained), str(config), output, out, err)
 
 
 @import_app.command("paddlerec")

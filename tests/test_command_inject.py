@@ -295,3 +295,56 @@ def test_paddlerecs_own_trainer_from_import_to_verdict_with_amp_injected(tmp_pat
         assert check["agrees"], check
     amp = json.loads((runs / "trials" / "amp-o1-fp16__seed0.json").read_text())["amp"]
     assert amp["injected"]["applied"][0]["models"] == ["DeepFMLayer"] and not amp["active"]
+
+
+CLS_CONFIG = Path(__file__).parent / "fixtures" / "paddleclas" / "ResNet50.yaml"   # PaddleClas d178931fc, unedited
+
+
+def _clas_checkout(root: Path) -> Path:
+    """What `import paddleclas` looks at in a checkout: tools/train.py, ppcls/ and ResNet50.yaml's data."""
+    (root / "tools").mkdir(parents=True)
+    (root / "tools" / "train.py").write_text("# PaddleClas's trainer (not run by this test)\n")
+    (root / "ppcls").mkdir()
+    data = root / "dataset" / "ILSVRC2012"
+    data.mkdir(parents=True)
+    for name in ("train_list.txt", "val_list.txt"):
+        (data / name).write_text("train/a.jpg 0\n")
+    return root
+
+
+def test_import_paddleclas_turns_amp_on_its_way_and_evaluates_inside_the_steps(tmp_path):
+    import tomllib
+
+    repo = _clas_checkout(tmp_path / "clas")
+    out = tmp_path / "clas.toml"
+    r = run("import", "paddleclas", str(CLS_CONFIG), "--repo", str(repo), "--no-pretrained", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    s = tomllib.loads(out.read_text())
+    cmd = s["workload"]["command"]
+    pairs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-o"]
+    assert {"Global.epochs=1", "Global.iter_per_epoch={steps}", "Global.eval_during_train=True",
+            "DataLoader.Train.sampler.batch_size={batch_size}", "Global.device=gpu", "Arch.pretrained=False",
+            "Global.seed={seed}", "Global.output_dir={out}"} <= set(pairs)
+    assert "stop_after_steps" not in s["workload"] and s["workload"]["metric"]["preset"] == "paddleclas"
+    modes = {m["name"]: m for m in s["modes"]}
+    assert modes["fp32"]["args"] == ["-o", "AMP.use_amp=False"]
+    o1 = modes["amp-o1-fp16"]["args"]
+    assert o1[:4] == ["-o", "AMP.use_amp=True", "-o", "AMP.level=O1"] and "AMP.scale_loss=128.0" in o1
+    assert "amp-o2-fp16" in modes and s["suite"]["metric"] == "top1"
+    assert "Global.device=cpu" in s["profiles"]["cpu"]["workload"]["command"]
+    from ampbench.workloads.suites import load_suite   # every check `ampbench run` makes before a trial passes
+
+    for profile in ("default", "cpu"):
+        assert load_suite(out, profile).suite.train.steps in (300, 12)
+
+
+def test_import_paddleclas_checks_its_data_and_weights_in_one_line(tmp_path):
+    repo = _clas_checkout(tmp_path / "clas")
+    r = run("import", "paddleclas", str(CLS_CONFIG), "--repo", str(repo))
+    assert r.exit_code == 0, r.output      # Arch.pretrained: True: PaddleClas downloads them itself
+    (repo / "dataset" / "ILSVRC2012" / "val_list.txt").unlink()
+    r = run("import", "paddleclas", str(CLS_CONFIG), "--repo", str(repo))
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and "DataLoader.Eval.dataset.cls_label_path" in lines[0]
+    r = run("import", "paddleclas", str(CLS_CONFIG), "--repo", str(tmp_path))
+    assert r.exit_code == 2 and "not a PaddleClas checkout" in r.output

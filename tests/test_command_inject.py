@@ -315,6 +315,8 @@ def _clas_checkout(root: Path) -> Path:
 def test_import_paddleclas_turns_amp_on_its_way_and_evaluates_inside_the_steps(tmp_path):
     import tomllib
 
+    from ampbench.workloads.suites import load_suite
+
     repo = _clas_checkout(tmp_path / "clas")
     out = tmp_path / "clas.toml"
     r = run("import", "paddleclas", str(CLS_CONFIG), "--repo", str(repo), "--no-pretrained", "-o", str(out))
@@ -332,9 +334,7 @@ def test_import_paddleclas_turns_amp_on_its_way_and_evaluates_inside_the_steps(t
     assert o1[:4] == ["-o", "AMP.use_amp=True", "-o", "AMP.level=O1"] and "AMP.scale_loss=128.0" in o1
     assert "amp-o2-fp16" in modes and s["suite"]["metric"] == "top1"
     assert "Global.device=cpu" in s["profiles"]["cpu"]["workload"]["command"]
-    from ampbench.workloads.suites import load_suite   # every check `ampbench run` makes before a trial passes
-
-    for profile in ("default", "cpu"):
+    for profile in ("default", "cpu"):   # every check `ampbench run` makes before a trial passes
         assert load_suite(out, profile).suite.train.steps in (300, 12)
 
 

@@ -82,7 +82,7 @@ app.add_typer(baseline_app, name="baseline")
 history_app = GuardedTyper(no_args_is_help=True, help="Keep the nightly history the trend and the dashboard read.",
                            rich_markup_mode=None)
 app.add_typer(history_app, name="history")
-import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR config or PaddleNLP Trainer args into a suite.")
+import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR, PaddleClas or PaddleRec config or PaddleNLP Trainer args into a suite.")
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()
@@ -572,6 +572,33 @@ def import_paddleocr_cmd(
 
     imported = import_paddleocr(config, output, synthetic_data, repo, python, not no_pretrained)
     write_imported(imported, str(config), output, out, err)
+
+
+@import_app.command("paddleclas")
+def import_paddleclas_cmd(
+    config: Path = typer.Argument(..., help="A PaddleClas config (YAML), e.g. ppcls/configs/ImageNet/ResNet/ResNet50.yaml"),
+    repo: Path = typer.Option(..., "--repo", help="A PaddleClas checkout: the suite runs its tools/train.py -c CONFIG"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    python: str | None = typer.Option(None, "--python", help="The interpreter that runs tools/train.py"),
+    no_pretrained: bool = typer.Option(False, "--no-pretrained", help="Random initialisation (Arch.pretrained=False)"),
+) -> None:
+    """PaddleClas config -> command suite (fp32 + AMP.use_amp=True at O1/O2, evaluation after train.steps)."""
+    from ampbench.commands.imports import import_paddleclas, write_imported
+
+    write_imported(import_paddleclas(config, output, repo, python, not no_pretrained), str(config), output, out, err)
+
+
+@import_app.command("paddlerec")
+def import_paddlerec_cmd(
+    config: Path = typer.Argument(..., help="A PaddleRec config (YAML), e.g. models/rank/deepfm/config.yaml"),
+    repo: Path = typer.Option(..., "--repo", help="A PaddleRec checkout: the suite runs its tools/trainer.py -m CONFIG"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    python: str | None = typer.Option(None, "--python", help="The interpreter that runs tools/trainer.py"),
+) -> None:
+    """PaddleRec config -> command suite (fp32 + AMP injected by ampbench: its trainer has no AMP switch)."""
+    from ampbench.commands.imports import import_paddlerec, write_imported
+
+    write_imported(import_paddlerec(config, output, repo, python), str(config), output, out, err)
 
 
 @import_app.command("paddlenlp")

@@ -266,6 +266,20 @@ def test_a_command_suite_stops_at_the_next_rung_with_the_programs_flags(tmp_path
     assert "Global.amp_level=O2" in md and "--fp16_opt_level O2" in md and 'level = "O2"' in md
 
 
+def test_an_injected_command_mode_climbs_the_ladder_itself(tmp_path, monkeypatch):
+    """amp = "inject": ampbench's hook applies the mode's AMP, so the next rung (O2 with master weights) is
+    run, not handed back as program flags; the winner is written with `amp = "inject"` and the lines to keep."""
+    Simulated([{"speedup": "FAIL"}, {}]).install(monkeypatch)
+    suite = command_suite(tmp_path)
+    suite.write_text(suite.read_text().replace('args = ["--amp", "O1"]', 'amp = "inject"'))
+    assert tune_cmd.run_tune(tune_cmd.TuneOptions(suite_file=suite, out_dir=tmp_path / "o")) == 0
+    folder = next((tmp_path / "o" / "mine").glob("tune-*"))
+    doc = load_tune(folder)
+    assert [r.rung for r in doc.rungs][1:] == ["o2-master-weights"] and doc.stopped == "passed every rule"
+    md = (folder / "tune.md").read_text()
+    assert 'amp = "inject"' in md and 'level = "O2"' in md and "paddle.amp.decorate(model, optimizer" in md
+
+
 def test_a_crashed_short_trial_stops_the_ladder_as_an_error(tmp_path, monkeypatch):
     from ampbench.core.records import Trial
 

@@ -52,6 +52,23 @@ def _refuse_linked_data(root: Path) -> None:
                     refuse_link(inner)
 
 
+def import_paddlerec(config: Path, output: Path | None, repo: Path, python: str | None) -> Imported:
+    """A PaddleRec config run by the checkout's tools/trainer.py (AMP injected: its trainer has no switch)."""
+    check_import_output(output, [config])
+    from ampbench.importers.paddlerec_command import import_paddlerec_command
+
+    return import_paddlerec_command(config, repo, python)
+
+
+def import_paddleclas(config: Path, output: Path | None, repo: Path, python: str | None,
+                      pretrained: bool) -> Imported:
+    """A PaddleClas config run by the checkout's tools/train.py (AMP through its own AMP section)."""
+    check_import_output(output, [config])
+    from ampbench.importers.paddleclas_command import import_paddleclas_command
+
+    return import_paddleclas_command(config, repo, python, pretrained)
+
+
 def import_paddlenlp(args_json: Path | None, args: str | None, output: Path | None, source: str,
                      script: Path | None, python: str | None) -> tuple[Imported, str]:
     """Trainer arguments: with the user's `script`, a command suite running it; without, the bert suite.

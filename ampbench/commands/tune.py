@@ -339,7 +339,7 @@ def _step(folder: Path, doc: TuneFile, console: Console) -> None:
             new = ladder.apply(mode, nxt, f"tune-{index + 1}")
             doc.pending = {"rung": nxt.rung, "why": nxt.why, "mode": new.model_dump(mode="json"),
                            "skipped": [f"{s.rung}: {s.skip}" for s in skipped]}
-            if suite.suite.workload == "command":
+            if suite.suite.workload == "command" and mode.amp_by != "inject":   # an injected mode: ampbench applies it
                 doc.stopped = (f"command suite: the next rung ({nxt.rung}) changes the program's own flags, which "
                                "ampbench cannot write for an arbitrary program: give the mode those flags in its "
                                "`args` (tune.md shows them) and run tune again")
@@ -407,12 +407,19 @@ def winner_lines(doc: TuneFile) -> tuple[str, list[str]]:
 
 def mode_toml(mode: ModeConfig) -> str:
     """A mode as a `[[modes]]` table, its non-default keys only, through tomli-w (user text stays TOML-safe)."""
-    data = {k: v for k, v in mode.model_dump(mode="json", exclude_defaults=True).items() if v is not None}
+    data = {k: v for k, v in mode.model_dump(mode="json", exclude_defaults=True, by_alias=True).items()
+            if v is not None}
     return tomli_w.dumps({"modes": [data]})
 
 
 def program_flags(mode: ModeConfig) -> list[str]:
-    """The mode as PaddleOCR `-o` overrides and as PaddleNLP Trainer arguments."""
+    """The mode as PaddleOCR `-o` overrides and as PaddleNLP Trainer arguments; an injected mode (`amp =
+    "inject"`) as the lines to add to your own loop (report/injected.py)."""
+    if mode.amp_by == "inject":
+        from ampbench.report.injected import keep_lines
+
+        return ["ampbench applied it (amp = \"inject\"); to keep it in your own loop: "
+                + "; ".join(keep_lines(mode, {})[1:])]
     from ampbench.importers.paddlenlp_command import _flag
     from ampbench.importers.paddleocr_command import _mode_args
 

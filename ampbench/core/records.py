@@ -76,6 +76,9 @@ class AmpInfo(_Open):
     # O2 with data parallel: whether paddle.amp.decorate ran before paddle.DataParallel wrapped the model
     # (Paddle's AMP guide asks for decorate first); "" when the trial did not use both
     decorate_order: DecorateOrder = ""
+    # a command mode's amp = "inject": what ampbench's hook applied ({"by": "ampbench", "applied": [{optimizer,
+    # models, level, dtype, decorated, scaler}], "errors"?}); {} when the program or the built-in loop applied AMP
+    injected: dict[str, Any] = {}
     evidence: str = ""
     inactive_reason: str = ""
     # why AMP was off, as a code the rules' advice reads (the text above is for people): "device" (the

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.core.records import Trial
-from ampbench.report.fmt import md_code, num_g
+from ampbench.report.fmt import md_code, md_text, num_g
 from ampbench.report.view import RunView
 
 MAX_LINES = 10
@@ -28,15 +28,19 @@ def throughput_disagreements(v: RunView) -> str:
     rows = [(t, c) for t in v.trials if (c := _check(t)) is not None]
     if not rows:
         return ""
-    lines = [(f"> **Throughput disagrees with the program's own log** in {len(rows)} trial(s): check that "
-              "`train.batch_size` is the program's real batch per optimizer step (docs/command.md).")]
+    measured = all(isinstance(c.get("ratio_with_left_out"), (int, float)) for _, c in rows)
+    lines = [(f"> **Throughput disagrees with the program's own log** in {len(rows)} trial(s): "
+              + ("the program's own rate counts the evaluations and checkpoint saves inside the steps, which "
+                 "ampbench leaves out of training time (each line says how long)." if measured else
+                 "check that `train.batch_size` is the program's real batch per optimizer step (docs/command.md)."))]
     for t, c in rows[:MAX_LINES]:
         tol, ours = c.get("tolerance"), c.get("ampbench_samples_per_s")
         ours = ours if isinstance(ours, (int, float)) else t.throughput.samples_per_s
         lines.append(f"> - {md_code(t.key)}: ampbench measured {num_g(float(ours))} samples/s, "
                      f"the program's log says {num_g(float(c['program_samples_per_s']))} "
                      f"(median of {int(c.get('lines') or 0)} line(s)); ratio {num_g(float(c['ratio']), 3)}"
-                     + (f", tolerance {num_g(float(tol) * 100, 3)}%" if isinstance(tol, (int, float)) else ""))
+                     + (f", tolerance {num_g(float(tol) * 100, 3)}%" if isinstance(tol, (int, float)) else "")
+                     + (f"; {md_text(c['cause'], 300)}" if isinstance(c.get("cause"), str) else ""))
     if len(rows) > MAX_LINES:
         lines.append(f"> - and {len(rows) - MAX_LINES} more (workload_info.throughput_check in the trial files)")
     return "\n".join(lines)

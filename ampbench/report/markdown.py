@@ -20,6 +20,7 @@ from ampbench.report.evidence import diagnosis_section, plots_section, probe_sec
 from ampbench.report.fmt import md_code, md_text
 from ampbench.report.header import INACTIVE_LINE, header
 from ampbench.report.html import to_html
+from ampbench.report.injected import injected_section
 from ampbench.report.outcome import outcome_md
 from ampbench.report.tables import summary_table, time_to_target, trials_table
 from ampbench.report.trend import overview, trend_entries, trend_section
@@ -100,7 +101,7 @@ def run_section(v: RunView, ctx: Ctx, level: int) -> str:
     if ctx.multi:
         out.append(h(level - 1, f"{md_text(s.suite)}: run {md_code(s.run_id)}"))
     out += [outcome_md(v, level), header(v), h(level, "Summary"), summary_table(v), verdicts(v, ctx, level),
-            failed_trials(v, ctx, level), plots_section(v, ctx, level), probe_section(v, ctx, level),
+            failed_trials(v, ctx, level), injected_section(v, level), plots_section(v, ctx, level), probe_section(v, ctx, level),
             diagnosis_section(v, ctx, level), coverage(v, level), time_to_target(v, level),
             trials_table(v, ctx, level)]
     return "\n\n".join(x for x in out if x)

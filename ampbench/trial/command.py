@@ -33,6 +33,7 @@ from ampbench.core.records import Env
 from ampbench.core.trial_file import write_trial_file
 from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
+from ampbench.trial.command_inject import INJECT_ENV, inject_settings
 from ampbench.trial.command_record import EventReader, step_record
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.spec import TrialSpec
@@ -126,6 +127,8 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, channel: dict[st
         env["AMPBENCH_HOOK_STATS_STEPS"] = str(tr.suite.train.op_stats_steps(first=2))   # inside warm-up
         env["AMPBENCH_HOOK_WARMUP"] = str(tr.suite.train.warmup_steps)
         env["AMPBENCH_HOOK_LOSS_EVERY_S"] = repr(p.loss_every_ms / 1000)
+        if tr.mode.amp_by == "inject":   # the hook applies this mode's AMP itself (trial/command_inject.py)
+            env[INJECT_ENV] = inject_settings(tr.mode)
     return argv, env, p.cwd.format(**v) if p.cwd else None
 
 

@@ -11,6 +11,8 @@ from typing import Any
 from ampbench.core.records import Interference, Trial
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
+from ampbench.trial.command_inject import injected_record, refusal
+from ampbench.trial.command_left_out import cross_check, left_out
 from ampbench.trial.command_record import (
     EventReader,
     amp_info,
@@ -52,6 +54,9 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
     want = tr.suite.train.steps if tr.spec.steps is None else tr.spec.steps
     if launch_error:
         return launch_error
+    refused = refusal([ev for x in reader.procs.values() for ev in x.injected])
+    if refused:
+        return refused
     if code != 0 and not (stopped and code == 0):
         measured = max(0, steps - tr.suite.train.warmup_steps)   # as the record counts them (StepRecord.warmup)
         return (f"the program {exit_text(code)} after {steps} optimizer step(s), {measured} measured"
@@ -133,19 +138,17 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
+    t.amp.injected = injected_record(tr.mode, lead.injected if lead else [])
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)
     t.metrics = _metrics(tr, p, output, out)
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped,
                             "log_bytes_dropped": output.dropped_bytes}
     ours = t.mean_rate()
-    check = throughput_check(ours, output.scan, p.throughput_tolerance)
-    if check is not None:
-        info["throughput_check"] = check
-        if not check["agrees"]:
-            info["warning"] = (f"ampbench measured {ours:.4g} samples/s (mean over the measured steps), the program's own "
-                               f"log says {check['program_samples_per_s']:.4g} (ratio {check['ratio']:.3g}): check "
-                               "train.batch_size is the program's real batch per optimizer step")
+    excluded = left_out(lead, t.steps)   # evaluations and checkpoint saves inside steps (trial/command_left_out.py)
+    if excluded:
+        info["left_out"] = excluded
+    info.update(cross_check(throughput_check(ours, output.scan, p.throughput_tolerance), ours, t.steps, excluded))
     if left:
         info["leftover_processes"] = left
     t.workload_info = info  # an extra field of the open Trial model

@@ -40,6 +40,8 @@ class Proc:
     shapes: dict[str, Any] = field(default_factory=dict)   # the hook's Linear/conv layers at step 1 (issue 35)
     shapes_error: str = ""   # why the hook could not list them (a model nested past the recursion limit)
     amp_order: list[dict[str, Any]] = field(default_factory=list)   # decorate / DataParallel calls, in order
+    injected: list[dict[str, Any]] = field(default_factory=list)   # amp = "inject": what the hook applied
+    saves: dict[int, float] = field(default_factory=dict)   # step -> seconds in paddle.save, left out of it
 
     @property
     def rank(self) -> int:
@@ -121,7 +123,7 @@ class EventReader:
         return ev if isinstance(ev, dict) else None
 
     @staticmethod
-    def _apply(proc: Proc, ev: dict[str, Any]) -> bool:
+    def _apply(proc: Proc, ev: dict[str, Any]) -> bool:  # noqa: C901  a flat dispatch on the event kind
         kind = ev.get("e")
         if kind == "step" and isinstance(ev.get("step"), int) and isinstance(ev.get("t"), (int, float)):
             proc.steps.append(ev)
@@ -147,8 +149,10 @@ class EventReader:
                 proc.shapes_error = str(ev.get("error", ""))[:300]
         elif kind == "shapes" and isinstance(ev.get("layers"), list):
             proc.shapes = ev
-        elif kind == "amp_order" and len(proc.amp_order) < 64:
-            proc.amp_order.append(ev)
+        elif kind in ("amp_order", "inject") and len(proc.amp_order) + len(proc.injected) < 64:
+            (proc.amp_order if kind == "amp_order" else proc.injected).append(ev)
+        elif kind == "save" and isinstance(ev.get("step"), int) and isinstance(ev.get("s"), (int, float)):
+            proc.saves[ev["step"]] = proc.saves.get(ev["step"], 0.0) + max(0.0, float(ev["s"]))
         elif kind == "data" and isinstance(ev.get("waits"), dict):
             proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()
                                     if str(k).isdigit() and isinstance(v, (int, float)) and v >= 0})

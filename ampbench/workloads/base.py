@@ -105,6 +105,9 @@ class WorkloadBase(ABC, Generic[P]):
             if (m.args or m.env) and not cls.accepts_mode_args:
                 problems.append((f"modes ({m.name}).args", f"args/env are for workload = \"command\" "
                                  f"(a program ampbench runs); workload {cls.name!r} has none"))
+            if m.amp_by == "inject" and not cls.accepts_mode_args:
+                problems.append((f"modes ({m.name}).amp", f"amp = \"inject\" is for workload = \"command\" (a "
+                                 f"program without an AMP switch); workload {cls.name!r} applies AMP itself"))
         rows = cls.train_rows(params)
         for m in suite.modes:
             if rows is not None and suite.batch_size(m) > rows:

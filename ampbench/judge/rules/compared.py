@@ -10,6 +10,11 @@ from __future__ import annotations
 from ampbench.judge.rules.context import Ctx, Rule
 from ampbench.results.verdicts import RuleResult
 
+# a command program runs FP32 unless something turns AMP on: a level alone would be FP32 again, called AMP inactive
+_COMMAND_ADVICE = ("the suite defines no AMP mode: add a [[modes]] entry with level = \"O1\" and the program's own "
+                   "AMP switch in `args`, or, for a program without one, amp = \"inject\" (ampbench's start-up "
+                   "hook applies Paddle's auto_cast and GradScaler itself)")
+
 
 def _planned_amp_modes(c: Ctx) -> list[str]:
     planned = {m for m, _ in c.plan}
@@ -24,6 +29,7 @@ def rule_amp_compared(c: Ctx) -> list[RuleResult]:
     """observed = {"amp_modes": AMP modes in the plan (0 here: the rule only reports this case)}."""
     defined = [m.name for m in c.suite.modes if m.amp]
     how = (f"the suite defines {', '.join(defined)} but the run planned only fp32 (--mode?)" if defined else
+           _COMMAND_ADVICE if c.suite.suite.workload == "command" else
            "the suite defines no AMP mode: add a [[modes]] entry with level = \"O1\" or \"O2\"")
     return [c.rule("amp-compared", "INCONCLUSIVE", {"amp_modes": 0}, {"amp_modes": 1},
                    f"Nothing was compared: no AMP mode was judged ({how}). FP32 alone says nothing about AMP.",

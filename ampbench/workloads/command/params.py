@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ampbench.config.suite import Suite
 
 PLACEHOLDERS = ("seed", "steps", "out", "mode", "batch_size", "eval_step", "epochs")
-Preset = Literal["paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json"]
+Preset = Literal["paddleocr", "trainer", "paddleclas", "paddleseg", "paddlerec", "hapi", "regex", "json"]
 assert set(PRESETS) == set(typing.get_args(Preset))  # one list of presets, here and in presets.py
 
 
@@ -173,10 +173,12 @@ def placeholder_problems(params: CommandParams, suite: Suite) -> list[tuple[str,
     if any(m.batch_size and m.batch_size != suite.train.batch_size for m in suite.modes) and "batch_size" not in used:
         problems.append(("workload.command", "a mode sets its own batch_size but the command never uses "
                          "{batch_size}: the program would not run it (pass e.g. --batch_size {batch_size})"))
-    if not params.stop_after_steps and "steps" not in used:
+    carried = "steps" in used or ("epochs" in used and params.program is not None)   # whole epochs >= train.steps
+    if not params.stop_after_steps and not carried:
         problems.append(("workload.command", f"train.steps = {suite.train.steps} cannot reach the program: use "
-                         "{steps} in the command (e.g. --max_steps {steps}) or set workload.stop_after_steps = "
-                         "true so ampbench ends it after that many optimizer steps"))
+                         "{steps} in the command (e.g. --max_steps {steps}), {epochs} with [workload.program] for "
+                         "a program that counts epochs, or set workload.stop_after_steps = true so ampbench ends "
+                         "it after that many optimizer steps"))
     if "epochs" in used and params.program is None:
         problems.append(("workload.command", "{epochs} needs [workload.program] (epochs, samples): the program's "
                          "own epoch count and samples per epoch"))

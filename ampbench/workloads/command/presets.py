@@ -11,6 +11,9 @@ The formats, as those projects' training code writes them (read there, not remem
   train lines end `ips: 123.4 samples/s`.
 - PaddleSeg paddleseg/core: `[EVAL] #Images: 50 mIoU: 0.3 Acc: 0.8 Kappa: 0.2 Dice: 0.4`; train
   `[TRAIN] epoch: 1, iter: 10/20, loss: ..., ips: 4.0 samples/sec | ETA ...`.
+- PaddleRec tools/trainer.py: each epoch ends `epoch: 0 done, auc: 0.51, loss: [0.69], epoch time: 3.2 s`
+  (its create_metrics names, accumulated over the epoch); train lines every print_interval batches
+  end `avg_samples: 2.0, ips: 123.4 ins/s` (reader and run time of the interval).
 - paddle.Model.fit/evaluate (paddle/hapi ProgBarLogger): between `Eval begin...` and
   `Eval samples: N` the progress lines `step 2/2 - loss: 0.5 - acc: 0.9 - 3ms/step`; verbose=3
   training lines add `ips: X samples/sec`.
@@ -36,7 +39,9 @@ _INTERVAL_SPS = re.compile(rf"\binterval_samples_per_second: ({NUM})")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
 
-PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "hapi", "regex", "json")
+PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "paddlerec", "hapi", "regex", "json")
+_PADDLEREC_DONE = re.compile(r"\bepoch: \d+ done, (.*?)(?: epoch time:|$)")
+_INS_PER_S = re.compile(rf"\bips: ({NUM}) ins/s")
 _PADDLEOCR_EVAL = re.compile(r"^Global\.eval_batch_step=\[\s*(\d+)\s*,\s*(\d+)\s*\]$")
 
 
@@ -83,7 +88,7 @@ class LogScan:
     def __post_init__(self) -> None:
         self._compiled = {k: re.compile(v) for k, v in self.patterns.items()}
         feeders = {"paddleocr": self._paddleocr, "trainer": self._trainer, "paddleclas": self._paddleclas,
-                   "paddleseg": self._paddleseg, "hapi": self._hapi}
+                   "paddleseg": self._paddleseg, "paddlerec": self._paddlerec, "hapi": self._hapi}
         self._feed = feeders.get(self.preset, self._regex)
         self._tp = re.compile(self.throughput_pattern) if self.throughput_pattern else None
 
@@ -140,6 +145,13 @@ class LogScan:
             self.metrics.update({k: v for k, v in pairs.items() if k in ("mIoU", "Acc", "Kappa", "Dice", "Auc_roc")})
         elif "[TRAIN]" in line:
             self._ips(line)
+
+    def _paddlerec(self, line: str) -> None:
+        m = _PADDLEREC_DONE.search(line)
+        if m:
+            self.metrics.update(self._pairs(m.group(1)))
+        else:
+            self._ips(line, _INS_PER_S)
 
     def _hapi(self, line: str) -> None:
         if "Eval begin" in line:

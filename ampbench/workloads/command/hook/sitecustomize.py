@@ -782,6 +782,12 @@ def _install(paddle) -> None:
     _patch_tensor_and_layers(st, paddle)
     _patch_loader(st, paddle)
     _patch_model_building(st, paddle)
+    # paddle.save inside a step is left out as an evaluation is; amp = "inject" applies a mode's AMP here
+    import _ampbench_saves  # type: ignore[import-not-found]  # beside this file, on PYTHONPATH
+    _ampbench_saves.install(paddle, st)
+    if os.environ.get("AMPBENCH_HOOK_INJECT"):
+        import _ampbench_inject  # type: ignore[import-not-found]  # beside this file, on PYTHONPATH
+        _ampbench_inject.install(paddle, st.patch, st.emit, lambda: _finish("refused", st))
     try:
         paddle.amp.debugging.enable_operator_stats_collection()
         st.stats_on = True

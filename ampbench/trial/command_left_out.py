@@ -1,0 +1,59 @@
+"""Time inside a command trial's measured steps that is not training, and the throughput cross-check's cause.
+
+The hook leaves two kinds of time out of a step (docs/command.md): an evaluation inside the loop
+(Layer.eval() to Layer.train()) and, since issue 44, a checkpoint save (paddle.save, the hook's
+_ampbench_saves.py), each reported per step. `left_out` sums them over the measured steps: the trial's
+note of what was not charged to training. The program's own samples/s lines usually count that time
+(PaddleRec's and PaddleClas's rates run over whole intervals), so when the cross-check disagrees,
+`cross_check` first asks whether that measured time explains the gap (ampbench's rate with it counted
+back in agrees with the program's) and names it; only otherwise does it point at train.batch_size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ampbench.core.records import StepRecord
+from ampbench.trial.command_record import Proc
+
+
+def left_out(lead: Proc | None, steps: list[StepRecord]) -> dict[str, Any]:
+    """{"evaluations_s", "saves", "saves_s", "note"} over the measured steps ({} when nothing was left out)."""
+    if lead is None:
+        return {}
+    measured = {s.step for s in steps if not s.warmup}
+    total = sum(float(ev.get("eval_s") or 0.0) for ev in lead.steps if ev.get("step") in measured)
+    saves = {k: v for k, v in lead.saves.items() if k in measured}
+    saves_s = sum(saves.values())
+    if total <= 0 and not saves:
+        return {}
+    evals_s = max(0.0, total - saves_s)
+    parts = ([f"{len(saves)} checkpoint save(s) (paddle.save, {saves_s:.3g} s)"] if saves else []) + (
+        [f"evaluations ({evals_s:.3g} s)"] if evals_s > 0 else [])
+    return {"evaluations_s": evals_s, "saves": len(saves), "saves_s": saves_s,
+            "note": f"{' and '.join(parts)} inside the measured steps, left out of training time"}
+
+
+def cross_check(check: dict[str, Any] | None, ours: float, steps: list[StepRecord],
+                excluded: dict[str, Any]) -> dict[str, Any]:
+    """workload_info's throughput_check (with its `cause`) and warning, when the program logs a rate."""
+    if check is None:
+        return {}
+    if check["agrees"]:
+        return {"throughput_check": check}
+    theirs, tol = check["program_samples_per_s"], check["tolerance"]
+    measured = [s for s in steps if not s.warmup]
+    secs, samples = sum(s.time_s for s in measured), sum(s.samples for s in measured)
+    extra = float(excluded.get("evaluations_s", 0.0)) + float(excluded.get("saves_s", 0.0))
+    cause = "check train.batch_size is the program's real batch per optimizer step"
+    if extra > 0 and ours > theirs and secs + extra > 0 and theirs > 0:
+        counted = samples / (secs + extra)
+        if abs(counted / theirs - 1) <= tol:
+            cause = (f"the program's own rate counts the {excluded['note'].split(' inside')[0]} inside the measured "
+                     f"steps, which ampbench leaves out of training time; counted in, ampbench's rate is "
+                     f"{counted:.4g} samples/s (ratio {counted / theirs:.3g})")
+            check = {**check, "ratio_with_left_out": counted / theirs}
+    check = {**check, "cause": cause}
+    warning = (f"ampbench measured {ours:.4g} samples/s (mean over the measured steps), the program's own log says "
+               f"{theirs:.4g} (ratio {check['ratio']:.3g}): {cause}")
+    return {"throughput_check": check, "warning": warning}

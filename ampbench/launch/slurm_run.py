@@ -8,16 +8,27 @@ when they start.
 
 The job ids are written to `slurm.json` in the run folder as each job is submitted, so `--resume`
 after ampbench was killed finds the jobs still queued or running and waits for them instead of
-submitting them again.  One `squeue` for all of the run's jobs per interval (`poll_s`).  A job that
-ended without an ok trial file (failed, timed out, cancelled, preempted, its node lost) is recorded
-with Slurm's state, exit code and reason (`trial.slurm`) and the partial curve its log holds; the
-other jobs go on.  Ctrl-C or SIGTERM cancels every job of the run still queued or running (one
-`scancel`), keeps the finished trials, and forgets the cancelled jobs so `--resume` submits them again.
+submitting them again.  A recorded job is the run's own only if its name, its user and the run's
+token (in the job's comment) all match: any other job is neither waited for nor cancelled.
+
+One `squeue` for all of the run's jobs per interval (`poll_s`); a job absent from its answer, or an
+answer that could not be read, is asked of `scontrol` (and `sacct`): a job is taken as ended only when
+Slurm says so.  A job that ended without an ok trial file (failed, timed out, cancelled, preempted, its
+node lost) is recorded with Slurm's state, exit code and reason (`trial.slurm`) and the partial curve
+its log holds; the other jobs go on.  Slurm not answering for `outage_s` ends the wait (exit 2).
+
+Ctrl-C, SIGTERM or that give-up cancels every job of the run still queued or running (one `scancel`),
+keeps the finished trials, and forgets only the jobs Slurm confirms ended, so `--resume` submits those
+again and waits for the others.  No trial file is written for a job Slurm has not confirmed ended, so
+a job that ends later cannot overwrite a recorded trial.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import pwd
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -33,13 +44,13 @@ from ampbench.core.records import SlurmJob, Trial, trial_key
 from ampbench.launch import distributed, slurm
 from ampbench.launch.launcher import TrialFiles, failure_trial, steps_from_log, write_trial
 from ampbench.launch.process import worker_command
-from ampbench.launch.slurm import JobState, SlurmOptions
+from ampbench.launch.slurm import FORGOTTEN, JobState, SlurmOptions
 from ampbench.trial.spec import TrialSpec
 
 STATE_FILE = "slurm.json"
 SLURM_SCHEMA = "ampbench.slurm/1"
 CANCEL_WAIT_S = 60.0
-MAX_MISSES = 20  # squeue failing this many intervals in a row ends the run (its jobs cancelled)
+TOKEN_PREFIX = "ampbench-run:"
 
 
 class SlurmRun(VersionedDoc):
@@ -48,7 +59,14 @@ class SlurmRun(VersionedDoc):
     SCHEMA = SLURM_SCHEMA
     schema_: str = Field(SLURM_SCHEMA, alias="schema")
     options: SlurmOptions
+    # the run's token, every job's --comment: what makes a job with a recorded id this run's own (an old
+    # slurm.json without one gets a new token, so none of its jobs is taken as the run's)
+    token: str = Field(default_factory=lambda: secrets.token_hex(8))
     jobs: dict[str, str] = {}  # trial key -> job id
+
+    @property
+    def comment(self) -> str:
+        return TOKEN_PREFIX + self.token
 
 
 def state_path(run_path: Path) -> Path:
@@ -74,9 +92,25 @@ class Hooks:
     finished: Callable[[str, int, Trial], None]
 
 
-def _submit(spec: TrialSpec, files: TrialFiles, opts: SlurmOptions, suite_name: str) -> str:
+def job_name(suite_name: str, mode: str, seed: int) -> str:
+    return f"ampbench-{suite_name}-{trial_key(mode, seed)}"
+
+
+def _not_ours(st: JobState, name: str, state: SlurmRun) -> str:
+    """Why a job with a recorded id is not this run's ("" when it is): name, user and token must match."""
+    why = []
+    if st.name != name:
+        why.append(f"name {st.name!r}")
+    if st.user != pwd.getpwuid(os.getuid()).pw_name:
+        why.append(f"user {st.user!r}")
+    if st.comment != state.comment:
+        why.append("without this run's token")
+    return ", ".join(why)
+
+
+def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str) -> str:
     """Write the spec, clear what an earlier attempt left, and submit the trial's job."""
-    dist = spec.suite.distributed
+    dist, opts = spec.suite.distributed, state.options
     atomic_write_text(files.spec, spec.model_dump_json(indent=1), root=files.root)
     Path(spec.trial_path).unlink(missing_ok=True)
     with open_for_writing(files.log, root=files.root):  # empty, in place: Slurm appends the job's output
@@ -91,15 +125,18 @@ def _submit(spec: TrialSpec, files: TrialFiles, opts: SlurmOptions, suite_name: 
     gpus = opts.gpus_per_trial if opts.gpus_per_trial is not None else (
         dist.nproc_per_node if spec.profile != "cpu" and slurm.has_gpus(opts.partition) else 0)
     timeout = spec.timeout_s or spec.suite.train.timeout_s
-    options = slurm.job_options(f"ampbench-{suite_name}-{trial_key(spec.mode, spec.seed)}", files.log, opts,
-                                dist.nnodes, gpus, timeout + 600, Path.cwd())
+    options = slurm.job_options(job_name(suite_name, spec.mode, spec.seed), files.log, opts, dist.nnodes, gpus,
+                                timeout + 600, Path.cwd(), comment=state.comment)
     return slurm.sbatch(slurm.batch_script(cmd, env, srun=dist.nnodes > 1), options)
 
 
 def _record(spec: TrialSpec, files: TrialFiles, job: str, seen: JobState | None) -> Trial:
     """The trial of an ended job: the worker's own file when it wrote one (relabelled when the scheduler,
     not the trial, ended it), else one made from Slurm's account of the job and the log."""
-    end = slurm.job_end(job) or seen or JobState(state="UNKNOWN")
+    end: JobState | None = None
+    with contextlib.suppress(slurm.SlurmError):  # squeue's final state stands where scontrol cannot add to it
+        end = slurm.job_info(job)
+    end = end or seen or JobState(state="UNKNOWN")
     info = SlurmJob(job_id=job, nodes=end.nodes, state=end.state, exit_code=end.exit_code, reason=end.reason)
     own: Trial | None = None
     with contextlib.suppress(ResultsError, OSError):
@@ -138,72 +175,148 @@ def _ok_file(spec: TrialSpec, job: str) -> bool:
     return False
 
 
+def _adopt(keys: dict[str, tuple[str, int]], state: SlurmRun, suite_name: str, hooks: Hooks) -> set[str]:
+    """The recorded jobs to wait for rather than submit again: the run's own (name, user, token) that are
+    still queued or running, or ended with their trial file ok since the caller looked (ampbench was
+    away).  Slurm not answering is an SlurmError: nothing is submitted then."""
+    alive = set()
+    for key, job in state.jobs.items():
+        if key not in keys:
+            continue
+        mode, seed = keys[key]
+        st = slurm.job_info(job)
+        if st is None:  # Slurm no longer knows it: it ended long ago
+            continue
+        why = _not_ours(st, job_name(suite_name, mode, seed), state)
+        if why:
+            hooks.say(f"{mode} seed {seed}: job {job} in slurm.json is not this run's ({why}): left alone, "
+                      "the trial submitted again")
+        elif not st.ended or _ok_file(hooks.spec(mode, seed), job):
+            alive.add(job)
+    return alive
+
+
+def _states(jobs: list[str]) -> tuple[dict[str, JobState], str]:
+    """Each job's state where Slurm gave an answer that could be read, and the error where it did not.
+    squeue first (one call); a job missing from its answer, or every job when it could not be read, is
+    asked of scontrol (sacct): absence from squeue is not "ended".  A job Slurm says it does not know is
+    FORGOTTEN (it ended and was purged)."""
+    error = ""
+    try:
+        now = slurm.squeue(jobs)
+    except slurm.SlurmError as e:
+        now, error = {}, str(e)
+    for job in jobs:
+        if job in now:
+            continue
+        try:
+            now[job] = slurm.job_info(job) or JobState(state=FORGOTTEN, reason="Slurm no longer knows the job")
+        except slurm.SlurmError as e:
+            error = error or str(e)
+    return now, error
+
+
+def _over(st: JobState) -> bool:
+    return st.ended or st.state == FORGOTTEN
+
+
+class _Outage:
+    """How long Slurm has left some job's state unread: past `limit_s` the run stops waiting."""
+
+    def __init__(self, limit_s: float, say: Callable[[str], None]):
+        self.limit_s, self.say, self.since, self.said = limit_s, say, 0.0, ""
+
+    def note(self, error: str, unread: int) -> None:
+        if not error:
+            self.since, self.said = 0.0, ""
+            return
+        now = time.monotonic()
+        if not unread:  # every job read another way (scontrol): say it once
+            if error != self.said:
+                self.say(f"warning: {error}; the jobs' states read through scontrol instead")
+            self.since, self.said = 0.0, error
+            return
+        self.since = self.since or now
+        waited = now - self.since
+        if waited >= self.limit_s:
+            raise slurm.SlurmError(f"Slurm did not answer for {waited:.0f} s (--slurm-outage {self.limit_s:g}): {error}")
+        self.say(f"warning: {unread} job(s) unread for {waited:.0f} s (gives up at {self.limit_s:g} s): {error}")
+
+
 def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, suite_name: str, hooks: Hooks) -> None:
-    """Every trial of `todo` as a Slurm job, until each has a trial file; jobs recorded in `state` that
-    are still queued or running are waited for, not submitted again."""
+    """Every trial of `todo` as a Slurm job, until each has a trial file; the run's own jobs recorded in
+    `state` that are still queued or running are waited for, not submitted again."""
     keys = {trial_key(m, s): (m, s) for m, s in todo}
-    recorded = {k: j for k, j in state.jobs.items() if k in keys}
-    known = slurm.squeue(list(recorded.values()))
-    # a job still queued or running is waited for; one that ended with its trial file ok since the caller
-    # looked (ampbench was away) is recorded as it is; anything else is submitted again
-    alive = {j for k, j in recorded.items() if j in known and (not known[j].ended or _ok_file(hooks.spec(*keys[k]), j))}
+    alive = _adopt(keys, state, suite_name, hooks)
     active: dict[str, str] = {}  # job id -> trial key
-    seen: dict[str, JobState] = {}
     try:
         for key, (mode, seed) in keys.items():  # seed-major: each seed's arms submitted together
-            job = recorded.get(key)
+            job = state.jobs.get(key)
             if job in alive:
                 hooks.say(f"{mode} seed {seed}: job {job} found queued or running, not submitted again")
             else:
-                job = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state.options, suite_name)
+                job = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state, suite_name)
                 state.jobs[key] = job
                 save_state(run_path, state)
                 hooks.say(f"{mode} seed {seed}: submitted as job {job}")
             active[job] = key
-        misses = 0
-        while active:
-            try:
-                now = slurm.squeue(list(active))
-                misses = 0
-            except slurm.SlurmError as e:  # the controller busy or restarting: ask again next interval
-                misses += 1
-                if misses >= MAX_MISSES:
-                    raise
-                hooks.say(f"warning: {e} (try {misses} of {MAX_MISSES})")
-                time.sleep(state.options.poll_s)
-                continue
-            for job, key in list(active.items()):
-                st = now.get(job)
-                if st is not None and not st.ended:
-                    if seen.get(job) is None or seen[job].state != st.state:
-                        where = f" on {st.nodes}" if st.state == "RUNNING" and st.nodes else \
-                            (f" ({st.reason})" if st.reason and st.reason != "None" else "")
-                        hooks.say(f"{keys[key][0]} seed {keys[key][1]}: job {job} {st.state}{where}")
-                    seen[job] = st
-                    continue
-                mode, seed = keys[key]
-                trial = _record(hooks.spec(mode, seed), hooks.files(mode, seed), job, st or seen.get(job))
-                del active[job]
-                hooks.finished(mode, seed, trial)
-            if active:
-                time.sleep(state.options.poll_s)
+        _watch(active, keys, state, hooks)
     except BaseException:
         _cancel(list(active), run_path, state, hooks)
         raise
 
 
+def _watch(active: dict[str, str], keys: dict[str, tuple[str, int]], state: SlurmRun, hooks: Hooks) -> None:
+    """Poll until every active job ended and its trial is recorded (jobs leave `active` as they do)."""
+    seen: dict[str, JobState] = {}
+    outage = _Outage(state.options.outage_s, hooks.say)
+    while active:
+        now, error = _states(list(active))
+        outage.note(error, sum(j not in now for j in active))
+        for job, key in list(active.items()):
+            st = now.get(job)
+            if st is None:  # unread this interval: asked again next one
+                continue
+            mode, seed = keys[key]
+            if not _over(st):
+                if seen.get(job) is None or seen[job].state != st.state:
+                    where = f" on {st.nodes}" if st.state == "RUNNING" and st.nodes else \
+                        (f" ({st.reason})" if st.reason and st.reason != "None" else "")
+                    hooks.say(f"{mode} seed {seed}: job {job} {st.state}{where}")
+                seen[job] = st
+                continue
+            trial = _record(hooks.spec(mode, seed), hooks.files(mode, seed), job,
+                            None if st.state == FORGOTTEN else st)
+            del active[job]
+            hooks.finished(mode, seed, trial)
+        if active:
+            time.sleep(state.options.poll_s)
+
+
 def _cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks) -> None:
-    """Ctrl-C / SIGTERM: every job of the run still queued or running cancelled and waited out (bounded),
-    then forgotten, so `--resume` submits those trials again; finished trials stay as they are."""
+    """Ctrl-C / SIGTERM / Slurm gone: every job of the run still queued or running cancelled and waited
+    out (bounded); the ones Slurm confirms ended are forgotten, so `--resume` submits those trials again;
+    the others stay in slurm.json (and get no trial file), so `--resume` waits for them."""
     if not jobs:
         return
-    slurm.scancel(jobs)
-    deadline = time.monotonic() + CANCEL_WAIT_S
-    while time.monotonic() < deadline:
-        with contextlib.suppress(slurm.SlurmError):
-            if all(st.ended for st in slurm.squeue(jobs).values()):
+    ended: set[str] = set()
+    try:
+        slurm.scancel(jobs)
+    except slurm.SlurmError as e:
+        hooks.say(f"error: could not cancel job(s) {', '.join(jobs)}: {e}")
+    else:
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while time.monotonic() < deadline:
+            now, _ = _states(jobs)
+            ended = {j for j, st in now.items() if _over(st)}
+            if len(ended) == len(jobs):
                 break
-        time.sleep(0.5)
-    state.jobs = {k: j for k, j in state.jobs.items() if j not in jobs}
+            time.sleep(0.5)
+    state.jobs = {k: j for k, j in state.jobs.items() if j not in ended}
     save_state(run_path, state)
-    hooks.say(f"cancelled {len(jobs)} Slurm job(s): {', '.join(jobs)}")
+    if ended:
+        hooks.say(f"cancelled {len(ended)} Slurm job(s): {', '.join(j for j in jobs if j in ended)}")
+    kept = [j for j in jobs if j not in ended]
+    if kept:
+        hooks.say(f"warning: {len(kept)} Slurm job(s) not confirmed ended, kept in slurm.json: {', '.join(kept)} "
+                  f"(`ampbench run --resume {run_path}` waits for them once Slurm answers, or scancel them)")

@@ -104,6 +104,19 @@ class Cluster:
             self._daemon(["slurmd", "-D", "-N", node, "-f", conf])
         self._wait(self._idle, "slurmctld and slurmd (both nodes idle)")
 
+    def stop_controller(self) -> None:
+        """slurmctld stopped (SIGTERM: it saves its state) while slurmd and the jobs on it go on."""
+        for p in self.procs:
+            if p.args[0] == "slurmctld" and p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+
+    def start_controller(self) -> None:
+        """slurmctld started again from its saved state (the jobs it knew are recovered), the nodes back."""
+        self.procs = [p for p in self.procs if p.args[0] != "slurmctld" or p.poll() is None]
+        self._daemon(["slurmctld", "-D", "-i", "-f", str(self.dir / "slurm.conf")])
+        self._wait(self._idle, "slurmctld again (both nodes up)", limit=60)
+
     def _daemon(self, cmd: list[str]) -> None:
         self.procs.append(subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL, start_new_session=True))
@@ -112,7 +125,8 @@ class Cluster:
         p = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%t"], env=self.env, capture_output=True, text=True,
                            check=False, timeout=30)
         states = p.stdout.split()
-        return p.returncode == 0 and len(states) == len(NODES) and all(s in ("idle", "mix", "alloc") for s in states)
+        return p.returncode == 0 and len(states) == len(NODES) and all(s.rstrip("*") in ("idle", "mix", "alloc")
+                                                                       for s in states)
 
     def _wait(self, ok: object, what: str, limit: float = 30.0) -> None:
         deadline = time.monotonic() + limit

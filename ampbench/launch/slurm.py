@@ -41,7 +41,7 @@ _STATUS: dict[str, Status] = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_
                               "CANCELLED": "cancelled", "PREEMPTED": "cancelled"}
 # sbatch options ampbench sets itself: --slurm-arg may not replace them (the run folder relies on them).
 _OWN = {"output", "error", "o", "e", "parsable", "wrap", "job-name", "J", "chdir", "D", "nodes", "N",
-        "ntasks-per-node", "export", "comment"}
+        "ntasks-per-node", "export", "comment", "hold", "H", "dependency", "d"}
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _STATE = re.compile(r"^[A-Z_]+$")
@@ -54,6 +54,11 @@ _GONE = ("already completed", "already finished", "Invalid job id", "has already
 
 class SlurmError(UserError):
     """A Slurm command failed; the message names it and quotes Slurm."""
+
+
+class SlurmUnreadable(SlurmError):
+    """A Slurm command answered (exit 0) in a form ampbench could not read: another command may still
+    say what it could not."""
 
 
 class SlurmOptions(BaseModel):
@@ -97,7 +102,7 @@ def _decode(cmd: list[str], what: str, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise SlurmError(f"{cmd[0]}: its {what} is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
+        raise SlurmUnreadable(f"{cmd[0]}: its {what} is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
                          "is this Slurm's own command?") from None
 
 
@@ -161,7 +166,7 @@ def squeue(jobs: list[str]) -> dict[str, JobState]:
         if not line.strip():
             continue
         if len(parts) != 4 or not _JOB_ID.match(parts[0]) or not _STATE.match(parts[1].split(" ")[0]):
-            raise SlurmError(f"squeue: unexpected answer, line {n}: {line[:120]!r} (asked for "
+            raise SlurmUnreadable(f"squeue: unexpected answer, line {n}: {line[:120]!r} (asked for "
                              "JOBID|STATE|NODES|REASON); job states not read from it")
         if parts[0] in jobs:
             out[parts[0]] = JobState(state=parts[1].split(" ")[0], nodes=parts[2], reason=parts[3])
@@ -187,8 +192,9 @@ def job_info(job: str) -> JobState | None:
     if p.returncode == 0:
         f = _fields(p.stdout)
         if f.get("JobId") != job or not _STATE.match(f.get("JobState", "")):
-            raise SlurmError(f"scontrol show job {job}: unexpected answer {p.stdout.strip()[:120]!r}")
-        return JobState(state=f["JobState"], nodes=f.get("NodeList", ""), reason=f.get("Reason", ""),
+            raise SlurmUnreadable(f"scontrol show job {job}: unexpected answer {p.stdout.strip()[:120]!r}")
+        nodes = f.get("NodeList", "")
+        return JobState(state=f["JobState"], nodes="" if nodes == "(null)" else nodes, reason=f.get("Reason", ""),
                         exit_code=f.get("ExitCode", ""), name=f.get("JobName", ""), user=_user(f.get("UserId", "")),
                         comment=f.get("Comment", ""))
     if _UNKNOWN_JOB not in p.stderr:
@@ -245,6 +251,13 @@ def check_partition(partition: str | None, nnodes: int) -> None:
     if nnodes > nodes[where]:
         raise ConfigError("suite", "distributed.nnodes", f"nnodes = {nnodes}, but partition {where} has "
                           f"{nodes[where]} node(s): the trial's job could never start")
+
+
+def place(job: str, nodes: str | None) -> None:
+    """A held job released, restricted first to these nodes (None: wherever Slurm starts it)."""
+    if nodes:
+        _run(["scontrol", "update", f"JobId={job}", f"ReqNodeList={nodes}"])
+    _run(["scontrol", "release", job])
 
 
 def has_gpus(partition: str | None) -> bool:

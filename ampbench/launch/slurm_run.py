@@ -63,6 +63,8 @@ class SlurmRun(VersionedDoc):
     # slurm.json without one gets a new token, so none of its jobs is taken as the run's)
     token: str = Field(default_factory=lambda: secrets.token_hex(8))
     jobs: dict[str, str] = {}  # trial key -> job id
+    # a seed's later arm, submitted held -> the job of the seed's first arm: released onto its node(s)
+    held: dict[str, str] = {}
 
     @property
     def comment(self) -> str:
@@ -108,7 +110,7 @@ def _not_ours(st: JobState, name: str, state: SlurmRun) -> str:
     return ", ".join(why)
 
 
-def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str) -> str:
+def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str, extra: list[str]) -> str:
     """Write the spec, clear what an earlier attempt left, and submit the trial's job."""
     dist, opts = spec.suite.distributed, state.options
     atomic_write_text(files.spec, spec.model_dump_json(indent=1), root=files.root)
@@ -127,7 +129,7 @@ def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str
     timeout = spec.timeout_s or spec.suite.train.timeout_s
     options = slurm.job_options(job_name(suite_name, spec.mode, spec.seed), files.log, opts, dist.nnodes, gpus,
                                 timeout + 600, Path.cwd(), comment=state.comment)
-    return slurm.sbatch(slurm.batch_script(cmd, env, srun=dist.nnodes > 1), options)
+    return slurm.sbatch(slurm.batch_script(cmd, env, srun=dist.nnodes > 1), options + extra)
 
 
 def _record(spec: TrialSpec, files: TrialFiles, job: str, seen: JobState | None) -> Trial:
@@ -198,14 +200,16 @@ def _adopt(keys: dict[str, tuple[str, int]], state: SlurmRun, suite_name: str, h
 
 def _states(jobs: list[str]) -> tuple[dict[str, JobState], str]:
     """Each job's state where Slurm gave an answer that could be read, and the error where it did not.
-    squeue first (one call); a job missing from its answer, or every job when it could not be read, is
-    asked of scontrol (sacct): absence from squeue is not "ended".  A job Slurm says it does not know is
-    FORGOTTEN (it ended and was purged)."""
-    error = ""
+    squeue first (one call); a job missing from its answer, or every job when its answer could not be
+    read, is asked of scontrol (sacct): absence from squeue is not "ended".  squeue failing outright
+    (the controller unreachable) leaves every job unread this interval.  A job Slurm says it does not
+    know is FORGOTTEN (it ended and was purged)."""
     try:
-        now = slurm.squeue(jobs)
-    except slurm.SlurmError as e:
+        now, error = slurm.squeue(jobs), ""
+    except slurm.SlurmUnreadable as e:
         now, error = {}, str(e)
+    except slurm.SlurmError as e:
+        return {}, str(e)
     for job in jobs:
         if job in now:
             continue
@@ -245,34 +249,90 @@ class _Outage:
 
 def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, suite_name: str, hooks: Hooks) -> None:
     """Every trial of `todo` as a Slurm job, until each has a trial file; the run's own jobs recorded in
-    `state` that are still queued or running are waited for, not submitted again."""
+    `state` that are still queued or running are waited for, not submitted again.  A seed's arms form a
+    chain on one node: the first goes where Slurm puts it, each later one is submitted held, after the
+    one before it (`afterany`), and released onto the first one's node(s) once Slurm has placed it."""
     keys = {trial_key(m, s): (m, s) for m, s in todo}
     alive = _adopt(keys, state, suite_name, hooks)
     active: dict[str, str] = {}  # job id -> trial key
+    chain: dict[int, tuple[str, str]] = {}  # seed -> (its first arm's job, the last arm's job)
     try:
         for key, (mode, seed) in keys.items():  # seed-major: each seed's arms submitted together
             job = state.jobs.get(key)
             if job in alive:
                 hooks.say(f"{mode} seed {seed}: job {job} found queued or running, not submitted again")
             else:
-                job = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state, suite_name)
+                extra = _pair_options(chain.get(seed), hooks.spec(mode, seed), keys)
+                job = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state, suite_name, extra)
                 state.jobs[key] = job
+                if seed in chain:
+                    state.held[job] = chain[seed][0]
                 save_state(run_path, state)
-                hooks.say(f"{mode} seed {seed}: submitted as job {job}")
+                hooks.say(f"{mode} seed {seed}: submitted as job {job}" + (
+                    f" (held: after job {chain[seed][1]}, on its pair's node)" if seed in chain else ""))
+            chain[seed] = (chain[seed][0] if seed in chain else job, job)
             active[job] = key
-        _watch(active, keys, state, hooks)
+        _watch(active, keys, run_path, state, hooks)
     except BaseException:
         _cancel(list(active), run_path, state, hooks)
         raise
 
 
-def _watch(active: dict[str, str], keys: dict[str, tuple[str, int]], state: SlurmRun, hooks: Hooks) -> None:
+def _pair_options(chain: tuple[str, str] | None, spec: TrialSpec, keys: dict[str, tuple[str, int]]) -> list[str]:
+    """sbatch options that keep a seed's arms on one node, one after the other: a later arm held after
+    the one before it; a first arm whose pair already ran (--resume) on the node that pair ran on."""
+    if chain is not None:
+        return ["--hold", f"--dependency=afterany:{chain[1]}"]
+    if spec.suite.distributed.nnodes > 1:
+        return []
+    for other in spec.suite.modes:   # an arm of this seed recorded ok earlier: this one on its node
+        path = Path(spec.trial_path).with_name(f"{trial_key(other.name, spec.seed)}.json")
+        if trial_key(other.name, spec.seed) in keys or other.name == spec.mode:
+            continue
+        with contextlib.suppress(ResultsError, OSError):
+            t = load_doc(path, Trial, "trial file")
+            if t.status == "ok" and t.slurm is not None and t.slurm.node:
+                return [f"--nodelist={t.slurm.node}"]
+    return []
+
+
+def _release(now: dict[str, JobState], run_path: Path, state: SlurmRun, hooks: Hooks) -> None:
+    """Each held later arm released once its seed's first arm has a node: onto that node (the pair
+    measured on one node; `afterany` keeps them one after the other), or anywhere when the first arm
+    ended without running."""
+    for job, first in list(state.held.items()):
+        if job in now and _over(now[job]):   # cancelled while held
+            del state.held[job]
+            continue
+        lead = now.get(first)
+        if lead is None or (_over(lead) and not lead.nodes):
+            try:
+                lead = slurm.job_info(first) or JobState(state=FORGOTTEN)
+            except slurm.SlurmError:
+                continue   # asked again next interval
+        if not lead.nodes and not _over(lead):
+            continue       # not placed yet
+        try:
+            slurm.place(job, lead.nodes or None)
+        except slurm.SlurmError as e:
+            hooks.say(f"warning: job {job} not released yet: {e}")
+            continue
+        del state.held[job]
+        save_state(run_path, state)
+        hooks.say(f"job {job} released " + (f"onto {lead.nodes}, after its pair's job {first}" if lead.nodes else
+                                            f"to run anywhere: its pair's job {first} ended without a node"))
+
+
+def _watch(active: dict[str, str], keys: dict[str, tuple[str, int]], run_path: Path, state: SlurmRun,
+           hooks: Hooks) -> None:
     """Poll until every active job ended and its trial is recorded (jobs leave `active` as they do)."""
     seen: dict[str, JobState] = {}
     outage = _Outage(state.options.outage_s, hooks.say)
     while active:
         now, error = _states(list(active))
         outage.note(error, sum(j not in now for j in active))
+        if state.held:
+            _release(now, run_path, state, hooks)
         for job, key in list(active.items()):
             st = now.get(job)
             if st is None:  # unread this interval: asked again next one
@@ -313,6 +373,7 @@ def _cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks) -> N
                 break
             time.sleep(0.5)
     state.jobs = {k: j for k, j in state.jobs.items() if j not in ended}
+    state.held = {j: f for j, f in state.held.items() if j not in ended}
     save_state(run_path, state)
     if ended:
         hooks.say(f"cancelled {len(ended)} Slurm job(s): {', '.join(j for j in jobs if j in ended)}")

@@ -149,14 +149,15 @@ def test_a_failed_scancel_is_said_and_the_jobs_kept_for_resume(cluster, tmp_path
     run = _run_dir(tmp_path)
     jobs = _jobs(run)
     try:
-        _wait_for(lambda: all(cluster.jobs().get(j) == "RUNNING" for j in jobs.values()), "both running")
+        # fp32 runs (and hangs); its pair waits held behind it, pending
+        _wait_for(lambda: cluster.jobs().get(jobs["fp32__seed0"]) == "RUNNING", "fp32 running")
         p.send_signal(signal.SIGINT)
         code, out = _finish(p, 90)
         assert code == 130, out
         assert "could not cancel job(s)" in out and "Access/permission denied" in out, out
         assert "cancelled 2" not in out and "kept in slurm.json" in out
         assert _jobs(run) == jobs  # nothing forgotten: --resume waits for them rather than submitting again
-        assert all(cluster.jobs().get(j) == "RUNNING" for j in jobs.values())
+        assert [cluster.jobs().get(j) for j in jobs.values()] == ["RUNNING", "PENDING"]
         assert not (run / "trials" / "fp32__seed0.json").exists()  # no trial recorded for a live job
     finally:
         _scancel(cluster, *jobs.values())
@@ -275,3 +276,20 @@ def test_both_arms_of_a_seed_run_on_one_node_one_after_the_other(cluster, tmp_pa
     assert not _jobs(run).keys() - {f"{m}__seed{s}" for m in ("fp32", "amp-o1-fp16") for s in (0, 1)}
     assert "held" not in json.loads((run / "slurm.json").read_text()) or \
         not json.loads((run / "slurm.json").read_text())["held"]
+
+
+@pytest.mark.slow
+def test_a_job_requeued_by_slurm_is_waited_for_and_its_second_attempt_recorded(cluster, tmp_path):  # noqa: F811
+    p = _slurm_run(cluster, tmp_path, ["--mode", "fp32", "--set", "train.steps=150"])
+    _wait_for(lambda: len(_jobs(_run_dir(tmp_path))) == 1, "1 job submitted")
+    run = _run_dir(tmp_path)
+    job = _jobs(run)["fp32__seed0"]
+    log = run / "logs" / "fp32__seed0.log"
+    _wait_for(lambda: log.is_file() and "@@ampbench " in log.read_text(errors="replace"), "the job's first steps")
+    subprocess.run(["scontrol", "requeue", job], env=cluster.env, check=True)   # what preemption (REQUEUE) does
+    code, out = _finish(p, 300)
+    assert code in (0, 3), out
+    t = _trial(run, "fp32__seed0")
+    assert t["status"] == "ok" and t["slurm"]["job_id"] == job and len(t["steps"]) == 150, t.get("error")
+    assert _scontrol(cluster, job)["Restarts"] == "1"
+    assert _jobs(run) == {"fp32__seed0": job} and "submitted as job" in out and out.count("submitted as job") == 1

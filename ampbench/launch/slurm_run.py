@@ -257,13 +257,14 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
     active: dict[str, str] = {}  # job id -> trial key
     chain: dict[int, tuple[str, str]] = {}  # seed -> (its first arm's job, the last arm's job)
     try:
-        for key, (mode, seed) in keys.items():  # seed-major: each seed's arms submitted together
+        for key, (mode, seed) in _chain_order(keys, state, alive):  # seed-major: each seed's arms together
             job = state.jobs.get(key)
             if job in alive:
                 hooks.say(f"{mode} seed {seed}: job {job} found queued or running, not submitted again")
             else:
                 extra = _pair_options(chain.get(seed), hooks.spec(mode, seed), keys)
                 job = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state, suite_name, extra)
+                active[job] = key   # at once: an interrupt from here on cancels it
                 state.jobs[key] = job
                 if seed in chain:
                     state.held[job] = chain[seed][0]
@@ -276,6 +277,15 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
     except BaseException:
         _cancel(list(active), run_path, state, hooks)
         raise
+
+
+def _chain_order(keys: dict[str, tuple[str, int]], state: SlurmRun,
+                 alive: set[str]) -> list[tuple[str, tuple[str, int]]]:
+    """The plan seed-major, each seed's jobs still queued or running first: an arm submitted now (again)
+    queues after them, so a seed's arms never overlap, whichever of them ampbench was away for."""
+    seeds = list(dict.fromkeys(seed for _, seed in keys.values()))
+    return [(k, ms) for seed in seeds for k, ms in sorted(
+        ((k, ms) for k, ms in keys.items() if ms[1] == seed), key=lambda kv: state.jobs.get(kv[0]) not in alive)]
 
 
 def _pair_options(chain: tuple[str, str] | None, spec: TrialSpec, keys: dict[str, tuple[str, int]]) -> list[str]:

@@ -212,7 +212,7 @@ def test_a_partition_or_node_count_the_cluster_lacks_is_refused_before_a_run_fol
     p = _slurm_run(cluster, tmp_path, ["--partition", "nope"])
     code, out = _finish(p)
     assert code == 2 and _one_line_error(out) == "error: --partition: nope: no such partition on this cluster " \
-                                                 "(it has debug)", out
+                                                 "(it has debug, urgent)", out
     (tmp_path / "toy.toml").write_text(SUITE + '\n[distributed]\nnnodes = 3\nnproc_per_node = 1\nbackend = "gloo"\n')
     p = _ampbench(cluster, ["toy.toml", "--launcher", "slurm", "--out", "runs", *FAST], tmp_path)
     code, out = _finish(p)
@@ -293,3 +293,38 @@ def test_a_job_requeued_by_slurm_is_waited_for_and_its_second_attempt_recorded(c
     assert t["status"] == "ok" and t["slurm"]["job_id"] == job and len(t["steps"]) == 150, t.get("error")
     assert _scontrol(cluster, job)["Restarts"] == "1"
     assert _jobs(run) == {"fp32__seed0": job} and "submitted as job" in out and out.count("submitted as job") == 1
+
+
+def _preempt(c: slurm_cluster.Cluster, node: str) -> str:
+    """A job of the `urgent` partition on this node: it preempts the debug jobs there (they end PREEMPTED)."""
+    return subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--partition=urgent", f"--nodelist={node}",
+                           "--wrap", "sleep 2"], env=c.env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.slow
+def test_a_preempted_trial_is_submitted_again_up_to_the_cap(cluster, tmp_path):  # noqa: F811
+    (tmp_path / "again").mkdir()
+    (tmp_path / "capped").mkdir()
+    p = _slurm_run(cluster, tmp_path / "again", ["--mode", "fp32", "--set", "train.steps=150"])
+    q = _slurm_run(cluster, tmp_path / "capped", ["--mode", "fp32", "--slurm-requeue", "0"], fault="fp32:0:hang")
+    _wait_for(lambda: len(_jobs(_run_dir(tmp_path / "again"))) == 1 and len(_jobs(_run_dir(tmp_path / "capped"))) == 1,
+              "both jobs submitted")
+    run, capped = _run_dir(tmp_path / "again"), _run_dir(tmp_path / "capped")
+    first, hung = _jobs(run)["fp32__seed0"], _jobs(capped)["fp32__seed0"]
+    log = run / "logs" / "fp32__seed0.log"
+    _wait_for(lambda: log.is_file() and "@@ampbench " in log.read_text(errors="replace"), "the job's first steps")
+    _wait_for(lambda: cluster.jobs().get(hung) == "RUNNING", f"job {hung} running")
+    nodes = {_scontrol(cluster, j)["NodeList"] for j in (first, hung)}
+    for node in nodes:
+        _preempt(cluster, node)
+    code, out = _finish(p, 300)
+    assert code in (0, 3), out
+    again = _jobs(run)["fp32__seed0"]
+    assert again != first and f"job {first} ended PREEMPTED: submitted again as job {again} (requeue 1 of 2" in out, out
+    t = _trial(run, "fp32__seed0")
+    assert t["status"] == "ok" and t["slurm"]["job_id"] == again and len(t["steps"]) == 150, t.get("error")
+    assert json.loads((run / "slurm.json").read_text())["requeued"] == {"fp32__seed0": 1}
+    code, out = _finish(q, 120)
+    assert code in (1, 2) and "submitted again" not in out, out  # the cancelled trial: completeness FAIL
+    t = _trial(capped, "fp32__seed0")
+    assert t["status"] == "cancelled" and t["slurm"]["state"] == "PREEMPTED" and t["slurm"]["job_id"] == hung, t

@@ -36,6 +36,8 @@ ENDED = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL"
          "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED"}
 # A job Slurm says it does not know (scontrol and sacct): it ended and was purged, how is not known.
 FORGOTTEN = "UNKNOWN"
+# Ends the cluster chose, not the trial: a trial ended so is submitted again (SlurmOptions.requeue times).
+REQUEUE = {"PREEMPTED", "NODE_FAIL", "BOOT_FAIL"}
 # The trial status a job that left no trial file gets (its Slurm state is recorded beside it).
 _STATUS: dict[str, Status] = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom",
                               "CANCELLED": "cancelled", "PREEMPTED": "cancelled"}
@@ -72,6 +74,7 @@ class SlurmOptions(BaseModel):
     args: list[str] = []                         # --slurm-arg KEY=VALUE, passed as --KEY=VALUE
     poll_s: float = Field(15.0, ge=0.2)          # one squeue for all jobs per interval
     outage_s: float = Field(600.0, ge=1.0)       # Slurm not answering this long: ampbench stops waiting
+    requeue: int = Field(2, ge=0)                # a trial preempted or whose node failed: submitted again this often
 
 
 def parse_slurm_args(items: list[str]) -> list[str]:

@@ -65,6 +65,7 @@ class SlurmRun(VersionedDoc):
     jobs: dict[str, str] = {}  # trial key -> job id
     # a seed's later arm, submitted held -> the job of the seed's first arm: released onto its node(s)
     held: dict[str, str] = {}
+    requeued: dict[str, int] = {}  # trial key -> times submitted again after a preemption or a node failure
 
     @property
     def comment(self) -> str:
@@ -273,7 +274,7 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
                     f" (held: after job {chain[seed][1]}, on its pair's node)" if seed in chain else ""))
             chain[seed] = (chain[seed][0] if seed in chain else job, job)
             active[job] = key
-        _watch(active, keys, run_path, state, hooks)
+        _watch(active, keys, run_path, state, suite_name, hooks)
     except BaseException:
         _cancel(list(active), run_path, state, hooks)
         raise
@@ -334,7 +335,7 @@ def _release(now: dict[str, JobState], run_path: Path, state: SlurmRun, hooks: H
 
 
 def _watch(active: dict[str, str], keys: dict[str, tuple[str, int]], run_path: Path, state: SlurmRun,
-           hooks: Hooks) -> None:
+           suite_name: str, hooks: Hooks) -> None:
     """Poll until every active job ended and its trial is recorded (jobs leave `active` as they do)."""
     seen: dict[str, JobState] = {}
     outage = _Outage(state.options.outage_s, hooks.say)
@@ -355,12 +356,34 @@ def _watch(active: dict[str, str], keys: dict[str, tuple[str, int]], run_path: P
                     hooks.say(f"{mode} seed {seed}: job {job} {st.state}{where}")
                 seen[job] = st
                 continue
+            del active[job]
+            if st.state in slurm.REQUEUE and _requeue(job, st, key, active, keys, run_path, state, suite_name, hooks):
+                continue
             trial = _record(hooks.spec(mode, seed), hooks.files(mode, seed), job,
                             None if st.state == FORGOTTEN else st)
-            del active[job]
             hooks.finished(mode, seed, trial)
         if active:
             time.sleep(state.options.poll_s)
+
+
+def _requeue(job: str, st: JobState, key: str, active: dict[str, str], keys: dict[str, tuple[str, int]],
+             run_path: Path, state: SlurmRun, suite_name: str, hooks: Hooks) -> bool:
+    """A trial the cluster ended (preempted, its node failed) submitted again, up to `requeue` times per
+    trial: held after the seed's other active jobs and released onto the node it ran on (its pair's).
+    False when the cap is reached or its trial file is ok: the trial is recorded as it ended."""
+    mode, seed = keys[key]
+    done = state.requeued.get(key, 0)
+    if done >= state.options.requeue or _ok_file(hooks.spec(mode, seed), job):
+        return False
+    others = [j for j, k in active.items() if keys[k][1] == seed]
+    extra = ["--hold"] + ([f"--dependency=afterany:{':'.join(others)}"] if others else [])
+    new = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state, suite_name, extra)
+    active[new] = key
+    state.jobs[key], state.held[new], state.requeued[key] = new, job, done + 1
+    save_state(run_path, state)
+    hooks.say(f"{mode} seed {seed}: job {job} ended {st.state}: submitted again as job {new} "
+              f"(requeue {done + 1} of {state.options.requeue}, on {st.nodes or 'any node'})")
+    return True
 
 
 def _cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks) -> None:

@@ -2,9 +2,11 @@
 
 Every trial is one batch job running the worker and the spec the local launcher uses; its log is the
 job's output, its trial file the worker's own, both in the run folder (which must be on a filesystem
-the nodes share).  The plan is submitted seed-major at once, each seed's FP32 and AMP jobs one after
-another with the same options (`--constraint` keeps a pair on one node type); the cluster decides
-when they start.
+the nodes share).  The plan is submitted seed-major at once.  A seed's arms run on one node, one after
+the other, so a paired comparison measures the precision and not two nodes (or two trials sharing
+one): the first arm goes where Slurm puts it, the later ones are submitted held behind it and released
+onto its node once Slurm placed it.  A trial the cluster ended (preempted, its node failed) is
+submitted again, up to `requeue` times.
 
 The job ids are written to `slurm.json` in the run folder as each job is submitted, so `--resume`
 after ampbench was killed finds the jobs still queued or running and waits for them instead of

@@ -183,6 +183,10 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                                   "--KEY=VALUE, e.g. --slurm-arg account=proj"),
     slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries "
                                      "(one squeue for all jobs)"),
+    slurm_outage: float = typer.Option(600.0, "--slurm-outage", min=1.0, help="Seconds Slurm may leave a job's "
+                                       "state unread before ampbench stops waiting (its jobs kept for --resume)"),
+    slurm_requeue: int = typer.Option(2, "--slurm-requeue", min=0, help="Times a trial preempted or whose node "
+                                      "failed is submitted again"),
     master: str | None = typer.Option(None, "--master", help="HOST:PORT: a multi-node trial's rendezvous, nodes "
                                          "started by hand (with --node-rank)"),
     node_rank: int | None = typer.Option(None, "--node-rank", min=0, help="This node's rank (0 records the "
@@ -210,8 +214,9 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=cap, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices, master=master, node_rank=node_rank, verbose=verbose, status_every=status_every,
-        slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll),
+        devices=devices, master=master, node_rank=node_rank, verbose=verbose,
+        slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll,
+                             (slurm_outage, slurm_requeue)),
     )
     if probe is not None and not at_max_batch:
         raise ConfigError("--probe", str(probe), "only with --at-max-batch")
@@ -224,7 +229,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
 
 
 def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_limit: str | None,
-                   constraint: str | None, args: list[str] | None, poll: float) -> Any:
+                   constraint: str | None, args: list[str] | None, poll: float, patience: tuple[float, int]) -> Any:
     """--launcher and the Slurm options -> SlurmOptions (None: the local launcher, refusing Slurm options)."""
     from ampbench.config import ConfigError
     from ampbench.launch.slurm import SlurmOptions, parse_slurm_args
@@ -239,7 +244,7 @@ def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_
         return None
     parse_slurm_args(list(args or []))
     return SlurmOptions(partition=partition, gpus_per_trial=gpus, time=time_limit, constraint=constraint,
-                        args=list(args or []), poll_s=poll)
+                        args=list(args or []), poll_s=poll, outage_s=patience[0], requeue=patience[1])
 
 
 @app.command(epilog=EXIT_CODES)

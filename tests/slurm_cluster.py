@@ -5,7 +5,9 @@ Debian's slurm-wlm and munge (scripts/setup.sh --test installs them).  Everythin
 `SLURM_CONF` points at the folder's slurm.conf, so it runs beside any other cluster on the machine.
 Settings for a container without systemd or cgroup control: `ProctrackType=proctrack/linuxproc`,
 `TaskPlugin=task/none`, `SelectType=select/cons_tres` with `CR_CPU` (each job one CPU), and the
-node's CPUs oversubscribed 4x so a toy suite's jobs all start at once on a 2-core machine.  Two slurmd
+node's CPUs oversubscribed 4x so a toy suite's jobs all start at once on a 2-core machine.  A job in
+partition `urgent` (higher PriorityTier, whole nodes) preempts the `debug` jobs on its node
+(`PreemptMode=CANCEL`: they end PREEMPTED).  Two slurmd
 (`slurmd -N node1`, `-N node2`, both at 127.0.0.1 on ports of their own) make it a two-node cluster on
 one host, so a multi-node job really runs one `srun` task on each of two Slurm nodes.
 
@@ -76,7 +78,10 @@ KillWait=5
 SchedulerParameters=sched_interval=1
 """ + "".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={os.cpu_count() or 1} "
               "State=UNKNOWN\n" for n in NODES) + """\
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 PriorityTier=1
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE PriorityTier=2
 """
 
 
@@ -104,15 +109,29 @@ class Cluster:
             self._daemon(["slurmd", "-D", "-N", node, "-f", conf])
         self._wait(self._idle, "slurmctld and slurmd (both nodes idle)")
 
+    def stop_controller(self) -> None:
+        """slurmctld stopped (SIGTERM: it saves its state) while slurmd and the jobs on it go on."""
+        for p in self.procs:
+            if p.args[0] == "slurmctld" and p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+
+    def start_controller(self) -> None:
+        """slurmctld started again from its saved state (the jobs it knew are recovered), the nodes back."""
+        self.procs = [p for p in self.procs if p.args[0] != "slurmctld" or p.poll() is None]
+        self._daemon(["slurmctld", "-D", "-i", "-f", str(self.dir / "slurm.conf")])
+        self._wait(self._idle, "slurmctld again (both nodes up)", limit=60)
+
     def _daemon(self, cmd: list[str]) -> None:
         self.procs.append(subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL, start_new_session=True))
 
     def _idle(self) -> bool:
-        p = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%t"], env=self.env, capture_output=True, text=True,
+        p = subprocess.run(["sinfo", "--noheader", "--Node", "--partition=debug", "--format=%t"], env=self.env, capture_output=True, text=True,
                            check=False, timeout=30)
         states = p.stdout.split()
-        return p.returncode == 0 and len(states) == len(NODES) and all(s in ("idle", "mix", "alloc") for s in states)
+        return p.returncode == 0 and len(states) == len(NODES) and all(s.rstrip("*") in ("idle", "mix", "alloc")
+                                                                       for s in states)
 
     def _wait(self, ok: object, what: str, limit: float = 30.0) -> None:
         deadline = time.monotonic() + limit

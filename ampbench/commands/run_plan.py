@@ -255,13 +255,18 @@ def check_launcher(suite: Suite, opts: RunOptions) -> None:
     --devices with Slurm (the cluster places trials), a multi-node trial with no way for its nodes to meet."""
     dist = suite.distributed
     if opts.slurm is not None:
-        from ampbench.launch.slurm import require_commands
+        from ampbench.launch.slurm import check_partition, require_commands
 
         if opts.devices is not None or opts.node_rank is not None or opts.master is not None:
             raise ConfigError("--launcher", "slurm", "--devices, --master and --node-rank are for the local "
                               "launcher; under Slurm the job places the trial and names its nodes")
         require_commands()
+        check_partition(opts.slurm.partition, dist.nnodes)
         return
+    if opts.master is not None:
+        check_master("--master", "", opts.master)
+    elif dist.master and dist.nnodes > 1:
+        check_master(str(opts.suite_file or "suite"), "distributed.master", dist.master)
     if (opts.node_rank is None) != (opts.master is None):
         raise ConfigError("--node-rank", str(opts.node_rank), "--master HOST:PORT and --node-rank R go together")
     if dist.nnodes > 1 and not (opts.master or dist.master or dist.ips):
@@ -270,6 +275,14 @@ def check_launcher(suite: Suite, opts: RunOptions) -> None:
     if opts.node_rank is not None and not 0 <= opts.node_rank < dist.nnodes:
         raise ConfigError("--node-rank", str(opts.node_rank), f"the suite has nnodes = {dist.nnodes}: node ranks "
                           f"0..{dist.nnodes - 1}")
+
+
+def check_master(where: str, key: str, text: str) -> None:
+    """A rendezvous HOST:PORT refused up front when it cannot be one (no port, a port out of range), not
+    after a run folder exists and a trial failed at Paddle's launcher."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or any(c.isspace() for c in host) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(where, key, f"{text!r}: expected HOST:PORT, a port from 1 to 65535 (e.g. 10.0.0.1:29400)")
 
 
 # ---------------------------------------------------------------- --devices

@@ -9,7 +9,10 @@ when it works, about a job that `scontrol` has forgotten (Slurm keeps a finished
 300 s by default).
 
 Every command has a timeout; a Slurm command that fails is an `SlurmError` naming the command and
-Slurm's own message (the CLI turns it into one line and exit 2).
+Slurm's own message (the CLI turns it into one line and exit 2).  An answer ampbench cannot read (not
+UTF-8, a line not in the format asked for) is an `SlurmError` too, never "the job is gone": a job is
+taken as ended only when Slurm says so (a final state, or the controller itself saying it does not know
+the job).
 """
 
 from __future__ import annotations
@@ -31,17 +34,33 @@ TIMEOUT_S = 60.0
 # Job states after which a job runs no more (squeue's %T names them so); anything else may still run.
 ENDED = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
          "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED"}
+# A job Slurm says it does not know (scontrol and sacct): it ended and was purged, how is not known.
+FORGOTTEN = "UNKNOWN"
+# Ends the cluster chose, not the trial: a trial ended so is submitted again (SlurmOptions.requeue times).
+REQUEUE = {"PREEMPTED", "NODE_FAIL", "BOOT_FAIL"}
 # The trial status a job that left no trial file gets (its Slurm state is recorded beside it).
 _STATUS: dict[str, Status] = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom",
                               "CANCELLED": "cancelled", "PREEMPTED": "cancelled"}
 # sbatch options ampbench sets itself: --slurm-arg may not replace them (the run folder relies on them).
 _OWN = {"output", "error", "o", "e", "parsable", "wrap", "job-name", "J", "chdir", "D", "nodes", "N",
-        "ntasks-per-node", "export"}
+        "ntasks-per-node", "export", "comment", "hold", "H", "dependency", "d"}
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+_STATE = re.compile(r"^[A-Z_]+$")
+# scontrol saying it does not know a job: a definite answer (the job ended long enough ago to be purged)
+_UNKNOWN_JOB = "Invalid job id"
+# scancel on a job that ended meanwhile: nothing left to cancel, not a failure
+_GONE = ("already completed", "already finished", "Invalid job id", "has already")
+
 
 
 class SlurmError(UserError):
     """A Slurm command failed; the message names it and quotes Slurm."""
+
+
+class SlurmUnreadable(SlurmError):
+    """A Slurm command answered (exit 0) in a form ampbench could not read: another command may still
+    say what it could not."""
 
 
 class SlurmOptions(BaseModel):
@@ -54,6 +73,8 @@ class SlurmOptions(BaseModel):
     constraint: str | None = None                # --constraint: both arms of a pair on one node type
     args: list[str] = []                         # --slurm-arg KEY=VALUE, passed as --KEY=VALUE
     poll_s: float = Field(15.0, ge=0.2)          # one squeue for all jobs per interval
+    outage_s: float = Field(600.0, ge=1.0)       # Slurm not answering this long: ampbench stops waiting
+    requeue: int = Field(2, ge=0)                # a trial preempted or whose node failed: submitted again this often
 
 
 def parse_slurm_args(items: list[str]) -> list[str]:
@@ -80,11 +101,22 @@ def require_commands() -> None:
                           "login node (Debian: apt-get install slurm-client)")
 
 
+def _decode(cmd: list[str], what: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SlurmUnreadable(f"{cmd[0]}: its {what} is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
+                         "is this Slurm's own command?") from None
+
+
 def _run(cmd: list[str], stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     try:
-        p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        raw = subprocess.run(cmd, input=stdin.encode() if stdin is not None else None, capture_output=True,
+                             timeout=TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SlurmError(f"{cmd[0]}: {e}") from None
+    p = subprocess.CompletedProcess(cmd, raw.returncode, _decode(cmd, "answer", raw.stdout),
+                                    _decode(cmd, "error output", raw.stderr))
     if check and p.returncode != 0:
         said = (p.stderr or p.stdout).strip().splitlines()
         raise SlurmError(f"{shlex.join(cmd[:3])}...: exit {p.returncode}: {said[-1] if said else 'no message'}")
@@ -102,12 +134,16 @@ def sbatch(script: str, options: list[str]) -> str:
 
 @dataclass(frozen=True)
 class JobState:
-    """One job as Slurm reports it; `exit_code` and `reason` only once it ended."""
+    """One job as Slurm reports it; `exit_code` and `reason` only once it ended; `name`, `user` and
+    `comment` (scontrol's) say whose job it is."""
 
     state: str
     nodes: str = ""
     reason: str = ""
     exit_code: str = ""
+    name: str = ""
+    user: str = ""
+    comment: str = ""
 
     @property
     def ended(self) -> bool:
@@ -115,52 +151,116 @@ class JobState:
 
 
 def squeue(jobs: list[str]) -> dict[str, JobState]:
-    """Every given job Slurm still knows, in one call (finished ones too, for MinJobAge); a job it
-    no longer knows is absent."""
+    """Every given job Slurm still knows, in one call (finished ones too, for MinJobAge).  A job absent
+    from the answer is not concluded ended here (`job_info` asks the controller about it); an answer
+    in another format than the one asked for is an SlurmError."""
     if not jobs:
         return {}
-    p = _run(["squeue", "--noheader", "--states=all", f"--jobs={','.join(jobs)}", "--format=%i|%T|%N|%r"],
-             check=False)
+    cmd = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(jobs)}", "--format=%i|%T|%N|%r"]
+    p = _run(cmd, check=False)
     if p.returncode != 0:
-        if "Invalid job id" in p.stderr:  # none of them is known any more
+        if _UNKNOWN_JOB in p.stderr:  # none of them is known any more
             return {}
         said = p.stderr.strip().splitlines()
         raise SlurmError(f"squeue: exit {p.returncode}: {said[-1] if said else 'no message'}")
     out: dict[str, JobState] = {}
-    for line in p.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0] in jobs:
-            out[parts[0]] = JobState(state=parts[1].split()[0], nodes=parts[2], reason=parts[3])
+    for n, line in enumerate(p.stdout.splitlines(), 1):
+        parts = line.strip().split("|", 3)
+        if not line.strip():
+            continue
+        if len(parts) != 4 or not _JOB_ID.match(parts[0]) or not _STATE.match(parts[1].split(" ")[0]):
+            raise SlurmUnreadable(f"squeue: unexpected answer, line {n}: {line[:120]!r} (asked for "
+                             "JOBID|STATE|NODES|REASON); job states not read from it")
+        if parts[0] in jobs:
+            out[parts[0]] = JobState(state=parts[1].split(" ")[0], nodes=parts[2], reason=parts[3])
     return out
 
 
 def _fields(text: str) -> dict[str, str]:
-    return dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+    """scontrol's one-line KEY=VALUE list: a value runs to the next " Key=", so a job name or a reason
+    with spaces is read whole."""
+    items = re.split(r"\s+(?=[A-Za-z][A-Za-z0-9/:_]*=)", text.strip())
+    return dict(kv.split("=", 1) for kv in items if "=" in kv)
 
 
-def job_end(job: str) -> JobState | None:
-    """How an ended job ended (state, exit code "code:signal", reason): scontrol while Slurm keeps the
-    job, else sacct where accounting runs; None when neither knows it."""
+def _user(text: str) -> str:
+    return text.split("(")[0]   # "root(0)" -> "root"
+
+
+def job_info(job: str) -> JobState | None:
+    """A job as the controller has it (scontrol; sacct, where accounting runs, for one scontrol has
+    forgotten); None only when Slurm says it does not know the job (it ended and was purged).  An
+    answer that could not be read is an SlurmError, never None."""
     p = _run(["scontrol", "show", "job", "--oneliner", job], check=False)
-    if p.returncode == 0 and p.stdout.strip():
+    if p.returncode == 0:
         f = _fields(p.stdout)
-        return JobState(state=f.get("JobState", "UNKNOWN"), nodes=f.get("NodeList", ""), reason=f.get("Reason", ""),
-                        exit_code=f.get("ExitCode", ""))
+        if f.get("JobId") != job or not _STATE.match(f.get("JobState", "")):
+            raise SlurmUnreadable(f"scontrol show job {job}: unexpected answer {p.stdout.strip()[:120]!r}")
+        nodes = f.get("NodeList", "")
+        return JobState(state=f["JobState"], nodes="" if nodes == "(null)" else nodes, reason=f.get("Reason", ""),
+                        exit_code=f.get("ExitCode", ""), name=f.get("JobName", ""), user=_user(f.get("UserId", "")),
+                        comment=f.get("Comment", ""))
+    if _UNKNOWN_JOB not in p.stderr:
+        said = p.stderr.strip().splitlines()
+        raise SlurmError(f"scontrol show job {job}: exit {p.returncode}: {said[-1] if said else 'no message'}")
+    return _sacct(job)
+
+
+def _sacct(job: str) -> JobState | None:
     if shutil.which("sacct") is None:
         return None
     p = _run(["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job}",
-              "--format=State,ExitCode,NodeList"], check=False)
-    line = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
-    parts = line.split("|")
-    if len(parts) != 3:
-        return None
-    return JobState(state=parts[0].split()[0], exit_code=parts[1], nodes=parts[2])
+              "--format=JobID,State,ExitCode,NodeList,User,JobName,Comment"], check=False)
+    lines = p.stdout.strip().splitlines() if p.returncode == 0 else []
+    parts = lines[0].split("|", 6) if lines else []
+    if len(parts) != 7 or parts[0] != job or not _STATE.match(parts[1].split(" ")[0]):
+        return None   # no accounting, or it does not know the job either
+    return JobState(state=parts[1].split(" ")[0], exit_code=parts[2], nodes=parts[3], user=parts[4], name=parts[5],
+                    comment=parts[6])
 
 
 def scancel(jobs: list[str]) -> None:
-    """Cancel these jobs (one call); a job already gone is not an error."""
-    if jobs:
-        _run(["scancel", *jobs], check=False)
+    """Cancel these jobs (one call); a job already gone is not an error, any other failure is."""
+    if not jobs:
+        return
+    p = _run(["scancel", *jobs], check=False)
+    if p.returncode != 0:
+        said = [ln for ln in p.stderr.strip().splitlines() if not any(g in ln for g in _GONE)]
+        if said or not p.stderr.strip():
+            raise SlurmError(f"scancel: exit {p.returncode}: {said[-1] if said else 'no message'}")
+
+
+def check_partition(partition: str | None, nnodes: int) -> None:
+    """Refused before a run folder exists (exit 2): a partition the cluster does not have (or none given
+    where it has no default), or a trial over more nodes than the partition holds (it would pend forever,
+    reason PartitionConfig)."""
+    p = _run(["sinfo", "--noheader", "--format=%P|%D"])
+    nodes: dict[str, int] = {}
+    default = ""
+    for line in p.stdout.split():
+        name, _, count = line.partition("|")
+        if not count.isdigit():
+            raise SlurmError(f"sinfo: unexpected answer {line[:120]!r} (asked for PARTITION|NODES)")
+        if name.endswith("*"):
+            name = default = name[:-1]
+        nodes[name] = nodes.get(name, 0) + int(count)
+    where = partition or default
+    if not where:
+        raise ConfigError("--partition", "", f"the cluster has no default partition: give one of "
+                          f"{', '.join(sorted(nodes)) or '(none)'}")
+    if where not in nodes:
+        raise ConfigError("--partition", where, f"no such partition on this cluster (it has "
+                          f"{', '.join(sorted(nodes)) or 'none'})")
+    if nnodes > nodes[where]:
+        raise ConfigError("suite", "distributed.nnodes", f"nnodes = {nnodes}, but partition {where} has "
+                          f"{nodes[where]} node(s): the trial's job could never start")
+
+
+def place(job: str, nodes: str | None) -> None:
+    """A held job released, restricted first to these nodes (None: wherever Slurm starts it)."""
+    if nodes:
+        _run(["scontrol", "update", f"JobId={job}", f"ReqNodeList={nodes}"])
+    _run(["scontrol", "release", job])
 
 
 def has_gpus(partition: str | None) -> bool:
@@ -176,10 +276,12 @@ def trial_status(state: str) -> Status:
 
 
 def job_options(job_name: str, log: Path, opts: SlurmOptions, nnodes: int, gpus: int, time_s: float,
-                workdir: Path) -> list[str]:
-    """sbatch's options for one trial: its log in the run folder, one task per node, the user's choices."""
+                workdir: Path, comment: str = "") -> list[str]:
+    """sbatch's options for one trial: its log in the run folder, one task per node, the run's token as
+    the job's comment (what makes the job the run's own), the user's choices."""
     minutes = int(time_s // 60) + 1
     out = [f"--job-name={job_name}", f"--output={log}", "--open-mode=append", f"--chdir={workdir}",
+           *([f"--comment={comment}"] if comment else []),
            f"--nodes={nnodes}", "--ntasks-per-node=1", f"--time={opts.time or minutes}", "--export=ALL"]
     if opts.partition:
         out.append(f"--partition={opts.partition}")

@@ -420,9 +420,9 @@ def history_accept(
     history: Path = typer.Argument(..., help="The history: a <suite>.jsonl or the folder of them"),
     by: str = typer.Option(..., "--by", help="Who accepts the new level (recorded)"),
     why: str = typer.Option(..., "--why", help="Why the new level is intended (recorded)"),
-    suite: Optional[str] = typer.Option(None, "--suite", help="The suite (needed with a folder)"),
-    run: Optional[str] = typer.Option(None, "--run", help="The first run of the accepted level (default: the "
-                                      "first night of the open regression)"),
+    suite: str | None = typer.Option(None, "--suite", help="The suite (needed with a folder)"),
+    run: str | None = typer.Option(None, "--run", help="The first run of the accepted level (default: the "
+                                "first night of the open regression)"),
     min_change: float = typer.Option(0.05, "--min-change", min=0.0, max=0.99, help="The suite's "
                                      "history_min_change, to find the open regression"),
 ) -> None:

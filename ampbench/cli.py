@@ -496,7 +496,7 @@ def history_accept(
     why: str = typer.Option(..., "--why", help="Why the new level is intended (recorded)"),
     suite: str | None = typer.Option(None, "--suite", help="The suite (needed with a folder)"),
     run: str | None = typer.Option(None, "--run", help="The first run of the accepted level (default: the "
-                                      "first night of the open regression)"),
+                                "first night of the open regression)"),
     min_change: float = typer.Option(0.05, "--min-change", min=0.0, max=0.99, help="The suite's "
                                      "history_min_change, to find the open regression"),
 ) -> None:

@@ -92,6 +92,8 @@ def _judge(tmp_path: Path, runs: list[tuple[dict, Path, RunSummary]], floor: boo
         # the segment since the last change point of the run floors (judge.pooled.select): at most the window
         assert len(rules) == 2 and all(3 <= x.details["runs"] <= WINDOW for x in rules), (r["label"], rep.baseline)
         assert {x.details["statistic"] for x in rules} == {"fast-floor" if floor else "median"}
+        # this machine's slow episodes close the trimmed mean's gate (issue 40): it never counts here
+        assert not any(x.details.get("trimmed_counts") for x in rules), [x.details.get("shape_sd") for x in rules]
         tally.add(r["label"], r["planted"], rep)
     return tally
 

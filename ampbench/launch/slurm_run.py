@@ -66,8 +66,8 @@ class SlurmRun(VersionedDoc):
     token: str = Field(default_factory=lambda: secrets.token_hex(8))
     jobs: dict[str, str] = {}  # trial key -> job id
     # a seed's later arm, submitted held -> the job of the seed's first arm: released onto its node(s)
-    held: dict[str, str] = {}
-    requeued: dict[str, int] = {}  # trial key -> times submitted again after a preemption or a node failure
+    held: dict[str, str] = Field(default_factory=dict)
+    requeued: dict[str, int] = Field(default_factory=dict)  # trial key -> times submitted again after a preemption or a node failure
 
     @property
     def comment(self) -> str:

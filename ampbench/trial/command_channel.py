@@ -213,6 +213,8 @@ class EventChannel:
         a connection still waiting to be accepted now has no live sender to check and is refused."""
         self._stop.set()
         self._thread.join(timeout=5)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)   # nothing new can connect: the drain below ends however fast a flood comes
         for key in list(self._sel.get_map().values()):
             if isinstance(key.data, tuple):
                 conn, pid = key.data

@@ -246,6 +246,10 @@ _FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "amp_order": {"call": _str, "level": _str, "decorated": _bool, "after_data_parallel": _bool},
     "data": {"waits": _table(_duration, _step_key)},
 }
+# The vocabulary: each kind's declaration. Its fields are exactly its checks' (tests/test_hostile_channel.py).
+EVENTS: dict[str, type] = {"start": StartEvent, "device": DeviceEvent, "step": StepEvent, "ops": OpsEvent,
+                           "memory": MemoryEvent, "end": EndEvent, "error": ErrorEvent, "shapes": ShapesEvent,
+                           "amp_order": AmpOrderEvent, "data": DataEvent}
 _REQUIRED = {"step": ("step", "t"), "data": ("waits",), "shapes": ("layers",)}
 
 
@@ -287,24 +291,25 @@ def parse(line: bytes, bad: Malformed) -> dict | None:
 def validate(ev: dict, bad: Malformed) -> list[dict]:
     """The events one parsed message holds, each with its declared fields checked (a "steps" line is
     one `StepEvent` per row); [] when any field fails (counted in `bad`), or the kind is unknown."""
-    kind = ev.get(KIND)
+    raw = ev.get(KIND)
+    kind = raw if isinstance(raw, str) and (raw in EVENTS or raw == "steps") else "?"
     try:
         if kind == "steps":
             return decode_steps(ev)
-        fields = _FIELDS.get(kind) if isinstance(kind, str) else None
+        fields = _FIELDS.get(kind)
         if fields is None:
             raise _Bad("an unknown event kind")
         if any(k not in ev for k in _REQUIRED.get(kind, ())):
-            raise _Bad(f"a {kind} event without its required fields")
+            raise _Bad(f"an event without its required fields {_REQUIRED[kind]}")
         out = {KIND: kind}
         for key, check in fields.items():
             if key in ev:
                 out[key] = check(ev[key])
         return [out]
     except _Bad as exc:
-        bad.add(f"{kind if isinstance(kind, str) and kind in _FIELDS or kind == 'steps' else '?'}: {exc}")
-    except (ValueError, TypeError, OverflowError, RecursionError, KeyError) as exc:
-        bad.add(f"{type(exc).__name__}")
+        bad.add(f"{kind}: {exc}")
+    except (ValueError, TypeError, OverflowError, RecursionError, KeyError) as exc:   # base64, arrays
+        bad.add(f"{kind}: {type(exc).__name__}")
     return []
 
 

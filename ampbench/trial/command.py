@@ -197,7 +197,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     try:
         finish_command(tr, p, reader, output, code, launch_error, left, peak, out, gpu)
         _say_channel(tr, channel, reader)
-    except Exception as exc:  # recorded, never lost: the trial file says what happened
+    except Exception as exc:  # recorded, never lost: the trial file says what happened  # noqa: BLE001
         tr.trial.status = "crashed"
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         tr.trial.log_tail = output.tail_text() or None

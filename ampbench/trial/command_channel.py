@@ -101,7 +101,7 @@ class EventChannel:
                 if key.data is None:
                     self._accept()
                 elif key.data == "pending":
-                    self._greet(key.fileobj)   # type: ignore[arg-type]
+                    self._greet(key.fileobj)   # type: ignore[arg-type]  # registered as a socket: selectors types it as any file
                 else:
                     self._read(*key.data)
             self._expire(time.monotonic())
@@ -227,7 +227,7 @@ class EventChannel:
                 conn, _ = self._listen.accept()
                 self._refuse(conn, "not accepted before the program ended")
         for key in list(self._sel.get_map().values()):
-            key.fileobj.close()   # type: ignore[union-attr]
+            key.fileobj.close()   # type: ignore[union-attr]  # every registered object is a socket
         self._sel.close()
         shutil.rmtree(self._folder, ignore_errors=True)
 

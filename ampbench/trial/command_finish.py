@@ -11,8 +11,14 @@ from typing import Any
 from ampbench.core.records import Interference, Trial
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
-from ampbench.trial.command_record import (EventReader, amp_info, memory_of, shape_audit, step_record,
-                                           throughput_check)
+from ampbench.trial.command_record import (
+    EventReader,
+    amp_info,
+    memory_of,
+    shape_audit,
+    step_record,
+    throughput_check,
+)
 from ampbench.trial.context import TrialContext
 from ampbench.workloads.command.params import CommandParams, placeholder_values
 from ampbench.workloads.command.presets import json_metrics
@@ -144,7 +150,7 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
                                "train.batch_size is the program's real batch per optimizer step")
     if left:
         info["leftover_processes"] = left
-    setattr(t, "workload_info", info)  # an extra field of the open Trial model
+    setattr(t, "workload_info", info)  # an extra field of the open Trial model  # noqa: B010
     why = _problem(tr, p, reader, code, launch_error, t.metrics, output)
     if left:  # said whatever else went wrong
         why = (f"{why}; " if why else "") + (

@@ -26,7 +26,7 @@ def _chain_user_sitecustomize() -> None:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # theirs failed: say so, as site.py would, and go on
+    except Exception as exc:  # theirs failed: say so, as site.py would, and go on  # noqa: BLE001
         print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}",
               file=sys.stderr)
 
@@ -34,8 +34,8 @@ def _chain_user_sitecustomize() -> None:
 
 _chain_user_sitecustomize()
 try:
-    from _ampbench_hook import boot as _boot
-except Exception as _exc:  # never break the user's program: it runs unmeasured, and says why
+    from _ampbench_hook import boot as _boot  # type: ignore[import-not-found]  # on the program's path: this folder
+except Exception as _exc:  # never break the user's program: it runs unmeasured, and says why  # noqa: BLE001
     print(f"ampbench hook: not loaded: {type(_exc).__name__}: {_exc}", file=sys.stderr)
 else:
     _boot.activate()

@@ -27,7 +27,7 @@ def install(paddle) -> None:
     try:
         paddle.amp.debugging.enable_operator_stats_collection()
         st.stats_on = True
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         st.emit(e="ops", calls={}, error=f"{type(exc).__name__}: {exc}")
     st.emit(e="start", pid=os.getpid(), rank=_env_int("PADDLE_TRAINER_ID", 0), world=_env_int("PADDLE_TRAINERS_NUM", 1),
             argv=sys.argv[:20], **device.facts(paddle))
@@ -65,7 +65,7 @@ class _PaddleFinder:
             sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
             try:
                 install(module)
-            except Exception as exc:  # never break the user's program: report and run unmeasured
+            except Exception as exc:  # never break the user's program: report and run unmeasured  # noqa: BLE001
                 if _hook.S is not None:
                     _hook.S.emit(e="error", where="install", error=f"{type(exc).__name__}: {exc}")
                     _hook.S.flush()

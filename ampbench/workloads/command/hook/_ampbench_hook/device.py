@@ -37,7 +37,7 @@ def _gpu_identity(paddle, ordinal: int) -> dict:
         if (lib.cuInit(0) == 0 and lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(ordinal)) == 0
                 and lib.cuDeviceGetPCIBusId(buf, ctypes.c_int(32), dev) == 0):
             ident["pci_bus_id"] = buf.value.decode()
-    except Exception:
+    except Exception:  # noqa: BLE001, S110
         pass
     return ident
 
@@ -47,7 +47,7 @@ def facts(paddle) -> dict:
     facts = {"paddle": str(paddle.__version__), "python": sys.version.split()[0]}
     try:
         facts["paddle_commit"] = str(paddle.version.commit)[:12]
-    except Exception:
+    except Exception:  # noqa: BLE001, S110
         pass
     numpy = sys.modules.get("numpy")
     if numpy is not None:
@@ -61,7 +61,7 @@ def _training_ordinal(paddle) -> int | None:
         if not paddle.is_compiled_with_cuda():
             return None
         where = str(paddle.device.get_device())
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
     return int(where.rsplit(":", 1)[-1]) if where.startswith("gpu:") else None
 
@@ -79,12 +79,12 @@ def name_device(st: State) -> None:
         try:
             ev["device_name"] = str(paddle.device.cuda.get_device_name(st.ordinal))
             ev["cuda"], ev["cudnn"] = str(paddle.version.cuda()), str(paddle.version.cudnn())
-        except Exception:
+        except Exception:  # noqa: BLE001, S110
             pass
         ev.update(_gpu_identity(paddle, st.ordinal), ordinal=st.ordinal)
         try:   # the first step's work ends before the second step's clock starts
             st.sync()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             st.sync = None
             st.emit(e="error", where="synchronize", error=f"{type(exc).__name__}: {exc}")
     st.emit(**ev)
@@ -126,5 +126,5 @@ def audit_shapes(st: State) -> None:
                      for i, (x, rows) in enumerate(found)]
         every = [r for _, rows in found for r in rows]
         st.emit(e="shapes", layers=[[str(r[0])[:200], *r[1:]] for r in every[:MAX_SHAPES]], count=len(every))
-    except Exception as exc:   # never break the program: the audit is missing, and says why
+    except Exception as exc:   # never break the program: the audit is missing, and says why  # noqa: BLE001
         st.emit(e="error", where="shapes", error=f"{type(exc).__name__}: {exc}")

@@ -24,7 +24,7 @@ def open_window(st: State) -> None:
     try:
         st.paddle.base.core.clear_low_precision_op_list()
         st.ops_open = True
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         st.emit(e="error", where="ops_open", error=f"{type(exc).__name__}: {exc}")
 
 
@@ -50,7 +50,7 @@ def close_window(st: State) -> None:
     try:
         now = counts(st)
         paddle.set_flags({"FLAGS_low_precision_op_list": 0})  # off without printing Paddle's table
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         st.emit(e="ops", calls={}, error=f"{type(exc).__name__}: {exc}")
         return
     st.stats_on = False

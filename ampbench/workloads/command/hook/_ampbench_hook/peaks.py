@@ -43,7 +43,7 @@ class Peaks:
                 peaks = cls("host", lambda: (int(core.host_memory_stat_peak_value("Allocated", 0)),),
                             lambda: core.host_memory_stat_reset_peak_value("Allocated", 0))
             peaks.reset()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             return cls("none", None, None, f"{type(exc).__name__}: {exc}")
         return peaks
 
@@ -51,7 +51,7 @@ class Peaks:
         if self.read is not None:
             try:
                 self.last = self.read()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 self.read, self.error = None, f"{type(exc).__name__}: {exc}"
 
     def pause(self) -> None:
@@ -66,7 +66,7 @@ class Peaks:
             self.in_eval, self.last, self.evals = False, (), self.evals + 1
             try:
                 self.reset()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 self.read, self.reset, self.error = None, None, f"{type(exc).__name__}: {exc}"
 
     def event(self) -> dict:

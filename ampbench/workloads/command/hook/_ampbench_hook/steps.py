@@ -69,7 +69,7 @@ def boundary(st: State) -> None:
     if st.sync is not None:
         try:
             st.sync()
-        except Exception as exc:   # never break the program: it runs on, timed without a device sync
+        except Exception as exc:   # never break the program: it runs on, timed without a device sync  # noqa: BLE001
             st.sync = None
             st.emit(e="error", where="synchronize", error=f"{type(exc).__name__}: {exc}")
     now = _CLOCK()
@@ -85,7 +85,7 @@ def boundary(st: State) -> None:
             st.loss_at = now + st.loss_every
             try:
                 loss = losses[0]._getitem_from_offset() if len(losses) == 1 else _loss_value(losses)
-            except Exception:   # not one element, or not a dense tensor: the slow path says which
+            except Exception:   # not one element, or not a dense tensor: the slow path says which  # noqa: BLE001
                 loss = _loss_value(losses)
         losses.clear()
     if st.scaled:

@@ -263,9 +263,15 @@ def test_the_reader_bounds_and_checks_every_field():
         reader.ingest(9, json.dumps(ev).encode())
     for line in bad:
         reader.ingest(9, line)
+    reader.ingest(9, json.dumps({"e": "error", "error": "x" * 10**6}).encode())   # kept, cut to MAX_TEXT
     p = reader.procs[9]
+    assert [len(e) for e in p.errors] == [4000]
     assert [s["step"] for s in p.steps] == [1] and p.data_waits == {1: 0.01} and p.rank == 0
-    assert p.shapes == {} and p.ops == {} and p.errors == []
+    from ampbench.core.wire import ROWS_PER_LINE, encode_steps
+
+    full = [(i, 1.0 + i, 0.5 + i, 0.25, None, False, 0.0, None) for i in range(2, 2 + ROWS_PER_LINE)]
+    assert len(reader.ingest(9, encode_steps(full).encode())) == ROWS_PER_LINE   # the longest line the hook sends
+    assert p.shapes == {} and p.ops == {}
     assert reader.malformed.count == len(bad), reader.malformed.reasons
 
 

@@ -9,7 +9,7 @@ declarations, so no constant, key or column order is mirrored between the two si
 Each event is one JSON object, one message on the hook's connection (trial/command_channel.py),
 keyed by `KIND` ("e"). `validate` is the worker's gate: a message is bounded (`MAX_MESSAGE`
 bytes, nesting refused past the decoder's recursion limit), every declared field is checked for
-type and range (an integer within `MAX_INT`, a finite float within `MAX_FLOAT`, a string within
+type and range (an integer within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to
 `MAX_TEXT` characters, a list or table within `MAX_ITEMS` entries) and an event with any field
 that fails is dropped whole and counted (`Malformed`), never raised: a forged event may falsify a
 trial (docs/command.md admits it), it must never erase one. Fields not declared here are dropped.
@@ -169,10 +169,11 @@ def _float(v: Any) -> float:
     return v
 
 
-def _str(v: Any) -> str:
-    if not isinstance(v, str) or len(v) > MAX_TEXT:
-        raise _Bad("not a short string")
-    return v
+def _str(v: Any, at_most: int = MAX_TEXT) -> str:
+    """A string, cut to `at_most` characters (a long error message or argument is kept, bounded)."""
+    if not isinstance(v, str):
+        raise _Bad("not a string")
+    return v[:at_most]
 
 
 def _bool(v: Any) -> bool:
@@ -352,24 +353,18 @@ def _columns(ev: dict, n: int) -> tuple[dict[str, list], bytes, bytes]:
         raise _Bad("steps: no byte order")
     cols: dict[str, list] = {}
     for key in STEP_F64_KEYS:
-        raw = base64.b64decode(_str_any(ev.get(key)), validate=True)
+        raw = base64.b64decode(_str(ev.get(key, 0), 2 * MAX_MESSAGE), validate=True)
         if len(raw) != 8 * n:
             raise _Bad(f"steps: a {key} column of the wrong length")
         arr = array("d", raw)
         if order != sys.byteorder:
             arr.byteswap()
         cols[key] = [None if math.isnan(v) else v for v in arr]
-    found = base64.b64decode(_str_any(ev.get("found_inf")), validate=True)
-    seen = base64.b64decode(_str_any(ev.get("loss_seen")), validate=True)
+    found = base64.b64decode(_str(ev.get("found_inf", 0), 2 * MAX_MESSAGE), validate=True)
+    seen = base64.b64decode(_str(ev.get("loss_seen", 0), 2 * MAX_MESSAGE), validate=True)
     if len(found) != n or len(seen) != n:
         raise _Bad("steps: a flag column of the wrong length")
     return cols, found, seen
-
-
-def _str_any(v: Any) -> str:
-    if not isinstance(v, str):
-        raise _Bad("steps: a column that is not base64 text")
-    return v
 
 
 def decode_steps(ev: dict) -> list[dict]:

@@ -26,6 +26,7 @@ LOSS_EVERY_S = 0.005   # default gap between loss reads (protocol.HOOK_LOSS_EVER
 CONNECT_FOR_S = 20.0   # how long the hook keeps trying to reach the worker's channel (a flood may fill its backlog)
 _ABSENT = object()   # "the class had no attribute of its own" in a recorded patch
 
+
 class State:
     """Everything the patched functions share; one per process."""
 

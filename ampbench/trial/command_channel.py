@@ -205,8 +205,7 @@ class EventChannel:
             return ""
         reasons = ", ".join(f"{n:,} {why}" for why, n in self.refusals.most_common())
         pids = ", ".join(map(str, self.refused[:5]))
-        return (f"the channel refused {sum(self.refusals.values()):,} connection(s) from outside the program "
-                f"({reasons}; pids {pids or 'unknown'})")
+        return f"the channel refused {sum(self.refusals.values()):,} connection(s) ({reasons}; pids {pids or 'unknown'})"
 
     def close(self) -> None:
         """Stop the thread, then read what the (exited) program's processes left in their connections;

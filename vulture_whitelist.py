@@ -42,3 +42,12 @@ _.launch_in_process  # the in-process launcher: for tests and debugging (a break
 _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and the pairs a 2% claim needs
 
 _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back
+
+# core/wire.py: fields of the hook's event declarations (TypedDicts), read as dictionary keys, never as attributes.
+_.cuda_env  # DeviceEvent: the CUDA variables NVML needs (trial/command_gpu.py reads start["cuda_env"])
+_.optimizer_calls  # OpsEvent: the optimizer's op counts, apart
+_.first_step  # OpsEvent: the first step of the op window
+_.peak_allocated  # MemoryEvent: the window's allocated peak
+_.peak_reserved  # MemoryEvent: the window's reserved peak
+_.call  # AmpOrderEvent: "decorate" or "data_parallel"
+_.after_data_parallel  # AmpOrderEvent: decorate() of a model a DataParallel already wraps

@@ -61,7 +61,7 @@ print("STEPS_PER_S", 1.0 / kept[len(kept) // 2])
 
 SAME_PROCESS = r'''
 import sys, time
-import sitecustomize as hook
+from _ampbench_hook import state as hook, steps as hook_steps
 steps, hidden, warm, pairs, flush, aa = (int(a) for a in sys.argv[1:7])
 cadence = hook.FLUSH_EVERY_S   # a trial's flusher writes this often
 if flush:   # charge the flusher's work to the recording blocks: no background thread; a recording block
@@ -106,12 +106,12 @@ def per_call(fn, n=5000):
 bw = per_call(lambda: state.losses.append(state.scaled.get(id(loss), loss) if state.scaled else loss))
 state.losses.clear()
 stop_after, state.stop_after = state.stop_after, 0
-end = per_call(lambda: (state.losses.append(loss), hook._boundary(state)))
+end = per_call(lambda: (state.losses.append(loss), hook_steps.boundary(state)))
 state.flush()
 writes = []
 for _ in range(20):   # a trial's flush: the steps of FLUSH_EVERY_S at ~1 ms a step
     for _ in range(250):
-        state.losses.append(loss); hook._boundary(state)
+        state.losses.append(loss); hook_steps.boundary(state)
     n = len(state.pending)
     t = time.perf_counter(); state.flush(); writes.append((time.perf_counter() - t) / n)
 print("COST", bw, end, sorted(writes)[len(writes) // 2])
@@ -122,14 +122,15 @@ def hook_env(channel: dict[str, str], warm: int) -> dict[str, str]:
     """The environment a command trial gives its program (trial/command.py `command_line`), with the
     suite defaults the benchmark measures: the hook first on PYTHONPATH, its events channel, the
     warm-up, and the default gap between loss reads (`workload.loss_every_ms`)."""
+    from ampbench.core import protocol
     from ampbench.workloads.command import HOOK_DIR
     from ampbench.workloads.command.params import CommandParams
 
     loss_every_ms = CommandParams.model_fields["loss_every_ms"].default
     return {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(HOOK_DIR), os.environ.get("PYTHONPATH", ""))
                                                         if x),
-            **channel, "AMPBENCH_HOOK_STATS_STEPS": "2", "AMPBENCH_HOOK_WARMUP": str(warm),
-            "AMPBENCH_HOOK_LOSS_EVERY_S": os.environ.get("AMPBENCH_HOOK_LOSS_EVERY_S", repr(loss_every_ms / 1000))}
+            **channel, protocol.HOOK_STATS_STEPS_ENV: "2", protocol.HOOK_WARMUP_ENV: str(warm),
+            protocol.HOOK_LOSS_EVERY_ENV: os.environ.get(protocol.HOOK_LOSS_EVERY_ENV, repr(loss_every_ms / 1000))}
 
 
 def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, aa: bool,

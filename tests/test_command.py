@@ -17,6 +17,8 @@ from ampbench.cli import app
 from ampbench.workloads.command import HOOK_DIR
 from ampbench.workloads.command.presets import LogScan
 
+ROOT = Path(__file__).resolve().parents[1]
+
 cli = CliRunner()
 SCRIPT = Path(__file__).parent / "fixtures" / "command" / "tiny_train.py"
 
@@ -101,14 +103,28 @@ def test_mode_args_are_refused_for_built_in_workloads(tmp_path, toy_suite):
     assert r.exit_code == 2 and "modes (amp-o1-fp16).args" in r.output
 
 
-def test_the_hook_folder_holds_only_a_hook_that_imports_nothing_of_ampbench():
-    files = sorted(p.name for p in HOOK_DIR.iterdir() if p.name != "__pycache__")
-    assert files == ["_ampbench_inject.py", "_ampbench_saves.py", "sitecustomize.py"]   # tests/test_command_inject.py
-    for name in files:
-        tree = ast.parse((HOOK_DIR / name).read_text())
-        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        assert names <= set(sys.stdlib_module_names) | {"__future__", "paddle", "_ampbench_inject", "_ampbench_saves"}, (name, names)
+def test_the_hook_imports_nothing_of_ampbench_but_the_two_standard_library_files_it_shares():
+    """The hook runs in the user's interpreter (which may not have ampbench): sitecustomize and its
+    package import the standard library, paddle and each other only; the vocabulary and the
+    environment names come from core/wire.py and core/protocol.py, loaded by path, which import the
+    standard library only (at import time). No module of the hook is over 400 lines."""
+    files = [HOOK_DIR / "sitecustomize.py", *sorted((HOOK_DIR / "_ampbench_hook").glob("*.py"))]
+    assert {p.name for p in HOOK_DIR.iterdir() if p.name != "__pycache__"} == {"sitecustomize.py", "_ampbench_hook"}
+    shared = [ROOT / "ampbench" / "core" / "wire.py", ROOT / "ampbench" / "core" / "protocol.py"]
+    for f in files + shared:
+        tree = ast.parse(f.read_text())
+        top = tree.body if f in shared else list(ast.walk(tree))   # shared: module level only (psutil is lazy)
+        names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+        assert names <= set(sys.stdlib_module_names) | {"__future__", "paddle", "_ampbench_hook"}, (f, names)
+        assert len(f.read_text().splitlines()) <= 400, f
+    text = "\n".join(f.read_text() for f in files)
+    assert "AMPBENCH_HOOK_" not in text and "ampbench.core" not in text   # names come from protocol.py
+
+
+def test_hook_environment_names_are_spelled_only_in_the_protocol():
+    hits = [str(p) for p in (ROOT / "ampbench").rglob("*.py") if "AMPBENCH_HOOK_" in p.read_text()]
+    assert hits == [str(ROOT / "ampbench" / "core" / "protocol.py")], hits
 
 
 # ---------------------------------------------------------------- presets (formats from the projects' code)
@@ -262,14 +278,13 @@ def test_a_command_under_paddle_distributed_launch_is_measured_on_every_rank(tmp
 
 UNPATCH_PROGRAM = r'''
 import json, os, sys
-import sitecustomize as hook
+from _ampbench_hook import state as hook
 import paddle
 st = hook.S
 def ours(owner, name):
     fn = vars(owner).get(name)
     fn = getattr(fn, "__func__", fn)
-    where = getattr(getattr(fn, "__code__", None), "co_filename", "")   # the hook's folder: its helpers too
-    return bool(where) and os.path.dirname(where) == os.path.dirname(hook.__file__)
+    return os.path.dirname(getattr(getattr(fn, "__code__", None), "co_filename", "")) == os.path.dirname(hook.__file__)
 def train(n):
     m = paddle.nn.Linear(4, 2); opt = paddle.optimizer.SGD(parameters=m.parameters())
     for _ in range(n):
@@ -347,35 +362,22 @@ def hook_channel():
     return EventChannel(lambda: set(descendants(os.getpid())))
 
 
-def hook_steps_line():
-    """The hook's own `_steps_line` (and its constants), lifted out of the file: importing the hook here
-    would run its start-up code in the test process."""
-    tree = ast.parse((HOOK_DIR / "sitecustomize.py").read_text())
-    keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
-            or (isinstance(n, ast.Assign) and any(getattr(t, "id", "") in ("_STEP_KEYS", "_F64_KEYS") for t in n.targets))
-            or (isinstance(n, ast.FunctionDef) and n.name in ("_steps_line", "_as_float"))]
-    space: dict = {}
-    exec(compile(ast.Module(body=keep, type_ignores=[]), "hook", "exec"), space)  # noqa: S102  the hook's own pure functions, read from its source
-    return space
-
-
 def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_dropped(tmp_path):
     import base64
     from array import array
 
     import numpy as np
 
-    from ampbench.trial.command_record import STEP_F64_KEYS, EventReader
+    from ampbench.core.wire import STEP_F64_KEYS, encode_steps
+    from ampbench.trial.command_record import EventReader
 
-    hook = hook_steps_line()
-    assert hook["_F64_KEYS"] == STEP_F64_KEYS
     bf16 = np.array(16320, dtype=np.uint16)   # 1.5 as bfloat16, as _getitem_from_offset returns it
     rows = [(1, 5.0, 4.99, np.array(2.5, dtype=np.float32), None, False, 0.0, None),
             (2, 5.1, 4.78, None, 1024.0, True, 0.3, [[5.05, 5.08]]), (3, 5.2, 5.1, bf16, None, False, 0.0, None)]
-    good = json.loads(hook["_steps_line"](rows))
+    good = json.loads(encode_steps(rows))
     torn = {**good, "t": good["t"][:-4]}
     short = {**good, "n": good["n"] + 1}
-    swapped = json.loads(hook["_steps_line"]([(7, 9.0, 8.5, 1.5, None, False, 0.0, None)]))
+    swapped = json.loads(encode_steps([(7, 9.0, 8.5, 1.5, None, False, 0.0, None)]))
     swapped["byteorder"] = "big" if sys.byteorder == "little" else "little"   # as a machine of the other order writes it
     for key in STEP_F64_KEYS:
         arr = array("d", base64.b64decode(swapped[key]))

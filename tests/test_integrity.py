@@ -238,21 +238,26 @@ def test_a_program_cannot_forge_its_events_by_files(tmp_path):
 
 def test_the_channel_reads_only_the_programs_own_processes():
     """A sender outside the program's tree (here: this test process, not a child of the tree the
-    channel checks) is refused by its kernel-given pid, whatever it claims."""
+    channel checks) is refused, with the token or without it: by its kernel-given pid, whatever it claims."""
     import socket
     import subprocess
 
+    from ampbench.core.protocol import HOOK_SOCKET_ENV
     from ampbench.trial.command_channel import EventChannel
     from ampbench.trial.command_record import EventReader
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         with EventChannel(lambda: {child.pid}) as channel:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            s.connect("\0" + channel.env()["AMPBENCH_HOOK_SOCKET"])
-            assert s.recv(8) == b""                                  # refused: closed without "ok"
-            s.close()
-        assert channel.refused == [os.getpid()]
+            token, _, path = channel.env()[HOOK_SOCKET_ENV].partition(":")
+            for first in (token.encode(), b"not the token"):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(path)
+                s.sendall(first)
+                assert s.recv(8) == b""                              # refused: closed without "ok"
+                s.close()
+        assert channel.refused == [os.getpid(), os.getpid()]
+        assert channel.refusals == {"a token from outside the program's process tree": 1, "no token": 1}
         assert EventReader(channel).poll() == [] and EventReader(channel).procs == {}
     finally:
         child.kill()

@@ -98,7 +98,7 @@ def _is_paddle_layer_name(name: str) -> bool:
 class ModeConfig(_Strict):
     # `amp` in the suite (the field is `amp_by`: `amp` is the property below): "inject" asks a command
     # trial's start-up hook to apply this mode's AMP itself, through Paddle's own APIs, to a program that
-    # has no AMP switch (workloads/command/hook/_ampbench_inject.py); "program": the program or the
+    # has no AMP switch (workloads/command/hook/_ampbench_hook/inject.py); "program": the program or the
     # built-in loop applies it
     model_config = ConfigDict(**_Strict.model_config, populate_by_name=True)
     amp_by: Literal["program", "inject"] = Field("program", alias="amp")

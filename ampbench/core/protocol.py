@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import psutil
-
 Fault = Literal["crash", "hang", "oom", "exit", "nan"]
 
 # Events the worker writes on its private channel, one JSON object per line after this prefix.
@@ -19,12 +17,23 @@ EVENT_PREFIX = "@@ampbench "
 PARENT_ENV = "AMPBENCH_PARENT"            # process_token() of the ampbench process a worker belongs to
 FAULT_ENV = "AMPBENCH_FAULT"              # "MODE:SEED:KIND[,MODE:SEED:KIND...]", KIND one of Fault
 CACHE_ENV = "AMPBENCH_CACHE"              # where generated data sets are cached
+# What a command trial's start-up hook reads (workloads/command/hook/, which loads this file by its path
+# because the program's interpreter may not have ampbench: this module imports the standard library only,
+# psutil inside the functions that need it).
+HOOK_SOCKET_ENV = "AMPBENCH_HOOK_SOCKET"          # "TOKEN:PATH": the worker's event socket and its handshake token
+HOOK_STOP_AFTER_ENV = "AMPBENCH_HOOK_STOP_AFTER"  # end the program cleanly after this many steps (0: never)
+HOOK_STATS_STEPS_ENV = "AMPBENCH_HOOK_STATS_STEPS"   # training steps Paddle's operator stats cover
+HOOK_WARMUP_ENV = "AMPBENCH_HOOK_WARMUP"          # warm-up steps: the memory window opens after them
+HOOK_INJECT_ENV = "AMPBENCH_HOOK_INJECT"          # amp = "inject": the mode's AMP settings (JSON) the hook applies
+HOOK_LOSS_EVERY_ENV = "AMPBENCH_HOOK_LOSS_EVERY_S"   # the least gap in seconds between two loss reads
 RANK_DIR_ENV = "AMPBENCH_RANK_DIR"        # the distributed launcher's --log_dir, where ranks leave failure notes
 FAULT_RANK_ENV = "AMPBENCH_FAULT_RANK"    # inject AMPBENCH_FAULT / spec.fault on this rank only
 
 
 def process_token(pid: int) -> str:
     """`PID:CREATE_TIME`: with its start time, a pid names one process (pids are reused)."""
+    import psutil
+
     try:
         return f"{pid}:{psutil.Process(pid).create_time():.3f}"
     except psutil.Error:
@@ -42,6 +51,8 @@ def token_alive(token: str) -> bool:
     """The process `token` names is still running: its pid exists, is not a zombie, and started within
     TOKEN_SLACK_S of the token's time (another process that got the pid started later). A transient
     psutil error other than 'no such process' counts as alive: a worker never kills itself on a doubt."""
+    import psutil
+
     pid_text, _, when = token.partition(":")
     try:
         pid, started = int(pid_text), float(when)

@@ -26,6 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ampbench.core import protocol, wire
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import empty_folder
 from ampbench.core.processes import become_subreaper, descendants, end_descendants, guarded, tree_rss_bytes
@@ -64,6 +65,7 @@ class Output:
         self.dropped = 0          # lines (or line pieces) not written to the log
         self.dropped_bytes = 0
         self._last = bytearray()  # the output's end, once it no longer goes to the log
+        self.denied = ""          # why the hook could not reach the worker's channel (its wire.DENIED line)
 
     def run(self, stream: Any) -> None:
         sys.stderr.flush()
@@ -101,7 +103,10 @@ class Output:
         del self._last[:-LAST_KEEP]
 
     def _line(self, head: bytearray, end: bytearray) -> None:
-        self.scan.feed(head.decode("utf-8", "replace").rstrip("\n"))
+        text = head.decode("utf-8", "replace").rstrip("\n")
+        if not self.denied and text.startswith(wire.DENIED):
+            self.denied = text[len(wire.DENIED):][:LINE_KEEP]
+        self.scan.feed(text)
         self.tail.append(end.decode("utf-8", "replace").rstrip("\n")[-LINE_KEEP:])
 
     def tail_text(self) -> str:
@@ -122,11 +127,11 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, channel: dict[st
            **{k: x.format(**v) for k, x in tr.mode.env.items()}}
     if p.instrument:
         env["PYTHONPATH"] = os.pathsep.join(x for x in (str(HOOK_DIR), env.get("PYTHONPATH", "")) if x)
-        env.update(channel)   # where the hook reports (an abstract socket, never a folder)
-        env["AMPBENCH_HOOK_STOP_AFTER"] = str(tr.steps_total if p.stop_after_steps else 0)
-        env["AMPBENCH_HOOK_STATS_STEPS"] = str(tr.suite.train.op_stats_steps(first=2))   # inside warm-up
-        env["AMPBENCH_HOOK_WARMUP"] = str(tr.suite.train.warmup_steps)
-        env["AMPBENCH_HOOK_LOSS_EVERY_S"] = repr(p.loss_every_ms / 1000)
+        env.update(channel)   # where the hook reports and its token (trial/command_channel.py)
+        env[protocol.HOOK_STOP_AFTER_ENV] = str(tr.steps_total if p.stop_after_steps else 0)
+        env[protocol.HOOK_STATS_STEPS_ENV] = str(tr.suite.train.op_stats_steps(first=2))   # inside warm-up
+        env[protocol.HOOK_WARMUP_ENV] = str(tr.suite.train.warmup_steps)
+        env[protocol.HOOK_LOSS_EVERY_ENV] = repr(p.loss_every_ms / 1000)
         if tr.mode.amp_by == "inject":   # the hook applies this mode's AMP itself (trial/command_inject.py)
             env[INJECT_ENV] = inject_settings(tr.mode)
     return argv, env, p.cwd.format(**v) if p.cwd else None
@@ -189,11 +194,13 @@ def run_command(spec: TrialSpec, events: Events) -> int:
         t.join(timeout=10)
     channel.close()   # the program's tree has exited: what it sent is read, nothing more can arrive
     reader.poll()
+    if output.denied and channel.refusals:
+        output.denied += f"; {channel.summary()}"
     from ampbench.trial.command_finish import finish_command
 
     try:
         finish_command(tr, p, reader, output, code, launch_error, left, peak, out, gpu)
-        _say_refused(tr, channel)
+        _say_channel(tr, channel, reader)
     except Exception as exc:  # noqa: BLE001  recorded, never lost: the trial file says what happened
         tr.trial.status = "crashed"
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
@@ -204,12 +211,17 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     return 0 if tr.trial.status == "ok" else 1
 
 
-def _say_refused(tr: TrialContext, channel: EventChannel) -> None:
-    """Senders the channel refused (outside the program's tree) and messages over budget, kept with the trial."""
+def _say_channel(tr: TrialContext, channel: EventChannel, reader: EventReader) -> None:
+    """What the channel refused (connections from outside the program, by reason), messages over budget
+    and events dropped as malformed (core/wire.py), kept with the trial."""
     info = getattr(tr.trial, "workload_info", None)
-    if isinstance(info, dict) and (channel.refused or channel.dropped):
-        info["events_refused"] = {"pids": channel.refused[:20], "count": len(channel.refused),
-                                  "messages_over_budget": channel.dropped}
+    if not isinstance(info, dict):
+        return
+    if channel.refusals or channel.dropped:
+        info["events_refused"] = {"pids": channel.refused[:20], "count": sum(channel.refusals.values()),
+                                  "reasons": dict(channel.refusals), "messages_over_budget": channel.dropped}
+    if reader.malformed.count:
+        info["events_malformed"] = {"count": reader.malformed.count, "reasons": dict(reader.malformed.reasons)}
 
 
 def worker_env() -> Env:

@@ -62,7 +62,7 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
         return (f"the program {exit_text(code)} after {steps} optimizer step(s), {measured} measured"
                 + crash_text(output.tail))
     if p.instrument and steps == 0:
-        return _no_steps(reader, [*p.command, *tr.mode.args])
+        return _no_steps(reader, [*p.command, *tr.mode.args], getattr(output, "denied", ""))
     if p.instrument and steps < want:
         return (f"the program ended after {steps} optimizer steps; train.steps = {want} (pass {{steps}} to it, "
                 "or for a program that counts epochs describe them in [workload.program] and pass {epochs})")
@@ -88,10 +88,12 @@ def _site_flag(argv: list[str]) -> str | None:
     return None
 
 
-def _no_steps(reader: EventReader, argv: list[str]) -> str:
+def _no_steps(reader: EventReader, argv: list[str], denied: str = "") -> str:
     """Why no optimizer step was seen, as far as the hook's events tell: it never ran (a Python flag,
     a cleared PYTHONPATH), it ran but Paddle was never imported, or no step(). (The events travel on
     a socket, trial/command_channel.py: a program that deletes its folders loses none of them.)"""
+    if not reader.procs and denied:   # the hook ran, and said it could not reach the worker
+        return f"no optimizer step was seen: the start-up hook could not reach ampbench's event channel ({denied})"
     if not reader.procs:
         flag = _site_flag(argv)
         if flag:

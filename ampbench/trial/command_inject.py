@@ -1,6 +1,6 @@
 """A command mode's `amp = "inject"`: the settings the start-up hook applies, and what it reported back.
 
-The hook (workloads/command/hook/_ampbench_inject.py) cannot import ampbench, so the mode reaches it as
+The hook (workloads/command/hook/_ampbench_hook/inject.py) cannot import ampbench, so the mode reaches it as
 JSON in AMPBENCH_HOOK_INJECT; it answers with "inject" events (the models and optimizer AMP was
 applied to, or the program's own AMP that made it refuse), which become `Trial.amp.injected` and, for a
 refusal, the trial's one-line error. `keep_lines` is the diff a user applies to keep the mode.
@@ -12,8 +12,9 @@ import json
 from typing import Any
 
 from ampbench.config.suite import ModeConfig
+from ampbench.core import protocol
 
-INJECT_ENV = "AMPBENCH_HOOK_INJECT"   # the hook's _ampbench_inject.ENV
+INJECT_ENV = protocol.HOOK_INJECT_ENV   # read by the hook's _ampbench_hook/inject.py
 SCALER_KEYS = ("init_loss_scaling", "incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf",
                "use_dynamic_loss_scaling")
 

@@ -2,7 +2,7 @@
 
 The hook leaves two kinds of time out of a step (docs/command.md): an evaluation inside the loop
 (Layer.eval() to Layer.train()) and, since issue 44, a checkpoint save (paddle.save, the hook's
-_ampbench_saves.py), each reported per step. `left_out` sums them over the measured steps: the trial's
+_ampbench_hook/saves.py), each reported per step. `left_out` sums them over the measured steps: the trial's
 note of what was not charged to training. The program's own samples/s lines usually count that time
 (PaddleRec's and PaddleClas's rates run over whole intervals), so when the cross-check disagrees,
 `cross_check` first asks whether that measured time explains the gap (ampbench's rate with it counted

@@ -3,23 +3,20 @@ program's own output turned into the Trial's steps, AMP evidence, memory, metric
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 import statistics
-import sys
-from array import array
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ampbench.core import wire
 from ampbench.core.records import AmpInfo, DecorateOrder, Memory, StepRecord, Trial
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
-MAX_STEPS_PER_LINE = 10_000_000
-STEP_F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the hook's _F64_KEYS (it cannot import ampbench)
+MAX_DATA_WAITS = 10_000_000   # steps with a data wait one process may report (each line holds at most wire.MAX_ITEMS)
+
 
 
 @dataclass
@@ -56,6 +53,7 @@ class EventReader:
     def __init__(self, source: Any = None):
         self.source = source
         self.procs: dict[int, Proc] = {}
+        self.malformed = wire.Malformed()   # events dropped by the vocabulary's checks (core/wire.py)
 
     def poll(self) -> list[tuple[Proc, dict[str, Any]]]:
         """New step events since the last poll, with their process."""
@@ -65,62 +63,20 @@ class EventReader:
         return new
 
     def ingest(self, pid: int, data: bytes) -> list[tuple[Proc, dict[str, Any]]]:
-        """Event lines one process sent (the sender's pid as the kernel gave it, never a name it chose)."""
+        """Event lines one process sent (the sender's pid as the kernel gave it, never a name it chose).
+        Each is checked against the hook's declared vocabulary (core/wire.py) first: a malformed one is
+        dropped and counted in `malformed`, never raised, so the steps read so far are always kept."""
         new: list[tuple[Proc, dict[str, Any]]] = []
         proc = self.procs.setdefault(pid, Proc(pid=pid))
         for line in data.splitlines():
-            ev = self._parse(line)
-            for one in self._expand(ev) if ev is not None else ():
-                if self._apply(proc, one):
-                    new.append((proc, one))
+            ev = wire.parse(line, self.malformed)
+            for one in wire.validate(ev, self.malformed) if ev is not None else ():
+                try:
+                    if self._apply(proc, one):
+                        new.append((proc, one))
+                except Exception as exc:   # noqa: BLE001  a checked event the reader still cannot take
+                    self.malformed.add(f"{one.get(wire.KIND)}: {type(exc).__name__}")
         return new
-
-    @staticmethod
-    def _expand(ev: dict[str, Any]) -> list[dict[str, Any]]:
-        """The hook writes a run of steps as one line (its `_steps_line`: base64 float64 columns, NaN for
-        None; bytes for found_inf and loss_seen, which tells a loss not read from a non-finite one);
-        every other event is a line of its own. A malformed steps line is dropped whole."""
-        if ev.get("e") != "steps":
-            return [ev]
-        first, n, order = ev.get("first"), ev.get("n"), ev.get("byteorder")
-        if not (isinstance(first, int) and isinstance(n, int) and 0 < n <= MAX_STEPS_PER_LINE
-                and order in ("little", "big")):
-            return []
-        cols: dict[str, list[float | None]] = {}
-        try:
-            for key in STEP_F64_KEYS:
-                raw = base64.b64decode(str(ev[key]), validate=True)
-                if len(raw) != 8 * n:
-                    return []
-                arr = array("d", raw)
-                if order != sys.byteorder:
-                    arr.byteswap()
-                cols[key] = [None if math.isnan(v) else v for v in arr]
-            found = base64.b64decode(str(ev["found_inf"]), validate=True)
-            seen = base64.b64decode(str(ev["loss_seen"]), validate=True)
-        except (KeyError, ValueError):
-            return []
-        if len(found) != n or len(seen) != n:
-            return []
-        raw_evals = ev.get("evals")
-        evals: dict[str, Any] = raw_evals if isinstance(raw_evals, dict) else {}
-        out = []
-        for i in range(n):
-            step: dict[str, Any] = {"e": "step", "step": first + i, "found_inf": bool(found[i]),
-                                    "loss_seen": bool(seen[i])}
-            step.update({key: cols[key][i] for key in STEP_F64_KEYS})
-            if isinstance(evals.get(str(i)), list):
-                step["evals"] = evals[str(i)]
-            out.append(step)
-        return out
-
-    @staticmethod
-    def _parse(line: bytes) -> dict[str, Any] | None:
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            return None
-        return ev if isinstance(ev, dict) else None
 
     @staticmethod
     def _apply(proc: Proc, ev: dict[str, Any]) -> bool:  # noqa: C901  a flat dispatch on the event kind
@@ -143,7 +99,7 @@ class EventReader:
             proc.memory = ev
         elif kind == "end":
             proc.end = ev
-        elif kind == "error":
+        elif kind == "error" and len(proc.errors) < 100:
             proc.errors.append(str(ev.get("error", "")))
             if ev.get("where") == "shapes":
                 proc.shapes_error = str(ev.get("error", ""))[:300]
@@ -151,11 +107,10 @@ class EventReader:
             proc.shapes = ev
         elif kind in ("amp_order", "inject") and len(proc.amp_order) + len(proc.injected) < 64:
             (proc.amp_order if kind == "amp_order" else proc.injected).append(ev)
-        elif kind == "save" and isinstance(ev.get("step"), int) and isinstance(ev.get("s"), (int, float)):
-            proc.saves[ev["step"]] = proc.saves.get(ev["step"], 0.0) + max(0.0, float(ev["s"]))
-        elif kind == "data" and isinstance(ev.get("waits"), dict):
-            proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()
-                                    if str(k).isdigit() and isinstance(v, (int, float)) and v >= 0})
+        elif kind == "save":   # step and seconds checked (wire.SaveEvent)
+            proc.saves[ev["step"]] = proc.saves.get(ev["step"], 0.0) + float(ev["s"])
+        elif kind == "data" and len(proc.data_waits) < MAX_DATA_WAITS:   # keys and values checked (wire.DataEvent)
+            proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()})
         return False
 
     def lead(self) -> Proc | None:

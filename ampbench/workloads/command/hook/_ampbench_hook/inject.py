@@ -1,7 +1,7 @@
 """AMP applied by ampbench's start-up hook to a program that has no AMP switch (a mode's `amp = "inject"`).
 
-Imported by the hook (sitecustomize.py, beside this file) right after the program's `import paddle`,
-only when AMPBENCH_HOOK_INJECT holds the mode's AMP settings (JSON, written by ampbench's
+Installed by the hook (boot.install) right after the program's `import paddle`,
+only when protocol.HOOK_INJECT_ENV holds the mode's AMP settings (JSON, written by ampbench's
 trial/command.py). Like the hook it imports nothing of ampbench, and it applies AMP only through
 Paddle's own APIs, where a user would put them (Paddle's AMP guide, python/paddle/amp):
 
@@ -35,7 +35,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-ENV = "AMPBENCH_HOOK_INJECT"
+from . import protocol
+
+ENV = protocol.HOOK_INJECT_ENV
 REFUSED_EXIT = 2
 # Paddle code that re-enters AMP on the program's behalf (recompute replays the forward under the AMP state
 # it saved, python/paddle/distributed/fleet/recompute): not the program applying AMP of its own
@@ -46,7 +48,7 @@ def _by_program() -> bool:
     """Whether the AMP call under way comes from the program (its code, or a Paddle API it asked for AMP,
     such as paddle.hapi's amp_configs), not from Paddle re-entering AMP itself: the first caller outside
     paddle.amp and this module decides."""
-    f = sys._getframe(2)
+    f: Any = sys._getframe(2)   # walks to None past the outermost frame
     while f is not None and (f.f_globals.get("__name__", "").startswith("paddle.amp")
                              or f.f_globals.get("__name__") == __name__):
         f = f.f_back

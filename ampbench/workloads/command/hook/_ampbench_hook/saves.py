@@ -8,7 +8,7 @@ time is subtracted from the step it falls in, as the time between Layer.eval() a
 added to the hook's `eval_s` and its `evals` intervals (so NVML's energy window leaves it out too), and
 reported as one "save" event each, so ampbench's record can say how many saves and how long. A save
 inside an evaluation (between eval() and train()) is already left out and is not counted twice.
-Imported by sitecustomize.py beside it; imports nothing of ampbench.
+Installed by the hook (boot.install); imports nothing of ampbench.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 from ampbench.judge.rules.context import Ctx, Rule
 from ampbench.results.verdicts import RuleResult
 
-
 # a command program runs FP32 unless something turns AMP on: a level alone would be FP32 again, called AMP inactive
 _COMMAND_ADVICE = ("the suite defines no AMP mode: add a [[modes]] entry with level = \"O1\" and the program's own "
                    "AMP switch in `args`, or, for a program without one, amp = \"inject\" (ampbench's start-up "

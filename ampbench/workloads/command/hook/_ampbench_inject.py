@@ -46,7 +46,7 @@ def _by_program() -> bool:
     """Whether the AMP call under way comes from the program (its code, or a Paddle API it asked for AMP,
     such as paddle.hapi's amp_configs), not from Paddle re-entering AMP itself: the first caller outside
     paddle.amp and this module decides."""
-    f = sys._getframe(2)
+    f: Any = sys._getframe(2)
     while f is not None and (f.f_globals.get("__name__", "").startswith("paddle.amp")
                              or f.f_globals.get("__name__") == __name__):
         f = f.f_back

@@ -106,6 +106,7 @@ def test_an_injected_mode_runs_the_forward_under_paddles_auto_cast_and_the_loss_
         {"optimizer": "Adam", "models": ["Net"], "level": "O1", "dtype": "float16", "decorated": False,
          "scaler": True, "scaler_enabled": False}]
     assert amp["amp"]["requested"] and not amp["amp"]["active"] and amp["amp"]["inactive_code"] == "device"
+    assert 'ampbench applied it (amp = "inject")' in amp["amp"]["inactive_reason"]
     check = json.loads((run_dir(out) / "check.json").read_text())
     verdicts = {v["mode"]: v["verdict"] for v in check["verdicts"]}
     assert verdicts["amp-o1-fp16"] == "INCONCLUSIVE" and check["exit_code"] == 3
@@ -161,10 +162,14 @@ def test_a_program_that_applies_amp_itself_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize("body,key,reason", [
     ('[[modes]]\nname = "inj"\nlevel = "O0"\namp = "inject"\n', "modes", 'amp = "inject" needs level O1 or O2'),
     ('[[modes]]\nname = "inj"\nlevel = "O1"\namp = "yes"\n', "amp", "'program' or 'inject'"),
+    ('[[modes]]\nname = "inj"\nlevel = "O1"\namp = "inject"\n[workload]\n', "modes (inj).amp", "instrument = true"),
 ])
 def test_an_injected_mode_without_amp_to_apply_is_refused_up_front(tmp_path, body, key, reason):
     out = tmp_path / "runs"
-    r = run("run", str(suite(tmp_path, body)), "--out", str(out))
+    p = suite(tmp_path, body.replace("[workload]\n", ""))
+    if "[workload]" in body:   # the hook off: nothing could apply it
+        p.write_text(p.read_text().replace("[train]", "instrument = false\n\n[train]", 1))
+    r = run("run", str(p), "--out", str(out))
     assert r.exit_code == 2, r.output
     assert key in r.output and reason in r.output and "Traceback" not in r.output
     assert not out.exists()

@@ -11,7 +11,7 @@ from typing import Any
 from ampbench.core.records import Interference, Trial
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
-from ampbench.trial.command_inject import injected_record, refusal
+from ampbench.trial.command_inject import injected_into, refusal
 from ampbench.trial.command_left_out import cross_check, left_out
 from ampbench.trial.command_record import (
     EventReader,
@@ -140,7 +140,7 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
-    t.amp.injected = injected_record(tr.mode, lead.injected if lead else [])
+    injected_into(t.amp, tr.mode, lead.injected if lead else [])
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)
     t.metrics = _metrics(tr, p, output, out)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ampbench.config.suite import ModeConfig
 from ampbench.core import protocol
+from ampbench.core.records import AmpInfo
 
 INJECT_ENV = protocol.HOOK_INJECT_ENV   # read by the hook's _ampbench_hook/inject.py
 SCALER_KEYS = ("init_loss_scaling", "incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf",
@@ -42,6 +43,16 @@ def injected_record(mode: ModeConfig, events: list[dict[str, Any]]) -> dict[str,
     if not events:
         record["errors"] = ["the hook never reported applying AMP (no optimizer was built after `import paddle`?)"]
     return record
+
+
+def injected_into(amp: AmpInfo, mode: ModeConfig, events: list[dict[str, Any]]) -> None:
+    """The trial's AMP record for an injected mode: what was applied, and an inactive reason that does not
+    send the user to args that do not exist (ampbench applied the AMP; the device or the op lists kept it off)."""
+    amp.injected = injected_record(mode, events)
+    if amp.injected and amp.inactive_reason:
+        amp.inactive_reason = amp.inactive_reason.replace(
+            "on a GPU check the mode's args really turn AMP on",
+            "ampbench applied it (amp = \"inject\"): on a GPU check amp.injected names the model you train")
 
 
 def refusal(events: list[dict[str, Any]]) -> str | None:

@@ -30,6 +30,9 @@ class CommandWorkload(ProgramWorkload[CommandParams]):
         problems += placeholder_problems(params, suite)
         problems += program_problems(params)
         problems += schedule_problems(params, suite)
+        problems += [(f"modes ({m.name}).amp", ("amp = \"inject\" is applied by ampbench's start-up hook: it needs "
+                                                "workload.instrument = true"))
+                     for m in suite.modes if m.amp_by == "inject" and not params.instrument]
         if suite.train.warmup_steps < 1:
             problems.append(("train.warmup_steps", "a command suite needs at least 1 warm-up step: the first "
                              "step's time runs from `import paddle`, start-up included"))

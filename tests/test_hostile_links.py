@@ -280,3 +280,26 @@ def test_python_tags_in_yaml_still_execute_nothing(work):
     cfg.write_text(f'Global: !!python/object/apply:os.system ["touch {marker}"]\n')
     r = invoke("import", "paddleocr", str(cfg))
     assert r.exit_code == 2 and not marker.exists()
+
+
+def test_the_trial_writer_removes_a_trials_link_records_the_trial_as_tampered_and_refuses_another_run_folder(
+        work, outside):
+    """Issue 41.2, the writer alone (the real-process case is tests/test_hostile_program.py)."""
+    from ampbench.core.files import folder_id
+    from ampbench.core.records import Trial
+    from ampbench.core.trial_file import write_trial_file
+
+    run = work / "r"
+    run.mkdir()
+    ident = folder_id(run)
+    (run / "trials").symlink_to(outside.empty, target_is_directory=True)
+    t = Trial(suite="s", workload="toy", mode="fp32", seed=0, status="ok")
+    write_trial_file(run / "trials" / "fp32__seed0.json", t, ident)
+    outside.untouched()
+    kept = json.loads((run / "trials" / "fp32__seed0.json").read_text())
+    assert not (run / "trials").is_symlink() and kept["status"] == "crashed" and "tampered:" in kept["error"]
+    run.rename(work / "r.moved")                       # the run folder moved away, a new one in its place
+    run.mkdir()
+    with pytest.raises(ResultsError, match="no longer the folder ampbench made"):
+        write_trial_file(run / "trials" / "fp32__seed1.json", t, ident)
+    assert not (run / "trials").exists()

@@ -482,9 +482,9 @@ def test_export_benchmark_into_a_new_folder_with_a_trailing_slash(run_dir, work)
 def test_help_names_every_verb():
     r = invoke("--help")
     summary = r.output.split("Options", 1)[0]
-    for verb in ("run", "check", "plan", "report", "summary", "publish", "probe", "diagnose", "export-benchmark",
-                 "baseline", "import", "suites", "schema", "env", "selftest"):
-        assert verb in summary, verb
+    for verb in ("run", "check", "compare", "tune", "bisect", "plan", "report", "publish", "probe", "diagnose",
+                 "baseline", "history", "import", "suites", "schema", "env", "selftest"):
+        assert verb in summary, verb   # the deprecated summary and export-benchmark are hidden (issue 45)
 
 
 def test_end_before_start_is_not_a_negative_duration(run_dir):

@@ -40,7 +40,7 @@ from ampbench.commands.run_plan import RunOptions
 from ampbench.config import REFERENCE_MODE, ConfigError, Suite
 from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id
-from ampbench.core.store import RUNS_DIR
+from ampbench.core.store import RUNS_DIR, RunPaths
 from ampbench.judge.bisection import Search, Verdict, wrong_step_bound
 from ampbench.report.bisect_md import write_bisect_md
 from ampbench.results.baselines import save_baseline
@@ -160,7 +160,7 @@ def _run_candidate(ctx: _Ctx, index: int, role: Role, tag: str) -> tuple[Candida
     log = Console(file=ctx.log, width=160, no_color=True)
     base = _baseline(ctx)
     started = time.monotonic()
-    if (run_dir / "run.json").is_file():
+    if RunPaths(run_dir).run_json.is_file():
         opts = RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
                           baseline=base, report=False)
     else:

@@ -22,6 +22,7 @@ from ampbench.config import ConfigError, Suite
 from ampbench.core.files import atomic_write_text
 from ampbench.core.records import RunInfo, Trial
 from ampbench.results.baselines import Baseline
+from ampbench.results.bisect_file import BisectFile
 from ampbench.results.diagnosis_file import DiagnosisFile
 from ampbench.results.history import RunSummary
 from ampbench.results.probe_file import ProbeFile
@@ -47,6 +48,7 @@ FILES: dict[str, FileKind] = {
     "probe": FileKind(ProbeFile, "<probe run>/probe.json", "the largest batch each mode fits"),
     "diagnosis": FileKind(DiagnosisFile, "<run>/diagnosis.json", "the op-level FP32/AMP comparison"),
     "tune": FileKind(TuneFile, "<tune folder>/tune.json", "an `ampbench tune` ladder: its rungs and the next one"),
+    "bisect": FileKind(BisectFile, "<bisect folder>/bisect.json", "an `ampbench bisect` search: its commits, looks and result"),
 }
 
 

@@ -44,7 +44,6 @@ STEP_F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the float64 columns o
 
 class StartEvent(TypedDict, total=False):
     """Once, when the program's `import paddle` finished: who reports, and the program's own stack."""
-
     e: str
     pid: int
     rank: int
@@ -58,7 +57,6 @@ class StartEvent(TypedDict, total=False):
 
 class DeviceEvent(TypedDict, total=False):
     """At the end of the first step: the device the program trains on (its facts join the start's)."""
-
     e: str
     device: str
     device_name: str
@@ -72,7 +70,6 @@ class DeviceEvent(TypedDict, total=False):
 
 class StepEvent(TypedDict, total=False):
     """One optimizer step, as the worker reads it (the hook sends runs of them as a `StepsLine`)."""
-
     e: str
     step: int
     t: float
@@ -87,7 +84,6 @@ class StepEvent(TypedDict, total=False):
 
 class OpsEvent(TypedDict, total=False):
     """Paddle's operator stats over the op window: {op: "fp16,bf16,fp32,other"}, the optimizer's apart."""
-
     e: str
     calls: dict[str, str]
     optimizer_calls: dict[str, str]
@@ -98,7 +94,6 @@ class OpsEvent(TypedDict, total=False):
 
 class MemoryEvent(TypedDict, total=False):
     """The measured window's allocator peak so far."""
-
     e: str
     source: str
     peak_allocated: int | None
@@ -121,7 +116,6 @@ class ErrorEvent(TypedDict, total=False):
 
 class ShapesEvent(TypedDict, total=False):
     """The Linear/conv layers of the model at step 1: [name, kind, in, out] rows, and how many in all."""
-
     e: str
     layers: list[list[Any]]
     count: int
@@ -129,7 +123,6 @@ class ShapesEvent(TypedDict, total=False):
 
 class AmpOrderEvent(TypedDict, total=False):
     """A paddle.amp.decorate (O2) or paddle.DataParallel call, in the order the program made them."""
-
     e: str
     call: str
     level: str
@@ -137,33 +130,16 @@ class AmpOrderEvent(TypedDict, total=False):
     after_data_parallel: bool
 
 
-class InjectEvent(TypedDict, total=False):
-    """amp = "inject": what the hook applied for one optimizer it adopted, or why it did not (`error`), or
-    that the program applies AMP itself (`refused`, then the program ends)."""
-
-    e: str
-    optimizer: str
-    models: list[str]
-    level: str
-    dtype: str
-    decorated: bool
-    scaler: bool
-    scaler_enabled: bool
-    error: str
-    refused: str
-
-
-class SaveEvent(TypedDict, total=False):
-    """One paddle.save inside step `step`, `s` seconds, left out of that step's time."""
-
-    e: str
-    step: int
-    s: float
+# amp = "inject": what the hook applied for an optimizer it adopted (or why not: `error`), or that the program
+# applies AMP itself (`refused`, then it ends); and one paddle.save inside step `step`, `s` seconds long
+InjectEvent = TypedDict("InjectEvent", {"e": str, "optimizer": str, "models": list, "level": str, "dtype": str,
+                                       "decorated": bool, "scaler": bool, "scaler_enabled": bool, "error": str,
+                                       "refused": str}, total=False)
+SaveEvent = TypedDict("SaveEvent", {"e": str, "step": int, "s": float}, total=False)
 
 
 class DataEvent(TypedDict, total=False):
     """Each step's wait for its DataLoader batch: {"step": seconds}."""
-
     e: str
     waits: dict[str, float]
 
@@ -280,8 +256,6 @@ EVENTS: dict[str, type] = {"start": StartEvent, "device": DeviceEvent, "step": S
                            "memory": MemoryEvent, "end": EndEvent, "error": ErrorEvent, "shapes": ShapesEvent,
                            "amp_order": AmpOrderEvent, "inject": InjectEvent, "save": SaveEvent, "data": DataEvent}
 _REQUIRED = {"step": ("step", "t"), "data": ("waits",), "shapes": ("layers",), "save": ("step", "s")}
-
-
 
 
 class Malformed:

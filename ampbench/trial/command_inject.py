@@ -1,7 +1,7 @@
 """A command mode's `amp = "inject"`: the settings the start-up hook applies, and what it reported back.
 
 The hook (workloads/command/hook/_ampbench_hook/inject.py) cannot import ampbench, so the mode reaches it as
-JSON in AMPBENCH_HOOK_INJECT; it answers with "inject" events (the models and optimizer AMP was
+JSON in protocol.HOOK_INJECT_ENV; it answers with "inject" events (the models and optimizer AMP was
 applied to, or the program's own AMP that made it refuse), which become `Trial.amp.injected` and, for a
 refusal, the trial's one-line error. `keep_lines` is the diff a user applies to keep the mode.
 """

@@ -43,11 +43,11 @@ def cross_check(check: dict[str, Any] | None, ours: float, steps: list[StepRecor
         return {"throughput_check": check}
     theirs, tol = check["program_samples_per_s"], check["tolerance"]
     measured = [s for s in steps if not s.warmup]
-    secs, samples = sum(s.time_s for s in measured), sum(s.samples for s in measured)
+    secs = sum(s.time_s for s in measured)
     extra = float(excluded.get("evaluations_s", 0.0)) + float(excluded.get("saves_s", 0.0))
     cause = "check train.batch_size is the program's real batch per optimizer step"
     if extra > 0 and ours > theirs and secs + extra > 0 and theirs > 0:
-        counted = samples / (secs + extra)
+        counted = ours * secs / (secs + extra)   # the same samples over the time with what was left out
         if abs(counted / theirs - 1) <= tol:
             cause = (f"the program's own rate counts the {excluded['note'].split(' inside')[0]} inside the measured "
                      f"steps, which ampbench leaves out of training time; counted in, ampbench's rate is "

@@ -37,6 +37,10 @@ def _gpu_identity(paddle, ordinal: int) -> dict:
         if (lib.cuInit(0) == 0 and lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(ordinal)) == 0
                 and lib.cuDeviceGetPCIBusId(buf, ctypes.c_int(32), dev) == 0):
             ident["pci_bus_id"] = buf.value.decode()
+            raw = ctypes.create_string_buffer(16)   # cuDeviceGetUuid_v2: a MIG instance's own UUID under MIG
+            if lib.cuDeviceGetUuid_v2(raw, dev) == 0:
+                h = raw.raw.hex()
+                ident["cuda_uuid"] = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
     except Exception:
         pass
     return ident

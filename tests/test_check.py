@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ampbench.results.baselines import DEFAULT_BASELINE_DIR, load_baseline, save_baseline
 from ampbench.commands.check import check_run
 from ampbench.judge.check import check_trials
-from ampbench.results.verdicts import load_check
 from ampbench.report.console import print_rules
 from ampbench.results import ResultsError
+from ampbench.results.baselines import DEFAULT_BASELINE_DIR, load_baseline, save_baseline
+from ampbench.results.verdicts import load_check
 from tests.factories import CPU_ENV, StepNoise, make_run, make_suite, make_trial, make_trials, plan_of
 
 AMP = "amp-o1-fp16"
@@ -261,12 +261,12 @@ def _history_pair(tmp_path, slowdown: float, seed: int = 0, **kw):
 def test_history_flags_10_percent_slowdown_not_1_percent_noise(tmp_path):
     _, b, c = _history_pair(tmp_path / "a", 0.10)
     rep = check_run(c, baseline=b)
-    v, r = rules_of(rep.verdicts)
+    _, r = rules_of(rep.verdicts)
     h = r["history-throughput"]
     assert h.status == "FAIL" and h.observed == pytest.approx(-0.10, abs=0.03) and "is demonstrated" in h.message
     assert rules_of(rep.verdicts, "fp32")[1]["history-throughput"].status == "PASS"
     _, b, c = _history_pair(tmp_path / "b", 0.01)
-    v, r = rules_of(check_run(c, baseline=b).verdicts)
+    _v, r = rules_of(check_run(c, baseline=b).verdicts)
     assert r["history-throughput"].status == "PASS" and "no slowdown beyond 5%" in r["history-throughput"].message
 
 
@@ -274,7 +274,7 @@ def test_history_metric_drift_and_memory_growth(tmp_path):
     drop = [m - 6 * SD for m in FP32_METRICS]
     _, b, c = _history_pair(tmp_path, 0.0, metrics={"fp32": FP32_METRICS, AMP: drop},
                             peak={"fp32": 1 << 30, AMP: int(1.2 * (1 << 30))})
-    v, r = rules_of(check_run(c, baseline=b).verdicts)
+    _v, r = rules_of(check_run(c, baseline=b).verdicts)
     assert r["history-metric"].status == "FAIL" and r["history-metric"].observed == pytest.approx(6 * SD)
     assert r["history-memory"].status == "FAIL" and r["history-memory"].observed == pytest.approx(0.2)
 
@@ -306,6 +306,16 @@ def test_baseline_mismatch_refused_unless_allowed(tmp_path):
     h = rules_of(rep.verdicts)[1]["history-throughput"]
     assert h.message.startswith("[baseline mismatch allowed: config_hash")
     assert any("--allow-mismatch" in n for n in rep.notes)
+    # the note follows the comparison, not the message's words (issue 42): a message that reads like it,
+    # from a comparable baseline, adds no note, and the mismatched run's note survives a reworded message
+    from ampbench.judge.check import _notes
+
+    worded = [v.model_copy(update={"rules": [r.model_copy(update={"message": "[baseline mismatch allowed: x] "})
+                                             for r in v.rules]}) for v in check_run(c, baseline=b).verdicts]
+    assert not any("--allow-mismatch" in n for n in _notes(worded))
+    plain = [v.model_copy(update={"rules": [r.model_copy(update={"message": ""}) for r in v.rules]})
+             for v in rep.verdicts]
+    assert any("--allow-mismatch" in n for n in _notes(plain, mismatched=True))
     cpu = make_suite()
     cpu_run = make_run(tmp_path / "cpu", cpu, make_trials(cpu, env=CPU_ENV))
     with pytest.raises(ResultsError, match="device"):

@@ -30,6 +30,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_json, empty_folder
 from ampbench.core.processes import become_subreaper, descendants, end_descendants, guarded, tree_rss_bytes
 from ampbench.core.records import Env
+from ampbench.core.store import RunPaths
 from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_record import EventReader, step_record
@@ -153,7 +154,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     tr = TrialContext(spec, events)
     p = CommandParams.model_validate(tr.suite.workload)
     trial_path = Path(spec.trial_path)
-    out = trial_path.parent.parent / "outputs" / trial_path.stem
+    out = RunPaths.output_dir_of(trial_path)
     tr.trial.env = worker_env()
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)
@@ -190,7 +191,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     try:
         finish_command(tr, p, reader, output, code, launch_error, left, peak, out, gpu)
         _say_refused(tr, channel)
-    except Exception as exc:  # recorded, never lost: the trial file says what happened
+    except Exception as exc:  # noqa: BLE001 (recorded, never lost: the trial file says what happened)
         tr.trial.status = "crashed"
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         tr.trial.log_tail = output.tail_text() or None

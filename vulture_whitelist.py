@@ -51,3 +51,5 @@ _.peak_allocated  # MemoryEvent: the window's allocated peak
 _.peak_reserved  # MemoryEvent: the window's reserved peak
 _.call  # AmpOrderEvent: "decorate" or "data_parallel"
 _.after_data_parallel  # AmpOrderEvent: decorate() of a model a DataParallel already wraps
+# Rendered into docs/checks.md and compared with it by tests/test_reason_codes.py (the table is generated).
+_.reason_table  # ampbench/judge/rules/reasons.py

@@ -70,3 +70,51 @@ def run_dir(work: Path) -> Path:
 
     s = make_suite(seeds=(0, 1))
     return make_run(work / "runs", s, make_trials(s, n_steps=20, config_hash=s.config_hash()))
+
+
+# The `slow` marker, kept truthful: a test whose child processes (trial workers, the CLI, a program under
+# the hook) used more CPU than SLOW_CHILD_CPU_S must be marked slow, so `-m "not slow"` is the quick tier it
+# claims to be.  CPU seconds of reaped children (getrusage), not wall time: a loaded machine does not move it.
+# One Paddle import costs about 2 CPU s, so any test that starts a worker is caught.
+SLOW_CHILD_CPU_S = 1.5
+
+
+def _children_cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Fail the teardown of an unmarked test whose children used over SLOW_CHILD_CPU_S (a module-scoped
+    fixture's runs count towards the first test that uses it), or that uses a fixture that did."""
+    outcome = yield
+    rep = outcome.get_result()
+    if call.when != "teardown" or item.get_closest_marker("slow") is not None:
+        return
+    used = _children_cpu() - _START.get(item.nodeid, _children_cpu())
+    costly = sorted(set(getattr(item, "fixturenames", ())) & _SLOW_FIXTURES)
+    if (used > SLOW_CHILD_CPU_S or costly) and rep.passed:
+        rep.outcome = "failed"
+        why = f"uses the costly fixture(s) {costly}" if costly else f"its child processes used {used:.1f} CPU s"
+        rep.longrepr = (f"{item.nodeid}: {why} (> {SLOW_CHILD_CPU_S} CPU s): "
+                        "mark it @pytest.mark.slow (pyproject's `slow` marker)")
+
+
+_START: dict[str, float] = {}
+_SLOW_FIXTURES: set[str] = set()   # fixtures whose setup's children used over the limit: every user is slow
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+    start = _children_cpu()
+    yield
+    if _children_cpu() - start > SLOW_CHILD_CPU_S:
+        _SLOW_FIXTURES.add(fixturedef.argname)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _START[item.nodeid] = _children_cpu()

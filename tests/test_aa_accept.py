@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -18,6 +20,7 @@ def _aa():
     return mod
 
 
+@pytest.mark.slow
 def test_planted_slowdown_wraps_the_optimizer_step_and_spins(tmp_path):
     env = _aa()._plant_env(tmp_path, 0.5)
     code = ("import time, paddle\n"

@@ -297,7 +297,7 @@ def test_baseline_file_roundtrip_gives_same_history_as_run_folder(tmp_path, monk
 
 
 def test_baseline_mismatch_refused_unless_allowed(tmp_path):
-    _, _b, c = _history_pair(tmp_path, 0.0)
+    _, b, c = _history_pair(tmp_path, 0.0)
     other = make_suite(min_speedup=1.2)  # a different config hash
     o = make_run(tmp_path / "other", other, make_trials(other))
     with pytest.raises(ResultsError, match="config_hash"):
@@ -306,6 +306,16 @@ def test_baseline_mismatch_refused_unless_allowed(tmp_path):
     h = rules_of(rep.verdicts)[1]["history-throughput"]
     assert h.message.startswith("[baseline mismatch allowed: config_hash")
     assert any("--allow-mismatch" in n for n in rep.notes)
+    # the note follows the comparison, not the message's words (issue 42): a message that reads like it,
+    # from a comparable baseline, adds no note, and the mismatched run's note survives a reworded message
+    from ampbench.judge.check import _notes
+
+    worded = [v.model_copy(update={"rules": [r.model_copy(update={"message": "[baseline mismatch allowed: x] "})
+                                             for r in v.rules]}) for v in check_run(c, baseline=b).verdicts]
+    assert not any("--allow-mismatch" in n for n in _notes(worded))
+    plain = [v.model_copy(update={"rules": [r.model_copy(update={"message": ""}) for r in v.rules]})
+             for v in rep.verdicts]
+    assert any("--allow-mismatch" in n for n in _notes(plain, mismatched=True))
     cpu = make_suite()
     cpu_run = make_run(tmp_path / "cpu", cpu, make_trials(cpu, env=CPU_ENV))
     with pytest.raises(ResultsError, match="device"):

@@ -312,6 +312,7 @@ for i in range(12):
 '''
 
 
+@pytest.mark.slow
 def test_the_loss_is_read_at_most_once_per_gap_and_a_step_not_read_is_not_a_non_finite_loss(tmp_path):
     """Reading a tensor is most of the hook's cost on short steps, so it reads the loss at most every
     AMPBENCH_HOOK_LOSS_EVERY_S: short steps have some losses not seen, long ones every loss; a step
@@ -338,6 +339,7 @@ def test_the_loss_is_read_at_most_once_per_gap_and_a_step_not_read_is_not_a_non_
     assert nonfinite == 0 and problems == []
 
 
+@pytest.mark.slow
 def test_the_hook_can_put_paddles_own_functions_back_and_its_own_again(tmp_path):
     """The overhead benchmark's bare blocks rely on this: undone, no patched name is ours and steps go
     unrecorded; redone, every one is ours again and steps are counted."""

@@ -101,6 +101,7 @@ print("SPARSE_SCALER_OK")
 """
 
 
+@pytest.mark.slow
 def test_paddle_grad_scaler_rejects_sparse_embedding_grads() -> None:
     """Documents a Paddle 3.3.1 limitation (hence `sparse = false` in suites/ctr.toml):
     check_finite_and_unscale takes dense tensors only, so unscaling a SelectedRows gradient

@@ -474,6 +474,7 @@ def ampbench(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: 
                           text=True, timeout=timeout, check=False)
 
 
+@pytest.mark.slow
 def test_subprocess_bad_inputs_have_no_traceback(work):
     p = suite_file(work, TOY_SUITE + "\nprofiles = 5\n")
     (work / "rd").mkdir()

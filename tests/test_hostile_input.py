@@ -392,6 +392,7 @@ def test_non_utf8_suite_name_is_refused_before_any_run_folder(work):
     assert not (work / "runs").exists()
 
 
+@pytest.mark.slow
 def test_deleted_working_folder_is_named(tmp_path):
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -568,6 +569,7 @@ def test_non_utf8_run_path_in_summary(work, run_dir):
         assert "\\xff" in (work / f"s.{fmt}").read_text() or fmt == "md"
 
 
+@pytest.mark.slow
 def test_ascii_only_output_encoding_with_a_non_ascii_name(run_dir, work):
     out = work / "rapport-é.md"
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "report", str(run_dir), "-o", str(out)],

@@ -84,6 +84,7 @@ def test_bad_invocations_exit_2(tmp_path):
     assert r.returncode == 2 and "suite file not found" in r.stderr
 
 
+@pytest.mark.slow
 def test_gpu_mode_refuses_a_machine_without_gpu(tmp_path):
     """On CPU the real nightly must not quietly fall back to the cpu profiles."""
     r = nightly("--suite", str(ROOT / "suites" / "resnet.toml"), "--out", str(tmp_path / "o"), timeout=120)
@@ -222,6 +223,7 @@ def git(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.slow
 def test_combine_collected_runs_into_one_history_report_dashboard_and_branch(tmp_path):
     """Run folders gathered from several machines: one history update, one report, one dashboard, and
     the history committed on a git branch and pushed (no CI cache)."""

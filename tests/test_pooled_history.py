@@ -310,6 +310,7 @@ def test_real_run_against_a_pooled_history(tmp_path):
                 [r.message for r in rules]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key, value", [("floor_samples_per_s", -3.0), ("samples_per_s", 0.0), ("others_cpu", -1.0)])
 def test_a_history_line_with_an_impossible_rate_is_refused_in_one_line(tmp_path, key, value):
     """The pooled rule takes logs of the rates: a rate <= 0 in a hand-edited line was a math domain

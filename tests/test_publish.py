@@ -62,6 +62,7 @@ def test_regressions_rule():
     assert regressions(e("PASS", "INCONCLUSIVE", "PASS")) == []
 
 
+@pytest.mark.slow
 def test_dashboard_loads_in_a_browser_without_errors(site):
     index, _ = site
     for page in (index, index.parent / "ocr.html"):
@@ -85,6 +86,7 @@ def test_browser_check_catches_errors(tmp_path):
     assert got.info["decoded"] == 0
 
 
+@pytest.mark.slow
 def test_bad_history_is_exit_2(tmp_path):
     with pytest.raises(ResultsError, match="history folder not found"):
         publish(tmp_path / "nope", tmp_path / "site")

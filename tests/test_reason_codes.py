@@ -131,3 +131,39 @@ def test_a_new_rule_is_its_module_and_one_registry_line(tmp_path: Path, monkeypa
     saved = json.loads((run / "check.json").read_text())
     got = [x for v in saved["verdicts"] for x in v["rules"] if x["rule"] == "warmup-share"]
     assert got and got[0]["details"]["reasons"] == ["long-warmup"]
+
+
+def test_the_codes_are_an_enumerated_type_and_the_docs_table_is_rendered_from_it(tmp_path: Path) -> None:
+    """Every code the real checks emit is a `Reason` its rule declares; every registered rule's results are
+    declared; a trial's every end state is a completeness code; docs/checks.md holds `reason_table()`."""
+    from typing import get_args
+
+    from ampbench.core.records import Status as TrialStatus
+    from ampbench.judge.rules.reasons import DECLARED, Reason, reason_table
+
+    for _, r in judged(tmp_path):
+        assert set(r.details["reasons"]) <= DECLARED[r.rule], (r.rule, r.details["reasons"])
+        assert all(type(c) is str for c in r.details["reasons"])   # check.json holds plain strings
+    assert {name for rule in RULES for name in (rule.labels or (rule.name,))} <= set(DECLARED)
+    ends = {s for s in get_args(TrialStatus) if s != "ok"}
+    assert ends | {f"reference-{s}" for s in ends} <= DECLARED["completeness"]
+    assert set().union(*DECLARED.values()) == {c.value for c in Reason}   # no code declared by no rule
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "checks.md").read_text(encoding="utf-8")
+    assert reason_table() in docs
+
+
+def test_a_code_its_rule_does_not_declare_is_refused() -> None:
+    """A typo in a registered rule's code would silently drop the advice that reads it: Ctx.rule refuses it."""
+    import pytest
+
+    from ampbench.judge.rules.context import Ctx
+    from ampbench.judge.rules.reasons import Reason
+
+    s = make_suite(seeds=(0,))
+    c = Ctx(s, "amp-o1-fp16", [("fp32", 0), ("amp-o1-fp16", 0)], {}, None, "")
+    assert c.rule("memory", "FAIL", 0.0, 0.1, "m", reasons=[Reason.HOST_MEMORY]).details["reasons"] == ["host-memory"]
+    with pytest.raises(ValueError, match="host-memroy"):
+        c.rule("memory", "FAIL", 0.0, 0.1, "m", reasons=["host-memroy"])
+    with pytest.raises(ValueError, match="shown"):
+        c.rule("memory", "FAIL", 0.0, 0.1, "m", reasons=["shown"])   # another rule's code
+    assert c.rule("warmup-share", "FAIL", 0, 0, "m", reasons=["long-warmup"]).details["reasons"] == ["long-warmup"]

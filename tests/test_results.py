@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ampbench.record.assemble import throughput
 from ampbench.results import (
     ResultsError,
     RunDir,
@@ -16,7 +17,6 @@ from ampbench.results import (
     load_trial,
     write_summary_csv,
 )
-from ampbench.trackers.clock import throughput
 from tests.factories import write_trial
 
 

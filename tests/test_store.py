@@ -19,7 +19,7 @@ STORE = PKG / "core" / "store.py"
 LAYOUT = ("run.json", "check.json", "check-vs-", "summary.csv", "probe.json", "-probe", "diagnosis.json",
           "diagnosis.md", "report.md", "report.html", ".lock", "results/runs", "results/baselines",
           "results/history")
-FOLDERS = {"trials", "plots", "logs", "specs", "numerics", "report", "comparison", "diagnose", "attempts"}
+FOLDERS = {"trials", "plots", "logs", "specs", "numerics", "report", "comparison", "diagnose", "attempts", "outputs"}
 
 
 def _texts(node: ast.AST) -> list[str]:

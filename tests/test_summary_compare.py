@@ -61,6 +61,7 @@ def test_md_csv_parquet(two_runs, tmp_path):
     pd.testing.assert_frame_equal(back, compare_frame([a, b]), check_dtype=False)
 
 
+@pytest.mark.slow
 def test_bad_input_exit_2(two_runs, tmp_path):
     a, _ = two_runs
     with pytest.raises(ResultsError, match="give an output file"):

@@ -292,6 +292,7 @@ def test_a_crashed_short_trial_stops_the_ladder_as_an_error(tmp_path, monkeypatc
     assert doc.stopped.startswith("error: the short trial ended crashed: ImportError: no") and sim.ran == []
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_new_suite(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "tune", "resnet", "--resume", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)

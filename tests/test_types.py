@@ -16,6 +16,7 @@ PKG = ROOT / "ampbench"
 IGNORE = re.compile(r"#\s*type:\s*ignore(?P<codes>\[[^\]]*\])?(?P<rest>.*)$")
 
 
+@pytest.mark.slow
 def test_mypy_is_clean(request: pytest.FixtureRequest) -> None:
     # The cache lives in pytest's cache folder (ignored by git, kept between runs: ~10 s warm, ~40 s cold).
     store = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider

@@ -163,6 +163,7 @@ def test_bad_run_options_exit_2_with_one_line(toy_suite, tmp_path, args, words):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_affinity_pins_every_trial_and_is_recorded(toy_suite, tmp_path, cache_env):
     """On CPU with a pool of one: --affinity 0 -> run.json and each trial's placement say CPU 0 only."""
     from typer.testing import CliRunner
@@ -306,6 +307,7 @@ def test_sweep_grid_parsing():
             parse_sweep(bad)
 
 
+@pytest.mark.slow
 def test_sweep_runs_one_comparison_per_point_and_lays_the_grid_out(toy_suite, tmp_path, cache_env):
     """On CPU with the toy: two batch sizes -> two run folders with their own check.json, one sweep report."""
     from typer.testing import CliRunner
@@ -335,6 +337,7 @@ def _probe(folder: Path, suite: str, profile: str, batches: dict[str, int]) -> N
     (folder / "probe.json").write_text(doc.model_dump_json(by_alias=True))
 
 
+@pytest.mark.slow
 def test_at_max_batch_runs_each_mode_at_the_probes_largest_batch(toy_suite, tmp_path, cache_env):
     from typer.testing import CliRunner
 

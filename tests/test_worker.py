@@ -40,6 +40,7 @@ def toy_trials(tmp_path_factory) -> dict[str, Trial]:
     return out
 
 
+@pytest.mark.slow
 def test_trial_file_matches_schema_and_is_complete(toy_trials):
     run: RunDir = toy_trials["_run"]  # type: ignore[assignment]
     t = load_trial(run.trial_path("fp32", 0))
@@ -57,6 +58,7 @@ def test_trial_file_matches_schema_and_is_complete(toy_trials):
     assert t.env.paddle.startswith("3.") and t.env.python and t.env.numpy
 
 
+@pytest.mark.slow
 def test_same_seed_same_curve_and_amp_inactive_is_fp32_on_cpu(toy_trials):
     a, b, amp, s1 = (toy_trials[k] for k in ("a", "b", "amp", "s1"))
     curve = [s.loss for s in a.steps]
@@ -66,6 +68,7 @@ def test_same_seed_same_curve_and_amp_inactive_is_fp32_on_cpu(toy_trials):
     assert a.metrics == b.metrics
 
 
+@pytest.mark.slow
 def test_amp_activity_evidence(toy_trials):
     amp, fp32 = toy_trials["amp"].amp, toy_trials["a"].amp
     assert amp.requested and not amp.active            # CPU: no low-precision op ran
@@ -79,6 +82,7 @@ def test_amp_activity_evidence(toy_trials):
     assert not fp32.requested and not fp32.active
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,status", [("crash", "crashed"), ("oom", "oom"), ("exit", "crashed"), ("nan", "diverged")])
 def test_failures_are_recorded_with_status_and_partial_steps(toy_suite, tmp_path, fault, status):
     run = RunDir(tmp_path / "run")
@@ -92,6 +96,7 @@ def test_failures_are_recorded_with_status_and_partial_steps(toy_suite, tmp_path
         assert "injected" in t.error or "exit code 13" in t.error
 
 
+@pytest.mark.slow
 def test_timeout_kills_hanging_trial(toy_suite, tmp_path):
     run = RunDir(tmp_path / "run")
     t = launch_trial(spec_for(toy_suite(), run, fault="hang", fault_step=3, timeout_s=12), run)
@@ -104,6 +109,7 @@ def test_memory_ceiling_marks_oom(toy_suite, tmp_path):
     assert t.status == "oom" and "ceiling" in t.error
 
 
+@pytest.mark.slow
 def test_scaler_records_skipped_steps_and_halving(toy_suite, tmp_path, monkeypatch):
     """Test-only trick: GradScaler turns itself off on CPU only when `in_dynamic_mode()` is true at
     construction, so patching that check keeps its unscale/found_inf/update arithmetic running here.
@@ -130,6 +136,7 @@ def test_scaler_records_skipped_steps_and_halving(toy_suite, tmp_path, monkeypat
     assert all(math.isfinite(s.loss) for s in t.steps)  # loss finite, gradients overflowed
 
 
+@pytest.mark.slow
 def test_the_in_process_launcher_gives_the_same_trial(toy_trials, tmp_path):
     """launch.inprocess runs the worker's own code here: same losses and metrics as the subprocess."""
     from ampbench.launch.inprocess import launch_in_process

@@ -237,9 +237,13 @@ class Trial(VersionedDoc):
     def measured_steps(self) -> list[StepRecord]:
         return [s for s in self.steps if not s.warmup]
 
+    def global_batch(self) -> int:
+        """Samples of one optimizer step over every rank (`global_batch` of this trial's settings)."""
+        return global_batch(self.batch_size, self.grad_accum, self.world_size)
+
     def step_samples(self) -> list[int]:
         """Samples of each measured step; a step that did not record them counts the global batch."""
-        fallback = self.batch_size * max(1, self.grad_accum) * max(1, self.world_size)
+        fallback = self.global_batch()
         return [int(s.samples or fallback) for s in self.measured_steps()]
 
     def step_rates(self) -> np.ndarray:
@@ -270,6 +274,13 @@ class Trial(VersionedDoc):
         steps = [s for s in self.measured_steps() if s.data_s is not None and s.time_s > 0]
         wall = sum(s.time_s for s in steps)
         return sum(s.data_s or 0.0 for s in steps) / wall if steps and wall > 0 else None
+
+
+def global_batch(batch_size: int, grad_accum: int = 1, world_size: int = 1) -> int:
+    """Samples of one optimizer step: the per-device batch times the micro-batches accumulated times the
+    ranks.  The one formula (tests/test_one_measurement.py greps for another): the built-in loop's
+    replicas, a command trial's steps and a step that did not record its samples all count with it."""
+    return batch_size * max(1, grad_accum) * max(1, world_size)
 
 
 def trial_rate(rates: np.ndarray) -> float | None:

@@ -27,6 +27,7 @@ ACCEPTED_SUFFIX = ".accepted.json"         # <suite>.accepted.json beside <suite
 
 RUN_JSON = "run.json"
 TRIALS = "trials"
+OUTPUTS = "outputs"   # a command trial's {out} folders, one per trial key
 CHECK_JSON = "check.json"
 PROBE_JSON = "probe.json"
 PROBE_TAG = "probe"                        # a probe's folder: <run-id>-probe, beside the runs
@@ -52,6 +53,13 @@ class RunPaths:
         (a worker started by hand, a test writing a trial to a scratch path)."""
         p = Path(trial_file)
         return cls(p.parent.parent) if p.parent.name == TRIALS else None
+
+    @staticmethod
+    def output_dir_of(trial_file: Path) -> Path:
+        """A command trial's `{out}` folder, <run>/outputs/<key>, beside its <run>/trials/<key>.json (for a
+        trial file elsewhere, the same place relative to it)."""
+        p = Path(trial_file)
+        return p.parent.parent / OUTPUTS / p.stem
 
     @property
     def run_json(self) -> Path:

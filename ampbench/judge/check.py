@@ -87,12 +87,14 @@ def design_of(info_sequential: dict | None, where: object) -> Design | None:
         raise ResultsError(f"{where}: sequential: {str(e).splitlines()[-1].strip()}") from None
 
 
-def _notes(verdicts: list[ModeVerdict]) -> list[str]:
+def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
+    """The report's notes, from the results' statuses and details (never their messages); `mismatched`:
+    the baseline differs in suite, config or device and --allow-mismatch compared it anyway."""
     rules = [r for v in verdicts for r in v.rules]
     notes = []
     if any(r.rule == "amp-active" and r.status != "PASS" for r in rules):
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
-    if any(r.message.startswith("[baseline mismatch") for r in rules):
+    if mismatched:
         notes.append("Baseline from a different suite/config/device, compared anyway (--allow-mismatch).")
     clustered = next((r.details["clustered"] for r in rules if r.details.get("clustered")), None)
     if clustered:
@@ -113,7 +115,8 @@ def judge_run(run: OpenRun, baseline: Baseline | None = None, strict: bool = Fal
     design = design_of(info.sequential, run.dir.run_json)
     verdicts = check_trials(run.suite, run.trials, info.planned(), baseline=baseline, allow_mismatch=allow_mismatch,
                             design=design, drift_sd=drift_sd, pooled=pooled)
-    notes = _notes(verdicts)
+    mismatched = pooled is None and baseline is not None and bool(_mismatches(run.suite, run.trials, baseline))
+    notes = _notes(verdicts, mismatched)
     if pooled is not None:
         notes.append(f"History rules compared with {pooled.describe()}: runs {', '.join(pooled.run_ids)}.")
     if design is not None:

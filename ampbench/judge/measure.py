@@ -2,7 +2,8 @@
 
 - A trial's figure is the median of its per-step rates over the measured steps (warm-up and
   evaluations excluded): robust to a stall, one number per replication unit
-  (`Trial.samples_per_s()`, the same value the worker stores in `throughput.samples_per_s`).
+  (`core.records.trial_rate` of `Trial.step_rates()`, the value the trial's assembler,
+  `record.assemble.throughput`, stores in `throughput.samples_per_s`).
 - A mode's figure is the geometric mean of its ok trials' figures, over the trials with at least
   `MIN_STEPS` measured steps when any has them; its interval is the two-sided `confidence`
   t interval on the log scale (two trials at least).

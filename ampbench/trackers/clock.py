@@ -1,4 +1,4 @@
-"""Step timing and the throughput summary of a trial.
+"""Step timing of a trial.
 
 Timing policy (the same for every mode, scaler or not): a measured step starts before its first
 batch is fetched and ends when its optimizer update (and LR-scheduler step) has finished on the
@@ -7,19 +7,14 @@ where kernels run synchronously) before reading `time.perf_counter`. The first a
 steps are timed like every other: the window opens with a device sync before the first one, and
 the last one's update is waited for. Bookkeeping between steps (records, events) is outside.
 
-Throughput is computed from the stored per-step records (never from running averages), over the
-measured window only (warm-up steps excluded): the median per-step rate, the trial figure that
-judge/measure.py defines for every surface.
+The throughput summary is computed from the stored per-step records by the trial's assembler
+(record/assemble.py `throughput`), the same for the built-in loop and a program under the hook.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-
-import numpy as np
-
-from ampbench.core.records import StepRecord, Throughput, rates_from, trial_rate
 
 
 class StepClock:
@@ -46,22 +41,3 @@ class StepClock:
         self.cpu_s = time.process_time() - self._c0
         return dt
 
-
-def throughput(steps: list[StepRecord], counts: dict[str, int] | None = None,
-               window_s: float | None = None) -> Throughput:
-    """Samples/s over the measured (non-warm-up) steps; `counts` adds e.g. tokens/s."""
-    measured = [s for s in steps if not s.warmup]
-    if not measured:
-        return Throughput(window_s=window_s)
-    times = np.array([s.time_s for s in measured], dtype=float)
-    total = float(times.sum())
-    extra = {k: v / total for k, v in (counts or {}).items()} if total > 0 else {}
-    rate = trial_rate(rates_from(list(times), [s.samples for s in measured]))
-    return Throughput(
-        samples_per_s=rate or 0.0,  # the median per-step rate: judge/measure.py's trial figure
-        step_time_median_s=float(np.median(times)),
-        step_time_p90_s=float(np.percentile(times, 90)),
-        measured_steps=len(measured),
-        extra_per_s=extra,
-        window_s=window_s,
-    )

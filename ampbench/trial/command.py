@@ -31,6 +31,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import empty_folder
 from ampbench.core.processes import become_subreaper, descendants, end_descendants, guarded, tree_rss_bytes
 from ampbench.core.records import Env
+from ampbench.core.store import RunPaths
 from ampbench.core.trial_file import write_trial_file
 from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
@@ -162,7 +163,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     tr = TrialContext(spec, events)
     p = CommandParams.model_validate(tr.suite.workload)
     trial_path = Path(spec.trial_path)
-    out = trial_path.parent.parent / "outputs" / trial_path.stem
+    out = RunPaths.output_dir_of(trial_path)
     tr.trial.env = worker_env()
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.records import Interference, Trial
+from ampbench.core.records import Interference, Trial, global_batch
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_inject import injected_into, refusal
@@ -114,16 +114,14 @@ def _no_steps(reader: EventReader, argv: list[str], denied: str = "") -> str:
 def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, code: int | None,
                    launch_error: str, left: list[str], peak_rss: int, out: Path,
                    gpu: ProgramGpu | None = None) -> None:
-    from ampbench.trackers.clock import throughput
-
     t = tr.trial
     lead = reader.lead()
     world = max(1, len(reader.stepping()))
-    samples = tr.batch * world
+    samples = global_batch(tr.batch, tr.accum, world)
     t.world_size = world
     want = tr.steps_total
     recs = [step_record(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
-    t.steps = recs[:want] if p.stop_after_steps else recs
+    tr.record.feed_all(recs[:want] if p.stop_after_steps else recs)
     waits = lead.data_waits if lead is not None else {}   # the hook's DataLoader timing, where it saw one
     for rec in t.steps:
         rec.data_s = waits.get(rec.step)
@@ -133,7 +131,6 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
                 setattr(t.env, key, lead.start[key])
         if lead.start.get("device") == "gpu" and isinstance(lead.start.get("device_name"), str):
             t.env.device_name = lead.start["device_name"]
-    t.throughput = throughput(t.steps)
     t.memory = memory_of(reader, peak_rss)
     if gpu is not None and lead is not None:
         nvml_fields(t, gpu, lead.steps[:len(t.steps)], tr.suite.train.warmup_steps)
@@ -163,10 +160,11 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     t.error = why
     if why is not None:
         t.log_tail = output.tail_text() or None
+    tr.record.finish()   # throughput, energy per sample
 
 
 def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: int) -> None:
-    """NVML's memory, energy (and J/sample) and interference over the measured window, into the
+    """NVML's memory, energy and interference over the measured window, into the
     fields the built-in workloads fill; nothing when the program never reported a GPU (CPU: null)."""
     window, gaps = measured_window(steps, warmup)
     got = gpu.fields(window, gaps)
@@ -176,9 +174,6 @@ def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: 
     interference = got.pop("interference", {})
     for key, value in got.items():
         setattr(t.memory, key, value)
-    samples = t.measured_samples()
-    if t.memory.energy_j is not None and samples:
-        t.memory.energy_j_per_sample = t.memory.energy_j / samples
     if interference:
         current = t.interference.model_dump() if t.interference is not None else {}
         t.interference = Interference.model_validate({**current, **interference})

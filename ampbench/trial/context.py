@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.protocol import EVENT_PREFIX
 from ampbench.core.records import Interference, Trial
+from ampbench.record.assemble import TrialAssembler
 from ampbench.trackers import placement, scheduler
 from ampbench.trial.spec import TrialSpec
 
@@ -62,6 +63,7 @@ class TrialContext:
             profile=spec.profile, status="crashed", config=self._effective_config(), config_hash=spec.config_hash,
             batch_size=self.batch, grad_accum=self.accum,
         )
+        self.record = TrialAssembler(self.trial)  # the steps are fed to it; its finish() sets derived fields
         if placement.devices():  # run --devices pinned this worker: recorded even when the trial fails
             self.trial.interference = Interference(devices=placement.devices())
         self.trial.slurm = scheduler.slurm_job()  # run --launcher slurm: the job, node and GPUs it ran on

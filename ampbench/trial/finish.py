@@ -12,14 +12,12 @@ from ampbench.trial.setup import Parts
 
 def finish(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     from ampbench.trackers import placement
-    from ampbench.trackers.clock import throughput
     from ampbench.trackers.nvml import interference_sample
 
     p.numerics.close()
     t = tr.trial
     t.memory = res.memory
     amp_evidence(tr, p, res)
-    t.throughput = throughput(t.steps, res.counts_total, window_s=res.window_s)
     attach_interference(t, {"cpu_share": t.cpu_share(), "others_cpu": res.others_cpu,
                             **placement.merge(res.placement, placement.sample())})
     if res.nvml_window:
@@ -30,9 +28,7 @@ def finish(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     time_to_target(tr, p.wl)
     t.workload_info = p.wl.describe()  # counts from training too
     p.replicas.finish(t, p.model)      # per-rank memory (maxima, energy summed), weight digests
-    samples = t.measured_samples()
-    if t.memory.energy_j is not None and samples:
-        t.memory.energy_j_per_sample = t.memory.energy_j / samples
+    tr.record.finish(res.counts_total, window_s=res.window_s)   # throughput, energy per sample
 
 
 def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:

@@ -183,7 +183,7 @@ class StepLog:
             finite = math.isfinite(loss)
             rec = StepRecord(step=step, loss=loss if finite else None, time_s=dt, loss_scale=scale, found_inf=found,
                              samples=samples, warmup=warm, cpu_s=cpu, data_s=data)
-            self.tr.trial.steps.append(rec)
+            self.tr.record.feed(rec)
             ev.queue(event="step", **rec.model_dump(mode="json"), raw_loss=repr(loss))
         self.raw.clear()
         ev.flush()

@@ -239,7 +239,7 @@ class Replicas:
         trial.world_size = self.world
         trial.distributed = {
             **self.describe(), "per_device_batch": trial.batch_size,
-            "global_batch": trial.batch_size * max(1, trial.grad_accum) * self.world,
+            "global_batch": trial.global_batch(),
             "weight_digests": digests, "replicas_in_sync": len(set(digests)) == 1,
             "buffer_digests": buffers, "buffers_in_sync": None if not any(buffers) else len(set(buffers)) == 1,
             # every rank's own step times and host (rank 0's steps are the trial's): a slow node shows here

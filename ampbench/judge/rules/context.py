@@ -14,6 +14,7 @@ from ampbench.core.files import last_line as results_last_line
 from ampbench.core.records import Trial
 from ampbench.judge import sequential
 from ampbench.judge.pooled import PooledBaseline
+from ampbench.judge.rules import reasons
 from ampbench.judge.rules.advice_kit import Advice
 from ampbench.judge.sequential import Design
 from ampbench.results.baselines import Baseline, CompactTrial, compact
@@ -83,6 +84,8 @@ class Ctx:
         if informational:
             status = "INCONCLUSIVE"
             message = f"Informational (AMP inactive): {message}"
+        if "reasons" in details:   # each an enumerated code its rule declares (judge/rules/reasons.py)
+            details["reasons"] = reasons.checked(rule, details["reasons"])
         return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,
                           observed=plain(observed), threshold=plain(threshold), message=message,
                           trials=trials or [], informational=informational, details=plain(details))

@@ -140,6 +140,7 @@ class _State:
         self.losses: deque[Any] = deque(maxlen=64)   # backward() with no optimizer step of Paddle's: a bounded few
         self.scaled: dict[int, Any] = {}
         self.scaler: Any = None
+        self.scale_used: Any = None   # the scale tensor scale() multiplied by this step (minimize() updates after)
         self.sync: Any = None   # Paddle's synchronize bound to the GPU the program trains on (`_name_device`)
         self.ordinal: int | None = None   # the GPU the program trains on (None: CPU), named at its first step
         self.peaks: _Peaks | None = None   # the window's allocator peak, read at every step's end
@@ -245,11 +246,11 @@ def _loss_value(losses: Any) -> float | None:
     return total if seen else None
 
 
-def _scaler_state(sc: Any) -> tuple[float | None, bool]:
+def _scaler_state(sc: Any, used: Any = None) -> tuple[float | None, bool]:
     if not getattr(sc, "_enable", False):
         return None, False
     try:
-        scale: float | None = float(sc._scale)
+        scale: float | None = float(sc._scale if used is None else used)
     except (TypeError, ValueError, RuntimeError, AttributeError):
         scale = None
     found = getattr(sc, "_cache_found_inf", None)
@@ -293,7 +294,8 @@ def _boundary(st: _State) -> None:
         losses.clear()
     if st.scaled:
         st.scaled.clear()
-    scale, found = _scaler_state(st.scaler) if st.scaler is not None else (None, False)
+    scale, found = _scaler_state(st.scaler, st.scale_used) if st.scaler is not None else (None, False)
+    st.scale_used = None
     st.pending.append((step, now, st.t_prev, loss, scale, found, st.eval_s, st.evals or None))
     if st.evals:
         st.eval_s, st.evals = 0.0, []
@@ -526,6 +528,7 @@ def _patch_scalers(st: _State, paddle) -> None:
                 if st is not None and out is not var:
                     st.scaler = self
                     st.scaled[id(out)] = var
+                    st.scale_used = getattr(self, "_scale", None)   # _update() replaces it, never in place
                 return out
             st.patch(cls, "scale", scaled)
 

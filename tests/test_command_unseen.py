@@ -13,6 +13,7 @@ NVML on CPU, and exit 3 (AMP inactive on CPU)."""
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -147,8 +148,12 @@ def test_a_minimize_loop_with_its_own_amp_level_flag_and_a_json_metric(tmp_path)
         # ampbench's mean rate agrees with the program's (the median per-step rate did not: each
         # epoch's first step starts the DataLoader's iterator, a cost a mean sees and a median does not)
         assert check["agrees"], check
-        median_ratio = t["throughput"]["samples_per_s"] / check["program_samples_per_s"]
-        assert median_ratio > 1.1 * check["ratio"], (median_ratio, check)  # the median misses the slow first steps
+        # the median misses the slow first steps of each epoch; it used to be asserted as the median rate 10%
+        # above the mean, a margin partly made by the op-stats bookkeeping that ran inside measured step 3
+        # (issue 43: the stats window now ends inside warm-up; measured there: 8 of 9 trials met it before,
+        # 5 of 9 after), so the slow steps themselves are asserted
+        times = [s["time_s"] for s in t["steps"][WARMUP:]]
+        assert max(times) > 2 * statistics.median(times), times
         assert "warning" not in t["workload_info"]
     for mode in ("amp-o1-fp16", "amp-o2-fp16"):
         amp = ts[f"{mode}__seed0"]["amp"]

@@ -156,3 +156,44 @@ def test_5_host_peak_on_cpu_leaves_out_evaluations_and_the_end_for_real(cases):
     proc, _ = run_case(cases, "host")
     assert proc.start["device"] == "cpu" and proc.memory["source"] == "host"
     assert 0 < proc.memory["peak_allocated"] < 256 * 2**20      # 256 MiB were held only outside the window
+
+
+SCALER_PROGRAM = r'''
+import importlib, os, sys
+from pathlib import Path
+import paddle
+from _pytest.monkeypatch import MonkeyPatch
+from tests.fake_cuda import Machine, a100_gpus, install_machine
+
+how, tmp = sys.argv[1], Path(sys.argv[2])
+install_machine(MonkeyPatch(), Machine("one", a100_gpus(1)), tmp)
+os.environ["AMPBENCH_HOOK_SOCKET"] = os.environ.pop("TEST_HOOK_SOCKET")
+import sitecustomize
+importlib.reload(sitecustomize)
+paddle.set_device("gpu")
+m = paddle.nn.Linear(8, 2)
+opt = paddle.optimizer.SGD(parameters=m.parameters())
+scaler = paddle.amp.GradScaler(init_loss_scaling=1024, incr_every_n_steps=1)   # doubles after every good step
+for i in range(int(sys.argv[3])):
+    with paddle.amp.auto_cast(level="O1", dtype="float16"):   # the global AMP dtype GradScaler.scale() asks
+        loss = m(paddle.ones([4, 8])).mean()
+    scaled = scaler.scale(loss)
+    scaled.backward()
+    if how == "minimize":
+        scaler.minimize(opt, scaled)     # Paddle's minimize updates the scale inside (grad_scaler.py _update)
+    else:
+        scaler.step(opt)
+        scaler.update()
+    opt.clear_grad()
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["minimize", "step"])
+def test_the_loss_scale_series_is_the_scale_each_step_used_with_minimize_too(tmp_path, how):
+    """Issue 43.6: GradScaler.minimize() updates the scale before it returns, so the scale read at the step's
+    end was the next step's; the hook keeps the scale tensor scale() used (update() replaces it, never writes
+    it in place), so both loops record 1024, 2048, 4096, ..."""
+    reader, _ = hooked(tmp_path, SCALER_PROGRAM, [how, str(tmp_path), str(STEPS)], hook_at_start=False)
+    (proc,) = reader.stepping()
+    assert [ev.get("scale") for ev in proc.steps] == [1024.0 * 2**i for i in range(STEPS)]

@@ -62,6 +62,7 @@ def patch_scalers(st: State, paddle) -> None:
                 if st is not None and out is not var:
                     st.scaler = self
                     st.scaled[id(out)] = var
+                    st.scale_used = getattr(self, "_scale", None)   # _update() replaces it, never in place
                 return out
             st.patch(cls, "scale", scaled)
 

@@ -50,6 +50,7 @@ class State:
         self.losses: deque[Any] = deque(maxlen=64)   # backward() with no optimizer step of Paddle's: a bounded few
         self.scaled: dict[int, Any] = {}
         self.scaler: Any = None
+        self.scale_used: Any = None   # the scale tensor scale() multiplied by this step (minimize() updates after)
         self.sync: Any = None   # Paddle's synchronize bound to the GPU the program trains on (`_name_device`)
         self.ordinal: int | None = None   # the GPU the program trains on (None: CPU), named at its first step
         self.peaks: Any = None   # the window's allocator peak, read at every step's end

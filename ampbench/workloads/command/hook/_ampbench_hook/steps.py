@@ -42,11 +42,11 @@ def _loss_value(losses: Any) -> float | None:
     return total if seen else None
 
 
-def _scaler_state(sc: Any) -> tuple[float | None, bool]:
+def _scaler_state(sc: Any, used: Any = None) -> tuple[float | None, bool]:
     if not getattr(sc, "_enable", False):
         return None, False
     try:
-        scale: float | None = float(sc._scale)
+        scale: float | None = float(sc._scale if used is None else used)
     except (TypeError, ValueError, RuntimeError, AttributeError):
         scale = None
     found = getattr(sc, "_cache_found_inf", None)
@@ -90,7 +90,8 @@ def boundary(st: State) -> None:
         losses.clear()
     if st.scaled:
         st.scaled.clear()
-    scale, found = _scaler_state(st.scaler) if st.scaler is not None else (None, False)
+    scale, found = _scaler_state(st.scaler, st.scale_used) if st.scaler is not None else (None, False)
+    st.scale_used = None
     st.pending.append((step, now, st.t_prev, loss, scale, found, st.eval_s, st.evals or None))
     if st.evals:
         st.eval_s, st.evals = 0.0, []

@@ -82,6 +82,10 @@ def test_readme_is_a_quickstart_and_every_doc_is_reachable():
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci == readme.splitlines()[2]
     assert len(readme) < 8000, len(readme)
+    # the quick test subset beside the full one (issue 45), by a marker pytest knows
+    assert 'python3 -m pytest -q -m "not slow"' in readme
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(m.startswith("slow:") for m in markers)
     sample = readme.split("```text\n", 1)[1].split("```", 1)[0]
     assert "| mode        | verdict      |" in sample and "decided by" in sample and "-> exit 3" in sample
     # the sample is the bundled toy suite's (issue 45): its modes, in its order, and its run folder

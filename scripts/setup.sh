@@ -19,7 +19,7 @@ nodeps=()
 dry=0 test=0 suites=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --test) test=1 ;;
+    --test) test=1; debs+=(chromium shellcheck slurm-wlm munge) ;;
     --dry-run) dry=1 ;;
     --suites) [ $# -ge 2 ] || { echo "setup.sh: --suites needs a list, e.g. --suites ocr,bert" >&2; exit 2; }
               suites="$suites,$2"; shift ;;
@@ -31,7 +31,6 @@ done
 if [ "$test" = 1 ]; then
   suites="$suites,all"
   extras="$extras,diagnose,bench,test"
-  debs+=(chromium shellcheck slurm-wlm munge)
 fi
 
 add_suite() {

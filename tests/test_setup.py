@@ -80,7 +80,7 @@ def test_test_installs_everything_the_tests_need():
     deps = resolve(chosen)
     assert {"pytest", "pytest-benchmark", "pyarrow", "websocket-client", "ruff", "mypy"} <= deps
     text = (ROOT / "scripts" / "setup.sh").read_text()
-    assert re.search(r'debs\+=\(chromium shellcheck slurm-wlm munge\)', text)
+    assert re.search(r'--test\) test=1; debs\+=\(chromium shellcheck slurm-wlm munge\)', text)
 
 
 def test_a_bad_option_or_suite_is_one_line_and_exit_2():

@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, compare, tune, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
 
 The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
 

@@ -482,7 +482,7 @@ def test_export_benchmark_into_a_new_folder_with_a_trailing_slash(run_dir, work)
 def test_help_names_every_verb():
     r = invoke("--help")
     summary = r.output.split("Options", 1)[0]
-    for verb in ("run", "check", "compare", "tune", "plan", "report", "publish", "probe", "diagnose",
+    for verb in ("run", "check", "compare", "tune", "bisect", "plan", "report", "publish", "probe", "diagnose",
                  "baseline", "history", "import", "suites", "schema", "env", "selftest"):
         assert verb in summary, verb
     for deprecated in ("summary", "export-benchmark"):   # still work one release, hidden (issue 45)

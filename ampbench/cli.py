@@ -214,7 +214,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
         until_decided=until_decided, max_seeds=cap, budget_s=budget_s, baseline=baseline,
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices, master=master, node_rank=node_rank, verbose=verbose,
+        devices=devices, master=master, node_rank=node_rank, verbose=verbose, status_every=status_every,
         slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll,
                              (slurm_outage, slurm_requeue)),
     )

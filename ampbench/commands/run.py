@@ -57,6 +57,7 @@ from ampbench.results.previous import LAST, previous_run
 from ampbench.results.run_dir import RunDir, new_run_dir, open_run, run_lock
 from ampbench.results.summary import write_summary_csv
 from ampbench.trial.spec import TrialSpec
+from ampbench.workloads import extras
 from ampbench.workloads.suites import load_suite
 
 # ---------------------------------------------------------------- one trial
@@ -85,7 +86,11 @@ def load_for_run(opts: RunOptions) -> LoadedSuite:
         raise ConfigError("run", "SUITE", "give a suite file or a bundled suite name (or --resume RUN_DIR)")
     preflight(opts.suite_file, opts.out_dir)
     seeds = [f"suite.seeds={parse_seeds(opts.seeds)}"] if opts.seeds is not None else []
-    return load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(), overrides=opts.overrides + seeds)
+    loaded = load_suite(opts.suite_file, opts.profile, has_gpu=device.has_gpu_cheap(), overrides=opts.overrides + seeds)
+    lacking = extras.missing(loaded.suite.suite.workload)
+    if lacking is not None:   # before any folder or trial: every trial would crash on its first import
+        raise ConfigError(opts.suite_file, "suite.workload", lacking)
+    return loaded
 
 
 def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None

@@ -20,6 +20,11 @@ Advice = Callable[[RuleResult, ModeConfig, "ModeDiagnosis | None", "int | None"]
 FP16_SAFE_SCALE = 32768.0
 INACTIVE = ("AMP was inactive in these trials, so this number describes FP32 on both sides; no suite change "
             "can fix that here. Run the suite on a CUDA GPU to judge it.")
+# A throughput result its own interference evidence explains (reason code "disturbed"): the measurement, not
+# the code or the suite, is what to change; advice about either would contradict the rule's own finding.
+DISTURBED = ("Re-run on a quiet machine (nothing else busy; `--affinity` pins the trials to a CPU set): the "
+             "slower side was measured while other processes competed, so no code, library or suite change is "
+             "indicated by this number.")
 
 
 def reasons(r: RuleResult) -> set[str]:

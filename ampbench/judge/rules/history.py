@@ -14,7 +14,7 @@ import numpy as np
 from ampbench.config import ModeConfig
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference, measure
-from ampbench.judge.rules.advice_kit import reasons
+from ampbench.judge.rules.advice_kit import DISTURBED, reasons
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.history_pooled import (
     HISTORY_CODE,
@@ -196,6 +196,8 @@ SPLIT_ADVICE = ("Run the suite again and check it against the same history: this
 
 
 def advise_history(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
+    if "disturbed" in reasons(r):
+        return [DISTURBED]
     if "typical-steps-slower" in reasons(r):
         return [SPLIT_ADVICE]
     return [HISTORY_ADVICE]

@@ -226,7 +226,11 @@ def advise_speedup(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, bat
     """The measured causes first (judge/why_slow.py: data wait, host share, shapes, op census), ranked; then
     O2, a larger batch, fewer black-listed ops, Tensor-Core-friendly shapes."""
     causes = [f"Why not faster (measured): {x}." for x in r.details.get("why_not_faster") or []]
-    return causes + ([kit.INACTIVE] if r.informational else _speedup(m, batch_size))
+    if r.informational:
+        return [*causes, kit.INACTIVE]
+    if "disturbed" in kit.reasons(r):   # the measurement first: the rule itself says it was disturbed
+        return [kit.DISTURBED, *causes]
+    return causes + _speedup(m, batch_size)
 
 
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup)

@@ -29,7 +29,7 @@ def ppocr_ops() -> dict[str, Any]:
         from paddleocr.ppocr.data.imaug import DetLabelEncode, MakeBorderMap, MakeShrinkMap
         from paddleocr.ppocr.postprocess.db_postprocess import DBPostProcess
     except ImportError as e:
-        raise ImportError(f"the dbnet workload needs paddleocr==2.10.0 (pip install 'ampbench[ocr]'): {e}") from e
+        raise ImportError(f"the dbnet workload needs paddleocr==2.10.0 (bash scripts/setup.sh --suites ocr): {e}") from e
     return {"DetLabelEncode": DetLabelEncode, "MakeBorderMap": MakeBorderMap,
             "MakeShrinkMap": MakeShrinkMap, "DBPostProcess": DBPostProcess}
 

@@ -75,8 +75,10 @@ def run_dir(work: Path) -> Path:
 # The `slow` marker, kept truthful: a test whose child processes (trial workers, the CLI, a program under
 # the hook) used more CPU than SLOW_CHILD_CPU_S must be marked slow, so `-m "not slow"` is the quick tier it
 # claims to be.  CPU seconds of reaped children (getrusage), not wall time: a loaded machine does not move it.
-# One Paddle import costs about 2 CPU s, so any test that starts a worker is caught.
-SLOW_CHILD_CPU_S = 1.5
+# One Paddle import costs about 2.3 CPU s here (measured: 1.94 user + 0.38 sys), so any test that starts a
+# worker or a program under the hook is caught; the static tools' runs (vulture, typer's completion, ruff)
+# cost 1.4-1.7 CPU s and vary across machines and runs, so the bar sits between the two, not at them.
+SLOW_CHILD_CPU_S = 2.0
 
 
 def _children_cpu() -> float:

@@ -318,7 +318,7 @@ def test_paddlerec_trainer_from_import_to_verdict_with_amp_injected(tmp_path, ch
     assert amp["injected"]["applied"][0]["models"] == ["DeepFMLayer"] and not amp["active"]
 
 
-CLS_CONFIG = Path(__file__).parent / "fixtures" / "paddleclas" / "ResNet50.yaml"   # PaddleClas d178931fc, unedited
+CLS_CONFIG = Path(__file__).parent / "fixtures" / "paddleclas" / "ResNet50.yaml"   # written here, ResNet50.yaml-shaped
 
 
 def _clas_checkout(root: Path) -> Path:

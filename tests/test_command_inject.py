@@ -13,6 +13,7 @@ steps reach the record.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -258,30 +259,45 @@ def test_checkpoint_saves_inside_steps_are_left_out_like_evaluations_and_named_b
     assert "counts the evaluations and checkpoint saves inside the steps" in report
 
 
-REC = Path(__file__).parent / "fixtures" / "paddlerec_checkout"   # PaddleRec's trainer, unmodified (README.md there)
+REC = Path(__file__).parent / "fixtures" / "paddlerec_checkout"   # a stand-in written here (README.md there)
+REAL_REC = os.environ.get("AMPBENCH_PADDLEREC_REPO")
+REC_CHECKOUTS = [pytest.param(REC, id="stand-in"), pytest.param(
+    Path(REAL_REC or "."), id="paddlerec", marks=pytest.mark.skipif(
+        not REAL_REC, reason="AMPBENCH_PADDLEREC_REPO does not name a PaddleRec checkout to run its own trainer"))]
 
 
-def test_import_paddlerec_checks_what_its_trainer_reads_in_one_line(tmp_path):
-    shutil.copytree(REC, tmp_path / "rec")
-    cfg = tmp_path / "rec" / "models" / "rank" / "deepfm" / "config.yaml"
+def _rec_copy(checkout: Path, to: Path) -> Path:
+    """What `import paddlerec` reads of a checkout (tools/, the DeepFM model folder), copied to edit."""
+    for part in ("tools", "models/rank/deepfm"):
+        shutil.copytree(checkout / part, to / part, symlinks=True)
+    return to
+
+
+@pytest.mark.parametrize("checkout", REC_CHECKOUTS)
+def test_import_paddlerec_checks_what_its_trainer_reads_in_one_line(tmp_path, checkout):
+    rec = _rec_copy(checkout, tmp_path / "rec")
+    cfg = rec / "models" / "rank" / "deepfm" / "config.yaml"
+    assert 'train_data_dir: "data/sample_data/train"' in cfg.read_text() and "  use_gpu: False\n" in cfg.read_text()
     cfg.write_text(cfg.read_text().replace('train_data_dir: "data/sample_data/train"', 'train_data_dir: "data/none"'))
-    r = run("import", "paddlerec", "models/rank/deepfm/config.yaml", "--repo", str(tmp_path / "rec"))
+    r = run("import", "paddlerec", "models/rank/deepfm/config.yaml", "--repo", str(rec))
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert r.exit_code == 2 and len(lines) == 1 and "runner.train_data_dir" in lines[0] and "no such folder" in lines[0]
     cfg.write_text(cfg.read_text().replace("  use_gpu: False\n", ""))
-    r = run("import", "paddlerec", str(cfg), "--repo", str(tmp_path / "rec"))
+    r = run("import", "paddlerec", str(cfg), "--repo", str(rec))
     assert r.exit_code == 2 and "runner.use_gpu" in r.output and "casts to the config's own type" in r.output
     r = run("import", "paddlerec", str(cfg), "--repo", str(tmp_path))
     assert r.exit_code == 2 and "not a PaddleRec checkout" in r.output
 
 
 @pytest.mark.slow
-def test_paddlerecs_own_trainer_from_import_to_verdict_with_amp_injected(tmp_path):
-    """`ampbench import paddlerec` on PaddleRec's unmodified tools/trainer.py and DeepFM: every trial ok,
-    the AUC the one in its own `epoch: N done` line, samples/s within 0.9-1.1 of its own `ips` lines (loaded
-    machine: 0.75-1.25, the suite's tolerance), the injected mode recorded as injected, exit 3 on CPU."""
+@pytest.mark.parametrize("checkout", REC_CHECKOUTS)
+def test_paddlerec_trainer_from_import_to_verdict_with_amp_injected(tmp_path, checkout):
+    """`ampbench import paddlerec` on a PaddleRec-shaped tools/trainer.py and DeepFM, which have no AMP
+    switch (the stand-in here; PaddleRec's own trainer when AMPBENCH_PADDLEREC_REPO names a checkout):
+    every trial ok, the AUC the one in its own `epoch: N done` line, samples/s within the suite's
+    tolerance of its own `ips` lines, the injected mode recorded as injected, exit 3 on CPU."""
     suite_file = tmp_path / "rec.toml"
-    r = run("import", "paddlerec", "models/rank/deepfm/config.yaml", "--repo", str(REC), "-o", str(suite_file))
+    r = run("import", "paddlerec", "models/rank/deepfm/config.yaml", "--repo", str(checkout), "-o", str(suite_file))
     assert r.exit_code == 0, r.output
     text = suite_file.read_text()
     assert '"runner.epochs={epochs}"' in text and 'amp = "inject"' in text and "samples = 80" in text
@@ -302,7 +318,7 @@ def test_paddlerecs_own_trainer_from_import_to_verdict_with_amp_injected(tmp_pat
     assert amp["injected"]["applied"][0]["models"] == ["DeepFMLayer"] and not amp["active"]
 
 
-CLS_CONFIG = Path(__file__).parent / "fixtures" / "paddleclas" / "ResNet50.yaml"   # PaddleClas d178931fc, unedited
+CLS_CONFIG = Path(__file__).parent / "fixtures" / "paddleclas" / "ResNet50.yaml"   # written here, ResNet50.yaml-shaped
 
 
 def _clas_checkout(root: Path) -> Path:

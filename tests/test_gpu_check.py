@@ -135,6 +135,7 @@ def test_without_paddle_the_check_says_so_in_one_line_measures_the_driver_and_ex
         assert "not a MIG instance" in facts["mig"] and "'matched_by': 'pci_bus_id'" in facts["nvml-device"]
 
 
+@pytest.mark.slow
 def test_without_paddle_selftest_says_so_in_one_line_and_exits_3(tmp_path):
     out = _run_without_paddle(tmp_path, "ampbench.cli", "selftest", "--out", str(tmp_path / "st"))
     assert out.returncode == 3, out.stdout + out.stderr

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ampbench.commands.check import check_run
 from ampbench.commands.history import append_history, open_after_append
@@ -104,6 +105,7 @@ def test_without_exclusion_the_regressed_level_would_become_the_baseline(tmp_pat
     assert now.open_regression.since == "b00" and now.open_regression.nights == 5
 
 
+@pytest.mark.slow
 def test_accept_refuses_without_an_open_regression_in_one_line(tmp_path):
     suite = make_suite(seeds=[0, 1, 2])
     hist, rng = tmp_path / "hist", np.random.default_rng(5)

@@ -497,6 +497,7 @@ def test_help_lists_exit_codes_and_strict_is_a_flag(work):
     assert "Exit codes" in ampbench("--help", cwd=work).stdout
 
 
+@pytest.mark.slow
 def test_check_piped_shows_every_mode_name_whole(work):
     modes = ("fp32", "amp-o1-fp16-with-a-rather-long-name", "amp-o2-bf16-with-another-long-name")
     s = make_suite(modes=modes)

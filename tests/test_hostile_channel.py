@@ -143,6 +143,7 @@ def test_an_outside_flooder_cannot_blind_a_command_trial(tmp_path, short_tmpdir)
     assert set(refused["pids"]) == {flooder.pid}
 
 
+@pytest.mark.slow
 def test_another_user_cannot_reach_the_channel(tmp_path, short_tmpdir):
     """The socket lies in a 0700 folder: another user's process cannot even connect (the kernel
     checks the folder), so it can neither flood nor pose as the program, and nothing is refused."""
@@ -275,6 +276,7 @@ def test_the_reader_bounds_and_checks_every_field():
     assert reader.malformed.count == len(bad), reader.malformed.reasons
 
 
+@pytest.mark.slow
 def test_every_event_a_real_hook_sends_passes_the_vocabulary(tmp_path):
     """Nothing the hook itself sends is dropped: the checks and the hook speak the same vocabulary."""
     from ampbench.trial.command_record import EventReader

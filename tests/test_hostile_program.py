@@ -74,6 +74,7 @@ print("accuracy: 0.5")
 '''
 
 
+@pytest.mark.slow
 def test_a_trial_file_is_never_written_through_a_trials_folder_the_program_made_a_link(tmp_path):
     r = ampbench("run", str(suite(tmp_path, SWAP_TRIALS)), "--out", "runs", "--no-report", cwd=tmp_path)
     no_traceback(r)
@@ -88,6 +89,7 @@ def test_a_trial_file_is_never_written_through_a_trials_folder_the_program_made_
     assert "fp32__seed0 crashed: tampered:" in r.stdout, r.stdout       # and said on the first screen
 
 
+@pytest.mark.slow
 def test_an_earlier_record_moved_out_through_the_link_is_named_missing(tmp_path):
     r = ampbench("run", str(suite(tmp_path, SWAP_TRIALS, seeds="[0, 1]")), "--out", "runs", "--no-report",
                  cwd=tmp_path)
@@ -123,6 +125,7 @@ if sys.argv[sys.argv.index("--seed") + 1] == "1":
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program", ["removed", "replaced by a link"])
 def test_a_program_that_removes_its_run_folder_is_an_error_naming_what_was_lost(tmp_path, program):
     r = ampbench("run", str(suite(tmp_path, REMOVE_RUN if program == "removed" else SWAP_RUN, seeds="[0, 1]")),
@@ -148,6 +151,7 @@ sys.exit(3)
 '''
 
 
+@pytest.mark.slow
 def test_a_crash_line_shows_the_programs_text_literally_and_nothing_acts_on_the_terminal(tmp_path):
     r = ampbench("run", str(suite(tmp_path, HOSTILE_ERROR)), "--out", "runs", cwd=tmp_path)
     no_traceback(r)
@@ -194,6 +198,7 @@ print("accuracy: 0.5")
 '''
 
 
+@pytest.mark.slow
 def test_a_model_nested_3000_deep_says_why_its_shape_audit_is_absent(tmp_path):
     s = suite(tmp_path, DEEP_CHAIN)
     s.write_text(s.read_text().replace("instrument = false\n", ""))
@@ -208,6 +213,7 @@ def test_a_model_nested_3000_deep_says_why_its_shape_audit_is_absent(tmp_path):
 
 # ---------------------------------------------------------------- 48.5: a Criteo file with a bad label on line 10
 
+@pytest.mark.slow
 def test_a_ctr_run_over_a_bad_criteo_line_names_file_line_and_value_on_run_and_check(tmp_path):
     import random
 

@@ -280,6 +280,7 @@ print("accuracy: 0.5")
 '''
 
 
+@pytest.mark.slow
 def test_a_record_rewritten_by_a_later_program_or_by_hand_is_refused(tmp_path):
     out = tmp_path / "runs"
     suite = command_suite(tmp_path, REWRITER, instrument=False, amp=True)

@@ -33,6 +33,7 @@ def _matmuls(out: Path, warmup: int) -> int:
     return sum(sum(c.values()) for op, c in t["amp"]["op_calls"].items() if op == "matmul_v2")
 
 
+@pytest.mark.slow
 def test_a_one_step_warm_up_counts_one_step_of_ops_not_a_measured_one(toy_suite, tmp_path):
     """The real loop: with warmup_steps = 1 the stats cover step 1 only (half of warmup_steps = 2's count)."""
     toy_suite()

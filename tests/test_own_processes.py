@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from ampbench.core.processes import WORKER_ENV
 from ampbench.core.protocol import PARENT_ENV, process_token
 
@@ -63,6 +65,7 @@ def test_the_ampbench_process_and_its_probe_are_not_foreign_a_trial_beside_it_an
     assert got["foreign"] == sorted([beside.pid, stranger, 999_999_999]), (got, pids)
 
 
+@pytest.mark.slow
 def test_tunes_bf16_probe_runs_in_a_child_and_the_tune_process_never_imports_paddle_for_it():
     """The probe's answer comes from a child; the asking process has no Paddle (so no CUDA context) after."""
     code = ("import sys; from ampbench.trackers import device; ok = device.amp_supported_in_child('bfloat16'); "

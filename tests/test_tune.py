@@ -160,6 +160,7 @@ def toy_suite(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_ladder_runs_until_a_rung_passes_and_prints_the_winner(tmp_path, monkeypatch):
     sim = Simulated([{"stability": "FAIL"}, {"stability": "FAIL"}, {"accuracy_parity": "FAIL"}, {}])
     sim.install(monkeypatch)
@@ -181,6 +182,7 @@ def test_ladder_runs_until_a_rung_passes_and_prints_the_winner(tmp_path, monkeyp
     assert errors("tune", json.loads((folder / "tune.json").read_text())) == []
 
 
+@pytest.mark.slow
 def test_budget_stops_before_a_rung_that_would_not_fit_and_resume_continues(tmp_path, monkeypatch):
     sim = Simulated([{"stability": "FAIL"}] * 3 + [{}], cost_s=100.0)
     sim.install(monkeypatch)
@@ -198,6 +200,7 @@ def test_budget_stops_before_a_rung_that_would_not_fit_and_resume_continues(tmp_
     assert load_tune(folder).winner == 3
 
 
+@pytest.mark.slow
 def test_max_rungs_and_data_bound_stop_the_ladder(tmp_path, monkeypatch):
     Simulated([{"stability": "FAIL"}] * 5).install(monkeypatch)
     opts = tune_cmd.TuneOptions(suite_file=toy_suite(tmp_path), out_dir=tmp_path / "a", max_rungs=2)

@@ -54,6 +54,7 @@ def test_help_lists_the_verbs_once_and_never_the_deprecated_ones():
     assert "--version" in r.output and "--install-completion" in r.output
 
 
+@pytest.mark.slow
 def test_did_you_mean_for_a_verb_and_a_suite_name():
     verb = _real("compar")
     assert verb.returncode == 2 and "Did you mean 'compare'?" in verb.stderr
@@ -65,6 +66,7 @@ def test_did_you_mean_for_a_verb_and_a_suite_name():
     assert far.returncode == 2 and "did you mean" not in far.stderr
 
 
+@pytest.mark.slow
 def test_shell_completion_of_verbs_and_bundled_suite_names():
     def complete(words: str, cword: int) -> list[str]:
         r = _real(env={"_AMPBENCH_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})

@@ -26,6 +26,7 @@ def vulture(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_vulture_finds_no_dead_code() -> None:
     out = vulture(ROOT)  # paths, confidence and ignore rules from pyproject.toml
     assert out.returncode == 0 and not out.stdout.strip(), (
@@ -33,6 +34,7 @@ def test_vulture_finds_no_dead_code() -> None:
         f"{out.stdout}{out.stderr}")
 
 
+@pytest.mark.slow
 def test_vulture_run_this_way_sees_a_dead_function(tmp_path: Path) -> None:
     """The check can fail: the same configuration over a copy with one unused function reports it."""
     shutil.copytree(ROOT / "ampbench", tmp_path / "ampbench", ignore=shutil.ignore_patterns("__pycache__"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BURN = "import subprocess, sys\nBURN = [sys.executable, '-c', 'import time\\nt=time.process_time()\\nwhile time.process_time()-t<2.5: pass']\n"
+BURN = "import subprocess, sys\nBURN = [sys.executable, '-c', 'import time\\nt=time.process_time()\\nwhile time.process_time()-t<3.5: pass']\n"
 CASES = BURN + """
 import pytest
 

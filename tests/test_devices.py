@@ -162,6 +162,48 @@ def test_an_interrupt_stops_every_running_trial_before_it_propagates():
     assert not [t for t in threading.enumerate() if t.name.startswith("trial ")]
 
 
+@pytest.mark.parametrize("delay_s", [0.0, 0.003, 0.01, 0.03, 0.1, 0.3])
+def test_a_real_signal_stops_the_run_wherever_it_lands_in_the_main_thread(delay_s):
+    """SIGINT through our CLI handler, delivered while the main thread waits on the queue or runs
+    `finished` (rich-like work under a lock), while trial threads put results: the run must always
+    stop and join every trial thread (a handler raising inside the queue's mutex left it held, and
+    the trial threads blocked on it for ever)."""
+    from ampbench.launch.process import Interrupted, install_signal_handlers
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    install_signal_handlers()
+    lock = threading.Lock()
+    stopped = []
+    jobs = [(m, s) for s in range(40) for m in ("fp32", AMP)]
+
+    def start(job, slots, stop):
+        if job.seed < 39:
+            return job.seed   # quick trials: the queue and `finished` stay busy
+        assert stop.wait(20)
+        stopped.append(job.seed)
+        raise Cancelled("stopped")
+
+    def finished(job, result):
+        with lock:
+            sum(range(2000))
+
+    def fire():
+        time.sleep(delay_s)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        threading.Thread(target=fire, daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(Interrupted):
+            run_jobs(Scheduler(batches(jobs, 1, 2), 2), start, finished)
+        assert time.monotonic() - t0 < 15
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    assert not [t for t in threading.enumerate() if t.name.startswith("trial ")]
+    assert not lock.locked()
+
+
 def test_a_round_of_new_trials_goes_through_the_pool_pinned_with_its_cpu_share(tmp_path, monkeypatch):
     """What --until-decided hands `_run_trials` for a round (one new seed, every mode): the pair runs side
     by side, each trial on its own device with that device's share of --affinity."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.core.errors import ConfigError
+from ampbench.launch.process import deferred_interrupts
 
 CPU = "cpu"  # the pool of a machine without a GPU: one slot, no device environment
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
@@ -135,8 +136,9 @@ Start = Callable[[Job, tuple[int, ...], threading.Event], Any]
 def run_jobs(sched: Scheduler, start: Start, finished: Callable[[Job, Any], None]) -> None:
     """Start what the scheduler says, one thread per trial (`start(job, device slots, stop)` returns its
     result); `finished(job, result)` runs in this thread as each ends.  An error in one trial's launch
-    stops new starts and lets the running ones end before it is raised; an interrupt (raised in this,
-    the main thread) sets `stop`, which makes every running launch kill its worker tree, and waits for them."""
+    stops new starts and lets the running ones end before it is raised; an interrupt (noted in this, the
+    main thread, and raised between waits: `deferred_interrupts`) sets `stop`, which makes every running
+    launch kill its worker tree, and waits for them."""
     done: queue.Queue[tuple[Job, tuple[int, ...], Any, BaseException | None]] = queue.Queue()
     stop = threading.Event()
     threads: list[threading.Thread] = []
@@ -149,29 +151,31 @@ def run_jobs(sched: Scheduler, start: Start, finished: Callable[[Job, Any], None
             done.put((job, slots, None, e))
 
     running = 0
-    try:
-        while True:
-            for job, slots in sched.ready() if error is None else []:
-                threads.append(threading.Thread(target=work, args=(job, slots), daemon=True,
-                                                name=f"trial {job.mode} seed {job.seed}"))
-                threads[-1].start()
-                running += 1
-            if running == 0:
-                break
-            try:
-                job, slots, result, exc = done.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            running -= 1
-            sched.release(slots)
-            if exc is not None:
-                error = error or exc
-            else:
-                finished(job, result)
-    except BaseException:
-        stop.set()
-        for t in threads:
-            t.join()
-        raise
+    with deferred_interrupts() as check:  # an interrupt is raised here, never inside the queue's lock
+        try:
+            while True:
+                check()
+                for job, slots in sched.ready() if error is None else []:
+                    threads.append(threading.Thread(target=work, args=(job, slots), daemon=True,
+                                                    name=f"trial {job.mode} seed {job.seed}"))
+                    threads[-1].start()
+                    running += 1
+                if running == 0:
+                    break
+                try:
+                    job, slots, result, exc = done.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                running -= 1
+                sched.release(slots)
+                if exc is not None:
+                    error = error or exc
+                else:
+                    finished(job, result)
+        except BaseException:
+            stop.set()
+            for t in threads:
+                t.join()
+            raise
     if error is not None:
         raise error

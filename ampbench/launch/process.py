@@ -59,6 +59,42 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
     raise Interrupted(signum)
 
 
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[Callable[[], None]]:
+    """Within: Ctrl-C and SIGTERM are only noted, and the `check()` this yields raises them where the
+    caller chose (outside every lock).  Why: a handler that raises fires between any two bytecodes of
+    the main thread, also inside a lock's critical section (queue.get's mutex, rich's console lock),
+    which then stays held; the trial threads block on it for ever and the run never stops (seen under
+    load: the status line went on after a Ctrl-C).  Only our handler and Python's default SIGINT
+    handler are deferred; a signal noted but not yet checked is raised on leaving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    pending: list[int] = []
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    ours = {sig for sig, h in saved.items() if h is _raise_interrupted or h is signal.default_int_handler}
+
+    def note(signum: int, _frame: Any) -> None:
+        pending.append(signum)
+
+    def check() -> None:
+        if pending:
+            signum = pending[0]
+            pending.clear()
+            if saved.get(signum) is signal.default_int_handler:
+                raise KeyboardInterrupt
+            raise Interrupted(signum)
+
+    for sig in ours:
+        signal.signal(sig, note)
+    try:
+        yield check
+    finally:
+        for sig in ours:
+            signal.signal(sig, saved[sig])
+    check()
+
+
 def install_signal_handlers() -> None:
     """SIGINT and SIGTERM raise `Interrupted` in the main thread (the CLI installs this once); a signal
     the parent shell ignores (SIGINT of a background job) stays ignored."""

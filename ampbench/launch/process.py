@@ -71,7 +71,7 @@ def deferred_interrupts() -> Iterator[Callable[[], None]]:
         yield lambda: None
         return
     pending: list[int] = []
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    saved: dict[int, Any] = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     ours = {sig for sig, h in saved.items() if h is _raise_interrupted or h is signal.default_int_handler}
 
     def note(signum: int, _frame: Any) -> None:

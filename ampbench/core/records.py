@@ -91,8 +91,8 @@ class AmpInfo(_Open):
 class StepRecord(_Open):
     step: int
     loss: float | None   # None: non-finite (JSON has no NaN), unless loss_seen is false
-    loss_seen: bool = True   # false: this step's loss was not read (a command trial's hook reads it at most
-                             # every workload.loss_every_ms, or never saw a backward()); `loss` means nothing
+    loss_seen: bool = True   # false: this step's loss was not read (a command trial's hook reads it every
+                             # workload.loss_every_steps-th step, or never saw a backward()); `loss` means nothing
     time_s: float
     loss_scale: float | None = None
     found_inf: bool = False

@@ -182,10 +182,13 @@ def test_user_script_is_measured_and_amp_inactive_exits_3(tmp_path):
         seen = [s["step"] for s in t["steps"] if s["loss_seen"]]
         assert seen == [1, 4, 7, 10], seen   # loss_every_steps = 3: steps 1, 1 + k, ..., whatever they took
         assert all(s["loss"] is not None for s in t["steps"] if s["loss_seen"])
+        assert t["host"] and t["started_unix"] < t["ended_unix"]   # where and when (the pairing check)
         assert 0.5 < t["metrics"]["accuracy"] <= 1.0
         assert t["amp"]["op_calls"]["matmul_v2"]["float32"] > 0   # the program's own ops, counted
         assert t["memory"]["source"] == "host" and t["memory"]["peak_allocated_bytes"] > 0
         assert t["env"]["paddle"]
+    spans = sorted((t["started_unix"], t["ended_unix"]) for t in ts.values())
+    assert spans[0][1] <= spans[1][0]   # a seed's arms one after the other, never at once
     amp = ts["amp-o1-fp16__seed0"]["amp"]
     assert amp["requested"] and not amp["active"] and "every recorded op ran in float32" in amp["inactive_reason"]
     assert amp["inactive_code"] == "device"

@@ -206,7 +206,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
         tr.trial.status = "crashed"
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         tr.trial.log_tail = output.tail_text() or None
-    tr.trial.wall_s = time.perf_counter() - tr.t_start
+    tr.stop_clock()
     write_trial_file(trial_path, tr.trial, spec.run_folder)   # inside the run folder, whatever the program did
     events.emit(event="done", status=tr.trial.status)
     return 0 if tr.trial.status == "ok" else 1

@@ -39,13 +39,14 @@ def node_of(t: Trial) -> str:
 
 
 def devices_of(t: Trial) -> tuple[str, frozenset[str]]:
-    """(kind, ids) of the devices the trial ran on, the most specific record first: the NVML UUID, the
-    CUDA_VISIBLE_DEVICES entries run --devices pinned it to, Slurm's GPU indices; ("", {}) unknown."""
+    """(kind, ids) of the devices the trial ran on: the CUDA_VISIBLE_DEVICES entries run --devices pinned
+    it to (all of a data-parallel trial's), else NVML's UUID of its device, else Slurm's GPU indices;
+    ("", {}) unknown."""
+    if t.interference is not None and t.interference.devices:
+        return "pinned", frozenset(t.interference.devices)
     uuid = (t.memory.nvml_device or t.env.gpu.get("nvml_device") or {}).get("uuid")
     if isinstance(uuid, str) and uuid:
         return "uuid", frozenset({uuid})
-    if t.interference is not None and t.interference.devices:
-        return "pinned", frozenset(t.interference.devices)
     if t.slurm is not None and t.slurm.gpus:
         return "slurm", frozenset(g.strip() for g in t.slurm.gpus.split(",") if g.strip())
     return "", frozenset()
@@ -53,9 +54,10 @@ def devices_of(t: Trial) -> tuple[str, frozenset[str]]:
 
 def overlapped(a: Trial, b: Trial) -> bool:
     """The two trials' wall-clock spans intersect (False when either was not recorded)."""
-    if None in (a.started_unix, a.ended_unix, b.started_unix, b.ended_unix):
+    a0, a1, b0, b1 = a.started_unix, a.ended_unix, b.started_unix, b.ended_unix
+    if a0 is None or a1 is None or b0 is None or b1 is None:
         return False
-    return bool(a.started_unix < b.ended_unix and b.started_unix < a.ended_unix)  # type: ignore[operator]
+    return a0 < b1 and b0 < a1
 
 
 def shared_device(a: Trial, b: Trial) -> bool:

@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 
 from ampbench.cli import app
 from ampbench.core.records import Interference, SlurmJob, Trial
+from ampbench.diagnose.advice import advice_for
 from ampbench.judge.check import check_trials
+from ampbench.judge.rules import advice_kit as kit
 from tests.factories import make_suite, make_trials, plan_of
 
 AMP = "amp-o1-fp16"
@@ -66,6 +68,8 @@ def test_a_pair_on_two_nodes_is_held_back_unless_the_suite_accepts_any_node():
         assert "different-nodes" in r[name].details["reasons"]
         assert r[name].details["apart"] == ["seed 1: fp32 ran on node-a, amp-o1-fp16 on node-b"]
         assert "Held back from PASS" in r[name].message and 'pairs = "any-node"' in r[name].message
+        tips = advice_for(r[name], suite.mode(AMP))
+        assert tips == [kit.APART] and "one node, one after the other" in tips[0]   # the measurement, not O2
     accepted = _suite("any-node")
     r = _paired(accepted, trials)
     assert r["speedup"].status == "PASS" and r["memory"].status == "PASS"

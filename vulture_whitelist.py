@@ -30,6 +30,7 @@ _.steps_done  # probe.json: steps an attempt ran before it ended
 _.configured_batch  # probe.json: the batch size the suite asks for, where the search started
 _.cpus_seen  # trial JSON (interference): the CPUs a trial's threads were seen on, evidence for the reader
 _.description  # suite file [suite] description: free text for the reader, left out of the config hash
+_.loss_every_ms  # CommandParams: a retired [workload] key, declared so a suite setting it is refused naming it
 
 # Attributes a library reads after ampbench sets them.
 _.normalizer  # tokenizers.Tokenizer: the trainer's normaliser (wordpiece._pipeline)

@@ -121,16 +121,16 @@ print("COST", bw, end, sorted(writes)[len(writes) // 2])
 def hook_env(channel: dict[str, str], warm: int) -> dict[str, str]:
     """The environment a command trial gives its program (trial/command.py `command_line`), with the
     suite defaults the benchmark measures: the hook first on PYTHONPATH, its events channel, the
-    warm-up, and the default gap between loss reads (`workload.loss_every_ms`)."""
+    warm-up, and the default steps between loss reads (`workload.loss_every_steps`)."""
     from ampbench.core import protocol
     from ampbench.workloads.command import HOOK_DIR
     from ampbench.workloads.command.params import CommandParams
 
-    loss_every_ms = CommandParams.model_fields["loss_every_ms"].default
+    loss_every = CommandParams.model_fields["loss_every_steps"].default
     return {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(HOOK_DIR), os.environ.get("PYTHONPATH", ""))
                                                         if x),
             **channel, protocol.HOOK_STATS_STEPS_ENV: "2", protocol.HOOK_WARMUP_ENV: str(warm),
-            protocol.HOOK_LOSS_EVERY_ENV: os.environ.get(protocol.HOOK_LOSS_EVERY_ENV, repr(loss_every_ms / 1000))}
+            protocol.HOOK_LOSS_EVERY_ENV: os.environ.get(protocol.HOOK_LOSS_EVERY_ENV, str(loss_every))}
 
 
 def same_process(pairs: int, steps: int, hidden: int, warm: int, flush: bool, aa: bool,

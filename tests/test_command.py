@@ -88,6 +88,8 @@ def trials(out: Path) -> dict[str, dict]:
      "workload.command[0]", "not an executable file"),
     (suite_text().replace('args = ["--amp", "O1"]', 'args = ["--amp", "O1"]\nbatch_size = 64'),
      "workload.command", "never uses {batch_size}"),
+    (suite_text(workload_extra="loss_every_ms = 5"), "workload.loss_every_ms", "replaced by loss_every_steps"),
+    (suite_text(workload_extra="loss_every_steps = 0"), "workload.loss_every_steps", "greater than or equal to 1"),
 ])
 def test_what_cannot_reach_the_program_is_refused_up_front(tmp_path, text, key, reason):
     out = tmp_path / "runs"
@@ -167,19 +169,26 @@ def test_presets_read_the_projects_own_formats(preset, lines, metrics, ips):
 @pytest.mark.slow
 def test_user_script_is_measured_and_amp_inactive_exits_3(tmp_path):
     out = tmp_path / "runs"
-    r = run("run", str(write(tmp_path, suite_text(workload_extra="loss_every_ms = 0"))), "--out", str(out))
+    # step times drawn at random per run (--jitter-ms): the loss is still read at the same fixed steps
+    text = suite_text(extra_args=', "--jitter-ms", "8"', workload_extra="loss_every_steps = 3")
+    r = run("run", str(write(tmp_path, text)), "--out", str(out))
     assert r.exit_code == 3, r.output
     ts = trials(out)
     assert set(ts) == {"fp32__seed0", "amp-o1-fp16__seed0"}
     for t in ts.values():
         assert t["status"] == "ok", t["error"]
         assert len(t["steps"]) == 12 and t["throughput"]["measured_steps"] == 10
-        assert all(s["loss"] is not None and s["loss_seen"] and s["time_s"] > 0 and s["samples"] == 16
-                   for s in t["steps"])   # loss_every_ms = 0: every step's loss is read
+        assert all(s["time_s"] > 0 and s["samples"] == 16 for s in t["steps"])
+        seen = [s["step"] for s in t["steps"] if s["loss_seen"]]
+        assert seen == [1, 4, 7, 10], seen   # loss_every_steps = 3: steps 1, 1 + k, ..., whatever they took
+        assert all(s["loss"] is not None for s in t["steps"] if s["loss_seen"])
+        assert t["host"] and t["started_unix"] < t["ended_unix"]   # where and when (the pairing check)
         assert 0.5 < t["metrics"]["accuracy"] <= 1.0
         assert t["amp"]["op_calls"]["matmul_v2"]["float32"] > 0   # the program's own ops, counted
         assert t["memory"]["source"] == "host" and t["memory"]["peak_allocated_bytes"] > 0
         assert t["env"]["paddle"]
+    spans = sorted((t["started_unix"], t["ended_unix"]) for t in ts.values())
+    assert spans[0][1] <= spans[1][0]   # a seed's arms one after the other, never at once
     amp = ts["amp-o1-fp16__seed0"]["amp"]
     assert amp["requested"] and not amp["active"] and "every recorded op ran in float32" in amp["inactive_reason"]
     assert amp["inactive_code"] == "device"
@@ -307,33 +316,34 @@ import paddle
 m = paddle.nn.Linear(4, 2); opt = paddle.optimizer.SGD(parameters=m.parameters())
 for i in range(12):
     if i >= 6:
-        time.sleep(0.03)   # steps longer than the gap between reads
+        time.sleep(0.03)   # long steps: a timed read would have read every one of them
     m(paddle.ones([3, 4])).mean().backward(); opt.step(); opt.clear_grad()
 '''
 
 
 @pytest.mark.slow
-def test_the_loss_is_read_at_most_once_per_gap_and_a_step_not_read_is_not_a_non_finite_loss(tmp_path):
-    """Reading a tensor is most of the hook's cost on short steps, so it reads the loss at most every
-    AMPBENCH_HOOK_LOSS_EVERY_S: short steps have some losses not seen, long ones every loss; a step
-    whose loss was not read is neither a value nor a non-finite loss to the judge."""
+def test_the_loss_is_read_at_fixed_steps_and_a_step_not_read_is_not_a_non_finite_loss(tmp_path):
+    """Reading a tensor is most of the hook's cost on short steps, so it reads the loss at steps 1, 1 + k,
+    1 + 2k, ... (AMPBENCH_HOOK_LOSS_EVERY_STEPS = k): short and long steps alike, so two runs line up
+    step for step; a step whose loss was not read is neither a value nor a non-finite loss to the judge."""
     import subprocess
     from types import SimpleNamespace
 
     from ampbench.config.suite import Thresholds
+    from ampbench.core import protocol
     from ampbench.judge.rules.stability import _trial_problems
     from ampbench.trial.command_record import EventReader, step_record
     from tests.factories import make_trial
 
     (tmp_path / "p.py").write_text(SAMPLED_PROGRAM)
     with hook_channel() as channel:
-        env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), **channel.env(), "AMPBENCH_HOOK_LOSS_EVERY_S": "0.02"}
+        env = {**os.environ, "PYTHONPATH": str(HOOK_DIR), **channel.env(), protocol.HOOK_LOSS_EVERY_ENV: "4"}
         subprocess.run([sys.executable, str(tmp_path / "p.py")], env=env, check=True, timeout=120, capture_output=True)
     reader = EventReader(channel)
     steps = [step_record(ev, 3, 0) for _, ev in reader.poll() if ev.get("e") == "step"]
     assert [s.step for s in steps] == list(range(1, 13))
-    assert steps[0].loss_seen and not all(s.loss_seen for s in steps[:6])   # fast steps: sampled
-    assert all(s.loss_seen and s.loss is not None for s in steps[6:])        # 30 ms steps: every one
+    assert [s.step for s in steps if s.loss_seen] == [1, 5, 9]   # fast steps and 30 ms steps alike
+    assert all(s.loss is not None for s in steps if s.loss_seen)
     assert all(s.loss is None for s in steps if not s.loss_seen)
     problems, nonfinite, _, _ = _trial_problems(SimpleNamespace(th=Thresholds()), make_trial(steps=steps))
     assert nonfinite == 0 and problems == []

@@ -92,7 +92,10 @@ def _run(tmp_path: Path, text: str, *args: str):
 def _measured(t: dict, steps: int) -> None:
     assert t["status"] == "ok", (t["error"], t.get("log_tail"))
     assert len(t["steps"]) == steps and t["throughput"]["measured_steps"] == steps - 2
-    assert all(s["time_s"] > 0 and s["loss"] is not None for s in t["steps"])
+    assert all(s["time_s"] > 0 for s in t["steps"])
+    seen = {s["step"] for s in t["steps"] if s["loss_seen"]}   # steps 1, 6, 11, ... (+ the stop_after step)
+    assert set(range(1, steps + 1, 5)) <= seen <= set(range(1, steps + 1, 5)) | {steps}
+    assert all(s["loss"] is not None for s in t["steps"] if s["loss_seen"])
     calls = t["amp"]["op_calls"]
     assert sum(c["float32"] for c in calls.values()) > 0 and "matmul_v2" in calls or "conv2d" in calls
 

@@ -74,7 +74,7 @@ def test_a_to_static_command_program_on_a_cpu_build_is_amp_inactive_never_pass(t
     runs in every mode; AMP is a no-op on this CPU build, so the AMP mode is INCONCLUSIVE (exit 3)."""
     out = tmp_path / "runs"
     cmd = f'["{sys.executable}", "{STATIC}", "--steps", "{{steps}}", "--seed", "{{seed}}", "--out", "{{out}}"]'
-    r = run("run", str(write(tmp_path, suite_text(command=cmd, workload_extra="loss_every_ms = 0"))),
+    r = run("run", str(write(tmp_path, suite_text(command=cmd, workload_extra="loss_every_steps = 1"))),
             "--out", str(out))
     ts = trials(out)
     amp = ts["amp-o1-fp16__seed0"]["amp"]

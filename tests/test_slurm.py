@@ -112,6 +112,12 @@ def test_a_slurm_run_gives_the_local_runs_verdict_and_losses(cluster, tmp_path):
         assert _losses(run, key) == _losses(local_run, key) and len(_losses(run, key)) == 12
         assert "slurm" not in _trial(local_run, key) or _trial(local_run, key)["slurm"] is None
     assert f"submitted as job {jobs['fp32__seed0']}" in out
+    ts = [_trial(run, key) for key in jobs]   # the pair in place: one node, one after the other (issue 46)
+    assert len({t["slurm"]["node"] for t in ts}) == 1
+    spans = sorted((t["started_unix"], t["ended_unix"]) for t in ts)
+    assert spans[0][1] <= spans[1][0], spans
+    rules = [r for v in json.loads((run / "check.json").read_text())["verdicts"] for r in v["rules"]]
+    assert not [r for r in rules if {"different-nodes", "overlapped"} & set(r["details"].get("reasons", []))]
 
 
 @pytest.mark.slow

@@ -83,6 +83,37 @@ def test_amp_activity_evidence(toy_trials):
 
 
 @pytest.mark.slow
+def test_trials_record_where_and_when_and_the_check_refuses_a_pair_from_two_nodes(toy_trials):
+    """Issue 46 item 5 on real trials: the worker records its host and wall-clock span; one after the
+    other they are a pair, the same AMP trial said to have run on another node is held back."""
+    import socket
+
+    from ampbench.judge.check import check_trials
+    from ampbench.workloads.suites import load_suite
+    from tests.conftest import TOY_SUITE
+
+    a, amp = toy_trials["a"], toy_trials["amp"]
+    for t in (a, amp):
+        assert t.host == socket.gethostname() and t.started_unix and t.ended_unix
+        assert 0 < t.ended_unix - t.started_unix <= t.wall_s + 1.0   # within the worker's own life
+    assert a.ended_unix <= amp.started_unix                      # launched one after the other
+    path = Path(toy_trials["_run"].path).parent / "pairs.toml"   # type: ignore[attr-defined]
+    path.write_text(TOY_SUITE)
+    suite = load_suite(path).suite
+    plan = [("fp32", 0), ("amp-o1-fp16", 0)]
+
+    def speedup(trials: list[Trial]):
+        v = next(v for v in check_trials(suite, trials, plan) if v.mode == "amp-o1-fp16")
+        return next(r for r in v.rules if r.rule == "speedup")
+
+    assert not {"different-nodes", "overlapped"} & set(speedup([a, amp]).details["reasons"])
+    moved = amp.model_copy(update={"host": "another-node"})
+    r = speedup([a, moved])
+    assert "different-nodes" in r.details["reasons"] and r.status == "INCONCLUSIVE"
+    assert r.details["apart"] == [f"seed 0: fp32 ran on {a.host}, amp-o1-fp16 on another-node"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,status", [("crash", "crashed"), ("oom", "oom"), ("exit", "crashed"), ("nan", "diverged")])
 def test_failures_are_recorded_with_status_and_partial_steps(toy_suite, tmp_path, fault, status):
     run = RunDir(tmp_path / "run")

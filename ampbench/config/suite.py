@@ -203,6 +203,9 @@ class SuiteMeta(_Strict):
     description: str = ""
     # What `ampbench import` decided (modes, data, keys not honoured): report.md shows them
     notes: list[str] = []
+    # which pairs the paired rules judge (judge/rules/pairs.py): "same-node" a seed's FP32 and AMP measured
+    # on one node and not at once on one device; "any-node" also on two nodes; "any" however they ran
+    pairs: Literal["same-node", "any-node", "any"] = "same-node"
 
     @field_validator("seeds")
     @classmethod
@@ -257,6 +260,7 @@ class Suite(_Strict):
         data["suite"].pop("seeds", None)
         data["suite"].pop("description", None)
         data["suite"].pop("notes", None)
+        data["suite"].pop("pairs", None)   # how the pairs are judged, not the experiment
         data["train"].pop("timeout_s", None)
         for m in data["modes"]:   # a suite written before `amp` existed keeps its hash
             if m.get("amp_by") == "program":

@@ -91,8 +91,8 @@ class AmpInfo(_Open):
 class StepRecord(_Open):
     step: int
     loss: float | None   # None: non-finite (JSON has no NaN), unless loss_seen is false
-    loss_seen: bool = True   # false: this step's loss was not read (a command trial's hook reads it at most
-                             # every workload.loss_every_ms, or never saw a backward()); `loss` means nothing
+    loss_seen: bool = True   # false: this step's loss was not read (a command trial's hook reads it every
+                             # workload.loss_every_steps-th step, or never saw a backward()); `loss` means nothing
     time_s: float
     loss_scale: float | None = None
     found_inf: bool = False
@@ -217,6 +217,11 @@ class Trial(VersionedDoc):
     interference: Interference | None = None
     workload_info: dict[str, Any] = {}  # facts the workload reports (Workload.describe()), free-form
     slurm: SlurmJob | None = None  # the Slurm job it ran as (run --launcher slurm)
+    # where and when the worker ran, as it saw it: the paired rules refuse a seed's FP32 and AMP measured
+    # on different nodes or at once on one device (judge/rules/pairs.py); ""/None in older files
+    host: str = ""                      # socket.gethostname() of the worker (rank 0 of a multi-process trial)
+    started_unix: float | None = None   # wall clock (time.time(), s since the epoch) when the worker began it
+    ended_unix: float | None = None     # and when it ended, training and evaluation done
     # Tensor Core shape audit at the first step (trackers/shapes.py): GEMM dims and batch not multiples of 8
     shape_audit: dict[str, Any] = {}
 

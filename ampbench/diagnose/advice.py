@@ -37,6 +37,8 @@ def advice_for(rule_result: RuleResult, mode_config: ModeConfig, diagnosis: Any 
     rule = rule_for(rule_result.rule)
     if rule is None or rule.advice is None:
         return []
+    if kit.reasons(rule_result) & kit.APART_CODES:   # held back by judge/rules/pairs.py: the measurement first
+        return [kit.APART] + ([kit.INACTIVE] if rule_result.informational else [])
     return rule.advice(rule_result, mode_config, _diag(diagnosis, mode_config), batch_size)
 
 

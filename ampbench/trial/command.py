@@ -132,7 +132,7 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, channel: dict[st
         env[protocol.HOOK_STOP_AFTER_ENV] = str(tr.steps_total if p.stop_after_steps else 0)
         env[protocol.HOOK_STATS_STEPS_ENV] = str(tr.suite.train.op_stats_steps(first=2))   # inside warm-up
         env[protocol.HOOK_WARMUP_ENV] = str(tr.suite.train.warmup_steps)
-        env[protocol.HOOK_LOSS_EVERY_ENV] = repr(p.loss_every_ms / 1000)
+        env[protocol.HOOK_LOSS_EVERY_ENV] = str(p.loss_every_steps)
         if tr.mode.amp_by == "inject":   # the hook applies this mode's AMP itself (trial/command_inject.py)
             env[INJECT_ENV] = inject_settings(tr.mode)
     return argv, env, p.cwd.format(**v) if p.cwd else None
@@ -206,7 +206,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
         tr.trial.status = "crashed"
         tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
         tr.trial.log_tail = output.tail_text() or None
-    tr.trial.wall_s = time.perf_counter() - tr.t_start
+    tr.stop_clock()
     write_trial_file(trial_path, tr.trial, spec.run_folder)   # inside the run folder, whatever the program did
     events.emit(event="done", status=tr.trial.status)
     return 0 if tr.trial.status == "ok" else 1

@@ -4,6 +4,7 @@ being filled, and the private event channel to the runner."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from typing import Any, Protocol
 
@@ -67,6 +68,12 @@ class TrialContext:
         if placement.devices():  # run --devices pinned this worker: recorded even when the trial fails
             self.trial.interference = Interference(devices=placement.devices())
         self.trial.slurm = scheduler.slurm_job()  # run --launcher slurm: the job, node and GPUs it ran on
+        self.trial.host, self.trial.started_unix = socket.gethostname(), time.time()   # where and when
+
+    def stop_clock(self) -> None:
+        """The trial's end: its wall time and the wall clock it ended at (the pairing check reads both)."""
+        self.trial.wall_s = time.perf_counter() - self.t_start
+        self.trial.ended_unix = time.time()
 
     def _effective_config(self) -> dict[str, Any]:
         cfg = self.suite.model_dump(mode="json")

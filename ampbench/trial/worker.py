@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -89,7 +88,7 @@ def run_trial(spec: TrialSpec, events: Events, write: bool = True) -> int:
         if isinstance(exc, KeyboardInterrupt):
             raise
     finally:
-        tr.trial.wall_s = time.perf_counter() - tr.t_start
+        tr.stop_clock()
         if write:
             tr.write()
         events.emit(event="done", status=tr.trial.status)

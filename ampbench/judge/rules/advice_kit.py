@@ -26,6 +26,14 @@ DISTURBED = ("Re-run on a quiet machine (nothing else busy; `--affinity` pins th
              "slower side was measured while other processes competed, so no code, library or suite change is "
              "indicated by this number.")
 
+# A paired result held back because a seed's arms were not measured in place (judge/rules/pairs.py): the
+# measurement is what to change, as for DISTURBED; a suite change would answer a question nobody measured.
+APART_CODES = frozenset({"different-nodes", "overlapped"})
+APART = ("Re-run so each seed's FP32 and AMP trials run on one node, one after the other (`ampbench run`, and "
+         "`run --launcher slurm`, which chains a seed's jobs onto one node, do; `run --devices` puts them side by "
+         "side on twin devices), or, when the nodes are identical and that is what you mean to compare, accept it: "
+         "`pairs = \"any-node\"` (two nodes) or `pairs = \"any\"` (at once on one device too) in `[suite]`.")
+
 
 def reasons(r: RuleResult) -> set[str]:
     """The result's reason codes (`details.reasons`, set by its rule with the numbers its message shows):

@@ -97,9 +97,15 @@ class Reason(str, Enum):
     NO_BASELINE_TRIALS = "no-baseline-trials"
     WITHIN = "within"
     GREW = "grew"
+    # speedup, memory, energy: a seed's arms not measured in place (judge/rules/pairs.py)
+    DIFFERENT_NODES = "different-nodes"
+    OVERLAPPED = "overlapped"
 
 
 R = Reason
+# held back from PASS/FAIL unless `[suite] pairs` accepts it (judge/rules/pairs.py)
+PAIRS = ((R.DIFFERENT_NODES, "a seed's FP32 and AMP ran on two nodes"),
+         (R.OVERLAPPED, "at the same time on one device"))
 # (result names, ((code, what it says or ""), ...)): docs/checks.md's table, row by row
 ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
     (("amp-compared",), ((R.NOT_PLANNED, "the suite has AMP modes, the run planned none"), (R.NONE_DEFINED, ""))),
@@ -119,10 +125,11 @@ ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
         (R.AMP_NONFINITE, ""), (R.BASELINE_QUALITY, "not judged: FP32 did not learn"))),
     (("speedup",), ((R.SHOWN, ""), (R.BELOW, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.SHORT_TRIALS, ""),
                     (R.FEW_SEEDS, ""), (R.DISTURBED, ""),
-                    (R.CLUSTERED, "the measured causes are in `why_not_faster`"))),
+                    (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS)),
     (("memory",), ((R.REDUCED, ""), (R.NOT_REDUCED, ""), (R.HOST_MEMORY, "not device memory"),
-                   (R.BATCH_DIFFERS, ""), (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""))),
-    (("energy",), ((R.NO_MORE, ""), (R.MORE, ""), (R.UNDECIDED, ""), (R.NOT_MEASURED, ""), (R.FEW_SEEDS, ""))),
+                   (R.BATCH_DIFFERS, ""), (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS)),
+    (("energy",), ((R.NO_MORE, ""), (R.MORE, ""), (R.UNDECIDED, ""), (R.NOT_MEASURED, ""), (R.FEW_SEEDS, ""),
+                   *PAIRS)),
     (("time-to-target",), ((R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""))),
     (("stability",), ((R.STABLE, ""), (R.NONFINITE, ""), (R.SKIPPED, ""), (R.COLLAPSE, ""), (R.NO_STEPS, ""))),
     (("history-throughput",), (

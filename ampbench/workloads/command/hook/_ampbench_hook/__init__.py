@@ -13,7 +13,7 @@ this process (the token it handed its child, and the sender is of the program's 
 When the program's `import paddle` has finished (`boot`), it records per optimizer step (`steps`:
 the wall time since the previous step's end, after a device synchronisation on GPU, minus
 evaluations inside the loop; the loss the tensors backward() ran on, unscaled when a GradScaler
-scaled them, read at the step boundary at most every protocol.HOOK_LOSS_EVERY_ENV seconds; the
+scaled them, read at the step boundary of steps 1, 1 + k, 1 + 2k, ... (k: protocol.HOOK_LOSS_EVERY_ENV); the
 GradScaler's scale and found_inf), op dtype counts (`ops`), the allocator peak of the measured
 window (`peaks`), the device and the model's Linear/conv shapes (`device`), and data waits and the
 AMP decorate/DataParallel order (`patches`). Modules: state (the shared state, the queue, the

@@ -22,7 +22,7 @@ from typing import Any
 from . import protocol, wire
 
 FLUSH_EVERY_S = 0.25
-LOSS_EVERY_S = 0.005   # default gap between loss reads (protocol.HOOK_LOSS_EVERY_ENV; steps.boundary says why)
+LOSS_EVERY_STEPS = 5   # default k: the loss is read at steps 1, 1 + k, ... (protocol.HOOK_LOSS_EVERY_ENV; steps.boundary)
 CONNECT_FOR_S = 20.0   # how long the hook keeps trying to reach the worker's channel (a flood may fill its backlog)
 _ABSENT = object()   # "the class had no attribute of its own" in a recorded patch
 
@@ -36,8 +36,8 @@ class State:
         self.stop_after = int(os.environ.get(protocol.HOOK_STOP_AFTER_ENV, "0") or 0)
         self.stats_steps = int(os.environ.get(protocol.HOOK_STATS_STEPS_ENV, "2") or 2)
         self.warmup = int(os.environ.get(protocol.HOOK_WARMUP_ENV, "0") or 0)
-        self.loss_every = float(os.environ.get(protocol.HOOK_LOSS_EVERY_ENV, "") or LOSS_EVERY_S)
-        self.loss_at = 0.0   # the loss is read at the first step ending after this time
+        self.loss_every = max(1, int(os.environ.get(protocol.HOOK_LOSS_EVERY_ENV, "") or LOSS_EVERY_STEPS))
+        self.loss_next = 1   # the next step whose loss is read: a fixed index, whatever the steps took
         self.pending: list[Any] = []   # event dicts, and step events as tuples
         self.lock = threading.Lock()
         self.step = 0

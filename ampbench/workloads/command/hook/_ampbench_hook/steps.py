@@ -63,9 +63,10 @@ def boundary(st: State) -> None:
     This runs once per step inside the program's loop, where each Python operation costs ~0.5 us (the
     model's work has evicted it from the caches): it reads the loss (one call on one tensor, kept raw),
     appends a tuple, and leaves everything else (arithmetic, conversion, JSON, the disk) to the flusher.
-    Reading a tensor costs 5-40 us there (more than all the rest), so the loss is read at most once per
-    `loss_every` seconds: every step from steps of that length up, every few steps below it (the
-    others are recorded as not seen, never as a value)."""
+    Reading a tensor costs 5-40 us there (more than all the rest), so the loss is read only at steps
+    1, 1 + k, 1 + 2k, ... (k = `loss_every`) and at the step the program is stopped after: fixed indices,
+    so two runs of one program record their losses at the same steps and their curves line up step
+    for step (the others are recorded as not seen, never as a value)."""
     if st.sync is not None:
         try:
             st.sync()
@@ -80,9 +81,13 @@ def boundary(st: State) -> None:
         st.eval_t0 = None
     losses = st.losses
     loss = None
+    if step == st.loss_next:   # a fixed index: 1, 1 + k, 1 + 2k, ...
+        st.loss_next = step + st.loss_every
+        read = True
+    else:
+        read = step == st.stop_after
     if losses:
-        if now >= st.loss_at:
-            st.loss_at = now + st.loss_every
+        if read:
             try:
                 loss = losses[0]._getitem_from_offset() if len(losses) == 1 else _loss_value(losses)
             except Exception:   # not one element, or not a dense tensor: the slow path says which

@@ -1,0 +1,116 @@
+"""Were a seed's FP32 and AMP arms measured in place?  A paired comparison (speedup, memory, energy) of arms
+that ran on different nodes measures the nodes; of arms that ran at the same time on one device, the
+contention between them.  Either result is held back: INCONCLUSIVE with a reason code, never PASS/FAIL.
+
+Where and when come from the trial itself (`Trial.host`, `slurm.node`, `started_unix`/`ended_unix`,
+recorded by the worker on every launch path).  Side by side on *different devices of one node* is
+`run --devices`' design (launch/pool.py: twin devices, so drift hits both arms alike) and stays judged;
+what is refused is an overlap where the arms shared a device, or where nothing tells their devices
+apart (a CPU: one slot).  `[suite] pairs` accepts it: "any-node" (different nodes; an overlap on one
+device is still refused), "any" (neither checked).  A trial that recorded no node or no times (a file
+written before they were) is not refused for what it cannot tell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ampbench.config import REFERENCE_MODE
+from ampbench.core.records import Trial
+from ampbench.judge.rules import reasons
+from ampbench.judge.rules.context import Ctx
+from ampbench.results.verdicts import RuleResult
+
+PAIRED = ("speedup", "memory", "energy")   # the results that compare a seed's AMP arm with its FP32 arm
+
+
+@dataclass(frozen=True)
+class Apart:
+    """One seed whose two arms were not measured in place: the reason code and what happened."""
+
+    seed: int
+    code: str   # "different-nodes" or "overlapped"
+    text: str
+
+
+def node_of(t: Trial) -> str:
+    """Slurm's node name when the trial ran as a job (two slurmd on one host are two nodes), else the host."""
+    return (t.slurm.node if t.slurm is not None and t.slurm.node else "") or t.host
+
+
+def devices_of(t: Trial) -> tuple[str, frozenset[str]]:
+    """(kind, ids) of the devices the trial ran on: the CUDA_VISIBLE_DEVICES entries run --devices pinned
+    it to (all of a data-parallel trial's), else NVML's UUID of its device, else Slurm's GPU indices;
+    ("", {}) unknown."""
+    if t.interference is not None and t.interference.devices:
+        return "pinned", frozenset(t.interference.devices)
+    uuid = (t.memory.nvml_device or t.env.gpu.get("nvml_device") or {}).get("uuid")
+    if isinstance(uuid, str) and uuid:
+        return "uuid", frozenset({uuid})
+    if t.slurm is not None and t.slurm.gpus:
+        return "slurm", frozenset(g.strip() for g in t.slurm.gpus.split(",") if g.strip())
+    return "", frozenset()
+
+
+def overlapped(a: Trial, b: Trial) -> bool:
+    """The two trials' wall-clock spans intersect (False when either was not recorded)."""
+    a0, a1, b0, b1 = a.started_unix, a.ended_unix, b.started_unix, b.ended_unix
+    if a0 is None or a1 is None or b0 is None or b1 is None:
+        return False
+    return a0 < b1 and b0 < a1
+
+
+def shared_device(a: Trial, b: Trial) -> bool:
+    """The arms competed for one device: the same one recorded, or nothing that tells theirs apart."""
+    (ka, da), (kb, db) = devices_of(a), devices_of(b)
+    return not (ka and ka == kb and da.isdisjoint(db))
+
+
+def apart(amp: Trial, ref: Trial, policy: str) -> Apart | None:
+    """Why this seed's pair was not measured in place under the suite's `pairs` policy, or None."""
+    if policy == "any":
+        return None
+    na, nr = node_of(amp), node_of(ref)
+    if policy == "same-node" and na and nr and na != nr:
+        return Apart(amp.seed, reasons.Reason.DIFFERENT_NODES.value,
+                     f"seed {amp.seed}: {ref.mode} ran on {nr}, {amp.mode} on {na}")
+    if (not na or not nr or na == nr) and overlapped(amp, ref) and shared_device(amp, ref):
+        span = min(ref.ended_unix or 0.0, amp.ended_unix or 0.0) - max(ref.started_unix or 0.0, amp.started_unix or 0.0)
+        return Apart(amp.seed, reasons.Reason.OVERLAPPED.value,
+                     f"seed {amp.seed}: {ref.mode} and {amp.mode} ran at the same time for {span:.1f} s "
+                     f"on one device{f' of {na}' if na else ''}")
+    return None
+
+
+def apart_pairs(c: Ctx) -> list[Apart]:
+    """Every seed of this mode whose ok AMP and FP32 trials were not measured in place."""
+    ref = {t.seed: t for t in c.ok(REFERENCE_MODE)}
+    found = [apart(t, ref[t.seed], c.suite.suite.pairs) for t in c.ok(c.mode) if t.seed in ref]
+    return [a for a in found if a is not None]
+
+
+def held_back(c: Ctx, results: list[RuleResult]) -> list[RuleResult]:
+    """The paired results of this mode, held back when a seed's arms were measured apart: PASS and FAIL
+    become INCONCLUSIVE, each result gets the reason codes and the seeds (`details.apart`)."""
+    if c.is_ref or not any(r.rule in PAIRED for r in results):
+        return results
+    found = apart_pairs(c)
+    if not found:
+        return results
+    codes = sorted({a.code for a in found})
+    what = "; ".join(a.text for a in found[:4]) + (f"; {len(found) - 4} more" if len(found) > 4 else "")
+    fix = ("run a seed's arms on one node, one after the other (the default of run and of run --launcher "
+           "slurm; run --devices puts them side by side on twin devices), or accept it with [suite] pairs = "
+           + ('"any-node"' if codes == ["different-nodes"] else '"any"'))
+    for r in results:
+        if r.rule not in PAIRED or r.details.get("judged") is False:
+            continue
+        r.details["reasons"] = reasons.checked(r.rule, [*r.details.get("reasons", []), *codes])
+        r.details["apart"] = [a.text for a in found]
+        if r.status in ("PASS", "FAIL"):
+            r.message = f"Held back from {r.status}: the pairs were not measured in place ({what}): {fix}. " \
+                        + r.message
+            r.status = "INCONCLUSIVE"
+        else:
+            r.message += f" The pairs were not measured in place either ({what})."
+    return results

@@ -169,3 +169,45 @@ def test_the_programs_own_rate_is_its_samples_over_its_time_not_the_median_of_it
     check = throughput_check(14.285714, scan, 0.25)
     assert check["program_samples_per_s"] == pytest.approx(3 / 0.21) and check["ratio"] == pytest.approx(1.0)
     assert check["lines"] == 4 and check["agrees"]
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "command.md"
+
+
+def _doc_commands(after: str) -> list[list[str]]:
+    """The `ampbench ...` lines of the sh block that starts with `after` in docs/command.md."""
+    import shlex
+
+    text = DOC.read_text()
+    block = text[text.index(after):]
+    block = block[:block.index("```")].replace("\\\n", " ")
+    return [shlex.split(ln, comments=True)[1:] for ln in block.splitlines() if ln.startswith("ampbench ")]
+
+
+@pytest.mark.parametrize("toolkit", ["PaddleRec", "PaddleClas"])
+def test_the_docs_walkthroughs_import_as_written(tmp_path, monkeypatch, toolkit):
+    """The walkthroughs' own lines (docs/command.md), run in a checkout as they say (`--repo .`): the
+    import writes a suite every check of `ampbench run` passes, and the run line is the one the trainer
+    tests run (--profile cpu --mode amp-o1-fp16)."""
+    cmds = _doc_commands(f"git clone https://github.com/PaddlePaddle/{toolkit}")
+    assert [c[0] for c in cmds] == ["import", "run"]
+    imp, run_line = cmds
+    if toolkit == "PaddleRec":
+        repo = _rec_copy(REC_CHECKOUTS[0].values[0], tmp_path / "rec")
+    else:
+        repo = _clas_checkout(tmp_path / "clas")
+        target = repo / imp[2]
+        target.parent.mkdir(parents=True)
+        shutil.copy(CLS_CONFIG, target)    # the stand-in's ResNet50-shaped config under the walkthrough's name
+        py = repo / imp[imp.index("--python") + 1]
+        py.parent.mkdir(parents=True)
+        py.symlink_to(sys.executable)      # the walkthrough's venv
+    monkeypatch.chdir(repo)
+    r = run(*imp)
+    assert r.exit_code == 0, r.output
+    suite_file = repo / imp[imp.index("-o") + 1]
+    assert run_line[1:] == [suite_file.name, "--profile", "cpu", "--mode", "amp-o1-fp16"]
+    modes = {m["name"]: m for m in tomllib.loads(suite_file.read_text())["modes"]}
+    assert modes["amp-o1-fp16"].get("amp") == ("inject" if toolkit == "PaddleRec" else None)
+    for profile in ("default", "cpu"):
+        load_suite(suite_file, profile)

@@ -63,7 +63,15 @@ def test_paddleclas_synthetic_data_is_its_imagenet_list_format_and_replaces_the_
 
 
 def test_synthetic_data_needs_a_suite_file_and_refuses_a_linked_data_folder(tmp_path):
+    import yaml
+
     repo = _clas_checkout(tmp_path / "clas")
+    two = tmp_path / "two.yaml"   # labels 0-3 would be out of a 2-class model's range
+    cfg = yaml.safe_load(CLS_CONFIG.read_text())
+    cfg["Arch"]["class_num"] = 2
+    two.write_text(yaml.safe_dump(cfg))
+    r = run("import", "paddleclas", str(two), "--repo", str(repo), "--synthetic-data", "-o", str(tmp_path / "t.toml"))
+    assert r.exit_code == 2 and "Arch.class_num" in r.output and len(r.output.strip().splitlines()) == 1, r.output
     r = run("import", "paddleclas", str(CLS_CONFIG), "--repo", str(repo), "--synthetic-data")
     assert r.exit_code == 2 and "give -o SUITE.toml" in r.output and len(r.output.strip().splitlines()) == 1
     elsewhere = tmp_path / "elsewhere"

@@ -101,11 +101,15 @@ def _metric(cfg: dict[str, Any], file: str) -> str:
     return "top1" if not names or "TopkAcc" in names else str(names[0])
 
 
-def _synthetic(root: Path) -> list[str]:
+def _synthetic(cfg: dict[str, Any], root: Path, file: str) -> list[str]:
     """--synthetic-data: ampbench's small image set in ImageNetDataset's list format, the config's Train
     and Eval datasets pointed at it (absolute paths: PaddleClas joins image_root and each line's path)."""
-    from ampbench.importers.toolkit_data import write_imagenet_set
+    from ampbench.importers.toolkit_data import CLAS_CLASSES, write_imagenet_set
 
+    classes = mapping(file, "Arch", cfg.get("Arch")).get("class_num")
+    if isinstance(classes, int) and not isinstance(classes, bool) and classes < CLAS_CLASSES:
+        raise ConfigError(file, "Arch.class_num", f"{classes}: --synthetic-data labels {CLAS_CLASSES} classes "
+                          "(0-3), more than the model's outputs: point the config's data at yours instead")
     images, train, val = write_imagenet_set(root)
     return _o(*(f"DataLoader.{split}.dataset.{key}={braced(value)}" for split, listed in (("Train", train),
                 ("Eval", val)) for key, value in (("image_root", images), ("cls_label_path", listed))))
@@ -132,7 +136,7 @@ def import_paddleclas_command(path: str | Path, repo: str | Path, python: str | 
     if synthetic_root is None:
         _data(cfg, checkout, file)
     else:
-        extra += _synthetic(synthetic_root)
+        extra += _synthetic(cfg, synthetic_root, file)
     sampler = mapping(file, "DataLoader.Train.sampler", mapping(file, "DataLoader.Train", mapping(
         file, "DataLoader", cfg.get("DataLoader")).get("Train")).get("sampler"))
     batch = number(file, "DataLoader.Train.sampler.batch_size", sampler.get("batch_size", 64), int, minimum=1)

@@ -586,11 +586,15 @@ def import_paddleclas_cmd(
     output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
     python: str | None = typer.Option(None, "--python", help="The interpreter that runs tools/train.py"),
     no_pretrained: bool = typer.Option(False, "--no-pretrained", help="Random initialisation (Arch.pretrained=False)"),
+    synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Small synthetic images in its ImageNet "
+                                        "list format, written beside the suite file, instead of the config's data"),
 ) -> None:
     """PaddleClas config -> command suite (fp32 + AMP.use_amp=True at O1/O2, evaluation after train.steps)."""
     from ampbench.commands.imports import import_paddleclas, write_imported
 
-    write_imported(import_paddleclas(config, output, repo, python, not no_pretrained), str(config), output, out, err)
+    _synthetic_needs_output(synthetic_data, output)
+    imported = import_paddleclas(config, output, repo, python, not no_pretrained, synthetic_data)
+    write_imported(imported, str(config), output, out, err)
 
 
 @import_app.command("paddlerec")
@@ -599,11 +603,19 @@ def import_paddlerec_cmd(
     repo: Path = typer.Option(..., "--repo", help="A PaddleRec checkout: the suite runs its tools/trainer.py -m CONFIG"),
     output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
     python: str | None = typer.Option(None, "--python", help="The interpreter that runs tools/trainer.py"),
+    synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Synthetic Criteo-format samples, written "
+                                        "beside the suite file, instead of runner.train_data_dir"),
 ) -> None:
     """PaddleRec config -> command suite (fp32 + AMP injected by ampbench: its trainer has no AMP switch)."""
     from ampbench.commands.imports import import_paddlerec, write_imported
 
-    write_imported(import_paddlerec(config, output, repo, python), str(config), output, out, err)
+    _synthetic_needs_output(synthetic_data, output)
+    write_imported(import_paddlerec(config, output, repo, python, synthetic_data), str(config), output, out, err)
+
+
+def _synthetic_needs_output(synthetic_data: bool, output: Path | None) -> None:
+    if synthetic_data and output is None:
+        _fail("--synthetic-data: the data is written beside the suite file: give -o SUITE.toml")
 
 
 @import_app.command("paddlenlp")

@@ -316,6 +316,8 @@ def test_paddlerec_trainer_from_import_to_verdict_with_amp_injected(tmp_path, ch
         assert check["agrees"], check
     amp = json.loads((runs / "trials" / "amp-o1-fp16__seed0.json").read_text())["amp"]
     assert amp["injected"]["applied"][0]["models"] == ["DeepFMLayer"] and not amp["active"]
+    report = (runs / "report.md").read_text()   # the mode run, and not the bf16 one --mode left out
+    assert "Mode `amp-o1-fp16`: ampbench's start-up hook applied" in report and "amp-o1-bf16" not in report
 
 
 CLS_CONFIG = Path(__file__).parent / "fixtures" / "paddleclas" / "ResNet50.yaml"   # written here, ResNet50.yaml-shaped

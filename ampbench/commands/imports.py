@@ -52,21 +52,31 @@ def _refuse_linked_data(root: Path) -> None:
                     refuse_link(inner)
 
 
-def import_paddlerec(config: Path, output: Path | None, repo: Path, python: str | None) -> Imported:
+def _data_root(output: Path | None, synthetic_data: bool) -> Path | None:
+    """--synthetic-data goes to DIR/<suite>-data beside the suite file (never through a link)."""
+    if not synthetic_data or output is None:
+        return None
+    root = output.parent.resolve() / f"{output.stem}-data"   # absolute: the program runs in the checkout
+    refuse_link(root)
+    return root
+
+
+def import_paddlerec(config: Path, output: Path | None, repo: Path, python: str | None,
+                     synthetic_data: bool = False) -> Imported:
     """A PaddleRec config run by the checkout's tools/trainer.py (AMP injected: its trainer has no switch)."""
     check_import_output(output, [config])
     from ampbench.importers.paddlerec_command import import_paddlerec_command
 
-    return import_paddlerec_command(config, repo, python)
+    return import_paddlerec_command(config, repo, python, _data_root(output, synthetic_data))
 
 
 def import_paddleclas(config: Path, output: Path | None, repo: Path, python: str | None,
-                      pretrained: bool) -> Imported:
+                      pretrained: bool, synthetic_data: bool = False) -> Imported:
     """A PaddleClas config run by the checkout's tools/train.py (AMP through its own AMP section)."""
     check_import_output(output, [config])
     from ampbench.importers.paddleclas_command import import_paddleclas_command
 
-    return import_paddleclas_command(config, repo, python, pretrained)
+    return import_paddleclas_command(config, repo, python, pretrained, _data_root(output, synthetic_data))
 
 
 def import_paddlenlp(args_json: Path | None, args: str | None, output: Path | None, source: str,

@@ -13,7 +13,8 @@ Written from PaddleClas's engine (ppcls/engine/engine.py and train/train.py, rea
 - Device (`Global.device`, gpu, cpu in the cpu profile; `Global.use_dali=False` there), pretrained
   weights (`Arch.pretrained: True` downloads at start-up: `--no-pretrained` sets it False; a path, and
   `Global.pretrained_model`, must be `<path>.pdparams` in the checkout) and the data it reads relative
-  to the checkout (`DataLoader.Train|Eval.dataset.image_root`, `cls_label_path`) are checked here.
+  to the checkout (`DataLoader.Train|Eval.dataset.image_root`, `cls_label_path`) are checked here, or
+  `--synthetic-data` writes a small set in its list format (importers/toolkit_data.py) and points both at it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.importers.base import Imported, load_yaml, mapping, number, read_input, text
+from ampbench.importers.base import Imported, braced, load_yaml, mapping, number, read_input, text
 
 DEFAULT_STEPS = 300
 CPU_STEPS, CPU_WARMUP = 12, 2
@@ -100,9 +101,24 @@ def _metric(cfg: dict[str, Any], file: str) -> str:
     return "top1" if not names or "TopkAcc" in names else str(names[0])
 
 
+def _synthetic(cfg: dict[str, Any], root: Path, file: str) -> list[str]:
+    """--synthetic-data: ampbench's small image set in ImageNetDataset's list format, the config's Train
+    and Eval datasets pointed at it (absolute paths: PaddleClas joins image_root and each line's path)."""
+    from ampbench.importers.toolkit_data import CLAS_CLASSES, write_imagenet_set
+
+    classes = mapping(file, "Arch", cfg.get("Arch")).get("class_num")
+    if isinstance(classes, int) and not isinstance(classes, bool) and classes < CLAS_CLASSES:
+        raise ConfigError(file, "Arch.class_num", f"{classes}: --synthetic-data labels {CLAS_CLASSES} classes "
+                          "(0-3), more than the model's outputs: point the config's data at yours instead")
+    images, train, val = write_imagenet_set(root)
+    return _o(*(f"DataLoader.{split}.dataset.{key}={braced(value)}" for split, listed in (("Train", train),
+                ("Eval", val)) for key, value in (("image_root", images), ("cls_label_path", listed))))
+
+
 def import_paddleclas_command(path: str | Path, repo: str | Path, python: str | None = None,
-                              pretrained: bool = True) -> Imported:
-    """A command suite running the checkout's tools/train.py on the config (see the module docstring)."""
+                              pretrained: bool = True, synthetic_root: Path | None = None) -> Imported:
+    """A command suite running the checkout's tools/train.py on the config (see the module docstring);
+    `synthetic_root`: --synthetic-data is written there and read instead of the config's data."""
     checkout = Path(repo).resolve()
     if not (checkout / "tools" / "train.py").is_file() or not (checkout / "ppcls").is_dir():
         raise ConfigError(str(checkout), "--repo", "not a PaddleClas checkout: tools/train.py and ppcls/ not found in it")
@@ -115,8 +131,12 @@ def import_paddleclas_command(path: str | Path, repo: str | Path, python: str | 
     if not isinstance(cfg, dict):
         raise ConfigError(file, "", "a PaddleClas config is a YAML mapping (Global, Arch, DataLoader, ...)")
     g = mapping(file, "Global", cfg.get("Global"))
-    extra = _weights(cfg, checkout, file, pretrained)
-    _data(cfg, checkout, file)
+    weights = _weights(cfg, checkout, file, pretrained)
+    extra = list(weights)
+    if synthetic_root is None:
+        _data(cfg, checkout, file)
+    else:
+        extra += _synthetic(cfg, synthetic_root, file)
     sampler = mapping(file, "DataLoader.Train.sampler", mapping(file, "DataLoader.Train", mapping(
         file, "DataLoader", cfg.get("DataLoader")).get("Train")).get("sampler"))
     batch = number(file, "DataLoader.Train.sampler.batch_size", sampler.get("batch_size", 64), int, minimum=1)
@@ -143,7 +163,12 @@ def import_paddleclas_command(path: str | Path, repo: str | Path, python: str | 
     out.decide("steps: Global.epochs=1 Global.iter_per_epoch={steps}: one epoch of train.steps iterations ending in "
                f"PaddleClas's own evaluation ({metric} from its [Eval] line); --set train.steps=N moves both")
     out.decide("device: Global.device=gpu (cpu profile: cpu, Global.use_dali=False)")
-    if extra:
+    if synthetic_root is not None:
+        from ampbench.importers.toolkit_data import CLAS_CLASSES, CLAS_EVAL, CLAS_TRAIN
+
+        out.decide(f"data: --synthetic-data: {CLAS_TRAIN} training and {CLAS_EVAL} evaluation JPEGs of "
+                   f"{CLAS_CLASSES} classes in PaddleClas's ImageNet list format, under {synthetic_root}")
+    if weights:
         out.decide("weights: --no-pretrained: Arch.pretrained=False / Global.pretrained_model=None (random initialisation)")
     elif mapping(file, "Arch", cfg.get("Arch")).get("pretrained") is True:
         out.decide("weights: Arch.pretrained: True: PaddleClas downloads them at start-up (offline: --no-pretrained)")

@@ -14,6 +14,7 @@ training files' lines, drop_last as its create_data_loader has it): the fewest w
 train.steps, each ending with its metric. What it reads is checked here, relative to the config's
 folder as create_data_loader and load_model read them: the training data folder and its files, the
 reader module, `runner.model_init_path` (`<path>/rec.pdparams`); `runner.use_gpu` is set per profile.
+`--synthetic-data` writes Criteo-format samples (importers/toolkit_data.py) as `runner.train_data_dir`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
-from ampbench.importers.base import Imported, load_yaml, mapping, number, read_input, text
+from ampbench.importers.base import Imported, braced, load_yaml, mapping, number, read_input, text
 
 DEFAULT_STEPS = 300
 CPU_STEPS, CPU_WARMUP = 12, 2
@@ -54,10 +55,11 @@ def _count_lines(folder: Path, file: str) -> int:
     return n
 
 
-def _checked_paths(runner: dict[str, Any], where: Path, file: str) -> int:
-    """The training data, its reader and the initial weights, relative to the config's folder (where
-    PaddleRec's create_data_loader and load_model look); the training samples per epoch."""
-    data = where / text(file, "runner.train_data_dir", runner.get("train_data_dir", ""), path=True)
+def _checked_paths(runner: dict[str, Any], where: Path, file: str, synthetic: Path | None) -> int:
+    """The training data (or `synthetic`, --synthetic-data's folder), its reader and the initial weights,
+    relative to the config's folder (where PaddleRec's create_data_loader and load_model look); the
+    training samples per epoch."""
+    data = synthetic or where / text(file, "runner.train_data_dir", runner.get("train_data_dir", ""), path=True)
     if not data.is_dir():
         raise ConfigError(file, "runner.train_data_dir", f"{data}: no such folder (PaddleRec reads it relative to the "
                           "config's folder): put the data there or point runner.train_data_dir at it")
@@ -75,6 +77,17 @@ def _checked_paths(runner: dict[str, Any], where: Path, file: str) -> int:
     if samples == 0:
         raise ConfigError(file, "runner.train_data_dir", f"{data}: no training samples (no lines in its files)")
     return samples
+
+
+def _synthetic(runner: dict[str, Any], root: Path, file: str) -> Path:
+    """--synthetic-data: Criteo samples, for a model whose reader reads that format (criteo_reader)."""
+    from ampbench.importers.toolkit_data import write_criteo_set
+
+    reader = runner.get("train_reader_path", "reader")
+    if reader != "criteo_reader":
+        raise ConfigError(file, "runner.train_reader_path", f"{reader!r}: --synthetic-data writes the Criteo format "
+                          "of PaddleRec's criteo_reader only; point runner.train_data_dir at your data instead")
+    return write_criteo_set(root)
 
 
 def _metric(where: Path) -> str:
@@ -112,8 +125,10 @@ def _typed(runner: dict[str, Any], file: str) -> None:
                               f"the config's own type: put `{key}:` with a {kind.__name__} in the runner section")
 
 
-def import_paddlerec_command(path: str | Path, repo: str | Path, python: str | None = None) -> Imported:
-    """A command suite running the checkout's tools/trainer.py on the config (see the module docstring)."""
+def import_paddlerec_command(path: str | Path, repo: str | Path, python: str | None = None,
+                             synthetic_root: Path | None = None) -> Imported:
+    """A command suite running the checkout's tools/trainer.py on the config (see the module docstring);
+    `synthetic_root`: --synthetic-data (Criteo-format samples) is written there and trained on."""
     checkout = Path(repo).resolve()
     _check_checkout(checkout)
     config = _config_path(path, checkout)
@@ -124,12 +139,15 @@ def import_paddlerec_command(path: str | Path, repo: str | Path, python: str | N
     runner = mapping(file, "runner", cfg.get("runner"))
     where = config.parent
     _typed(runner, file)
-    samples = _checked_paths(runner, where, file)
+    synthetic = None
+    if synthetic_root is not None:
+        synthetic = _synthetic(runner, synthetic_root, file)
+    samples = _checked_paths(runner, where, file, synthetic)
     batch = number(file, "runner.train_batch_size", runner.get("train_batch_size", 1), int, minimum=1)
     seed = number(file, "runner.seed", runner.get("seed", 0), int, minimum=0, maximum=MAX_SEED)
     epochs = number(file, "runner.epochs", runner.get("epochs", 1), int, minimum=1, maximum=10**6)
     metric = _metric(where)
-    extra: list[str] = []
+    extra = [f"runner.train_data_dir={braced(synthetic)}"] if synthetic else []
     py = python or sys.executable
     out = Imported(suite={})
     modes: list[dict[str, Any]] = [{"name": "fp32"}] + [
@@ -159,6 +177,9 @@ def import_paddlerec_command(path: str | Path, repo: str | Path, python: str | N
                f"{per} steps of batch {batch} an epoch, the last partial batch dropped; the config's {epochs} epochs "
                f"are not kept); {metric} is read from PaddleRec's `epoch: N done` line of the last epoch")
     out.decide("device: runner.use_gpu=True (cpu profile: False)")
+    if synthetic:
+        out.decide(f"data: --synthetic-data: {samples} synthetic samples in the Criteo slot:value format of "
+                   f"PaddleRec's criteo_reader (runner.train_data_dir={synthetic})")
     if runner.get("model_init_path"):
         out.decide(f"weights: runner.model_init_path {runner['model_init_path']} (checked: rec.pdparams there)")
     out.finish()

@@ -56,6 +56,8 @@ def injected_section(v: RunView, level: int) -> str:
     out = []
     for mode in (m for m in v.suite.modes if m.amp_by == "inject"):
         trials = [t for t in v.trials if t.mode == mode.name]
+        if not trials:   # not run (`--mode` picked others): nothing was applied, nothing to say it was
+            continue
         applied = _applied(trials)
         active = any(t.amp.active for t in trials)
         state = ("its ops ran in low precision" if active else

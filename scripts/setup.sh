@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 done
 if [ "$test" = 1 ]; then
   suites="$suites,all"
-  extras="$extras,diagnose,bench,test"
+  extras="$extras,diagnose,bench,dashboard,test"
 fi
 
 add_suite() {

@@ -15,7 +15,14 @@ import numpy as np
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.core.records import RunInfo, Trial
 from ampbench.judge import inference, measure
-from ampbench.results.history import MAX_HIST_BINS, NOT_CHECKED, ModeSummary, RunSummary, StepTimeHist, TrialPoint
+from ampbench.results.history import (
+    MAX_HIST_BINS,
+    NOT_CHECKED,
+    ModeSummary,
+    RunSummary,
+    StepTimeHist,
+    TrialPoint,
+)
 from ampbench.results.verdicts import CheckReport, SpeedupDetails, combine
 
 

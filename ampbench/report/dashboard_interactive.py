@@ -108,14 +108,16 @@ def _speedup(go: Any, entries: list[dict[str, Any]], mode: str, cuts: list[Break
     if trace is None:
         return None
     ci = {i: ((e.get("modes") or {}).get(mode) or {}).get("speedup_ci") for i, e in enumerate(entries)}
-    up, down = [], []
+    up: list[float | None] = []
+    down: list[float | None] = []
     for x, y in zip(trace.x, trace.y):
         c = ci.get(x) if y is not None and float(x).is_integer() else None
-        ok = isinstance(c, (list, tuple)) and len(c) == 2 and all(math.isfinite(P.plottable(v)) for v in c)
-        up.append(P.plottable(c[1]) - y if ok else None)
-        down.append(y - P.plottable(c[0]) if ok else None)
-    trace.error_y = {"type": "data", "array": up, "arrayminus": down, "thickness": 1, "width": 2}
-    return trace
+        lo, hi = (P.plottable(c[0]), P.plottable(c[1])) if isinstance(c, (list, tuple)) and len(c) == 2 else \
+            (math.nan, math.nan)
+        ok = math.isfinite(lo) and math.isfinite(hi)
+        up.append(hi - y if ok else None)
+        down.append(y - lo if ok else None)
+    return trace.update(error_y={"type": "data", "array": up, "arrayminus": down, "thickness": 1, "width": 2})
 
 
 def _mark_breaks(fig: Any, cuts: list[Break]) -> None:

@@ -10,6 +10,7 @@ the interactive view, and the series are cut there (a gap, never a line across i
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,7 @@ def breaks(entries: Sequence[dict[str, Any]]) -> list[Break]:
 def segments(n: int, cuts: Sequence[Break]) -> list[range]:
     """The runs 0..n-1 as contiguous ranges of one segment key each."""
     starts = [0, *(b.index for b in cuts if 0 < b.index < n), n]
-    return [range(a, b) for a, b in zip(starts, starts[1:]) if b > a]
+    return [range(a, b) for a, b in itertools.pairwise(starts) if b > a]
 
 
 def gapped(xs: Sequence[float], ys: Sequence[Any], cuts: Sequence[Break]) -> tuple[list[float], list[Any]]:

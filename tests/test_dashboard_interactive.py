@@ -226,6 +226,9 @@ def test_interactive_dashboard_in_chromium(lines, tmp_path, browser):
     index = publish(_history(tmp_path, lines), tmp_path / "site", interactive=True)
     got = browser.load(index.parent / "toy.html", settle_s=0.3)
     assert got.errors == [] and got.requests == [], (got.errors, got.requests)
+    buttons = json.loads(browser.evaluate("JSON.stringify(Array.from(document.querySelectorAll("
+                                          "'.modebar-btn')).map(function(e){return e.getAttribute('data-title');}))"))
+    assert "Zoom" in buttons and not any("Share" in t or "Cloud" in t for t in buttons), buttons
     plots = json.loads(browser.evaluate(_TRACES))
     assert [p["id"] for p in plots] == ["plot-history", "plot-steps"]
     hist, steps = plots

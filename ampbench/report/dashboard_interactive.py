@@ -1,7 +1,8 @@
 """The dashboard's interactive view: plotly figures inside the suite page, plotly.js embedded.
 
 Why plotly: zoom, pan and hover come with the library, and `to_html` embeds plotly.js itself, so the
-page is one self-contained file that works offline (no CDN, no MathJax, no font fetched).  plotly is
+page is one self-contained file that works offline (no CDN, no MathJax, no font fetched, no button that
+uploads the figure).  plotly is
 an optional extra (`pip install 'ampbench[dashboard]'`): `ampbench publish` without it writes the
 static PNG dashboard with a one-line note (`--view auto`), or exits 2 naming the extra when the
 interactive view was asked for (`--view interactive`).
@@ -37,6 +38,8 @@ VERDICT_Y = {"PASS": 3, "INCONCLUSIVE": 2, "FAIL": 1, "ERROR": 0}
 PANELS = ("samples/s (median)", "peak memory", "metric", "speedup vs fp32", "verdict")
 CHANGE_COLOR = "#6e7781"
 MAX_LABELS = 50  # break annotations drawn (the lines are all drawn)
+# No plotly logo link, no "Share chart..." button (it uploads the figure to Plotly Cloud): nothing leaves the page.
+PAGE_CONFIG = {"displaylogo": False, "responsive": True, "showSendToCloud": False}
 
 
 def resolve_view(view: str) -> tuple[bool, str | None]:
@@ -222,6 +225,6 @@ def figures_html(entries: list[dict[str, Any]], metric: str, fraction: bool, cut
         if fig is None:
             continue
         parts.append(pio.to_html(fig, include_plotlyjs=first, full_html=False, div_id=f"plot-{name}",
-                                 config={"displaylogo": False, "responsive": True}))
+                                 config=PAGE_CONFIG))
         first = False
     return "\n".join(parts)

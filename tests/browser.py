@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,15 @@ class Browser:
             self.proc.kill()
             self.proc.wait()
         self._profile.cleanup()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One chromium for a test module's pages (import this fixture into the module): its CPU is charged
+    when it is reaped, at the teardown of the module's last test that uses it, so mark those tests slow."""
+    b = Browser()
+    yield b
+    b.close()
 
 
 def load_page(path: Path, settle_s: float = 0.5, screenshot: Path | None = None) -> PageLoad:

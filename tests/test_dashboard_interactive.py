@@ -29,6 +29,7 @@ from ampbench.report import plots as P
 from ampbench.report.dashboard_series import Break, breaks, gapped, segments
 from ampbench.report.publish import load_suites, publish
 from ampbench.results.history import RunSummary, StepTimeHist
+from tests.browser import browser  # noqa: F401  # reason: the module's shared chromium (a fixture)
 from tests.factories import GPU_ENV, make_suite, make_trials, plan_of
 
 NIGHTS, CONFIG_AT, DEVICE_AT = 12, 6, 9
@@ -209,18 +210,9 @@ def _wait(b: Any, expr: str, timeout: float = 10.0) -> Any:
     raise TimeoutError(expr)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from tests.browser import Browser
-
-    b = Browser()
-    yield b
-    b.close()
-
-
-@pytest.mark.slow
+# Not slow: chromium's whole life (start, the 4.8 MB page, hover, drag, exit) measured 1.24 CPU s of children
 @pytest.mark.skipif(importlib.util.find_spec("plotly") is None, reason="plotly not installed (dashboard extra)")
-def test_interactive_dashboard_in_chromium(lines, tmp_path, browser):
+def test_interactive_dashboard_in_chromium(lines, tmp_path, browser):  # noqa: F811  # reason: the fixture
     """Opens offline with no console error and no request; a real mouse hover shows the run id, commit and
     verdict; a real drag zooms (plotly_relayout with a narrower x range); no drawn series crosses a change."""
     index = publish(_history(tmp_path, lines), tmp_path / "site", interactive=True)

@@ -237,6 +237,8 @@ def test_interactive_dashboard_in_chromium(lines, tmp_path, browser):  # noqa: F
     assert any(h[0] == "night-04" and h[1].startswith("&lt;img src") and h[2] == "PASS" for h in hovered), hovered
     label = _wait(browser, "(document.querySelector('#plot-history .hoverlayer')||{}).textContent")
     assert "night-04" in label and "<img src" in label and "verdict" in label, label  # escaped: shown as text
+    legend = browser.evaluate("document.querySelector('#plot-history .legend').textContent")
+    assert HOSTILE_MODE in legend, legend          # its <b> shown as text, not made bold (that would drop it)
 
     y = pt["top"] + pt["h"] / 2
     browser.mouse("mouseMoved", pt["left"] + pt["w"] * 0.2, y)

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --test) test=1; debs+=(chromium shellcheck slurm-wlm munge) ;;
     --dry-run) dry=1 ;;
-    --dashboard) extras="$extras,dashboard" ;;
+    --dashboard) extras+=",dashboard" ;;
     --suites) [ $# -ge 2 ] || { echo "setup.sh: --suites needs a list, e.g. --suites ocr,bert" >&2; exit 2; }
               suites="$suites,$2"; shift ;;
     --suites=*) suites="$suites,${1#--suites=}" ;;

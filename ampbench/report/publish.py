@@ -169,8 +169,10 @@ def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
             merged.setdefault(e["suite"], {})[e["run_id"]] = e
             _keep_newest_hist(e, hists)
     for suite, (_, run_id, h) in hists.items():  # back on the newest run that had one
+        modes = merged[suite][run_id].get("modes") or {}
         for mode, hist in h.items():
-            merged[suite][run_id]["modes"][mode]["step_time_hist"] = hist
+            if mode in modes:  # a later line of the same run id (another file) may list other modes
+                modes[mode]["step_time_hist"] = hist
     return [(suite, sorted(runs.values(), key=lambda d: (d.get("started") or "", d["run_id"])))
             for suite, runs in merged.items()]
 

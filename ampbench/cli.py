@@ -305,11 +305,13 @@ def publish(
     history: Path = typer.Argument(..., help="History folder of <suite>.jsonl (nightly's results/history)"),
     output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
     repo_url: str | None = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
+    view: str = typer.Option("auto", "--view", help="auto (interactive plotly view when the dashboard extra is "
+                             "installed, else static PNGs with a note), interactive (exit 2 without plotly) or static"),
 ) -> None:
-    """Write a static HTML dashboard of the history: one page per suite, regressions with their commit range."""
+    """Write an HTML dashboard of the history: one page per suite, regressions with their commit range."""
     from ampbench.commands.reporting import publish as publish_site
 
-    publish_site(history, output, repo_url, out)
+    publish_site(history, output, repo_url, out, view)
 
 
 @app.command()

@@ -55,18 +55,19 @@ def main() -> int:
     ap.add_argument("--modes", type=int, default=3, choices=range(1, len(MODES) + 1))
     ap.add_argument("--keep", type=Path, help="write the history and site here instead of a temp folder")
     ap.add_argument("--per-trial", type=int, default=0, help="trials per mode kept in each line (pooled history)")
+    ap.add_argument("--view", default="auto", choices=("auto", "interactive", "static"), help="publish --view")
     a = ap.parse_args()
     work = a.keep or Path(tempfile.mkdtemp(prefix="ampbench-bench-publish-"))
     hist = work / "history"
     hist.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
     with open(hist / "ocr.jsonl", "w", encoding="utf-8") as f:
-        for i in range(a.runs):
-            f.write(history_line(i, a.modes, rng, a.per_trial) + "\n")
+        f.writelines(history_line(i, a.modes, rng, a.per_trial) + "\n" for i in range(a.runs))
     site = work / "site"
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "publish", str(hist), "-o", str(site)],
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "publish", str(hist), "-o", str(site),
+                        "--view", a.view],
+                       capture_output=True, text=True, check=False)
     wall = time.monotonic() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file()) if site.exists() else 0

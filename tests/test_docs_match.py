@@ -157,4 +157,5 @@ def test_documented_setup_installs_what_documented_commands_need():
     assert "pytest-benchmark" in with_test       # ampbench compare --format pytest-benchmark
     assert "pyarrow" in with_test                # ampbench compare --format parquet
     assert "websocket-client" in resolve(["test"])
+    assert "plotly" in with_test and "plotly" not in installed   # publish's interactive view: --test, not the light default
     assert re.search(r"debs\+=\(chromium\b", setup)   # the dashboard's browser test (tests/test_setup.py: --test)

@@ -11,6 +11,7 @@ accepts renders as a dashboard page.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,11 @@ def test_history_reader_and_dashboard_page(lines, ids):
     for suite, entries in suites:
         html = suite_page(suite, entries, regressions(entries), {}, None)
         assert html.startswith("<!DOCTYPE html>") and "<script>alert" not in html
+        if importlib.util.find_spec("plotly") is not None:  # the interactive view's figures: user text escaped
+            from ampbench.report import dashboard_interactive as DI
+            from ampbench.report.dashboard_series import breaks
+
+            for fig in (DI.history_figure(entries, "m", False, breaks(entries), None), DI.histogram_figure(entries)):
+                for t in fig.data if fig is not None else ():
+                    rows = t.customdata if getattr(t, "customdata", None) is not None else ()
+                    assert "<" not in str(t.name) and not any("<" in str(c) for row in rows for c in row)

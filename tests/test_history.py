@@ -102,7 +102,9 @@ def test_append_and_load(tmp_path):
     lines = path.read_text().splitlines()
     assert len(lines) == 2
     first = json.loads(lines[0])
-    assert first["schema"] == HISTORY_SCHEMA and len(lines[0]) < 6000  # compact: no per-step data
+    # compact: no per-step data (a mode's step times are at most 40 histogram counts, step_time_hist)
+    assert first["schema"] == HISTORY_SCHEMA and len(lines[0]) < 7000
+    assert all(len(m.get("step_time_hist", {}).get("counts", [])) <= 40 for m in first["modes"].values())
     entries = load_history(path)
     assert [e.run_id for e in entries] == ["run-b", "run-a"]  # oldest first, typed RunSummary lines
     e = entries[-1]

@@ -332,7 +332,12 @@ def test_dashboard_of_a_long_history_has_thin_ticks_and_pages(work):
     assert page.count("<tr>") <= pub.LATEST_RUNS * 2 + 10   # the latest runs only; older ones on their pages
     assert (work / "site" / "ocr-runs-1.html").is_file()
     assert "older runs" in page
-    assert len(page) < 5 * 2**20
+    bundle = 0
+    if "plotly-graph-div" in page:   # the interactive view embeds plotly.js (4.6 MB) once; the data stays bounded
+        from plotly.offline import get_plotlyjs
+
+        bundle = len(get_plotlyjs())
+    assert len(page) - bundle < 5 * 2**20
     assert D.P.thin_ticks(100_000) == sorted(set(D.P.thin_ticks(100_000))) and len(D.P.thin_ticks(100_000)) <= 12
 
 

@@ -12,7 +12,7 @@ import pytest
 from ampbench.commands.history import append_history
 from ampbench.report.publish import publish, regressions
 from ampbench.results import ResultsError
-from tests.browser import load_page
+from tests.browser import browser, load_page  # noqa: F401  # reason: browser is a fixture
 from tests.test_report import ROOT, copy_run
 
 GOOD_SHA, BAD_SHA = "1111111111aaaaaaaaaa", "2222222222bbbbbbbbbb"
@@ -63,16 +63,17 @@ def test_regressions_rule():
 
 
 @pytest.mark.slow
-def test_dashboard_loads_in_a_browser_without_errors(site):
+def test_dashboard_loads_in_a_browser_without_errors(site, browser):  # noqa: F811  # reason: the fixture
     index, _ = site
     for page in (index, index.parent / "ocr.html"):
-        got = load_page(page)
+        got = browser.load(page)
         assert got.errors == [], (page.name, got.errors)
         assert got.info["images"] == got.info["decoded"] == int(got.info["marked"])
-    suite = load_page(index.parent / "ocr.html")
+        assert got.requests == [], got.requests                  # every plot inline: nothing fetched
+    suite = browser.load(index.parent / "ocr.html")
     assert suite.info["images"] == 1 and suite.info["title"] == "ampbench: ocr"
     assert "reports/ocr/night-2.html" in suite.info["links"]
-    report = load_page(index.parent / "reports/ocr/night-2.html")   # the run report: every plot inline
+    report = browser.load(index.parent / "reports/ocr/night-2.html")   # the run report: every plot inline
     assert report.errors == [] and report.info["images"] >= 3 and report.info["decoded"] == report.info["images"]
 
 

@@ -57,6 +57,14 @@ def test_the_default_is_light():
     assert not (resolve(chosen) | named) & HEAVY
 
 
+def test_dashboard_flag_adds_plotly_only():
+    """`--dashboard` (the nightly's combine job) adds the pinned plotly for publish's interactive view;
+    the light default stays without it."""
+    chosen, _ = installs(dry("--dashboard"))
+    assert chosen == {"cpu", "dashboard"} and resolve({"dashboard"}) == {"plotly"}
+    assert "plotly" not in resolve(installs(dry())[0]) and "dashboard" in installs(dry("--test"))[0]
+
+
 def test_each_suite_adds_its_own_extras_and_one_opencv():
     chosen, named = installs(dry("--suites", "ocr"))
     assert chosen == {"cpu", "ocr"} and "paddleocr" in named

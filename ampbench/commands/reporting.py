@@ -18,8 +18,15 @@ def report(run_dirs: list[Path], output: Path | None, history: Path | None, fmt:
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
 
 
-def publish(history: Path, output: Path, repo_url: str | None, console: Console) -> None:
-    index = publish_site(history, output, repo_url=repo_url)
+def publish(history: Path, output: Path, repo_url: str | None, console: Console, view: str = "auto") -> None:
+    """`view`: auto (interactive when plotly is installed, else static PNGs and a one-line note),
+    interactive (exit 2 naming the extra without plotly) or static."""
+    from ampbench.report.dashboard_interactive import resolve_view
+
+    interactive, note = resolve_view(view)
+    if note:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
+    index = publish_site(history, output, repo_url=repo_url, interactive=interactive)
     console.print(f"dashboard: {index}", markup=False, soft_wrap=True)
 
 

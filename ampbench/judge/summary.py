@@ -15,7 +15,14 @@ import numpy as np
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.core.records import RunInfo, Trial
 from ampbench.judge import inference, measure
-from ampbench.results.history import NOT_CHECKED, ModeSummary, RunSummary, TrialPoint
+from ampbench.results.history import (
+    MAX_HIST_BINS,
+    NOT_CHECKED,
+    ModeSummary,
+    RunSummary,
+    StepTimeHist,
+    TrialPoint,
+)
 from ampbench.results.verdicts import CheckReport, SpeedupDetails, combine
 
 
@@ -44,8 +51,23 @@ def _mode_summary(mode: str, ts: list[Trial], metric: str, confidence: float) ->
     s.skipped_steps = sum(t.skipped_steps for t in ok)
     s.total_steps = sum(len(t.steps) for t in ok)
     s.per_trial = [trial_point(t, metric) for t in ok]
+    s.step_time_hist = step_time_hist([st.time_s for t in ok for st in t.measured_steps()])
     s.floor_samples_per_s = measure.run_floor([p.floor_samples_per_s for p in s.per_trial if p.floor_samples_per_s])
     return s, ms
+
+
+def step_time_hist(times: list[float]) -> StepTimeHist | None:
+    """The measured step times in at most MAX_HIST_BINS equal bins (numpy's Freedman-Diaconis width, or
+    fewer bins when that would give more): the step-time histogram of a mode, as pytest-benchmark's
+    --benchmark-histogram draws its rounds.  None when fewer than 2 steps or all times equal."""
+    x = np.array([v for v in times if math.isfinite(v) and v > 0], dtype=float)
+    if len(x) < 2 or float(x.min()) == float(x.max()):
+        return None
+    edges = np.histogram_bin_edges(x, bins="fd")
+    if len(edges) - 1 > MAX_HIST_BINS:
+        edges = np.histogram_bin_edges(x, bins=MAX_HIST_BINS)
+    counts, edges = np.histogram(x, bins=edges)
+    return StepTimeHist(lo_s=float(edges[0]), width_s=float(edges[1] - edges[0]), counts=[int(c) for c in counts])
 
 
 def trial_point(t: Trial, metric: str) -> TrialPoint:

@@ -3,8 +3,10 @@
 Drawn with matplotlib (math text off) and returned as PNG bytes for a data: URI, so a published
 site is plain files with no script or font to fetch.  Regressions (last good -> first bad run) are
 shaded red across all panels; steps the change-point analysis found in a mode's throughput
-(judge.changepoint, with or without a verdict flip) are dashed lines, config-hash changes dotted
-grey lines; a panel shows each AMP mode's speedup over FP32 with its interval.
+(judge.changepoint, with or without a verdict flip) are dashed lines; where the config hash or the
+device changed (dashboard_series.breaks) every series is cut (no line joins two experiments, and a
+bin of a long history never spans a change) and a dotted grey line says what changed; a panel shows
+each AMP mode's speedup over FP32 with its interval.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from ampbench.report import fmt
 from ampbench.report import plots as P
+from ampbench.report.dashboard_series import Break, gapped, segments
 
 VERDICT_Y = {"PASS": 3, "INCONCLUSIVE": 2, "FAIL": 1, "ERROR": 0}
 VERDICT_COLOR = {"PASS": "#2da44e", "INCONCLUSIVE": "#bf8700", "FAIL": P.FLAG_COLOR, "ERROR": "#000000"}
@@ -33,10 +36,25 @@ def _series(entries: list[dict[str, Any]], mode: str, key: str, scale: float = 1
     return np.array(vals, dtype=float)
 
 
-def _bins(n: int) -> list[np.ndarray]:
-    """Run indexes per plotted point: one run each up to MAX_POINTS, else MAX_POINTS contiguous bins."""
+def _bins(n: int, cuts: list[Break] | None = None) -> list[np.ndarray]:
+    """Run indexes per plotted point: one run each up to MAX_POINTS, else about MAX_POINTS contiguous
+    bins, each inside one segment (a bin never mixes two configs or devices)."""
     idx = np.arange(n)
-    return [idx[i:i + 1] for i in range(n)] if n <= MAX_POINTS else np.array_split(idx, MAX_POINTS)
+    if n <= MAX_POINTS:
+        return [idx[i:i + 1] for i in range(n)]
+    out: list[np.ndarray] = []
+    for seg in segments(n, cuts or []):
+        out.extend(np.array_split(idx[seg.start:seg.stop], max(1, round(len(seg) * MAX_POINTS / n))))
+    return out
+
+
+def _gap(xs: np.ndarray, cuts: list[Break], *ys: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`xs` and each of `ys` with a NaN point at every break between two plotted points (the line stops)."""
+    if not cuts:
+        return (xs, *ys)
+    out = [gapped(list(xs), list(y), cuts) for y in ys]
+    x = np.array(out[0][0], dtype=float) if out else xs
+    return (x, *(np.array([math.nan if v is None else v for v in y], dtype=float) for _, y in out))
 
 
 def _binned(ys: np.ndarray, bins: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -60,14 +78,15 @@ def _binned(ys: np.ndarray, bins: list[np.ndarray]) -> tuple[np.ndarray, np.ndar
 
 def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
                  regressions: list[tuple[int, int]], inactive: str | None,
-                 steps: list[Any] | None = None, config_changes: list[int] | None = None) -> bytes:
+                 steps: list[Any] | None = None, cuts: list[Break] | None = None) -> bytes:
     """PNG of five stacked panels over the runs; `regressions`: (last good, first bad) run indexes;
     `steps`: judge.changepoint.Step (drawn where the series stepped, verdict flip or not);
-    `config_changes`: indexes of the first run of a new config hash (another experiment)."""
+    `cuts`: where the config hash or the device changed (another experiment: every series stops there)."""
+    cuts = cuts or []
     modes = list(dict.fromkeys(m for e in entries for m in (e.get("modes") or {})))
     colors = P.mode_colors(modes)
     fig, axes = P._figure(9.6, nrows=5, sharex=True)
-    bins = _bins(len(entries))
+    bins = _bins(len(entries), cuts)
     binned = len(bins) < len(entries)
     unit_m, div = fmt.bytes_unit([v for e in entries for m in (e.get("modes") or {}).values()
                                   if math.isfinite(v := P.plottable(m.get("peak_bytes")))])
@@ -76,22 +95,24 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
     for row, (key, label, scale) in enumerate(panels):
         ax = axes[row, 0]
         for mode in modes:
-            xs, med, lo, hi = _binned(_series(entries, mode, key, scale), bins)
+            xb, med_b, lo_b, hi_b = _binned(_series(entries, mode, key, scale), bins)
+            xs, med, lo, hi = _gap(xb, cuts, med_b, lo_b, hi_b)
             if len(xs):
                 ax.plot(xs, med, marker=None if binned else "o", markersize=3.5, linewidth=1.3, color=colors[mode],
                         label=mode if row == 0 else None)
                 if binned:
                     ax.fill_between(xs, lo, hi, color=colors[mode], alpha=0.15, linewidth=0)
         ax.set_ylabel(label, fontsize=8.5)
-    _speedup_panel(axes[3, 0], entries, modes, colors, bins)
+    _speedup_panel(axes[3, 0], entries, modes, colors, bins, cuts)
     _verdict_panel(axes[4, 0], entries, modes, colors, bins)
     _mark_regressions(axes, regressions)
-    for ax in axes[:, 0]:
-        for i in config_changes or []:
-            ax.axvline(i - 0.5, color="#6e7781", linestyle=":", linewidth=1.2)
-    _marks(axes[0, 0], entries, steps or [], config_changes or [])
+    if cuts:  # one line collection per panel, however many changes
+        for ax in axes[:, 0]:
+            ax.vlines([b.index - 0.5 for b in cuts], 0, 1, transform=ax.get_xaxis_transform(), color="#6e7781",
+                      linestyle=":", linewidth=1.2)
+    _marks(axes[0, 0], entries, steps or [], cuts)
     _x_axis(axes[-1, 0], entries)
-    _legend(axes[0, 0], bool(regressions), bool(steps), bool(config_changes))
+    _legend(axes[0, 0], bool(regressions), bool(steps), bool(cuts))
     title = (f"Per mode over {len(entries):,} runs: median per bin of about {len(entries) // len(bins)} runs, "
              "band min to max (x: start date, commit)") if binned else "Per mode over runs (x: start date, commit)"
     axes[0, 0].set_title(title, fontsize=10)
@@ -137,12 +158,12 @@ def _legend(ax: Any, regressions: bool, steps: bool, config_changes: bool) -> No
     if steps:
         ax.plot([], [], color=P.FLAG_COLOR, linestyle="--", label="step in the series\n(change point)")
     if config_changes:
-        ax.plot([], [], color="#6e7781", linestyle=":", label="config changed")
+        ax.plot([], [], color="#6e7781", linestyle=":", label="config or device\nchanged (lines cut)")
     P._legend_right(ax)
 
 
-def _marks(ax: Any, entries: list[dict[str, Any]], steps: list[Any], config_changes: list[int]) -> None:
-    """Label the throughput panel: each change point (mode and size) and each config change."""
+def _marks(ax: Any, entries: list[dict[str, Any]], steps: list[Any], cuts: list[Break]) -> None:
+    """Label the throughput panel: each change point (mode and size) and each config or device change."""
     for st in steps or []:
         color = P.FLAG_COLOR if st.regression else "#2da44e"
         ax.axvline(st.after - 0.5, color=color, linestyle="--", linewidth=1.3)
@@ -150,16 +171,17 @@ def _marks(ax: Any, entries: list[dict[str, Any]], steps: list[Any], config_chan
         y = np.nanmax(ys) if not np.all(np.isnan(ys)) else 0.0
         ax.annotate(f"{st.mode} {st.change:+.1%}", (st.after - 0.5, y), fontsize=7, color=color, rotation=90,
                     ha="right", va="top")
-    for i in config_changes or []:
-        ax.annotate("config changed", (i - 0.5, ax.get_ylim()[0]), fontsize=7, color="#6e7781",
+    for b in cuts[:50]:  # more labels than that only overlap; the lines are all drawn
+        ax.annotate(b.label, (b.index - 0.5, ax.get_ylim()[0]), fontsize=7, color="#6e7781",
                     rotation=90, ha="right", va="bottom")
 
 
 def _speedup_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], colors: dict[str, str],
-                   bins: list[np.ndarray] | None = None) -> None:
+                   bins: list[np.ndarray] | None = None, cuts: list[Break] | None = None) -> None:
     """AMP / FP32 throughput per run with its interval: the question users ask of the history.
     A long history: per bin the median speedup, the band from the lowest interval end to the highest."""
-    bins = bins if bins is not None else _bins(len(entries))
+    cuts = cuts or []
+    bins = bins if bins is not None else _bins(len(entries), cuts)
     binned = len(bins) < len(entries)
     for mode in modes:
         sp = _series(entries, mode, "speedup")
@@ -169,10 +191,12 @@ def _speedup_panel(ax: Any, entries: list[dict[str, Any]], modes: list[str], col
         lo = np.array([P.plottable(c[0]) for c in ci], dtype=float)
         hi = np.array([P.plottable(c[1]) for c in ci], dtype=float)
         x, med, _, _ = _binned(sp, bins)
+        x, med = _gap(x, cuts, med)
         xl, _, low, _ = _binned(lo, bins)
         xh, _, _, high = _binned(hi, bins)
         ax.plot(x, med, marker=None if binned else "o", markersize=3.5, linewidth=1.3, color=colors[mode])
-        if len(xl) == len(xh) and len(xl):
+        if len(xl) and np.array_equal(xl, xh):  # the band where both interval ends are known, cut at breaks
+            xl, low, high = _gap(xl, cuts, low, high)
             ax.fill_between(xl, low, high, color=colors[mode], alpha=0.15, linewidth=0)
     ax.axhline(1.0, color="#6e7781", linewidth=0.8)
     ax.set_ylabel("speedup vs fp32", fontsize=8.5)

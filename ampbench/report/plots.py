@@ -19,6 +19,7 @@ from ampbench.config import REFERENCE_MODE
 from ampbench.core.records import Trial
 from ampbench.judge.stats import Margin
 from ampbench.report import fmt
+from ampbench.report.dashboard_series import breaks, gapped
 from ampbench.results.history import ModeSummary
 
 WIDTH_IN, DPI = 8.0, 110  # 880 px
@@ -290,7 +291,8 @@ def _draw_margin(ax: Any, ref: list[Trial], metric: str, k: float, margin: Margi
 
 def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], metric: str,
           fraction: bool, inactive: str | None = None) -> Path | None:
-    """Throughput, peak memory and metric per mode over runs; runs the checker flagged are circled."""
+    """Throughput, peak memory and metric per mode over runs; runs the checker flagged are circled; lines
+    stop where the config or the device changed (dashboard_series.breaks), a dotted line marks it."""
     if len(entries) < 2:
         return None
     panels = [("samples_per_s", "samples/s (median)"), ("peak_bytes", "peak memory"),
@@ -302,6 +304,7 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
     unit_m, div = fmt.bytes_unit(mem_vals)
     modes = list(dict.fromkeys(m for e in entries for m in e.get("modes", {})))
     flagged_any = False
+    cuts = breaks(entries)
     for row, (key, label) in enumerate(panels):
         ax = axes[row, 0]
         for mode in modes:
@@ -314,14 +317,18 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
             ys_a = np.array(ys)
             if np.all(np.isnan(ys_a)):
                 continue
-            ax.plot(x, ys_a, marker="o", markersize=3.5, color=colors.get(mode, REF_COLOR), linewidth=1.3,
-                    label=mode if row == 0 else None)
+            gx, gy = gapped(list(x), list(ys_a), cuts)  # no line across a config or device change
+            ax.plot(gx, [math.nan if v is None else v for v in gy], marker="o", markersize=3.5,
+                    color=colors.get(mode, REF_COLOR), linewidth=1.3, label=mode if row == 0 else None)
             fx = [xi for xi, f, y in zip(x, fl, ys_a) if f and not np.isnan(y)]
             if fx:
                 flagged_any = True
                 ax.scatter(fx, [ys_a[i] for i in fx], s=90, facecolors="none", edgecolors=FLAG_COLOR,
                            linewidths=1.4, zorder=4)
         ax.set_ylabel(label if key != "peak_bytes" else f"{label} ({unit_m})", fontsize=9)
+        if cuts:
+            ax.vlines([c.index - 0.5 for c in cuts], 0, 1, transform=ax.get_xaxis_transform(), color="#6e7781",
+                      linestyle=":", linewidth=1.2, label="config or device\nchanged (lines cut)" if row == 0 else None)
     if flagged_any:
         axes[0, 0].scatter([], [], s=90, facecolors="none", edgecolors=FLAG_COLOR,
                            label="flagged by\nthe checker\n(FAIL/ERROR)")

@@ -1,7 +1,9 @@
 """`ampbench publish HISTORY_DIR -o SITE`: a static HTML dashboard of the nightly history, like `asv publish`.
 
-One page per suite: throughput, peak memory, metric and verdict per mode over the runs (one figure,
-embedded), a regression list naming the commit range between the last good and the first bad run,
+One page per suite: throughput, peak memory, metric and verdict per mode over the runs, a per-mode
+step-time histogram, interactive (plotly, report.dashboard_interactive) or as one embedded PNG
+(report.dashboard_plots; `view`), every series cut where the config or device changed
+(report.dashboard_series), a regression list naming the commit range between the last good and the first bad run,
 and a table of runs linking each run's self-contained report.html.  Reports are found in
 HISTORY_DIR/reports/<suite>/<run_id>.html (where nightly.sh archives them), in the run folder the
 history line names, or made from that run folder when it still exists.  No script or file is fetched.
@@ -27,6 +29,7 @@ from ampbench.core.files import atomic_write_bytes, atomic_write_text, os_reason
 from ampbench.core.store import RunPaths
 from ampbench.judge import changepoint
 from ampbench.report import fmt
+from ampbench.report.dashboard_series import Break, breaks
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
 from ampbench.results.history import NOT_CHECKED, iter_history_rows
@@ -160,11 +163,27 @@ def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
     """(suite, runs oldest first) per suite; several history files of one suite are merged (one run
     id once), so a suite is listed once and no history disappears."""
     merged: dict[str, dict[str, dict[str, Any]]] = {}
+    hists: dict[str, tuple[tuple[str, str], str, dict[str, Any]]] = {}
     for path in history_files(history):
         for e in iter_history_rows(path, trials=False):  # plain dicts, one validated line at a time
             merged.setdefault(e["suite"], {})[e["run_id"]] = e
+            _keep_newest_hist(e, hists)
+    for suite, (_, run_id, h) in hists.items():  # back on the newest run that had one
+        modes = merged[suite][run_id].get("modes") or {}
+        for mode, hist in h.items():
+            if mode in modes:  # a later line of the same run id (another file) may list other modes
+                modes[mode]["step_time_hist"] = hist
     return [(suite, sorted(runs.values(), key=lambda d: (d.get("started") or "", d["run_id"])))
             for suite, runs in merged.items()]
+
+
+def _keep_newest_hist(e: dict[str, Any], hists: dict[str, tuple[tuple[str, str], str, dict[str, Any]]]) -> None:
+    """Take the step-time histograms off a row, keeping only the newest run's per suite (the dashboard
+    draws that one; 100,000 rows of them would hold 100s of MB)."""
+    h = {m: s.pop("step_time_hist") for m, s in (e.get("modes") or {}).items() if "step_time_hist" in s}
+    key = (e.get("started") or "", e["run_id"])
+    if h and (e["suite"] not in hists or hists[e["suite"]][0] <= key):
+        hists[e["suite"]] = (key, e["run_id"], h)
 
 
 def check_site_output(output: Path) -> None:
@@ -184,8 +203,9 @@ def check_site_output(output: Path) -> None:
         raise ResultsError(f"{output}: cannot write: its parent folder {output.parent} does not exist")
 
 
-def publish(history: Path, output: Path, repo_url: str | None = None) -> Path:
+def publish(history: Path, output: Path, repo_url: str | None = None, interactive: bool = False) -> Path:
     """Write SITE/index.html and SITE/<suite>.html (+ SITE/reports/...); returns the index.
+    `interactive`: the plots as plotly figures (dashboard_interactive.resolve_view says whether it can).
 
     The site is built in a fresh folder beside SITE and swapped in when complete: a full disk or a
     crash leaves the previous site (or nothing), never half a site."""
@@ -200,7 +220,7 @@ def publish(history: Path, output: Path, repo_url: str | None = None) -> Path:
     except OSError as e:
         raise ResultsError(f"{output}: cannot write: {os_reason(e)}") from None
     try:
-        _build_site(build, suites, hist_root, repo_url)
+        _build_site(build, suites, hist_root, repo_url, interactive)
         _swap(build, output)
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
@@ -209,7 +229,7 @@ def publish(history: Path, output: Path, repo_url: str | None = None) -> Path:
 
 
 def _build_site(out: Path, suites: list[tuple[str, list[dict[str, Any]]]], hist_root: Path,
-                repo_url: str | None) -> None:
+                repo_url: str | None, interactive: bool = False) -> None:
     atomic_write_text(out / SITE_MARK, "written by ampbench publish; the folder is replaced on each publish\n",
                       root=out)
     rows = []
@@ -217,8 +237,8 @@ def _build_site(out: Path, suites: list[tuple[str, list[dict[str, Any]]]], hist_
         links = _copy_reports(entries, hist_root, out)
         regs = regressions(entries)
         older = _older_pages(out, suite, entries, links)
-        atomic_write_text(out / f"{slug(suite)}.html", suite_page(suite, entries, regs, links, repo_url, older),
-                          root=out)
+        atomic_write_text(out / f"{slug(suite)}.html",
+                          suite_page(suite, entries, regs, links, repo_url, older, interactive), root=out)
         rows.append(_index_row(suite, entries, regs))
     body = ("<h1>ampbench dashboard</h1><p>Nightly AMP validation history, one page per suite. "
             "Verdict: the latest run's.</p><table><thead><tr><th>Suite</th><th>Runs</th><th>Latest run</th>"
@@ -306,29 +326,33 @@ def _index_row(suite: str, entries: list[dict[str, Any]], regs: list[Regression]
 
 
 def suite_page(suite: str, entries: list[dict[str, Any]], regs: list[Regression], links: dict[str, str],
-               repo_url: str | None, older: list[str] | None = None) -> str:
+               repo_url: str | None, older: list[str] | None = None, interactive: bool = False) -> str:
+    from ampbench.report.dashboard_interactive import INTERACTIVE_RUNS, figures_html
     from ampbench.report.dashboard_plots import suite_figure
     from ampbench.report.trend import inactive_note
 
     metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
     frac = _fraction(entries)
     steps = recent_steps(entries)
-    cfg = changepoint.config_changes(entries)
-    png = suite_figure(entries, metric, frac, [(r.good, r.bad) for r in regs if r.good >= 0], inactive_note(entries),
-                       steps, [c.index for c in cfg])
-    img = (f'<img class="plot" alt="{escape(suite, quote=True)}: throughput, memory, metric and verdict over runs" '
-           f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
+    cuts = breaks(entries)
+    plots = figures_html(entries, metric, frac, cuts, inactive_note(entries)) if interactive else ""
+    if not interactive or len(entries) > INTERACTIVE_RUNS:  # the static image: every run, however many
+        png = suite_figure(entries, metric, frac, [(r.good, r.bad) for r in regs if r.good >= 0],
+                           inactive_note(entries), steps, cuts)
+        plots += (f'<img class="plot" alt="{escape(suite, quote=True)}: throughput, memory, metric and verdict over '
+                  f'runs" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
     parts = [f'<p><a href="index.html">all suites</a></p><h1>{escape(suite)}</h1>',
-             f"<p>{len(entries)} runs; primary metric <code>{escape(metric)}</code>.</p>", img,
+             f"<p>{len(entries)} runs; primary metric <code>{escape(metric)}</code>.</p>", plots,
              "<h2>Regressions</h2>", _open_html(entries), _regressions_html(entries, regs, repo_url),
-             "<h2>Steps in the series</h2>", _steps_html(entries, steps, cfg, repo_url),
+             "<h2>Steps in the series</h2>", _steps_html(entries, steps, cuts, repo_url),
              "<h2>Runs</h2>", _runs_note(entries, older or []), _runs_table(entries[-LATEST_RUNS:], links, frac)]
     return page(f"ampbench: {suite}", "\n".join(parts) + _CHECK_SCRIPT, CSS)
 
 
-def _steps_html(entries: list[dict[str, Any]], steps: list[changepoint.Step], cfg: list[changepoint.ConfigChange],
+def _steps_html(entries: list[dict[str, Any]], steps: list[changepoint.Step], cuts: list[Break],
                 repo_url: str | None) -> str:
-    """Change points of each mode's throughput (a step need not have flipped a verdict) and config changes."""
+    """Change points of each mode's throughput (a step need not have flipped a verdict), config and device
+    changes (the plots' series stop there)."""
     items = []
     for st in steps:
         r = Regression(st.mode, st.before, st.after)
@@ -336,10 +360,10 @@ def _steps_html(entries: list[dict[str, Any]], steps: list[changepoint.Step], cf
         items.append(f'<li><code>{escape(st.mode)}</code>: <span class="{"bad" if st.regression else "ok"}">'
                      f"{escape(f'{st.change:+.1%}')} {kind}</span> between run {escape(st.run_before)} and "
                      f"{escape(st.run_after)}; commits {commit_range(entries, r, repo_url)}</li>")
-    for c in cfg:
-        items.append(f"<li>config changed at run {escape(str(entries[c.index].get('run_id', '')))} "
+    for c in cuts[-MAX_REGRESSIONS:]:
+        items.append(f"<li>{escape(c.label)} at run {escape(str(entries[c.index].get('run_id', '')))} "
                      f"(<code>{escape(c.before)}</code> to <code>{escape(c.after)}</code>): another experiment, "
-                     "not a regression</li>")
+                     "not a regression; the plotted series stop there</li>")
     if not items:
         return "<p>No step found in any mode's throughput (penalised segmentation, Welch-confirmed).</p>"
     return "<ul>" + "".join(items) + "</ul>"

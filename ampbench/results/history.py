@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ampbench.core.docs import VersionedDoc, validate_doc
 from ampbench.core.errors import ResultsError
@@ -22,6 +22,7 @@ from ampbench.core.records import Dtype, Level
 
 HISTORY_SCHEMA = "ampbench.history/1"
 NOT_CHECKED = "not checked"
+MAX_HIST_BINS = 40  # of a mode's step-time histogram (StepTimeHist)
 # Looser than a run folder's id (older tools wrote ':' and '+'), but bounded and starting with a letter or
 # digit: no control character, no formula start in a CSV cell, no path trick.
 HISTORY_RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,511}$"
@@ -43,6 +44,24 @@ class TrialPoint(BaseModel):
     cpu_share: float | None = Field(None, ge=0)  # interference evidence of the baseline side (judge.interference)
     others_cpu: float | None = Field(None, ge=0)
     cpu_count: int = Field(0, ge=0)
+
+
+class StepTimeHist(BaseModel):
+    """A mode's measured step times (all its ok trials) as a histogram of equal bins from `lo_s`: the
+    dashboard draws the latest run's, like pytest-benchmark's --benchmark-histogram, after the run folder
+    (and its per-step records) is gone.  Bounded to MAX_HIST_BINS counts: about 150 bytes per mode."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+    lo_s: float = Field(ge=0)       # left edge of the first bin, seconds
+    width_s: float = Field(gt=0)    # every bin's width, seconds
+    counts: list[int] = Field(min_length=1, max_length=MAX_HIST_BINS)
+
+    @field_validator("counts")
+    @classmethod
+    def _counts(cls, v: list[int]) -> list[int]:
+        if any(c < 0 for c in v):
+            raise ValueError("counts must be >= 0")
+        return v
 
 
 class ModeSummary(BaseModel):
@@ -80,6 +99,7 @@ class ModeSummary(BaseModel):
     history_status: str | None = Field(None, max_length=32)
     history_change: float | None = Field(None, allow_inf_nan=False)
     per_trial: list[TrialPoint] = []  # ok trials, for `check --history`'s pooled baseline
+    step_time_hist: StepTimeHist | None = None  # measured step times of the ok trials (the dashboard's histogram)
 
 
 class RunSummary(VersionedDoc):

@@ -83,6 +83,10 @@ pip_install --no-deps "${data[@]}" ${nodeps[@]+"${nodeps[@]}"}
 # --no-deps: its opencv-python<=4.6 pin would replace the extras' OpenCV; everything it imports
 # (PyYAML, visualdl, cv2, tqdm, filelock, scipy, prettytable, scikit-learn) the extras install already.
 if [ "$test" = 1 ]; then pip_install --no-deps "paddleseg==2.8.0"; fi
+# Byte-compiled once here: every trial is a new process that imports ampbench, and where the
+# environment sets PYTHONDONTWRITEBYTECODE (containers, CI images) each would compile it again
+# (~0.3 CPU s a process; an editable install is never compiled by pip).
+run python3 -m compileall -q ampbench
 if [ "$dry" = 0 ]; then
   python3 -c "import paddle, numpy; print(f'ampbench set up: paddle {paddle.__version__}, numpy {numpy.__version__}')" 2>/dev/null
 fi

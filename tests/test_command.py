@@ -247,7 +247,8 @@ def test_a_hanging_program_times_out_and_its_whole_tree_is_killed(tmp_path):
     t = trials(out)["fp32__seed0"]
     assert t["status"] == "timeout" and len(t["steps"]) >= 5   # the steps done before the hang are kept
     time.sleep(1)
-    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).find(str(SCRIPT)) >= 0]
+    alive = [p for p in Path("/proc").iterdir()   # this test's program (its --out is under tmp_path), not another test's
+             if p.name.isdigit() and str(SCRIPT) in _cmdline(p) and str(tmp_path) in _cmdline(p)]
     assert not alive, [(_cmdline(p)) for p in alive]
 
 

@@ -48,7 +48,7 @@ from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.core.text import printable
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
-from ampbench.launch.process import Interrupted, keep_signal_handlers
+from ampbench.launch.process import Interrupted
 from ampbench.report.console import CRASH_LINE_CHARS, print_outcome, print_rules, print_trials
 from ampbench.report.fmt import seconds
 from ampbench.report.view import view_of
@@ -164,8 +164,6 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         todo = [(m, s) for m, s in plan if trial_key(m, s) not in done]
         if done:
             console.print(f"{len(done)} finished trial(s) kept, {len(todo)} to run")
-        with keep_signal_handlers():  # it imports paddle, which would take over SIGTERM
-            _warn_unknown_ops(suite, console)
         started = time.monotonic()
         seq = ud.Sequential(opts.max_seeds, opts.budget_s, opts.baseline)
         if not opts.resume:
@@ -282,6 +280,7 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
     ended: list[Trial] = []
     sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
     pace = RunPace(len(plan), len(plan) - len(todo), slots=len(pool))
+    warned: set[str] = set()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[left]}", markup=False), TextColumn("{task.fields[info]}", markup=False),
                   console=console, transient=False, disable=not console.is_terminal
@@ -298,7 +297,7 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
                                      total=suite.train.steps, info="starting", left="")
             pace.start(job.mode, job.seed, suite.train.steps)
             try:
-                trial = launch_trial(spec, run, on_event=_on_event(progress, task, pace, job, overall), stop=stop,
+                trial = launch_trial(spec, run, on_event=_on_event(progress, task, pace, job, overall, warned), stop=stop,
                                      env=device_env(devices, suite.distributed.multi_process))
             except ResultsError:
                 manifest.still_there()   # a run folder the program removed: say what was lost
@@ -324,9 +323,10 @@ def _where(devices: tuple[str, ...]) -> str:
     return f" on device {escape(','.join(devices))}" if devices and devices != (CPU,) else ""
 
 
-def _on_event(progress: Progress, task: Any, pace: RunPace, job: Job, overall: Any
+def _on_event(progress: Progress, task: Any, pace: RunPace, job: Job, overall: Any, warned: set[str]
               ) -> Callable[[dict[str, Any]], None]:
-    """A trial's events (from its launch thread) onto its progress task, its pace and the run's time left."""
+    """A trial's events (from its launch thread) onto its progress task, its pace and the run's time left;
+    a mode's unknown op names said once (`warned`: the modes already warned about in this run)."""
     def on_event(ev: dict[str, Any]) -> None:
         if ev.get("event") == "step":
             loss = ev.get("loss")
@@ -337,6 +337,11 @@ def _on_event(progress: Progress, task: Any, pace: RunPace, job: Job, overall: A
             progress.update(overall, left=_left_text(pace.run_left_s()))
         elif ev.get("event") == "phase":
             progress.update(task, info=str(ev.get("phase", "")))
+        elif ev.get("event") == "unknown_ops" and job.mode not in warned:
+            text = _unknown_ops_warning(job.mode, ev.get("names"))
+            if text:
+                warned.add(job.mode)
+                progress.console.print(text, soft_wrap=True)
     return on_event
 
 
@@ -359,16 +364,14 @@ def _status_text(t: Trial, primary: str = "") -> str:
     return f"[green]ok[/] {shown} samples/s, {escape(metric)}{warn}"
 
 
-def _warn_unknown_ops(suite: Suite, console: Console) -> None:
-    from ampbench.trial.precision import unknown_op_names
-
-    for m in suite.modes:
-        if m.amp and (m.custom_white_list or m.custom_black_list):
-            bad = unknown_op_names(m.custom_white_list + m.custom_black_list)
-            if bad:
-                console.print(f"[yellow]warning:[/] mode {escape(m.name)}: Paddle does not know op name(s) "
-                              f"{escape(', '.join(bad))}; Paddle ignores them silently (did you mean "
-                              "lookup_table_v2 for embedding, matmul_v2 for matmul?)")
+def _unknown_ops_warning(mode: str, names: object) -> str | None:
+    """The worker's list of custom white/black list names its Paddle does not know (the runner does not
+    import paddle to find out: that cost every run ~2 CPU s before its first trial)."""
+    if not isinstance(names, list) or not names:
+        return None
+    shown = ", ".join(printable(str(n))[:80] for n in names[:20])
+    return (f"[yellow]warning:[/] mode {escape(mode)}: Paddle does not know op name(s) {escape(shown)}; Paddle "
+            "ignores them silently (did you mean lookup_table_v2 for embedding, matmul_v2 for matmul?)")
 
 
 def _write_report(run_dir: Path) -> Path:

@@ -76,6 +76,8 @@ def set_up(tr: TrialContext) -> Parts:
     model = wl.build_model()
     optimizer, sched = build_optimizer(tr.suite.train.optimizer, model.parameters(), tr.steps_total)
     prec = Precision.build(tr.mode)
+    if prec.unknown_names:   # said by the runner as the trial starts (it does not import paddle to know)
+        tr.events.emit(event="unknown_ops", names=list(prec.unknown_names))
     model, optimizer = prec.prepare(model, optimizer)
     prec.check_model(model)
     model = replicas.wrap(model)

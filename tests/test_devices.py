@@ -192,9 +192,9 @@ def test_a_real_signal_stops_the_run_wherever_it_lands_in_the_main_thread(delay_
         os.kill(os.getpid(), signal.SIGINT)
 
     try:
-        threading.Thread(target=fire, daemon=True).start()
         t0 = time.monotonic()
-        with pytest.raises(Interrupted):
+        with pytest.raises(Interrupted):   # the signal may land anywhere in here, even before run_jobs
+            threading.Thread(target=fire, daemon=True).start()
             run_jobs(Scheduler(batches(jobs, 1, 2), 2), start, finished)
         assert time.monotonic() - t0 < 15
     finally:

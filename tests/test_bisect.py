@@ -223,3 +223,57 @@ def test_a_linked_repo_or_a_program_outside_it_is_refused(tmp_path):
     r = cli.invoke(app, ["bisect", str(_suite(tmp_path, other)), "--good", shas[0], "--bad", shas[1],
                          "--repo", str(repo), "--out", str(tmp_path / "out")])
     assert r.exit_code == 2 and "workload.cwd" in r.output and "not inside --repo" in r.output, r.output
+
+
+# ---------------------------------------------------------------- `history bisect`: the nightly's last step
+
+
+def _nights(tmp: Path, shas: list[str], levels: list[float], per_commit: int = 6) -> Path:
+    """A history of suite "prog": `per_commit` nights on each commit, fp32 throughput at exp(level) x 1000
+    (1.5% noise); commits given as "" are not recorded."""
+    from ampbench.results.history import RunSummary
+
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(per_commit * len(shas)):
+        k = i // per_commit
+        v = 1000.0 * math.exp(levels[k] + rng.normal(0, 0.015))
+        lines.append(RunSummary.model_validate({
+            "suite": "prog", "run_id": f"night-{i:02d}", "started": f"2026-10-{i + 1:02d}T02:00:00Z",
+            "config_hash": "sha256:aaaa", "git_sha": shas[k], "modes": {"fp32": {
+                "mode": "fp32", "trials": 3, "ok": 3, "samples_per_s": v,
+                "samples_per_s_ci": [v * 0.99, v * 1.01]}}}).to_line())
+    hist = tmp / "history"
+    hist.mkdir(exist_ok=True)
+    (hist / "prog.jsonl").write_text("\n".join(lines) + "\n")
+    return hist
+
+
+def test_history_bisect_refuses_a_history_without_a_step_or_commits(tmp_path):
+    """No detected slowdown, or a slowdown whose nights record no commit: one line naming the history file,
+    exit 2, nothing created."""
+    repo, shas = _repo(tmp_path, [0.01, 0.01])
+    suite = _suite(tmp_path, repo)
+    for levels, commits, what in (([0.0, 0.0], shas, "no slowdown detected"),
+                                  ([0.0, -0.15], ["", ""], "git_sha")):
+        hist = _nights(tmp_path, commits, levels)
+        r = cli.invoke(app, ["history", "bisect", str(suite), "--history", str(hist), "--repo", str(repo),
+                             "--out", str(tmp_path / "out")])
+        assert r.exit_code == 2 and what in r.output and str(hist / "prog.jsonl") in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output, r.output
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_history_bisect_searches_the_last_step_of_the_nightly(tmp_path):
+    """Nights on 3 commits with two slowdown steps (10% each); the code only slows at commit 2 (the first
+    step's range holds no change: bisecting it would stop with exit 3). `history bisect` takes the last step's
+    range, commits 1..2, and names commit 2 on real runs (its two endpoints only)."""
+    repo, shas = _repo(tmp_path, [0.010, 0.010, 0.016])
+    hist = _nights(tmp_path, shas, [0.0, -0.1, -0.2])
+    r = cli.invoke(app, ["history", "bisect", str(_suite(tmp_path, repo)), "--history", str(hist), "--repo",
+                         str(repo), "--max-seeds", "4", "--out", str(tmp_path / "out")], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert f"commits {shas[1][:10]}..{shas[2][:10]}" in r.output and f"first bad commit: {shas[2]}" in r.output
+    doc = json.loads(next((tmp_path / "out").glob("prog/bisect-*/bisect.json")).read_text())
+    assert doc["commits"] == shas[1:] and doc["modes"] == ["fp32"] and doc["rule"] == "history-throughput"

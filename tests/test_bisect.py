@@ -79,6 +79,69 @@ def test_a_recheck_that_disagrees_moves_the_boundary():
     assert s.next_step() == ("candidate", 1)
 
 
+def _simulate_k(n: int, first_bad: int, rng: np.random.Generator, wrong: float, skip: float, k: int
+                ) -> tuple[int | None, int, int]:
+    """One k-section search against the noisy oracle: (named, evaluations, rounds of wall time)."""
+    s = Search(n=n)
+    looks = rounds = 0
+    while batch := s.next_batch(k):
+        rounds += 1
+        for role, i in batch:   # side by side: every verdict of the round comes back before the next round
+            looks += 1
+            truth = "bad" if i >= first_bad else "good"
+            u = rng.random()
+            verdict = "skip" if u < skip else (("good" if truth == "bad" else "bad") if u < skip + wrong else truth)
+            s.record(i, verdict, recheck=role == "recheck")  # type: ignore[arg-type]
+    lo, hi = s.bounds()
+    return (hi if hi == lo + 1 else None), looks, rounds
+
+
+@pytest.mark.parametrize("wrong,skip,floor", [(0.0, 0.0, 1.0), (0.02, 0.05, 0.90)])
+def test_k_section_cuts_the_rounds_and_keeps_the_answer(wrong, skip, floor):
+    """30 commits, the same planted commits for k = 1 and k = 3: three candidates a round name the planted
+    commit as often, in at most 65% of the rounds (measured 3.9 vs 6.8 clean, 4.4 vs 7.6 at 2% wrong / 5%
+    undecided), at the price of more evaluations (8.8 vs 6.8; 9.9 vs 7.6), within 3 log4(N) + 4."""
+    n, runs = 30, 400
+    got = {}
+    for k in (1, 3):
+        rng = np.random.default_rng(11)
+        res = []
+        for _ in range(runs):
+            planted = int(rng.integers(1, n))
+            named, looks, rounds = _simulate_k(n, planted, rng, wrong, skip, k)
+            assert named is None or 1 <= named <= n - 1
+            res.append((named == planted, looks, rounds))
+        got[k] = np.mean(res, axis=0)
+    for k in (1, 3):
+        assert got[k][0] >= floor, (k, got[k])
+    assert got[3][2] <= 0.65 * got[1][2], got
+    assert got[1][1] < got[3][1] <= 3 * math.log(n, 4) + 4, got
+    assert got[1][1] <= math.log2(n) + 4, got
+
+
+def test_a_batch_of_one_is_the_sequential_search():
+    """k = 1 takes exactly the steps next_step takes, through every state a noisy search passes."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        s, planted = Search(n=20), int(rng.integers(1, 20))
+        while (step := s.next_step()) is not None:
+            assert s.next_batch(1) == [step]
+            u = rng.random()
+            verdict = "skip" if u < 0.2 else ("bad" if (step[1] >= planted) != (u < 0.25) else "good")
+            s.record(step[1], verdict, recheck=step[0] == "recheck")  # type: ignore[arg-type]
+        assert s.next_batch(1) == []
+
+
+def test_a_clean_k_section_cuts_the_range_into_k_plus_one_parts():
+    for planted in range(1, 17):
+        s = Search(n=17)
+        first = s.next_batch(3)
+        assert first == [("candidate", 4), ("candidate", 8), ("candidate", 12)]
+        named, _, rounds = _simulate_k(17, planted, np.random.default_rng(0), 0.0, 0.0, 3)
+        assert named == planted
+        assert rounds <= 3   # 16 gaps -> 4 -> 1, then the boundary pair rechecked side by side
+
+
 def test_the_wrong_step_bound_sums_every_decision():
     assert wrong_step_bound({0: "good", 1: "bad", 2: "skip", 3: "bad"}, 0.01, 0.05) == pytest.approx(0.07)
     assert wrong_step_bound({i: "bad" for i in range(200)}, 0.01, 0.05) == 1.0

@@ -427,6 +427,9 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
     set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the search of this bisect folder"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where bisect folders are created"),
+    parallel: int = typer.Option(1, "--parallel", min=1, max=64, help="Candidates a round, side by side "
+                                 "(k-section), each on its share of --devices"),
+    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: the pool of --parallel"),
 ) -> None:
     """The first commit that made a rule fail: a noise-aware bisection of your program's history (docs/bisect.md).
     Exit 1: the first bad commit was named; 3: it could not be (endpoints, undecided commits); 2: bad input."""
@@ -434,7 +437,7 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
 
     opts = BisectOptions(suite_file=suite_file, good=good, bad=bad, repo=repo, rule=rule, modes=list(mode or []),
                          max_seeds=max_seeds, profile=profile, overrides=list(set_ or []), out_dir=out_dir,
-                         resume=resume)
+                         resume=resume, parallel=parallel, devices=devices)
     raise typer.Exit(run_bisect(opts, console=out))
 
 
@@ -522,13 +525,17 @@ def history_bisect(  # noqa: PLR0913  typer: one parameter per command-line opti
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
     set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where bisect folders are created"),
+    parallel: int = typer.Option(1, "--parallel", min=1, max=64, help="Candidates a round, side by side "
+                                 "(k-section), each on its share of --devices"),
+    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: the pool of --parallel"),
 ) -> None:
     """Bisect the commit range of the history's last detected slowdown (docs/bisect.md). Exit codes as bisect's;
     2 when the history shows no slowdown or records no commits."""
     from ampbench.commands.history_bisect import HistoryBisectOptions, run_history_bisect
 
     opts = HistoryBisectOptions(suite_file=suite_file, history=history, repo=repo, max_seeds=max_seeds,
-                                profile=profile, overrides=list(set_ or []), out_dir=out_dir)
+                                profile=profile, overrides=list(set_ or []), out_dir=out_dir, parallel=parallel,
+                                devices=devices)
     raise typer.Exit(run_history_bisect(opts, console=out))
 
 

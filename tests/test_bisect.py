@@ -340,3 +340,78 @@ def test_history_bisect_searches_the_last_step_of_the_nightly(tmp_path):
     assert f"commits {shas[1][:10]}..{shas[2][:10]}" in r.output and f"first bad commit: {shas[2]}" in r.output
     doc = json.loads(next((tmp_path / "out").glob("prog/bisect-*/bisect.json")).read_text())
     assert doc["commits"] == shas[1:] and doc["modes"] == ["fp32"] and doc["rule"] == "history-throughput"
+
+
+# ---------------------------------------------------------------- --parallel K: candidates side by side
+
+STUB_CHILD = '''
+import json, os, re, shutil, sys, time
+from pathlib import Path
+opts = json.loads(Path(sys.argv[1]).read_text())
+run_id = opts["run_id"]
+cwd = json.loads(next(o.split("=", 1)[1] for o in opts["overrides"] if o.startswith("workload.cwd=")))
+sleep = re.search(r"SLEEP = (\\S+)", (Path(cwd) / "train.py").read_text()).group(1)
+t0 = time.time()
+time.sleep(0.6)
+dest = Path(opts["out_dir"]) / "prog" / run_id
+shutil.copytree(Path({templates!r}) / sleep, dest)
+info = json.loads((dest / "run.json").read_text())
+info["run_id"] = run_id
+(dest / "run.json").write_text(json.dumps(info))
+with open({timeline!r}, "a") as f:
+    f.write(json.dumps([run_id, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time(), cwd]) + "\\n")
+'''
+
+
+def test_parallel_needs_a_device_per_candidate(tmp_path):
+    """No GPU here: --parallel 2 is refused in one line before anything is written; --devices alone too."""
+    repo, shas = _repo(tmp_path, [0.01, 0.01])
+    for extra, key in ((["--parallel", "2"], "--parallel"), (["--devices", "all"], "--devices")):
+        r = cli.invoke(app, ["bisect", str(_suite(tmp_path, repo)), "--good", shas[0], "--bad", shas[1],
+                             "--repo", str(repo), "--out", str(tmp_path / "out"), *extra])
+        assert r.exit_code == 2 and key in r.output and "Traceback" not in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
+        assert not any((tmp_path / "out").rglob("bisect.json"))
+
+
+def test_k_section_runs_a_round_side_by_side_each_in_its_clone(tmp_path, monkeypatch):
+    """A stand-in for the trial layer only (the real-run test is above): 3 devices, --parallel 3, a 5-commit
+    repository slowed at commit 2.  Each child is the stub (after 0.6 s, a copy of a run folder written by
+    tests/factories.py for its commit's code level); the pool scheduling, the clones, the devices, the real check against the good endpoint's baseline
+    and the search are bisect's own.  The first round's 3 candidates overlap in time, each on its own device
+    and in its own clone holding its commit, and the planted commit is named in 2 rounds after the endpoints
+    (sequentially: 3 candidates, then the rechecks)."""
+    from ampbench.commands import bisect as bisect_cmd
+    from ampbench.commands import bisect_side
+
+    repo, shas = _repo(tmp_path, [0.010, 0.010, 0.016, 0.016, 0.016])
+    from tests.factories import StepNoise, make_run, make_suite, make_trials
+
+    timeline, templates = tmp_path / "timeline.jsonl", tmp_path / "templates"
+    suite = make_suite(modes=("fp32",), name="prog")
+    for sleep in (0.010, 0.016):   # a run of each code level, as the runner writes it (fake GPU trials)
+        trials = make_trials(suite, base_time={"fp32": 5 * sleep}, rng=np.random.default_rng(1),
+                             noise=StepNoise(step_sd=0.01, trial_sd=0.002, stall_rate=0.0))
+        make_run(templates, suite, trials, run_id=str(sleep))
+    stub = tmp_path / "stub_child.py"
+    stub.write_text(STUB_CHILD.format(templates=str(templates / "prog"), timeline=str(timeline)))
+    monkeypatch.setattr(bisect_cmd, "device_pool", lambda text, recorded=None: ["g0", "g1", "g2"])
+    monkeypatch.setattr(bisect_side, "child_command", lambda path: [sys.executable, str(stub), str(path)])
+    r = cli.invoke(app, ["bisect", str(_suite(tmp_path, repo)), "--good", shas[0], "--bad", shas[4], "--repo",
+                         str(repo), "--parallel", "3", "--devices", "all", "--out", str(tmp_path / "out")],
+                   env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert f"first bad commit: {shas[2]}" in r.output and "3 candidates a round" in r.output, r.output
+    rows = [json.loads(x) for x in timeline.read_text().splitlines()]
+    first = rows[2:5]   # after the two endpoints: commits 1, 2, 3 (4 gaps cut into 4 parts)
+    assert sorted(x[0][:3] for x in first) == ["001", "002", "003"], rows
+    assert max(x[2] for x in first) < min(x[3] for x in first), first   # all three ran at the same time
+    assert sorted(x[1] for x in first) == ["g0", "g1", "g2"], first
+    clones = {x[0][:3]: Path(x[4]) for x in first}
+    assert len(set(clones.values())) == 3
+    for idx, where in clones.items():
+        assert _git(where, "rev-parse", "HEAD") == shas[int(idx)]
+    doc = json.loads(next((tmp_path / "out").glob("prog/bisect-*/bisect.json")).read_text())
+    assert doc["parallel"] == 3 and doc["devices"] == ["g0", "g1", "g2"]
+    roles = [c["role"] for c in doc["candidates"]]
+    assert roles == ["good-endpoint", "bad-endpoint", "candidate", "candidate", "candidate", "recheck", "recheck"]

@@ -36,6 +36,8 @@ class HistoryBisectOptions:
     profile: str | None = None
     overrides: list[str] = field(default_factory=list)
     out_dir: Path = RUNS_DIR
+    parallel: int = 1
+    devices: str | None = None
 
 
 def last_regression(path: Path, suite: str) -> changepoint.Step:
@@ -73,4 +75,5 @@ def run_history_bisect(opts: HistoryBisectOptions, console: Console | None = Non
     return run_bisect(BisectOptions(suite_file=opts.suite_file, good=step.sha_before, bad=step.sha_after,
                                     repo=opts.repo, rule="history-throughput", modes=[step.mode],
                                     max_seeds=opts.max_seeds, profile=opts.profile, overrides=list(opts.overrides),
-                                    out_dir=opts.out_dir), console=console)
+                                    out_dir=opts.out_dir, parallel=opts.parallel, devices=opts.devices),
+                      console=console)

@@ -517,7 +517,7 @@ def history_accept(
 
 
 @history_app.command("bisect")
-def history_bisect(  # noqa: PLR0913  typer: one parameter per command-line option
+def history_bisect(
     suite_file: Path = typer.Argument(..., help="The workload = \"command\" suite the nightly ran"),
     history: Path = typer.Option(HISTORY_DIR, "--history", help="The history: a <suite>.jsonl or the folder of them"),
     repo: Path | None = typer.Option(None, "--repo", help="The git repository of the program (only read)"),

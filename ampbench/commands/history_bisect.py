@@ -58,6 +58,10 @@ def last_regression(path: Path, suite: str) -> changepoint.Step:
         raise ResultsError(f"{path}: git_sha: the last slowdown ({step.mode}, runs {step.run_before}.."
                            f"{step.run_after}) has no recorded commit on both sides; give the range to "
                            "`ampbench bisect --good --bad`")
+    if step.sha_before == step.sha_after:
+        raise ResultsError(f"{path}: git_sha: the last slowdown ({step.mode}, runs {step.run_before}.."
+                           f"{step.run_after}) is between two nights of one commit ({step.sha_before[:10]}): not a "
+                           "change of the code, nothing to bisect (the machine or the environment moved)")
     return step
 
 

@@ -448,3 +448,48 @@ def test_k_section_runs_a_round_side_by_side_each_in_its_clone(tmp_path, monkeyp
     assert doc["parallel"] == 3 and doc["devices"] == ["g0", "g1", "g2"]
     roles = [c["role"] for c in doc["candidates"]]
     assert roles == ["good-endpoint", "bad-endpoint", "candidate", "candidate", "candidate", "recheck", "recheck"]
+
+
+def test_a_candidate_child_reads_back_the_runner_options_bisect_wrote(tmp_path):
+    """What bisect_side writes (RunOptions as JSON) is what bisect_child hands the runner."""
+    import dataclasses
+
+    from ampbench.commands import bisect_child, bisect_side
+    from ampbench.commands.run_plan import RunOptions
+
+    opts = RunOptions(suite_file=tmp_path / "s.toml", overrides=['workload.cwd="/x"'], out_dir=tmp_path / "runs",
+                      run_id="001-abc", report=False, until_decided=True, max_seeds=5, baseline=tmp_path / "b.json",
+                      devices="all")
+    side = bisect_side.SideRun(1, dataclasses.asdict(opts), tmp_path / "o.json", tmp_path / "o.log")
+    bisect_side.atomic_write_text(side.options_path, json.dumps(side.options, default=str))
+    assert bisect_child.options_from(side.options_path) == opts
+
+
+def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):
+    """Ctrl-C while two candidates run side by side: both children's trees are killed before the interrupt
+    reaches bisect (which keeps the round for --resume)."""
+    import signal
+    import threading
+    import time
+
+    from ampbench.commands import bisect_side
+
+    pids = tmp_path / "pids"
+    stub = tmp_path / "sleeper.py"
+    stub.write_text(f"import os, time\nopen({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\ntime.sleep(60)\n")
+    monkeypatch.setattr(bisect_side, "child_command", lambda path: [sys.executable, str(stub)])
+    runs = [bisect_side.SideRun(i, {}, tmp_path / f"{i}.json", tmp_path / f"{i}.log") for i in (1, 2)]
+
+    def interrupt() -> None:
+        while not pids.exists() or len(pids.read_text().split()) < 2:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        bisect_side.run_side_by_side(runs, ["g0", "g1"], 1)
+    assert time.monotonic() - started < 30
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -25,7 +25,7 @@ from rich.markup import escape
 
 from ampbench.core.errors import UserError
 from ampbench.core.files import os_reason
-from ampbench.core.store import BASELINES_DIR, RUNS_DIR
+from ampbench.core.store import BASELINES_DIR, HISTORY_DIR, RUNS_DIR
 from ampbench.launch.process import Interrupted, install_signal_handlers
 
 EXIT_CODES = """\b
@@ -427,6 +427,9 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
     set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the search of this bisect folder"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where bisect folders are created"),
+    parallel: int = typer.Option(1, "--parallel", min=1, max=64, help="Candidates a round, side by side "
+                                 "(k-section), each on its share of --devices"),
+    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: the pool of --parallel"),
 ) -> None:
     """The first commit that made a rule fail: a noise-aware bisection of your program's history (docs/bisect.md).
     Exit 1: the first bad commit was named; 3: it could not be (endpoints, undecided commits); 2: bad input."""
@@ -434,7 +437,7 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
 
     opts = BisectOptions(suite_file=suite_file, good=good, bad=bad, repo=repo, rule=rule, modes=list(mode or []),
                          max_seeds=max_seeds, profile=profile, overrides=list(set_ or []), out_dir=out_dir,
-                         resume=resume)
+                         resume=resume, parallel=parallel, devices=devices)
     raise typer.Exit(run_bisect(opts, console=out))
 
 
@@ -511,6 +514,29 @@ def history_accept(
     out.print(f"accepted: the level of suite {escape(rec.suite)} from run {escape(rec.run_id)} on "
               f"({len(rec.cleared)} night(s)) by {escape(rec.by)}: {escape(rec.why)}", soft_wrap=True)
     out.print(f"recorded: {escape(str(path))}", soft_wrap=True)
+
+
+@history_app.command("bisect")
+def history_bisect(
+    suite_file: Path = typer.Argument(..., help="The workload = \"command\" suite the nightly ran"),
+    history: Path = typer.Option(HISTORY_DIR, "--history", help="The history: a <suite>.jsonl or the folder of them"),
+    repo: Path | None = typer.Option(None, "--repo", help="The git repository of the program (only read)"),
+    max_seeds: int = typer.Option(6, "--max-seeds", min=2, max=64, help="Seeds a commit may take to decide"),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where bisect folders are created"),
+    parallel: int = typer.Option(1, "--parallel", min=1, max=64, help="Candidates a round, side by side "
+                                 "(k-section), each on its share of --devices"),
+    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: the pool of --parallel"),
+) -> None:
+    """Bisect the commit range of the history's last detected slowdown (docs/bisect.md). Exit codes as bisect's;
+    2 when the history shows no slowdown or records no commits."""
+    from ampbench.commands.history_bisect import HistoryBisectOptions, run_history_bisect
+
+    opts = HistoryBisectOptions(suite_file=suite_file, history=history, repo=repo, max_seeds=max_seeds,
+                                profile=profile, overrides=list(set_ or []), out_dir=out_dir, parallel=parallel,
+                                devices=devices)
+    raise typer.Exit(run_history_bisect(opts, console=out))
 
 
 @app.command()

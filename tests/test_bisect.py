@@ -79,6 +79,69 @@ def test_a_recheck_that_disagrees_moves_the_boundary():
     assert s.next_step() == ("candidate", 1)
 
 
+def _simulate_k(n: int, first_bad: int, rng: np.random.Generator, wrong: float, skip: float, k: int
+                ) -> tuple[int | None, int, int]:
+    """One k-section search against the noisy oracle: (named, evaluations, rounds of wall time)."""
+    s = Search(n=n)
+    looks = rounds = 0
+    while batch := s.next_batch(k):
+        rounds += 1
+        for role, i in batch:   # side by side: every verdict of the round comes back before the next round
+            looks += 1
+            truth = "bad" if i >= first_bad else "good"
+            u = rng.random()
+            verdict = "skip" if u < skip else (("good" if truth == "bad" else "bad") if u < skip + wrong else truth)
+            s.record(i, verdict, recheck=role == "recheck")  # type: ignore[arg-type]
+    lo, hi = s.bounds()
+    return (hi if hi == lo + 1 else None), looks, rounds
+
+
+@pytest.mark.parametrize("wrong,skip,floor", [(0.0, 0.0, 1.0), (0.02, 0.05, 0.90)])
+def test_k_section_cuts_the_rounds_and_keeps_the_answer(wrong, skip, floor):
+    """30 commits, the same planted commits for k = 1 and k = 3: three candidates a round name the planted
+    commit as often, in at most 65% of the rounds (measured 3.9 vs 6.8 clean, 4.4 vs 7.6 at 2% wrong / 5%
+    undecided), at the price of more evaluations (8.8 vs 6.8; 9.9 vs 7.6), within 3 log4(N) + 4."""
+    n, runs = 30, 400
+    got = {}
+    for k in (1, 3):
+        rng = np.random.default_rng(11)
+        res = []
+        for _ in range(runs):
+            planted = int(rng.integers(1, n))
+            named, looks, rounds = _simulate_k(n, planted, rng, wrong, skip, k)
+            assert named is None or 1 <= named <= n - 1
+            res.append((named == planted, looks, rounds))
+        got[k] = np.mean(res, axis=0)
+    for k in (1, 3):
+        assert got[k][0] >= floor, (k, got[k])
+    assert got[3][2] <= 0.65 * got[1][2], got
+    assert got[1][1] < got[3][1] <= 3 * math.log(n, 4) + 4, got
+    assert got[1][1] <= math.log2(n) + 4, got
+
+
+def test_a_batch_of_one_is_the_sequential_search():
+    """k = 1 takes exactly the steps next_step takes, through every state a noisy search passes."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        s, planted = Search(n=20), int(rng.integers(1, 20))
+        while (step := s.next_step()) is not None:
+            assert s.next_batch(1) == [step]
+            u = rng.random()
+            verdict = "skip" if u < 0.2 else ("bad" if (step[1] >= planted) != (u < 0.25) else "good")
+            s.record(step[1], verdict, recheck=step[0] == "recheck")  # type: ignore[arg-type]
+        assert s.next_batch(1) == []
+
+
+def test_a_clean_k_section_cuts_the_range_into_k_plus_one_parts():
+    for planted in range(1, 17):
+        s = Search(n=17)
+        first = s.next_batch(3)
+        assert first == [("candidate", 4), ("candidate", 8), ("candidate", 12)]
+        named, _, rounds = _simulate_k(17, planted, np.random.default_rng(0), 0.0, 0.0, 3)
+        assert named == planted
+        assert rounds <= 3   # 16 gaps -> 4 -> 1, then the boundary pair rechecked side by side
+
+
 def test_the_wrong_step_bound_sums_every_decision():
     assert wrong_step_bound({0: "good", 1: "bad", 2: "skip", 3: "bad"}, 0.01, 0.05) == pytest.approx(0.07)
     assert wrong_step_bound({i: "bad" for i in range(200)}, 0.01, 0.05) == 1.0
@@ -223,3 +286,210 @@ def test_a_linked_repo_or_a_program_outside_it_is_refused(tmp_path):
     r = cli.invoke(app, ["bisect", str(_suite(tmp_path, other)), "--good", shas[0], "--bad", shas[1],
                          "--repo", str(repo), "--out", str(tmp_path / "out")])
     assert r.exit_code == 2 and "workload.cwd" in r.output and "not inside --repo" in r.output, r.output
+
+
+# ---------------------------------------------------------------- `history bisect`: the nightly's last step
+
+
+def _nights(tmp: Path, shas: list[str], levels: list[float], per_commit: int = 6) -> Path:
+    """A history of suite "prog": `per_commit` nights on each commit, fp32 throughput at exp(level) x 1000
+    (1.5% noise); commits given as "" are not recorded."""
+    from ampbench.results.history import RunSummary
+
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(per_commit * len(shas)):
+        k = i // per_commit
+        v = 1000.0 * math.exp(levels[k] + rng.normal(0, 0.015))
+        lines.append(RunSummary.model_validate({
+            "suite": "prog", "run_id": f"night-{i:02d}", "started": f"2026-10-{i + 1:02d}T02:00:00Z",
+            "config_hash": "sha256:aaaa", "git_sha": shas[k], "modes": {"fp32": {
+                "mode": "fp32", "trials": 3, "ok": 3, "samples_per_s": v,
+                "samples_per_s_ci": [v * 0.99, v * 1.01]}}}).to_line())
+    hist = tmp / "history"
+    hist.mkdir(exist_ok=True)
+    (hist / "prog.jsonl").write_text("\n".join(lines) + "\n")
+    return hist
+
+
+def test_history_bisect_refuses_a_history_without_a_step_or_commits(tmp_path):
+    """No detected slowdown, a slowdown whose nights record no commit, or one between nights of the same
+    commit: one line naming the history file, exit 2, nothing created."""
+    repo, shas = _repo(tmp_path, [0.01, 0.01])
+    suite = _suite(tmp_path, repo)
+    for levels, commits, what in (([0.0, 0.0], shas, "no slowdown detected"),
+                                  ([0.0, -0.15], ["", ""], "git_sha"),
+                                  ([0.0, -0.15], [shas[0], shas[0]], "two nights of one commit")):
+        hist = _nights(tmp_path, commits, levels)
+        r = cli.invoke(app, ["history", "bisect", str(suite), "--history", str(hist), "--repo", str(repo),
+                             "--out", str(tmp_path / "out")])
+        assert r.exit_code == 2 and what in r.output and str(hist / "prog.jsonl") in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output, r.output
+        assert not (tmp_path / "out").exists()
+
+
+def _templates(tmp: Path) -> Path:
+    """A run folder of each code level of `_repo` (0.010 and 0.016 s a step), as the runner writes them
+    (tests/factories.py, fake GPU trials, little noise): what a stand-in for the trial layer hands back."""
+    from tests.factories import StepNoise, make_run, make_suite, make_trials
+
+    suite = make_suite(modes=("fp32",), name="prog")
+    for sleep in (0.010, 0.016):
+        trials = make_trials(suite, base_time={"fp32": 5 * sleep}, rng=np.random.default_rng(1),
+                             noise=StepNoise(step_sd=0.01, trial_sd=0.002, stall_rate=0.0))
+        make_run(tmp / "templates", suite, trials, run_id=str(sleep))
+    return tmp / "templates" / "prog"
+
+
+def _level_of(overrides: list[str]) -> str:
+    """The per-step sleep of the commit checked out where the run's workload.cwd points (bisect's clone)."""
+    import re
+
+    cwd = json.loads(next(o.split("=", 1)[1] for o in overrides if o.startswith("workload.cwd=")))
+    return re.search(r"SLEEP = (\S+)", (Path(cwd) / "train.py").read_text()).group(1)
+
+
+def test_history_bisect_searches_the_last_step_of_the_nightly(tmp_path, monkeypatch):
+    """Nights on 3 commits with two slowdown steps (10% each); the code only slows at commit 2 (the first
+    step's range holds no change: bisecting it would stop with exit 3). `history bisect` takes the last step's
+    range, commits 1..2, and names commit 2.  A stand-in for the trial layer only (bisect's real runs are
+    tested above; a real history bisect took 42 s wall, 25 CPU s): `execute` hands back a factory-made run
+    folder of the level of the commit in bisect's clone; the check against the good endpoint is real."""
+    import shutil
+
+    from ampbench.commands import bisect as bisect_cmd
+
+    templates = _templates(tmp_path)
+    ran = []
+
+    def fake_execute(opts, console=None):
+        ran.append(opts.run_id)
+        dest = Path(opts.out_dir) / "prog" / str(opts.run_id)
+        shutil.copytree(templates / _level_of(opts.overrides), dest)
+        info = json.loads((dest / "run.json").read_text())
+        (dest / "run.json").write_text(json.dumps({**info, "run_id": opts.run_id}))
+        return 0
+
+    monkeypatch.setattr(bisect_cmd, "execute", fake_execute)
+    repo, shas = _repo(tmp_path, [0.010, 0.010, 0.016])
+    hist = _nights(tmp_path, shas, [0.0, -0.1, -0.2])
+    r = cli.invoke(app, ["history", "bisect", str(_suite(tmp_path, repo)), "--history", str(hist), "--repo",
+                         str(repo), "--max-seeds", "4", "--out", str(tmp_path / "out")], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert f"commits {shas[1][:10]}..{shas[2][:10]}" in r.output and f"first bad commit: {shas[2]}" in r.output
+    doc = json.loads(next((tmp_path / "out").glob("prog/bisect-*/bisect.json")).read_text())
+    assert doc["commits"] == shas[1:] and doc["modes"] == ["fp32"] and doc["rule"] == "history-throughput"
+    assert [x[:3] for x in ran] == ["000", "001"]   # the two endpoints of the last step's range
+
+
+# ---------------------------------------------------------------- --parallel K: candidates side by side
+
+STUB_CHILD = '''
+import json, os, re, shutil, sys, time
+from pathlib import Path
+opts = json.loads(Path(sys.argv[1]).read_text())
+run_id = opts["run_id"]
+cwd = json.loads(next(o.split("=", 1)[1] for o in opts["overrides"] if o.startswith("workload.cwd=")))
+sleep = re.search(r"SLEEP = (\\S+)", (Path(cwd) / "train.py").read_text()).group(1)
+t0 = time.time()
+time.sleep(0.6)
+dest = Path(opts["out_dir"]) / "prog" / run_id
+shutil.copytree(Path({templates!r}) / sleep, dest)
+info = json.loads((dest / "run.json").read_text())
+info["run_id"] = run_id
+(dest / "run.json").write_text(json.dumps(info))
+with open({timeline!r}, "a") as f:
+    f.write(json.dumps([run_id, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time(), cwd]) + "\\n")
+'''
+
+
+def test_parallel_needs_a_device_per_candidate(tmp_path):
+    """No GPU here: --parallel 2 is refused in one line before anything is written; --devices alone too."""
+    repo, shas = _repo(tmp_path, [0.01, 0.01])
+    for extra, key in ((["--parallel", "2"], "--parallel"), (["--devices", "all"], "--devices")):
+        r = cli.invoke(app, ["bisect", str(_suite(tmp_path, repo)), "--good", shas[0], "--bad", shas[1],
+                             "--repo", str(repo), "--out", str(tmp_path / "out"), *extra])
+        assert r.exit_code == 2 and key in r.output and "Traceback" not in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
+        assert not any((tmp_path / "out").rglob("bisect.json"))
+
+
+def test_k_section_runs_a_round_side_by_side_each_in_its_clone(tmp_path, monkeypatch):
+    """A stand-in for the trial layer only (the real-run test is above): 3 devices, --parallel 3, a 5-commit
+    repository slowed at commit 2.  Each child is the stub (after 0.6 s, a copy of a run folder written by
+    tests/factories.py for its commit's code level); the pool scheduling, the clones, the devices, the real check against the good endpoint's baseline
+    and the search are bisect's own.  The first round's 3 candidates overlap in time, each on its own device
+    and in its own clone holding its commit, and the planted commit is named in 2 rounds after the endpoints
+    (sequentially: 3 candidates, then the rechecks)."""
+    from ampbench.commands import bisect as bisect_cmd
+    from ampbench.commands import bisect_side
+
+    repo, shas = _repo(tmp_path, [0.010, 0.010, 0.016, 0.016, 0.016])
+    timeline = tmp_path / "timeline.jsonl"
+    stub = tmp_path / "stub_child.py"
+    stub.write_text(STUB_CHILD.format(templates=str(_templates(tmp_path)), timeline=str(timeline)))
+    monkeypatch.setattr(bisect_cmd, "device_pool", lambda text, recorded=None: ["g0", "g1", "g2"])
+    monkeypatch.setattr(bisect_side, "child_command", lambda path: [sys.executable, str(stub), str(path)])
+    r = cli.invoke(app, ["bisect", str(_suite(tmp_path, repo)), "--good", shas[0], "--bad", shas[4], "--repo",
+                         str(repo), "--parallel", "3", "--devices", "all", "--out", str(tmp_path / "out")],
+                   env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert f"first bad commit: {shas[2]}" in r.output and "3 candidates a round" in r.output, r.output
+    rows = [json.loads(x) for x in timeline.read_text().splitlines()]
+    first = rows[2:5]   # after the two endpoints: commits 1, 2, 3 (4 gaps cut into 4 parts)
+    assert sorted(x[0][:3] for x in first) == ["001", "002", "003"], rows
+    assert max(x[2] for x in first) < min(x[3] for x in first), first   # all three ran at the same time
+    assert sorted(x[1] for x in first) == ["g0", "g1", "g2"], first
+    clones = {x[0][:3]: Path(x[4]) for x in first}
+    assert len(set(clones.values())) == 3
+    for idx, where in clones.items():
+        assert _git(where, "rev-parse", "HEAD") == shas[int(idx)]
+    doc = json.loads(next((tmp_path / "out").glob("prog/bisect-*/bisect.json")).read_text())
+    assert doc["parallel"] == 3 and doc["devices"] == ["g0", "g1", "g2"]
+    roles = [c["role"] for c in doc["candidates"]]
+    assert roles == ["good-endpoint", "bad-endpoint", "candidate", "candidate", "candidate", "recheck", "recheck"]
+
+
+def test_a_candidate_child_reads_back_the_runner_options_bisect_wrote(tmp_path):
+    """What bisect_side writes (RunOptions as JSON) is what bisect_child hands the runner."""
+    import dataclasses
+
+    from ampbench.commands import bisect_child, bisect_side
+    from ampbench.commands.run_plan import RunOptions
+
+    opts = RunOptions(suite_file=tmp_path / "s.toml", overrides=['workload.cwd="/x"'], out_dir=tmp_path / "runs",
+                      run_id="001-abc", report=False, until_decided=True, max_seeds=5, baseline=tmp_path / "b.json",
+                      devices="all")
+    side = bisect_side.SideRun(1, dataclasses.asdict(opts), tmp_path / "o.json", tmp_path / "o.log")
+    bisect_side.atomic_write_text(side.options_path, json.dumps(side.options, default=str))
+    assert bisect_child.options_from(side.options_path) == opts
+
+
+def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):
+    """Ctrl-C while two candidates run side by side: both children's trees are killed before the interrupt
+    reaches bisect (which keeps the round for --resume)."""
+    import signal
+    import threading
+    import time
+
+    from ampbench.commands import bisect_side
+
+    pids = tmp_path / "pids"
+    stub = tmp_path / "sleeper.py"
+    stub.write_text(f"import os, time\nopen({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\ntime.sleep(60)\n")
+    monkeypatch.setattr(bisect_side, "child_command", lambda path: [sys.executable, str(stub)])
+    runs = [bisect_side.SideRun(i, {}, tmp_path / f"{i}.json", tmp_path / f"{i}.log") for i in (1, 2)]
+
+    def interrupt() -> None:
+        while not pids.exists() or len(pids.read_text().split()) < 2:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        bisect_side.run_side_by_side(runs, ["g0", "g1"], 1)
+    assert time.monotonic() - started < 30
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

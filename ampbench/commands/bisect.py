@@ -19,12 +19,16 @@ Every candidate is checked out in `src/`, ampbench's own clone of the repository
 the user's repository and working tree are only read.  bisect.json is written after every candidate, so
 `--resume DIR` continues where a kill left off without re-running a decided candidate.
 
-Left out (docs/bisect.md): several candidates at once (k-section over a device pool or Slurm), package
-versions as the range (`--paddle A..B`) and `history bisect` from the nightly's change point.
+With `--parallel K` (and a pool of at least K devices, `--devices`), each round judges K candidates side by
+side (judge.bisection's next_batch, k-section), each in its own clone (`src/`, `src-1/`, ...) and its own child
+process on its share of the pool (commands.bisect_side); each is still decided alone at the rule's levels.
+
+Left out (docs/bisect.md): k-section over Slurm, package versions as the range (`--paddle A..B`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,15 +37,17 @@ from typing import IO, Literal
 from rich.console import Console
 from rich.markup import escape
 
-from ampbench.commands import bisect_repo
+from ampbench.commands import bisect_repo, bisect_side
 from ampbench.commands.check import check_run
 from ampbench.commands.run import execute, load_for_run
-from ampbench.commands.run_plan import RunOptions
+from ampbench.commands.run_plan import RunOptions, device_pool
 from ampbench.config import REFERENCE_MODE, ConfigError, Suite
+from ampbench.core.errors import ResultsError
 from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.store import RUNS_DIR, RunPaths
 from ampbench.judge.bisection import Search, Verdict, wrong_step_bound
+from ampbench.launch.process import Interrupted
 from ampbench.report.bisect_md import write_bisect_md
 from ampbench.results.baselines import save_baseline
 from ampbench.results.bisect_file import BisectFile, Candidate, load_bisect
@@ -65,6 +71,8 @@ class BisectOptions:
     overrides: list[str] = field(default_factory=list)
     out_dir: Path = RUNS_DIR
     resume: Path | None = None
+    parallel: int = 1             # candidates side by side (k-section), each on its share of `devices`
+    devices: str | None = None    # --devices all|0,1,...: the pool they share
 
 
 # ---------------------------------------------------------------- the suite on a candidate
@@ -148,29 +156,74 @@ def _baseline(ctx: _Ctx) -> Path | None:
 
 
 Role = Literal["good-endpoint", "bad-endpoint", "candidate", "recheck"]
+Look = tuple[int, Role, str]   # (commit index, role, run-id tag)
+
+
+def _src_name(slot: int) -> str:
+    """The clone a candidate of a round is checked out in: `src` for the first, `src-<slot>` for the others."""
+    return "src" if slot == 0 else f"src-{slot}"
+
+
+def _run_id(ctx: _Ctx, index: int, tag: str) -> tuple[str, Path]:
+    run_id = f"{index:03d}-{ctx.doc.commits[index][:10]}{tag}"
+    return run_id, ctx.folder / "runs" / ctx.doc.suite / run_id
+
+
+def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str | None = None) -> RunOptions:
+    """The usual runner's options for one commit: a new run, or the rest of one a kill interrupted."""
+    run_id, run_dir = _run_id(ctx, index, tag)
+    base = _baseline(ctx)
+    if RunPaths(run_dir).run_json.is_file():
+        return RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
+                          baseline=base, report=False, devices=devices)
+    return RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides,
+                      out_dir=ctx.folder / "runs", run_id=run_id, report=False,
+                      until_decided=base is not None or ctx.doc.rule in IN_RUN_RULES,
+                      max_seeds=ctx.doc.max_seeds, baseline=base, devices=devices)
 
 
 def _run_candidate(ctx: _Ctx, index: int, role: Role, tag: str) -> tuple[Candidate, int]:
     """Check out one commit and run the suite on it; returns its record and the run's exit code."""
     sha = ctx.doc.commits[index]
-    src = ctx.folder / "src"
-    bisect_repo.checkout(src, sha)
-    run_id = f"{index:03d}-{sha[:10]}{tag}"
-    run_dir = ctx.folder / "runs" / ctx.doc.suite / run_id
+    bisect_repo.checkout(ctx.folder / "src", sha)
     log = Console(file=ctx.log, width=160, no_color=True)
-    base = _baseline(ctx)
     started = time.monotonic()
-    if RunPaths(run_dir).run_json.is_file():
-        opts = RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
-                          baseline=base, report=False)
-    else:
-        opts = RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=ctx.overrides,
-                          out_dir=ctx.folder / "runs", run_id=run_id, report=False,
-                          until_decided=base is not None or ctx.doc.rule in IN_RUN_RULES,
-                          max_seeds=ctx.doc.max_seeds, baseline=base)
-    code = execute(opts, console=log)
-    cand = Candidate(index=index, sha=sha, role=role, run_dir=str(run_dir), cost_s=time.monotonic() - started)
+    code = execute(_options(ctx, index, tag, ctx.overrides), console=log)
+    cand = Candidate(index=index, sha=sha, role=role, run_dir=str(_run_id(ctx, index, tag)[1]),
+                     cost_s=time.monotonic() - started)
     return cand, code
+
+
+def _run_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
+    """k-section: every look of the round in its own clone and child process, side by side on the pool;
+    their records in commit order, or the exit code of an interrupt (nothing of the round recorded: the
+    run folders keep their finished trials, and the same round is resumed)."""
+    doc = ctx.doc
+    per = bisect_side.share(doc.devices, doc.parallel)
+    runs = []
+    for slot, (index, _role, tag) in enumerate(looks):
+        bisect_repo.checkout(ctx.folder / _src_name(slot), doc.commits[index])
+        opts = _options(ctx, index, tag, doc.slot_overrides[slot], devices="all" if per > 1 else None)
+        name = _run_id(ctx, index, tag)[0]
+        runs.append(bisect_side.SideRun(index, dataclasses.asdict(opts), ctx.folder / "side" / f"{name}.json",
+                                        ctx.folder / "side" / f"{name}.log"))
+    (ctx.folder / "side").mkdir(exist_ok=True)
+    started = time.monotonic()
+    try:
+        codes = bisect_side.run_side_by_side(runs, doc.devices, per)
+    except (KeyboardInterrupt, Interrupted) as e:
+        return e.exit_code if isinstance(e, Interrupted) else 130
+    wall = time.monotonic() - started
+    out = []
+    for index, role, tag in looks:
+        run_dir = _run_id(ctx, index, tag)[1]
+        if codes.get(index) in (130, 143):
+            return int(codes[index] or 130)
+        if not RunPaths(run_dir).run_json.is_file():
+            raise ResultsError(f"{run_dir}: the candidate's run did not start (exit {codes.get(index)}); its "
+                               f"output is in {ctx.folder / 'side'}")
+        out.append(Candidate(index=index, sha=doc.commits[index], role=role, run_dir=str(run_dir), cost_s=wall))
+    return out
 
 
 def _judge(ctx: _Ctx, cand: Candidate) -> Candidate:
@@ -202,14 +255,36 @@ def _judge(ctx: _Ctx, cand: Candidate) -> Candidate:
 
 def _evaluate(ctx: _Ctx, index: int, role: Role, tag: str = "") -> Candidate | int:
     """Run and judge one commit; an interrupted run returns its exit code (the record is kept as it is)."""
+    if ctx.doc.parallel > 1:
+        got = _evaluate_round(ctx, [(index, role, tag)])
+        return got if isinstance(got, int) else got[0]
     cand, code = _run_candidate(ctx, index, role, tag)
     if code in (130, 143):
         return code
+    return _record(ctx, cand)
+
+
+def _evaluate_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
+    """The looks of one round: side by side with --parallel, else one after another."""
+    if ctx.doc.parallel <= 1:
+        done = []
+        for index, role, tag in looks:
+            got = _evaluate(ctx, index, role, tag)
+            if isinstance(got, int):
+                return got
+            done.append(got)
+        return done
+    ran = _run_round(ctx, looks)
+    return ran if isinstance(ran, int) else [_record(ctx, c) for c in ran]
+
+
+def _record(ctx: _Ctx, cand: Candidate) -> Candidate:
+    """Judge a finished run, keep its record (bisect.json rewritten) and say its outcome."""
     cand = _judge(ctx, cand)
     ctx.doc.candidates.append(cand)
     ctx.doc.write(ctx.folder)
     figure = "" if cand.observed is None else f" ({_figure(cand.observed)})"
-    ctx.console.print(f"  [{index:>3}] {cand.sha[:10]} {escape(ctx.doc.subjects[index][:50])}: "
+    ctx.console.print(f"  [{cand.index:>3}] {cand.sha[:10]} {escape(ctx.doc.subjects[cand.index][:50])}: "
                       f"{cand.status}{figure} -> {cand.verdict}, {cand.seeds} trial(s), {cand.cost_s:.0f} s",
                       soft_wrap=True, markup=False)
     return cand
@@ -259,10 +334,10 @@ def _search(doc: BisectFile) -> Search:
 def _bisect(ctx: _Ctx) -> int | None:
     """Candidates and rechecks until judge.bisection says the search is over; an exit code when interrupted."""
     doc = ctx.doc
-    while (step := _search(doc).next_step()) is not None:
-        kind, index = step
-        role: Role = "recheck" if kind == "recheck" else "candidate"
-        got = _evaluate(ctx, index, role, tag="-recheck" if role == "recheck" else "")
+    while steps := _search(doc).next_batch(max(doc.parallel, 1)):
+        looks: list[Look] = [(i, "recheck", "-recheck") if kind == "recheck" else (i, "candidate", "")
+                             for kind, i in steps]
+        got = _evaluate_round(ctx, looks)
         if isinstance(got, int):
             return got
     doc.last_good, doc.first_bad = _search(doc).bounds()
@@ -307,27 +382,46 @@ def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[
                           "it needs a workload = \"command\" suite (docs/command.md)")
     modes = _check_rule(suite, opts.rule, opts.modes)
     rng = bisect_repo.read_range(opts.repo, opts.good, opts.bad)
+    pool = _side_pool(opts)
     folder = Path(opts.out_dir) / suite.suite.name / f"bisect-{new_run_id()}"
     folder.mkdir(parents=True, exist_ok=False)
     retarget = _retarget(suite, rng.root, folder / "src")
-    bisect_repo.clone(rng.root, folder / "src")
+    slots = [[*opts.overrides, *_retarget(suite, rng.root, folder / _src_name(j))] for j in range(opts.parallel)]
+    for j in range(opts.parallel):
+        bisect_repo.clone(rng.root, folder / _src_name(j))
     doc = BisectFile(suite=suite.suite.name, suite_file=str(opts.suite_file), repo=str(rng.root), good=str(opts.good),
                      bad=str(opts.bad), rule=opts.rule, modes=modes, max_seeds=opts.max_seeds, commits=rng.commits,
-                     subjects=rng.subjects, overrides=[*opts.overrides, *retarget], profile=loaded.profile)
+                     subjects=rng.subjects, overrides=[*opts.overrides, *retarget], profile=loaded.profile,
+                     parallel=opts.parallel, devices=pool, slot_overrides=slots if opts.parallel > 1 else [])
     doc.write(folder)
     console.print(f"bisecting {len(rng.commits)} commits of {escape(str(rng.root))} on {escape(opts.rule)} "
                   f"({', '.join(escape(m) for m in modes)}): {escape(str(folder))}", soft_wrap=True)
+    if opts.parallel > 1:
+        console.print(f"k-section: {opts.parallel} candidates a round, side by side on "
+                      f"{escape(', '.join(pool))}", soft_wrap=True)
     if rng.dirty:
         console.print("note: --repo has uncommitted changes; they are not part of any candidate (only commits are "
                       "checked out, in bisect's own clone)", soft_wrap=True)
     return folder, doc, [*opts.overrides, *retarget]
 
 
+def _side_pool(opts: BisectOptions) -> list[str]:
+    """The device pool k candidates share (refused before anything is written when it is too small)."""
+    if opts.parallel <= 1:
+        if opts.devices is not None:
+            raise ConfigError("--devices", opts.devices, "is the pool of --parallel K (candidates side by side)")
+        return []
+    pool = device_pool(opts.devices or "all") or []
+    bisect_side.share(pool, opts.parallel)
+    return pool
+
+
 def _resumed(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[str]]:
     assert opts.resume is not None
-    if opts.suite_file is not None or opts.good or opts.bad or opts.repo or opts.overrides:
+    if opts.suite_file is not None or opts.good or opts.bad or opts.repo or opts.overrides or opts.parallel > 1 \
+            or opts.devices is not None:
         raise ConfigError("--resume", str(opts.resume), "continues the search as bisect.json records it: give no "
-                          "SUITE, --good, --bad, --repo or --set")
+                          "SUITE, --good, --bad, --repo, --set, --parallel or --devices")
     folder = Path(opts.resume)
     refuse_link(folder)
     doc = load_bisect(folder)

@@ -10,6 +10,9 @@ INCONCLUSIVE within the seed budget).  A noisy verdict is the reason this is mor
 - when the open range holds no judgeable commit, the boundary pair (the last good and the first bad commit,
   endpoints aside) is judged once more on fresh trials; a recheck that disagrees replaces the first look and
   the search goes on from there;
+- with several devices the search takes k candidates at once (`next_batch`, k-section): the range is cut
+  into k + 1 parts per round instead of 2, each candidate still decided alone, so the noise model and the
+  bound below are unchanged; the rounds of wall time fall, the evaluations rise;
 - the search ends when nothing is left to judge or recheck: a boundary of adjacent commits names the first
   bad commit, a range of skipped commits names the range;
 - every decision the search rested on could have been wrong with at most its rule's error rate: a FAIL on a
@@ -84,6 +87,32 @@ class Search:
             return "recheck", skipped[0]
         todo = [i for i in (lo, hi) if 0 < i < self.n - 1 and i not in self.rechecked]
         return ("recheck", todo[0]) if todo else None
+
+    def next_batch(self, k: int) -> list[tuple[str, int]]:
+        """Up to `k` steps to run side by side (k-section): while the open range holds unjudged commits, the
+        ones nearest the k points that cut it into k + 1 equal parts (for k = 1 the middle: `next_step`);
+        then the second looks `next_step` would take one by one, up to k of them.  Each is decided on its
+        own at the rule's levels, so the noise model is the sequential one; a skipped one is stepped around
+        as ever.  Recording the whole batch narrows the range to the part between the last good and the
+        first bad commit, so a round of k candidates cuts it about (k + 1)-fold where one cuts it 2-fold:
+        fewer rounds of wall time, more evaluations of device time."""
+        if k < 1:
+            raise ValueError("a batch holds at least one step")
+        lo, hi = self.bounds()
+        todo = self.open_candidates()
+        if todo:
+            picks: list[int] = []
+            for j in range(1, k + 1):
+                rest = [i for i in todo if i not in picks]
+                if not rest:
+                    break
+                target = lo + j * (hi - lo) / (k + 1)
+                picks.append(min(rest, key=lambda i: (abs(i - target), i)))
+            return [("candidate", i) for i in sorted(picks)]
+        mid = (lo + hi) / 2
+        skipped = sorted((i for i in range(lo + 1, hi) if i not in self.retried), key=lambda i: (abs(i - mid), i))
+        ends = [i for i in (lo, hi) if 0 < i < self.n - 1 and i not in self.rechecked]
+        return [("recheck", i) for i in [*skipped, *ends][:k]]
 
     def result(self) -> tuple[int, int] | None:
         """(last good, first bad) once the search is over: adjacent when it named one commit, wider when

@@ -50,6 +50,9 @@ class BisectFile(VersionedDoc):
     commits: list[str]           # good .. bad, history order (first parent)
     profile: str | None = None
     overrides: list[str] = []    # --set, then what runs the program from bisect's clone (src/)
+    parallel: int = Field(1, ge=1, le=64)  # candidates a round (k-section), side by side on `devices`
+    devices: list[str] = []      # the pool they share (CUDA_VISIBLE_DEVICES entries)
+    slot_overrides: list[list[str]] = []  # with parallel > 1: `overrides` for each clone (src/, src-1/, ...)
     subjects: list[str] = []
     candidates: list[Candidate] = []
     stopped: str = ""            # why the search ended without a result ("" otherwise)

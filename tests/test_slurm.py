@@ -286,13 +286,25 @@ def test_slurm_parallel_runs_the_run_as_one_array_job_a_task_per_seed_its_arms_i
 
 @pytest.mark.slow
 def test_ctrl_c_cancels_the_array_by_its_id_and_resume_submits_only_what_has_no_ok_trial(cluster, tmp_path):
-    p = _slurm_run(cluster, tmp_path, ["--seeds", "0,1", "--slurm-parallel", "1"], fault="amp-o1-fp16:0:hang")
+    import shutil
+
+    (tmp_path / "bin").mkdir()   # scancel as Slurm's own, saying what it was given
+    (tmp_path / "bin" / "scancel").write_text(f'#!/bin/bash\necho "$@" >>{tmp_path}/scancel.args\n'
+                                              f'exec {shutil.which("scancel")} "$@"\n')
+    (tmp_path / "bin" / "scancel").chmod(0o700)
+    path = cluster.env["PATH"]
+    cluster.env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{path}"
+    try:
+        p = _slurm_run(cluster, tmp_path, ["--seeds", "0,1", "--slurm-parallel", "1"], fault="amp-o1-fp16:0:hang")
+    finally:
+        cluster.env["PATH"] = path
     _wait_for(lambda: _ok_file(_run_dir(tmp_path), "fp32__seed0"), "fp32 seed 0 done")
     run = _run_dir(tmp_path)
     array = _jobs(run)["fp32__seed0"].split("_")[0]
     p.send_signal(signal.SIGINT)
     code, out = _finish(p, 90)
     assert code == 130 and f"cancelled 2 Slurm job(s): {array}_0, {array}_1" in out, out
+    assert (tmp_path / "scancel.args").read_text() == f"{array}\n"   # one scancel, of the array's id
     assert not [j for j, s in cluster.jobs().items() if j.startswith(f"{array}_") and s in ("PENDING", "RUNNING")]
     assert not _jobs(run) and not json.loads((run / "slurm.json").read_text())["tasks"]
     code, out = _finish(_ampbench(cluster, ["--resume", str(run), "--no-report"], tmp_path), 300)

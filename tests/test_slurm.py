@@ -306,9 +306,23 @@ def test_ctrl_c_cancels_the_array_by_its_id_and_resume_submits_only_what_has_no_
     assert code == 130 and f"cancelled 2 Slurm job(s): {array}_0, {array}_1" in out, out
     assert (tmp_path / "scancel.args").read_text() == f"{array}\n"   # one scancel, of the array's id
     assert not [j for j, s in cluster.jobs().items() if j.startswith(f"{array}_") and s in ("PENDING", "RUNNING")]
-    assert not _jobs(run) and not json.loads((run / "slurm.json").read_text())["tasks"]
-    code, out = _finish(_ampbench(cluster, ["--resume", str(run), "--no-report"], tmp_path), 300)
+    doc = json.loads((run / "slurm.json").read_text())
+    assert not doc["jobs"] and not doc["tasks"]
+    # a foreign array (the run's name and user, not its token) planted as the task of seed 1's trials
+    foreign = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--array=0-1", "--job-name=ampbench-toy-array",
+                              "--wrap", "sleep 600"], env=cluster.env, capture_output=True, text=True,
+                             check=True).stdout.strip()
+    doc["jobs"] = {"fp32__seed1": f"{foreign}_0", "amp-o1-fp16__seed1": f"{foreign}_0"}
+    doc["tasks"] = {f"{foreign}_0": ["fp32__seed1", "amp-o1-fp16__seed1"]}
+    (run / "slurm.json").write_text(json.dumps(doc))
+    try:
+        code, out = _finish(_ampbench(cluster, ["--resume", str(run), "--no-report"], tmp_path), 300)
+        assert f"array task {foreign}_0 in slurm.json is not this run's (without this run's token): left alone" in out
+        assert [cluster.jobs().get(f"{foreign}_{i}") for i in (0, 1)] == ["RUNNING", "RUNNING"]   # not cancelled
+    finally:
+        subprocess.run(["scancel", foreign], env=cluster.env, check=False)
     assert code in (0, 3), out
+    assert not [t for t in json.loads((run / "slurm.json").read_text())["tasks"] if t.startswith(foreign)]
     assert "1 finished trial(s) kept, 3 to run" in out, out
     node = _trial(run, "fp32__seed0")["slurm"]["node"]
     assert f"1 task(s), one per seed, at most 1 at once, nodelist={node}" in out, out   # its pair's node

@@ -129,6 +129,8 @@ def _submit(tasks: list[list[str]], extra: list[str], keys: Keys, active: dict[s
                                 time_s, Path.cwd(), comment=state.comment)
     array = slurm.sbatch(slurm.array_script(arms), [*options, slurm.array_range(len(tasks), state.options.parallel or 1),
                                                      *extra])
+    submitted = {k for ks in tasks for k in ks}   # these trials leave an older task (ended, or not the run's)
+    state.tasks = {t: left for t, ks in state.tasks.items() if (left := [k for k in ks if k not in submitted])}
     for i, ks in enumerate(tasks):
         task = f"{array}_{i}"
         active[task], state.tasks[task] = list(ks), list(ks)

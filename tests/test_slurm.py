@@ -8,6 +8,7 @@ polling Slurm every 0.5 s; the toy trials run side by side on the node's oversub
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -277,7 +278,7 @@ def test_slurm_parallel_runs_the_run_as_one_array_job_a_task_per_seed_its_arms_i
     for seed in (0, 1):   # a seed's arms on one node (one task)
         assert _trial(run, f"fp32__seed{seed}")["slurm"]["node"] == _trial(run, f"amp-o1-fp16__seed{seed}")["slurm"]["node"]
     spans.sort()
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans   # %1: nothing overlapped, not even seeds
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans   # %1: nothing overlapped, not even seeds
     info = _scontrol_of(cluster, f"{array}_1")
     assert info["ArrayJobId"] == array and info["Comment"] == "ampbench-run:" + doc["token"], info
     assert info["JobName"] == "ampbench-toy-array", info

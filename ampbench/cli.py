@@ -187,6 +187,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                        "state unread before ampbench stops waiting (its jobs kept for --resume)"),
     slurm_requeue: int = typer.Option(2, "--slurm-requeue", min=0, help="Times a trial preempted or whose node "
                                       "failed is submitted again"),
+    slurm_parallel: int | None = typer.Option(None, "--slurm-parallel", min=1, help="N: the run as one Slurm "
+                                                 "array job, one task per seed (its arms in turn), N at once"),
     master: str | None = typer.Option(None, "--master", help="HOST:PORT: a multi-node trial's rendezvous, nodes "
                                          "started by hand (with --node-rank)"),
     node_rank: int | None = typer.Option(None, "--node-rank", min=0, help="This node's rank (0 records the "
@@ -216,7 +218,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
         devices=devices, master=master, node_rank=node_rank, verbose=verbose, status_every=status_every,
         slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll,
-                             (slurm_outage, slurm_requeue)),
+                             (slurm_outage, slurm_requeue, slurm_parallel)),
     )
     if probe is not None and not at_max_batch:
         raise ConfigError("--probe", str(probe), "only with --at-max-batch")
@@ -229,7 +231,8 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
 
 
 def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_limit: str | None,
-                   constraint: str | None, args: list[str] | None, poll: float, patience: tuple[float, int]) -> Any:
+                   constraint: str | None, args: list[str] | None, poll: float,
+                   patience: tuple[float, int, int | None]) -> Any:
     """--launcher and the Slurm options -> SlurmOptions (None: the local launcher, refusing Slurm options)."""
     from ampbench.config import ConfigError
     from ampbench.launch.slurm import SlurmOptions, parse_slurm_args
@@ -237,14 +240,16 @@ def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_
     if launcher not in ("local", "slurm"):
         raise ConfigError("--launcher", launcher, "expected local or slurm")
     given = [n for n, v in (("--partition", partition), ("--gpus-per-trial", gpus), ("--time", time_limit),
-                            ("--constraint", constraint), ("--slurm-arg", args or None)) if v is not None]
+                            ("--constraint", constraint), ("--slurm-arg", args or None),
+                            ("--slurm-parallel", patience[2])) if v is not None]
     if launcher == "local":
         if given:
             raise ConfigError(given[0], "", "only with --launcher slurm")
         return None
     parse_slurm_args(list(args or []))
     return SlurmOptions(partition=partition, gpus_per_trial=gpus, time=time_limit, constraint=constraint,
-                        args=list(args or []), poll_s=poll, outage_s=patience[0], requeue=patience[1])
+                        args=list(args or []), poll_s=poll, outage_s=patience[0], requeue=patience[1],
+                        parallel=patience[2])
 
 
 @app.command(epilog=EXIT_CODES)

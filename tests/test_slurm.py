@@ -8,6 +8,7 @@ polling Slurm every 0.5 s; the toy trials run side by side on the node's oversub
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -241,3 +242,151 @@ def test_the_launcher_option_refuses_slurm_options_without_slurm(tmp_path):
     assert r.exit_code == 2 and "sbatch" in r.output and "not found on PATH" in r.output, r.output
     assert not (tmp_path / "toy").exists()
     assert os.environ.get("PATH")
+
+
+# ---------------------------------------------------------------- --slurm-parallel: one array job per run
+
+
+def _scontrol_of(c: slurm_cluster.Cluster, job: str) -> dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "job", "--oneliner", job], env=c.env, capture_output=True, text=True,
+                         check=True).stdout
+    return slurm._fields(out.splitlines()[0])
+
+
+@pytest.mark.slow
+def test_slurm_parallel_runs_the_run_as_one_array_job_a_task_per_seed_its_arms_in_turn(cluster, tmp_path):
+    before = set(cluster.jobs())
+    p = _slurm_run(cluster, tmp_path, ["--seeds", "0,1", "--slurm-parallel", "1"])
+    _wait_for(lambda: len(_jobs(_run_dir(tmp_path))) == 4, "the array submitted")
+    queued = {j.split("_")[0] for j in cluster.jobs()} - {j.split("_")[0] for j in before}
+    code, out = _finish(p, 300)
+    run = _run_dir(tmp_path)
+    assert code in (0, 3), out
+    jobs = _jobs(run)
+    array = jobs["fp32__seed0"].split("_")[0]
+    assert queued == {array} and f"submitted as array job {array}: 2 task(s)" in out, (queued, out)  # one queue entry
+    assert jobs == {"fp32__seed0": f"{array}_0", "amp-o1-fp16__seed0": f"{array}_0",
+                    "fp32__seed1": f"{array}_1", "amp-o1-fp16__seed1": f"{array}_1"}
+    doc = json.loads((run / "slurm.json").read_text())
+    assert doc["tasks"] == {f"{array}_0": ["fp32__seed0", "amp-o1-fp16__seed0"],
+                            f"{array}_1": ["fp32__seed1", "amp-o1-fp16__seed1"]}
+    spans = []
+    for key, task in jobs.items():
+        t = _trial(run, key)
+        assert t["status"] == "ok" and t["slurm"]["job_id"] == task and len(t["steps"]) == 12, t.get("error")
+        spans.append((t["started_unix"], t["ended_unix"], key))
+    for seed in (0, 1):   # a seed's arms on one node (one task)
+        assert _trial(run, f"fp32__seed{seed}")["slurm"]["node"] == _trial(run, f"amp-o1-fp16__seed{seed}")["slurm"]["node"]
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans   # %1: nothing overlapped, not even seeds
+    info = _scontrol_of(cluster, f"{array}_1")
+    assert info["ArrayJobId"] == array and info["Comment"] == "ampbench-run:" + doc["token"], info
+    assert info["JobName"] == "ampbench-toy-array", info
+    assert (run / "logs" / f"slurm-array-{array}_0.log").is_file()
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_the_array_by_its_id_and_resume_submits_only_what_has_no_ok_trial(cluster, tmp_path):
+    import shutil
+
+    (tmp_path / "bin").mkdir()   # scancel as Slurm's own, saying what it was given
+    (tmp_path / "bin" / "scancel").write_text(f'#!/bin/bash\necho "$@" >>{tmp_path}/scancel.args\n'
+                                              f'exec {shutil.which("scancel")} "$@"\n')
+    (tmp_path / "bin" / "scancel").chmod(0o700)
+    path = cluster.env["PATH"]
+    cluster.env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{path}"
+    try:
+        p = _slurm_run(cluster, tmp_path, ["--seeds", "0,1", "--slurm-parallel", "1"], fault="amp-o1-fp16:0:hang")
+    finally:
+        cluster.env["PATH"] = path
+    _wait_for(lambda: _ok_file(_run_dir(tmp_path), "fp32__seed0"), "fp32 seed 0 done")
+    run = _run_dir(tmp_path)
+    array = _jobs(run)["fp32__seed0"].split("_")[0]
+    p.send_signal(signal.SIGINT)
+    code, out = _finish(p, 90)
+    assert code == 130 and f"cancelled 2 Slurm job(s): {array}_0, {array}_1" in out, out
+    assert (tmp_path / "scancel.args").read_text() == f"{array}\n"   # one scancel, of the array's id
+    assert not [j for j, s in cluster.jobs().items() if j.startswith(f"{array}_") and s in ("PENDING", "RUNNING")]
+    doc = json.loads((run / "slurm.json").read_text())
+    assert not doc["jobs"] and not doc["tasks"]
+    # a foreign array (the run's name and user, not its token) planted as the task of seed 1's trials
+    foreign = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--array=0-1", "--job-name=ampbench-toy-array",
+                              "--wrap", "sleep 600"], env=cluster.env, capture_output=True, text=True,
+                             check=True).stdout.strip()
+    doc["jobs"] = {"fp32__seed1": f"{foreign}_0", "amp-o1-fp16__seed1": f"{foreign}_0"}
+    doc["tasks"] = {f"{foreign}_0": ["fp32__seed1", "amp-o1-fp16__seed1"]}
+    (run / "slurm.json").write_text(json.dumps(doc))
+    try:
+        code, out = _finish(_ampbench(cluster, ["--resume", str(run), "--no-report"], tmp_path), 300)
+        assert f"array task {foreign}_0 in slurm.json is not this run's (without this run's token): left alone" in out
+        assert [cluster.jobs().get(f"{foreign}_{i}") for i in (0, 1)] == ["RUNNING", "RUNNING"]   # not cancelled
+    finally:
+        subprocess.run(["scancel", foreign], env=cluster.env, check=False)
+    assert code in (0, 3), out
+    assert not [t for t in json.loads((run / "slurm.json").read_text())["tasks"] if t.startswith(foreign)]
+    assert "1 finished trial(s) kept, 3 to run" in out, out
+    node = _trial(run, "fp32__seed0")["slurm"]["node"]
+    assert f"1 task(s), one per seed, at most 1 at once, nodelist={node}" in out, out   # its pair's node
+    t = _trial(run, "amp-o1-fp16__seed0")
+    assert t["status"] == "ok" and t["slurm"]["node"] == node and not t["slurm"]["job_id"].startswith(array)
+    assert _ok_file(run, "fp32__seed1") and _ok_file(run, "amp-o1-fp16__seed1")
+
+
+def test_array_task_ids_in_squeue_answers_are_read_one_by_one():
+    assert slurm.task_ids("51") == ["51"] and slurm.task_ids("123_4") == ["123_4"]
+    assert slurm.task_ids("123_[5-7%1]") == ["123_5", "123_6", "123_7"]
+    assert slurm.task_ids("123_[1,3-4]") == ["123_1", "123_3", "123_4"]
+    assert slurm.task_ids("JOBID") == [] and slurm.task_ids("123_x") == []
+    assert slurm._is_job({"JobId": "130", "ArrayJobId": "123", "ArrayTaskId": "4"}, "123_4")
+    assert slurm._is_job({"JobId": "123", "ArrayJobId": "123", "ArrayTaskId": "5-7%1"}, "123_6")
+    assert not slurm._is_job({"JobId": "123", "ArrayJobId": "123", "ArrayTaskId": "5-7%1"}, "123_4")
+    assert not slurm._is_job({"JobId": "124", "ArrayJobId": "124", "ArrayTaskId": "4"}, "123_4")
+
+
+def test_squeue_of_an_array_asks_for_the_array_and_reads_its_pending_tasks(monkeypatch):
+    asked = []
+
+    def fake(cmd, stdin=None, check=True):   # squeue's answer for one array: a task running, two pending
+        asked.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "123_4|RUNNING|node1|None\n123_[5-7%1]|PENDING||JobArrayTaskLimit\n"
+                                                  "99|RUNNING|node2|None\n", "")
+
+    monkeypatch.setattr(slurm, "_run", fake)
+    got = slurm.squeue(["123_4", "123_6", "99"])
+    assert "--jobs=123,99" in asked[0] and "--array" in asked[0]
+    assert got["123_4"].state == "RUNNING" and got["123_6"] == slurm.JobState("PENDING", "", "JobArrayTaskLimit")
+    assert set(got) == {"123_4", "123_6", "99"}
+    monkeypatch.setattr(slurm, "_run", lambda cmd, stdin=None, check=True: subprocess.CompletedProcess(
+        cmd, 0, "123_[5-x]|PENDING||None\n", ""))
+    with pytest.raises(slurm.SlurmUnreadable):
+        slurm.squeue(["123_5"])
+
+
+def test_the_array_job_is_one_sbatch_a_task_per_seed_running_its_arms_in_turn(tmp_path):
+    assert slurm.array_range(3, 1) == "--array=0-2%1"
+    s = slurm.array_script([[slurm.Arm(["python", "w", "a b"], {"K": "v w"}, tmp_path / "x y.log"),
+                             slurm.Arm(["python", "w", "c"], {}, tmp_path / "z.log")],
+                            [slurm.Arm(["python", "w", "d"], {}, tmp_path / "d.log", srun=True)]])
+    task0 = s.split("0)\n")[1].split(";;")[0].splitlines()
+    assert task0 == [f"  (export K='v w'; exec python w 'a b') >>'{tmp_path}/x y.log' 2>&1 || rc=$?",
+                     f"  (exec python w c) >>{tmp_path}/z.log 2>&1 || rc=$?", "  "]
+    assert "1)\n  (exec srun --kill-on-bad-exit=1 python w d)" in s and s.rstrip().endswith('exit "$rc"')
+    r = subprocess.run(["bash", "-n"], input=s, text=True, capture_output=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_an_array_tasks_trial_names_the_task_not_its_own_job_id():
+    from ampbench.trackers.scheduler import slurm_job
+
+    env = {"SLURM_JOB_ID": "130", "SLURM_ARRAY_JOB_ID": "123", "SLURM_ARRAY_TASK_ID": "4", "SLURMD_NODENAME": "n1"}
+    assert slurm_job(env).job_id == "123_4" and slurm_job({"SLURM_JOB_ID": "51"}).job_id == "51"
+
+
+def test_slurm_parallel_is_refused_without_slurm(tmp_path):
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+
+    (tmp_path / "toy.toml").write_text(SUITE)
+    r = CliRunner().invoke(app, ["run", str(tmp_path / "toy.toml"), "--slurm-parallel", "2", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--slurm-parallel" in r.output and "only with --launcher slurm" in r.output

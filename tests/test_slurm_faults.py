@@ -328,3 +328,29 @@ def test_a_preempted_trial_is_submitted_again_up_to_the_cap(cluster, tmp_path): 
     assert code in (1, 2) and "submitted again" not in out, out  # the cancelled trial: completeness FAIL
     t = _trial(capped, "fp32__seed0")
     assert t["status"] == "cancelled" and t["slurm"]["state"] == "PREEMPTED" and t["slurm"]["job_id"] == hung, t
+
+
+@pytest.mark.slow
+def test_a_preempted_array_task_is_submitted_again_as_a_task_on_its_node_up_to_the_cap(cluster, tmp_path):  # noqa: F811
+    p = _slurm_run(cluster, tmp_path, ["--mode", "fp32", "--slurm-parallel", "1", "--slurm-requeue", "1"],
+                   fault="fp32:0:hang")
+    _wait_for(lambda: len(_jobs(_run_dir(tmp_path))) == 1, "the array submitted")
+    run = _run_dir(tmp_path)
+    first = _jobs(run)["fp32__seed0"]
+    _wait_for(lambda: cluster.jobs().get(first) == "RUNNING", f"task {first} running")
+    node = _scontrol(cluster, first)["NodeList"]
+    _preempt(cluster, node)
+    _wait_for(lambda: _jobs(run)["fp32__seed0"] != first, "the trial submitted again")
+    again = _jobs(run)["fp32__seed0"]
+    _wait_for(lambda: cluster.jobs().get(again) == "RUNNING", f"task {again} running")
+    assert _scontrol(cluster, again)["NodeList"] == node and _scontrol(cluster, again)["ReqNodeList"] == node
+    _preempt(cluster, node)   # the cap (1) reached: recorded as it ended
+    code, out = _finish(p, 120)
+    assert code in (1, 2), out
+    assert f"array task {first} ended PREEMPTED: fp32__seed0 submitted again as array job {again.split('_')[0]} " \
+           f"(requeue 1 of 1, on {node})" in out, out
+    t = _trial(run, "fp32__seed0")
+    assert t["status"] == "cancelled" and t["slurm"]["state"] == "PREEMPTED" and t["slurm"]["job_id"] == again, t
+    doc = json.loads((run / "slurm.json").read_text())
+    assert doc["requeued"] == {"fp32__seed0": 1} and doc["tasks"][again] == ["fp32__seed0"]
+    assert cluster.jobs().get(first) == "PREEMPTED" and cluster.jobs().get(again) == "PREEMPTED"

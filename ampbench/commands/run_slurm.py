@@ -13,6 +13,7 @@ from ampbench.config import Suite
 from ampbench.core.protocol import Fault
 from ampbench.core.records import RunInfo, Trial, trial_key
 from ampbench.launch.launcher import TrialFiles
+from ampbench.launch.slurm_array import run_array
 from ampbench.launch.slurm_run import Hooks, SlurmRun, run_trials
 from ampbench.results.run_dir import RunDir
 
@@ -32,6 +33,7 @@ def run_on_slurm(run: RunDir, info: RunInfo, suite: Suite, todo: list[tuple[str,
         finished=finished,
     )
     o = state.options
-    console.print(f"Slurm: {len(todo)} trial(s) as jobs (partition {escape(o.partition or 'default')}, "
+    how = f"one array job, at most {o.parallel} seed(s) at once" if o.parallel else "jobs"
+    console.print(f"Slurm: {len(todo)} trial(s) as {how} (partition {escape(o.partition or 'default')}, "
                   f"status every {o.poll_s:g} s)")
-    run_trials(todo, run.path, state, info.suite, hooks)
+    (run_array if o.parallel else run_trials)(todo, run.path, state, info.suite, hooks)

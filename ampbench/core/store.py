@@ -94,6 +94,11 @@ class RunPaths:
     def log_path(self, mode: str, seed: int) -> Path:
         return self.logs_dir / f"{trial_key(mode, seed)}.log"
 
+    @property
+    def array_log(self) -> Path:
+        """An array job's own output (Slurm's `%A_%a`: array id, task); each trial's goes to its own log."""
+        return self.logs_dir / "slurm-array-%A_%a.log"
+
     def spec_path(self, mode: str, seed: int) -> Path:
         return self.specs_dir / f"{trial_key(mode, seed)}.json"
 

@@ -45,7 +45,8 @@ _STATUS: dict[str, Status] = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_
 _OWN = {"output", "error", "o", "e", "parsable", "wrap", "job-name", "J", "chdir", "D", "nodes", "N",
         "ntasks-per-node", "export", "comment", "hold", "H", "dependency", "d"}
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+# a job id as squeue prints it: "51", an array task "123_4", or an array's pending tasks "123_[5-7%1]"
+_JOB_ID = re.compile(r"^\d+(_(\d+|\[[0-9,%-]+\]))?$")
 _STATE = re.compile(r"^[A-Z_]+$")
 # scontrol saying it does not know a job: a definite answer (the job ended long enough ago to be purged)
 _UNKNOWN_JOB = "Invalid job id"
@@ -75,6 +76,7 @@ class SlurmOptions(BaseModel):
     poll_s: float = Field(15.0, ge=0.2)          # one squeue for all jobs per interval
     outage_s: float = Field(600.0, ge=1.0)       # Slurm not answering this long: ampbench stops waiting
     requeue: int = Field(2, ge=0)                # a trial preempted or whose node failed: submitted again this often
+    parallel: int | None = Field(None, ge=1)     # --slurm-parallel N: one array job per run, N seeds at a time
 
 
 def parse_slurm_args(items: list[str]) -> list[str]:
@@ -150,13 +152,37 @@ class JobState:
         return self.state in ENDED
 
 
+def task_ids(text: str) -> list[str]:
+    """The job ids one squeue line stands for: "51" and "123_4" themselves, an array's pending tasks
+    "123_[5-7%1]" (or "123_[1,3-4]") each of its tasks; [] where the text is not such an id."""
+    if not _JOB_ID.match(text):
+        return []
+    base, _, tasks = text.partition("_")
+    if not tasks.startswith("["):
+        return [text]
+    return [f"{base}_{i}" for i in _indices(tasks[1:-1])]
+
+
+def _indices(spec: str) -> list[int]:
+    """Slurm's array index list ("5-7%1", "1,3-4") as the indices it holds (the %N cap dropped)."""
+    out: list[int] = []
+    for part in spec.split("%")[0].split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return []
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
 def squeue(jobs: list[str]) -> dict[str, JobState]:
-    """Every given job Slurm still knows, in one call (finished ones too, for MinJobAge).  A job absent
-    from the answer is not concluded ended here (`job_info` asks the controller about it); an answer
-    in another format than the one asked for is an SlurmError."""
+    """Every given job (or array task, "123_4") Slurm still knows, in one call (finished ones too, for
+    MinJobAge).  Arrays are asked by their id and their pending tasks read from Slurm's "123_[5-7%1]".
+    A job absent from the answer is not concluded ended here (`job_info` asks the controller about it);
+    an answer in another format than the one asked for is an SlurmError."""
     if not jobs:
         return {}
-    cmd = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(jobs)}", "--format=%i|%T|%N|%r"]
+    asked = ",".join(dict.fromkeys(j.split("_")[0] for j in jobs))
+    cmd = ["squeue", "--noheader", "--array", "--states=all", f"--jobs={asked}", "--format=%i|%T|%N|%r"]
     p = _run(cmd, check=False)
     if p.returncode != 0:
         if _UNKNOWN_JOB in p.stderr:  # none of them is known any more
@@ -168,11 +194,13 @@ def squeue(jobs: list[str]) -> dict[str, JobState]:
         parts = line.strip().split("|", 3)
         if not line.strip():
             continue
-        if len(parts) != 4 or not _JOB_ID.match(parts[0]) or not _STATE.match(parts[1].split(" ")[0]):
+        ids = task_ids(parts[0])
+        if len(parts) != 4 or not ids or not _STATE.match(parts[1].split(" ")[0]):
             raise SlurmUnreadable(f"squeue: unexpected answer, line {n}: {line[:120]!r} (asked for "
                              "JOBID|STATE|NODES|REASON); job states not read from it")
-        if parts[0] in jobs:
-            out[parts[0]] = JobState(state=parts[1].split(" ")[0], nodes=parts[2], reason=parts[3])
+        for job in ids:
+            if job in jobs:
+                out[job] = JobState(state=parts[1].split(" ")[0], nodes=parts[2], reason=parts[3])
     return out
 
 
@@ -193,8 +221,8 @@ def job_info(job: str) -> JobState | None:
     answer that could not be read is an SlurmError, never None."""
     p = _run(["scontrol", "show", "job", "--oneliner", job], check=False)
     if p.returncode == 0:
-        f = _fields(p.stdout)
-        if f.get("JobId") != job or not _STATE.match(f.get("JobState", "")):
+        f = next((f for f in map(_fields, p.stdout.splitlines()) if _is_job(f, job)), {})
+        if not f or not _STATE.match(f.get("JobState", "")):
             raise SlurmUnreadable(f"scontrol show job {job}: unexpected answer {p.stdout.strip()[:120]!r}")
         nodes = f.get("NodeList", "")
         return JobState(state=f["JobState"], nodes="" if nodes == "(null)" else nodes, reason=f.get("Reason", ""),
@@ -204,6 +232,16 @@ def job_info(job: str) -> JobState | None:
         said = p.stderr.strip().splitlines()
         raise SlurmError(f"scontrol show job {job}: exit {p.returncode}: {said[-1] if said else 'no message'}")
     return _sacct(job)
+
+
+def _is_job(f: dict[str, str], job: str) -> bool:
+    """Whether scontrol's record `f` is this job: its JobId, or for an array task "123_4" the array's
+    record that holds task 4 (a task not started yet is still in the array's "5-7%1")."""
+    if f.get("JobId") == job:
+        return True
+    base, _, task = job.partition("_")
+    return bool(task) and f.get("ArrayJobId") == base and task.isdigit() and \
+        int(task) in _indices(f.get("ArrayTaskId", ""))
 
 
 def _sacct(job: str) -> JobState | None:
@@ -297,4 +335,37 @@ def batch_script(cmd: list[str], env: dict[str, str], srun: bool) -> str:
     lines = ["#!/bin/bash", "# written by ampbench run --launcher slurm", "set -u"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
     lines.append(("exec srun --kill-on-bad-exit=1 " if srun else "exec ") + shlex.join(cmd))
+    return "\n".join(lines) + "\n"
+
+
+def array_range(count: int, parallel: int) -> str:
+    """sbatch's `--array`: tasks 0..count-1, at most `parallel` of them running at once."""
+    return f"--array=0-{count - 1}%{parallel}"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One trial of an array task: its worker command, environment, and the log its output goes to."""
+
+    cmd: list[str]
+    env: dict[str, str]
+    log: Path
+    srun: bool = False
+
+
+def array_script(tasks: list[list[Arm]]) -> str:
+    """An array job's script: task i runs its arms one after the other (a seed's arms on one node, in
+    sequence), each in a subshell of its own with its output appended to its own log; a failing arm
+    does not stop the next one, and the task's exit code is the last failing arm's."""
+    lines = ["#!/bin/bash", "# written by ampbench run --launcher slurm --slurm-parallel: one task per seed", "set -u",
+             "rc=0", 'case "${SLURM_ARRAY_TASK_ID:-}" in']
+    for i, arms in enumerate(tasks):
+        lines.append(f"{i})")
+        for arm in arms:
+            exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(arm.env.items()))
+            run = ("srun --kill-on-bad-exit=1 " if arm.srun else "") + shlex.join(arm.cmd)
+            lines.append(f"  ({exports}exec {run}) >>{shlex.quote(str(arm.log))} 2>&1 || rc=$?")
+        lines.append("  ;;")
+    lines += ['*) echo "ampbench: no trials for array task ${SLURM_ARRAY_TASK_ID:-}" >&2; exit 2;;', "esac",
+              'exit "$rc"']
     return "\n".join(lines) + "\n"

@@ -68,6 +68,8 @@ class SlurmRun(VersionedDoc):
     # a seed's later arm, submitted held -> the job of the seed's first arm: released onto its node(s)
     held: dict[str, str] = Field(default_factory=dict)
     requeued: dict[str, int] = Field(default_factory=dict)  # trial key -> times submitted again after a preemption or a node failure
+    # --slurm-parallel: an array task ("123_4") -> the trial keys it runs, in order (`jobs` maps each back to it)
+    tasks: dict[str, list[str]] = Field(default_factory=dict)
 
     @property
     def comment(self) -> str:
@@ -113,8 +115,9 @@ def _not_ours(st: JobState, name: str, state: SlurmRun) -> str:
     return ", ".join(why)
 
 
-def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str, extra: list[str]) -> str:
-    """Write the spec, clear what an earlier attempt left, and submit the trial's job."""
+def prepare(spec: TrialSpec, files: TrialFiles, state: SlurmRun) -> tuple[list[str], dict[str, str], int]:
+    """Write the spec and clear what an earlier attempt left; the trial's command, its environment and
+    the GPUs per node its job asks for."""
     dist, opts = spec.suite.distributed, state.options
     atomic_write_text(files.spec, spec.model_dump_json(indent=1), root=files.root)
     Path(spec.trial_path).unlink(missing_ok=True)
@@ -129,9 +132,16 @@ def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str
         cmd, env = distributed.launch_command(dist, cmd, files.ranks)
     gpus = opts.gpus_per_trial if opts.gpus_per_trial is not None else (
         dist.nproc_per_node if spec.profile != "cpu" and slurm.has_gpus(opts.partition) else 0)
+    return cmd, env, gpus
+
+
+def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str, extra: list[str]) -> str:
+    """Submit the trial's job (its files prepared first)."""
+    dist = spec.suite.distributed
+    cmd, env, gpus = prepare(spec, files, state)
     timeout = spec.timeout_s or spec.suite.train.timeout_s
-    options = slurm.job_options(job_name(suite_name, spec.mode, spec.seed), files.log, opts, dist.nnodes, gpus,
-                                timeout + 600, Path.cwd(), comment=state.comment)
+    options = slurm.job_options(job_name(suite_name, spec.mode, spec.seed), files.log, state.options, dist.nnodes,
+                                gpus, timeout + 600, Path.cwd(), comment=state.comment)
     return slurm.sbatch(slurm.batch_script(cmd, env, srun=dist.nnodes > 1), options + extra)
 
 
@@ -278,7 +288,7 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
             active[job] = key
         _watch(active, keys, run_path, state, suite_name, hooks)
     except BaseException:
-        _cancel(list(active), run_path, state, hooks)
+        cancel(list(active), run_path, state, hooks)
         raise
 
 
@@ -388,15 +398,16 @@ def _requeue(job: str, st: JobState, key: str, active: dict[str, str], keys: dic
     return True
 
 
-def _cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks) -> None:
-    """Ctrl-C / SIGTERM / Slurm gone: every job of the run still queued or running cancelled and waited
-    out (bounded); the ones Slurm confirms ended are forgotten, so `--resume` submits those trials again;
-    the others stay in slurm.json (and get no trial file), so `--resume` waits for them."""
+def cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks, targets: list[str] | None = None) -> None:
+    """Ctrl-C / SIGTERM / Slurm gone: every job of the run still queued or running cancelled (one
+    `scancel` of `targets`, default the jobs: an array's id where every task of it is one of them) and
+    waited out (bounded); the ones Slurm confirms ended are forgotten, so `--resume` submits those
+    trials again; the others stay in slurm.json (and get no trial file), so `--resume` waits for them."""
     if not jobs:
         return
     ended: set[str] = set()
     try:
-        slurm.scancel(jobs)
+        slurm.scancel(targets or jobs)
     except slurm.SlurmError as e:
         hooks.say(f"error: could not cancel job(s) {', '.join(jobs)}: {e}")
     else:
@@ -409,6 +420,7 @@ def _cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks) -> N
             time.sleep(0.5)
     state.jobs = {k: j for k, j in state.jobs.items() if j not in ended}
     state.held = {j: f for j, f in state.held.items() if j not in ended}
+    state.tasks = {t: ks for t, ks in state.tasks.items() if t not in ended}
     save_state(run_path, state)
     if ended:
         hooks.say(f"cancelled {len(ended)} Slurm job(s): {', '.join(j for j in jobs if j in ended)}")

@@ -19,5 +19,8 @@ def slurm_job(environ: Mapping[str, str] | None = None) -> SlurmJob | None:
     job = env.get("SLURM_JOB_ID", "").strip()
     if not job:
         return None
+    array, task = env.get("SLURM_ARRAY_JOB_ID", "").strip(), env.get("SLURM_ARRAY_TASK_ID", "").strip()
+    if array and task:   # a task of an array job: named as Slurm's commands name it ("123_4"), not by its own id
+        job = f"{array}_{task}"
     return SlurmJob(job_id=job, node=env.get("SLURMD_NODENAME", ""), nodes=env.get("SLURM_JOB_NODELIST", ""),
                     partition=env.get("SLURM_JOB_PARTITION", ""), gpus=env.get("SLURM_JOB_GPUS", ""))

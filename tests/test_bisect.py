@@ -28,14 +28,19 @@ def _simulate(n: int, first_bad: int, rng: np.random.Generator, wrong: float, sk
     s = Search(n=n)
     looks = 0
     while (step := s.next_step()) is not None:
-        role, i = step
         looks += 1
-        truth = "bad" if i >= first_bad else "good"
-        u = rng.random()
-        verdict = "skip" if u < skip else (("good" if truth == "bad" else "bad") if u < skip + wrong else truth)
-        s.record(i, verdict, recheck=role == "recheck")  # type: ignore[arg-type]
+        _look(s, step, first_bad, rng, wrong, skip)
     lo, hi = s.bounds()
     return (hi if hi == lo + 1 else None), looks
+
+
+def _look(s: Search, step: tuple[str, int], first_bad: int, rng: np.random.Generator, wrong: float, skip: float) -> None:
+    """The noisy oracle's verdict on one candidate, recorded."""
+    role, i = step
+    truth = "bad" if i >= first_bad else "good"
+    u = rng.random()
+    verdict = "skip" if u < skip else (("good" if truth == "bad" else "bad") if u < skip + wrong else truth)
+    s.record(i, verdict, recheck=role == "recheck")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("wrong,skip,floor", [(0.0, 0.0, 1.0), (0.01, 0.05, 0.95), (0.02, 0.05, 0.90)])
@@ -86,12 +91,9 @@ def _simulate_k(n: int, first_bad: int, rng: np.random.Generator, wrong: float, 
     looks = rounds = 0
     while batch := s.next_batch(k):
         rounds += 1
-        for role, i in batch:   # side by side: every verdict of the round comes back before the next round
+        for step in batch:   # side by side: every verdict of the round comes back before the next round
             looks += 1
-            truth = "bad" if i >= first_bad else "good"
-            u = rng.random()
-            verdict = "skip" if u < skip else (("good" if truth == "bad" else "bad") if u < skip + wrong else truth)
-            s.record(i, verdict, recheck=role == "recheck")  # type: ignore[arg-type]
+            _look(s, step, first_bad, rng, wrong, skip)
     lo, hi = s.bounds()
     return (hi if hi == lo + 1 else None), looks, rounds
 

@@ -47,6 +47,8 @@ def test_run_crash_then_resume(toy_suite, tmp_path, cache_env):
     r = run_cli("run", str(suite), "--out", str(out), "--no-report",
                 env={"AMPBENCH_FAULT": "amp-o1-fp16:1:crash"})
     assert r.exit_code == 2, r.output                  # a crashed trial -> ERROR -> 2
+    # the AMP mode's unknown list name, from its workers as they start (the runner imports no paddle): once
+    assert r.output.count("mode amp-o1-fp16: Paddle does not know op name(s) embedding") == 1, r.output
     run = RunDir(only_run(out))
     trials = {t.key: t for t in run.load_trials()}
     assert trials["amp-o1-fp16__seed1"].status == "crashed"

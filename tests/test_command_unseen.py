@@ -147,7 +147,11 @@ def test_a_minimize_loop_with_its_own_amp_level_flag_and_a_json_metric(tmp_path)
         assert check["lines"] == 2 and check["program_samples_per_s"] > 0
         # ampbench's mean rate agrees with the program's (the median per-step rate did not: each
         # epoch's first step starts the DataLoader's iterator, a cost a mean sees and a median does not)
-        assert check["agrees"], check
+        # ...on a machine of its own: where other processes took over half a core in the window (a
+        # shared CI runner), the program's one epoch line and ampbench's whole window saw different
+        # load, and only a gross mismatch (a wrong batch: 2x) is an error
+        others = (t.get("interference") or {}).get("others_cpu") or 0.0
+        assert check["agrees"] or (others > 0.5 and 0.6 < check["ratio"] < 1.6), (check, others)
         # the median misses the slow first steps of each epoch; it used to be asserted as the median rate 10%
         # above the mean, a margin partly made by the op-stats bookkeeping that ran inside measured step 3
         # (issue 43: the stats window now ends inside warm-up; measured there: 8 of 9 trials met it before,

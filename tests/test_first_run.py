@@ -140,6 +140,7 @@ def test_time_left_comes_from_the_measured_step_rate():
     assert "trial 0/4 done; fp32 seed 0: step 20/100, 10 steps/s, trial ~7.90 s left; run ~52.6 s left" in line, line
     clock.now += 7.9
     pace.finish("fp32", 0)             # it took 14.9 s: the other three are expected to as well
+    assert STATUS.match(pace.status_line()) and "; no trial running; " in pace.status_line()  # between two
     pace.start("amp-o1-fp16", 0, steps=100)
     assert pace.run_left_s() == pytest.approx(3 * 14.9)
     clock.now += 2

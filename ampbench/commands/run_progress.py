@@ -133,6 +133,8 @@ class RunPace:
                 tl = f", trial ~{seconds(trial_left)} left" if trial_left is not None else ""
                 parts.append(f"{p.mode} seed {p.seed}: step {p.step}/{p.total}{pace}{tl}"
                              if p.points else f"{p.mode} seed {p.seed}: starting")
+            if not self.running:   # between two trials, or the last one ended and the run is judged
+                parts.append("no trial running")
         parts.append(f"run ~{seconds(left)} left" if left is not None else "run time left: estimating")
         return "; ".join(parts)
 

@@ -42,20 +42,27 @@ def browser_exe() -> str:
 
 
 def _start(exe: str, profile: str) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                             "--no-first-run", "--remote-debugging-port=0", f"--user-data-dir={profile}",
-                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    assert proc.stderr is not None
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        m = re.search(r"DevTools listening on ws://[\d.]+:(\d+)/", line)
-        if m:
-            return proc, int(m.group(1))
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError("chromium did not start its DevTools endpoint")
+    """Chromium with its DevTools endpoint; a start that fails (it exited, or said nothing usable within
+    60 s: seen once with three test workers on two cores) is tried once more, then raised with what
+    chromium printed."""
+    said: list[str] = []
+    for attempt in range(2):   # each attempt its own profile: a killed chromium may leave its lock behind
+        proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                 "--no-first-run", "--remote-debugging-port=0", f"--user-data-dir={profile}/{attempt}",
+                                 "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        assert proc.stderr is not None
+        while time.time() < deadline:
+            line = proc.stderr.readline()
+            m = re.search(r"DevTools listening on ws://[\d.]+:(\d+)/", line)
+            if m:
+                return proc, int(m.group(1))
+            said.append(line.rstrip())
+            if not line and proc.poll() is not None:
+                break
+        proc.kill()
+        proc.wait()
+    raise RuntimeError("chromium did not start its DevTools endpoint: " + " | ".join(x for x in said if x)[-1500:])
 
 
 class _Session:

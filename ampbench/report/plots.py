@@ -103,8 +103,8 @@ def _by_mode(trials: list[Trial]) -> dict[str, list[Trial]]:
 
 def _curve(trials: list[Trial]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """steps, mean, min, max of the loss over seeds, on the union of recorded steps: each trial's
-    losses joined linearly across steps whose loss was not read (a command trial reads it at most
-    every loss_every_ms, at steps that differ between seeds), NaN gaps at non-finite ones."""
+    losses joined linearly across steps whose loss was not read (a command trial reads it every
+    loss_every_steps-th step; an older record, read by time, at steps that differ between seeds), NaN gaps at non-finite ones."""
     steps = sorted({s.step for t in trials for s in t.steps})
     grid = np.full((len(trials), len(steps)), np.nan)
     for r, t in enumerate(trials):

@@ -7,11 +7,12 @@ checker, the history and the report cannot disagree.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc
 from ampbench.core.store import trial_key
 
@@ -52,10 +53,11 @@ class Env(_Open):
 
 
 class AmpInfo(_Open):
-    requested: bool = False
-    active: bool = False
-    level: Level = "O0"
-    dtype: Dtype = "float32"
+    # the `Col` markers: the trial tables' columns (record/fields.py, docs/architecture.md "The field catalog")
+    requested: Annotated[bool, Col("AMP requested", "flag", rank=70, shows=("csv",), csv="amp_requested")] = False
+    active: Annotated[bool, Col("AMP active (recorded)", "flag", rank=72, shows=("csv",), csv="amp_active")] = False
+    level: Annotated[Level, Col("AMP level", "text", rank=74, shows=("csv",), csv="amp_level")] = "O0"
+    dtype: Annotated[Dtype, Col("AMP dtype", "text", rank=76, shows=("csv",), csv="amp_dtype")] = "float32"
     use_promote: bool = True
     white_list: list[str] = []
     black_list: list[str] = []
@@ -103,10 +105,10 @@ class StepRecord(_Open):
 
 
 class Throughput(_Open):
-    samples_per_s: float = 0.0
-    step_time_median_s: float = 0.0
-    step_time_p90_s: float = 0.0
-    measured_steps: int = 0
+    samples_per_s: Annotated[float, Col("Samples/s", "rate", rank=40, shows=("md", "console", "csv", "export"))] = 0.0
+    step_time_median_s: Annotated[float, Col("Step (median)", "ms", rank=50, shows=("md", "csv"))] = 0.0
+    step_time_p90_s: Annotated[float, Col("Step (p90)", "ms", rank=52, shows=("csv",))] = 0.0
+    measured_steps: Annotated[int, Col("Measured steps", "count", rank=54, shows=("csv",))] = 0
     unit: str = "samples"
     extra_per_s: dict[str, float] = {}
     # Wall time of the measured window (first measured step's start to last one's end, evaluations
@@ -123,10 +125,13 @@ class Memory(_Open):
     Energy is NVML's counter over the window (the whole GPU, also under MIG).
     """
 
-    source: Literal["cuda", "host", "none"] = "none"
-    peak_allocated_bytes: int | None = None
-    peak_reserved_bytes: int | None = None
-    rss_peak_bytes: int | None = Field(None, description="whole-process peak RSS (ru_maxrss), not window-scoped")
+    source: Annotated[Literal["cuda", "host", "none"],
+                      Col("Memory source", "text", rank=60, shows=("csv",), csv="memory_source")] = "none"
+    peak_allocated_bytes: Annotated[int | None, Col("Peak allocated", "bytes", rank=62, shows=("md", "csv"),
+                                                    note="source")] = None
+    peak_reserved_bytes: Annotated[int | None, Col("Peak reserved", "bytes", rank=65, shows=("csv",))] = None
+    rss_peak_bytes: Annotated[int | None, Col("Peak RSS", "bytes", rank=66, shows=("csv",))] = Field(
+        None, description="whole-process peak RSS (ru_maxrss), not window-scoped")
     device_used_bytes: int | None = None
     device_used_source: Literal["nvml-process", "nvml-device"] | None = None
     nvml_device: dict[str, Any] | None = None
@@ -188,12 +193,13 @@ class EvalRecord(_Open):
 class Trial(VersionedDoc):
     SCHEMA: ClassVar[str] = TRIAL_SCHEMA
     schema_: str = Field(TRIAL_SCHEMA, alias="schema")
-    suite: str
+    # the `Col` markers: the trial tables' columns (record/fields.py, docs/architecture.md "The field catalog")
+    suite: Annotated[str, Col("Suite", "text", rank=5, shows=("csv",))]
     workload: str
-    mode: str
-    seed: int
-    profile: str = "default"
-    status: Status
+    mode: Annotated[str, Col("Mode", "code", rank=10, shows=("console", "csv"))]
+    seed: Annotated[int, Col("Seed", "count", rank=12, shows=("console", "csv"))]
+    profile: Annotated[str, Col("Profile", "text", rank=14, shows=("csv",))] = "default"
+    status: Annotated[Status, Col("Status", "status", rank=20)]
     error: str | None = None
     log_tail: str | None = None  # last lines of the worker's log when the runner recorded the failure
     config: dict[str, Any] = {}
@@ -206,10 +212,10 @@ class Trial(VersionedDoc):
     metrics: dict[str, float] = {}
     evals: list[EvalRecord] = []
     time_to_target: dict[str, Any] | None = None
-    skipped_steps: int = 0
-    nonfinite_losses: int = 0
-    wall_s: float = 0.0
-    batch_size: int = 0
+    skipped_steps: Annotated[int, Col("Skipped", "count", rank=80, shows=("md", "csv"))] = 0
+    nonfinite_losses: Annotated[int, Col("Non-finite losses", "count", rank=82, shows=("csv",))] = 0
+    wall_s: Annotated[float, Col("Wall time", "seconds", rank=86, shows=("md", "csv"))] = 0.0
+    batch_size: Annotated[int, Col("Batch", "size", rank=30, shows=("md", "csv"))] = 0
     grad_accum: int = 1
     world_size: int = 1
     numerics: dict[str, Any] | None = None

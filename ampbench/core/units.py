@@ -43,6 +43,27 @@ def num(x: float | None, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def metric(x: float | None, fraction: bool) -> str:
+    """A metric value: in percent for an accuracy-like (fraction) metric, else 4 significant digits."""
+    if _missing(x):
+        return DASH
+    return f"{100 * x:.2f}%" if fraction else num(x, 4)
+
+
+def seconds(s: float | None) -> str:
+    """12.3 s, 4 min 05 s, 2 h 03 min."""
+    if _missing(s):
+        return DASH
+    s = float(s)
+    if s < 60:
+        return f"{num(s, 3)} s"
+    if s < 3600:
+        m, r = divmod(round(s), 60)
+        return f"{m} min {r:02d} s"
+    h, r = divmod(round(s), 3600)
+    return f"{h} h {r // 60:02d} min"
+
+
 def bytes_h(n: float | None) -> str:
     """Binary units with three significant digits: 15.0 GiB, 812 MiB, 4.00 KiB; 0 or None -> dash."""
     if _missing(n) or not n:

@@ -15,6 +15,7 @@ import numpy as np
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.core.records import RunInfo, Trial
 from ampbench.judge import inference, measure
+from ampbench.record import fields
 from ampbench.results.history import (
     MAX_HIST_BINS,
     NOT_CHECKED,
@@ -82,7 +83,8 @@ def trial_point(t: Trial, metric: str) -> TrialPoint:
         seed=t.seed, samples_per_s=measure.judged_rate(rates), floor_samples_per_s=measure.judged_floor(rates),
         trimmed_samples_per_s=measure.judged_trimmed(rates),
         metric=float(value) if value is not None and math.isfinite(value) else None, peak_bytes=peak or None,
-        cpu_share=share, others_cpu=inf.others_cpu if inf is not None else None, cpu_count=t.env.cpu_count)
+        cpu_share=share, others_cpu=inf.others_cpu if inf is not None else None, cpu_count=t.env.cpu_count,
+        **{c.csv_name: c.value(t) for c in fields.columns("history")})  # the catalog's (record/fields.py)
 
 
 def _relative(out: dict[str, ModeSummary], stats: dict[str, measure.ModeStats],

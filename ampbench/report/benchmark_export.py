@@ -21,6 +21,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_json, check_output, os_reason, safe_name
 from ampbench.core.records import Trial
 from ampbench.core.store import RunPaths
+from ampbench.record import fields
 from ampbench.results.run_dir import RunDir
 
 UNITS = {"step": "seconds per step", "sample": "seconds per sample"}
@@ -63,10 +64,12 @@ def _benchmark(suite: str, mode: str, per: str, trials: list[Trial]) -> dict[str
     requested = any(t.amp.requested for t in trials)
     extra: dict[str, Any] = {
         "unit": UNITS[per], "seeds": sorted(t.seed for t in trials), "batch_size": sorted({t.batch_size for t in trials}),
-        "samples_per_s": [round(t.throughput.samples_per_s, 4) for t in trials],
         "amp_level": trials[0].amp.level, "amp_dtype": trials[0].amp.dtype, "amp_active": active,
         "device": trials[0].env.device, "world_size": trials[0].world_size,
     }
+    # each trial's figures, one list per column the catalog exports (record/fields.py), in seed order as above
+    ordered = sorted(trials, key=lambda t: t.seed)
+    extra.update({c.csv_name: [c.value(t) for t in ordered] for c in fields.columns("export")})
     if requested and not active:
         extra["note"] = "AMP inactive on this device: this mode ran the FP32 path; not an AMP timing"
     return {

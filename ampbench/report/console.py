@@ -15,8 +15,8 @@ from rich.text import Text
 from ampbench.core.files import last_line
 from ampbench.core.records import Trial
 from ampbench.judge import measure
+from ampbench.record import fields
 from ampbench.report import fmt
-from ampbench.report.fmt import bytes_h
 from ampbench.report.outcome import interval_note, mode_rows, next_steps
 from ampbench.report.view import RunView
 from ampbench.results.verdicts import CheckReport
@@ -28,20 +28,16 @@ def table_box(console: Console) -> Any:
 
 
 def print_trials(trials: list[Trial], console: Console, primary: str) -> None:
-    """The trial table (each trial's own figures) and one line per mode with the mode's samples/s."""
+    """The trial table (each trial's own figures: the catalog's console columns, record/fields.py) and one
+    line per mode with the mode's samples/s."""
+    view = fields.View(primary, fmt.is_fraction_metric([x for t in trials if (x := t.metrics.get(primary)) is not None]))
+    cols = fields.columns("console")
     table = Table(title="trials", title_justify="left", box=table_box(console))
-    for col in ("mode", "seed", "status", "samples/s", "peak memory", "metric", "AMP active"):
-        table.add_column(col, justify="right" if col in ("seed", "samples/s", "peak memory") else "left")
-    for t in trials:
-        metric = t.metrics.get(primary)
-        mem = t.memory.peak_allocated_bytes or t.memory.rss_peak_bytes
-        active = "yes" if t.amp.active else ("no (inactive on this device)" if t.amp.requested else "-")
-        table.add_row(
-            Text(t.mode), str(t.seed), Text(t.status, style="" if t.status == "ok" else "red"),
-            f"{t.throughput.samples_per_s:.1f}" if t.status == "ok" else "-",
-            f"{bytes_h(mem)} ({t.memory.source})" if mem else "-",
-            Text(f"{primary} {metric:.4f}") if metric is not None else "-", active,
-        )
+    for c in cols:
+        table.add_column(Text(c.header(view)), justify="right" if c.align == "r" else "left")
+    for t in trials:   # every cell a `Text`: a mode or status is never rich markup
+        table.add_row(*(Text(c.text(t, view), style="red" if c.col.kind == "status" and t.status != "ok" else "")
+                        for c in cols))
     console.print(table)
     by_mode: dict[str, list[Trial]] = {}
     for t in trials:

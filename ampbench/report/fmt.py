@@ -14,9 +14,9 @@ import re
 from urllib.parse import quote
 
 from ampbench.core.text import printable
-from ampbench.core.units import DASH, _missing, bytes_h, bytes_unit, num
+from ampbench.core.units import DASH, _missing, bytes_h, bytes_unit, metric, num, seconds
 
-__all__ = ["DASH", "bytes_h", "bytes_unit", "num"]
+__all__ = ["DASH", "bytes_h", "bytes_unit", "metric", "num", "seconds"]
 
 def num_g(x: float | None, digits: int = 4) -> str:
     """Up to `digits` significant digits without trailing zeros (thresholds, observed values)."""
@@ -62,12 +62,6 @@ def is_fraction_metric(values: list[float]) -> bool:
     return bool(vals) and all(0.0 <= v <= 1.0 for v in vals)
 
 
-def metric(x: float | None, fraction: bool) -> str:
-    if _missing(x):
-        return DASH
-    return f"{100 * x:.2f}%" if fraction else num(x, 4)
-
-
 def metric_delta(delta: float | None, fraction: bool) -> str:
     if _missing(delta):
         return DASH
@@ -84,20 +78,6 @@ def metric_pm(mean: float | None, std: float | None, fraction: bool) -> str:
         return metric(mean, fraction)
     spread = f"{100 * std:.2f}" if fraction else num(std, 2)
     return f"{metric(mean, fraction)} ± {spread}"
-
-
-def seconds(s: float | None) -> str:
-    """12.3 s, 4 min 05 s, 2 h 03 min."""
-    if _missing(s):
-        return DASH
-    s = float(s)
-    if s < 60:
-        return f"{num(s, 3)} s"
-    if s < 3600:
-        m, r = divmod(round(s), 60)
-        return f"{m} min {r:02d} s"
-    h, r = divmod(round(s), 3600)
-    return f"{h} h {r // 60:02d} min"
 
 
 def short_sha(sha: str | None, n: int = 10) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.records import Trial
+from ampbench.record import fields
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
 from ampbench.report.view import Ctx, RunView, h
@@ -119,31 +121,22 @@ def time_to_target(v: RunView, level: int) -> str:
     return h(level, "Time to target") + "\n\n" + table
 
 
-def trials_table(v: RunView, ctx: Ctx, level: int) -> str:
-    frac = v.fraction
-    metric = v.summary.metric
-    rows = []
-    for t in v.trials:
+def _trial_cell(c: fields.Column, t: Trial, v: RunView, ctx: Ctx, view: fields.View) -> str:
+    """One report.md cell: the catalog's text, escaped for markdown; the trial key links its file and a
+    status other than ok is bold."""
+    if c.col.kind == "trial":
         path = v.run.trial_path(t.mode, t.seed)
-        link = fmt.md_code_link(t.key, ctx.rel(path)) if path.exists() else md_code(t.key)
-        m = t.memory
-        mem = fmt.bytes_h(m.peak_allocated_bytes)
-        other = "; ".join(x for x in (
-            f"reserved {fmt.bytes_h(m.peak_reserved_bytes)}" if m.peak_reserved_bytes else "",
-            f"device {fmt.bytes_h(m.device_used_bytes)}" if m.device_used_bytes else "",
-            f"RSS {fmt.bytes_h(m.rss_peak_bytes)}" if m.rss_peak_bytes else "") if x)
-        final_loss = next((s.loss for s in reversed(t.steps) if s.loss is not None), None)
-        step_ms = t.throughput.step_time_median_s * 1000
-        status = t.status if t.status == "ok" else f"**{md_text(t.status)}**"
-        rows.append([
-            link, status, str(t.batch_size or DASH),
-            fmt.num(t.throughput.samples_per_s) if t.throughput.samples_per_s else DASH,
-            f"{fmt.num(step_ms)} ms" if step_ms else DASH,
-            f"{mem} ({md_text(m.source)})" if m.peak_allocated_bytes else DASH, other or DASH,
-            fmt.metric(t.metrics.get(metric), frac), str(t.skipped_steps),
-            fmt.num(final_loss, 4), fmt.seconds(t.wall_s) if t.wall_s else DASH,
-        ])
-    header = ["Trial", "Status", "Batch", "Samples/s", "Step (median)", "Peak allocated", "Other memory",
-              md_text(metric or "metric"), "Skipped", "Final loss", "Wall time"]
-    table = md_table(header, rows, ["l", "l", "r", "r", "r", "r", "l", "r", "r", "r", "r"])
+        return fmt.md_code_link(t.key, ctx.rel(path)) if path.exists() else md_code(t.key)
+    if c.col.kind == "code":
+        return md_code(c.value(t, view))
+    cell = c.text(t, view, md_text)
+    return f"**{cell}**" if c.col.kind == "status" and t.status != "ok" else cell
+
+
+def trials_table(v: RunView, ctx: Ctx, level: int) -> str:
+    """Each trial's own figures: the catalog's report.md columns (record/fields.py)."""
+    view = fields.View(v.summary.metric, v.fraction)
+    cols = fields.columns("md")
+    rows = [[_trial_cell(c, t, v, ctx, view) for c in cols] for t in v.trials]
+    table = md_table([md_text(c.header(view)) for c in cols], rows, [c.align for c in cols])
     return h(level, "Trials") + "\n\n" + table

@@ -7,9 +7,10 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.files import atomic_write_text, last_line
+from ampbench.core.files import atomic_write_text
 from ampbench.core.records import Trial
 from ampbench.core.store import RunPaths
+from ampbench.record import fields
 from ampbench.results.run_dir import RunDir
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -32,26 +33,8 @@ def csv_safe_frame(df: Any) -> Any:
 
 
 def summary_rows(trials: list[Trial]) -> list[dict[str, Any]]:
-    """One flat row per trial (the summary.csv columns)."""
-    rows = []
-    for t in trials:
-        row: dict[str, Any] = {
-            "suite": t.suite, "mode": t.mode, "seed": t.seed, "profile": t.profile, "status": t.status,
-            "batch_size": t.batch_size, "samples_per_s": t.throughput.samples_per_s,
-            "step_time_median_s": t.throughput.step_time_median_s,
-            "step_time_p90_s": t.throughput.step_time_p90_s,
-            "measured_steps": t.throughput.measured_steps,
-            "memory_source": t.memory.source, "peak_allocated_bytes": t.memory.peak_allocated_bytes,
-            "peak_reserved_bytes": t.memory.peak_reserved_bytes, "rss_peak_bytes": t.memory.rss_peak_bytes,
-            "amp_requested": t.amp.requested, "amp_active": t.amp.active, "amp_level": t.amp.level,
-            "amp_dtype": t.amp.dtype, "skipped_steps": t.skipped_steps, "nonfinite_losses": t.nonfinite_losses,
-            "final_loss": next((s.loss for s in reversed(t.steps) if s.loss is not None), None),
-            "wall_s": t.wall_s, "error": last_line(t.error, 200),
-        }
-        for k, v in t.metrics.items():
-            row[f"metric_{k}"] = v
-        rows.append(row)
-    return rows
+    """One flat row per trial: the catalog's csv columns (record/fields.py), then one per metric."""
+    return [fields.csv_row(t) for t in trials]
 
 
 def write_summary_csv(run: RunDir, trials: list[Trial]) -> Path:

@@ -1,0 +1,191 @@
+"""The field catalog: every column a trial shows, declared once, that each trial table renders from.
+
+report.md's trials table (report/tables.py), the console's trial table (report/console.py), summary.csv
+(results/summary.py, and `ampbench summary`'s frame built on it), the pytest-benchmark export's per-mode
+lists (report/benchmark_export.py) and the history line's per-trial points (judge/summary.py) each loop
+over `columns(output)`: before, each built its own parallel header, row and alignment lists, and the same
+samples/s was printed `:.1f` on the console and to three significant digits in report.md.
+
+A column is a `Col` marker on a model field (core/columns.py: `Annotated[float, Col(...)]`, found by
+walking the `Trial` model and the sub-models it holds) or, for a figure computed from several fields
+(the trial key, the final loss, the primary metric), an entry of `COMPUTED` below.  Each kind has one
+formatter (`FORMATS`): every text output shows the same string for the same value.  The text a
+formatter returns is plain: each renderer escapes it for its medium (md_text, rich `Text`, csv_safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from pydantic import BaseModel
+
+from ampbench.core.columns import Col, Output
+from ampbench.core.files import last_line
+from ampbench.core.records import Trial
+from ampbench.core.units import DASH, bytes_h, metric, num, seconds
+
+
+@dataclass(frozen=True)
+class View:
+    """What a formatter needs beyond the value: the run's primary metric and whether it is a fraction
+    (shown in percent)."""
+
+    metric: str = ""
+    fraction: bool = False
+
+
+PLAIN = View()  # no primary metric: what summary.csv, the export and the history line read with
+
+
+def _rate(x: Any, v: View) -> str:
+    return num(x) if x else DASH
+
+
+def _ms(x: Any, v: View) -> str:
+    return f"{num(x * 1000)} ms" if x else DASH
+
+
+def _text(x: Any, v: View) -> str:
+    return DASH if x is None or x == "" else str(x)
+
+
+# One formatter per kind: (value, view) -> plain text; `DASH` for a value that does not exist.
+FORMATS: dict[str, Callable[[Any, View], str]] = {
+    "text": _text, "code": _text, "trial": _text, "status": _text,
+    "count": lambda x, v: _text(x, v),
+    "size": lambda x, v: str(x) if x else DASH,  # a batch of 0: not recorded
+    "rate": _rate,
+    "ms": _ms,  # the value is in seconds
+    "bytes": lambda x, v: bytes_h(x),
+    "seconds": lambda x, v: seconds(x) if x else DASH,
+    "loss": lambda x, v: num(x, 4),
+    "metric": lambda x, v: metric(x, v.fraction),
+    "flag": lambda x, v: DASH if x is None else ("yes" if x else "no"),
+}
+TEXT_KINDS = frozenset({"text", "code", "trial", "status"})  # user text: each renderer escapes it
+
+
+@dataclass(frozen=True)
+class Column:
+    """A `Col` with how to read its value from a trial: `read(trial, view)` and, for a `note`, the
+    note's value."""
+
+    key: str  # the field's dotted path in the trial (`throughput.samples_per_s`), or the computed name
+    col: Col
+    read: Callable[[Trial, View], Any]
+    read_note: Callable[[Trial, View], Any] | None = None
+
+    @property
+    def csv_name(self) -> str:
+        return self.col.csv or self.key.rsplit(".", 1)[-1]
+
+    @property
+    def align(self) -> str:
+        return self.col.align or ("l" if self.col.kind in TEXT_KINDS else "r")
+
+    @property
+    def escaped(self) -> bool:
+        """The value is text from a trial (a mode, an error line): the renderer escapes it."""
+        return self.col.kind in TEXT_KINDS
+
+    def header(self, view: View) -> str:
+        return self.col.header if self.col.header is not None else (view.metric or "metric")
+
+    def value(self, t: Trial, view: View = PLAIN) -> Any:
+        """The raw value (summary.csv, the export, the history line)."""
+        return self.read(t, view)
+
+    def text(self, t: Trial, view: View = PLAIN, esc: Callable[[str], str] = str) -> str:
+        """The shown value; `esc` escapes the parts that are user text (the value of a text kind, a
+        note) for the renderer's medium."""
+        shown = FORMATS[self.col.kind](self.read(t, view), view)
+        if self.escaped and shown != DASH:
+            shown = esc(shown)
+        if self.read_note is not None and shown != DASH:
+            note = self.read_note(t, view)
+            shown += f" ({esc(str(note))})" if note not in (None, "") else ""
+        return shown
+
+
+def _getter(path: tuple[str, ...]) -> Callable[[Trial, View], Any]:
+    def read(t: Trial, view: View) -> Any:
+        obj: Any = t
+        for name in path:
+            obj = getattr(obj, name, None)
+            if obj is None:
+                return None
+        return obj
+    return read
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The sub-model a field holds (`Memory`, `Interference | None`), else None."""
+    for a in (annotation, *get_args(annotation)):
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            return a
+    return None
+
+
+def _field_columns(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Column]:
+    """The `Col`-marked fields of `model` and of the sub-models its fields hold."""
+    out: list[Column] = []
+    for name, info in model.model_fields.items():
+        path = (*prefix, name)
+        for mark in info.metadata:
+            if isinstance(mark, Col):
+                note = _getter((*prefix, mark.note)) if mark.note else None
+                out.append(Column(".".join(path), mark, _getter(path), note))
+        sub = _model_of(info.annotation)
+        if sub is not None:
+            out += _field_columns(sub, path)
+    return out
+
+
+def _final_loss(t: Trial, v: View) -> float | None:
+    return next((s.loss for s in reversed(t.steps) if s.loss is not None), None)
+
+
+def _other_memory(t: Trial, v: View) -> str:
+    m = t.memory
+    parts = [f"{name} {bytes_h(b)}" for name, b in (("reserved", m.peak_reserved_bytes),
+                                                   ("device", m.device_used_bytes), ("RSS", m.rss_peak_bytes)) if b]
+    return "; ".join(parts)
+
+
+def _amp_active(t: Trial, v: View) -> str:
+    return "yes" if t.amp.active else ("no (inactive on this device)" if t.amp.requested else "")
+
+
+def _peak(t: Trial, v: View) -> int | None:
+    return t.peak_memory()[0] or None
+
+
+# Columns computed from several fields (a model field's own column is a `Col` on the field).
+COMPUTED: tuple[Column, ...] = (
+    Column("key", Col("Trial", "trial", rank=8, shows=("md",)), lambda t, v: t.key),
+    Column("peak_memory", Col("Peak memory", "bytes", rank=63, shows=("console",)), _peak,
+           lambda t, v: t.peak_memory()[1]),
+    Column("other_memory", Col("Other memory", "text", rank=64, shows=("md",)), _other_memory),
+    Column("metric", Col(None, "metric", rank=68, shows=("md", "console")),
+           lambda t, v: t.metrics.get(v.metric)),
+    Column("amp_active_shown", Col("AMP active", "text", rank=73, shows=("console",)), _amp_active),
+    Column("final_loss", Col("Final loss", "loss", rank=84, shows=("md", "csv")), _final_loss),
+    Column("error", Col("Error", "text", rank=90, shows=("csv",)), lambda t, v: last_line(t.error, 200)),
+)
+METRIC_PREFIX = "metric_"  # summary.csv: one column per metric the trial recorded, after the catalog's
+
+
+def columns(output: Output) -> list[Column]:
+    """The columns `output` shows, in rank order (ties in declaration order, fields before computed).
+    Built on each call from the model's current markers: nothing is cached, so a test may mark a field."""
+    every = [*_field_columns(Trial), *COMPUTED]
+    return sorted((c for c in every if output in c.col.shows), key=lambda c: c.col.rank)
+
+
+def csv_row(t: Trial) -> dict[str, Any]:
+    """One trial as summary.csv's row: every csv column's raw value, then `metric_<name>` per metric."""
+    row = {c.csv_name: c.value(t) for c in columns("csv")}
+    row.update({f"{METRIC_PREFIX}{k}": v for k, v in t.metrics.items()})
+    return row

@@ -18,7 +18,6 @@ Kind = Literal["text", "code", "trial", "status", "count", "size", "rate", "ms",
 # Where a column is shown: report.md's trials table, the console's trial table, summary.csv, the
 # pytest-benchmark export's per-mode extra_info, the history line's per-trial points.
 Output = Literal["md", "console", "csv", "export", "history"]
-EVERYWHERE: tuple[Output, ...] = ("md", "console", "csv", "export", "history")
 
 
 @dataclass(frozen=True)

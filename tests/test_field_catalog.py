@@ -22,6 +22,7 @@ from ampbench.commands.history import summarize_run_dir
 from ampbench.core.columns import Col, Output
 from ampbench.core.records import Memory
 from ampbench.record import fields
+from ampbench.record.assemble import TrialAssembler
 from ampbench.report.benchmark_export import export_document
 from ampbench.report.console import print_trials
 from ampbench.report.tables import trials_table
@@ -39,9 +40,9 @@ EVERYWHERE = get_args(Output)
 def _run(tmp_path: Path) -> Path:
     trials = []
     for mode in ("fp32", "amp-o1-fp16"):
-        t = make_trial(mode, 0, times=[0.1] * 8, warmup=2)
-        t.memory.energy_j_per_sample = J_PER_SAMPLE
-        trials.append(t)
+        t = make_trial(mode, 0, times=[0.1] * 8, warmup=2, samples=8)
+        t.memory.energy_j = J_PER_SAMPLE * 6 * 8   # 6 measured steps of 8 samples
+        trials.append(TrialAssembler(t).finish())   # sets energy_j_per_sample: the recipe's second file
     return make_run(tmp_path, make_suite(seeds=(0,)), trials)
 
 
@@ -87,13 +88,14 @@ def test_a_marked_field_shows_in_every_trial_table(tmp_path: Path, energy_column
     assert body[cols.index("Energy/sample (J)")] == SHOWN
 
     rows = list(csv.DictReader(io.StringIO(write_summary_csv(RunDir(run), trials).read_text(encoding="utf-8"))))
-    assert [float(r["energy_j_per_sample"]) for r in rows] == [J_PER_SAMPLE, J_PER_SAMPLE]   # raw, for pandas
+    assert [float(r["energy_j_per_sample"]) for r in rows] == pytest.approx([J_PER_SAMPLE] * 2)   # raw, for pandas
 
     doc = export_document(run)
-    assert all(b["extra_info"]["energy_j_per_sample"] == [J_PER_SAMPLE] for b in doc["benchmarks"])
+    assert all(b["extra_info"]["energy_j_per_sample"] == pytest.approx([J_PER_SAMPLE]) for b in doc["benchmarks"])
 
     line = json.loads(summarize_run_dir(run).to_line())
-    assert [p["energy_j_per_sample"] for m in line["modes"].values() for p in m["per_trial"]] == [J_PER_SAMPLE] * 2
+    assert [p["energy_j_per_sample"] for m in line["modes"].values() for p in m["per_trial"]] == \
+        pytest.approx([J_PER_SAMPLE] * 2)
 
 
 def test_without_the_mark_no_table_shows_it(tmp_path: Path) -> None:

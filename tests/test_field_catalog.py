@@ -25,8 +25,9 @@ from ampbench.record import fields
 from ampbench.record.assemble import TrialAssembler
 from ampbench.report.benchmark_export import export_document
 from ampbench.report.console import print_trials
-from ampbench.report.tables import trials_table
+from ampbench.report.tables import summary_table, trials_table
 from ampbench.report.view import Ctx, load_view
+from ampbench.results.history import MODE_COMPUTED, ModeSummary
 from ampbench.results.run_dir import RunDir
 from ampbench.results.summary import write_summary_csv
 from tests.factories import make_run, make_suite, make_trial
@@ -108,9 +109,23 @@ def test_without_the_mark_no_table_shows_it(tmp_path: Path) -> None:
     assert all("energy_j_per_sample" not in b["extra_info"] for b in export_document(run)["benchmarks"])
 
 
+def test_a_marked_mode_field_shows_in_the_summary_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-mode side of the catalog: a `Col` on a `ModeSummary` field (set in judge/summary.py) is a
+    column of report.md's summary table, formatted by its kind, with nothing else edited."""
+    info = ModeSummary.model_fields["total_steps"]
+    monkeypatch.setattr(info, "metadata", [*info.metadata, Col("Steps recorded", "count", rank=35, shows=("modes",))])
+    view = load_view(_run(tmp_path))
+    lines = summary_table(view).splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    at = header.index("Steps recorded")
+    assert header[at - 1] == "Samples/s [95% CI]"
+    row = [c.strip() for c in next(ln for ln in lines if ln.startswith("| `fp32`")).strip("|").split(" | ")]
+    assert row[at] == str(view.summary.modes["fp32"].total_steps) != "0"
+
+
 def test_one_formatter_per_kind_and_every_kind_has_one() -> None:
     """A kind without a formatter would fail at render time; the console and report.md read one string."""
-    every = {c.col.kind for o in EVERYWHERE for c in fields.columns(o)}
+    every = {c.col.kind for o in EVERYWHERE for c in _catalog(o)}
     assert every <= set(fields.FORMATS)
     t = make_trial("fp32", 0, times=[0.1] * 8, warmup=2)
     t.throughput.samples_per_s = 12345.0
@@ -127,7 +142,14 @@ RENDERERS = [
     ("ampbench/results/summary.py", ("summary_rows", "write_summary_csv"), "csv"),
     ("ampbench/report/benchmark_export.py", ("_benchmark",), "export"),
     ("ampbench/judge/summary.py", ("trial_point",), "history"),
+    ("ampbench/report/tables.py", ("summary_table", "_own_columns", "_mode_cell"), "modes"),
+    ("ampbench/report/trend.py", ("trend_section",), "trend"),
 ]
+
+
+def _catalog(output: str) -> list[fields.Column]:
+    """A trial output's columns, or a per-mode one's (ModeSummary's, results/history.py)."""
+    return fields.columns(output, ModeSummary, MODE_COMPUTED) if output in ("modes", "trend") else fields.columns(output)
 
 
 def _literals(path: Path, names: tuple[str, ...]) -> set[str]:
@@ -144,8 +166,8 @@ def _literals(path: Path, names: tuple[str, ...]) -> set[str]:
 def test_no_renderer_spells_its_own_columns(module: str, functions: tuple[str, ...], output: str) -> None:
     """A text table's headers, a data output's keys: each only in the catalog (compared lower-case, so the
     console's old `"samples/s"` counts; the kinds' names are the catalog's vocabulary and allowed)."""
-    cols = fields.columns(output)
-    names = ({c.col.header.lower() for c in cols if c.col.header} if output in ("md", "console")
+    cols = _catalog(output)
+    names = ({c.col.header.lower() for c in cols if c.col.header} if output in ("md", "console", "modes", "trend")
              else {c.csv_name.lower() for c in cols})
     found = _literals(ROOT / module, functions)
     assert found, f"{module}: none of {functions} found (renamed? update RENDERERS)"

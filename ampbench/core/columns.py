@@ -13,19 +13,21 @@ from dataclasses import dataclass
 from typing import Literal
 
 # How a value is shown (record/fields.py FORMATS holds one formatter per kind).
-Kind = Literal["text", "code", "trial", "status", "count", "size", "rate", "ms", "bytes", "seconds",
-               "loss", "metric", "flag"]
+Kind = Literal["text", "code", "trial", "status", "markdown", "count", "size", "rate", "ms", "bytes", "seconds",
+               "loss", "metric", "flag", "ratio", "reduction", "metric_pm", "metric_delta"]
 # Where a column is shown: report.md's trials table, the console's trial table, summary.csv, the
-# pytest-benchmark export's per-mode extra_info, the history line's per-trial points.
-Output = Literal["md", "console", "csv", "export", "history"]
+# pytest-benchmark export's per-mode extra_info, the history line's per-trial points (a trial's columns);
+# report.md's per-mode summary table and the history's trend table (a mode's: `ModeSummary`'s).
+Output = Literal["md", "console", "csv", "export", "history", "modes", "trend"]
 
 
 @dataclass(frozen=True)
 class Col:
-    """One column: its header (None: the run's primary metric's name), how its value is shown (`kind`),
-    where it sits (`rank`: columns are ordered by it, ties in declaration order), where it is shown, its
-    CSV name (default: the field's name), a sibling field whose value follows in parentheses in the text
-    outputs (`note`: memory's source) and an alignment overriding the kind's."""
+    """One column: its header (`{metric}` in it: the run's primary metric's name, `{ci}`: the interval's
+    level), how its value is shown (`kind`), where it sits (`rank`: columns are ordered by it, ties in
+    declaration order), where it is shown, its CSV name (default: the field's name), a sibling field whose
+    value follows in parentheses in the text outputs (`note`: memory's source), a sibling (lo, hi) field
+    shown after it as an interval (`ci`) and an alignment overriding the kind's."""
 
     header: str | None
     kind: Kind
@@ -33,4 +35,5 @@ class Col:
     shows: tuple[Output, ...] = ("md", "console", "csv")
     csv: str | None = None
     note: str | None = None
+    ci: str | None = None
     align: Literal["l", "r"] | None = None

@@ -64,6 +64,52 @@ def seconds(s: float | None) -> str:
     return f"{h} h {r // 60:02d} min"
 
 
+def ratio(x: float | None) -> str:
+    """Speedup-style ratio: 1.82x."""
+    if _missing(x):
+        return DASH
+    return f"{x:.2f}x"
+
+
+def ratio_ci(lo: float | None, hi: float | None) -> str:
+    if _missing(lo) or _missing(hi):
+        return ""
+    return f"[{lo:.2f}, {hi:.2f}]"
+
+
+def pct(x: float | None, signed: bool = True, decimals: int = 1) -> str:
+    """A fraction as a percentage: -0.447 -> '-44.7%'."""
+    if _missing(x):
+        return DASH
+    v = round(100 * x, decimals) + 0.0  # no "-0.0%"
+    return f"{v:+.{decimals}f}%" if signed and v != 0 else f"{v:.{decimals}f}%"
+
+
+def pt(delta: float | None, decimals: int = 1) -> str:
+    """A difference of two fractions in percentage points: 0.003 -> '+0.3 pt'."""
+    if _missing(delta):
+        return DASH
+    return f"{100 * delta:+.{decimals}f} pt"
+
+
+def metric_delta(delta: float | None, fraction: bool) -> str:
+    if _missing(delta):
+        return DASH
+    if fraction:
+        return pt(delta, 2)
+    return ("+" if delta >= 0 else "") + num(delta, 3)
+
+
+def metric_pm(mean: float | None, std: float | None, fraction: bool) -> str:
+    """'80.12% ± 0.31' (std in points for fractions); a single seed has no spread to show."""
+    if _missing(mean):
+        return DASH
+    if _missing(std):
+        return metric(mean, fraction)
+    spread = f"{100 * std:.2f}" if fraction else num(std, 2)
+    return f"{metric(mean, fraction)} ± {spread}"
+
+
 def bytes_h(n: float | None) -> str:
     """Binary units with three significant digits: 15.0 GiB, 812 MiB, 4.00 KiB; 0 or None -> dash."""
     if _missing(n) or not n:

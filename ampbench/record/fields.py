@@ -15,7 +15,7 @@ formatter returns is plain: each renderer escapes it for its medium (md_text, ri
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -24,16 +24,28 @@ from pydantic import BaseModel
 from ampbench.core.columns import Col, Output
 from ampbench.core.files import last_line
 from ampbench.core.records import Trial
-from ampbench.core.units import DASH, bytes_h, metric, num, seconds
+from ampbench.core.units import (
+    DASH,
+    bytes_h,
+    metric,
+    metric_delta,
+    metric_pm,
+    num,
+    pct,
+    ratio,
+    ratio_ci,
+    seconds,
+)
 
 
 @dataclass(frozen=True)
 class View:
-    """What a formatter needs beyond the value: the run's primary metric and whether it is a fraction
-    (shown in percent)."""
+    """What a formatter needs beyond the value: the run's primary metric, whether it is a fraction
+    (shown in percent), and the level of the intervals shown."""
 
     metric: str = ""
     fraction: bool = False
+    confidence: float = 0.95
 
 
 PLAIN = View()  # no primary metric: what summary.csv, the export and the history line read with
@@ -51,6 +63,12 @@ def _text(x: Any, v: View) -> str:
     return DASH if x is None or x == "" else str(x)
 
 
+def _metric_pm(x: Any, v: View) -> str:
+    """(mean, sd, n) over seeds: '80.12% ± 0.31 (n=3)'."""
+    mean, std, n = x if x is not None else (None, None, 0)
+    return metric_pm(mean, std, v.fraction) + (f" (n={n})" if n else "")
+
+
 # One formatter per kind: (value, view) -> plain text; `DASH` for a value that does not exist.
 FORMATS: dict[str, Callable[[Any, View], str]] = {
     "text": _text, "code": _text, "trial": _text, "status": _text,
@@ -63,7 +81,15 @@ FORMATS: dict[str, Callable[[Any, View], str]] = {
     "loss": lambda x, v: num(x, 4),
     "metric": lambda x, v: metric(x, v.fraction),
     "flag": lambda x, v: DASH if x is None else ("yes" if x else "no"),
+    "markdown": _text,  # a renderer's own cell, already markdown (its parts escaped where it was made)
+    "ratio": lambda x, v: ratio(x),
+    "reduction": lambda x, v: DASH if x is None else pct(-x),  # a memory reduction shown as the change
+    "metric_pm": _metric_pm,
+    "metric_delta": lambda x, v: metric_delta(x, v.fraction),
 }
+# A (lo, hi) interval after the value (a `Col`'s `ci`), per kind
+CI_FORMATS: dict[str, Callable[[float, float], str]] = {
+    "rate": lambda lo, hi: f"[{num(lo)}, {num(hi)}]", "ratio": ratio_ci}
 TEXT_KINDS = frozenset({"text", "code", "trial", "status"})  # user text: each renderer escapes it
 
 
@@ -72,10 +98,11 @@ class Column:
     """A `Col` with how to read its value from a trial: `read(trial, view)` and, for a `note`, the
     note's value."""
 
-    key: str  # the field's dotted path in the trial (`throughput.samples_per_s`), or the computed name
+    key: str  # the field's dotted path in the row's model (`throughput.samples_per_s`), or the computed name
     col: Col
-    read: Callable[[Trial, View], Any]
-    read_note: Callable[[Trial, View], Any] | None = None
+    read: Callable[[Any, View], Any]   # a row (a `Trial`, a `ModeSummary`) -> its raw value
+    read_note: Callable[[Any, View], Any] | None = None
+    read_ci: Callable[[Any, View], Any] | None = None
 
     @property
     def csv_name(self) -> str:
@@ -83,35 +110,40 @@ class Column:
 
     @property
     def align(self) -> str:
-        return self.col.align or ("l" if self.col.kind in TEXT_KINDS else "r")
+        return self.col.align or ("l" if self.col.kind in TEXT_KINDS or self.col.kind == "markdown" else "r")
 
     @property
     def escaped(self) -> bool:
         """The value is text from a trial (a mode, an error line): the renderer escapes it."""
         return self.col.kind in TEXT_KINDS
 
-    def header(self, view: View) -> str:
-        return self.col.header if self.col.header is not None else (view.metric or "metric")
+    def header(self, view: View, esc: Callable[[str], str] = str) -> str:
+        """The header; the metric's name in it is user text (`esc` escapes it)."""
+        template = self.col.header if self.col.header is not None else "{metric}"
+        return template.format(metric=esc(view.metric or "metric"), ci=f"[{view.confidence:.0%} CI]")
 
-    def value(self, t: Trial, view: View = PLAIN) -> Any:
+    def value(self, row: Any, view: View = PLAIN) -> Any:
         """The raw value (summary.csv, the export, the history line)."""
-        return self.read(t, view)
+        return self.read(row, view)
 
-    def text(self, t: Trial, view: View = PLAIN, esc: Callable[[str], str] = str) -> str:
+    def text(self, row: Any, view: View = PLAIN, esc: Callable[[str], str] = str) -> str:
         """The shown value; `esc` escapes the parts that are user text (the value of a text kind, a
         note) for the renderer's medium."""
-        shown = FORMATS[self.col.kind](self.read(t, view), view)
-        if self.escaped and shown != DASH:
+        shown = FORMATS[self.col.kind](self.read(row, view), view)
+        if shown == DASH:
+            return shown
+        if self.escaped:
             shown = esc(shown)
-        if self.read_note is not None and shown != DASH:
-            note = self.read_note(t, view)
-            shown += f" ({esc(str(note))})" if note not in (None, "") else ""
+        if self.read_ci is not None and (ci := self.read_ci(row, view)):
+            shown += " " + CI_FORMATS[self.col.kind](*ci)
+        if self.read_note is not None and (note := self.read_note(row, view)) not in (None, ""):
+            shown += f" ({esc(str(note))})"
         return shown
 
 
-def _getter(path: tuple[str, ...]) -> Callable[[Trial, View], Any]:
-    def read(t: Trial, view: View) -> Any:
-        obj: Any = t
+def _getter(path: tuple[str, ...]) -> Callable[[Any, View], Any]:
+    def read(row: Any, view: View) -> Any:
+        obj: Any = row
         for name in path:
             obj = getattr(obj, name, None)
             if obj is None:
@@ -136,7 +168,8 @@ def _field_columns(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list
         for mark in info.metadata:
             if isinstance(mark, Col):
                 note = _getter((*prefix, mark.note)) if mark.note else None
-                out.append(Column(".".join(path), mark, _getter(path), note))
+                ci = _getter((*prefix, mark.ci)) if mark.ci else None
+                out.append(Column(".".join(path), mark, _getter(path), note, ci))
         sub = _model_of(info.annotation)
         if sub is not None:
             out += _field_columns(sub, path)
@@ -177,10 +210,11 @@ COMPUTED: tuple[Column, ...] = (
 METRIC_PREFIX = "metric_"  # summary.csv: one column per metric the trial recorded, after the catalog's
 
 
-def columns(output: Output) -> list[Column]:
-    """The columns `output` shows, in rank order (ties in declaration order, fields before computed).
+def columns(output: Output, model: type[BaseModel] = Trial, computed: Iterable[Column] = COMPUTED) -> list[Column]:
+    """The columns `output` shows of rows of `model` (a trial's, or a mode's: `ModeSummary` with its
+    `MODE_COMPUTED`, results/history.py), in rank order (ties in declaration order, fields before computed).
     Built on each call from the model's current markers: nothing is cached, so a test may mark a field."""
-    every = [*_field_columns(Trial), *COMPUTED]
+    every = [*_field_columns(model), *computed]
     return sorted((c for c in every if output in c.col.shows), key=lambda c: c.col.rank)
 
 

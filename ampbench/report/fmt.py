@@ -14,9 +14,25 @@ import re
 from urllib.parse import quote
 
 from ampbench.core.text import printable
-from ampbench.core.units import DASH, _missing, bytes_h, bytes_unit, metric, num, seconds
+from ampbench.core.units import (
+    DASH,
+    _missing,
+    bytes_h,
+    bytes_unit,
+    metric,
+    metric_delta,
+    metric_pm,
+    num,
+    pct,
+    pt,
+    ratio,
+    ratio_ci,
+    seconds,
+)
 
-__all__ = ["DASH", "bytes_h", "bytes_unit", "metric", "num", "seconds"]
+__all__ = ["DASH", "bytes_h", "bytes_unit", "metric", "metric_delta", "metric_pm", "num", "pct", "pt", "ratio",
+           "ratio_ci", "seconds"]
+
 
 def num_g(x: float | None, digits: int = 4) -> str:
     """Up to `digits` significant digits without trailing zeros (thresholds, observed values)."""
@@ -28,56 +44,10 @@ def num_g(x: float | None, digits: int = 4) -> str:
     return num(x, digits)
 
 
-def ratio(x: float | None) -> str:
-    """Speedup-style ratio: 1.82x."""
-    if _missing(x):
-        return DASH
-    return f"{x:.2f}x"
-
-
-def ratio_ci(lo: float | None, hi: float | None) -> str:
-    if _missing(lo) or _missing(hi):
-        return ""
-    return f"[{lo:.2f}, {hi:.2f}]"
-
-
-def pct(x: float | None, signed: bool = True, decimals: int = 1) -> str:
-    """A fraction as a percentage: -0.447 -> '-44.7%'."""
-    if _missing(x):
-        return DASH
-    v = round(100 * x, decimals) + 0.0  # no "-0.0%"
-    return f"{v:+.{decimals}f}%" if signed and v != 0 else f"{v:.{decimals}f}%"
-
-
-def pt(delta: float | None, decimals: int = 1) -> str:
-    """A difference of two fractions in percentage points: 0.003 -> '+0.3 pt'."""
-    if _missing(delta):
-        return DASH
-    return f"{100 * delta:+.{decimals}f} pt"
-
-
 def is_fraction_metric(values: list[float]) -> bool:
     """Accuracy-like metrics (all values in [0, 1]) are shown in percent and deltas in points."""
     vals = [v for v in values if not _missing(v)]
     return bool(vals) and all(0.0 <= v <= 1.0 for v in vals)
-
-
-def metric_delta(delta: float | None, fraction: bool) -> str:
-    if _missing(delta):
-        return DASH
-    if fraction:
-        return pt(delta, 2)
-    return ("+" if delta >= 0 else "") + num(delta, 3)
-
-
-def metric_pm(mean: float | None, std: float | None, fraction: bool) -> str:
-    """'80.12% ± 0.31' (std in points for fractions); a single seed has no spread to show."""
-    if _missing(mean):
-        return DASH
-    if _missing(std):
-        return metric(mean, fraction)
-    spread = f"{100 * std:.2f}" if fraction else num(std, 2)
-    return f"{metric(mean, fraction)} ± {spread}"
 
 
 def short_sha(sha: str | None, n: int = 10) -> str:

@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.columns import Col
 from ampbench.core.records import Trial
 from ampbench.record import fields
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
 from ampbench.report.view import Ctx, RunView, h
-from ampbench.results.history import NOT_CHECKED, ModeSummary
+from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary
 
 
 def _amp_cell(m: ModeSummary) -> str:
@@ -23,51 +24,50 @@ def _amp_cell(m: ModeSummary) -> str:
     return f"{md_text(m.level)} {md_text(m.dtype)}, {state}"
 
 
+def _own_columns(planned: dict[str, int]) -> tuple[fields.Column, ...]:
+    """The summary table's columns that are no figure of the mode (its AMP setting, its trials against the
+    plan, its verdict): already markdown; a planned mode without any trial file (`trials` 0) says so."""
+    def amp(m: ModeSummary, view: fields.View) -> str:
+        return DASH if not m.trials else _amp_cell(m)
+
+    def ok(m: ModeSummary, view: fields.View) -> str:
+        return f"{m.ok}/{max(m.trials, planned.get(m.mode, 0))}"
+
+    def verdict(m: ModeSummary, view: fields.View) -> str:
+        if not m.trials:
+            return "no trials"
+        cell = _verdict_cell(m)
+        return ("reference" + ("" if m.verdict == NOT_CHECKED else f", {cell}")) if m.mode == REFERENCE_MODE else cell
+
+    return (fields.Column("amp", Col("AMP", "markdown", rank=15, shows=("modes",)), amp),
+            fields.Column("trials_ok", Col("Trials ok", "markdown", rank=80, shows=("modes",), align="r"), ok),
+            fields.Column("verdict", Col("Verdict", "markdown", rank=90, shows=("modes",)), verdict))
+
+
+def _mode_cell(c: fields.Column, m: ModeSummary, view: fields.View) -> str:
+    return md_code(m.mode) if c.col.kind == "code" else c.text(m, view, md_text)
+
+
 def summary_table(v: RunView) -> str:
+    """One row per mode: the catalog's per-mode columns (record/fields.py; ModeSummary's, results/history.py)
+    with this table's own (AMP, trials ok, verdict)."""
     s = v.summary
     frac = v.fraction
-    metric_h = md_text(s.metric or "metric")
-    ci = f"[{s.confidence:.0%} CI]"
-    header = ["Mode", "AMP", "Batch", f"Samples/s {ci}", f"Speedup {ci}", "Peak memory",
-              "Memory vs fp32", f"{metric_h} (mean ± sd)", "Δ vs fp32", "Skipped steps", "Trials ok",
-              "Verdict"]
+    view = fields.View(s.metric, frac, s.confidence)
     planned: dict[str, int] = {}
     for p in v.info.plan:
         planned[p.mode] = planned.get(p.mode, 0) + 1
     if not v.trials:
         return f"No trial results in {md_code('trials/')} yet ({len(v.info.plan)} planned)."
-    rows = []
-    for name in [*s.modes, *(m for m in planned if m not in s.modes)]:
-        m = s.modes.get(name)
-        if m is None:  # planned, but no trial file at all
-            rows.append([md_code(name), DASH, DASH, DASH, DASH, DASH, DASH, DASH, DASH, DASH,
-                         f"0/{planned[name]}", "no trials"])
-            continue
-        tput = DASH
-        if m.samples_per_s:
-            tput = fmt.num(m.samples_per_s)
-            if m.samples_per_s_ci:
-                tput += f" [{fmt.num(m.samples_per_s_ci[0])}, {fmt.num(m.samples_per_s_ci[1])}]"
-        speed = DASH if m.speedup is None else fmt.ratio(m.speedup) + (
-            f" {fmt.ratio_ci(*m.speedup_ci)}" if m.speedup_ci else "")
-        mem = fmt.bytes_h(m.peak_bytes) + (f" ({md_text(m.memory_source)})" if m.peak_bytes else "")
-        red = DASH if m.memory_reduction is None else fmt.pct(-m.memory_reduction)
-        met = fmt.metric_pm(m.metric_mean, m.metric_std, frac)
-        if m.metric_n:
-            met += f" (n={m.metric_n})"
-        skipped = f"{m.skipped_steps} / {m.total_steps}" if m.total_steps else DASH
-        verdict = _verdict_cell(m)
-        if m.mode == REFERENCE_MODE:
-            verdict = "reference" + ("" if m.verdict == NOT_CHECKED else f", {verdict}")
-        rows.append([md_code(m.mode), _amp_cell(m), str(m.batch_size or DASH), tput, speed, mem, red, met,
-                     fmt.metric_delta(m.metric_delta, frac) if m.mode != REFERENCE_MODE else DASH,
-                     skipped, f"{m.ok}/{max(m.trials, planned.get(m.mode, 0))}", verdict])
+    cols = fields.columns("modes", ModeSummary, (*MODE_COMPUTED, *_own_columns(planned)))
+    modes = [s.modes.get(name) or ModeSummary(mode=name) for name in [*s.modes, *(m for m in planned if m not in s.modes)]]
+    rows = [[_mode_cell(c, m, view) for c in cols] for m in modes]
     note = []
     if any(m.metric_n == 1 for m in s.modes.values()):
         note.append("One seed: no spread is shown, and parity uses the absolute tolerance alone.")
     if frac:
-        note.append(f"{metric_h} is shown in percent; its Δ in percentage points (pt).")
-    table = md_table(header, rows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l"])
+        note.append(f"{md_text(s.metric or 'metric')} is shown in percent; its Δ in percentage points (pt).")
+    table = md_table([c.header(view, md_text) for c in cols], rows, [c.align for c in cols])
     return table + ("\n\n" + " ".join(note) if note else "")
 
 
@@ -138,5 +138,5 @@ def trials_table(v: RunView, ctx: Ctx, level: int) -> str:
     view = fields.View(v.summary.metric, v.fraction)
     cols = fields.columns("md")
     rows = [[_trial_cell(c, t, v, ctx, view) for c in cols] for t in v.trials]
-    table = md_table([md_text(c.header(view)) for c in cols], rows, [c.align for c in cols])
+    table = md_table([c.header(view, md_text) for c in cols], rows, [c.align for c in cols])
     return h(level, "Trials") + "\n\n" + table

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.columns import Col
 from ampbench.judge import changepoint
+from ampbench.record import fields
 from ampbench.report import fmt
 from ampbench.report import plots as P
 from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
 from ampbench.report.view import Ctx, RunView
-from ampbench.results.history import NOT_CHECKED, history_sources, load_history
+from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary, history_sources, load_history
 
 
 def overview(views: list[RunView], ctx: Ctx) -> str:
@@ -70,6 +72,14 @@ def _trend_verdict(mode: str, m: dict[str, Any]) -> str:
     return cell
 
 
+# The trend table's columns that are no figure of the mode (which run, its change from the previous run,
+# its verdict); the mode's figures are the catalog's (record/fields.py, ModeSummary's `Col` markers).
+_TREND_OWN = tuple(fields.Column(key, Col(header, "markdown", rank=rank, shows=("trend",), align=align), lambda m, v: None)
+                   for key, header, rank, align in (("run", "Run", 1, "l"), ("run_id", "Run id", 2, "l"),
+                                                    ("git", "git", 3, "l"), ("vs_previous", "vs previous", 35, "r"),
+                                                    ("verdict", "Verdict", 90, "l"), ("note", "Note", 95, "l")))
+
+
 def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
     modes = list(dict.fromkeys(m for e in entries for m in e.get("modes", {})))
     metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
@@ -84,30 +94,25 @@ def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
                    "version (marked *changed*): a step in the trend there may come from that change, "
                    "not from a regression.")
     out.append(steps_text(entries))
+    view = fields.View(metric, frac, float(latest.get("confidence") or 0.95))
+    cols = fields.columns("trend", ModeSummary, (*MODE_COMPUTED, *_TREND_OWN))
     for mode in modes:
         rows = []
         prev = None
         for e in entries:
-            m = e.get("modes", {}).get(mode)
-            if not m:
+            raw = e.get("modes", {}).get(mode)
+            if not raw:
                 continue
-            tput = m.get("samples_per_s")
-            change = fmt.pct(tput / prev - 1) if tput and prev else DASH
+            m = ModeSummary.model_validate(raw)
+            tput = m.samples_per_s
+            own = {"run": md_text(P.run_label(e)), "run_id": md_code(e.get("run_id", "")),
+                   "git": md_code(fmt.short_sha(e.get("git_sha"))) if e.get("git_sha") else DASH,
+                   "vs_previous": fmt.pct(tput / prev - 1) if tput and prev else DASH,
+                   "verdict": _trend_verdict(mode, raw), "note": "changed" if e in changed else " "}
             prev = tput or prev
-            note = "changed" if e in changed else ""
-            rows.append([
-                md_text(P.run_label(e)), md_code(e.get("run_id", "")),
-                md_code(fmt.short_sha(e.get("git_sha"))) if e.get("git_sha") else DASH,
-                fmt.num(tput) if tput else DASH, change,
-                fmt.ratio(m.get("speedup")) if m.get("speedup") is not None else DASH,
-                fmt.bytes_h(m.get("peak_bytes")),
-                fmt.metric_pm(m.get("metric_mean"), m.get("metric_std"), frac),
-                _trend_verdict(mode, m), note or " ",
-            ])
+            rows.append([own[c.key] if c.key in own else c.text(m, view, md_text) for c in cols])
         out.append(f"**{md_code(mode)}**")
-        out.append(md_table(["Run", "Run id", "git", "Samples/s", "vs previous", "Speedup", "Peak memory",
-                             md_text(metric), "Verdict", "Note"], rows,
-                            ["l", "l", "l", "r", "r", "r", "r", "r", "l", "l"]))
+        out.append(md_table([c.header(view, md_text) for c in cols], rows, [c.align for c in cols]))
     colors = P.mode_colors(modes)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", suite)
     path = P.trend(entries, ctx.plots_dir / f"trend-{name}.png", colors, metric, frac, inactive_note(entries))

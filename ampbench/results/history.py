@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ampbench.config import REFERENCE_MODE
+from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc, validate_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, read_text, safe_name
 from ampbench.core.records import Dtype, Level
+from ampbench.record.fields import Column
 
 HISTORY_SCHEMA = "ampbench.history/1"
 NOT_CHECKED = "not checked"
@@ -68,24 +71,28 @@ class ModeSummary(BaseModel):
     # every number finite (a line is JSON; json.loads reads Infinity, NaN and 1e999): a floor of inf or a
     # speedup of NaN would decide a comparison; rates and the speedup are positive when present
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    mode: str
+    # the `Col` markers: the per-mode tables' columns (report.md's summary, the trend; record/fields.py)
+    mode: Annotated[str, Col("Mode", "code", rank=10, shows=("modes",))]
     amp_requested: bool = False
     amp_active: bool = False
     level: Level = "O0"
     dtype: Dtype = "float32"
-    batch_size: int = 0
+    batch_size: Annotated[int, Col("Batch", "size", rank=20, shows=("modes",))] = 0
     trials: int = 0
     ok: int = 0
     statuses: dict[str, int] = {}
     unit: str = "samples"
-    samples_per_s: float | None = Field(None, gt=0)
+    samples_per_s: Annotated[float | None, Col("Samples/s {ci}", "rate", rank=30, shows=("modes", "trend"),
+                                               ci="samples_per_s_ci")] = Field(None, gt=0)
     samples_per_s_ci: tuple[float, float] | None = None
     floor_samples_per_s: float | None = Field(None, gt=0)  # the run's fast floor (measure.run_floor): pooled.select
-    speedup: float | None = Field(None, gt=0)
+    speedup: Annotated[float | None, Col("Speedup {ci}", "ratio", rank=40, shows=("modes", "trend"),
+                                         ci="speedup_ci")] = Field(None, gt=0)
     speedup_ci: tuple[float, float] | None = None
-    peak_bytes: int | None = None
+    peak_bytes: Annotated[int | None, Col("Peak memory", "bytes", rank=50, shows=("modes", "trend"),
+                                          note="memory_source")] = None
     memory_source: str = "none"
-    memory_reduction: float | None = None
+    memory_reduction: Annotated[float | None, Col("Memory vs fp32", "reduction", rank=55, shows=("modes",))] = None
     metric_mean: float | None = None
     metric_std: float | None = None
     metric_n: int = 0
@@ -100,6 +107,20 @@ class ModeSummary(BaseModel):
     history_change: float | None = Field(None, allow_inf_nan=False)
     per_trial: list[TrialPoint] = []  # ok trials, for `check --history`'s pooled baseline
     step_time_hist: StepTimeHist | None = None  # measured step times of the ok trials (the dashboard's histogram)
+
+
+def _skipped(m: ModeSummary, view: Any) -> str | None:
+    return f"{m.skipped_steps} / {m.total_steps}" if m.total_steps else None
+
+
+# A mode's columns computed from several fields (a field's own column is a `Col` on the field)
+MODE_COMPUTED: tuple[Column, ...] = (
+    Column("metric", Col("{metric} (mean ± sd)", "metric_pm", rank=60, shows=("modes", "trend")),
+           lambda m, v: (m.metric_mean, m.metric_std, m.metric_n)),
+    Column("metric_delta", Col("Δ vs fp32", "metric_delta", rank=65, shows=("modes",)),
+           lambda m, v: None if m.mode == REFERENCE_MODE else m.metric_delta),
+    Column("skipped", Col("Skipped steps", "text", rank=70, shows=("modes",), align="r"), _skipped),
+)
 
 
 class RunSummary(VersionedDoc):

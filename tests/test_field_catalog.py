@@ -123,6 +123,15 @@ def test_a_marked_mode_field_shows_in_the_summary_table(tmp_path: Path, monkeypa
     assert row[at] == str(view.summary.modes["fp32"].total_steps) != "0"
 
 
+def test_summary_csv_keeps_its_documented_columns_first() -> None:
+    """summary.csv only gains columns at the end (docs/results-format.md lists them): a new field shown
+    there sets `csv_rank` past the last, wherever `rank` puts it in report.md."""
+    doc = (ROOT / "docs" / "results-format.md").read_text(encoding="utf-8").split("## summary.csv", 1)[1]
+    listed = [n.strip() for n in doc.split("`")[3].replace("\n", " ").split(",")]
+    assert len(listed) > 20
+    assert [c.csv_name for c in fields.columns("csv")][:len(listed)] == listed
+
+
 def test_one_formatter_per_kind_and_every_kind_has_one() -> None:
     """A kind without a formatter would fail at render time; the console and report.md read one string."""
     every = {c.col.kind for o in EVERYWHERE for c in _catalog(o)}

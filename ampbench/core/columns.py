@@ -27,7 +27,8 @@ class Col:
     level), how its value is shown (`kind`), where it sits (`rank`: columns are ordered by it, ties in
     declaration order), where it is shown, its CSV name (default: the field's name), a sibling field whose
     value follows in parentheses in the text outputs (`note`: memory's source), a sibling (lo, hi) field
-    shown after it as an interval (`ci`) and an alignment overriding the kind's."""
+    shown after it as an interval (`ci`), an alignment overriding the kind's, and its place in summary.csv
+    when not `rank` (`csv_rank`: the file only ever gains columns at the end, docs/results-format.md)."""
 
     header: str | None
     kind: Kind
@@ -37,3 +38,4 @@ class Col:
     note: str | None = None
     ci: str | None = None
     align: Literal["l", "r"] | None = None
+    csv_rank: int | None = None

@@ -215,7 +215,9 @@ def columns(output: Output, model: type[BaseModel] = Trial, computed: Iterable[C
     `MODE_COMPUTED`, results/history.py), in rank order (ties in declaration order, fields before computed).
     Built on each call from the model's current markers: nothing is cached, so a test may mark a field."""
     every = [*_field_columns(model), *computed]
-    return sorted((c for c in every if output in c.col.shows), key=lambda c: c.col.rank)
+    def place(c: Column) -> int:
+        return c.col.csv_rank if output == "csv" and c.col.csv_rank is not None else c.col.rank
+    return sorted((c for c in every if output in c.col.shows), key=place)
 
 
 def csv_row(t: Trial) -> dict[str, Any]:

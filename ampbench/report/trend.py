@@ -74,10 +74,14 @@ def _trend_verdict(mode: str, m: dict[str, Any]) -> str:
 
 # The trend table's columns that are no figure of the mode (which run, its change from the previous run,
 # its verdict); the mode's figures are the catalog's (record/fields.py, ModeSummary's `Col` markers).
-_TREND_OWN = tuple(fields.Column(key, Col(header, "markdown", rank=rank, shows=("trend",), align=align), lambda m, v: None)
-                   for key, header, rank, align in (("run", "Run", 1, "l"), ("run_id", "Run id", 2, "l"),
-                                                    ("git", "git", 3, "l"), ("vs_previous", "vs previous", 35, "r"),
-                                                    ("verdict", "Verdict", 90, "l"), ("note", "Note", 95, "l")))
+_TREND_OWN = (
+    fields.Column("run", Col("Run", "markdown", rank=1, shows=("trend",)), lambda m, v: None),
+    fields.Column("run_id", Col("Run id", "markdown", rank=2, shows=("trend",)), lambda m, v: None),
+    fields.Column("git", Col("git", "markdown", rank=3, shows=("trend",)), lambda m, v: None),
+    fields.Column("vs_previous", Col("vs previous", "markdown", rank=35, shows=("trend",), align="r"), lambda m, v: None),
+    fields.Column("verdict", Col("Verdict", "markdown", rank=90, shows=("trend",)), lambda m, v: None),
+    fields.Column("note", Col("Note", "markdown", rank=95, shows=("trend",)), lambda m, v: None),
+)
 
 
 def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:

@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE
-from ampbench.report import fmt
+from ampbench.record import fields
 from ampbench.report.fmt import DASH, md_code, md_prose, md_table, md_text
 from ampbench.report.verdicts import rule_advice
 from ampbench.report.view import RunView, h
-from ampbench.results.history import NOT_CHECKED, ModeSummary
+from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary
 from ampbench.results.verdicts import ModeVerdict, RuleResult
 
 
@@ -70,9 +70,10 @@ def _row(name: str, m: ModeSummary | None, mv: ModeVerdict | None, fraction: boo
     if name == REFERENCE_MODE:
         speed = mem = metric = DASH
     else:
-        speed = fmt.ratio(m.speedup) + (f" {fmt.ratio_ci(*m.speedup_ci)}" if m.speedup_ci and m.speedup else "")
-        mem = fmt.pct(-m.memory_reduction) if m.memory_reduction is not None else DASH
-        metric = fmt.metric_delta(m.metric_delta, fraction)
+        # the summary table's figures, formatted by the catalog's columns (record/fields.py): one string each
+        cols = {c.key: c for c in fields.columns("modes", ModeSummary, MODE_COMPUTED)}
+        view = fields.View(fraction=fraction)
+        speed, mem, metric = (cols[k].text(m, view) for k in ("speedup", "memory_reduction", "metric_delta"))
     return ModeRow(name, verdict, speed, mem, metric, decided_by(mv), info)
 
 

@@ -390,3 +390,60 @@ def test_slurm_parallel_is_refused_without_slurm(tmp_path):
     (tmp_path / "toy.toml").write_text(SUITE)
     r = CliRunner().invoke(app, ["run", str(tmp_path / "toy.toml"), "--slurm-parallel", "2", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "--slurm-parallel" in r.output and "only with --launcher slurm" in r.output
+
+
+# ---------------------------------------------------------------- bisect --parallel K --launcher slurm
+
+
+def _bisect_proc(cluster: slurm_cluster.Cluster, args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {**cluster.env, "PYTHONPATH": str(ROOT), "AMPBENCH_CACHE": str(cwd / "cache"), "COLUMNS": "200"}
+    return subprocess.Popen([sys.executable, "-m", "ampbench.cli", "bisect", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _span(run: Path) -> tuple[float, float]:
+    ts = [json.loads(p.read_text()) for p in (run / "trials").glob("*.json")]
+    return min(t["started_unix"] for t in ts), max(t["ended_unix"] for t in ts)
+
+
+@pytest.mark.slow
+def test_bisect_k_section_over_slurm_submits_a_round_at_once_cancels_it_on_ctrl_c_and_resumes(cluster, tmp_path):
+    """4 commits, commit 2 slows every step ~45%: `bisect --parallel 2 --launcher slurm` runs the endpoints,
+    then commits 1 and 2 as one round, each candidate's trials its own Slurm jobs.  Ctrl-C while the round's
+    jobs are queued or running: exit 130, none of them left queued or running.  `--resume` finishes the
+    search, naming commit 2; the recheck round's two runs overlap in time (submitted at once)."""
+    from tests.test_bisect import _repo, _suite
+
+    repo, shas = _repo(tmp_path, [0.010, 0.010, 0.016, 0.016])
+    suite = _suite(tmp_path, repo, steps=30)
+    p = _bisect_proc(cluster, [str(suite), "--good", shas[0], "--bad", shas[3], "--repo", str(repo), "--parallel", "2",
+                               "--launcher", "slurm", "--slurm-poll", "0.5", "--max-seeds", "3", "--out", "out"],
+                     tmp_path)
+    runs = tmp_path / "out" / "prog"
+
+    def round_submitted() -> bool:
+        dirs = [d for d in runs.glob("bisect-*/runs/prog/00[12]-*") if d.is_dir()]
+        return len(dirs) == 2 and all(_jobs(d) for d in dirs)
+
+    _wait_for(round_submitted, "the first round's two runs submitted", limit=400)
+    round_jobs = [j for d in runs.glob("bisect-*/runs/prog/00[12]-*") for j in _jobs(d).values()]
+    p.send_signal(signal.SIGINT)
+    code, out = _finish(p, 120)
+    assert code == 130 and "bisect --resume" in out, out
+    states = cluster.jobs()
+    assert not [j for j in round_jobs if states.get(j) in ("PENDING", "RUNNING", "COMPLETING")], (states, out)
+    folder = next(runs.glob("bisect-*"))
+
+    code, out = _finish(_bisect_proc(cluster, ["--resume", str(folder)], tmp_path), 600)
+    assert code == 1 and f"first bad commit: {shas[2]}" in out, out
+    doc = json.loads((folder / "bisect.json").read_text())
+    assert doc["slurm"]["poll_s"] == 0.5 and doc["parallel"] == 2
+    assert [c["role"] for c in doc["candidates"]][:4] == ["good-endpoint", "bad-endpoint", "candidate", "candidate"]
+    rechecks = [Path(c["run_dir"]) for c in doc["candidates"] if c["role"] == "recheck"]
+    assert len(rechecks) == 2, doc["candidates"]
+    for run in rechecks:
+        assert all(t for t in _jobs(run).values())   # every trial a Slurm job
+        assert all(_trial(run, k)["slurm"]["job_id"] for k in _jobs(run))
+    (a0, a1), (b0, b1) = (_span(r) for r in rechecks)
+    assert max(a0, b0) < min(a1, b1), (a0, a1, b0, b1)
+    assert not [j for j, s in cluster.jobs().items() if s in ("PENDING", "RUNNING")]

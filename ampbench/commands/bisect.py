@@ -445,7 +445,7 @@ def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[
         return _new_versions(opts, loaded.profile, suite, modes, pkg, console)
     rng = bisect_repo.read_range(opts.repo, opts.good, opts.bad)
     pool = _side_pool(opts)
-    folder = Path(opts.out_dir) / suite.suite.name / f"bisect-{new_run_id()}"
+    folder = Path(opts.out_dir).resolve() / suite.suite.name / f"bisect-{new_run_id()}"  # absolute: {out} is read elsewhere
     folder.mkdir(parents=True, exist_ok=False)
     retarget = _retarget(suite, rng.root, folder / "src")
     slots = [[*opts.overrides, *_retarget(suite, rng.root, folder / _src_name(j))] for j in range(opts.parallel)]
@@ -489,7 +489,7 @@ def _new_versions(opts: BisectOptions, profile: str | None, suite: Suite, modes:
     """A search over the versions of a package the index offers (each candidate's environment made when it runs)."""
     got = bisect_packages.read_versions(pkg, suite)
     pool = _side_pool(opts)
-    folder = Path(opts.out_dir) / suite.suite.name / f"bisect-{new_run_id()}"
+    folder = Path(opts.out_dir).resolve() / suite.suite.name / f"bisect-{new_run_id()}"  # absolute: {out} is read elsewhere
     folder.mkdir(parents=True, exist_ok=False)
     doc = BisectFile(suite=suite.suite.name, suite_file=str(opts.suite_file), repo="", kind="package",
                      package=pkg.name, index=pkg.index, python=got.python,

@@ -92,7 +92,7 @@ metric = {{ preset = "json", json_file = "{{out}}/metrics.json" }}
 
 [train]
 batch_size = 16
-steps = 40
+steps = 24
 warmup_steps = 4
 timeout_s = 300
 
@@ -177,3 +177,42 @@ def test_bisect_names_the_version_that_made_the_program_slower(house, tmp_path):
     assert again.exit_code == 1 and "first bad version: slowpkg==1.2" in again.output, again.output
     assert len(json.loads((folder / "bisect.json").read_text())["candidates"]) == len(doc["candidates"])
     assert {p.name: (p / ".ampbench-ready").stat().st_mtime_ns for p in (folder / "envs").iterdir()} == made
+
+
+def test_a_look_whose_program_lives_elsewhere_is_judged_against_the_good_baseline(tmp_path):
+    """A candidate in another clone (src-1/, --parallel) or in a version's environment runs the good endpoint's
+    suite with only the program's place changed, so its config hash differs: against the good baseline as
+    saved, check refuses it as not comparable; bisect's reference for it is that baseline under the look's own
+    hash, and the rule is judged (a 60% slower look FAILs).  Factory-made runs (tests/factories.py)."""
+    import io
+
+    import numpy as np
+    from rich.console import Console
+
+    from ampbench.commands import bisect as bisect_cmd
+    from ampbench.commands.check import check_run
+    from ampbench.core.errors import ResultsError
+    from ampbench.results.baselines import save_baseline
+    from ampbench.results.bisect_file import BisectFile
+    from tests.factories import StepNoise, make_run, make_suite, make_trials
+
+    suite = make_suite(modes=("fp32",), name="prog")
+    here, there = (suite.model_copy(update={"workload": {"cwd": f"/b/{d}"}}) for d in ("src", "src-1"))
+    noise = StepNoise(step_sd=0.01, trial_sd=0.002, stall_rate=0.0)
+    good = make_run(tmp_path / "runs", here, make_trials(here, base_time={"fp32": 0.05}, noise=noise,
+                                                         rng=np.random.default_rng(1)), run_id="good")
+    look = make_run(tmp_path / "runs", there, make_trials(there, base_time={"fp32": 0.08}, noise=noise,
+                                                          rng=np.random.default_rng(2)), run_id="look")
+    folder = tmp_path / "bisect"
+    folder.mkdir()
+    save_baseline(good, folder / "good-baseline.json")
+    with pytest.raises(ResultsError, match="not comparable"):
+        check_run(look, baseline=folder / "good-baseline.json")
+    doc = BisectFile(suite="prog", suite_file="s.toml", repo="", good="a", bad="b", rule="history-throughput",
+                     modes=["fp32"], max_seeds=3, commits=["a", "b"])
+    ctx = bisect_cmd._Ctx(folder, doc, Path("s.toml"), None, [], Console(file=io.StringIO()), io.StringIO())
+    assert bisect_cmd._look_baseline(ctx, here.config_hash()) == folder / "good-baseline.json"
+    ref = bisect_cmd._look_baseline(ctx, there.config_hash())
+    assert ref is not None and ref.parent == folder / "baselines"
+    rules = [r for v in check_run(look, baseline=ref).verdicts for r in v.rules if r.rule == "history-throughput"]
+    assert [r.status for r in rules] == ["FAIL"], rules

@@ -108,8 +108,8 @@ def index_options(index_url: str | None, find_links: str | None, no_index: bool)
     return out
 
 
-def interpreter(suite: Suite) -> tuple[str, dict[str, object]]:
-    """The suite's Python (`workload.command[0]`, found as the run would find it) and what it says of itself."""
+def interpreter(suite: Suite) -> str:
+    """The suite's Python (`workload.command[0]`, found as the run would find it), checked to run as Python."""
     command = [str(c) for c in suite.workload.get("command", [])]
     if not command:
         raise ConfigError("workload.command", "", "is empty")
@@ -123,7 +123,7 @@ def interpreter(suite: Suite) -> tuple[str, dict[str, object]]:
     if why or not found:
         raise ConfigError("workload.command", first[:80], f"{why}: --package makes each candidate's environment "
                           "from the suite's interpreter, command[0] (the Python that runs your program)")
-    return found, info
+    return found
 
 
 def _pip(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -181,7 +181,7 @@ def _unreachable(where: str) -> str:
 
 def read_versions(rng: PackageRange, suite: Suite) -> Versions:
     """Validate the range against the index: A and B offered, at least one version between or after A."""
-    python, _info = interpreter(suite)
+    python = interpreter(suite)
     pre = Version(rng.low).is_prerelease or Version(rng.high).is_prerelease
     offered = list_versions(python, rng.name, rng.index, pre)
     key = "--paddle" if rng.name == PADDLE else "--package"

@@ -8,6 +8,10 @@ wrote for it, with CUDA_VISIBLE_DEVICES set to its devices.  The children are st
 pool's scheduler (launch.pool.run_jobs: one thread a running child, an interrupt in the main thread stops
 them all) and through launch.process.run_worker (own session, parent-death guard, the whole tree killed on
 stop or error), so no child outlives bisect; a child's run folder keeps what it finished for `--resume`.
+
+With `--launcher slurm` the pool is K slots, not devices (no CUDA_VISIBLE_DEVICES: Slurm places each
+candidate's jobs): each child submits its candidate's trials and waits for them as `run --launcher slurm`
+does, and cancels them when stopped; `cancel_left_jobs` then cancels what a child stopped too early left.
 """
 
 from __future__ import annotations

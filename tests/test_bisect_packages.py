@@ -216,3 +216,46 @@ def test_a_look_whose_program_lives_elsewhere_is_judged_against_the_good_baselin
     assert ref is not None and ref.parent == folder / "baselines"
     rules = [r for v in check_run(look, baseline=ref).verdicts for r in v.rules if r.rule == "history-throughput"]
     assert [r.status for r in rules] == ["FAIL"], rules
+
+
+def test_an_environment_a_kill_left_half_made_is_made_again_and_a_finished_one_reused(house, tmp_path, monkeypatch):
+    """envs/<v>/ without its `.ampbench-ready` (a kill mid-install) is removed and made again, holding the
+    version; with it, nothing is run again (pip would fail here)."""
+    from ampbench.commands import bisect_packages as bp
+
+    wheels, _ = house
+    half = bp.env_dir(tmp_path, "1.4")
+    half.mkdir(parents=True)
+    (half / "left-by-a-kill").write_text("x")
+    index = ["--find-links", str(wheels), "--no-index"]
+    py = bp.ensure_env(tmp_path, sys.executable, "slowpkg", "1.4", index)
+    assert not (half / "left-by-a-kill").exists() and (half / bp.READY).is_file()
+    out = subprocess.run([str(py), "-c", "import slowpkg; print(slowpkg.__version__)"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "1.4"
+
+    def no_pip(*_a, **_k):
+        raise AssertionError("a finished environment was made again")
+
+    monkeypatch.setattr(bp, "_pip", no_pip)
+    assert bp.ensure_env(tmp_path, sys.executable, "slowpkg", "1.4", index) == py
+
+
+def test_an_environment_made_from_a_venv_interpreter_shares_that_venvs_packages(house, tmp_path):
+    """The suite's interpreter is itself a virtual environment (the usual case): `venv --system-site-packages`
+    alone would share only the base interpreter's packages; the `.pth` bisect writes shares the venv's own too
+    (a module only that venv holds imports in the candidate's environment, beside the candidate version)."""
+    from ampbench.commands import bisect_packages as bp
+
+    wheels, _ = house
+    user = tmp_path / "user-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(user)], check=True)
+    site = subprocess.run([str(user / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "only_in_user_venv.py").write_text("HERE = True\n")
+    py = bp.ensure_env(tmp_path / "bisect", str(user / "bin" / "python"), "slowpkg", "1.1",
+                       ["--find-links", str(wheels), "--no-index"])
+    out = subprocess.run([str(py), "-c", "import only_in_user_venv, slowpkg; print(slowpkg.__version__)"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "1.1", out.stderr
+    assert not (Path(site) / "slowpkg").exists()   # the user's venv got nothing

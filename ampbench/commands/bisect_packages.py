@@ -212,7 +212,7 @@ def ensure_env(folder: Path, python: str, name: str, version: str, index: list[s
         return env_python(env)
     if env.exists():   # a kill left it half made: ours, inside the bisect folder
         shutil.rmtree(env)
-    env.parent.mkdir(exist_ok=True)
+    env.parent.mkdir(parents=True, exist_ok=True)
     _step([python, "-m", "venv", "--system-site-packages", "--without-pip", str(env)], name, version, env)
     py = str(env_python(env))
     own = str(json.loads(_step([py, "-c", _PROBE], name, version, env).stdout)["site"][0])

@@ -450,3 +450,32 @@ def test_bisect_k_section_over_slurm_submits_a_round_at_once_cancels_it_on_ctrl_
     (a0, a1), (b0, b1) = (_span(r) for r in rechecks)
     assert max(a0, b0) < min(a1, b1), (a0, a1, b0, b1)
     assert not [j for j, s in cluster.jobs().items() if s in ("PENDING", "RUNNING")]
+
+
+def test_bisect_cancels_only_the_live_jobs_of_its_own_runs_after_an_interrupt(tmp_path, monkeypatch):
+    """What a stopped candidate's run still records in slurm.json: its own live job is cancelled; an ended
+    one, one with another run's token and another user's are left alone (scontrol's answers stubbed)."""
+    import io
+    import pwd
+
+    from rich.console import Console
+
+    from ampbench.commands import bisect_side
+    from ampbench.launch.slurm import JobState
+    from ampbench.launch.slurm_run import SlurmRun, save_state
+
+    run = tmp_path / "001-abc"
+    run.mkdir()
+    state = SlurmRun(options=SlurmOptions(), jobs={"fp32__seed0": "11", "fp32__seed1": "12", "fp32__seed2": "13",
+                                                   "fp32__seed3": "14"})
+    save_state(run, state)
+    me = pwd.getpwuid(os.getuid()).pw_name
+    answers = {"11": JobState(state="RUNNING", user=me, comment=state.comment),
+               "12": JobState(state="COMPLETED", user=me, comment=state.comment),
+               "13": JobState(state="PENDING", user=me, comment="ampbench-run:someone-else"),
+               "14": JobState(state="RUNNING", user="other", comment=state.comment)}
+    cancelled: list[list[str]] = []
+    monkeypatch.setattr(slurm, "job_info", lambda job: answers.get(job))
+    monkeypatch.setattr(slurm, "scancel", lambda jobs: cancelled.append(list(jobs)))
+    bisect_side.cancel_left_jobs([run, tmp_path / "never-started"], Console(file=io.StringIO()))
+    assert cancelled == [["11"]]

@@ -30,6 +30,7 @@ trials are Slurm jobs, and `--parallel K` submits K candidates' runs at once (co
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +175,8 @@ def _src_name(slot: int) -> str:
 
 
 def _run_id(ctx: _Ctx, index: int, tag: str) -> tuple[str, Path]:
-    run_id = f"{index:03d}-{ctx.doc.commits[index][:10]}{tag}"
+    point = re.sub(r"[^A-Za-z0-9._-]", "_", ctx.doc.commits[index][:10])   # a version may hold + or !
+    run_id = f"{index:03d}-{point}{tag}"
     return run_id, ctx.folder / "runs" / ctx.doc.suite / run_id
 
 

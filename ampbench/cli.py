@@ -435,14 +435,26 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
     parallel: int = typer.Option(1, "--parallel", min=1, max=64, help="Candidates a round, side by side "
                                  "(k-section), each on its share of --devices"),
     devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: the pool of --parallel"),
+    package: str | None = typer.Option(None, "--package", help="NAME=A..B: bisect the versions of a package the "
+                                       "index offers, each in its own environment, instead of commits"),
+    paddle: str | None = typer.Option(None, "--paddle", help="A..B: --package paddlepaddle=A..B"),
+    index_url: str | None = typer.Option(None, "--index-url", help="With --package: the package index (pip's)"),
+    find_links: str | None = typer.Option(None, "--find-links", help="With --package: a folder of wheels (pip's)"),
+    no_index: bool = typer.Option(False, "--no-index", help="With --package: only --find-links (pip's)"),
+    launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every candidate's trials Slurm jobs"),
+    partition: str | None = typer.Option(None, "--partition", help="With --launcher slurm: the partition"),
+    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as --KEY=VALUE"),
+    slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries"),
 ) -> None:
     """The first commit that made a rule fail: a noise-aware bisection of your program's history (docs/bisect.md).
     Exit 1: the first bad commit was named; 3: it could not be (endpoints, undecided commits); 2: bad input."""
     from ampbench.commands.bisect import BisectOptions, run_bisect
 
+    slurm = _slurm_options(launcher, partition, None, None, None, slurm_arg, slurm_poll, (600.0, 2, None))
     opts = BisectOptions(suite_file=suite_file, good=good, bad=bad, repo=repo, rule=rule, modes=list(mode or []),
                          max_seeds=max_seeds, profile=profile, overrides=list(set_ or []), out_dir=out_dir,
-                         resume=resume, parallel=parallel, devices=devices)
+                         resume=resume, parallel=parallel, devices=devices, package=package, paddle=paddle,
+                         index_url=index_url, find_links=find_links, no_index=no_index, slurm=slurm)
     raise typer.Exit(run_bisect(opts, console=out))
 
 

@@ -390,3 +390,92 @@ def test_slurm_parallel_is_refused_without_slurm(tmp_path):
     (tmp_path / "toy.toml").write_text(SUITE)
     r = CliRunner().invoke(app, ["run", str(tmp_path / "toy.toml"), "--slurm-parallel", "2", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "--slurm-parallel" in r.output and "only with --launcher slurm" in r.output
+
+
+# ---------------------------------------------------------------- bisect --parallel K --launcher slurm
+
+
+def _bisect_proc(cluster: slurm_cluster.Cluster, args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {**cluster.env, "PYTHONPATH": str(ROOT), "AMPBENCH_CACHE": str(cwd / "cache"), "COLUMNS": "200"}
+    return subprocess.Popen([sys.executable, "-m", "ampbench.cli", "bisect", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _span(run: Path) -> tuple[float, float]:
+    ts = [json.loads(p.read_text()) for p in (run / "trials").glob("*.json")]
+    return min(t["started_unix"] for t in ts), max(t["ended_unix"] for t in ts)
+
+
+@pytest.mark.slow
+def test_bisect_k_section_over_slurm_submits_a_round_at_once_cancels_it_on_ctrl_c_and_resumes(cluster, tmp_path):
+    """4 commits, commit 2 makes every step 2.5x as long: `bisect --parallel 2 --launcher slurm` runs the endpoints,
+    then commits 1 and 2 as one round, each candidate's trials its own Slurm jobs.  Ctrl-C while the round's
+    jobs are queued or running: exit 130, none of them left queued or running.  `--resume` finishes the
+    search, naming commit 2; the recheck round's two runs overlap in time (submitted at once).  Each round runs
+    6 trials at once on this machine's 2 cores (a run's seeds are submitted together), so the rule is set to
+    tell a 25% change (`history_min_change`): at the default 5% a good commit's look under that contention
+    stayed INCONCLUSIVE at 3 seeds (-7.6%, loaded)."""
+    from tests.test_bisect import _repo, _suite
+
+    repo, shas = _repo(tmp_path, [0.010, 0.010, 0.025, 0.025])
+    suite = _suite(tmp_path, repo, steps=30)
+    p = _bisect_proc(cluster, [str(suite), "--good", shas[0], "--bad", shas[3], "--repo", str(repo), "--parallel", "2",
+                               "--launcher", "slurm", "--slurm-poll", "0.5", "--max-seeds", "3", "--out", "out",
+                               "--set", "thresholds.history_min_change=0.25"], tmp_path)
+    runs = tmp_path / "out" / "prog"
+
+    def round_submitted() -> bool:
+        dirs = [d for d in runs.glob("bisect-*/runs/prog/00[12]-*") if d.is_dir()]
+        return len(dirs) == 2 and all(_jobs(d) for d in dirs)
+
+    _wait_for(round_submitted, "the first round's two runs submitted", limit=400)
+    round_jobs = [j for d in runs.glob("bisect-*/runs/prog/00[12]-*") for j in _jobs(d).values()]
+    p.send_signal(signal.SIGINT)
+    code, out = _finish(p, 120)
+    assert code == 130 and "bisect --resume" in out, out
+    states = cluster.jobs()
+    assert not [j for j in round_jobs if states.get(j) in ("PENDING", "RUNNING", "COMPLETING")], (states, out)
+    folder = next(runs.glob("bisect-*"))
+
+    code, out = _finish(_bisect_proc(cluster, ["--resume", str(folder)], tmp_path), 600)
+    assert code == 1 and f"first bad commit: {shas[2]}" in out, out
+    doc = json.loads((folder / "bisect.json").read_text())
+    assert doc["slurm"]["poll_s"] == 0.5 and doc["parallel"] == 2
+    assert [c["role"] for c in doc["candidates"]][:4] == ["good-endpoint", "bad-endpoint", "candidate", "candidate"]
+    rechecks = [Path(c["run_dir"]) for c in doc["candidates"] if c["role"] == "recheck"]
+    assert len(rechecks) == 2, doc["candidates"]
+    for run in rechecks:
+        assert all(t for t in _jobs(run).values())   # every trial a Slurm job
+        assert all(_trial(run, k)["slurm"]["job_id"] for k in _jobs(run))
+    (a0, a1), (b0, b1) = (_span(r) for r in rechecks)
+    assert max(a0, b0) < min(a1, b1), (a0, a1, b0, b1)
+    assert not [j for j, s in cluster.jobs().items() if s in ("PENDING", "RUNNING")]
+
+
+def test_bisect_cancels_only_the_live_jobs_of_its_own_runs_after_an_interrupt(tmp_path, monkeypatch):
+    """What a stopped candidate's run still records in slurm.json: its own live job is cancelled; an ended
+    one, one with another run's token and another user's are left alone (scontrol's answers stubbed)."""
+    import io
+    import pwd
+
+    from rich.console import Console
+
+    from ampbench.commands import bisect_side
+    from ampbench.launch.slurm import JobState
+    from ampbench.launch.slurm_run import SlurmRun, save_state
+
+    run = tmp_path / "001-abc"
+    run.mkdir()
+    state = SlurmRun(options=SlurmOptions(), jobs={"fp32__seed0": "11", "fp32__seed1": "12", "fp32__seed2": "13",
+                                                   "fp32__seed3": "14"})
+    save_state(run, state)
+    me = pwd.getpwuid(os.getuid()).pw_name
+    answers = {"11": JobState(state="RUNNING", user=me, comment=state.comment),
+               "12": JobState(state="COMPLETED", user=me, comment=state.comment),
+               "13": JobState(state="PENDING", user=me, comment="ampbench-run:someone-else"),
+               "14": JobState(state="RUNNING", user="other", comment=state.comment)}
+    cancelled: list[list[str]] = []
+    monkeypatch.setattr(slurm, "job_info", lambda job: answers.get(job))
+    monkeypatch.setattr(slurm, "scancel", lambda jobs: cancelled.append(list(jobs)))
+    bisect_side.cancel_left_jobs([run, tmp_path / "never-started"], Console(file=io.StringIO()))
+    assert cancelled == [["11"]]

@@ -23,12 +23,14 @@ With `--parallel K` (and a pool of at least K devices, `--devices`), each round 
 side (judge.bisection's next_batch, k-section), each in its own clone (`src/`, `src-1/`, ...) and its own child
 process on its share of the pool (commands.bisect_side); each is still decided alone at the rule's levels.
 
-Left out (docs/bisect.md): k-section over Slurm, package versions as the range (`--paddle A..B`).
+With `--package NAME=A..B` (`--paddle A..B`) the range is the versions of a package that the user's index
+offers, each run in its own environment (commands.bisect_packages); with `--launcher slurm` every candidate's
+trials are Slurm jobs, and `--parallel K` submits K candidates' runs at once (commands.bisect_side).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,19 +39,21 @@ from typing import IO, Literal
 from rich.console import Console
 from rich.markup import escape
 
-from ampbench.commands import bisect_repo, bisect_side
+from ampbench.commands import bisect_packages, bisect_repo, bisect_side
 from ampbench.commands.check import check_run
 from ampbench.commands.run import execute, load_for_run
 from ampbench.commands.run_plan import RunOptions, device_pool
 from ampbench.config import REFERENCE_MODE, ConfigError, Suite
+from ampbench.core.docs import write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.store import RUNS_DIR, RunPaths
 from ampbench.judge.bisection import Search, Verdict, wrong_step_bound
 from ampbench.launch.process import Interrupted
+from ampbench.launch.slurm import SlurmOptions
 from ampbench.report.bisect_md import write_bisect_md
-from ampbench.results.baselines import save_baseline
+from ampbench.results.baselines import load_baseline, save_baseline
 from ampbench.results.bisect_file import BisectFile, Candidate, load_bisect
 from ampbench.results.run_dir import open_run
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE
@@ -73,6 +77,12 @@ class BisectOptions:
     resume: Path | None = None
     parallel: int = 1             # candidates side by side (k-section), each on its share of `devices`
     devices: str | None = None    # --devices all|0,1,...: the pool they share
+    package: str | None = None    # --package NAME=A..B: the range is package versions (commands.bisect_packages)
+    paddle: str | None = None     # --paddle A..B: --package paddlepaddle=A..B
+    index_url: str | None = None  # the user's index for --package (pip's --index-url / --find-links / --no-index)
+    find_links: str | None = None
+    no_index: bool = False
+    slurm: SlurmOptions | None = None  # --launcher slurm: every candidate's trials as Slurm jobs
 
 
 # ---------------------------------------------------------------- the suite on a candidate
@@ -165,30 +175,63 @@ def _src_name(slot: int) -> str:
 
 
 def _run_id(ctx: _Ctx, index: int, tag: str) -> tuple[str, Path]:
-    run_id = f"{index:03d}-{ctx.doc.commits[index][:10]}{tag}"
+    point = re.sub(r"[^A-Za-z0-9._-]", "_", ctx.doc.commits[index][:10])   # a version may hold + or !
+    run_id = f"{index:03d}-{point}{tag}"
     return run_id, ctx.folder / "runs" / ctx.doc.suite / run_id
 
 
 def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str | None = None) -> RunOptions:
     """The usual runner's options for one commit: a new run, or the rest of one a kill interrupted."""
     run_id, run_dir = _run_id(ctx, index, tag)
-    base = _baseline(ctx)
     if RunPaths(run_dir).run_json.is_file():
+        base = _look_baseline(ctx, open_run(run_dir).info.config_hash)
         return RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
                           baseline=base, report=False, devices=devices)
-    return RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides,
-                      out_dir=ctx.folder / "runs", run_id=run_id, report=False,
-                      until_decided=base is not None or ctx.doc.rule in IN_RUN_RULES,
-                      max_seeds=ctx.doc.max_seeds, baseline=base, devices=devices)
+    new = RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides,
+                     out_dir=ctx.folder / "runs", run_id=run_id, report=False, max_seeds=ctx.doc.max_seeds,
+                     devices=devices, slurm=SlurmOptions.model_validate(ctx.doc.slurm) if ctx.doc.slurm else None)
+    new.baseline = _look_baseline(ctx, load_for_run(new).suite.config_hash()) if _baseline(ctx) else None
+    new.until_decided = new.baseline is not None or ctx.doc.rule in IN_RUN_RULES
+    return new
+
+
+def _look_baseline(ctx: _Ctx, config_hash: str) -> Path | None:
+    """The good endpoint's baseline as the reference of a look whose suite hashes to `config_hash`.  A look
+    runs the good endpoint's suite with only where its program lives changed (its clone `src-<slot>/` in a
+    round of --parallel, or its version's environment `envs/<v>/`): that changes the config hash, which check
+    would refuse as not comparable.  The reference is then a copy of the good baseline under that hash
+    (`baselines/<hash>.json`); the device and the suite are still compared."""
+    base = _baseline(ctx)
+    if base is None or not config_hash:
+        return base
+    good = load_baseline(base)
+    if good.config_hash == config_hash:
+        return base
+    path = ctx.folder / "baselines" / f"{config_hash.removeprefix('sha256:')}.json"
+    if not path.is_file():
+        path.parent.mkdir(exist_ok=True)
+        write_doc(path, good.model_copy(update={"config_hash": config_hash}), root=ctx.folder)
+    return path
+
+
+def _prepare(ctx: _Ctx, slot: int, index: int) -> list[str]:
+    """Put one look's code in place and return the --set overrides that run it: its commit checked out in the
+    slot's clone, or its version's environment made (or reused) and its Python as the suite's interpreter."""
+    doc = ctx.doc
+    if doc.kind == "package":
+        py = bisect_packages.ensure_env(ctx.folder, doc.python, doc.package, doc.commits[index], doc.index)
+        return [*doc.overrides, bisect_packages.command_override(doc.command, py)]
+    bisect_repo.checkout(ctx.folder / _src_name(slot), doc.commits[index])
+    return doc.slot_overrides[slot] if doc.parallel > 1 else ctx.overrides
 
 
 def _run_candidate(ctx: _Ctx, index: int, role: Role, tag: str) -> tuple[Candidate, int]:
     """Check out one commit and run the suite on it; returns its record and the run's exit code."""
     sha = ctx.doc.commits[index]
-    bisect_repo.checkout(ctx.folder / "src", sha)
+    overrides = _prepare(ctx, 0, index)
     log = Console(file=ctx.log, width=160, no_color=True)
     started = time.monotonic()
-    code = execute(_options(ctx, index, tag, ctx.overrides), console=log)
+    code = execute(_options(ctx, index, tag, overrides), console=log)
     cand = Candidate(index=index, sha=sha, role=role, run_dir=str(_run_id(ctx, index, tag)[1]),
                      cost_s=time.monotonic() - started)
     return cand, code
@@ -199,19 +242,20 @@ def _run_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
     their records in commit order, or the exit code of an interrupt (nothing of the round recorded: the
     run folders keep their finished trials, and the same round is resumed)."""
     doc = ctx.doc
-    per = bisect_side.share(doc.devices, doc.parallel)
+    pool, per = _round_pool(doc)
     runs = []
     for slot, (index, _role, tag) in enumerate(looks):
-        bisect_repo.checkout(ctx.folder / _src_name(slot), doc.commits[index])
-        opts = _options(ctx, index, tag, doc.slot_overrides[slot], devices="all" if per > 1 else None)
+        opts = _options(ctx, index, tag, _prepare(ctx, slot, index), devices="all" if per > 1 else None)
         name = _run_id(ctx, index, tag)[0]
-        runs.append(bisect_side.SideRun(index, dataclasses.asdict(opts), ctx.folder / "side" / f"{name}.json",
+        runs.append(bisect_side.SideRun(index, bisect_side.options_json(opts), ctx.folder / "side" / f"{name}.json",
                                         ctx.folder / "side" / f"{name}.log"))
     (ctx.folder / "side").mkdir(exist_ok=True)
     started = time.monotonic()
     try:
-        codes = bisect_side.run_side_by_side(runs, doc.devices, per)
+        codes = bisect_side.run_side_by_side(runs, pool, per, visible=not doc.slurm)
     except (KeyboardInterrupt, Interrupted) as e:
+        if doc.slurm:
+            bisect_side.cancel_left_jobs([_run_id(ctx, i, tag)[1] for i, _r, tag in looks], ctx.console)
         return e.exit_code if isinstance(e, Interrupted) else 130
     wall = time.monotonic() - started
     out = []
@@ -226,9 +270,17 @@ def _run_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
     return out
 
 
+def _round_pool(doc: BisectFile) -> tuple[list[str], int]:
+    """The slots a round's candidates share and the devices each gets: the device pool, or with Slurm K slots
+    and no local device (each candidate's jobs go where Slurm puts them)."""
+    if doc.slurm:
+        return [f"slurm-{j}" for j in range(doc.parallel)], 1
+    return doc.devices, bisect_side.share(doc.devices, doc.parallel)
+
+
 def _judge(ctx: _Ctx, cand: Candidate) -> Candidate:
     """The rule's outcome over the judged modes: any FAIL -> bad, every mode PASS -> good, else skip."""
-    base = _baseline(ctx)
+    base = _look_baseline(ctx, open_run(Path(cand.run_dir)).info.config_hash)
     report = check_run(Path(cand.run_dir), baseline=base) if base is not None or ctx.doc.rule in IN_RUN_RULES \
         else None
     trials = open_run(Path(cand.run_dir)).trials
@@ -281,6 +333,8 @@ def _evaluate_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
 def _record(ctx: _Ctx, cand: Candidate) -> Candidate:
     """Judge a finished run, keep its record (bisect.json rewritten) and say its outcome."""
     cand = _judge(ctx, cand)
+    if ctx.doc.kind == "package":
+        cand.version, cand.env = cand.sha, str(bisect_packages.env_dir(ctx.folder, cand.sha))
     ctx.doc.candidates.append(cand)
     ctx.doc.write(ctx.folder)
     figure = "" if cand.observed is None else f" ({_figure(cand.observed)})"
@@ -357,23 +411,31 @@ def _finish(ctx: _Ctx) -> int:
         out.print(f"bisect stopped: {doc.stopped}", soft_wrap=True, markup=False)
         code = EXIT_INCONCLUSIVE
     elif doc.first_bad is not None and doc.last_good is not None and doc.first_bad == doc.last_good + 1:
-        fb = doc.commits[doc.first_bad]
         ev = doc.judged(doc.first_bad)
-        out.print(f"first bad commit: {fb} {doc.subjects[doc.first_bad]}\n  {doc.rule}: "
+        out.print(f"first bad {_named(doc, doc.first_bad)}\n  {doc.rule}: "
                   f"{ev.status if ev else ''} {_figure(ev.observed) if ev and ev.observed is not None else ''}; "
                   f"P(a wrong step) <= {doc.wrong_step_bound:.3f} over {len(verdicts)} decisions",
                   soft_wrap=True, markup=False)
         code = EXIT_FAIL
     else:
         lo, hi = doc.last_good or 0, doc.first_bad or len(doc.commits) - 1
-        out.print(f"the first bad commit is one of {hi - lo} commits {doc.commits[lo + 1][:10]}..{doc.commits[hi][:10]}"
+        what = "versions" if doc.kind == "package" else "commits"
+        out.print(f"the first bad one is one of {hi - lo} {what} {doc.commits[lo + 1][:10]}..{doc.commits[hi][:10]}"
                   f": every commit between was undecided at --max-seeds {doc.max_seeds}", soft_wrap=True, markup=False)
         code = EXIT_INCONCLUSIVE
     out.print(f"bisect: {escape(str(path))}", soft_wrap=True)
     return code
 
 
+def _named(doc: BisectFile, index: int) -> str:
+    """How the result names a point of the range: `commit SHA subject`, or `version NAME==V`."""
+    if doc.kind == "package":
+        return f"version: {doc.subjects[index]}"
+    return f"commit: {doc.commits[index]} {doc.subjects[index]}"
+
+
 def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[str]]:
+    pkg = _package_range(opts)
     loaded = load_for_run(RunOptions(suite_file=opts.suite_file, profile=opts.profile, overrides=opts.overrides,
                                      out_dir=opts.out_dir))
     suite = loaded.suite
@@ -381,9 +443,11 @@ def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[
         raise ConfigError(str(opts.suite_file), "suite.workload", "bisect searches the commits of your program: "
                           "it needs a workload = \"command\" suite (docs/command.md)")
     modes = _check_rule(suite, opts.rule, opts.modes)
+    if pkg is not None:
+        return _new_versions(opts, loaded.profile, suite, modes, pkg, console)
     rng = bisect_repo.read_range(opts.repo, opts.good, opts.bad)
     pool = _side_pool(opts)
-    folder = Path(opts.out_dir) / suite.suite.name / f"bisect-{new_run_id()}"
+    folder = Path(opts.out_dir).resolve() / suite.suite.name / f"bisect-{new_run_id()}"  # absolute: {out} is read elsewhere
     folder.mkdir(parents=True, exist_ok=False)
     retarget = _retarget(suite, rng.root, folder / "src")
     slots = [[*opts.overrides, *_retarget(suite, rng.root, folder / _src_name(j))] for j in range(opts.parallel)]
@@ -392,21 +456,67 @@ def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[
     doc = BisectFile(suite=suite.suite.name, suite_file=str(opts.suite_file), repo=str(rng.root), good=str(opts.good),
                      bad=str(opts.bad), rule=opts.rule, modes=modes, max_seeds=opts.max_seeds, commits=rng.commits,
                      subjects=rng.subjects, overrides=[*opts.overrides, *retarget], profile=loaded.profile,
-                     parallel=opts.parallel, devices=pool, slot_overrides=slots if opts.parallel > 1 else [])
+                     parallel=opts.parallel, devices=pool, slot_overrides=slots if opts.parallel > 1 else [],
+                     slurm=opts.slurm.model_dump() if opts.slurm else None)
     doc.write(folder)
     console.print(f"bisecting {len(rng.commits)} commits of {escape(str(rng.root))} on {escape(opts.rule)} "
                   f"({', '.join(escape(m) for m in modes)}): {escape(str(folder))}", soft_wrap=True)
     if opts.parallel > 1:
         console.print(f"k-section: {opts.parallel} candidates a round, side by side on "
-                      f"{escape(', '.join(pool))}", soft_wrap=True)
+                      f"{escape(', '.join(pool)) or 'Slurm (each its own jobs)'}", soft_wrap=True)
     if rng.dirty:
         console.print("note: --repo has uncommitted changes; they are not part of any candidate (only commits are "
                       "checked out, in bisect's own clone)", soft_wrap=True)
     return folder, doc, [*opts.overrides, *retarget]
 
 
+def _package_range(opts: BisectOptions) -> bisect_packages.PackageRange | None:
+    """--package / --paddle and the index options, checked before anything runs (None: a range of commits)."""
+    got = bisect_packages.parse_range(opts.package, opts.paddle)
+    if got is None:
+        given = [k for k, v in (("--index-url", opts.index_url), ("--find-links", opts.find_links),
+                                ("--no-index", opts.no_index or None)) if v is not None]
+        if given:
+            raise ConfigError(given[0], "", "is the package index of --package NAME=A..B (or --paddle A..B)")
+        return None
+    key = "--paddle" if opts.paddle is not None else "--package"
+    if opts.repo is not None or opts.good or opts.bad:
+        raise ConfigError(key, f"{got[1]}..{got[2]}", "searches package versions: give no --repo, --good or --bad")
+    return bisect_packages.PackageRange(got[0], got[1], got[2],
+                                        bisect_packages.index_options(opts.index_url, opts.find_links, opts.no_index))
+
+
+def _new_versions(opts: BisectOptions, profile: str | None, suite: Suite, modes: list[str],
+                  pkg: bisect_packages.PackageRange, console: Console) -> tuple[Path, BisectFile, list[str]]:
+    """A search over the versions of a package the index offers (each candidate's environment made when it runs)."""
+    got = bisect_packages.read_versions(pkg, suite)
+    pool = _side_pool(opts)
+    folder = Path(opts.out_dir).resolve() / suite.suite.name / f"bisect-{new_run_id()}"  # absolute: {out} is read elsewhere
+    folder.mkdir(parents=True, exist_ok=False)
+    doc = BisectFile(suite=suite.suite.name, suite_file=str(opts.suite_file), repo="", kind="package",
+                     package=pkg.name, index=pkg.index, python=got.python,
+                     command=[str(c) for c in suite.workload.get("command", [])], good=pkg.low, bad=pkg.high,
+                     rule=opts.rule, modes=modes, max_seeds=opts.max_seeds, commits=got.versions,
+                     subjects=[f"{pkg.name}=={v}" for v in got.versions], overrides=list(opts.overrides),
+                     profile=profile, parallel=opts.parallel, devices=pool,
+                     slurm=opts.slurm.model_dump() if opts.slurm else None)
+    doc.write(folder)
+    console.print(f"bisecting {len(got.versions)} versions of {escape(pkg.name)} ({escape(', '.join(got.versions))}) "
+                  f"on {escape(opts.rule)} ({', '.join(escape(m) for m in modes)}), each in its own environment "
+                  f"made from {escape(got.python)}: {escape(str(folder))}", soft_wrap=True)
+    return folder, doc, list(opts.overrides)
+
+
 def _side_pool(opts: BisectOptions) -> list[str]:
-    """The device pool k candidates share (refused before anything is written when it is too small)."""
+    """The device pool k candidates share (refused before anything is written when it is too small); with
+    Slurm none: each candidate's jobs go where Slurm puts them."""
+    if opts.slurm is not None:
+        if opts.devices is not None:
+            raise ConfigError("--devices", opts.devices, "not with --launcher slurm: Slurm places the candidates' jobs")
+        from ampbench.launch.slurm import require_commands
+
+        require_commands()
+        return []
     if opts.parallel <= 1:
         if opts.devices is not None:
             raise ConfigError("--devices", opts.devices, "is the pool of --parallel K (candidates side by side)")
@@ -418,10 +528,11 @@ def _side_pool(opts: BisectOptions) -> list[str]:
 
 def _resumed(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[str]]:
     assert opts.resume is not None
+    given = (opts.package, opts.paddle, opts.index_url, opts.find_links, opts.slurm, opts.devices)
     if opts.suite_file is not None or opts.good or opts.bad or opts.repo or opts.overrides or opts.parallel > 1 \
-            or opts.devices is not None:
+            or opts.no_index or any(v is not None for v in given):
         raise ConfigError("--resume", str(opts.resume), "continues the search as bisect.json records it: give no "
-                          "SUITE, --good, --bad, --repo, --set, --parallel or --devices")
+                          "SUITE, --good, --bad, --repo, --set, --parallel, --devices, --launcher or a package range")
     folder = Path(opts.resume)
     refuse_link(folder)
     doc = load_bisect(folder)

@@ -13,6 +13,7 @@ from ampbench.commands.run import execute
 from ampbench.commands.run_plan import RunOptions
 from ampbench.core.files import read_text
 from ampbench.launch.process import install_signal_handlers
+from ampbench.launch.slurm import SlurmOptions
 
 PATH_FIELDS = ("suite_file", "out_dir", "resume", "baseline", "probe")
 
@@ -22,6 +23,8 @@ def options_from(path: Path) -> RunOptions:
     for key in PATH_FIELDS:
         if data.get(key) is not None:
             data[key] = Path(data[key])
+    if data.get("slurm") is not None:
+        data["slurm"] = SlurmOptions.model_validate(data["slurm"])
     return RunOptions(**data)
 
 

@@ -34,6 +34,8 @@ class Candidate(BaseModel):
     message: str = ""
     seeds: int = 0               # ok trials the verdict rests on, over every judged mode
     cost_s: float = 0.0
+    version: str = ""            # kind "package": the package version judged (also `sha`) ...
+    env: str = ""                # ... and the environment it ran in (envs/<version>/, made by bisect)
 
 
 class BisectFile(VersionedDoc):
@@ -41,13 +43,22 @@ class BisectFile(VersionedDoc):
     schema_: str = Field(BISECT_SCHEMA, alias="schema")
     suite: str
     suite_file: str
-    repo: str
+    repo: str                    # kind "commits": the repository searched ("" for a package range)
+    # "commits": `commits` are the repository's commits; "package": they are the versions of `package` that the
+    # index (pip's options in `index`) offered from `good` to `bad`, each run in its own environment made from
+    # the suite's interpreter `python` (commands.bisect_packages)
+    kind: Literal["commits", "package"] = "commits"
+    package: str = ""
+    index: list[str] = []
+    python: str = ""
+    command: list[str] = []      # kind "package": the suite's workload.command (its [0] replaced per version)
+    slurm: dict[str, Any] | None = None  # --launcher slurm: the candidates' runs as Slurm jobs (SlurmOptions)
     good: str                    # the revisions as given, and their commits
     bad: str
     rule: str
     modes: list[str]             # the modes whose rule decides (any FAIL = bad, every PASS = good)
     max_seeds: int
-    commits: list[str]           # good .. bad, history order (first parent)
+    commits: list[str]           # good .. bad, history order (first parent); or the versions, oldest first
     profile: str | None = None
     overrides: list[str] = []    # --set, then what runs the program from bisect's clone (src/)
     parallel: int = Field(1, ge=1, le=64)  # candidates a round (k-section), side by side on `devices`

@@ -139,7 +139,7 @@ def test_real_runs_identical_code_and_a_planted_slowdown(tmp_path):
     runs = tmp_path / "runs"
     for _ in range(2):
         r = _ampbench(tmp_path, "run", "toy", "--out", str(runs), "--seeds", "0,1,2", "--mode", "amp-o1-fp16",
-                      "--no-report", "--status-every", "0")
+                      "--set", "train.steps=200", "--no-report", "--status-every", "0")
         assert r.returncode == 3, r.stdout + r.stderr
     a, b = sorted(p for p in (runs / "toy").iterdir() if p.is_dir())
     same = _ampbench(tmp_path, "compare", str(b), str(a), "--fail-above", "10")

@@ -54,7 +54,7 @@ def test_dry_run_checks_reports_writes_history_and_exits_inconclusive(tmp_path):
     # night 2: two suites through the env knobs; toy is checked against night 1's baseline
     out2 = tmp_path / "night2"
     r = nightly("--dry-run", "--out", str(out2), "--baselines", str(base), "--history", str(hist),
-                "--until-decided", "--max-seeds", "3",
+                "--until-decided", "--max-seeds", "2",
                 env={"NIGHTLY_SUITES": f"{toy},{other}", "NIGHTLY_SET": "train.steps=4 train.warmup_steps=1"})
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
     for name in ("toy", "toy2"):   # each suite's check table once (the one against the baseline)
@@ -67,7 +67,7 @@ def test_dry_run_checks_reports_writes_history_and_exits_inconclusive(tmp_path):
     # the history kept by the nightly reaches the check (its drift), and --until-decided reaches the run
     assert any("History rules allow" in n for n in check["notes"]), check["notes"]
     info = json.loads((Path(runs[0]) / "run.json").read_text())
-    assert info["sequential"] is not None and info["sequential"]["max_seeds"] == 3
+    assert info["sequential"] is not None and info["sequential"]["max_seeds"] == 2
     assert json.loads((Path(runs[1]) / "check.json").read_text())["baseline"] is None
     assert not list(Path(runs[1]).glob("check-vs-*.json"))
     assert [h["run_id"] for h in history_lines(hist / "toy.jsonl")] == [Path(run1).name, Path(runs[0]).name]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BURN = "import subprocess, sys\nBURN = [sys.executable, '-c', 'import time\\nt=time.process_time()\\nwhile time.process_time()-t<3.5: pass']\n"
+BURN = "import subprocess, sys\nBURN = [sys.executable, '-c', 'import time\\nt=time.process_time()\\nwhile time.process_time()-t<0.6: pass']\n"
 CASES = BURN + """
 import pytest
 
@@ -44,7 +44,9 @@ def test_second_user_of_a_slow_fixture(shared):
 
 @pytest.mark.slow
 def test_an_unmarked_test_that_runs_a_costly_child_fails(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text("from tests.conftest import (pytest_fixture_setup, pytest_runtest_makereport,"
+    # the real hooks, with the bar lowered to 0.4 CPU s so each burner child costs 0.6 s, not 3.5
+    (tmp_path / "conftest.py").write_text("import tests.conftest\ntests.conftest.SLOW_CHILD_CPU_S = 0.4\n"
+                                          "from tests.conftest import (pytest_fixture_setup, pytest_runtest_makereport,"
                                           " pytest_runtest_setup)  # noqa: F401\n")
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["slow: x"]\n')
     (tmp_path / "test_cases.py").write_text(CASES)

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as st
 
+from ampbench.judge.distributions import norm_ppf
 from ampbench.judge.inference import RUN_DRIFT_SD
 
 THROUGHPUT_KEYS = ("samples_per_s", "floor_samples_per_s")  # higher is better: a fall is a regression
@@ -183,6 +183,9 @@ def steps(entries: Sequence[dict[str, Any]], mode: str, key: str = "samples_per_
         for j in range(1, len(bounds) - 1):
             a, b, c = bounds[j - 1], bounds[j], bounds[j + 1]
             left, right = y[a:b], y[b:c]
+            # scipy.stats here only: a second of import the verbs that never test a change skip (judge.distributions)
+            from scipy import stats as st
+
             p = float(st.ttest_ind(left, right, equal_var=False).pvalue)
             change = float(math.exp(right.mean() - left.mean()) - 1)
             if p < ALPHA and abs(change) >= MIN_STEP:
@@ -201,7 +204,7 @@ def _log_se(m: dict[str, Any], confidence: float) -> float:
     ci = m.get("samples_per_s_ci")
     if not ci or len(ci) != 2 or not all(isinstance(x, (int, float)) and x > 0 for x in ci):
         return 0.0
-    return (math.log(ci[1]) - math.log(ci[0])) / (2 * float(st.norm.ppf((1 + confidence) / 2)))
+    return (math.log(ci[1]) - math.log(ci[0])) / (2 * float(norm_ppf((1 + confidence) / 2)))
 
 
 def drift(entries: Sequence[dict[str, Any]], modes: Sequence[str] | None = None) -> Drift:

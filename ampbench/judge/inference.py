@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as st
 
 from ampbench.judge import sequential
+from ampbench.judge.distributions import norm_ppf, t_ppf
 from ampbench.judge.measure import MIN_TRIALS
 
 # How few trials per side may FAIL a rule depends on what its observations depend on (fail_floor).
@@ -105,7 +105,7 @@ def diff_bounds_batch(a: np.ndarray, b: np.ndarray, confidence: float,
     se = np.sqrt(se ** 2 + np.asarray(drift_sd) ** 2)
     pc = confidence if pass_confidence is None else pass_confidence
     fc = pc if fail_confidence is None else fail_confidence
-    t2 = st.t.ppf((1 + confidence) / 2, df)
+    t2 = t_ppf((1 + confidence) / 2, df)
     t1, tf = sequential.t_quantile(pc, df), sequential.t_quantile(fc, df)
     if min(a.shape[-1], b.shape[-1]) < min_fail_trials:
         tf = np.inf  # the FAIL bounds say nothing: no FAIL from fewer trials
@@ -149,7 +149,7 @@ def series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float,
     pc = confidence if pass_confidence is None else pass_confidence
     fc = pc if fail_confidence is None else fail_confidence
     df = max(df_b, 1)
-    t2 = st.t.ppf((1 + confidence) / 2, df)
+    t2 = t_ppf((1 + confidence) / 2, df)
     t1, tf = sequential.t_quantile(pc, df), sequential.t_quantile(fc, df)
     if cur.shape[-1] < min_fail_trials:
         tf = np.inf
@@ -192,7 +192,7 @@ def run_series_bounds_batch(cur: np.ndarray, base: np.ndarray, confidence: float
     pc = confidence if pass_confidence is None else pass_confidence
     fc = pc if fail_confidence is None else fail_confidence
     dfe = max(r - 1 if df_per_mode else df, 1)
-    t2 = st.t.ppf((1 + confidence) / 2, dfe)
+    t2 = t_ppf((1 + confidence) / 2, dfe)
     t1 = sequential.t_quantile(pc, dfe)
     tf = np.where(np.asarray(fail_ok), sequential.t_quantile(fc, dfe), np.inf)
     return {"estimate": est, "low": est - t2 * se, "high": est + t2 * se, "lower": est - t1 * se,
@@ -300,14 +300,14 @@ def seeds_needed(sd: float | None, gap: float, confidence: float, power: float =
     if sd is None or not math.isfinite(sd) or gap <= 0:
         return None
     null_gap = gap if null_gap is None else null_gap
-    z_alarm = st.norm.ppf(1 - false_alarm)
+    z_alarm = norm_ppf(1 - false_alarm)
     for k in range(MIN_TRIALS, max_seeds + 1):
         se = math.sqrt(sd ** 2 * 2 / k + drift_sd ** 2)
         df = 2 * k - 2
-        tc = st.t.ppf(confidence if fail_confidence is None else fail_confidence, df)
+        tc = t_ppf(confidence if fail_confidence is None else fail_confidence, df)
         # the estimated sd moves the bound (t x se) and a sigma margin together: sd(s) ~ sd / sqrt(2 df)
         spread = math.hypot(se, (tc * math.sqrt(2 / k) + margin_k) * sd / math.sqrt(2 * df))
-        if tc * se + st.t.ppf(power, df) * spread <= gap and (z_alarm - tc) * se <= null_gap:
+        if tc * se + t_ppf(power, df) * spread <= gap and (z_alarm - tc) * se <= null_gap:
             return k
     return None
 
@@ -340,8 +340,8 @@ def paired_ratio(num: Sequence[float], den: Sequence[float], confidence: float =
     if n < 2:
         return PairedRatio(est, math.nan, math.nan, n, math.nan, None)
     sd = float(r.std(ddof=1))
-    half = float(st.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    half = float(t_ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
     target = math.log(1 + claim)
     need = next((k for k in range(2, max_pairs + 1)
-                 if st.t.ppf((1 + confidence) / 2, k - 1) * sd / math.sqrt(k) <= target), None)
+                 if t_ppf((1 + confidence) / 2, k - 1) * sd / math.sqrt(k) <= target), None)
     return PairedRatio(est, float(np.exp(r.mean() - half)), float(np.exp(r.mean() + half)), n, sd, need)

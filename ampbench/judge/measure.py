@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as st
 
 from ampbench.config.suite import MIN_MEASURED_STEPS
 from ampbench.core.records import floor_rate, trial_rate, trimmed_rate
+from ampbench.judge.distributions import t_ppf
 
 MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
 MIN_STEPS = MIN_MEASURED_STEPS  # measured steps per trial for a usable per-trial median
@@ -48,7 +48,7 @@ class ModeStats:
         if k < MIN_TRIALS:
             return None
         logs = np.log(self.per_trial)
-        half = st.t.ppf((1 + self.confidence) / 2, k - 1) * float(np.std(logs, ddof=1)) / math.sqrt(k)
+        half = t_ppf((1 + self.confidence) / 2, k - 1) * float(np.std(logs, ddof=1)) / math.sqrt(k)
         centre = float(np.mean(logs))
         return float(np.exp(centre - half)), float(np.exp(centre + half))
 

@@ -38,8 +38,8 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import optimize
-from scipy import stats as st
+
+from ampbench.judge.distributions import norm_cdf, norm_pdf, norm_ppf, norm_sf, t_ppf
 
 _GRID = np.linspace(-9.0, 9.0, 1801)  # the score process S(t) ~ N(0, t), t <= 1: +-9 sd is plenty
 _H = float(_GRID[1] - _GRID[0])
@@ -63,14 +63,14 @@ def spent(alpha: float, t: float, kind: str = "pocock") -> float:
     t = min(t, 1.0)
     if kind == "pocock":
         return float(alpha * math.log(1 + (math.e - 1) * t))
-    return float(2 - 2 * st.norm.cdf(st.norm.ppf(1 - alpha / 2) / math.sqrt(t)))
+    return float(2 - 2 * norm_cdf(norm_ppf(1 - alpha / 2) / math.sqrt(t)))
 
 
 @lru_cache(maxsize=64)
 def _kernel(step: float) -> np.ndarray:
     """Transition density of the score process over an information increment `step`, times the grid step."""
     sd = math.sqrt(step)
-    return st.norm.pdf((_GRID[:, None] - _GRID[None, :]) / sd) / sd * _H
+    return norm_pdf((_GRID[:, None] - _GRID[None, :]) / sd) / sd * _H
 
 
 @lru_cache(maxsize=4096)
@@ -91,14 +91,16 @@ def _state(fracs: tuple[float, ...], alpha: float, kind: str) -> tuple[tuple[flo
     target, step = spent(alpha, t, kind) - prev_spent, t - prev_t
     if dens is None:
         def cross(b: float) -> float:
-            return float(st.norm.sf(b))
-        new = st.norm.pdf(_GRID / math.sqrt(t)) / math.sqrt(t)
+            return float(norm_sf(b))
+        new = norm_pdf(_GRID / math.sqrt(t)) / math.sqrt(t)
     else:
         w = dens * _H
 
         def cross(b: float) -> float:
-            return float(np.sum(w * st.norm.sf((b * math.sqrt(t) - _GRID) / math.sqrt(step))))
+            return float(np.sum(w * norm_sf((b * math.sqrt(t) - _GRID) / math.sqrt(step))))
         new = _kernel(round(step, 9)) @ dens
+    from scipy import optimize  # here only: its import is paid by the runs that compute a boundary
+
     b = math.inf if target <= 1e-15 else float(optimize.brentq(lambda x: cross(x) - target, -5.0, 40.0, xtol=1e-10))
     if math.isfinite(b):
         new = np.where(_GRID < b * math.sqrt(t), new, 0.0)
@@ -132,14 +134,14 @@ def nominal_confidence(design: Design | None, alpha: float, info: Callable[[int]
         return 1 - alpha
     fr = fractions(design.looks, max(design.max_seeds, max(design.looks)), info)
     c = z_bounds(fr, alpha, kind)[-1]
-    return 1.0 if not math.isfinite(c) else float(st.norm.cdf(c))
+    return 1.0 if not math.isfinite(c) else float(norm_cdf(c))
 
 
 def t_quantile(confidence: float, df: int | np.ndarray) -> np.ndarray | float:
     """t multiplier of a one-sided bound at `confidence` (inf when the look spends nothing)."""
     if confidence >= 1.0:
         return np.inf if np.isscalar(df) else np.full(np.shape(df), np.inf)
-    return st.t.ppf(confidence, df)
+    return t_ppf(confidence, df)
 
 
 def levels(confidence: float, fail_alpha: float, design: Design | None = None,

@@ -20,9 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats as st
-
 from ampbench.config import Thresholds
+from ampbench.judge.distributions import norm_ppf, t_ppf
 from ampbench.judge.planner import PlanRow
 from ampbench.results.verdicts import ModeVerdict, RuleResult
 
@@ -80,13 +79,13 @@ def projected_seeds(r: RuleResult, spread: float | None, th: Thresholds, limit: 
     gap = abs(eff - math.log(thr))
     level = th.confidence if eff > math.log(thr) else 1 - alpha
     if fixed is not None:   # even infinitely many seeds here leave the baseline's share of the variance
-        z = float(st.norm.ppf(level))
+        z = float(norm_ppf(level))
         if gap <= z * math.sqrt(spread ** 2 / fixed + drift ** 2):
             return Projection(None, eff, gap > 0)
     for n in range(2, limit + 1):
         var = spread ** 2 * (2 / n if fixed is None else 1 / n + 1 / fixed) + drift ** 2
         df = 2 * n - 2 if fixed is None else n + fixed - 2
-        if float(st.t.ppf(level, df)) * math.sqrt(var) < gap:
+        if float(t_ppf(level, df)) * math.sqrt(var) < gap:
             return Projection(n, eff, False)
     return Projection(None, eff, False)
 

@@ -145,7 +145,7 @@ def test_their_trainer_runs_with_the_metric_read_epochs_raised_and_ops_from_trai
     r = run_cli("run", str(out), "--profile", "cpu", "--mode", "fp32", "--set", "train.steps=12",
                 "--out", str(tmp_path / "runs"), "--no-report")
     assert r.exit_code == 0 or r.exit_code == 3, r.output
-    line = next(ln for ln in r.output.splitlines() if "fp32 seed 0:" in ln)
+    line = next(ln for ln in r.output.splitlines() if ln.lstrip().startswith("fp32 seed 0:"))  # not a status line
     assert "ok" in line and "hmean" in line.split("samples/s,")[1].split(",")[0], line   # the suite's metric first
     t = json.loads(next((tmp_path / "runs").glob("*/*/trials/fp32__seed0.json")).read_text())
     assert t["status"] == "ok" and len(t["steps"]) == 12 and "hmean" in t["metrics"]
@@ -158,7 +158,7 @@ def test_their_trainer_runs_with_the_metric_read_epochs_raised_and_ops_from_trai
     (copy / "train_data/icdar2015/text_localization/train_icdar2015_label.txt").unlink()
     r = run_cli("run", str(out), "--profile", "cpu", "--mode", "fp32", "--out", str(tmp_path / "runs2"), "--no-report")
     assert r.exit_code == 2
-    line = next(ln for ln in r.output.splitlines() if "fp32 seed 0:" in ln)
+    line = next(ln for ln in r.output.splitlines() if ln.lstrip().startswith("fp32 seed 0:"))  # not a status line
     assert "after 0 optimizer step(s), 0 measured; the program said: FileNotFoundError" in line, line
 
 

@@ -467,6 +467,27 @@ def test_a_candidate_child_reads_back_the_runner_options_bisect_wrote(tmp_path):
     assert bisect_child.options_from(side.options_path) == opts
 
 
+def test_a_candidates_seeds_are_added_for_the_searched_rule_only(tmp_path):
+    """Every run bisect starts (new or resumed) asks until-decided about its rule in its modes only."""
+    import io
+
+    from rich.console import Console
+
+    from ampbench.commands import bisect as b
+    from ampbench.results.bisect_file import BisectFile
+
+    doc = BisectFile(suite="s", suite_file=str(tmp_path / "s.toml"), repo=str(tmp_path), good="a", bad="b",
+                     rule="history-metric", modes=["fp32"], max_seeds=6, commits=["a" * 40, "b" * 40, "c" * 40])
+    ctx = b._Ctx(tmp_path, doc, tmp_path / "s.toml", None, [], Console(file=io.StringIO()), io.StringIO())
+    new = b._options(ctx, 1, "", [])
+    (tmp_path / "runs" / "s" / b._run_id(ctx, 1, "")[0]).mkdir(parents=True)
+    (tmp_path / "runs" / "s" / b._run_id(ctx, 1, "")[0] / "run.json").write_text("{}")
+    resumed = b._options(ctx, 1, "", [])
+    assert resumed.resume is not None and new.resume is None
+    for o in (new, resumed):
+        assert (o.until_rules, o.until_modes) == (["history-metric"], ["fp32"])
+
+
 def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):
     """Ctrl-C while two candidates run side by side: both children's trees are killed before the interrupt
     reaches bisect (which keeps the round for --resume)."""

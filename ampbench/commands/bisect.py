@@ -173,13 +173,16 @@ def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str
     """The usual runner's options for one commit: a new run, or the rest of one a kill interrupted."""
     run_id, run_dir = _run_id(ctx, index, tag)
     base = _baseline(ctx)
+    rules, modes = [ctx.doc.rule], list(ctx.doc.modes)   # seeds only while the searched rule is undecided
     if RunPaths(run_dir).run_json.is_file():
         return RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
-                          baseline=base, report=False, devices=devices)
+                          baseline=base, report=False, devices=devices, until_rules=rules,
+                          until_modes=modes)
     return RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides,
                       out_dir=ctx.folder / "runs", run_id=run_id, report=False,
                       until_decided=base is not None or ctx.doc.rule in IN_RUN_RULES,
-                      max_seeds=ctx.doc.max_seeds, baseline=base, devices=devices)
+                      max_seeds=ctx.doc.max_seeds, baseline=base, devices=devices, until_rules=rules,
+                      until_modes=modes)
 
 
 def _run_candidate(ctx: _Ctx, index: int, role: Role, tag: str) -> tuple[Candidate, int]:

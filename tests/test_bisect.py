@@ -488,6 +488,26 @@ def test_a_candidates_seeds_are_added_for_the_searched_rule_only(tmp_path):
         assert (o.until_rules, o.until_modes) == (["history-metric"], ["fp32"])
 
 
+def test_the_reference_of_a_history_rule_runs_max_seeds_seeds(tmp_path):
+    """The good endpoint's trials are every comparison's baseline: it runs the suite's seeds extended to
+    --max-seeds; a candidate starts at the suite's (until-decided adds its own)."""
+    import io
+
+    from rich.console import Console
+
+    from ampbench.commands import bisect as b
+    from ampbench.results.bisect_file import BisectFile
+
+    (tmp_path / "proj").mkdir()
+    suite = _suite(tmp_path, tmp_path / "proj")
+    for rule, want in (("history-throughput", "0,1,2,3,4,5"), ("speedup", None)):
+        doc = BisectFile(suite="s", suite_file=str(suite), repo=str(tmp_path), good="a", bad="b", rule=rule,
+                         modes=["fp32"], max_seeds=6, commits=["a" * 40, "b" * 40, "c" * 40])
+        ctx = b._Ctx(tmp_path, doc, suite, None, [], Console(file=io.StringIO()), io.StringIO())
+        assert b._options(ctx, 0, "", []).seeds == want
+        assert b._options(ctx, 1, "", []).seeds is None
+
+
 def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):
     """Ctrl-C while two candidates run side by side: both children's trees are killed before the interrupt
     reaches bisect (which keeps the round for --resume)."""

@@ -178,11 +178,24 @@ def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str
         return RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
                           baseline=base, report=False, devices=devices, until_rules=rules,
                           until_modes=modes)
-    return RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides,
+    seeds = _reference_seeds(ctx, overrides) if index == 0 and ctx.doc.rule in HISTORY_RULES else None
+    return RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides, seeds=seeds,
                       out_dir=ctx.folder / "runs", run_id=run_id, report=False,
                       until_decided=base is not None or ctx.doc.rule in IN_RUN_RULES,
                       max_seeds=ctx.doc.max_seeds, baseline=base, devices=devices, until_rules=rules,
                       until_modes=modes)
+
+
+def _reference_seeds(ctx: _Ctx, overrides: list[str]) -> str:
+    """The good endpoint's seeds for a history rule: the suite's, extended to --max-seeds.  Its trials are the
+    baseline of every later comparison and no candidate's seeds can add to them: with 3, a real search on a
+    loaded machine skipped 6 good commits in a row ("the baseline's 3 trials keep this comparison undecided,
+    whatever this run adds")."""
+    seeds = list(load_for_run(RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides))
+                 .suite.suite.seeds)
+    while len(seeds) < ctx.doc.max_seeds:
+        seeds.append(max(seeds) + 1)
+    return ",".join(str(x) for x in seeds)
 
 
 def _run_candidate(ctx: _Ctx, index: int, role: Role, tag: str) -> tuple[Candidate, int]:

@@ -84,6 +84,38 @@ def test_a_recheck_that_disagrees_moves_the_boundary():
     assert s.next_step() == ("candidate", 1)
 
 
+def test_an_undecided_recheck_keeps_the_first_look():
+    """The looks of a real search (slowdown planted at 11): 10 good, 11 bad, then the recheck of 10 came back
+    INCONCLUSIVE (slow episodes of the machine).  It must not erase 10's PASS: the search rechecks 11 and
+    names it.  Before, 10 became a skip, was looked at again and the search named the range 10..11."""
+    s = Search(n=30)
+    for i, v in ((14, "bad"), (7, "good"), (10, "good"), (12, "bad"), (11, "bad")):
+        assert s.next_step() == ("candidate", i)
+        s.record(i, v)  # type: ignore[arg-type]
+    assert s.next_step() == ("recheck", 10)
+    s.record(10, "skip", recheck=True)
+    assert s.verdicts[10] == "good" and s.next_step() == ("recheck", 11)
+    s.record(11, "bad", recheck=True)
+    assert s.next_step() is None and s.result() == (10, 11)
+    s2 = Search(n=9, verdicts={3: "skip"})
+    s2.record(3, "good", recheck=True)   # a retried skip that decides replaces the skip
+    assert s2.verdicts[3] == "good"
+
+
+def test_every_recheck_of_a_commit_is_a_new_run(tmp_path):
+    """A commit looked at twice after its first look (a retried skip, then a boundary recheck) gets a new run
+    each time: the same run id resumed the finished recheck and repeated its verdict on the same trials."""
+    from ampbench.commands import bisect as b
+    from ampbench.results.bisect_file import BisectFile, Candidate
+
+    doc = BisectFile(suite="s", suite_file="s.toml", repo=str(tmp_path), good="a", bad="b", rule="history-throughput",
+                     modes=["fp32"], max_seeds=6, commits=[f"{k:040d}" for k in range(5)])
+    assert b._recheck_tag(doc, 2) == "-recheck"
+    doc.candidates = [Candidate(index=2, sha=doc.commits[2], role="candidate", verdict="skip"),
+                      Candidate(index=2, sha=doc.commits[2], role="recheck", verdict="good")]
+    assert b._recheck_tag(doc, 2) == "-recheck2" and b._recheck_tag(doc, 3) == "-recheck"
+
+
 def _simulate_k(n: int, first_bad: int, rng: np.random.Generator, wrong: float, skip: float, k: int
                 ) -> tuple[int | None, int, int]:
     """One k-section search against the noisy oracle: (named, evaluations, rounds of wall time)."""

@@ -347,11 +347,18 @@ def _search(doc: BisectFile) -> Search:
     return s
 
 
+def _recheck_tag(doc: BisectFile, index: int) -> str:
+    """A second look's run is a new run: `-recheck`, then `-recheck2` (a retried skip that became a boundary
+    commit is looked at twice); the same tag resumed the first recheck's run and repeated its verdict."""
+    n = sum(1 for c in doc.candidates if c.index == index and c.role == "recheck")
+    return "-recheck" if n == 0 else f"-recheck{n + 1}"
+
+
 def _bisect(ctx: _Ctx) -> int | None:
     """Candidates and rechecks until judge.bisection says the search is over; an exit code when interrupted."""
     doc = ctx.doc
     while steps := _search(doc).next_batch(max(doc.parallel, 1)):
-        looks: list[Look] = [(i, "recheck", "-recheck") if kind == "recheck" else (i, "candidate", "")
+        looks: list[Look] = [(i, "recheck", _recheck_tag(doc, i)) if kind == "recheck" else (i, "candidate", "")
                              for kind, i in steps]
         got = _evaluate_round(ctx, looks)
         if isinstance(got, int):

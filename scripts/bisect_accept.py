@@ -1,15 +1,17 @@
 """Issue 47's real-search acceptance: `ampbench bisect` over a made git repository of a small Paddle program.
 
     python scripts/bisect_accept.py --out DIR [--commits 30] [--searches 10] [--kind slowdown|accuracy]
+    python scripts/bisect_accept.py --out DIR --kind accuracy --kill-resume 4
 
 Each search makes a fresh repository of `--commits` commits whose program trains a small Paddle model; one
-commit, drawn at random (seeded), plants the change: every step 40% slower (`slowdown`, judged by
-history-throughput) or the reported accuracy 5 points lower (`accuracy`, history-metric). It runs the real
-CLI and tallies: the planted commit named, another commit named (the costly error), no commit named, and the
-candidate evaluations against log2(N) + 4.  `--good-bad` plants the change before the good endpoint instead:
-no commit may be named.  Results go to DIR/accept.json (atomically); a rerun skips searches already there.
-Nothing here runs in CI (a search over 30 commits takes minutes); the rule code's simulation does
-(tests/test_bisect.py).
+commit, drawn at random (seeded), plants the change: every step's sleep 14 ms instead of 10 (~27% slower;
+`slowdown`, judged by history-throughput) or the reported accuracy 5 points lower (`accuracy`, history-metric).
+It runs the real CLI and tallies: the planted commit named, another commit named (the costly error), no
+commit named, and the candidate evaluations against log2(N) + 4.  `--good-bad` plants the change before the
+good endpoint instead: no commit may be named.  Results go to DIR/accept.json (atomically); a rerun skips
+searches already there.  `--kill-resume` SIGKILLs one search's process group mid-candidate and resumes it
+(DIR/kill-resume.json).  The measured tallies: docs/bisect.md.  Nothing here runs in CI (a search over 30
+commits takes minutes); the rule code's simulation does (tests/test_bisect.py).
 """
 
 from __future__ import annotations

@@ -84,6 +84,38 @@ def test_a_recheck_that_disagrees_moves_the_boundary():
     assert s.next_step() == ("candidate", 1)
 
 
+def test_an_undecided_recheck_keeps_the_first_look():
+    """The looks of a real search (slowdown planted at 11): 10 good, 11 bad, then the recheck of 10 came back
+    INCONCLUSIVE (slow episodes of the machine).  It must not erase 10's PASS: the search rechecks 11 and
+    names it.  Before, 10 became a skip, was looked at again and the search named the range 10..11."""
+    s = Search(n=30)
+    for i, v in ((14, "bad"), (7, "good"), (10, "good"), (12, "bad"), (11, "bad")):
+        assert s.next_step() == ("candidate", i)
+        s.record(i, v)  # type: ignore[arg-type]
+    assert s.next_step() == ("recheck", 10)
+    s.record(10, "skip", recheck=True)
+    assert s.verdicts[10] == "good" and s.next_step() == ("recheck", 11)
+    s.record(11, "bad", recheck=True)
+    assert s.next_step() is None and s.result() == (10, 11)
+    s2 = Search(n=9, verdicts={3: "skip"})
+    s2.record(3, "good", recheck=True)   # a retried skip that decides replaces the skip
+    assert s2.verdicts[3] == "good"
+
+
+def test_every_recheck_of_a_commit_is_a_new_run(tmp_path):
+    """A commit looked at twice after its first look (a retried skip, then a boundary recheck) gets a new run
+    each time: the same run id resumed the finished recheck and repeated its verdict on the same trials."""
+    from ampbench.commands import bisect as b
+    from ampbench.results.bisect_file import BisectFile, Candidate
+
+    doc = BisectFile(suite="s", suite_file="s.toml", repo=str(tmp_path), good="a", bad="b", rule="history-throughput",
+                     modes=["fp32"], max_seeds=6, commits=[f"{k:040d}" for k in range(5)])
+    assert b._recheck_tag(doc, 2) == "-recheck"
+    doc.candidates = [Candidate(index=2, sha=doc.commits[2], role="candidate", verdict="skip"),
+                      Candidate(index=2, sha=doc.commits[2], role="recheck", verdict="good")]
+    assert b._recheck_tag(doc, 2) == "-recheck2" and b._recheck_tag(doc, 3) == "-recheck"
+
+
 def _simulate_k(n: int, first_bad: int, rng: np.random.Generator, wrong: float, skip: float, k: int
                 ) -> tuple[int | None, int, int]:
     """One k-section search against the noisy oracle: (named, evaluations, rounds of wall time)."""
@@ -465,6 +497,47 @@ def test_a_candidate_child_reads_back_the_runner_options_bisect_wrote(tmp_path):
     side = bisect_side.SideRun(1, dataclasses.asdict(opts), tmp_path / "o.json", tmp_path / "o.log")
     bisect_side.atomic_write_text(side.options_path, json.dumps(side.options, default=str))
     assert bisect_child.options_from(side.options_path) == opts
+
+
+def test_a_candidates_seeds_are_added_for_the_searched_rule_only(tmp_path):
+    """Every run bisect starts (new or resumed) asks until-decided about its rule in its modes only."""
+    import io
+
+    from rich.console import Console
+
+    from ampbench.commands import bisect as b
+    from ampbench.results.bisect_file import BisectFile
+
+    doc = BisectFile(suite="s", suite_file=str(tmp_path / "s.toml"), repo=str(tmp_path), good="a", bad="b",
+                     rule="history-metric", modes=["fp32"], max_seeds=6, commits=["a" * 40, "b" * 40, "c" * 40])
+    ctx = b._Ctx(tmp_path, doc, tmp_path / "s.toml", None, [], Console(file=io.StringIO()), io.StringIO())
+    new = b._options(ctx, 1, "", [])
+    (tmp_path / "runs" / "s" / b._run_id(ctx, 1, "")[0]).mkdir(parents=True)
+    (tmp_path / "runs" / "s" / b._run_id(ctx, 1, "")[0] / "run.json").write_text("{}")
+    resumed = b._options(ctx, 1, "", [])
+    assert resumed.resume is not None and new.resume is None
+    for o in (new, resumed):
+        assert (o.until_rules, o.until_modes) == (["history-metric"], ["fp32"])
+
+
+def test_the_reference_of_a_history_rule_runs_max_seeds_seeds(tmp_path):
+    """The good endpoint's trials are every comparison's baseline: it runs the suite's seeds extended to
+    --max-seeds; a candidate starts at the suite's (until-decided adds its own)."""
+    import io
+
+    from rich.console import Console
+
+    from ampbench.commands import bisect as b
+    from ampbench.results.bisect_file import BisectFile
+
+    (tmp_path / "proj").mkdir()
+    suite = _suite(tmp_path, tmp_path / "proj")
+    for rule, want in (("history-throughput", "0,1,2,3,4,5"), ("speedup", None)):
+        doc = BisectFile(suite="s", suite_file=str(suite), repo=str(tmp_path), good="a", bad="b", rule=rule,
+                         modes=["fp32"], max_seeds=6, commits=["a" * 40, "b" * 40, "c" * 40])
+        ctx = b._Ctx(tmp_path, doc, suite, None, [], Console(file=io.StringIO()), io.StringIO())
+        assert b._options(ctx, 0, "", []).seeds == want
+        assert b._options(ctx, 1, "", []).seeds is None
 
 
 def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ def _trial(mode: str, seed: int, speed: float, rng: np.random.Generator, trial_s
 
 
 def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: int = 8,
-                    devices: list[str] | None = None):
+                    devices: list[str] | None = None, rules: tuple[str, ...] = ()):
     suite = make_suite(seeds=[0, 1, 2], min_speedup=1.3)
     rng = np.random.default_rng(int(speedup * 100) + int(trial_sd * 1000))
     speeds = {"fp32": 1.0, AMP: speedup}
@@ -36,7 +36,7 @@ def _sequential_run(tmp_path: Path, speedup: float, trial_sd: float, max_seeds: 
     run = RunDir(run_path)
     info = run.load_run()
     info.devices = devices
-    opts = ud.Sequential(max_seeds=max_seeds)
+    opts = ud.Sequential(max_seeds=max_seeds, rules=rules)
     ud.start(info, suite, opts)
     run.write_run(info)
     plan = info.planned()
@@ -75,6 +75,19 @@ def test_undecided_speedup_gets_matched_seeds_until_decided(tmp_path):
     speed = next(r for v in rep.verdicts for r in v.rules if r.rule == "speedup")
     assert speed.status in ("FAIL", "INCONCLUSIVE") and (speed.status == "FAIL" or k[-1] == 10)
     assert "until decided" in " ".join(rep.notes)
+
+
+def test_only_the_rules_the_caller_decides_on_ask_for_seeds(tmp_path):
+    """bisect judges one rule: an undecided speedup is no reason for a seed when only accuracy-parity decides
+    (a history-metric search spent 6 seeds a candidate on history-throughput before; the same trials as the
+    test above, which adds seeds)."""
+    _, ran = _sequential_run(tmp_path, speedup=1.3 * 0.9, trial_sd=0.04, max_seeds=10, rules=("accuracy-parity",))
+    assert ran == []
+    both = [_verdict("speedup", "INCONCLUSIVE"), _verdict("history-metric", "INCONCLUSIVE")]
+    rows = [_row("speedup", 6), _row("accuracy-parity", 6)]
+    assert {n.rule for n in until.needs(both, rows, 3, 12)} == {"speedup", "history-metric"}
+    assert [n.rule for n in until.needs(both, rows, 3, 12, rules=("history-metric",))] == ["history-metric"]
+    assert until.needs(both, rows, 3, 12, modes=("fp32",)) == []
 
 
 def test_a_sequential_look_is_stricter_than_the_fixed_plan(tmp_path):

@@ -183,16 +183,31 @@ def _run_id(ctx: _Ctx, index: int, tag: str) -> tuple[str, Path]:
 def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str | None = None) -> RunOptions:
     """The usual runner's options for one commit: a new run, or the rest of one a kill interrupted."""
     run_id, run_dir = _run_id(ctx, index, tag)
+    rules, modes = [ctx.doc.rule], list(ctx.doc.modes)   # seeds only while the searched rule is undecided
     if RunPaths(run_dir).run_json.is_file():
         base = _look_baseline(ctx, open_run(run_dir).info.config_hash)
         return RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
-                          baseline=base, report=False, devices=devices)
-    new = RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides,
+                          baseline=base, report=False, devices=devices, until_rules=rules, until_modes=modes)
+    seeds = _reference_seeds(ctx, overrides) if index == 0 and ctx.doc.rule in HISTORY_RULES else None
+    new = RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides, seeds=seeds,
                      out_dir=ctx.folder / "runs", run_id=run_id, report=False, max_seeds=ctx.doc.max_seeds,
-                     devices=devices, slurm=SlurmOptions.model_validate(ctx.doc.slurm) if ctx.doc.slurm else None)
+                     devices=devices, slurm=SlurmOptions.model_validate(ctx.doc.slurm) if ctx.doc.slurm else None,
+                     until_rules=rules, until_modes=modes)
     new.baseline = _look_baseline(ctx, load_for_run(new).suite.config_hash()) if _baseline(ctx) else None
     new.until_decided = new.baseline is not None or ctx.doc.rule in IN_RUN_RULES
     return new
+
+
+def _reference_seeds(ctx: _Ctx, overrides: list[str]) -> str:
+    """The good endpoint's seeds for a history rule: the suite's, extended to --max-seeds.  Its trials are the
+    baseline of every later comparison and no candidate's seeds can add to them: with 3, a real search on a
+    loaded machine skipped 6 good commits in a row ("the baseline's 3 trials keep this comparison undecided,
+    whatever this run adds")."""
+    seeds = list(load_for_run(RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides))
+                 .suite.suite.seeds)
+    while len(seeds) < ctx.doc.max_seeds:
+        seeds.append(max(seeds) + 1)
+    return ",".join(str(x) for x in seeds)
 
 
 def _look_baseline(ctx: _Ctx, config_hash: str) -> Path | None:
@@ -385,11 +400,18 @@ def _search(doc: BisectFile) -> Search:
     return s
 
 
+def _recheck_tag(doc: BisectFile, index: int) -> str:
+    """A second look's run is a new run: `-recheck`, then `-recheck2` (a retried skip that became a boundary
+    commit is looked at twice); the same tag resumed the first recheck's run and repeated its verdict."""
+    n = sum(1 for c in doc.candidates if c.index == index and c.role == "recheck")
+    return "-recheck" if n == 0 else f"-recheck{n + 1}"
+
+
 def _bisect(ctx: _Ctx) -> int | None:
     """Candidates and rechecks until judge.bisection says the search is over; an exit code when interrupted."""
     doc = ctx.doc
     while steps := _search(doc).next_batch(max(doc.parallel, 1)):
-        looks: list[Look] = [(i, "recheck", "-recheck") if kind == "recheck" else (i, "candidate", "")
+        looks: list[Look] = [(i, "recheck", _recheck_tag(doc, i)) if kind == "recheck" else (i, "candidate", "")
                              for kind, i in steps]
         got = _evaluate_round(ctx, looks)
         if isinstance(got, int):

@@ -165,7 +165,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
         if done:
             console.print(f"{len(done)} finished trial(s) kept, {len(todo)} to run")
         started = time.monotonic()
-        seq = ud.Sequential(opts.max_seeds, opts.budget_s, opts.baseline)
+        seq = ud.Sequential(opts.max_seeds, opts.budget_s, opts.baseline, tuple(opts.until_rules), tuple(opts.until_modes))
         if not opts.resume:
             if opts.until_decided:
                 ud.start(info, suite, seq)
@@ -179,7 +179,7 @@ def execute(opts: RunOptions, console: Console | None = None) -> int:
             if role is not None and role.follower:
                 return _follower_done(run, ended, console)
             baseline = _resolve_baseline(run, baseline, console)
-            seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline)
+            seq = ud.Sequential(opts.max_seeds, opts.budget_s, baseline, tuple(opts.until_rules), tuple(opts.until_modes))
             if opts.until_decided and info.sequential is not None:
                 def more(new: list[tuple[str, int]]) -> None:
                     _run_trials(run, info, suite, new, new, faults, console, manifest, role, opts.status_every)

@@ -49,6 +49,8 @@ class RunOptions:
     max_seeds: int = 12
     budget_s: float | None = None
     baseline: Path | None = None
+    until_rules: list[str] = field(default_factory=list)  # bisect: only its rule and modes ask for seeds
+    until_modes: list[str] = field(default_factory=list)
     affinity: list[int] | None = None  # --affinity: every trial pinned to this CPU set (os.sched_setaffinity)
     at_max_batch: bool = False  # --at-max-batch [--probe DIR]: every mode at the probe's largest batch
     probe: Path | None = None

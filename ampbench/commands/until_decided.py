@@ -41,6 +41,8 @@ class Sequential:
     max_seeds: int = 12
     budget_s: float | None = None
     baseline: Path | None = None
+    rules: tuple[str, ...] = ()   # only these rules (in these modes) ask for seeds; empty: every seeded rule
+    modes: tuple[str, ...] = ()
 
 
 def start(info: RunInfo, suite: Suite, opts: Sequential) -> Design:
@@ -76,7 +78,8 @@ def extend(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]]
             base = load_baseline(opts.baseline, suite=info.suite, device=device_slug(ok[0].env) if ok else None)
         verdicts = check_trials(suite, trials, plan, baseline=base, allow_mismatch=False, design=design)
         k = design.looks[-1]
-        needs = until.needs(verdicts, plan_for(suite, trials), k, design.max_seeds, suite.thresholds)
+        needs = until.needs(verdicts, plan_for(suite, trials), k, design.max_seeds, suite.thresholds, opts.rules,
+                            opts.modes)
         if not until.want_more(needs):
             console.print(f"until-decided: stop at {k} seeds per mode: {escape(until.summary(needs))}", soft_wrap=True)
             return suite

@@ -66,11 +66,16 @@ class Search:
         return min(todo, key=lambda i: (abs(i - mid), i))
 
     def record(self, index: int, verdict: Verdict, recheck: bool = False) -> None:
-        """A candidate's verdict; a second look's (a recheck or a retry) replaces the first."""
+        """A candidate's verdict; a second look's (a recheck or a retry) replaces the first when it decided:
+        an undecided recheck of a decided commit neither confirms nor contradicts it, and keeps the first
+        (a real search lost a good boundary commit to an INCONCLUSIVE recheck and named a range, not a commit)."""
         if not 0 < index < self.n - 1:
             raise ValueError(f"candidate {index} is an endpoint or outside the range")
+        first = self.verdicts.get(index)
         if recheck:
-            (self.retried if self.verdicts.get(index) == "skip" else self.rechecked).add(index)
+            (self.retried if first == "skip" else self.rechecked).add(index)
+            if verdict == "skip" and first in ("good", "bad"):
+                return
         self.verdicts[index] = verdict
 
     def next_step(self) -> tuple[str, int] | None:

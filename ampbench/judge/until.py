@@ -18,6 +18,7 @@ with every look up to the cap.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from ampbench.config import Thresholds
@@ -111,14 +112,19 @@ def _judge_need(mode: str, r: RuleResult, row: PlanRow | None, max_seeds: int, t
 
 
 def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seeds: int,
-          th: Thresholds | None = None) -> list[Need]:
+          th: Thresholds | None = None, rules: Collection[str] = (), modes: Collection[str] = ()) -> list[Need]:
     """Every INCONCLUSIVE seeded rule, with whether another seed (within `max_seeds`) can decide it;
-    `th` (the suite's thresholds) lets the effect seen so far count (projected_seeds)."""
+    `th` (the suite's thresholds) lets the effect seen so far count (projected_seeds).  `rules` / `modes`, when
+    given, are the only ones a caller decides on (bisect: the rule it searches, in the modes it judges): another
+    rule left undecided is no reason for a seed (a history-metric search spent 6 seeds a candidate on
+    history-throughput, where 3 decided the metric)."""
     plan = {(r.mode, r.rule): r for r in rows}
     out = []
     for v in verdicts:
+        if modes and v.mode not in modes:
+            continue
         for r in v.rules:
-            if r.rule not in SEEDED_RULES or r.status != "INCONCLUSIVE":
+            if r.rule not in SEEDED_RULES or r.status != "INCONCLUSIVE" or (rules and r.rule not in rules):
                 continue
             if r.informational:
                 out.append(Need(v.mode, r.rule, False, "informational (AMP inactive)"))

@@ -185,7 +185,7 @@ def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str
     run_id, run_dir = _run_id(ctx, index, tag)
     rules, modes = [ctx.doc.rule], list(ctx.doc.modes)   # seeds only while the searched rule is undecided
     if RunPaths(run_dir).run_json.is_file():
-        base = _look_baseline(ctx, open_run(run_dir).info.config_hash)
+        base = _look_baseline(ctx, open_run(run_dir).info.config_hash) if _baseline(ctx) else None
         return RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
                           baseline=base, report=False, devices=devices, until_rules=rules, until_modes=modes)
     seeds = _reference_seeds(ctx, overrides) if index == 0 and ctx.doc.rule in HISTORY_RULES else None

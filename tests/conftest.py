@@ -122,24 +122,3 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureR
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     _START[item.nodeid] = _children_cpu()
-
-
-# Under `pytest -n 4 --dist loadfile` (the README's test line) each file runs whole on one worker, in the
-# order of collection; the files that take longest on the wall clock (their real runs, and the Slurm tests'
-# waits on a real cluster) start first, so the last minutes are not one long file running alone while the
-# other workers idle (longest-first; ranked by one profiled run of the whole suite, 2026-12-03).
-LONG_FIRST = (
-    "test_slurm.py", "test_slurm_faults.py", "test_nightly.py", "test_tune.py", "test_devices.py",
-    "test_bisect.py", "test_dp_batchnorm.py", "test_compare_significance.py", "test_command_inject.py",
-    "test_report.py", "test_command_acceptance.py", "test_gpu_machines.py", "test_hostile_channel.py",
-    "test_command.py", "test_hostile_program.py", "test_bisect_packages.py", "test_import.py",
-    "test_first_run.py", "test_distributed.py", "test_multinode.py", "test_pooled_history.py",
-    "test_integrity.py", "test_hostile.py", "test_fuzz_readers.py", "test_db_loss.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The long files first, the rest in their usual order (a stable sort: tests keep their order within a
-    file, so module-scoped fixtures are shared as before)."""
-    rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))

@@ -78,7 +78,7 @@ def test_readme_is_a_quickstart_and_every_doc_is_reachable():
     in the README or docs/ points at a missing file."""
     readme = (ROOT / "README.md").read_text()
     assert readme.startswith("```bash\nbash scripts/setup.sh && ampbench run toy\n"
-                             "bash scripts/setup.sh --test && python3 -m pytest -q -n 4 --dist loadfile\n```\n")
+                             "bash scripts/setup.sh --test && python3 -m pytest -q -n 3 --dist loadfile\n```\n")
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci == readme.splitlines()[2]
     assert len(readme) < 8000, len(readme)

@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
+from tests.test_bisect import _suite
 
 cli = CliRunner()
 SLOW_FROM = "1.2"
@@ -77,28 +78,7 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     proj = root / "proj"
     proj.mkdir()
     (proj / "train.py").write_text(PROGRAM)
-    suite = root / "suite.toml"
-    suite.write_text(f"""
-[suite]
-name = "prog"
-workload = "command"
-metric = "accuracy"
-seeds = [0, 1, 2]
-
-[workload]
-command = ["{sys.executable}", "train.py", "--steps", "{{steps}}", "--seed", "{{seed}}", "--out", "{{out}}"]
-cwd = "{proj}"
-metric = {{ preset = "json", json_file = "{{out}}/metrics.json" }}
-
-[train]
-batch_size = 16
-steps = 24
-warmup_steps = 4
-timeout_s = 300
-
-[[modes]]
-name = "fp32"
-""")
+    suite = _suite(root, proj, steps=24)   # test_bisect's command suite, the program in proj/
     return wheels, suite
 
 

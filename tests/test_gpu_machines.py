@@ -196,8 +196,8 @@ def test_selftest_runs_its_data_parallel_step_for_real(suite, tmp_path, monkeypa
     from tests.fake_cuda import Machine, a100_gpus
 
     install_machine(monkeypatch, Machine("two", a100_gpus(2)), tmp_path)
-    short = ["workload.model=resnet18", "workload.image_size=32", "train.batch_size=16", "train.steps=3",
-             "train.warmup_steps=1"]
+    short = ["workload.model=resnet18", "workload.image_size=32", "workload.dataset.limit=400",  # 80 held out
+             "train.batch_size=16", "train.steps=3", "train.warmup_steps=1"]
     _, doc, calls = _selftest(monkeypatch, tmp_path, suite, modes=("fp32",), dp_overrides=short,
                               overrides=["train.steps=4", "train.warmup_steps=1"])   # the toy rows are not checked
     assert [c for c in calls if c[2] == "-dp"] == [("resnet", ["distributed.nproc_per_node=2"], "-dp")]

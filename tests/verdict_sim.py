@@ -49,14 +49,17 @@ def trial_levels(rng: np.random.Generator, shape: tuple[int, ...], spread: float
 def trial_medians(rng: np.random.Generator, sims: int, seeds: int, log_rate: float, spread: float, rho: float,
                   drift: float, steps: int = STEPS, kind: str = "normal") -> np.ndarray:
     """(sims, seeds) per-trial median samples/s of `sims` independent runs of one mode."""
-    x = rng.normal(0, STEP_SD, (sims, seeds))
-    noise = np.empty((sims, seeds, steps))
-    innov = math.sqrt(1 - rho ** 2)
+    # float32 steps (their median is all that is kept): half the memory traffic of the draws and the
+    # partition, which were three quarters of this module's test time
+    shocks = rng.standard_normal((steps, sims, seeds), dtype=np.float32) * np.float32(STEP_SD)
+    noise = np.empty((sims, seeds, steps), dtype=np.float32)
+    innov = np.float32(math.sqrt(1 - rho ** 2))
+    x = shocks[0]
     for i in range(steps):
-        x = rho * x + innov * rng.normal(0, STEP_SD, (sims, seeds)) if i else x
+        x = np.float32(rho) * x + innov * shocks[i] if i else x
         noise[:, :, i] = x
-    stalls = rng.random(noise.shape) < STALL_RATE
-    noise[stalls] -= np.log(rng.uniform(1.5, 3.0, stalls.sum()))
+    stalls = rng.random(noise.shape, dtype=np.float32) < STALL_RATE
+    noise[stalls] -= np.log(rng.uniform(1.5, 3.0, stalls.sum())).astype(np.float32)
     level = rng.normal(0, drift / math.sqrt(2), (sims, 1)) + trial_levels(rng, (sims, seeds), spread, kind)
     return np.exp(log_rate + level + np.median(noise, axis=-1))
 

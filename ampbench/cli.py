@@ -298,11 +298,13 @@ def report(
     output: Path | None = typer.Option(None, "-o", "--output", help="Output file (default: RUN_DIR/report.md)"),
     history: Path | None = typer.Option(None, "--history", help="History folder or jsonl for the trend section"),
     fmt: str = typer.Option("md", "--format", help="md or html"),
+    html: bool = typer.Option(False, "--html", help="Also write the markdown report as one HTML page beside it "
+                              "(OUTPUT with .html; the plots drawn once, as `ampbench run` does)"),
 ) -> None:
     """Write the markdown report (with PNG plots) for one or more runs."""
     from ampbench.commands.reporting import report as write_report
 
-    write_report(run_dirs, output, history, fmt, out)
+    write_report(run_dirs, output, history, fmt, out, also_html=html)
 
 
 @app.command()

@@ -255,8 +255,7 @@ if [ "$runs_only" = 0 ] && [ ${#run_dirs[@]} -gt 0 ]; then
   for run_dir in "${run_dirs[@]}"; do
     ab history append "$run_dir" "$history" --archive-report || worst=$(combine "$worst" 2)
   done
-  ab report "${run_dirs[@]}" -o "$out/report.md" --history "$history" || worst=$(combine "$worst" 2)
-  ab report "${run_dirs[@]}" -o "$out/report.html" --format html --history "$history" || worst=$(combine "$worst" 2)
+  ab report "${run_dirs[@]}" -o "$out/report.md" --html --history "$history" || worst=$(combine "$worst" 2)
   ab publish "$history" -o "$site" ${NIGHTLY_REPO_URL:+--repo-url "$NIGHTLY_REPO_URL"} || worst=$(combine "$worst" 2)
   if [ -n "$branch_dir" ]; then
     close_history_branch || worst=$(combine "$worst" 2)

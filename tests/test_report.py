@@ -423,3 +423,25 @@ def test_command_throughput_disagreement_is_shown_escaped_and_agreement_is_not(t
         "tolerance 25%" in line
     assert "Throughput disagrees" in html and "<blockquote>" in html
     assert "Throughput disagrees" in (run / "report.html").read_text()
+
+
+def test_report_html_flag_writes_both_pages_from_one_rendering(tmp_path):
+    """`report --html` (what the nightly runs): the markdown and its HTML page, the same content with the
+    plots embedded; with `--format html` it is refused in one line (exit 2)."""
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+
+    run = copy_run(tmp_path)
+    out = tmp_path / "night" / "report.md"
+    out.parent.mkdir()
+    r = CliRunner().invoke(app, ["report", str(run), "-o", str(out), "--html"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert f"report: {out}" in r.output and f"report: {out.with_suffix('.html')}" in r.output
+    md, html = out.read_text(), out.with_suffix(".html").read_text()
+    assert md.startswith("# ampbench report: ") and 'src="data:image/png;base64,' in html
+    import html as h
+
+    assert h.escape(md.splitlines()[0][2:], quote=False) in html          # the same report, as a page
+    r = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "x.html"), "--format", "html", "--html"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "--html" in r.output, r.output

@@ -8,14 +8,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ampbench.core.errors import ResultsError
 from ampbench.judge.planner import plan_lines, plan_run
 from ampbench.report.markdown import write_report
 from ampbench.report.publish import publish as publish_site
 
 
-def report(run_dirs: list[Path], output: Path | None, history: Path | None, fmt: str, console: Console) -> None:
-    path = write_report(run_dirs, output=output, history=history, fmt=fmt)
+def report(run_dirs: list[Path], output: Path | None, history: Path | None, fmt: str, console: Console,
+           also_html: bool = False) -> None:
+    """`also_html`: the markdown and its HTML page from one rendering (the nightly writes both)."""
+    if also_html and fmt != "md":
+        raise ResultsError(f"--html: writes an HTML page beside the markdown report; not with --format {fmt}")
+    path = write_report(run_dirs, output=output, history=history, fmt=fmt, also_html=also_html)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
+    if also_html:
+        console.print(f"report: {escape(str(path.with_suffix('.html')))}", soft_wrap=True)
 
 
 def publish(history: Path, output: Path, repo_url: str | None, console: Console, view: str = "auto") -> None:

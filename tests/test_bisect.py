@@ -268,7 +268,7 @@ def test_bisect_names_the_planted_slowdown_on_real_runs(tmp_path):
     out = tmp_path / "out"
     suite = _suite(tmp_path, repo)
     r = cli.invoke(app, ["bisect", str(suite), "--good", shas[0], "--bad", "main", "--repo", str(repo),
-                         "--max-seeds", "4", "--out", str(out)], env={"COLUMNS": "200"})
+                         "--max-seeds", "3", "--out", str(out)], env={"COLUMNS": "200"})
     assert r.exit_code == 1, r.output
     assert f"first bad commit: {shas[1]}" in r.output, r.output
     folder = next(out.glob("prog/bisect-*"))

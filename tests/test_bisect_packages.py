@@ -134,7 +134,7 @@ def test_bisect_names_the_version_that_made_the_program_slower(house, tmp_path):
     wheels, suite = house
     out = tmp_path / "out"
     r = _bisect([str(suite), "--package", "slowpkg=1.1..1.3", "--find-links", str(wheels), "--no-index",
-                 "--max-seeds", "4", "--out", str(out)])
+                 "--max-seeds", "3", "--out", str(out)])
     assert r.exit_code == 1, r.output
     assert "first bad version: slowpkg==1.2" in r.output, r.output
     folder = next(out.glob("prog/bisect-*"))

@@ -166,12 +166,24 @@ def test_presets_read_the_projects_own_formats(preset, lines, metrics, ips):
 
 # ---------------------------------------------------------------- real runs of the user's script
 
+@pytest.fixture(scope="module")
+def script_run(tmp_path_factory: pytest.TempPathFactory):
+    """One real run (fp32 and an AMP mode) of the user's script for the tests below: step times drawn at
+    random per run (--jitter-ms), the loss read every 3 steps, and the user's own sitecustomize.py first on
+    the program's PYTHONPATH (beside the hook's)."""
+    tmp = tmp_path_factory.mktemp("script")
+    theirs = tmp / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("print('users sitecustomize ran', flush=True)\n")
+    text = suite_text(extra_args=', "--jitter-ms", "8"',
+                      workload_extra=f'loss_every_steps = 3\nenv = {{ PYTHONPATH = "{theirs}" }}')
+    out = tmp / "runs"
+    return run("run", str(write(tmp, text)), "--out", str(out)), out
+
+
 @pytest.mark.slow
-def test_user_script_is_measured_and_amp_inactive_exits_3(tmp_path):
-    out = tmp_path / "runs"
-    # step times drawn at random per run (--jitter-ms): the loss is still read at the same fixed steps
-    text = suite_text(extra_args=', "--jitter-ms", "8"', workload_extra="loss_every_steps = 3")
-    r = run("run", str(write(tmp_path, text)), "--out", str(out))
+def test_user_script_is_measured_and_amp_inactive_exits_3(script_run):
+    r, out = script_run
     assert r.exit_code == 3, r.output
     ts = trials(out)
     assert set(ts) == {"fp32__seed0", "amp-o1-fp16__seed0"}
@@ -260,16 +272,12 @@ def _cmdline(p: Path) -> str:
 
 
 @pytest.mark.slow
-def test_the_users_own_sitecustomize_still_runs(tmp_path):
-    theirs = tmp_path / "theirs"
-    theirs.mkdir()
-    (theirs / "sitecustomize.py").write_text("print('users sitecustomize ran', flush=True)\n")
-    text = suite_text(workload_extra=f'env = {{ PYTHONPATH = "{theirs}" }}', amp=False)
-    out = tmp_path / "runs"
-    run("run", str(write(tmp_path, text)), "--out", str(out), "--no-report")
-    t = trials(out)["fp32__seed0"]
-    assert t["status"] == "ok" and len(t["steps"]) == 12
-    assert "users sitecustomize ran" in next(out.glob("mine/*/logs/fp32__seed0.log")).read_text()
+def test_the_users_own_sitecustomize_still_runs(script_run):
+    _, out = script_run   # the run above: its PYTHONPATH names the user's folder holding a sitecustomize.py
+    for key in ("fp32__seed0", "amp-o1-fp16__seed0"):
+        t = trials(out)[key]
+        assert t["status"] == "ok" and len(t["steps"]) == 12
+        assert "users sitecustomize ran" in next(out.glob(f"mine/*/logs/{key}.log")).read_text()
 
 
 @pytest.mark.slow

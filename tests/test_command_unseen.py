@@ -13,10 +13,13 @@ NVML on CPU, and exit 3 (AMP inactive on CPU)."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from typer.testing import CliRunner
 
@@ -98,13 +101,29 @@ args = ["--amp-level", "O2", "--init-scale", "1024"]
 """
 
 
+def _busy_s() -> float:
+    """CPU seconds the whole machine has been busy (psutil's /proc/stat: idle and iowait left out)."""
+    c = psutil.cpu_times()
+    return sum(getattr(c, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+
+def _own_s() -> float:
+    t = os.times()   # this process and its waited-for children: the run's workers and, through them, the programs
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def _run(tmp_path: Path, template: str, script: str):
+    """The suite run through the CLI; also the cores other processes (another pytest worker, another job)
+    used meanwhile: a command trial's record has no others_cpu off a GPU (its interference comes from NVML
+    alone), so the test measures the machine's load itself, the way trackers/load.py does for a trial."""
     suite = tmp_path / "suite.toml"
     suite.write_text(template.format(python=sys.executable, script=FIX / script))
     out = tmp_path / "runs"
+    busy, own, wall = _busy_s(), _own_s(), time.monotonic()
     r = cli.invoke(app, ["run", str(suite), "--out", str(out)], env={"COLUMNS": "200"})
+    others = max(0.0, (_busy_s() - busy) - (_own_s() - own)) / max(time.monotonic() - wall, 1e-9)
     ts = {p.stem: json.loads(p.read_text()) for p in out.glob("*/*/trials/*.json")}
-    return r, ts, next(out.glob("*/*"), None)
+    return r, ts, next(out.glob("*/*"), None), others
 
 
 def _measured_on_cpu(t: dict) -> None:
@@ -123,7 +142,7 @@ def _measured_on_cpu(t: dict) -> None:
 
 @pytest.mark.slow
 def test_paddle_model_fit_with_its_own_amp_configs(tmp_path):
-    r, ts, run = _run(tmp_path, HAPI_SUITE, "hapi_fit.py")
+    r, ts, run, _ = _run(tmp_path, HAPI_SUITE, "hapi_fit.py")
     assert r.exit_code == 3, r.output                       # AMP inactive on CPU: never PASS
     assert set(ts) == {"fp32__seed0", "amp-o1-fp16__seed0"}
     for t in ts.values():
@@ -136,7 +155,7 @@ def test_paddle_model_fit_with_its_own_amp_configs(tmp_path):
 
 @pytest.mark.slow
 def test_a_minimize_loop_with_its_own_amp_level_flag_and_a_json_metric(tmp_path):
-    r, ts, _ = _run(tmp_path, LOOP_SUITE, "minimize_loop.py")
+    r, ts, _, others = _run(tmp_path, LOOP_SUITE, "minimize_loop.py")
     assert r.exit_code == 3, r.output
     assert set(ts) == {"fp32__seed0", "amp-o1-fp16__seed0", "amp-o2-fp16__seed0"}
     for t in ts.values():
@@ -145,20 +164,29 @@ def test_a_minimize_loop_with_its_own_amp_level_flag_and_a_json_metric(tmp_path)
         assert 0.0 <= t["metrics"]["val_acc"] <= 100.0         # its own log line, by regex
         check = t["workload_info"]["throughput_check"]        # its own samples/sec line, epochs 1 and 2
         assert check["lines"] == 2 and check["program_samples_per_s"] > 0
-        # ampbench's mean rate agrees with the program's (the median per-step rate did not: each
-        # epoch's first step starts the DataLoader's iterator, a cost a mean sees and a median does not)
-        # ...on a machine of its own: where other processes took over half a core in the window (a
-        # shared CI runner), the program's one epoch line and ampbench's whole window saw different
-        # load, and only a gross mismatch (a wrong batch: 2x) is an error
-        others = (t.get("interference") or {}).get("others_cpu") or 0.0
-        assert check["agrees"] or (others > 0.5 and 0.6 < check["ratio"] < 1.6), (check, others)
+        # over the same batches, the program's epoch-2 line and ampbench's steps 5-8 (that epoch's 4 steps)
+        # agree on any machine, loaded or not: both timed the same ~1-4 ms steps (measured: ratio 0.90-0.93,
+        # the hook's step 5 also holds epoch 1's print and JSON write); a wrong train.batch_size is off 2x
+        epoch2 = [s for s in t["steps"] if 5 <= s["step"] <= 8]
+        same = sum(s["samples"] for s in epoch2) / sum(s["time_s"] for s in epoch2)
+        assert len(epoch2) == 4 and abs(same / check["program_samples_per_s"] - 1) <= check["tolerance"], (
+            same, check)
+        # ampbench's mean rate over its whole window (steps 3-12) agrees with the program's line (the median
+        # per-step rate did not: each epoch's first step starts the DataLoader's iterator, a cost a mean sees
+        # and a median does not) on a machine of its own. Where other processes took over half a core
+        # meanwhile (another pytest worker, a shared CI runner), one slow step of 1-4 ms ones outside epoch 2
+        # moves the two windows apart (measured under load: ratio 0.56, epoch 3's first step 9.3 ms against
+        # epoch 2's 4.2 ms), so the check may disagree; the batch is then still checked on the same steps
+        # above. `others` is the test's own measure (_run): a command trial's record has no others_cpu on
+        # CPU, so reading it gave 0.0 on every machine and a loaded run failed here (313.6 samples/s)
+        assert check["agrees"] or others > 0.5, (check, others)
         # the median misses the slow first steps of each epoch; it used to be asserted as the median rate 10%
         # above the mean, a margin partly made by the op-stats bookkeeping that ran inside measured step 3
         # (issue 43: the stats window now ends inside warm-up; measured there: 8 of 9 trials met it before,
         # 5 of 9 after), so the slow steps themselves are asserted
         times = [s["time_s"] for s in t["steps"][WARMUP:]]
         assert max(times) > 2 * statistics.median(times), times
-        assert "warning" not in t["workload_info"]
+        assert ("warning" in t["workload_info"]) == (not check["agrees"]), t["workload_info"]   # only then
     for mode in ("amp-o1-fp16", "amp-o2-fp16"):
         amp = ts[f"{mode}__seed0"]["amp"]
         assert amp["requested"] and not amp["active"] and amp["level"] == mode[4:6].upper()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +191,46 @@ def test_affinity_pins_every_trial_and_is_recorded(toy_suite, tmp_path, cache_en
     for t in run.trials:
         assert t.interference.cpu_affinity == [0] and set(t.interference.cpus_seen) <= {0}
         assert t.interference.main_cpus == [0] and t.interference.numa_nodes in ([0], [])
+
+
+PIN_PROBE = r'''
+import json, os, sys, threading
+from pathlib import Path
+from ampbench.trackers.placement import pin, thread_cpus
+
+def last_cpu(tid):
+    stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[36])
+
+ready, done = threading.Event(), threading.Event()
+t = threading.Thread(target=lambda: (ready.set(), done.wait()), daemon=True)
+t.start()
+ready.wait()
+before = last_cpu(t.native_id)
+other = min(set(os.sched_getaffinity(0)) - {before})
+pin([other])
+print(json.dumps({"before": before, "other": other, "thread_mask": sorted(os.sched_getaffinity(t.native_id)),
+                  "thread_field": last_cpu(t.native_id), "seen": thread_cpus()}))
+'''
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin away from one")
+def test_pin_covers_threads_started_before_it_and_a_stale_cpu_field_is_not_seen():
+    """The affinity flake was the product's: sched_setaffinity(0) pinned only the calling thread, and a worker has
+    threads before it pins (numpy's OpenBLAS pool, from `import numpy`), which kept every CPU. Here a thread
+    started before `pin` is pinned too; its last-CPU field, from before, stays stale while it sleeps (the kernel
+    moves it when it next runs) and is not counted as a CPU the process ran on."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", PIN_PROBE], capture_output=True, text=True, timeout=60, check=False,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["thread_mask"] == [got["other"]], got                # the earlier thread is pinned too
+    assert got["thread_field"] == got["before"] != got["other"], got  # its field is stale (it slept since)
+    assert got["seen"] == [got["other"]], got                       # and not read as a CPU it ran on
 
 
 def test_memory_fail_needs_its_own_level_when_peaks_vary():

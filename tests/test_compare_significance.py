@@ -138,10 +138,11 @@ def _plant(run: Path, dest: Path, factor: float) -> Path:
 def test_real_runs_identical_code_and_a_planted_slowdown(tmp_path):
     # one mode (FP32, 3 seeds) a run: compare judges each mode alone, and the factory tests above cover two
     runs = tmp_path / "runs"
-    for _ in range(2):
-        r = _ampbench(tmp_path, "run", "toy", "--out", str(runs), "--seeds", "0,1,2", "--mode", "fp32",
-                      "--set", "train.steps=200", "--no-report", "--status-every", "0")
-        assert r.returncode == 3, r.stdout + r.stderr
+    for _ in range(2):   # the runs in process (their trials are real worker processes)
+        r = cli.invoke(app, ["run", "toy", "--out", str(runs), "--seeds", "0,1,2", "--mode", "fp32", "--set",
+                             "train.steps=200", "--no-report", "--status-every", "0"],
+                       env={"COLUMNS": "250", "AMPBENCH_CACHE": str(tmp_path / "cache"), "AMPBENCH_FAULT": None})
+        assert r.exit_code == 3, r.output
     a, b = sorted(p for p in (runs / "toy").iterdir() if p.is_dir())
     same = invoke("compare", str(b), str(a), "--fail-above", "10")   # in process; the planted one is a real one
     assert same.exit_code in (0, 3), same.output                    # 3 only when disturbed beyond 10%

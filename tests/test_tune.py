@@ -308,6 +308,16 @@ def test_resume_refuses_a_new_suite(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+def run_in_process(*args: str):
+    """The CLI in this process (typer's CliRunner): these tests are about what the run records, not about
+    its process boundary (test_tune_resnet_on_cpu... and tests/test_hostile.py run the real process)."""
+    from typer.testing import CliRunner
+
+    from ampbench.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+
+
 def test_a_command_suites_winner_is_given_as_the_programs_own_flags():
     mode = ModeConfig(name="w", level="O2", dtype="float16", custom_black_list=["exp", "softmax"], master_grad=True,
                       scaler={"init_loss_scaling": 1024.0, "use_dynamic_loss_scaling": True})
@@ -391,9 +401,8 @@ def test_a_slow_loader_is_recorded_and_named_by_the_report(tmp_path):
                      '[workload]\nfeatures = 64\nhidden = 500\nfetch_delay_s = 0.02\n'
                      '[train]\nsteps = 12\nwarmup_steps = 2\nbatch_size = 32\n'
                      '[[modes]]\nname = "fp32"\n[[modes]]\nname = "amp-o1"\nlevel = "O1"\n')
-    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", str(suite), "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 3, r.stdout + r.stderr
+    r = run_in_process("run", str(suite), "--out", str(tmp_path / "out"))
+    assert r.exit_code == 3, r.output
     from ampbench.results.run_dir import open_run
 
     run = open_run(next((tmp_path / "out" / "slowdata").iterdir()))
@@ -464,9 +473,8 @@ def test_a_command_programs_slow_loader_is_recorded_and_named(tmp_path):
     """For real: a plain Paddle script whose DataLoader sleeps 2 ms per sample (16 per batch), under the
     command hook; the data-wait share comes from timing paddle.io.DataLoader's iteration."""
     suite = command_suite(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", str(suite), "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 3, r.stdout + r.stderr
+    r = run_in_process("run", str(suite), "--out", str(tmp_path / "out"))
+    assert r.exit_code == 3, r.output
     from ampbench.results.run_dir import open_run
 
     run = open_run(next((tmp_path / "out" / "mine").iterdir()))
@@ -491,9 +499,8 @@ def test_a_command_programs_shapes_and_decorate_order_are_recorded_and_named(tmp
                      '[[modes]]\nname = "fp32"\nargs = ["--width", "512"]\n'
                      '[[modes]]\nname = "amp-dp-first"\nlevel = "O2"\nargs = ["--width", "500", "--order", "dp-first"]\n'
                      '[[modes]]\nname = "amp-ok"\nlevel = "O2"\nargs = ["--width", "512", "--order", "decorate-first"]\n')
-    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "run", str(suite), "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 3, r.stdout + r.stderr
+    r = run_in_process("run", str(suite), "--out", str(tmp_path / "out"))
+    assert r.exit_code == 3, r.output
     from ampbench.results.run_dir import open_run
 
     run = open_run(next((tmp_path / "out" / "shapes").iterdir()))

@@ -3,7 +3,8 @@
 `--fail-above PCT` gives a CI an exit code.
 
 Runs made by the factories have known step times (no interference recorded, GPU-like); the real-path
-tests run the toy suite twice through the real CLI and plant a slowdown in a copy of one run."""
+test runs the toy suite twice (FP32, 3 seeds, real workers; the CLI in process), plants a slowdown in a copy
+of one run and compares it through the real CLI process."""
 
 from __future__ import annotations
 

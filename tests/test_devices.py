@@ -5,6 +5,7 @@ CPU workers are pinned side by side to the fake machine's devices."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
@@ -363,7 +364,7 @@ def test_devices_all_on_a_cpu_machine_is_one_slot_in_plan_order(sequential):
     assert info["devices"] == [CPU]
     order = [(p["mode"], p["seed"]) for p in info["plan"]]
     assert len(order) == 4
-    for before, after in zip(order, order[1:]):                # one after the other, in plan order
+    for before, after in itertools.pairwise(order):            # one after the other, in plan order
         assert span(run, *before)[1] <= span(run, *after)[0], (before, after)
     assert all(t.interference.devices == [] for t in open_run(run).trials)  # not pinned
 

@@ -3,7 +3,8 @@
 `--fail-above PCT` gives a CI an exit code.
 
 Runs made by the factories have known step times (no interference recorded, GPU-like); the real-path
-tests run the toy suite twice through the real CLI and plant a slowdown in a copy of one run."""
+test runs the toy suite twice (FP32, 3 seeds, real workers; the CLI in process), plants a slowdown in a copy
+of one run and compares it through the real CLI process."""
 
 from __future__ import annotations
 
@@ -136,16 +137,18 @@ def _plant(run: Path, dest: Path, factor: float) -> Path:
 
 @pytest.mark.slow
 def test_real_runs_identical_code_and_a_planted_slowdown(tmp_path):
+    # one mode (FP32, 3 seeds) a run: compare judges each mode alone, and the factory tests above cover two
     runs = tmp_path / "runs"
-    for _ in range(2):
-        r = _ampbench(tmp_path, "run", "toy", "--out", str(runs), "--seeds", "0,1,2", "--mode", "amp-o1-fp16",
-                      "--set", "train.steps=200", "--no-report", "--status-every", "0")
-        assert r.returncode == 3, r.stdout + r.stderr
+    for _ in range(2):   # the runs in process (their trials are real worker processes)
+        r = cli.invoke(app, ["run", "toy", "--out", str(runs), "--seeds", "0,1,2", "--mode", "fp32", "--set",
+                             "train.steps=200", "--no-report", "--status-every", "0"],
+                       env={"COLUMNS": "250", "AMPBENCH_CACHE": str(tmp_path / "cache"), "AMPBENCH_FAULT": None})
+        assert r.exit_code == 3, r.output
     a, b = sorted(p for p in (runs / "toy").iterdir() if p.is_dir())
-    same = _ampbench(tmp_path, "compare", str(b), str(a), "--fail-above", "10")
-    assert same.returncode in (0, 3), same.stdout + same.stderr     # 3 only when disturbed beyond 10%
-    assert "yes," not in same.stdout, same.stdout                   # nothing significant
-    assert "Significant" in same.stdout
+    same = invoke("compare", str(b), str(a), "--fail-above", "10")   # in process; the planted one is a real one
+    assert same.exit_code in (0, 3), same.output                    # 3 only when disturbed beyond 10%
+    assert "yes," not in same.output, same.output                   # nothing significant
+    assert "Significant" in same.output
     # the plant: run b again with every step 25% longer (its own trials, so the change is exactly -20%;
     # against run a it would ride on the two runs' own difference, which this machine makes large)
     planted = _plant(b, runs / "toy" / "planted-slow", 1.25)

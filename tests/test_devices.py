@@ -5,6 +5,7 @@ CPU workers are pinned side by side to the fake machine's devices."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
@@ -288,9 +289,28 @@ def toy2(toy_suite):
     return toy_suite(body=TOY_SUITE.replace("seeds = [0]", "seeds = [0, 1]"))
 
 
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory) -> tuple[Path, str, float]:
+    """toy2's trials one after another: `--devices all` on this CPU machine (one slot), the reference the
+    two-device run's losses must equal and what the one-slot test judges (one run for both: trials are the
+    cost). On a machine with a GPU, the plain sequential run (the one-slot test skips there)."""
+    from ampbench.trackers.cuda import has_gpu_cheap
+
+    tmp = tmp_path_factory.mktemp("sequential")
+    (suite := tmp / "toy.toml").write_text(TOY_SUITE.replace("seeds = [0]", "seeds = [0, 1]"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AMPBENCH_CACHE", str(tmp / "cache"))
+        t0 = time.monotonic()
+        r = run_cli("run", str(suite), "--out", str(tmp / "seq"), "--no-report",
+                    *(() if has_gpu_cheap() else ("--devices", "all")))
+        seq_s = time.monotonic() - t0
+    assert r.exit_code in (0, 1, 3), r.output
+    return only_run(tmp / "seq"), r.output, seq_s
+
+
 @pytest.mark.slow
 def test_two_devices_run_each_pair_side_by_side_pinned_with_the_losses_of_a_sequential_run(
-        two_gpus, toy2, tmp_path, cache_env):
+        two_gpus, toy2, tmp_path, cache_env, sequential):
     t0 = time.monotonic()
     r = run_cli("run", str(toy2), "--out", str(tmp_path / "par"), "--no-report", "--devices", "all")
     par_s = time.monotonic() - t0
@@ -309,11 +329,7 @@ def test_two_devices_run_each_pair_side_by_side_pinned_with_the_losses_of_a_sequ
     assert trials["fp32__seed0"].interference.devices != trials["fp32__seed1"].interference.devices
     assert f"fp32 seed 0 on device {trials['fp32__seed0'].interference.devices[0]}: ok" in r.output
 
-    t0 = time.monotonic()
-    r = run_cli("run", str(toy2), "--out", str(tmp_path / "seq"), "--no-report")
-    seq_s = time.monotonic() - t0
-    assert r.exit_code in (0, 1, 3), r.output
-    seq = only_run(tmp_path / "seq")
+    seq, _, seq_s = sequential
     same = subprocess.run([sys.executable, str(ROOT / "scripts" / "same_losses.py"), str(par), str(seq)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -337,17 +353,19 @@ def test_a_crash_in_one_parallel_trial_keeps_the_others_result(two_gpus, toy_sui
 
 
 @pytest.mark.slow
-def test_devices_all_on_a_cpu_machine_is_one_slot_in_plan_order(toy_suite, tmp_path, cache_env):
+def test_devices_all_on_a_cpu_machine_is_one_slot_in_plan_order(sequential):
     from ampbench.trackers.cuda import has_gpu_cheap
 
     if has_gpu_cheap():
         pytest.skip("a GPU is visible here")
-    r = run_cli("run", str(toy_suite()), "--out", str(tmp_path / "runs"), "--no-report", "--devices", "all")
-    assert r.exit_code in (0, 1, 3), r.output
-    assert "no GPU visible, one slot (the CPU): the trials run one after another" in r.output
-    run = only_run(tmp_path / "runs")
-    assert json.loads((run / "run.json").read_text())["devices"] == [CPU]
-    assert span(run, "fp32", 0)[1] <= span(run, AMP, 0)[0]     # one after the other, in plan order
+    run, output, _ = sequential
+    assert "no GPU visible, one slot (the CPU): the trials run one after another" in output
+    info = json.loads((run / "run.json").read_text())
+    assert info["devices"] == [CPU]
+    order = [(p["mode"], p["seed"]) for p in info["plan"]]
+    assert len(order) == 4
+    for before, after in itertools.pairwise(order):            # one after the other, in plan order
+        assert span(run, *before)[1] <= span(run, *after)[0], (before, after)
     assert all(t.interference.devices == [] for t in open_run(run).trials)  # not pinned
 
 

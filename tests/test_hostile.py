@@ -522,16 +522,18 @@ def _workers_of(run_dir: Path) -> list[int]:
     return pids
 
 
-def _start_hanging_run(work: Path) -> tuple[subprocess.Popen, Path]:
+def _start_hanging_run(work: Path, hang: str = "amp-o1-fp16") -> tuple[subprocess.Popen, Path]:
+    """ampbench running the toy (2 seeds) until `hang`'s seed-0 trial hangs: fp32 seed 0 finishes first
+    unless it is the one that hangs."""
     p = suite_file(work, TOY_SUITE.replace("seeds = [0]", "seeds = [0, 1]"))
     out = work / "runs"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "AMPBENCH_FAULT": "amp-o1-fp16:0:hang",
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AMPBENCH_FAULT": f"{hang}:0:hang",
            "AMPBENCH_CACHE": str(work / "cache")}
     proc = subprocess.Popen([sys.executable, "-m", "ampbench.cli", "run", str(p), "--out", str(out), "--no-report"],
                             cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        runs = list((out / "toy").glob("*/specs/amp-o1-fp16__seed0.json")) if (out / "toy").exists() else []
+        runs = list((out / "toy").glob(f"*/specs/{hang}__seed0.json")) if (out / "toy").exists() else []
         if runs and _workers_of(runs[0].parents[1]):
             time.sleep(2.0)  # the hanging worker is up and training
             return proc, runs[0].parents[1]
@@ -558,7 +560,7 @@ def test_signal_stops_the_worker_keeps_trials_and_says_how_to_resume(work, sig, 
 
 @pytest.mark.slow
 def test_sigkilled_ampbench_leaves_no_worker(work):
-    proc, run = _start_hanging_run(work)
+    proc, run = _start_hanging_run(work, hang="fp32")   # the first trial hangs: no finished one needed here
     workers = _workers_of(run)
     proc.kill()
     proc.communicate(timeout=10)

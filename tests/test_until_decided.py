@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -176,20 +177,76 @@ def test_bad_run_options_exit_2_with_one_line(toy_suite, tmp_path, args, words):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.slow
-def test_affinity_pins_every_trial_and_is_recorded(toy_suite, tmp_path, cache_env):
-    """On CPU with a pool of one: --affinity 0 -> run.json and each trial's placement say CPU 0 only."""
+@pytest.fixture(scope="module")
+def pinned_sweep(tmp_path_factory) -> tuple[Path, object]:
+    """One real toy sweep over two batch sizes, every trial pinned to CPU 0 (--affinity passes through a
+    sweep to each point's run): the sweep test and the affinity test judge the same 4 trials."""
     from typer.testing import CliRunner
 
     from ampbench.cli import app
-    r = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(tmp_path / "runs"), "--affinity", "0",
-                                 "--no-report"], env={"COLUMNS": "200"})
+    from tests.conftest import TOY_SUITE
+
+    tmp = tmp_path_factory.mktemp("pinned_sweep")
+    (suite := tmp / "toy.toml").write_text(TOY_SUITE)
+    r = CliRunner().invoke(app, ["run", str(suite), "--out", str(tmp / "runs"), "--no-report", "--affinity", "0",
+                                 "--sweep", "train.batch_size=16,32"],
+                           env={"COLUMNS": "200", "AMPBENCH_CACHE": str(tmp / "cache")})
+    return tmp / "runs", r
+
+
+@pytest.mark.slow
+def test_affinity_pins_every_trial_and_is_recorded(pinned_sweep):
+    """On CPU with a pool of one: --affinity 0 -> run.json and each trial's placement say CPU 0 only."""
+    out, r = pinned_sweep
     assert r.exit_code in (0, 3), r.output
-    run = open_run(next(p for p in (tmp_path / "runs" / "toy").iterdir()))
-    assert run.info.affinity == [0]
-    for t in run.trials:
-        assert t.interference.cpu_affinity == [0] and set(t.interference.cpus_seen) <= {0}
-        assert t.interference.main_cpus == [0] and t.interference.numa_nodes in ([0], [])
+    runs = [p for p in (out / "toy").iterdir() if p.is_dir()]
+    assert len(runs) == 2
+    for path in runs:
+        run = open_run(path)
+        assert run.info.affinity == [0] and len(run.trials) == 2
+        for t in run.trials:
+            assert t.interference.cpu_affinity == [0] and set(t.interference.cpus_seen) <= {0}
+            assert t.interference.main_cpus == [0] and t.interference.numa_nodes in ([0], [])
+
+
+PIN_PROBE = r'''
+import json, os, sys, threading
+from pathlib import Path
+from ampbench.trackers.placement import pin, thread_cpus
+
+def last_cpu(tid):
+    stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[36])
+
+ready, done = threading.Event(), threading.Event()
+t = threading.Thread(target=lambda: (ready.set(), done.wait()), daemon=True)
+t.start()
+ready.wait()
+before = last_cpu(t.native_id)
+other = min(set(os.sched_getaffinity(0)) - {before})
+pin([other])
+print(json.dumps({"before": before, "other": other, "thread_mask": sorted(os.sched_getaffinity(t.native_id)),
+                  "thread_field": last_cpu(t.native_id), "seen": thread_cpus()}))
+'''
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin away from one")
+def test_pin_covers_threads_started_before_it_and_a_stale_cpu_field_is_not_seen():
+    """The affinity flake was the product's: sched_setaffinity(0) pinned only the calling thread, and a worker has
+    threads before it pins (numpy's OpenBLAS pool, from `import numpy`), which kept every CPU. Here a thread
+    started before `pin` is pinned too; its last-CPU field, from before, stays stale while it sleeps (the kernel
+    moves it when it next runs) and is not counted as a CPU the process ran on."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", PIN_PROBE], capture_output=True, text=True, timeout=60, check=False,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["thread_mask"] == [got["other"]], got                # the earlier thread is pinned too
+    assert got["thread_field"] == got["before"] != got["other"], got  # its field is stale (it slept since)
+    assert got["seen"] == [got["other"]], got                       # and not read as a CPU it ran on
 
 
 def test_memory_fail_needs_its_own_level_when_peaks_vary():
@@ -321,19 +378,15 @@ def test_sweep_grid_parsing():
 
 
 @pytest.mark.slow
-def test_sweep_runs_one_comparison_per_point_and_lays_the_grid_out(toy_suite, tmp_path, cache_env):
+def test_sweep_runs_one_comparison_per_point_and_lays_the_grid_out(pinned_sweep):
     """On CPU with the toy: two batch sizes -> two run folders with their own check.json, one sweep report."""
-    from typer.testing import CliRunner
-
-    from ampbench.cli import app
-    r = CliRunner().invoke(app, ["run", str(toy_suite()), "--out", str(tmp_path / "runs"), "--no-report",
-                                 "--sweep", "train.batch_size=16,32"], env={"COLUMNS": "200"})
+    out, r = pinned_sweep
     assert r.exit_code == 3, r.output  # AMP inactive on CPU: INCONCLUSIVE at every point
-    runs = sorted(p for p in (tmp_path / "runs" / "toy").iterdir() if p.is_dir())
+    runs = sorted(p for p in (out / "toy").iterdir() if p.is_dir())
     assert len(runs) == 2 and all((p / "check.json").is_file() for p in runs)
     assert {t.batch_size for t in open_run(runs[0]).trials} == {16}
     assert {t.batch_size for t in open_run(runs[1]).trials} == {32}
-    (report,) = (tmp_path / "runs" / "toy").glob("sweep-*.md")
+    (report,) = (out / "toy").glob("sweep-*.md")
     text = report.read_text()
     assert "`train.batch_size=16`" in text and "`train.batch_size=32`" in text and text.count("`fp32`") == 2
 

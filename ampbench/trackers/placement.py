@@ -5,7 +5,7 @@ the device itself, index, UUID and bus id, is in `Env.gpu` and `Memory.nvml_devi
 On the measured toy machine identical trials ran at ~10.5k or ~14k samples/s depending on which virtual
 CPU the process landed on (issue 23): trial levels cluster, and the placement is the evidence that
 explains it.  `pin` applies `run --affinity` (one CPU set for every trial of a run, as pyperf's
---affinity) before the workload starts threads, which inherit it.  Linux only; elsewhere the fields stay
+--affinity) to every thread of the worker before the workload starts more, which inherit it.  Linux only; elsewhere the fields stay
 empty and nothing is pinned.
 """
 
@@ -25,29 +25,40 @@ def affinity() -> list[int]:
         return []
 
 
+def _tasks() -> list[Path]:
+    try:
+        return list(Path("/proc/self/task").iterdir())
+    except OSError:
+        return []
+
+
 def pin(cpus: list[int] | None) -> list[int]:
-    """Restrict this process (and the threads it starts later) to `cpus`; returns the affinity after."""
+    """Restrict every thread of this process to `cpus` (the threads it starts later inherit it); returns the
+    affinity after.  Every thread, not only the caller: sched_setaffinity sets one thread's mask, and a
+    worker already has threads before it pins (numpy's OpenBLAS pool starts at `import numpy`), which kept
+    every CPU and ran on CPU 1 of a trial pinned to CPU 0."""
     if cpus:
-        try:
-            os.sched_setaffinity(0, set(cpus))
-        except (AttributeError, OSError, ValueError):
-            pass
+        for tid in [0, *(int(t.name) for t in _tasks() if t.name.isdigit())]:
+            try:
+                os.sched_setaffinity(tid, set(cpus))
+            except (AttributeError, OSError, ValueError):   # a thread that ended meanwhile; not Linux
+                continue
     return affinity()
 
 
 def thread_cpus() -> list[int]:
-    """The CPU each thread of this process last ran on (/proc/self/task/*/stat, field 39)."""
+    """The CPU each thread of this process last ran on (/proc/self/task/*/stat, field 39), leaving out a
+    field outside the thread's own affinity: the kernel moves a thread into its mask when it next runs, so
+    such a field is stale, from before `pin`, of a thread that has not run since."""
     seen: set[int] = set()
-    try:
-        tasks = list(Path("/proc/self/task").iterdir())
-    except OSError:
-        return []
-    for t in tasks:
+    for t in _tasks():
         try:
             stat = (t / "stat").read_text()
             fields = stat[stat.rindex(")") + 2:].split()
-            seen.add(int(fields[36]))  # field 39 overall; 3 fields precede the ones after the name
-        except (OSError, ValueError, IndexError):
+            cpu = int(fields[36])  # field 39 overall; 3 fields precede the ones after the name
+            if cpu in os.sched_getaffinity(int(t.name)):
+                seen.add(cpu)
+        except (OSError, ValueError, IndexError, AttributeError):
             continue
     return sorted(seen)
 

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import protocol
+from .device import held_layer_ids
 
 ENV = protocol.HOOK_INJECT_ENV
 REFUSED_EXIT = 2
@@ -158,7 +159,7 @@ class Injection:
         ids = {id(p) for group in params for p in (group.get("params", []) if isinstance(group, dict) else [group])}
         dp = getattr(self.paddle, "DataParallel", None)
         built = [x for x in list(self.layers.values()) if not (isinstance(dp, type) and isinstance(x, dp))]
-        inner = {id(sub) for x in built for _, sub in x.named_sublayers()}
+        inner = held_layer_ids(built)
         return [x for x in built if id(x) not in inner and any(id(p) in ids for p in x.parameters())]
 
     def adopt(self, opt: Any) -> None:

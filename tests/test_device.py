@@ -103,6 +103,24 @@ def test_selftest_checks_pass_a_good_gpu_trial_and_name_each_defect():
     assert failed == {"amp-active", "memory-order", "nvml-device", "step-times", "energy"}
 
 
+def test_step_times_check_allows_bookkeeping_between_short_steps_but_not_a_missing_sync():
+    """4 measured steps of 2 ms: 0.5 ms a step outside them (the loop's bookkeeping) is 80% -> holds at any
+    share; 3 ms a step outside (a step's device time left out of its clock) fails; more than the window fails."""
+    from ampbench.commands.selftest import _check_trial
+
+    def verdict(step_s: float, window_s: float) -> bool | None:
+        steps = [StepRecord(step=i, loss=1.0, time_s=step_s, samples=8, loss_scale=1024.0, warmup=i <= 1)
+                 for i in range(1, 6)]
+        t = _gpu_trial(steps=steps, throughput=Throughput(window_s=window_s))
+        return next(r.ok for r in _check_trial(t) if r.check == "step-times")
+
+    assert verdict(0.002, 4 * 0.0025) is True        # share 80%
+    assert verdict(0.002, 4 * 0.0027) is True        # share 74%, 0.7 ms a step outside
+    assert verdict(0.002, 4 * 0.005) is False        # share 40%, 3 ms a step outside
+    assert verdict(0.02, 4 * 0.027) is False         # share 74%, 7 ms a step outside
+    assert verdict(0.002, 4 * 0.0019) is False       # steps longer than the window
+
+
 def test_selftest_report_writes_one_json_and_fails_on_any_failed_check(tmp_path):
     import json
 

@@ -44,11 +44,14 @@ def test_the_toy_suite_is_bundled_with_three_modes_and_two_seeds():
 @pytest.mark.slow
 def test_run_toy_piped_reaches_a_verdict_with_status_lines(tmp_path):
     """`ampbench run toy` from an empty folder: a verdict (exit 3, AMP inactive) in under 2 minutes even on
-    this shared machine, and a status line at least every `--status-every` seconds (+ slack for load)."""
-    every = 2.0
+    this shared machine, and a status line at least every `--status-every` seconds (+ slack for load).
+    An idle machine runs the toy's 600 steps in ~0.3 s of a ~2 s trial (most of it the worker's start), so
+    a status line may never land on a running step: the trials here run 3000 steps (~1.5 s), a status line
+    every half second."""
+    every = 0.5
     t0 = time.monotonic()
     proc = subprocess.Popen(_cli("run", "toy", "--out", str(tmp_path / "runs"), "--status-every", str(every),
-                                 "--no-report"),
+                                 "--no-report", "--set", "train.steps=3000"),
                             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     lines: list[tuple[float, str]] = []
@@ -65,7 +68,7 @@ def test_run_toy_piped_reaches_a_verdict_with_status_lines(tmp_path):
     assert status, text
     for _, ln in status:
         assert STATUS.match(ln), ln
-    assert any(re.search(r"step \d+/600, [\d.]+ steps/s, trial ~.+ left; run ~.+ left$", ln) for _, ln in status), \
+    assert any(re.search(r"step \d+/3000, [\d.,]+ steps/s, trial ~.+ left; run ~.+ left$", ln) for _, ln in status), \
         "\n".join(ln for _, ln in status)
     # from the first status line until the last trial ended, never silent for long
     last_trial = max(t for t, ln in lines if re.match(r"  [\w-]+ seed \d: ok", ln))
@@ -137,7 +140,7 @@ def test_time_left_comes_from_the_measured_step_rate():
     # before any trial ended: each trial is projected as this one (7.0 s so far + 7.9 s left = 14.9 s)
     assert pace.run_left_s() == pytest.approx(7.9 + 3 * 14.9)
     line = pace.status_line()
-    assert "trial 0/4 done; fp32 seed 0: step 20/100, 10 steps/s, trial ~7.90 s left; run ~52.6 s left" in line, line
+    assert "trial 0/4 done; fp32 seed 0: step 20/100, 10.0 steps/s, trial ~7.90 s left; run ~52.6 s left" in line, line
     clock.now += 7.9
     pace.finish("fp32", 0)             # it took 14.9 s: the other three are expected to as well
     assert STATUS.match(pace.status_line()) and "; no trial running; " in pace.status_line()  # between two

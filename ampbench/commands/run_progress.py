@@ -24,6 +24,7 @@ from typing import Self
 from rich.console import Console
 from rich.text import Text
 
+from ampbench.core.units import num
 from ampbench.report.fmt import seconds
 
 STATUS_EVERY_S = 15.0   # a piped run's status line: at least every 30 s (issue 45), twice as often here
@@ -128,7 +129,7 @@ class RunPace:
             parts = [f"status {seconds(now - self.started)} elapsed, trial {self.done}/{self.total} done"]
             for p in self.running.values():
                 r = p.rate()
-                pace = f", {r:.3g} steps/s" if r is not None else ""
+                pace = f", {num(r)} steps/s" if r is not None else ""   # 1,780 not 1.78e+03
                 trial_left = p.left_s(now)
                 tl = f", trial ~{seconds(trial_left)} left" if trial_left is not None else ""
                 parts.append(f"{p.mode} seed {p.seed}: step {p.step}/{p.total}{pace}{tl}"

@@ -42,11 +42,17 @@ CHECKS: dict[str, str] = {
     "loss-scale": "every fp16 mode with a live GradScaler recorded a loss scale on every step",
     "memory-order": "0 < peak allocated <= peak reserved <= driver-seen (NVML) memory in every trial",
     "nvml-device": "NVML resolved the trial's own GPU (PCI bus id, UUID or MIG) with no NVML errors",
-    "step-times": "per-step times add up to 80-100% of the measured window's wall time in every trial",
+    "step-times": "per-step times add up to 80-100% of the measured window's wall time in every trial (below 80% "
+                  "only where the time outside the steps is under 1 ms a step: the loop's bookkeeping)",
     "energy": "NVML energy over the measured window > 0 J in every trial (n/a where NVML answers Not Supported)",
     "data-parallel": "with >= 2 GPUs: a 2-rank trial with per-rank memory measured on two different NVML devices",
 }
 STEP_SUM_RANGE = (0.8, 1.0 + 1e-6)
+# Time outside the steps a step may take before a share under 80% fails: the loop's own bookkeeping between
+# steps (reading the loss, the step record, the event line) is ~0.3-0.6 ms of Python a step on this project's
+# CPUs, so a short step (a fast GPU, the self-test's small MLP) reads under 80% with nothing wrong, while a
+# missed device sync leaves the step's device time in that gap (whole milliseconds on the self-test's sizes).
+STEP_GAP_ALLOWANCE_S = 1e-3
 # the whole self-test's budget on one GPU: a suite (or the data-parallel trial) not started by then reads
 # n/a with the reason; one already running finishes (its trials have their own timeouts)
 DEADLINE_S = 600.0
@@ -141,12 +147,23 @@ def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
     else:
         add("nvml-device", bool(m.nvml_device) and not errs,
             f"{m.nvml_device or 'none'}; errors {errs or 'none'}" + (f"; note {notes}" if notes else ""))
-    total, window = sum(s.time_s for s in t.measured_steps()), t.throughput.window_s
-    share = total / window if window else None
-    add("step-times", share is not None and STEP_SUM_RANGE[0] <= share <= STEP_SUM_RANGE[1],
-        f"sum of steps {total:.3f} s of window {window or 0:.3f} s")
+    add("step-times", *_step_times(t))
     add("energy", *_energy(t, mc))
     return out
+
+
+def _step_times(t: Trial) -> tuple[bool, str]:
+    """The step-times check: the measured steps fill 80-100% of the window, or what is outside them is the
+    loop's bookkeeping (under STEP_GAP_ALLOWANCE_S a step), never more than the window."""
+    measured = t.measured_steps()
+    total, window = sum(s.time_s for s in measured), t.throughput.window_s
+    detail = f"sum of steps {total:.3f} s of window {window or 0:.3f} s"
+    if not window or not measured:
+        return False, detail
+    share, gap = total / window, (window - total) / len(measured)
+    if STEP_SUM_RANGE[0] <= share <= STEP_SUM_RANGE[1]:
+        return True, detail
+    return share <= STEP_SUM_RANGE[1] and gap <= STEP_GAP_ALLOWANCE_S, f"{detail}; {gap * 1e3:.2f} ms a step outside"
 
 
 def _energy(t: Trial, mc: Machine) -> tuple[bool | None, str]:

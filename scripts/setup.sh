@@ -55,13 +55,19 @@ for s in "${wanted[@]}"; do add_suite "$s"; done
 run() { if [ "$dry" = 1 ]; then echo "$*"; else "$@"; fi; }
 
 missing=()
+apt_pid=""
 for d in "${debs[@]}"; do dpkg -s "$d" >/dev/null 2>&1 || missing+=("$d"); done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$dry" = 1 ]; then
     echo "apt-get install -y ${missing[*]}"
   elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # In the background, while pip installs below (the two touch different files): a fresh machine's
+    # apt-get (~30 s) no longer waits for, or is waited for by, pip (~70 s); its outcome is collected
+    # before the end and a failure still fails the set-up.
+    ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ) &
+    apt_pid=$!
+    # pip failing below must not leave dpkg half-way: a set-up that stops waits for apt-get first
+    trap '[ -z "$apt_pid" ] || wait "$apt_pid" || true' EXIT
   else
     echo "setup.sh: warning: cannot install ${missing[*]} (need root + apt-get); the OCR suite falls back to a Latin font," \
       "the dashboard's browser test skips without chromium" >&2
@@ -87,6 +93,11 @@ if [ "$test" = 1 ]; then pip_install --no-deps "paddleseg==2.8.0"; fi
 # environment sets PYTHONDONTWRITEBYTECODE (containers, CI images) each would compile it again
 # (~0.3 CPU s a process; an editable install is never compiled by pip).
 run python3 -m compileall -q ampbench
+if [ -n "$apt_pid" ]; then
+  apt_ok=1; wait "$apt_pid" || apt_ok=0
+  apt_pid=""
+  [ "$apt_ok" = 1 ] || { echo "setup.sh: apt-get install ${missing[*]} failed (run it by hand to see why)" >&2; exit 1; }
+fi
 if [ "$dry" = 0 ]; then
   python3 -c "import paddle, numpy; print(f'ampbench set up: paddle {paddle.__version__}, numpy {numpy.__version__}')" 2>/dev/null
 fi

@@ -6,7 +6,9 @@ One test (at least) per defect of issue 22; each fails on the code before it (co
 
 from __future__ import annotations
 
+import gc
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -104,7 +106,7 @@ def test_worker_on_each_machine_follows_paddles_amp_decisions(machine, suite, tm
 
 
 def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), overrides=None, dp_overrides=None,
-              table=None):
+              table=None, toy_takes_s=0.0):
     """run_selftest with the toy suite's trials run in this process (the fake GPU is in-process); the
     data-parallel step is skipped unless `dp_overrides` is given: then it runs for real (2 ranks of the
     bundled resnet suite under paddle.distributed.launch, on this machine's CPU, shortened by them)."""
@@ -123,7 +125,12 @@ def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), override
         if tag == "-dp":
             return [] if dp_overrides is None else real_run_suite(name, runs, [*(extra or []), *dp_overrides],
                                                                   mode_list, tag)
-        return [run_toy(suite, tmp_path / "st", m, overrides) for m in modes] if name == "toy" else []
+        if name != "toy":
+            return []
+        t0 = time.monotonic()
+        trials = [run_toy(suite, tmp_path / "st", m, overrides) for m in modes]
+        time.sleep(max(0.0, toy_takes_s - (time.monotonic() - t0)))   # at least this long, on any machine
+        return trials
 
     from ampbench.config import bundled
 
@@ -131,7 +138,14 @@ def _selftest(monkeypatch, tmp_path, suite, modes=("fp32", *AMP_MODES), override
     monkeypatch.setattr(selftest, "_run_suite", run_suite)
     monkeypatch.setattr("ampbench.config.bundled.bundled_suites", lambda: table)
     out = tmp_path / "selftest"
-    code = selftest.run_selftest(out, Console(quiet=True))
+    # The trials run inside this pytest worker, whose heap (every module and test collected) makes a
+    # full collection pause 20-70 ms: one landing in a ~50 ms window reads as time outside the steps.
+    # A trial in its own process (the product) has no such heap; frozen, the collector skips it here too.
+    gc.freeze()
+    try:
+        code = selftest.run_selftest(out, Console(quiet=True))
+    finally:
+        gc.unfreeze()
     import json
 
     doc = json.loads((out / "selftest.json").read_text())
@@ -554,7 +568,8 @@ def test_selftest_past_its_deadline_reads_na_for_what_it_did_not_start(machine, 
 
     machine("a100")
     monkeypatch.setattr(selftest, "DEADLINE_S", 0.5)     # the toy suite's five trials take longer than this
-    code, doc, calls = _selftest(monkeypatch, tmp_path, suite, table={"toy": suite, "zz-late": suite})
+    code, doc, calls = _selftest(monkeypatch, tmp_path, suite, table={"toy": suite, "zz-late": suite},
+                                 toy_takes_s=0.6)         # (a fast idle machine runs them in 0.4 s)
     late = _results(doc, "trial-ok")["zz-late"]
     assert late["ok"] is None and "deadline passed" in late["detail"], late
     assert [c[0] for c in calls] == ["toy"] and code == 0

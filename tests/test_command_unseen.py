@@ -165,12 +165,15 @@ def test_a_minimize_loop_with_its_own_amp_level_flag_and_a_json_metric(tmp_path)
         check = t["workload_info"]["throughput_check"]        # its own samples/sec line, epochs 1 and 2
         assert check["lines"] == 2 and check["program_samples_per_s"] > 0
         # over the same batches, the program's epoch-2 line and ampbench's steps 5-8 (that epoch's 4 steps)
-        # agree on any machine, loaded or not: both timed the same ~1-4 ms steps (measured: ratio 0.90-0.93,
-        # the hook's step 5 also holds epoch 1's print and JSON write); a wrong train.batch_size is off 2x
+        # agree on a machine of its own: both timed the same ~1-4 ms steps (measured: ratio 0.90-0.93, the
+        # hook's step 5 also holds epoch 1's print and JSON write); a wrong train.batch_size is off 2x.
+        # Under load the print in step 5 can wait for a core (measured with others 1.6 cores: ratio 0.55),
+        # so there the batch itself is checked: every step's samples are the program's --batch-size
         epoch2 = [s for s in t["steps"] if 5 <= s["step"] <= 8]
         same = sum(s["samples"] for s in epoch2) / sum(s["time_s"] for s in epoch2)
-        assert len(epoch2) == 4 and abs(same / check["program_samples_per_s"] - 1) <= check["tolerance"], (
-            same, check)
+        assert len(epoch2) == 4 and all(s["samples"] == 32 for s in t["steps"])
+        assert abs(same / check["program_samples_per_s"] - 1) <= check["tolerance"] or others > 0.5, (
+            same, check, others)
         # ampbench's mean rate over its whole window (steps 3-12) agrees with the program's line (the median
         # per-step rate did not: each epoch's first step starts the DataLoader's iterator, a cost a mean sees
         # and a median does not) on a machine of its own. Where other processes took over half a core

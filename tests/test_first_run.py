@@ -46,12 +46,12 @@ def test_run_toy_piped_reaches_a_verdict_with_status_lines(tmp_path):
     """`ampbench run toy` from an empty folder: a verdict (exit 3, AMP inactive) in under 2 minutes even on
     this shared machine, and a status line at least every `--status-every` seconds (+ slack for load).
     An idle machine runs the toy's 600 steps in ~0.3 s of a ~2 s trial (most of it the worker's start), so
-    a status line may never land on a running step: the trials here run 3000 steps (~1.5 s), a status line
-    every half second."""
-    every = 0.5
+    a status line may never land on a running step: the trials here run 1500 steps (~0.7 s), a status line
+    every quarter second."""
+    every = 0.25
     t0 = time.monotonic()
     proc = subprocess.Popen(_cli("run", "toy", "--out", str(tmp_path / "runs"), "--status-every", str(every),
-                                 "--no-report", "--set", "train.steps=3000"),
+                                 "--no-report", "--set", "train.steps=1500"),
                             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     lines: list[tuple[float, str]] = []
@@ -68,7 +68,7 @@ def test_run_toy_piped_reaches_a_verdict_with_status_lines(tmp_path):
     assert status, text
     for _, ln in status:
         assert STATUS.match(ln), ln
-    assert any(re.search(r"step \d+/3000, [\d.,]+ steps/s, trial ~.+ left; run ~.+ left$", ln) for _, ln in status), \
+    assert any(re.search(r"step \d+/1500, [\d.,]+ steps/s, trial ~.+ left; run ~.+ left$", ln) for _, ln in status), \
         "\n".join(ln for _, ln in status)
     # from the first status line until the last trial ended, never silent for long
     last_trial = max(t for t, ln in lines if re.match(r"  [\w-]+ seed \d: ok", ln))

@@ -33,6 +33,7 @@ from ampbench.core.store import RUNS_DIR
 from ampbench.judge import ladder, until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
+from ampbench.judge.rules import registry
 from ampbench.judge.sequential import Design
 from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.run_dir import RunDir, open_run, run_lock
@@ -219,13 +220,11 @@ def _probe_batch(folder: Path, suite: Suite, mode: ModeConfig, profile: str) -> 
 
 
 def _numbers(v: ModeVerdict) -> dict[str, float | None]:
-    def num(rule: str) -> float | None:
-        r = next((r for r in v.rules if r.rule == rule), None)
-        return float(r.observed) if r is not None and isinstance(r.observed, (int, float)) else None
-
-    sp = v.speedup_details()
-    return {"speedup": sp.estimate if sp else None, "memory_reduction": num("memory"),
-            "metric_delta": num("accuracy-parity")}
+    """The rung record's figures, from the results whose rule objects declare them (memory, accuracy-parity)."""
+    sp = registry.speedup_details(v)
+    got = registry.figures(v)
+    return {"speedup": sp.estimate if sp else None, "memory_reduction": got.get("memory_reduction"),
+            "metric_delta": got.get("metric_delta")}
 
 
 # ---------------------------------------------------------------- seeds, as run --until-decided spends them

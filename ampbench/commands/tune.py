@@ -36,6 +36,7 @@ from ampbench.judge.planner import plan_for
 from ampbench.judge.rules import registry
 from ampbench.judge.sequential import Design
 from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
+from ampbench.results.probe_file import NoProbe, find_probe
 from ampbench.results.run_dir import RunDir, open_run, run_lock
 from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ModeVerdict
@@ -208,12 +209,11 @@ def _diagnosed_ops(run_dir: Path, mode: str, console: Console) -> tuple[tuple[st
 
 
 def _probe_batch(folder: Path, suite: Suite, mode: ModeConfig, profile: str) -> int | None:
-    """The newest finished `ampbench probe` of the suite (beside the tune folder): its largest batch for the mode."""
-    from ampbench.commands.max_batch_run import find_probe
-
+    """The newest finished `ampbench probe` of the suite and profile (beside the tune folder; the one rule,
+    results.probe_file.find_probe): its largest batch for the mode."""
     try:
-        probe, _ = find_probe(folder.parent.parent, suite.suite.name, profile, None)
-    except ConfigError:
+        probe, _ = find_probe(folder.parent.parent / suite.suite.name, suite.suite.name, profile)
+    except NoProbe:
         return None
     entry = probe.modes.get(mode.name)
     return entry.max_batch if entry is not None and entry.max_batch else None

@@ -67,3 +67,18 @@ def speedup_details(v: ModeVerdict) -> SpeedupDetails | None:
                                                       for k in ("estimate", "ci_low", "ci_high")):
             return SpeedupDetails.model_validate(r.details)
     return None
+
+
+def traits_table() -> str:
+    """docs/checks.md's table of what each result is to the other verbs, rendered from the declarations."""
+    def seeds(r: Result) -> str:
+        if r.seeds is None:
+            return ""
+        return f"yes, sized by {r.seeds.sized_by}'s row" if r.seeds.sized_by else "yes"
+
+    lines = ["| result | more seeds decide it | tune's failure kind | outcome table | bisect | figure |",
+             "|---|---|---|---|---|---|"]
+    for r in results():
+        cells = [seeds(r), r.tune or "", r.outcome or "", r.bisect or "", f"`{r.figure}`" if r.figure else ""]
+        lines.append(f"| {r.name} | " + " | ".join(c or "-" for c in cells) + " |")
+    return "\n".join(lines)

@@ -2,9 +2,9 @@
 
 Seeds are added while a rule that more seeds can decide is INCONCLUSIVE: each result that declares `seeds`
 on its rule object (judge/rules/traits.py: speedup, accuracy-parity, history-throughput and history-metric;
-memory is close to deterministic and INCONCLUSIVE only when not recorded; informational rules, i.e. AMP inactive, "measurement disturbed" ones, and history-throughput
-against the pooled history, whose interval is the series' run-to-run spread (PER_RUN_WHY), cannot be
-decided by more of the same measurement).  A rule is given up when the seed planner (planner.plan_for, from the
+memory is close to deterministic and INCONCLUSIVE only when not recorded; informational rules, i.e. AMP
+inactive, "measurement disturbed" ones, and history-throughput against the pooled history, whose interval
+is the series' run-to-run spread (PER_RUN_WHY), cannot be decided by more of the same measurement).  A rule is given up when the seed planner (planner.plan_for, from the
 spreads seen so far) needs more seeds than the cap for the effect it must detect AND the effect seen so
 far would not be decided within the cap either (`projected_seeds`: a large slowdown is decided with
 far fewer seeds than the planner's design effect needs); adding seeds would spend GPU-hours on a

@@ -56,3 +56,5 @@ _.call  # AmpOrderEvent: "decorate" or "data_parallel"
 _.after_data_parallel  # AmpOrderEvent: decorate() of a model a DataParallel already wraps
 # Rendered into docs/checks.md and compared with it by tests/test_reason_codes.py (the table is generated).
 _.reason_table  # ampbench/judge/rules/reasons.py
+# Rendered into docs/checks.md and compared with it by tests/test_rule_traits.py (the table is generated).
+_.traits_table  # ampbench/judge/rules/registry.py

@@ -41,21 +41,27 @@ def test_advice_under_each_failing_rule(tmp_path):
     assert "all 6 rules passed" in verdicts.split("`amp-o1-fp16`", 1)[1].split("\n- ", 1)[0]
 
 
-def test_probe_and_diagnosis_sections(tmp_path):
-    run = copy_run(tmp_path, "runs/ocr/night")
-    probe_dir = run.parent / "20250301-000000-0001-probe"
-    probe_dir.mkdir()
-    (probe_dir / "probe.json").write_text(json.dumps({
-        "schema": "ampbench.probe/1", "suite": "ocr", "suite_file": "suites/ocr.toml", "profile": "default",
-        "run_id": "20250301-000000-0001-probe", "ceiling": "device", "max_batch_limit": 64, "seed": 0,
-        "device": "gpu", "steps": 2, "memory_limit_bytes": None,
-        "modes": {"fp32": {"configured_batch": 8, "max_batch": 12, "capped": False, "peak_bytes_at_max": 38 * 2**30,
+def write_probe(folder: Path, profile: str = "gpu", started: str = "2025-03-01T00:00:00Z",
+                finished: str | None = "2025-03-01T00:10:00Z", fp32_max: int = 12) -> Path:
+    """A probe of the fixture's suite (ocr) beside its runs; the fixture run is of profile gpu."""
+    folder.mkdir(parents=True)
+    (folder / "probe.json").write_text(json.dumps({
+        "schema": "ampbench.probe/1", "suite": "ocr", "suite_file": "suites/ocr.toml", "profile": profile,
+        "run_id": folder.name, "ceiling": "device", "max_batch_limit": 64, "seed": 0,
+        "device": "gpu", "steps": 2, "memory_limit_bytes": None, "started": started, "finished": finished,
+        "modes": {"fp32": {"configured_batch": 8, "max_batch": fp32_max, "capped": False, "peak_bytes_at_max": 38 * 2**30,
                            "status": "ok", "error": None, "amp_requested": False, "amp_active": False,
                            "attempts": [{"batch_size": 8, "fits": True, "status": "ok"}, {"batch_size": 16, "fits": False, "status": "oom"}]},
                   "amp-o2-fp16": {"configured_batch": 32, "max_batch": 64, "capped": True,
                                   "peak_bytes_at_max": 20 * 2**30, "status": "ok", "error": None,
                                   "amp_requested": True, "amp_active": True,
                                   "attempts": [{"batch_size": 32, "fits": True, "status": "ok"}, {"batch_size": 64, "fits": True, "status": "ok"}]}}}))
+    return folder
+
+
+def test_probe_and_diagnosis_sections(tmp_path):
+    run = copy_run(tmp_path, "runs/ocr/night")
+    write_probe(run.parent / "20250301-000000-0001-probe")
     (run / "diagnosis.json").write_text(json.dumps({
         "schema": "ampbench.diagnosis/1", "suite": "ocr", "run_dir": str(run),
         "modes": {"amp-o2-fp16": {"mode": "amp-o2-fp16", "seed": 1, "steps": 3, "batch_size": 32,
@@ -74,6 +80,27 @@ def test_probe_and_diagnosis_sections(tmp_path):
     # the diagnosis reaches the advice: the black-list tip names the op that overflowed
     parity = section(md, "Verdicts").split("`accuracy-parity`", 1)[1].split("  - **", 1)[0]
     assert "softmax" in parity
+
+
+def test_the_report_shows_the_probe_of_its_own_profile_by_the_runs_rule(tmp_path):
+    """Beside the run: a probe of its profile (gpu), a newer one of another profile, and a newer unfinished
+    one of its profile.  The report shows the first, the probe `run --at-max-batch` would size this run with
+    (results.probe_file.find_probe): another profile sized another program; an unfinished probe sized nothing."""
+    from ampbench.report.view import load_view
+    from ampbench.results.probe_file import find_probe
+
+    run = copy_run(tmp_path, "runs/ocr/night")
+    mine = write_probe(run.parent / "20250301-000000-0001-probe", fp32_max=12)
+    write_probe(run.parent / "20250302-000000-0001-probe", profile="default", started="2025-03-02T00:00:00Z",
+                finished="2025-03-02T00:10:00Z", fp32_max=99)
+    write_probe(run.parent / "20250303-000000-0001-probe", started="2025-03-03T00:00:00Z", finished=None, fp32_max=77)
+    view = load_view(run)
+    assert view.probe is not None and view.probe[1] == mine / "probe.json"
+    assert find_probe(run.parent, "ocr", "gpu")[1] == mine   # what --at-max-batch takes
+    probe = section(write_report([run]).read_text(), "Batch-size probe")
+    assert "| `fp32` | 8 | 12 |" in probe and "99" not in probe and "77" not in probe
+    other = copy_run(tmp_path, "runs/ocr/cpu-night", profile="cpu")   # no probe of its profile: no section
+    assert load_view(other).probe is None and "## Batch-size probe" not in write_report([other]).read_text()
 
 
 def test_flags_oplist_hash_and_cpu_model(tmp_path):

@@ -50,6 +50,8 @@ from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.store import RUNS_DIR, RunPaths
 from ampbench.judge.bisection import Search, Verdict, wrong_step_bound
+from ampbench.judge.rules import registry
+from ampbench.judge.rules.history import HISTORY_THROUGHPUT
 from ampbench.launch.process import Interrupted
 from ampbench.launch.slurm import SlurmOptions
 from ampbench.report.bisect_md import write_bisect_md
@@ -58,8 +60,15 @@ from ampbench.results.bisect_file import BisectFile, Candidate, load_bisect
 from ampbench.results.run_dir import open_run
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE
 
-HISTORY_RULES = ("history-throughput", "history-metric", "history-memory")
-IN_RUN_RULES = ("speedup", "accuracy-parity", "memory")
+
+def _history(rule: str) -> bool:
+    """Judged against the good endpoint's baseline in every mode (its rule object declares bisect="history")."""
+    return registry.result(rule).bisect == "history"
+
+
+def _in_run(rule: str) -> bool:
+    """Judged inside each candidate's own run, in the AMP modes (bisect="in-run")."""
+    return registry.result(rule).bisect == "in-run"
 
 
 @dataclass
@@ -68,7 +77,7 @@ class BisectOptions:
     good: str | None = None
     bad: str | None = None
     repo: Path | None = None
-    rule: str = "history-throughput"
+    rule: str = HISTORY_THROUGHPUT
     modes: list[str] = field(default_factory=list)
     max_seeds: int = 6
     profile: str | None = None
@@ -130,15 +139,15 @@ def _inside(arg: str, root: Path) -> bool:
 
 
 def _check_rule(suite: Suite, rule: str, modes: list[str]) -> list[str]:
-    if rule not in HISTORY_RULES + IN_RUN_RULES:
-        raise ConfigError("--rule", rule, f"bisect searches one of {', '.join(HISTORY_RULES + IN_RUN_RULES)}")
+    if registry.result(rule).bisect is None:
+        raise ConfigError("--rule", rule, f"bisect searches one of {', '.join(registry.bisectable())}")
     names = [m.name for m in suite.modes]
     for m in modes:
         if m not in names:
             raise ConfigError("--mode", m, f"no such mode in suite {suite.suite.name!r} ({', '.join(names)})")
     if modes:
         return modes
-    if rule in HISTORY_RULES:
+    if _history(rule):
         return names
     amp = [n for n in names if n != REFERENCE_MODE]
     if not amp:
@@ -162,7 +171,7 @@ class _Ctx:
 
 def _baseline(ctx: _Ctx) -> Path | None:
     path = ctx.folder / "good-baseline.json"
-    return path if ctx.doc.rule in HISTORY_RULES and path.is_file() else None
+    return path if _history(ctx.doc.rule) and path.is_file() else None
 
 
 Role = Literal["good-endpoint", "bad-endpoint", "candidate", "recheck"]
@@ -188,13 +197,13 @@ def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str
         base = _look_baseline(ctx, open_run(run_dir).info.config_hash) if _baseline(ctx) else None
         return RunOptions(suite_file=None, resume=run_dir, until_decided=True, max_seeds=ctx.doc.max_seeds,
                           baseline=base, report=False, devices=devices, until_rules=rules, until_modes=modes)
-    seeds = _reference_seeds(ctx, overrides) if index == 0 and ctx.doc.rule in HISTORY_RULES else None
+    seeds = _reference_seeds(ctx, overrides) if index == 0 and _history(ctx.doc.rule) else None
     new = RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides, seeds=seeds,
                      out_dir=ctx.folder / "runs", run_id=run_id, report=False, max_seeds=ctx.doc.max_seeds,
                      devices=devices, slurm=SlurmOptions.model_validate(ctx.doc.slurm) if ctx.doc.slurm else None,
                      until_rules=rules, until_modes=modes)
     new.baseline = _look_baseline(ctx, load_for_run(new).suite.config_hash()) if _baseline(ctx) else None
-    new.until_decided = new.baseline is not None or ctx.doc.rule in IN_RUN_RULES
+    new.until_decided = new.baseline is not None or _in_run(ctx.doc.rule)
     return new
 
 
@@ -296,8 +305,7 @@ def _round_pool(doc: BisectFile) -> tuple[list[str], int]:
 def _judge(ctx: _Ctx, cand: Candidate) -> Candidate:
     """The rule's outcome over the judged modes: any FAIL -> bad, every mode PASS -> good, else skip."""
     base = _look_baseline(ctx, open_run(Path(cand.run_dir)).info.config_hash)
-    report = check_run(Path(cand.run_dir), baseline=base) if base is not None or ctx.doc.rule in IN_RUN_RULES \
-        else None
+    report = check_run(Path(cand.run_dir), baseline=base) if base is not None or _in_run(ctx.doc.rule) else None
     trials = open_run(Path(cand.run_dir)).trials
     cand.seeds = sum(1 for t in trials if t.status == "ok" and t.mode in ctx.doc.modes)
     if report is None:   # the good endpoint of a history rule: the reference itself
@@ -377,7 +385,7 @@ def _endpoints(ctx: _Ctx) -> int | None:
         got = _evaluate(ctx, index, role)
         if isinstance(got, int):
             return got
-        if index == 0 and doc.rule in HISTORY_RULES and got.verdict == "good":
+        if index == 0 and _history(doc.rule) and got.verdict == "good":
             save_baseline(Path(got.run_dir), ctx.folder / "good-baseline.json")
     good, bad = doc.judged(0, "good-endpoint"), doc.judged(last, "bad-endpoint")
     assert good is not None and bad is not None
@@ -423,7 +431,7 @@ def _bisect(ctx: _Ctx) -> int | None:
 def _finish(ctx: _Ctx) -> int:
     doc = ctx.doc
     th = Suite.model_validate(open_run(Path(doc.candidates[0].run_dir)).info.config).thresholds
-    alpha = th.history_alpha if doc.rule in HISTORY_RULES else th.fail_alpha
+    alpha = th.history_alpha if _history(doc.rule) else th.fail_alpha
     verdicts: dict[int, Verdict] = {c.index: c.verdict for c in doc.candidates if c.verdict in ("good", "bad")}
     doc.wrong_step_bound = wrong_step_bound(verdicts, alpha, 1 - th.confidence) if not doc.stopped else None
     doc.write(ctx.folder)

@@ -23,6 +23,7 @@ from ampbench.commands.run_plan import RunOptions
 from ampbench.core.errors import ResultsError
 from ampbench.core.store import RUNS_DIR
 from ampbench.judge import changepoint
+from ampbench.judge.rules.history import HISTORY_THROUGHPUT
 from ampbench.report.dashboard_series import segment_key
 from ampbench.results.history import history_file, iter_history_rows
 
@@ -77,7 +78,7 @@ def run_history_bisect(opts: HistoryBisectOptions, console: Console | None = Non
     step = last_regression(path, name)
     console.print(f"history: {escape(step.describe())}", soft_wrap=True)
     return run_bisect(BisectOptions(suite_file=opts.suite_file, good=step.sha_before, bad=step.sha_after,
-                                    repo=opts.repo, rule="history-throughput", modes=[step.mode],
+                                    repo=opts.repo, rule=HISTORY_THROUGHPUT, modes=[step.mode],
                                     max_seeds=opts.max_seeds, profile=opts.profile, overrides=list(opts.overrides),
                                     out_dir=opts.out_dir, parallel=opts.parallel, devices=opts.devices),
                       console=console)

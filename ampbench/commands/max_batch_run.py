@@ -1,8 +1,9 @@
 """`ampbench run SUITE --at-max-batch [--probe DIR]`: every mode at the largest batch `ampbench probe` found.
 
 This is how the seed's claim is made: FP32 at the batch it fits against AMP at the (larger) batch it
-fits, compared per sample.  The probe is the given folder (or its probe.json), else the newest probe
-folder of the same suite and profile beside the runs.  A mode the probe did not size (not probed, an
+fits, compared per sample.  The probe is the given folder (or its probe.json), else the newest finished
+probe folder of the same suite and profile beside the runs (results.probe_file.find_probe: the same rule
+the report and tune's max-batch rung use).  A mode the probe did not size (not probed, an
 error, or not even batch 1 fitted) is refused with its reason: a run at a guessed batch would not be
 the claim.  The batch sizes change the config hash: such a run is its own experiment.
 """
@@ -13,26 +14,18 @@ from pathlib import Path
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.store import RunPaths
-from ampbench.results.probe_file import ProbeFile, load_probe, newest_probe
+from ampbench.results.probe_file import NoProbe, ProbeFile, find_probe
 
 
-def find_probe(out_dir: Path, suite: str, profile: str, given: Path | None) -> tuple[ProbeFile, Path]:
-    if given is not None:
-        folder = given.parent if given.name == RunPaths(given.parent).probe_json.name else given
-        probe = load_probe(folder)
-        if probe is None:
-            raise ConfigError("--probe", str(given), "no probe.json there (run `ampbench probe SUITE` first)")
-        if probe.suite != suite or probe.profile != profile:
-            raise ConfigError("--probe", str(given), f"a probe of suite {probe.suite!r}, profile {probe.profile!r}; "
-                              f"this run is suite {suite!r}, profile {profile!r}: its batches were found for another "
-                              "program (run `ampbench probe` on this suite)")
-        return probe, folder
-    root = Path(out_dir) / suite
-    found = newest_probe(root, suite, profile, finished=True)
-    if found is None:
-        raise ConfigError("--at-max-batch", suite, f"no finished probe of suite {suite!r}, profile {profile!r} "
-                                                  f"under {root} (run `ampbench probe` first, or give --probe DIR)")
-    return found
+def probe_for_run(out_dir: Path, suite: str, profile: str, given: Path | None) -> tuple[ProbeFile, Path]:
+    """The probe that sizes this run (results.probe_file.find_probe, the one rule), or exit 2 naming the key."""
+    try:
+        return find_probe(Path(out_dir) / suite, suite, profile, given)
+    except NoProbe as e:
+        if e.kind == "none-beside":
+            raise ConfigError("--at-max-batch", suite, f"{e} (run `ampbench probe` first, or give --probe DIR)") from None
+        hint = "run `ampbench probe SUITE` first" if e.kind == "no-file" else "run `ampbench probe` on this suite"
+        raise ConfigError("--probe", str(given), f"{e} ({hint})") from None
 
 
 def at_max_batch(suite: Suite, probe: ProbeFile, where: Path) -> Suite:

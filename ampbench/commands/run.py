@@ -101,9 +101,9 @@ def new_run(opts: RunOptions, console: Console, pool: list[str] | None = None
     if opts.until_decided:
         check_until_decided(suite, opts.suite_file)
     if opts.at_max_batch:
-        from ampbench.commands.max_batch_run import at_max_batch, find_probe
+        from ampbench.commands.max_batch_run import at_max_batch, probe_for_run
 
-        probe, where = find_probe(Path(opts.out_dir), suite.suite.name, loaded.profile, opts.probe)
+        probe, where = probe_for_run(Path(opts.out_dir), suite.suite.name, loaded.profile, opts.probe)
         suite = at_max_batch(suite, probe, where)
         console.print(f"at the probe's largest batches ({escape(str(where))}): "
                       + ", ".join(f"{escape(m.name)} {m.batch_size}" for m in suite.modes))

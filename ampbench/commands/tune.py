@@ -33,8 +33,10 @@ from ampbench.core.store import RUNS_DIR
 from ampbench.judge import ladder, until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
+from ampbench.judge.rules import registry
 from ampbench.judge.sequential import Design
 from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
+from ampbench.results.probe_file import NoProbe, find_probe
 from ampbench.results.run_dir import RunDir, open_run, run_lock
 from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ModeVerdict
@@ -207,25 +209,22 @@ def _diagnosed_ops(run_dir: Path, mode: str, console: Console) -> tuple[tuple[st
 
 
 def _probe_batch(folder: Path, suite: Suite, mode: ModeConfig, profile: str) -> int | None:
-    """The newest finished `ampbench probe` of the suite (beside the tune folder): its largest batch for the mode."""
-    from ampbench.commands.max_batch_run import find_probe
-
+    """The newest finished `ampbench probe` of the suite and profile (beside the tune folder; the one rule,
+    results.probe_file.find_probe): its largest batch for the mode."""
     try:
-        probe, _ = find_probe(folder.parent.parent, suite.suite.name, profile, None)
-    except ConfigError:
+        probe, _ = find_probe(folder.parent.parent / suite.suite.name, suite.suite.name, profile)
+    except NoProbe:
         return None
     entry = probe.modes.get(mode.name)
     return entry.max_batch if entry is not None and entry.max_batch else None
 
 
 def _numbers(v: ModeVerdict) -> dict[str, float | None]:
-    def num(rule: str) -> float | None:
-        r = next((r for r in v.rules if r.rule == rule), None)
-        return float(r.observed) if r is not None and isinstance(r.observed, (int, float)) else None
-
-    sp = v.speedup_details()
-    return {"speedup": sp.estimate if sp else None, "memory_reduction": num("memory"),
-            "metric_delta": num("accuracy-parity")}
+    """The rung record's figures, from the results whose rule objects declare them (memory, accuracy-parity)."""
+    sp = registry.speedup_details(v)
+    got = registry.figures(v)
+    return {"speedup": sp.estimate if sp else None, "memory_reduction": got.get("memory_reduction"),
+            "metric_delta": got.get("metric_delta")}
 
 
 # ---------------------------------------------------------------- seeds, as run --until-decided spends them

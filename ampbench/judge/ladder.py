@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ampbench.config import ModeConfig
+from ampbench.judge.rules import registry
+from ampbench.judge.rules.traits import TuneKind
 from ampbench.results.verdicts import ModeVerdict, RuleResult
 
-Failure = Literal["pass", "inactive", "error", "undecided", "stability", "parity", "speed", "data-bound",
-                  "launch-bound"]
+# the kinds a rule's result declares (`tune` on its rule object: judge/rules/traits.py) and the ladder's own
+Failure = Literal[TuneKind, "pass", "undecided", "data-bound", "launch-bound"]
 
 # Evidence thresholds that stop the speed ladder: no precision setting shortens a step that waits
 # for data or for the host (Paddle #42436: O1 no faster on V100, GPU under 50% busy, loader-bound).
@@ -55,18 +57,24 @@ class Step:
 
 
 def classify(verdict: ModeVerdict, facts: Facts) -> tuple[Failure, str]:
-    """The failure a rung's verdict shows, first the one that makes the others meaningless, and its reason."""
-    bad = {r.rule: r for r in verdict.rules if r.status != "PASS"}
-    if "amp-active" in bad:
-        return "inactive", bad["amp-active"].message
-    if "completeness" in bad or verdict.verdict == "ERROR":
-        r = bad.get("completeness")
-        return "error", r.message if r else "a trial could not be judged"
+    """The failure a rung's verdict shows, first the one that makes the others meaningless, and its reason.
+    Each result that did not pass is the kind its rule declares (`tune`: amp-active inactive, completeness
+    error, stability, accuracy-parity parity, speedup and memory speed); the first of each kind counts."""
+    bad: dict[TuneKind, RuleResult] = {}
+    for r in verdict.rules:
+        kind = registry.result(r.rule).tune
+        if r.status != "PASS" and kind is not None:
+            bad.setdefault(kind, r)
+    if "inactive" in bad:
+        return "inactive", bad["inactive"].message
+    if "error" in bad or verdict.verdict == "ERROR":
+        err = bad.get("error")
+        return "error", err.message if err else "a trial could not be judged"
     if "stability" in bad:
         return "stability", bad["stability"].message
-    if "accuracy-parity" in bad:
-        return _decided("parity", bad["accuracy-parity"])
-    speed = bad.get("speedup") or bad.get("memory")
+    if "parity" in bad:
+        return _decided("parity", bad["parity"])
+    speed = bad.get("speed")
     if speed is not None:
         if facts.data_wait_share is not None and facts.data_wait_share >= DATA_BOUND_SHARE:
             return "data-bound", (f"{facts.data_wait_share:.0%} of each step waits for data: no precision setting "
@@ -76,7 +84,7 @@ def classify(verdict: ModeVerdict, facts: Facts) -> tuple[Failure, str]:
                                     "launches; a larger batch or fused ops help, precision does not")
         return _decided("speed", speed)
     if verdict.verdict != "PASS":
-        return "error", "; ".join(r.message for r in bad.values()) or verdict.verdict
+        return "error", "; ".join(r.message for r in verdict.rules if r.status != "PASS") or verdict.verdict
     return "pass", "every rule passed"
 
 

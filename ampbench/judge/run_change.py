@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ampbench.judge.check import judge_run
+from ampbench.judge.rules.history import HISTORY_THROUGHPUT
 from ampbench.results.baselines import from_trials
 from ampbench.results.run_dir import OpenRun
 from ampbench.results.verdicts import RuleResult
 
-RULE = "history-throughput"
+RULE = HISTORY_THROUGHPUT
 Mark = Literal["slower", "faster", "disturbed", "not significant"]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.core.records import RunInfo, Trial
 from ampbench.judge import inference, measure
+from ampbench.judge.rules import registry
 from ampbench.record import fields
 from ampbench.results.history import (
     MAX_HIST_BINS,
@@ -124,12 +125,12 @@ def summarize_modes(trials: list[Trial], metric: str, check: CheckReport | None 
         if mode in verdicts:
             out[mode].verdict = verdicts[mode].verdict
             out[mode].flagged_rules = [r.rule for r in verdicts[mode].reasons]
-            hist = next((r for r in verdicts[mode].rules if r.rule == "history-throughput"), None)
+            hist = next((r for r in verdicts[mode].rules if registry.result(r.rule).figure == "history_change"), None)
             if hist is not None:
                 out[mode].history_status = hist.status
                 ok = isinstance(hist.observed, (int, float)) and not isinstance(hist.observed, bool)
                 out[mode].history_change = float(hist.observed) if ok and math.isfinite(hist.observed) else None
-            details = verdicts[mode].speedup_details()
+            details = registry.speedup_details(verdicts[mode])
             if details is not None:
                 checker[mode] = details
     _relative(out, stats, checker, confidence)

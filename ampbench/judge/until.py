@@ -1,10 +1,10 @@
 """`run --until-decided`: may another matched seed still decide a rule?  (The runner asks after each look.)
 
-Seeds are added while a rule that more seeds can decide is INCONCLUSIVE: speedup, accuracy-parity,
-history-throughput and history-metric (memory is close to deterministic and INCONCLUSIVE only when not
-recorded; informational rules, i.e. AMP inactive, "measurement disturbed" ones, and history-throughput
-against the pooled history, whose interval is the series' run-to-run spread (PER_RUN_WHY), cannot be
-decided by more of the same measurement).  A rule is given up when the seed planner (planner.plan_for, from the
+Seeds are added while a rule that more seeds can decide is INCONCLUSIVE: each result that declares `seeds`
+on its rule object (judge/rules/traits.py: speedup, accuracy-parity, history-throughput and history-metric;
+memory is close to deterministic and INCONCLUSIVE only when not recorded; informational rules, i.e. AMP
+inactive, "measurement disturbed" ones, and history-throughput against the pooled history, whose interval
+is the series' run-to-run spread (PER_RUN_WHY), cannot be decided by more of the same measurement).  A rule is given up when the seed planner (planner.plan_for, from the
 spreads seen so far) needs more seeds than the cap for the effect it must detect AND the effect seen so
 far would not be decided within the cap either (`projected_seeds`: a large slowdown is decided with
 far fewer seeds than the planner's design effect needs); adding seeds would spend GPU-hours on a
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ampbench.config import Thresholds
 from ampbench.judge.distributions import norm_ppf, t_ppf
 from ampbench.judge.planner import PlanRow
+from ampbench.judge.rules import registry
 from ampbench.results.verdicts import ModeVerdict, RuleResult
 
 # history-throughput against the pooled history judges this run's value (the median of its trials' floors /
@@ -32,8 +33,6 @@ from ampbench.results.verdicts import ModeVerdict, RuleResult
 # decide as well).  The rule is judged at the fixed levels and never asks for a seed.
 PER_RUN_WHY = ("judged per run against the history's run-to-run spread, V (1 + 1/R), which more seeds of this "
                "run do not narrow: more nights in the history do")
-SEEDED_RULES = ("speedup", "accuracy-parity", "history-throughput", "history-metric")
-PLANNER_RULE = {"history-metric": "accuracy-parity"}  # the same test; the planner sizes the parity one
 
 
 @dataclass(frozen=True)
@@ -60,22 +59,19 @@ class Projection:
 
 
 def projected_seeds(r: RuleResult, spread: float | None, th: Thresholds, limit: int = 64) -> Projection | None:
-    """For speedup and history-throughput (log-ratio rules): the fewest seeds per mode n at which a
-    one-sided bound around the estimate seen so far would clear the threshold, at the nominal levels
-    (PASS at `confidence`, FAIL at 1 - alpha; t quantiles on the two arms' degrees of freedom, the final
-    looks' levels being close to these).  speedup: both arms grow, se^2 = sd^2 * 2/n.  history: the
-    baseline's n_b trials are fixed, se^2 = sd^2 * (1/n + 1/n_b) + drift^2.  None when the rule has no
-    estimate or spread yet."""
-    d = _details(r)
+    """For the log-ratio rules (those whose `Seeding` declares an `effect`: speedup, history-throughput): the
+    fewest seeds per mode n at which a one-sided bound around the estimate seen so far would clear the
+    threshold, at the nominal levels (PASS at `confidence`, FAIL at 1 - alpha; t quantiles on the two arms'
+    degrees of freedom, the final looks' levels being close to these).  Both arms growing (speedup):
+    se^2 = sd^2 * 2/n.  A baseline's n_b trials fixed (history): se^2 = sd^2 * (1/n + 1/n_b) + drift^2.
+    None when the rule has no estimate or spread yet."""
     if spread is None or spread <= 0:
         return None
-    if r.rule == "speedup" and d.get("estimate"):
-        est, thr, alpha, fixed, drift = float(d["estimate"]), th.min_speedup, th.fail_alpha, None, 0.0
-    elif r.rule == "history-throughput" and d.get("ratio") and len(d.get("seeds") or []) == 2:
-        est, thr, alpha = float(d["ratio"]), 1 - th.history_min_change, th.history_alpha
-        fixed, drift = int(d["seeds"][1]), float(d.get("drift_sd") or 0.0)
-    else:
+    seeding = registry.result(r.rule).seeds
+    seen = seeding.effect(r, th) if seeding is not None and seeding.effect is not None else None
+    if seen is None:
         return None
+    est, thr, alpha, fixed, drift = seen.estimate, seen.threshold, seen.alpha, seen.fixed, seen.drift
     eff = math.log(est)
     gap = abs(eff - math.log(thr))
     level = th.confidence if eff > math.log(thr) else 1 - alpha
@@ -124,7 +120,8 @@ def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seed
         if modes and v.mode not in modes:
             continue
         for r in v.rules:
-            if r.rule not in SEEDED_RULES or r.status != "INCONCLUSIVE" or (rules and r.rule not in rules):
+            seeding = registry.result(r.rule).seeds
+            if seeding is None or r.status != "INCONCLUSIVE" or (rules and r.rule not in rules):
                 continue
             if r.informational:
                 out.append(Need(v.mode, r.rule, False, "informational (AMP inactive)"))
@@ -135,7 +132,8 @@ def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seed
             if _details(r).get("per_run"):
                 out.append(Need(v.mode, r.rule, False, PER_RUN_WHY))
                 continue
-            out.append(_judge_need(v.mode, r, plan.get((v.mode, PLANNER_RULE.get(r.rule, r.rule))), max_seeds, th))
+            row = plan.get((v.mode, seeding.sized_by or r.rule))   # history-metric: parity's row, the same test
+            out.append(_judge_need(v.mode, r, row, max_seeds, th))
     if seeds >= max_seeds:
         out = [Need(n.mode, n.rule, False, f"seed cap {max_seeds} reached") for n in out]
     return out

@@ -8,7 +8,8 @@ rule that did not pass the single most useful thing to try (the first of its adv
 text stays behind `ampbench run -v` / `ampbench check --explain` and in report.md's Verdicts section.
 
 A rule computed only for information (AMP inactive: the numbers describe FP32 on both sides) is not a
-cause of its own: its next step is amp-active's, so it joins that line rather than repeating it.
+cause of its own: its next step is that of the result its rule object declares the outcome's "cause"
+(amp-active, judge/rules/traits.py), so it joins that line rather than repeating it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.judge.rules import registry
 from ampbench.record import fields
 from ampbench.report.fmt import DASH, md_code, md_prose, md_table, md_text
 from ampbench.report.verdicts import rule_advice
@@ -91,13 +93,14 @@ def decided_by(mv: ModeVerdict | None) -> str:
 
 def next_steps(v: RunView) -> list[NextStep]:
     """One line per piece of advice, in the order first needed: results (of any mode) whose first advice is
-    the same share it; an informational result shares its mode's amp-active line when that did not pass."""
+    the same share it; an informational result shares its mode's cause line (amp-active) when that did not pass."""
     if v.check is None:
         return []
     causes: dict[str, list[tuple[str, str, str]]] = {}
     covered: dict[str, list[str]] = {}
     for mv in v.check.verdicts:
-        active = next((r for r in mv.reasons if r.rule == "amp-active" and not r.informational), None)
+        active = next((r for r in mv.reasons if registry.result(r.rule).outcome == "cause" and not r.informational),
+                      None)
         for r in mv.reasons:
             if r.informational and active is not None:
                 covered.setdefault(_first_step(v, active), []).append(r.rule)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
 from ampbench.core.records import Memory
-from ampbench.core.store import RunPaths, probe_folders
+from ampbench.core.store import PROBE_JSON, RunPaths, probe_folders
 
 PROBE_SCHEMA = "ampbench.probe/1"
 FITS_STATUSES = ("ok", "diverged")  # diverging in a few steps still means the batch fitted in memory
@@ -157,3 +157,36 @@ def newest_probe(suite_dir: Path, suite: str, profile: str | None = None,
         return None
     _, _, doc, folder = max(found, key=lambda x: x[:2])
     return doc, folder
+
+
+NoProbeKind = Literal["no-file", "other-program", "none-beside"]
+
+
+class NoProbe(Exception):
+    """No probe sized this program: `kind` says which way (the named folder holds no probe.json, it is a probe
+    of another suite or profile, or none beside the runs fits), `given` the folder named; the message why."""
+
+    def __init__(self, kind: NoProbeKind, why: str, given: Path | None = None) -> None:
+        super().__init__(why)
+        self.kind, self.given = kind, given
+
+
+def find_probe(suite_dir: Path, suite: str, profile: str, given: Path | None = None) -> tuple[ProbeFile, Path]:
+    """The one rule for which probe sized a program (`run --at-max-batch`, `tune`'s max-batch rung and the
+    report all use it): the `given` folder (or its probe.json), taken as it is when it is a probe of this
+    suite and profile; else the newest finished probe of the suite and profile under `suite_dir`, the
+    suite's folder beside the runs.  A probe of another profile sized another program (its steps, its
+    batch, its device), so it is never taken.  Returns (probe, its folder); raises NoProbe saying why."""
+    if given is not None:
+        folder = given.parent if given.name == PROBE_JSON else given
+        probe = load_probe(folder)
+        if probe is None:
+            raise NoProbe("no-file", "no probe.json there", given)
+        if probe.suite != suite or probe.profile != profile:
+            raise NoProbe("other-program", f"a probe of suite {probe.suite!r}, profile {probe.profile!r}; this run is suite {suite!r}, "
+                          f"profile {profile!r}: its batches were found for another program", given)
+        return probe, folder
+    found = newest_probe(suite_dir, suite, profile, finished=True)
+    if found is None:
+        raise NoProbe("none-beside", f"no finished probe of suite {suite!r}, profile {profile!r} under {suite_dir}")
+    return found

@@ -54,13 +54,6 @@ class ModeVerdict(BaseModel):
     def reasons(self) -> list[RuleResult]:
         return [r for r in self.rules if r.status != "PASS"]
 
-    def speedup_details(self) -> SpeedupDetails | None:
-        """The speed rule's estimate and interval, when it had enough data to compute them."""
-        for r in self.rules:
-            if r.rule == "speedup" and all(isinstance(r.details.get(k), (int, float)) for k in ("estimate", "ci_low", "ci_high")):
-                return SpeedupDetails.model_validate(r.details)
-        return None
-
 
 class CheckReport(VersionedDoc):
     SCHEMA: ClassVar[str] = CHECK_SCHEMA

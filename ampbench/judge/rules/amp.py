@@ -7,6 +7,7 @@ from ampbench.core.opstat import by_forward_op, forward_op, is_cast
 from ampbench.core.records import Trial
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
+from ampbench.judge.rules.traits import Result
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
@@ -136,5 +137,6 @@ def advise_amp_active(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, 
     return _amp_active(m, kit.reasons(r))
 
 
-AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only, advice=advise_amp_active)
+AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only, advice=advise_amp_active,
+                  results=(Result("amp-active", tune="inactive", outcome="cause"),))
 OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists)

@@ -6,6 +6,7 @@ from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.core.records import trial_key
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
+from ampbench.judge.rules.traits import Result
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, combine
 
@@ -74,4 +75,5 @@ def advise_completeness(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None
     return _completeness(m, batch_size, sorted(kit.reasons(r)))
 
 
-COMPLETENESS = Rule("completeness", rule_completeness, advice=advise_completeness)
+COMPLETENESS = Rule("completeness", rule_completeness, advice=advise_completeness,
+                    results=(Result("completeness", tune="error"),))

@@ -16,6 +16,7 @@ from ampbench.judge import sequential
 from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.advice_kit import Advice
+from ampbench.judge.rules.traits import Result
 from ampbench.judge.sequential import Design
 from ampbench.results.baselines import Baseline, CompactTrial, compact
 from ampbench.results.verdicts import RuleResult, Status
@@ -170,13 +171,23 @@ def with_baseline(c: Ctx) -> bool:
 @dataclass(frozen=True)
 class Rule:
     """A registered rule, self-contained: `judge` returns its results (none when it does not apply to
-    the mode), `advice` what to try when one does not pass, `labels` the result names it emits."""
+    the mode), `advice` what to try when one does not pass, `results` the result names it emits with what
+    each is to the other verbs (judge/rules/traits.py; none given: one result, the rule's name, no role)."""
 
     name: str
     judge: Callable[[Ctx], list[RuleResult]]
     applies: Callable[[Ctx], bool] = always
     advice: Advice | None = None  # (result, mode config, mode diagnosis, batch size)
-    labels: tuple[str, ...] = ()
+    results: tuple[Result, ...] = ()
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The result names it emits (empty: only its own name)."""
+        return tuple(r.name for r in self.results)
 
     def emits(self, result_name: str) -> bool:
         return result_name in (self.labels or (self.name,))
+
+    def declared(self, result_name: str) -> Result:
+        """What this rule declares of one of its result names (a bare `Result` when it declares nothing)."""
+        return next((r for r in self.results if r.name == result_name), Result(result_name))

@@ -11,9 +11,11 @@ import math
 
 import numpy as np
 
-from ampbench.config import ModeConfig
+from ampbench.config import ModeConfig, Suite, Thresholds
+from ampbench.core.records import Trial
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference, measure
+from ampbench.judge.rules import sizing
 from ampbench.judge.rules.advice_kit import DISTURBED, reasons
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.history_pooled import (
@@ -25,7 +27,7 @@ from ampbench.judge.rules.history_pooled import (
     split_text,
 )
 from ampbench.judge.rules.memory import SOURCE_TEXT
-from ampbench.judge.rules.parity import PARITY_CODE, noninferiority
+from ampbench.judge.rules.parity import ACCURACY_PARITY, PARITY_CODE, noninferiority
 from ampbench.judge.rules.speed import (
     clustering,
     compare,
@@ -35,9 +37,13 @@ from ampbench.judge.rules.speed import (
     shortfall_codes,
     shortfall_text,
 )
+from ampbench.judge.rules.traits import Effect, PlanSize, Result, Seeding
 from ampbench.results.baselines import STORED_REL_ERROR, CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, as_status
+
+# the comparison `ampbench compare` applies both ways and `ampbench bisect` searches by default
+HISTORY_THROUGHPUT = "history-throughput"
 
 
 def rule_history(c: Ctx) -> list[RuleResult]:
@@ -203,5 +209,40 @@ def advise_history(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, bat
     return [HISTORY_ADVICE]
 
 
-HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history,
-               labels=("history-throughput", "history-metric", "history-memory"))
+def _log_history_figures(trials: list[Trial]) -> list[float] | None:
+    """Log fast floors of the trials, the figure history-throughput decides on when every trial has one;
+    None when one has not (then the median figure decides and is planned for)."""
+    floors = [measure.judged_floor(t.step_rates()) for t in trials]
+    return [math.log(f) for f in floors if f] if all(floors) else None
+
+
+def plan_history(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize | None:
+    """The planner's row (every mode): the spread pooled over every mode (the log fast floor where every
+    trial has one, else the log median), and a throughput drop of 2 x history_min_change to detect."""
+    th, metric = suite.thresholds, suite.suite.metric
+    m = th.history_min_change
+    gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
+    floors = [_log_history_figures(ts) for ts in ok.values() if ts]
+    groups = floors if all(f is not None for f in floors) else [sizing.log_medians(ts, metric) for ts in ok.values()]
+    sd = sizing.pooled_sd(*[x for x in groups if x is not None])  # history pools every mode
+    return PlanSize(sd, f"{2 * m:.0%} slowdown",
+                    inference.seeds_needed(sd, gap, th.confidence, drift_sd=inference.RUN_DRIFT_SD,
+                                           fail_confidence=1 - th.history_alpha))
+
+
+def history_effect(r: RuleResult, th: Thresholds) -> Effect | None:
+    """The change seen so far against 1 - history_min_change; the baseline's trials (details.seeds[1]) are
+    fixed, and the run-to-run drift stays whatever this run adds."""
+    d = r.details
+    if not d.get("ratio") or len(d.get("seeds") or []) != 2:
+        return None
+    return Effect(float(d["ratio"]), 1 - th.history_min_change, th.history_alpha, int(d["seeds"][1]),
+                  float(d.get("drift_sd") or 0.0))
+
+
+HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, results=(
+    Result(HISTORY_THROUGHPUT, seeds=Seeding(plan=plan_history, effect=history_effect), bisect="history",
+           figure="history_change"),
+    Result("history-metric", seeds=Seeding(sized_by=ACCURACY_PARITY.name), bisect="history"),  # parity's test
+    Result("history-memory", bisect="history"),
+))

@@ -11,6 +11,7 @@ from ampbench.core.units import bytes_h
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
+from ampbench.judge.rules.traits import Result
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
 
@@ -98,4 +99,5 @@ def advise_memory(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
     return [kit.INACTIVE] if r.informational else _memory(m, kit.reasons(r))
 
 
-MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory)
+MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory,
+              results=(Result("memory", tune="speed", bisect="in-run", figure="memory_reduction"),))

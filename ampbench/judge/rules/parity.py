@@ -7,11 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from ampbench.config import REFERENCE_MODE, ModeConfig
+from ampbench.config import REFERENCE_MODE, ModeConfig, Suite
 from ampbench.core.records import Trial
 from ampbench.judge import inference, sequential, stats
 from ampbench.judge.rules import advice_kit as kit
+from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
+from ampbench.judge.rules.traits import PlanSize, Result, Seeding
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, as_status
 
@@ -224,4 +226,20 @@ def advise_baseline_quality(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | 
 
 
 BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only, advice=advise_baseline_quality)
-ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity)
+def plan_parity(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize | None:
+    """The planner's row (AMP modes): the metric's seed sd pooled over the mode and FP32, and a metric drop
+    of twice the parity margin to detect."""
+    if mode == REFERENCE_MODE:
+        return None
+    th, metric = suite.thresholds, suite.suite.metric
+    sd = sizing.pooled_sd(sizing.metric_values(ok[mode], metric), sizing.metric_values(ok.get(REFERENCE_MODE, []), metric))
+    margin = max(th.metric_abs_tol, th.metric_sigma_k * sd) if sd is not None else th.metric_abs_tol
+    return PlanSize(sd, f"{metric} drop of 2 x margin",
+                    inference.seeds_needed(sd, margin, th.confidence, margin_k=sizing.margin_k(th, sd),
+                                           fail_confidence=1 - th.fail_alpha))
+
+
+PARITY_SEEDS = Seeding(plan=plan_parity)
+ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity,
+                       results=(Result("accuracy-parity", seeds=PARITY_SEEDS, tune="parity", bisect="in-run",
+                                       figure="metric_delta"),))

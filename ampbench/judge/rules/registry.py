@@ -1,7 +1,10 @@
-"""The rules in the order they run for each mode (each a `Rule`: name, applies(ctx), judge(ctx)).
+"""The rules in the order they run for each mode (each a `Rule`: name, applies(ctx), judge(ctx)), and what the
+other verbs ask of them: each result name's declared `Result` (judge/rules/traits.py).
 
 Order matters once: baseline-quality leaves its finding for accuracy-parity.  A new rule is a new
-module with a `Rule` object (its judge, advice and labels), listed here: one line.
+module with a `Rule` object (its judge, advice and results, each declaring what it is to run
+--until-decided, the planner, tune, bisect and the outcome table), listed here: one line.  The lookups
+below read `RULES` when called, so a rule added to it is seen everywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from ampbench.judge.rules.parity import ACCURACY_PARITY, BASELINE_QUALITY
 from ampbench.judge.rules.speed import SPEEDUP
 from ampbench.judge.rules.stability import STABILITY
 from ampbench.judge.rules.target import TIME_TO_TARGET
+from ampbench.judge.rules.traits import BisectKind, Figure, Result
+from ampbench.results.verdicts import ModeVerdict, SpeedupDetails
 
 RULES: tuple[Rule, ...] = (
     AMP_COMPARED, COMPLETENESS, AMP_ACTIVE, OP_LISTS, BASELINE_QUALITY, ACCURACY_PARITY, SPEEDUP, MEMORY, ENERGY, TIME_TO_TARGET,
@@ -27,3 +32,53 @@ RULES: tuple[Rule, ...] = (
 def rule_for(result_name: str) -> Rule | None:
     """The registered rule that emits results of this name (history-throughput -> history)."""
     return next((r for r in RULES if r.emits(result_name)), None)
+
+
+def result(name: str) -> Result:
+    """What the rule that emits `name` declares of it; a name no registered rule emits has no role."""
+    rule = rule_for(name)
+    return rule.declared(name) if rule is not None else Result(name)
+
+
+def results() -> list[Result]:
+    """Every result name the registered rules emit, as declared, in registry order."""
+    return [rule.declared(name) for rule in RULES for name in (rule.labels or (rule.name,))]
+
+
+def bisectable() -> dict[str, BisectKind]:
+    """The results `ampbench bisect --rule` searches, and how each is judged (history / in-run)."""
+    return {r.name: r.bisect for r in results() if r.bisect is not None}
+
+
+def figures(v: ModeVerdict) -> dict[Figure, float | None]:
+    """The mode figures the mode's results give (their `observed`, when a number), first result first."""
+    out: dict[Figure, float | None] = {}
+    for r in v.rules:
+        fig = result(r.rule).figure
+        if fig is not None and fig not in out:
+            out[fig] = float(r.observed) if isinstance(r.observed, (int, float)) else None
+    return out
+
+
+def speedup_details(v: ModeVerdict) -> SpeedupDetails | None:
+    """The estimate and interval of the result that gives the speedup figure, when it had enough data."""
+    for r in v.rules:
+        if result(r.rule).figure == "speedup" and all(isinstance(r.details.get(k), (int, float))
+                                                      for k in ("estimate", "ci_low", "ci_high")):
+            return SpeedupDetails.model_validate(r.details)
+    return None
+
+
+def traits_table() -> str:
+    """docs/checks.md's table of what each result is to the other verbs, rendered from the declarations."""
+    def seeds(r: Result) -> str:
+        if r.seeds is None:
+            return ""
+        return f"yes, sized by {r.seeds.sized_by}'s row" if r.seeds.sized_by else "yes"
+
+    lines = ["| result | more seeds decide it | tune's failure kind | outcome table | bisect | figure |",
+             "|---|---|---|---|---|---|"]
+    for r in results():
+        cells = [seeds(r), r.tune or "", r.outcome or "", r.bisect or "", f"`{r.figure}`" if r.figure else ""]
+        lines.append(f"| {r.name} | " + " | ".join(c or "-" for c in cells) + " |")
+    return "\n".join(lines)

@@ -8,10 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampbench.config import REFERENCE_MODE, ModeConfig
+from ampbench.config import REFERENCE_MODE, ModeConfig, Suite, Thresholds
+from ampbench.core.records import Trial
 from ampbench.judge import clusters, inference, interference, measure, why_slow
 from ampbench.judge.rules import advice_kit as kit
+from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
+from ampbench.judge.rules.traits import Effect, PlanSize, Result, Seeding
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, as_status
@@ -233,4 +236,23 @@ def advise_speedup(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, bat
     return causes + _speedup(m, batch_size)
 
 
-SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup)
+def plan_speedup(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize | None:
+    """The planner's row (AMP modes): the spread of log per-trial median throughput pooled over the mode and
+    FP32, and a speedup 10% below min_speedup to detect."""
+    if mode == REFERENCE_MODE:
+        return None
+    th, metric = suite.thresholds, suite.suite.metric
+    sd = sizing.pooled_sd(sizing.log_medians(ok[mode], metric), sizing.log_medians(ok.get(REFERENCE_MODE, []), metric))
+    return PlanSize(sd, "speedup 10% below min_speedup",
+                    inference.seeds_needed(sd, -math.log(0.9), th.confidence, fail_confidence=1 - th.fail_alpha))
+
+
+def speedup_effect(r: RuleResult, th: Thresholds) -> Effect | None:
+    """The speedup seen so far against min_speedup; both arms grow with every seed."""
+    est = r.details.get("estimate")
+    return Effect(float(est), th.min_speedup, th.fail_alpha) if est else None
+
+
+SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup,
+               results=(Result("speedup", seeds=Seeding(plan=plan_speedup, effect=speedup_effect), tune="speed",
+                               bisect="in-run", figure="speedup"),))

@@ -7,6 +7,7 @@ from ampbench.core.records import Trial
 from ampbench.judge import stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, finite, g, n_of
+from ampbench.judge.rules.traits import Result
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
@@ -102,4 +103,5 @@ def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, b
     return _stability(m, diag, kit.reasons(r))
 
 
-STABILITY = Rule("stability", rule_stability, advice=advise_stability)
+STABILITY = Rule("stability", rule_stability, advice=advise_stability,
+                 results=(Result("stability", tune="stability"),))

@@ -1,0 +1,83 @@
+"""What the verbs beyond `check` need to know of a rule's result, declared on the rule object (issue 42).
+
+A rule emits one or more results by name (history: history-throughput, history-metric, history-memory).
+Each name's `Result` says what it is to the rest of ampbench, so that no other module decides by a rule's
+name:
+
+- `seeds`: more matched seeds can decide it while it is INCONCLUSIVE.  `run --until-decided`, tune and
+  bisect add seeds for it (judge.until), sized by the seed planner's row for it (`plan`, judge.planner) or
+  by another result's row (`sized_by`: history-metric is accuracy-parity's test); a log-ratio rule also
+  says how the effect seen so far projects (`effect`, until.projected_seeds).
+- `tune`: the failure kind a non-pass of it is to `ampbench tune`'s ladder (judge.ladder.classify).
+- `outcome`: "cause" when its non-pass means AMP did not run: the mode's informational results join its
+  next-step line in the outcome table (report.outcome), and check's notes say so (judge.check).
+- `bisect`: "history" (judged against the good endpoint's baseline, in every mode) or "in-run" (judged
+  inside each run, in the AMP modes): `ampbench bisect --rule` searches it (commands.bisect).
+- `figure`: the mode figure its result gives: tune's rung record and the run summary read it (speedup's
+  estimate and interval from its details, the others' `observed`).
+
+A result no rule declares has none of these: `check` judges it and the outcome table shows it, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ampbench.config import Suite, Thresholds
+from ampbench.core.records import Trial
+from ampbench.results.verdicts import RuleResult
+
+TuneKind = Literal["inactive", "error", "stability", "parity", "speed"]
+OutcomeRole = Literal["cause"]
+BisectKind = Literal["history", "in-run"]
+Figure = Literal["speedup", "memory_reduction", "metric_delta", "history_change"]
+
+
+@dataclass(frozen=True)
+class PlanSize:
+    """The seed planner's row for one result of one mode: the spread seen, the effect it must detect and
+    the seeds per mode that detect it (None: spread unknown, or beyond the planner's limit)."""
+
+    spread: float | None
+    effect: str
+    seeds_needed: int | None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A log-ratio result's estimate so far against its threshold, at its FAIL alpha; `fixed`: trials that
+    no seed of this run adds to (a baseline's; None: both arms grow), `drift`: a run-to-run allowance."""
+
+    estimate: float
+    threshold: float
+    alpha: float
+    fixed: int | None = None
+    drift: float = 0.0
+
+
+# (suite, mode, the ok trials of every mode) -> the mode's row, None where the result is not planned for it
+PlanFn = Callable[[Suite, str, dict[str, list[Trial]]], PlanSize | None]
+EffectFn = Callable[[RuleResult, Thresholds], Effect | None]
+
+
+@dataclass(frozen=True)
+class Seeding:
+    """More seeds can decide the result: how the planner sizes it, and how its effect seen so far projects."""
+
+    plan: PlanFn | None = None      # its own planner row
+    sized_by: str | None = None     # or another result's row sizes it (the same test)
+    effect: EffectFn | None = None  # log-ratio rules: the estimate so far (until.projected_seeds)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One result name a rule emits and what the other verbs need of it (the module docstring)."""
+
+    name: str
+    seeds: Seeding | None = None
+    tune: TuneKind | None = None
+    outcome: OutcomeRole | None = None
+    bisect: BisectKind | None = None
+    figure: Figure | None = None

@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from ampbench.commands.history import summarize_run_dir
+from ampbench.commands.sweep import sweep_report
 from ampbench.core.columns import Col, Output
 from ampbench.core.records import Memory
 from ampbench.record import fields
@@ -134,9 +135,9 @@ def _cells(line: str) -> list[str]:
 
 def test_a_marked_mode_field_shows_in_every_per_mode_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tables a mode a row beside report.md's summary: the outcome (report.md's and the console's),
-    `ampbench compare --format md` and the dashboard's runs table each show a `ModeSummary` field marked for
+    `ampbench compare --format md`, the dashboard's runs table and the sweep report each show a `ModeSummary` field marked for
     it, headed and formatted as the catalog says; the overview shows a marked `RunSummary` field."""
-    col = Col("Steps recorded", "count", rank=57, shows=("outcome", "compare", "dashboard"))
+    col = Col("Steps recorded", "count", rank=57, shows=("outcome", "compare", "dashboard", "sweep"))
     info = ModeSummary.model_fields["total_steps"]
     monkeypatch.setattr(info, "metadata", [*info.metadata, col])
     run_info = RunSummary.model_fields["paddle"]
@@ -160,6 +161,11 @@ def test_a_marked_mode_field_shows_in_every_per_mode_table(tmp_path: Path, monke
     table = write_summary([run], "md").splitlines()
     cols = _cells(table[0])
     assert cols.index("Steps recorded") == cols.index("Peak memory") + 1
+    assert _cells(next(ln for ln in table if "| `fp32` |" in ln))[cols.index("Steps recorded")] == steps
+
+    table = sweep_report([("train.steps", ["8"])], [(["train.steps=8"], run, 0)]).splitlines()
+    cols = _cells(table[2])
+    assert cols.index("Steps recorded") == cols.index("Speedup [95% CI]") + 1
     assert _cells(next(ln for ln in table if "| `fp32` |" in ln))[cols.index("Steps recorded")] == steps
 
     entry = json.loads(summarize_run_dir(run).to_line())
@@ -205,9 +211,10 @@ RENDERERS = [
     ("ampbench/report/console.py", ("print_outcome",), "outcome"),
     ("ampbench/report/compare.py", ("to_markdown", "_md_cell", "run_modes"), "compare"),
     ("ampbench/report/publish.py", ("_runs_table", "_figure_html"), "dashboard"),
+    ("ampbench/commands/sweep.py", ("sweep_report",), "sweep"),
     ("ampbench/report/trend.py", ("overview",), "overview"),
 ]
-MODE_OUTPUTS = ("modes", "trend", "outcome", "compare", "dashboard")   # a mode a row: ModeSummary's columns
+MODE_OUTPUTS = ("modes", "trend", "outcome", "compare", "dashboard", "sweep")   # a mode a row: ModeSummary's columns
 
 
 def _catalog(output: str) -> list[fields.Column]:
@@ -268,6 +275,8 @@ OLD_HEADERS = [
     ("_runs_table", 'def _runs_table(entries, links, frac):\n    head = ("<tr><th>Started</th><th>Run</th><th>Commit</th>'
      '<th>Mode</th><th>Samples/s</th><th>Peak memory</th>"\n            "<th>Metric</th><th>Verdict</th></tr>")\n',
      "dashboard", {"mode", "samples/s", "peak memory"}),
+    ("sweep_report", 'def sweep_report(grid, done):\n    return md_table(["Point", "Mode", "Samples/s", "Speedup vs fp32", '
+     '"Verdict", "Exit"], rows)\n', "sweep", {"mode", "samples/s"}),
     ("overview", 'def overview(views, ctx):\n    return md_table(["Suite", "Run", "Profile", "Device", "Verdict", '
      '"Exit code"], rows)\n', "overview", {"suite", "profile", "device"}),
 ]

@@ -6,7 +6,7 @@ lists (report/benchmark_export.py) and the history line's per-trial points (judg
 over `columns(output)`: before, each built its own parallel header, row and alignment lists, and the same
 samples/s was printed `:.1f` on the console and to three significant digits in report.md.  The tables a
 mode a row (report.md's summary, the trend, the outcome report.md and the console open with, `ampbench
-compare --format md`, the dashboard's runs) loop over `columns(output, ModeSummary, MODE_COMPUTED)` with
+compare --format md`, the dashboard's runs, the sweep report) loop over `columns(output, ModeSummary, MODE_COMPUTED)` with
 columns of their own that are no field (a verdict, a run's link), and report.md's overview of several runs
 over `columns("overview", RunSummary, ...)`.
 

@@ -72,8 +72,9 @@ class ModeSummary(BaseModel):
     # speedup of NaN would decide a comparison; rates and the speedup are positive when present
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     # the `Col` markers: the per-mode tables' columns (report.md's summary, the trend, the outcome,
-    # `compare --format md`, the dashboard's runs; record/fields.py)
-    mode: Annotated[str, Col("Mode", "code", rank=10, shows=("modes", "outcome", "compare", "dashboard"))]
+    # `compare --format md`, the dashboard's runs, the sweep report; record/fields.py)
+    mode: Annotated[str, Col("Mode", "code", rank=10, shows=("modes", "outcome", "compare", "dashboard",
+                                                                    "sweep"))]
     amp_requested: bool = False
     amp_active: bool = False
     level: Level = "O0"
@@ -84,11 +85,11 @@ class ModeSummary(BaseModel):
     statuses: dict[str, int] = {}
     unit: str = "samples"
     samples_per_s: Annotated[float | None, Col("Samples/s {ci}", "rate", rank=30,
-                                               shows=("modes", "trend", "compare", "dashboard"),
+                                               shows=("modes", "trend", "compare", "dashboard", "sweep"),
                                                ci="samples_per_s_ci")] = Field(None, gt=0)
     samples_per_s_ci: tuple[float, float] | None = None
     floor_samples_per_s: float | None = Field(None, gt=0)  # the run's fast floor (measure.run_floor): pooled.select
-    speedup: Annotated[float | None, Col("Speedup {ci}", "ratio", rank=40, shows=("modes", "trend", "outcome"),
+    speedup: Annotated[float | None, Col("Speedup {ci}", "ratio", rank=40, shows=("modes", "trend", "outcome", "sweep"),
                                          ci="speedup_ci")] = Field(None, gt=0)
     speedup_ci: tuple[float, float] | None = None
     peak_bytes: Annotated[int | None, Col("Peak memory", "bytes", rank=50,

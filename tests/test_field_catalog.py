@@ -12,6 +12,7 @@ import ast
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import get_args
 
@@ -19,15 +20,20 @@ import pytest
 from rich.console import Console
 
 from ampbench.commands.history import summarize_run_dir
+from ampbench.commands.sweep import sweep_report
 from ampbench.core.columns import Col, Output
 from ampbench.core.records import Memory
 from ampbench.record import fields
 from ampbench.record.assemble import TrialAssembler
 from ampbench.report.benchmark_export import export_document
-from ampbench.report.console import print_trials
+from ampbench.report.compare import write_summary
+from ampbench.report.console import print_outcome, print_trials
+from ampbench.report.outcome import outcome_md
+from ampbench.report.publish import _runs_table
 from ampbench.report.tables import summary_table, trials_table
+from ampbench.report.trend import overview
 from ampbench.report.view import Ctx, load_view
-from ampbench.results.history import MODE_COMPUTED, ModeSummary
+from ampbench.results.history import MODE_COMPUTED, ModeSummary, RunSummary
 from ampbench.results.run_dir import RunDir
 from ampbench.results.summary import write_summary_csv
 from tests.factories import make_run, make_suite, make_trial
@@ -63,6 +69,12 @@ def _report_md(run: Path) -> str:
     return trials_table(load_view(run), Ctx(out_dir=run, plots_dir=run / "plots", multi=False), 2)
 
 
+def _placed(header: list[str], name: str, after: str, before: str) -> bool:
+    """`name` sits where its rank puts it: after the column ranked below it, before the one ranked above
+    (other columns, a real field added since, may sit between)."""
+    return header.index(after) < header.index(name) < header.index(before)
+
+
 def _md_row(md: str, key: str) -> tuple[list[str], list[str]]:
     """The trials table's header and the row of trial `key`, as cells."""
     lines = md.split("## Trials", 1)[1].splitlines()
@@ -77,7 +89,7 @@ def test_a_marked_field_shows_in_every_trial_table(tmp_path: Path, energy_column
 
     header, row = _md_row(_report_md(run), "fp32__seed0")
     at = header.index("Energy/sample (J)")
-    assert header[at - 1] == "Samples/s"   # rank 45: right after samples/s (40)
+    assert _placed(header, "Energy/sample (J)", "Samples/s", "Step (median)")   # rank 45: between 40 and 50
     assert row[at] == SHOWN
 
     out = io.StringIO()
@@ -85,7 +97,7 @@ def test_a_marked_field_shows_in_every_trial_table(tmp_path: Path, energy_column
     lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("|") and "-+-" not in ln]
     cols = [c.strip() for c in lines[0].strip("|").split("|")]
     body = [c.strip() for c in next(ln for ln in lines if "| fp32 " in ln).strip("|").split("|")]
-    assert cols.index("Energy/sample (J)") == cols.index("Samples/s") + 1
+    assert _placed(cols, "Energy/sample (J)", "Samples/s", "Peak memory")
     assert body[cols.index("Energy/sample (J)")] == SHOWN
 
     rows = list(csv.DictReader(io.StringIO(write_summary_csv(RunDir(run), trials).read_text(encoding="utf-8"))))
@@ -118,9 +130,57 @@ def test_a_marked_mode_field_shows_in_the_summary_table(tmp_path: Path, monkeypa
     lines = summary_table(view).splitlines()
     header = [c.strip() for c in lines[0].strip("|").split(" | ")]
     at = header.index("Steps recorded")
-    assert header[at - 1] == "Samples/s [95% CI]"
+    assert _placed(header, "Steps recorded", "Samples/s [95% CI]", "Speedup [95% CI]")   # rank 35: between 30 and 40
     row = [c.strip() for c in next(ln for ln in lines if ln.startswith("| `fp32`")).strip("|").split(" | ")]
     assert row[at] == str(view.summary.modes["fp32"].total_steps) != "0"
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_a_marked_mode_field_shows_in_every_per_mode_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables a mode a row beside report.md's summary: the outcome (report.md's and the console's),
+    `ampbench compare --format md`, the dashboard's runs table and the sweep report each show a `ModeSummary` field marked for
+    it, headed and formatted as the catalog says; the overview shows a marked `RunSummary` field."""
+    col = Col("Steps recorded", "count", rank=57, shows=("outcome", "compare", "dashboard", "sweep"))
+    info = ModeSummary.model_fields["total_steps"]
+    monkeypatch.setattr(info, "metadata", [*info.metadata, col])
+    run_info = RunSummary.model_fields["paddle"]
+    monkeypatch.setattr(run_info, "metadata", [*run_info.metadata, Col("Paddle", "text", rank=45, shows=("overview",))])
+    run = _run(tmp_path)
+    view = load_view(run)
+    steps = str(view.summary.modes["fp32"].total_steps)
+    assert steps != "0"
+
+    md = outcome_md(view, 2).splitlines()
+    header = _cells(md[2])
+    assert _placed(header, "Steps recorded", "Memory vs fp32", "Δ vs fp32")   # rank 57: between 55 and 65
+    assert _cells(next(ln for ln in md if ln.startswith("| `fp32`")))[header.index("Steps recorded")] == steps
+
+    out = io.StringIO()
+    print_outcome(view, Console(file=out, width=250, force_terminal=False))
+    lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("|") and "-+-" not in ln]
+    cols = _cells(lines[0])
+    assert _cells(next(ln for ln in lines if "| fp32 " in ln))[cols.index("Steps recorded")] == steps
+
+    table = write_summary([run], "md").splitlines()
+    cols = _cells(table[0])
+    assert _placed(cols, "Steps recorded", "Peak memory", "Skipped steps")
+    assert _cells(next(ln for ln in table if "| `fp32` |" in ln))[cols.index("Steps recorded")] == steps
+
+    table = sweep_report([("train.steps", ["8"])], [(["train.steps=8"], run, 0)]).splitlines()
+    cols = _cells(table[2])
+    assert _placed(cols, "Steps recorded", "Speedup [95% CI]", "Verdict")
+    assert _cells(next(ln for ln in table if "| `fp32` |" in ln))[cols.index("Steps recorded")] == steps
+
+    entry = json.loads(summarize_run_dir(run).to_line())
+    html = _runs_table([entry], {}, False)
+    assert "<th>Steps recorded</th>" in html and f'<td class="num">{steps}</td>' in html
+
+    head = next(ln for ln in overview([view], Ctx(out_dir=run, plots_dir=run / "plots", multi=True)).splitlines()
+                if ln.startswith("| Suite"))
+    assert _cells(head) == ["Suite", "Run", "Profile", "Device", "Paddle", "Verdict", "Exit code"]
 
 
 def test_summary_csv_keeps_its_documented_columns_first() -> None:
@@ -153,22 +213,47 @@ RENDERERS = [
     ("ampbench/judge/summary.py", ("trial_point",), "history"),
     ("ampbench/report/tables.py", ("summary_table", "_own_columns", "_mode_cell"), "modes"),
     ("ampbench/report/trend.py", ("trend_section",), "trend"),
+    ("ampbench/report/outcome.py", ("outcome_md", "_md_cell", "outcome_columns", "cell", "_row"), "outcome"),
+    ("ampbench/report/console.py", ("print_outcome",), "outcome"),
+    ("ampbench/report/compare.py", ("to_markdown", "_md_cell", "run_modes"), "compare"),
+    ("ampbench/report/publish.py", ("_runs_table", "_figure_html"), "dashboard"),
+    ("ampbench/commands/sweep.py", ("sweep_report",), "sweep"),
+    ("ampbench/report/trend.py", ("overview",), "overview"),
 ]
+MODE_OUTPUTS = ("modes", "trend", "outcome", "compare", "dashboard", "sweep")   # a mode a row: ModeSummary's columns
 
 
 def _catalog(output: str) -> list[fields.Column]:
-    """A trial output's columns, or a per-mode one's (ModeSummary's, results/history.py)."""
-    return fields.columns(output, ModeSummary, MODE_COMPUTED) if output in ("modes", "trend") else fields.columns(output)
+    """A trial output's columns, a per-mode one's (ModeSummary's, results/history.py) or the run overview's
+    (RunSummary's)."""
+    if output in MODE_OUTPUTS:
+        return fields.columns(output, ModeSummary, MODE_COMPUTED)
+    return fields.columns(output, RunSummary, ()) if output == "overview" else fields.columns(output)
 
 
 def _literals(path: Path, names: tuple[str, ...]) -> set[str]:
+    """The text of every string literal in the functions `names`, lower-case: each whole, and each cell of it
+    (an HTML row's `<th>`s, a markdown row's `|` cells; an f-string's pieces, cut at an opening bracket)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for fn in ast.walk(tree):
         if isinstance(fn, ast.FunctionDef) and fn.name in names:
-            found |= {n.value.strip().lower() for n in ast.walk(fn) if isinstance(n, ast.Constant)
-                      and isinstance(n.value, str)}
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                    found.add(n.value.strip().lower())
+                    found |= {p.strip(" [(").lower() for p in re.split(r"<[^>]*>|\|", n.value)} - {""}
     return found
+
+
+def _headers(cols: list[fields.Column]) -> set[str]:
+    """Each header as a table shows it (its `{metric}`: "metric", `{ci}`: 95%) and as its words without the
+    placeholders (`Samples/s {ci}`: "samples/s"), lower-case."""
+    out: set[str] = set()
+    for c in cols:
+        if c.col.header:
+            out |= {c.col.header.lower(), c.header(fields.View("metric")).lower(),
+                    re.sub(r"\{\w+\}", "", c.col.header).strip().lower()}
+    return out - {""}
 
 
 @pytest.mark.parametrize(("module", "functions", "output"), RENDERERS)
@@ -176,16 +261,38 @@ def test_no_renderer_spells_its_own_columns(module: str, functions: tuple[str, .
     """A text table's headers, a data output's keys: each only in the catalog (compared lower-case, so the
     console's old `"samples/s"` counts; the kinds' names are the catalog's vocabulary and allowed)."""
     cols = _catalog(output)
-    names = ({c.col.header.lower() for c in cols if c.col.header} if output in ("md", "console", "modes", "trend")
-             else {c.csv_name.lower() for c in cols})
+    names = _headers(cols) if output not in ("csv", "export", "history") else {c.csv_name.lower() for c in cols}
     found = _literals(ROOT / module, functions)
     assert found, f"{module}: none of {functions} found (renamed? update RENDERERS)"
     assert not names & (found - set(fields.FORMATS)), f"{module} spells catalog columns itself"
 
 
-def test_the_grep_catches_a_hand_built_header(tmp_path: Path) -> None:
-    """The check above bites: the report's old hand-built header list is caught."""
-    old = tmp_path / "tables.py"
-    old.write_text('def trials_table(v):\n    header = ["Trial", "Status", "Batch", "Samples/s"]\n')
-    md = {c.col.header.lower() for c in fields.columns("md") if c.col.header}
-    assert {"trial", "status", "batch", "samples/s"} <= md & _literals(old, ("trials_table",))
+# Each converted table's old hand-built header, as its renderer spelled it (the old function's lines)
+OLD_HEADERS = [
+    ("trials_table", 'def trials_table(v):\n    header = ["Trial", "Status", "Batch", "Samples/s"]\n', "md",
+     {"trial", "status", "batch", "samples/s"}),
+    ("outcome_md", 'def outcome_md(v, level):\n    header = ["Mode", "Verdict", f"Speedup [{v.summary.confidence:.0%} CI]", '
+     '"Memory", f"{metric} Δ", "Decided by"]\n', "outcome", {"mode", "speedup"}),
+    ("print_outcome", 'def print_outcome(v, console):\n    table.add_column("mode", overflow="fold")\n'
+     '    table.add_column(f"speedup [{v.summary.confidence:.0%} CI]", justify="right")\n', "outcome", {"mode", "speedup"}),
+    ("to_markdown", 'def to_markdown(df):\n    return md_table(["Run", "Suite", "Mode", "Trials ok", "Samples/s (median)", '
+     '"vs first run", "Peak memory", "Metric (mean ± sd)", "Skipped steps"], rows)\n', "compare",
+     {"mode", "peak memory", "metric (mean ± sd)", "skipped steps"}),
+    ("_runs_table", 'def _runs_table(entries, links, frac):\n    head = ("<tr><th>Started</th><th>Run</th><th>Commit</th>'
+     '<th>Mode</th><th>Samples/s</th><th>Peak memory</th>"\n            "<th>Metric</th><th>Verdict</th></tr>")\n',
+     "dashboard", {"mode", "samples/s", "peak memory"}),
+    ("sweep_report", 'def sweep_report(grid, done):\n    return md_table(["Point", "Mode", "Samples/s", "Speedup vs fp32", '
+     '"Verdict", "Exit"], rows)\n', "sweep", {"mode", "samples/s"}),
+    ("overview", 'def overview(views, ctx):\n    return md_table(["Suite", "Run", "Profile", "Device", "Verdict", '
+     '"Exit code"], rows)\n', "overview", {"suite", "profile", "device"}),
+]
+
+
+@pytest.mark.parametrize(("function", "code", "output", "caught"), OLD_HEADERS, ids=[o[0] for o in OLD_HEADERS])
+def test_the_grep_catches_a_hand_built_header(tmp_path: Path, function: str, code: str, output: str,
+                                              caught: set[str]) -> None:
+    """The check above bites: each table's old hand-built header list is caught (an HTML row's cells, an
+    f-string's words before its interval included)."""
+    old = tmp_path / "old.py"
+    old.write_text(code, encoding="utf-8")
+    assert caught <= _headers(_catalog(output)) & _literals(old, (function,))

@@ -90,6 +90,9 @@ def test_report_opens_with_the_outcome_and_says_shared_advice_once(tmp_path: Pat
     assert re.findall(r"^## (.+)$", md, re.MULTILINE)[0] == "Outcome"
     outcome = md.split("## Outcome", 1)[1].split("\n## ", 1)[0]
     assert all(f"| `{m}` |" in outcome for m in MODES)
+    # the mode's figures headed as report.md's summary table heads them (the field catalog's columns)
+    header = next(ln for ln in outcome.splitlines() if ln.startswith("| Mode |"))
+    assert all(f"| {h} |" in header for h in ("Verdict", "Speedup [95% CI]", "Memory vs fp32", "Δ vs fp32", "Decided by"))
     # the informational rules' advice (4 rules x 2 modes) is said once, naming the rules it also answers
     assert md.count(INACTIVE) == 1, md
     assert "Try (also for speedup, memory, energy, amp-o2-bf16 accuracy-parity" in md

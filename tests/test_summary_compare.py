@@ -53,6 +53,11 @@ def test_md_csv_parquet(two_runs, tmp_path):
     md = write_summary([a, b], "md")
     line = next(ln for ln in md.splitlines() if ln.startswith("| `night-2` | `ocr` | `amp-o1-fp16` |"))
     assert "| -20.0% |" in line
+    # the mode's figures as report.md's summary table heads and shows them (the field catalog's columns)
+    header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
+    cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+    assert cells["Samples/s [95% CI]"].startswith("576 [") and cells["Peak memory"] == "9.10 GiB (cuda)"
+    assert cells["hmean (mean ± sd)"] == "80.20% ± 0.26 (n=3)" and cells["Skipped steps"] == "3 / 180"
     csv = pd.read_csv(io.StringIO(write_summary([a, b], "csv")))
     assert len(csv) == 8 and set(csv["mode"]) == {"fp32", "amp-o1-fp16", "amp-o2-fp16", "amp-o2-bf16"}
     pytest.importorskip("pyarrow")

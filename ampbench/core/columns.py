@@ -17,8 +17,11 @@ Kind = Literal["text", "code", "trial", "status", "markdown", "count", "size", "
                "loss", "metric", "flag", "ratio", "reduction", "metric_pm", "metric_delta"]
 # Where a column is shown: report.md's trials table, the console's trial table, summary.csv, the
 # pytest-benchmark export's per-mode extra_info, the history line's per-trial points (a trial's columns);
-# report.md's per-mode summary table and the history's trend table (a mode's: `ModeSummary`'s).
-Output = Literal["md", "console", "csv", "export", "history", "modes", "trend"]
+# report.md's per-mode summary table, the history's trend table, the outcome table (report.md's and the
+# console's), `ampbench compare --format md`'s runs-by-mode table, the dashboard's runs table and the sweep
+# report (a mode's: `ModeSummary`'s); the several-runs overview of report.md (a run's: `RunSummary`'s).
+Output = Literal["md", "console", "csv", "export", "history", "modes", "trend", "outcome", "compare", "dashboard",
+                 "sweep", "overview"]
 
 
 @dataclass(frozen=True)

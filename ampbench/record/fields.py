@@ -4,7 +4,11 @@ report.md's trials table (report/tables.py), the console's trial table (report/c
 (results/summary.py, and `ampbench summary`'s frame built on it), the pytest-benchmark export's per-mode
 lists (report/benchmark_export.py) and the history line's per-trial points (judge/summary.py) each loop
 over `columns(output)`: before, each built its own parallel header, row and alignment lists, and the same
-samples/s was printed `:.1f` on the console and to three significant digits in report.md.
+samples/s was printed `:.1f` on the console and to three significant digits in report.md.  The tables a
+mode a row (report.md's summary, the trend, the outcome report.md and the console open with, `ampbench
+compare --format md`, the dashboard's runs, the sweep report) loop over `columns(output, ModeSummary, MODE_COMPUTED)` with
+columns of their own that are no field (a verdict, a run's link), and report.md's overview of several runs
+over `columns("overview", RunSummary, ...)`.
 
 A column is a `Col` marker on a model field (core/columns.py: `Annotated[float, Col(...)]`, found by
 walking the `Trial` model and the sub-models it holds) or, for a figure computed from several fields

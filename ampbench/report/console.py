@@ -17,7 +17,7 @@ from ampbench.core.records import Trial
 from ampbench.judge import measure
 from ampbench.record import fields
 from ampbench.report import fmt
-from ampbench.report.outcome import interval_note, mode_rows, next_steps
+from ampbench.report.outcome import cell, interval_note, mode_rows, next_steps, outcome_columns, outcome_view
 from ampbench.report.view import RunView
 from ampbench.results.verdicts import CheckReport
 
@@ -144,20 +144,15 @@ def print_rules(report: CheckReport, console: Console) -> None:
 def print_outcome(v: RunView, console: Console) -> None:
     """The outcome (report/outcome.py): one row per mode, one line per next step with the rules it
     answers, then the legend, the checker's notes and the verdict line with the exit code."""
-    metric = v.summary.metric or "metric"
     title = Text(f"ampbench check: {v.summary.suite} ({v.summary.profile}), each mode vs fp32")
     table = Table(title=title, title_justify="left", box=table_box(console))
-    table.add_column("mode", overflow="fold")
-    table.add_column("verdict", no_wrap=True)
-    table.add_column(f"speedup [{v.summary.confidence:.0%} CI]", justify="right", no_wrap=True)
-    table.add_column("memory", justify="right", no_wrap=True)
-    table.add_column(Text(f"{metric} Δ"), justify="right", no_wrap=True)
-    table.add_column("decided by", overflow="fold")
+    cols, view = outcome_columns(), outcome_view(v)   # the catalog's (record/fields.py), as report.md's
+    for c in cols:   # a name, a rule list fold; a figure, a verdict stay on one line
+        table.add_column(Text(c.header(view)), justify="right" if c.align == "r" else "left",
+                         no_wrap=c.col.kind not in ("code", "text"), overflow="fold")
     for row in mode_rows(v):
-        star = "*" if row.informational else ""
-        table.add_row(Text(row.mode), Text(row.verdict, style=_STYLE.get(row.verdict, "")),
-                      *(Text(x + (star if x != fmt.DASH else "")) for x in (row.speedup, row.memory, row.metric)),
-                      Text(row.decided))
+        table.add_row(*(Text(cell(c, row, view), style=_STYLE.get(row.verdict, "") if c.col.kind == "status" else "")
+                        for c in cols))
     console.print(table)
     print_crashes(v.trials, console)
     if (note := interval_note(v)) is not None:

@@ -14,9 +14,11 @@ cause of its own: its next step is that of the result its rule object declares t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE
+from ampbench.core.columns import Col
 from ampbench.judge.rules import registry
 from ampbench.record import fields
 from ampbench.report.fmt import DASH, md_code, md_prose, md_table, md_text
@@ -28,16 +30,17 @@ from ampbench.results.verdicts import ModeVerdict, RuleResult
 
 @dataclass(frozen=True)
 class ModeRow:
-    """One mode's line of the outcome table; the figures are formatted, the names raw (each rendering
-    escapes them its own way)."""
+    """One mode's line of the outcome table: the mode's figures (its summary, shown through the catalog's
+    columns) and its verdict with what decided it, raw (each rendering escapes them its own way)."""
 
-    mode: str
+    figures: ModeSummary  # a planned mode without a trial file: `ModeSummary(mode=name)`, every figure missing
     verdict: str
-    speedup: str
-    memory: str
-    metric: str
     decided: str
     informational: bool  # AMP inactive in this mode: its figures compare FP32 with FP32, not judged
+
+    @property
+    def mode(self) -> str:
+        return self.figures.mode
 
 
 @dataclass(frozen=True)
@@ -61,22 +64,41 @@ def mode_rows(v: RunView) -> list[ModeRow]:
     """One row per mode in the plan's order (modes without a trial file included)."""
     verdicts = {mv.mode: mv for mv in (v.check.verdicts if v.check else [])}
     planned = list(dict.fromkeys([*v.summary.modes, *(p.mode for p in v.info.plan)]))
-    return [_row(name, v.summary.modes.get(name), verdicts.get(name), v.fraction) for name in planned]
+    return [_row(name, v.summary.modes.get(name), verdicts.get(name)) for name in planned]
 
 
-def _row(name: str, m: ModeSummary | None, mv: ModeVerdict | None, fraction: bool) -> ModeRow:
+def _row(name: str, m: ModeSummary | None, mv: ModeVerdict | None) -> ModeRow:
     verdict = mv.verdict if mv is not None else NOT_CHECKED
     if m is None:
-        return ModeRow(name, verdict, DASH, DASH, DASH, "no trial finished", False)
-    info = m.amp_requested and not m.amp_active and m.ok > 0
-    if name == REFERENCE_MODE:
-        speed = mem = metric = DASH
-    else:
-        # the summary table's figures, formatted by the catalog's columns (record/fields.py): one string each
-        cols = {c.key: c for c in fields.columns("modes", ModeSummary, MODE_COMPUTED)}
-        view = fields.View(fraction=fraction)
-        speed, mem, metric = (cols[k].text(m, view) for k in ("speedup", "memory_reduction", "metric_delta"))
-    return ModeRow(name, verdict, speed, mem, metric, decided_by(mv), info)
+        return ModeRow(ModeSummary(mode=name), verdict, "no trial finished", False)
+    return ModeRow(m, verdict, decided_by(mv), m.amp_requested and not m.amp_active and m.ok > 0)
+
+
+# The outcome's columns that are no figure of the mode (its verdict, what decided it); the figures are the
+# catalog's (record/fields.py: ModeSummary's `Col` markers that show in "outcome", fp32's own figures
+# against itself missing there), so they read as report.md's summary table shows them.
+_OWN = (
+    fields.Column("verdict", Col("Verdict", "status", rank=20, shows=("outcome",)), lambda r, v: r.verdict),
+    fields.Column("decided_by", Col("Decided by", "text", rank=90, shows=("outcome",)), lambda r, v: r.decided),
+)
+
+
+def outcome_columns() -> list[fields.Column]:
+    """The outcome table's columns, in order: the catalog's and its own."""
+    return fields.columns("outcome", ModeSummary, (*MODE_COMPUTED, *_OWN))
+
+
+def outcome_view(v: RunView) -> fields.View:
+    return fields.View(v.summary.metric, v.fraction, v.summary.confidence)
+
+
+def cell(c: fields.Column, row: ModeRow, view: fields.View, esc: Callable[[str], str] = str, star: str = "*") -> str:
+    """One cell's text (`esc` escapes its user text): the verdict columns read the row, the catalog's read the
+    mode's figures; a figure of an informational row is marked with `star`."""
+    if c in _OWN:
+        return c.text(row, view, esc)
+    text = c.text(row.figures, view, esc)
+    return text + star if row.informational and c.col.kind != "code" and text != DASH else text
 
 
 def decided_by(mv: ModeVerdict | None) -> str:
@@ -126,15 +148,9 @@ def interval_note(v: RunView) -> str | None:
 
 def outcome_md(v: RunView, level: int) -> str:
     """The outcome table and the next steps as report.md opens with them (same rows as the console)."""
-    metric = md_text(v.summary.metric or "metric")
-    header = ["Mode", "Verdict", f"Speedup [{v.summary.confidence:.0%} CI]", "Memory", f"{metric} Δ", "Decided by"]
-    rows = []
-    for r in mode_rows(v):
-        star = "\\*" if r.informational else ""
-        cells = [md_text(x) + (star if x != DASH else "") for x in (r.speedup, r.memory, r.metric)]
-        verdict = f"**{md_text(r.verdict)}**" if r.verdict not in ("PASS", NOT_CHECKED) else md_text(r.verdict)
-        rows.append([md_code(r.mode), verdict, *cells, md_text(r.decided)])
-    out = [h(level, "Outcome"), md_table(header, rows, ["l", "l", "r", "r", "r", "l"])]
+    cols, view = outcome_columns(), outcome_view(v)
+    rows = [[_md_cell(c, r, view) for c in cols] for r in mode_rows(v)]
+    out = [h(level, "Outcome"), md_table([c.header(view, md_text) for c in cols], rows, [c.align for c in cols])]
     if any(r.informational for r in mode_rows(v)):
         out.append("\\* AMP inactive: FP32 against FP32, computed and shown, not judged.")
     if (note := interval_note(v)) is not None:
@@ -143,6 +159,13 @@ def outcome_md(v: RunView, level: int) -> str:
     if steps:
         out.append("Next steps (each said once; the rules' full text is under Verdicts):\n\n" + "\n".join(steps))
     return "\n\n".join(out)
+
+
+def _md_cell(c: fields.Column, r: ModeRow, view: fields.View) -> str:
+    if c.col.kind == "code":
+        return md_code(c.value(r.figures, view))
+    text = cell(c, r, view, md_text, "\\*")
+    return f"**{text}**" if c.col.kind == "status" and r.verdict not in ("PASS", NOT_CHECKED) else text
 
 
 def _first_step(v: RunView, r: RuleResult) -> str:
@@ -158,4 +181,5 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 
-__all__ = ["ModeRow", "NextStep", "decided_by", "interval_note", "mode_rows", "next_steps", "outcome_md"]
+__all__ = ["ModeRow", "NextStep", "cell", "decided_by", "interval_note", "mode_rows", "next_steps", "outcome_columns",
+           "outcome_md", "outcome_view"]

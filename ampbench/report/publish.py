@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE
@@ -28,11 +29,12 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_bytes, atomic_write_text, os_reason, read_bytes
 from ampbench.core.store import RunPaths
 from ampbench.judge import changepoint
+from ampbench.record import fields
 from ampbench.report import fmt
 from ampbench.report.dashboard_series import Break, breaks
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
-from ampbench.results.history import NOT_CHECKED, iter_history_rows
+from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary, iter_history_rows
 from ampbench.results.run_dir import RunDir
 
 BAD = ("FAIL", "ERROR")
@@ -428,8 +430,18 @@ def _regressions_html(entries: list[dict[str, Any]], regs: list[Regression], rep
 
 
 def _runs_table(entries: list[dict[str, Any]], links: dict[str, str], frac: bool) -> str:
-    head = ("<tr><th>Started</th><th>Run</th><th>Commit</th><th>Mode</th><th>Samples/s</th><th>Peak memory</th>"
-            "<th>Metric</th><th>Verdict</th></tr>")
+    """Newest first, one row per run and mode: which run (its start, report link, commit), the mode's figures
+    (the catalog's columns, record/fields.py: as report.md's summary table heads and formats them) and its
+    verdict."""
+    metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
+    view = fields.View(metric, frac, float(entries[-1].get("confidence") or 0.95) if entries else 0.95)
+    cols = fields.columns("dashboard", ModeSummary, MODE_COMPUTED)
+    # each row's mode read by attribute, with ModeSummary's defaults, as the catalog reads a ModeSummary: a
+    # model built per row took 10 times this table's time (100,000 runs publish in under a minute, issue 24)
+    defaults = {k: f.get_default(call_default_factory=True) for k, f in ModeSummary.model_fields.items()
+                if not f.is_required()}
+    head = ("<tr><th>Started</th><th>Run</th><th>Commit</th>" + "".join(f"<th>{escape(c.header(view))}</th>" for c in cols)
+            + "<th>Verdict</th></tr>")
     rows = []
     for e in reversed(entries):
         rid = escape(e["run_id"])
@@ -437,14 +449,18 @@ def _runs_table(entries: list[dict[str, Any]], links: dict[str, str], frac: bool
         for k, (mode, m) in enumerate((e.get("modes") or {}).items()):
             first = k == 0
             inactive = " (AMP inactive)" if m.get("amp_requested") and not m.get("amp_active") else ""
+            figures = SimpleNamespace(**{**defaults, **m})   # a history line's, validated when it was read
             rows.append(
                 f"<tr><td>{escape(str(e.get('started') or '')[:16]) if first else ''}</td><td>{run if first else ''}</td>"
-                f"<td>{_sha_html(e) if first else ''}</td>"
-                f"<td><code>{escape(mode)}</code></td><td class=\"num\">{escape(fmt.num(m.get('samples_per_s')))}</td>"
-                f"<td class=\"num\">{escape(fmt.bytes_h(m.get('peak_bytes')))}</td>"
-                f"<td class=\"num\">{escape(fmt.metric_pm(m.get('metric_mean'), m.get('metric_std'), frac))}</td>"
-                f"<td>{'reference' if mode == REFERENCE_MODE else _verdict_html(m.get('verdict'))}{inactive}</td></tr>")
+                f"<td>{_sha_html(e) if first else ''}</td>" + "".join(_figure_html(c, figures, view) for c in cols)
+                + f"<td>{'reference' if mode == REFERENCE_MODE else _verdict_html(m.get('verdict'))}{inactive}</td></tr>")
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _figure_html(c: fields.Column, m: Any, view: fields.View) -> str:
+    cls = ' class="num"' if c.align == "r" else ""
+    return f"<td{cls}>" + (f"<code>{escape(str(c.value(m, view)))}</code>" if c.col.kind == "code"
+                           else escape(c.text(m, view))) + "</td>"
 
 
 def _sha_html(e: dict[str, Any]) -> str:

@@ -18,23 +18,41 @@ from ampbench.report import fmt
 from ampbench.report import plots as P
 from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
 from ampbench.report.view import Ctx, RunView
-from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary, history_sources, load_history
+from ampbench.results.history import (
+    MODE_COMPUTED,
+    NOT_CHECKED,
+    ModeSummary,
+    RunSummary,
+    history_sources,
+    load_history,
+)
+
+# The overview's columns that are no field of the run (its report's link, its verdict with AMP's state, its
+# exit code); the run's fields are the catalog's (record/fields.py, RunSummary's `Col` markers).
+_OVERVIEW_OWN = (
+    fields.Column("run", Col("Run", "markdown", rank=20, shows=("overview",)), lambda s, v: None),
+    fields.Column("verdict", Col("Verdict", "markdown", rank=50, shows=("overview",)), lambda s, v: None),
+    fields.Column("exit_code", Col("Exit code", "markdown", rank=60, shows=("overview",)), lambda s, v: None),
+)
 
 
 def overview(views: list[RunView], ctx: Ctx) -> str:
+    """One row per run: the catalog's run columns with the overview's own (report link, verdict, exit code)."""
+    cols = fields.columns("overview", RunSummary, _OVERVIEW_OWN)
     rows = []
     for v in views:
         s = v.summary
         link_target = v.run.report_path()
-        run = md_link(s.run_id, ctx.rel(link_target)) if link_target.exists() else md_code(s.run_id)
         off = any(m.amp_requested and not m.amp_active and m.ok for m in s.modes.values())
         verdict = s.verdict if s.verdict in ("PASS", NOT_CHECKED) else f"**{s.verdict}**"
-        rows.append([md_code(s.suite), run, md_code(s.profile), md_text(s.device or DASH),
-                     verdict + (" (AMP inactive)" if off else ""),
-                     str(s.exit_code) if s.exit_code is not None else DASH])
+        own = {"run": md_link(s.run_id, ctx.rel(link_target)) if link_target.exists() else md_code(s.run_id),
+               "verdict": verdict + (" (AMP inactive)" if off else ""),
+               "exit_code": str(s.exit_code) if s.exit_code is not None else DASH}
+        rows.append([own[c.key] if c.key in own else md_code(c.value(s)) if c.col.kind == "code"
+                     else c.text(s, fields.PLAIN, md_text) for c in cols])
     overall = worst([v.summary.verdict for v in views])
     return (f"**Overall: {overall}** over {len(views)} runs.\n\n"
-            + md_table(["Suite", "Run", "Profile", "Device", "Verdict", "Exit code"], rows))
+            + md_table([c.header(fields.PLAIN, md_text) for c in cols], rows, [c.align for c in cols]))
 
 
 def worst(verdicts: list[str]) -> str:

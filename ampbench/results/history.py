@@ -71,8 +71,10 @@ class ModeSummary(BaseModel):
     # every number finite (a line is JSON; json.loads reads Infinity, NaN and 1e999): a floor of inf or a
     # speedup of NaN would decide a comparison; rates and the speedup are positive when present
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    # the `Col` markers: the per-mode tables' columns (report.md's summary, the trend; record/fields.py)
-    mode: Annotated[str, Col("Mode", "code", rank=10, shows=("modes",))]
+    # the `Col` markers: the per-mode tables' columns (report.md's summary, the trend, the outcome,
+    # `compare --format md`, the dashboard's runs, the sweep report; record/fields.py)
+    mode: Annotated[str, Col("Mode", "code", rank=10, shows=("modes", "outcome", "compare", "dashboard",
+                                                                    "sweep"))]
     amp_requested: bool = False
     amp_active: bool = False
     level: Level = "O0"
@@ -82,17 +84,20 @@ class ModeSummary(BaseModel):
     ok: int = 0
     statuses: dict[str, int] = {}
     unit: str = "samples"
-    samples_per_s: Annotated[float | None, Col("Samples/s {ci}", "rate", rank=30, shows=("modes", "trend"),
+    samples_per_s: Annotated[float | None, Col("Samples/s {ci}", "rate", rank=30,
+                                               shows=("modes", "trend", "compare", "dashboard", "sweep"),
                                                ci="samples_per_s_ci")] = Field(None, gt=0)
     samples_per_s_ci: tuple[float, float] | None = None
     floor_samples_per_s: float | None = Field(None, gt=0)  # the run's fast floor (measure.run_floor): pooled.select
-    speedup: Annotated[float | None, Col("Speedup {ci}", "ratio", rank=40, shows=("modes", "trend"),
+    speedup: Annotated[float | None, Col("Speedup {ci}", "ratio", rank=40, shows=("modes", "trend", "outcome", "sweep"),
                                          ci="speedup_ci")] = Field(None, gt=0)
     speedup_ci: tuple[float, float] | None = None
-    peak_bytes: Annotated[int | None, Col("Peak memory", "bytes", rank=50, shows=("modes", "trend"),
+    peak_bytes: Annotated[int | None, Col("Peak memory", "bytes", rank=50,
+                                          shows=("modes", "trend", "compare", "dashboard"),
                                           note="memory_source")] = None
     memory_source: str = "none"
-    memory_reduction: Annotated[float | None, Col("Memory vs fp32", "reduction", rank=55, shows=("modes",))] = None
+    memory_reduction: Annotated[float | None, Col("Memory vs fp32", "reduction", rank=55,
+                                                  shows=("modes", "outcome"))] = None
     metric_mean: float | None = None
     metric_std: float | None = None
     metric_n: int = 0
@@ -115,11 +120,12 @@ def _skipped(m: ModeSummary, view: Any) -> str | None:
 
 # A mode's columns computed from several fields (a field's own column is a `Col` on the field)
 MODE_COMPUTED: tuple[Column, ...] = (
-    Column("metric", Col("{metric} (mean ± sd)", "metric_pm", rank=60, shows=("modes", "trend")),
+    Column("metric", Col("{metric} (mean ± sd)", "metric_pm", rank=60,
+                         shows=("modes", "trend", "compare", "dashboard")),
            lambda m, v: (m.metric_mean, m.metric_std, m.metric_n)),
-    Column("metric_delta", Col("Δ vs fp32", "metric_delta", rank=65, shows=("modes",)),
+    Column("metric_delta", Col("Δ vs fp32", "metric_delta", rank=65, shows=("modes", "outcome")),
            lambda m, v: None if m.mode == REFERENCE_MODE else m.metric_delta),
-    Column("skipped", Col("Skipped steps", "text", rank=70, shows=("modes",), align="r"), _skipped),
+    Column("skipped", Col("Skipped steps", "text", rank=70, shows=("modes", "compare"), align="r"), _skipped),
 )
 
 
@@ -128,15 +134,16 @@ class RunSummary(VersionedDoc):
 
     SCHEMA: ClassVar[str] = HISTORY_SCHEMA
     schema_: str = Field(HISTORY_SCHEMA, alias="schema")
-    suite: str
+    # the `Col` markers: the overview of several runs (report/trend.py), a run a row
+    suite: Annotated[str, Col("Suite", "code", rank=10, shows=("overview",))]
     workload: str = ""
     run_id: str = Field(pattern=HISTORY_RUN_ID)
     run_dir: str = ""
-    profile: str = ""
+    profile: Annotated[str, Col("Profile", "code", rank=30, shows=("overview",))] = ""
     started: str = ""
     finished: str | None = None
     config_hash: str = ""
-    device: str = ""
+    device: Annotated[str, Col("Device", "text", rank=40, shows=("overview",))] = ""
     device_name: str = ""
     driver: str = ""
     paddle: str = ""

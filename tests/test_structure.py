@@ -3,6 +3,10 @@
 - complexity: ruff's C901 (cyclomatic complexity), PLR0912 (branches), PLR0913 (arguments) and
   PLR0915 (statements) over ampbench/, limits in pyproject.toml [tool.ruff.lint] (they replace the
   old 400-lines-per-module and 60-per-function caps, which cut concepts into files by size);
+- a complexity ceiling that counts boolean operators: radon's cyclomatic complexity (every `and`/`or`
+  of a condition counts, as ruff's C901 does not) of every block in ampbench/, closures and methods
+  included, at most CC_CEILING (radon grade C): one `if` of ten conditions is as hard to read as ten
+  `if`s, and a C901 limit alone lets it through;
 - no import cycle between ampbench modules, counting every `import` anywhere in a module (function-level
   and TYPE_CHECKING imports included: a hidden cycle is still a cycle), with a package's `__init__`
   as a node of its own (ast only; nothing is imported);
@@ -27,6 +31,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ampbench"
 COMPLEXITY_RULES = "C901,PLR0912,PLR0913,PLR0915"
+CC_CEILING = 20   # radon's grade C; D (21-30) and worse fail
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,47 @@ def test_the_complexity_check_sees_a_tangled_function(tmp_path: Path) -> None:
     out = ruff(tmp_path, "ampbench")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "tangled.py" in out.stdout and "C901" in out.stdout and "PLR0912" in out.stdout
+
+
+def blocks_over_the_ceiling(pkg: Path, ceiling: int = CC_CEILING) -> list[str]:
+    """Every block of pkg's modules (function, method, class, closure) whose cyclomatic complexity as radon
+    counts it (each boolean operator a branch) is over `ceiling`, as `path:line name CC`."""
+    try:
+        from radon.complexity import add_inner_blocks, cc_visit
+    except ImportError as exc:   # pinned in pyproject's test extra (scripts/setup.sh --test installs it)
+        pytest.fail(f"radon is not installed ({exc}): pip install -e '.[test]' -c constraints.txt", pytrace=False)
+    out = []
+    for p in sorted(pkg.rglob("*.py")):
+        if "__pycache__" in p.parts:
+            continue
+        for b in sorted(add_inner_blocks(cc_visit(p.read_text(encoding="utf-8"))), key=lambda b: b.lineno):
+            if b.complexity > ceiling:
+                out.append(f"{p.relative_to(pkg.parent)}:{b.lineno} {b.fullname} {b.complexity}")
+    return out
+
+
+def test_no_block_over_the_complexity_ceiling() -> None:
+    over = blocks_over_the_ceiling(PKG)
+    if over:
+        pytest.fail(f"blocks over radon's cyclomatic complexity {CC_CEILING} (boolean operators count; split them "
+                    "into helpers named for what they decide):\n  " + "\n  ".join(over), pytrace=False)
+
+
+def test_the_ceiling_sees_complexity_made_of_boolean_operators_alone(tmp_path: Path) -> None:
+    """The ceiling can fail where C901 cannot: one `return` of 25 `or`ed comparisons has radon's complexity
+    25 and no branch at all, so ruff's complexity rules at pyproject's limits pass it and the ceiling does not;
+    the same inside a closure is caught too (`radon cc` leaves closures out unless asked)."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "ampbench").mkdir()
+    cond = " or ".join(f"x == {i}" for i in range(25))
+    (tmp_path / "ampbench" / "boolean.py").write_text(
+        f"def any_of_25(x: int) -> bool:\n    return {cond}\n\n\n"
+        f"def outer() -> object:\n    def inner(x: int) -> bool:\n        return {cond}\n    return inner\n")
+    out = ruff(tmp_path, "ampbench")
+    assert out.returncode == 0, out.stdout + out.stderr   # C901 counts no `or`
+    assert blocks_over_the_ceiling(tmp_path / "ampbench") == ["ampbench/boolean.py:1 any_of_25 25",
+                                                              "ampbench/boolean.py:6 outer.inner 25"]
+    assert blocks_over_the_ceiling(tmp_path / "ampbench", ceiling=25) == []
 
 
 def test_lint_is_clean() -> None:

@@ -58,7 +58,7 @@ from ampbench.report.bisect_md import write_bisect_md
 from ampbench.results.baselines import load_baseline, save_baseline
 from ampbench.results.bisect_file import BisectFile, Candidate, load_bisect
 from ampbench.results.run_dir import open_run
-from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE
+from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, RuleResult
 
 
 def _history(rule: str) -> bool:
@@ -309,23 +309,37 @@ def _judge(ctx: _Ctx, cand: Candidate) -> Candidate:
     trials = open_run(Path(cand.run_dir)).trials
     cand.seeds = sum(1 for t in trials if t.status == "ok" and t.mode in ctx.doc.modes)
     if report is None:   # the good endpoint of a history rule: the reference itself
-        ok = cand.seeds > 0
-        cand.status, cand.verdict = ("PASS", "good") if ok else ("ERROR", "skip")
-        cand.message = "the reference every later commit is judged against" if ok else "no trial finished ok"
+        _judge_reference(cand)
         return cand
     results = [r for v in report.verdicts if v.mode in ctx.doc.modes for r in v.rules if r.rule == ctx.doc.rule]
+    _judge_results(cand, ctx.doc.rule, results)
+    return cand
+
+
+def _judge_reference(cand: Candidate) -> None:
+    """The reference of a history rule has nothing to be judged against: good when any of its trials finished
+    ok (later commits are compared with those), skip when none did (there is no reference)."""
+    ok = cand.seeds > 0
+    cand.status, cand.verdict = ("PASS", "good") if ok else ("ERROR", "skip")
+    cand.message = "the reference every later commit is judged against" if ok else "no trial finished ok"
+
+
+def _judge_results(cand: Candidate, rule: str, results: list[RuleResult]) -> None:
+    """The rule's results over the judged modes as one verdict, with the figure and message of the mode that
+    decided it: the first FAIL (bad), else the first mode when all PASS (good), else the first mode that did
+    not PASS (skip: an informational or inconclusive result proves neither side).  No result at all: skip."""
     statuses = ["INCONCLUSIVE" if r.informational else r.status for r in results]
     if not results:
-        cand.status, cand.verdict, cand.message = "ERROR", "skip", f"{ctx.doc.rule} was not judged (no ok trial?)"
-    elif "FAIL" in statuses:
-        worst = results[statuses.index("FAIL")]
-        cand.status, cand.verdict, cand.observed, cand.message = "FAIL", "bad", worst.observed, worst.message
+        cand.status, cand.verdict, cand.message = "ERROR", "skip", f"{rule} was not judged (no ok trial?)"
+        return
+    if "FAIL" in statuses:
+        cand.status, cand.verdict, decided = "FAIL", "bad", results[statuses.index("FAIL")]
     elif all(s == "PASS" for s in statuses):
-        cand.status, cand.verdict, cand.observed, cand.message = "PASS", "good", results[0].observed, results[0].message
+        cand.status, cand.verdict, decided = "PASS", "good", results[0]
     else:
-        r = results[statuses.index(next(s for s in statuses if s != "PASS"))]
-        cand.status, cand.verdict, cand.observed, cand.message = "INCONCLUSIVE", "skip", r.observed, r.message
-    return cand
+        first_other = next(i for i, s in enumerate(statuses) if s != "PASS")
+        cand.status, cand.verdict, decided = "INCONCLUSIVE", "skip", results[first_other]
+    cand.observed, cand.message = decided.observed, decided.message
 
 
 def _evaluate(ctx: _Ctx, index: int, role: Role, tag: str = "") -> Candidate | int:

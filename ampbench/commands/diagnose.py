@@ -32,7 +32,7 @@ from ampbench.core.records import Trial, trial_key
 from ampbench.core.store import RunPaths
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
 from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagnosis
-from ampbench.results.diagnosis_file import KIND_TEXT, ModeDiagnosis, Tolerances
+from ampbench.results.diagnosis_file import KIND_TEXT, Finding, ModeDiagnosis, Tolerances
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.trial.numerics import LEVEL_ENV, read_dump
 from ampbench.trial.precision import default_lists, known_op_names
@@ -159,27 +159,44 @@ def _fill_findings(diag: ModeDiagnosis, mcfg: ModeConfig, trials: dict[str, Tria
     ref_ops = read_dump(dumps[REFERENCE_MODE], (ref_t.numerics or {}).get("lines_per_step"))
     amp_ops = read_dump(dumps[mcfg.name], (amp_t.numerics or {}).get("lines_per_step"))
     if not ref_ops or not amp_ops:
-        diag.status = "failed"
-        bad = [f"{m}: {t.status}" + (f" ({last_line(t.error)})" if t.error else "") for m, t in trials.items()]
-        diag.summary = "No op dump to compare (" + "; ".join(bad) + f"). See the logs in {diag.files['logs']}."
+        _mark_no_dump(diag, trials)
         return
     scales = {s.step: s.loss_scale for s in amp_t.steps if s.loss_scale}
     diag.loss_scale = amp_t.steps[0].loss_scale if amp_t.steps else None
     findings, diag.ops_compared = compare_dumps(ref_ops, amp_ops, fp16=mcfg.dtype == "float16", scales=scales,
                                                 tol=diag.tolerances)
-    diag.counts = {k: sum(1 for f in findings if f.kind == k) for k in KIND_TEXT if any(f.kind == k for f in findings)}
-    diag.first_by_kind = {k: next(f.op for f in findings if f.kind == k) for k in diag.counts}
-    diag.findings = condense(findings)[:top]
+    _tally(diag, findings, top)
     paddle_black = set(default_lists(mcfg.dtype, mcfg.level or "O1")["black"])
     diag.black_list_candidates, diag.already_black_listed = black_list_candidates(
         findings, mcfg, known=known_op_names(), paddle_black=paddle_black)
+    _paddle_comparison(diag, dumps[REFERENCE_MODE], dumps[mcfg.name], out, run_path)
+    diag.summary = summary_text(diag, findings, len(amp_ops))
+
+
+def _mark_no_dump(diag: ModeDiagnosis, trials: dict[str, Trial]) -> None:
+    """A pair with a run that left no dump is failed, with each run's status and the last line of its error:
+    a run that crashed is why, and its logs are where to look."""
+    diag.status = "failed"
+    bad = [f"{m}: {t.status}" + (f" ({last_line(t.error)})" if t.error else "") for m, t in trials.items()]
+    diag.summary = "No op dump to compare (" + "; ".join(bad) + f"). See the logs in {diag.files['logs']}."
+
+
+def _tally(diag: ModeDiagnosis, findings: list[Finding], top: int) -> None:
+    """How many findings of each kind and the first op of each (the summary leads with those), and the `top`
+    condensed findings the diagnosis lists."""
+    diag.counts = {k: sum(1 for f in findings if f.kind == k) for k in KIND_TEXT if any(f.kind == k for f in findings)}
+    diag.first_by_kind = {k: next(f.op for f in findings if f.kind == k) for k in diag.counts}
+    diag.findings = condense(findings)[:top]
+
+
+def _paddle_comparison(diag: ModeDiagnosis, ref_dump: Path, amp_dump: Path, out: Path, run_path: Path) -> None:
+    """Paddle's own compare tool over the same two dumps, as a second opinion: its infinite op types, and its
+    workbook among the diagnosis's files where it wrote one."""
     xlsx, log = out / "compare_accuracy.xlsx", out / "compare_accuracy.log"
-    diag.compare_accuracy = _compare_accuracy(dumps[REFERENCE_MODE], dumps[mcfg.name], xlsx, diag.loss_scale or 1.0,
-                                              log)
+    diag.compare_accuracy = _compare_accuracy(ref_dump, amp_dump, xlsx, diag.loss_scale or 1.0, log)
     diag.paddle_infinite_op_types = _paddle_infinite_ops(log)
     if xlsx.exists():
         diag.files["workbook"] = _rel(xlsx, run_path)
-    diag.summary = summary_text(diag, findings, len(amp_ops))
 
 
 def diagnose_mode(run_dir: Path | OpenRun, mode: str, steps: int = 3, seed: int | None = None, top: int = 10,

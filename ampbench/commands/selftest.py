@@ -102,58 +102,99 @@ def evidence_ops(dtype: str, custom_white: list[str]) -> set[str]:
     return set(default_lists(dtype, "O1")["white"]) | set(custom_white)
 
 
+# One check's outcome on one trial: ok (None: n/a here, the detail says why) and the detail.
+Verdict = tuple[bool | None, str]
+
+
 def _check_trial(t: Trial, mc: Machine | None = None) -> list[CheckResult]:
-    """Every check that applies to one trial (`mc` None: a machine that supports everything)."""
+    """Every check that applies to one trial (`mc` None: a machine that supports everything), in CHECKS' order.
+    A check that does not apply to this trial at all (amp-active on fp32) gives no row, unlike one that
+    applies but cannot be measured on this machine (n/a, with the reason)."""
     mc = mc or Machine(gpus=1, unsupported={})
-    out = []
+    verdicts: list[tuple[str, Verdict | None]] = [
+        ("trial-ok", _trial_ok(t)),
+        ("amp-active", _amp_active(t, mc)),
+        ("loss-scale", _loss_scale(t)),
+        ("memory-order", _memory_order(t, mc)),
+        ("nvml-device", _nvml_device(t, mc)),
+        ("step-times", _step_times(t)),
+        ("energy", _energy(t, mc)),
+    ]
     subj = f"{t.suite}/{t.mode}"
+    return [CheckResult(name, subj, *v) for name, v in verdicts if v is not None]
 
-    def add(name: str, ok: bool | None, detail: str) -> None:
-        out.append(CheckResult(name, subj, ok, detail))
 
-    add("trial-ok", t.status == "ok", t.status if t.status == "ok" else f"{t.status}: {(t.error or '')[:200]}")
-    unsupported = mc.unsupported.get(t.amp.dtype, "") if t.amp.requested else ""
-    if t.amp.requested:
-        ops = evidence_ops(t.amp.dtype, t.amp.white_list)
-        low = {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items()   # eager or PIR (pd_op.*) names
-               if on_list(op, ops) and c.get(t.amp.dtype, 0)}
-        if unsupported:   # Paddle turned AMP off here: low-precision calls would be the defect
-            add("amp-active", None if not low else False,
-                f"n/a: {unsupported}" if not low else f"{unsupported}, yet {t.amp.dtype} calls {low}")
-        else:
-            add("amp-active", t.amp.active and sum(low.values()) > 0, f"{t.amp.dtype} calls {low or 'none'}")
+def _trial_ok(t: Trial) -> Verdict:
+    """The trial finished; a failed one shows the start of its error, which is what the reader needs first."""
+    return t.status == "ok", t.status if t.status == "ok" else f"{t.status}: {(t.error or '')[:200]}"
+
+
+def _amp_active(t: Trial, mc: Machine) -> Verdict | None:
+    """An AMP mode ran low-precision calls of its evidence ops (None: an fp32 mode, nothing to prove).
+    Where Paddle turns the dtype off on this GPU the check is n/a, and low-precision calls there would be
+    the defect: Paddle said it would not run them."""
+    if not t.amp.requested:
+        return None
+    low = _low_precision_calls(t)
+    unsupported = mc.unsupported.get(t.amp.dtype, "")
+    if unsupported and low:
+        return False, f"{unsupported}, yet {t.amp.dtype} calls {low}"
+    if unsupported:
+        return None, f"n/a: {unsupported}"
+    return t.amp.active and sum(low.values()) > 0, f"{t.amp.dtype} calls {low or 'none'}"
+
+
+def _low_precision_calls(t: Trial) -> dict[str, int]:
+    """The trial's calls in its AMP dtype of the ops that prove AMP ran (eager or PIR `pd_op.*` names),
+    ops with no such call left out."""
+    ops = evidence_ops(t.amp.dtype, t.amp.white_list)
+    return {op: c.get(t.amp.dtype, 0) for op, c in t.amp.op_calls.items()
+            if on_list(op, ops) and c.get(t.amp.dtype, 0)}
+
+
+def _loss_scale(t: Trial) -> Verdict | None:
+    """fp16 with a live GradScaler records a scale every step; bf16 must not keep a live scaler (Paddle
+    switches it off: bf16's range needs none).  None: fp32, or fp16 with the scaler off by the suite."""
     if t.amp.requested and t.amp.dtype == "float16" and t.amp.scaler_enabled:
         missing = [s.step for s in t.steps if s.loss_scale is None]
-        add("loss-scale", not missing and bool(t.steps), f"steps without a loss scale: {missing[:5]}")
+        return not missing and bool(t.steps), f"steps without a loss scale: {missing[:5]}"
     if t.amp.requested and t.amp.dtype == "bfloat16":
         live = [s.step for s in t.steps if s.loss_scale is not None]
         why = "switched off by Paddle at step 1" if t.amp.scaler_built else "none built"
-        add("loss-scale", not t.amp.scaler_enabled and not live,
-            f"bf16: no live scaler ({why})" if not live else f"bf16 with a live loss scaler on steps {live[:5]}")
+        return (not t.amp.scaler_enabled and not live,
+                f"bf16: no live scaler ({why})" if not live else f"bf16 with a live loss scaler on steps {live[:5]}")
+    return None
+
+
+def _memory_order(t: Trial, mc: Machine) -> Verdict:
+    """0 < peak allocated <= peak reserved <= driver-seen memory: each later reading contains the earlier.
+    Without Paddle's allocator peak reset the peaks are not this trial's (n/a); without NVML the driver's
+    side is left out and the allocator's order is still checked."""
     m = t.memory
     a, r, d = m.peak_allocated_bytes, m.peak_reserved_bytes, m.device_used_bytes
     if not mc.allocator_reset:
-        add("memory-order", None, f"n/a: Paddle {mc.paddle} has no reset_max_memory_* (needs >= 3.0): "
-                                  f"{m.errors.get('allocator', '')}"[:300])
-    elif mc.nvml_error:
-        add("memory-order", a is not None and r is not None and 0 < a <= r,
-            f"allocated {a}, reserved {r}; driver-seen memory n/a ({mc.nvml_error})")
-    else:
-        add("memory-order", a is not None and r is not None and d is not None and 0 < a <= r <= d,
+        return None, (f"n/a: Paddle {mc.paddle} has no reset_max_memory_* (needs >= 3.0): "
+                      f"{m.errors.get('allocator', '')}"[:300])
+    if mc.nvml_error:
+        return (a is not None and r is not None and 0 < a <= r,
+                f"allocated {a}, reserved {r}; driver-seen memory n/a ({mc.nvml_error})")
+    return (a is not None and r is not None and d is not None and 0 < a <= r <= d,
             f"allocated {a}, reserved {r}, device {d} ({m.device_used_source})")
+
+
+def _nvml_device(t: Trial, mc: Machine) -> Verdict:
+    """NVML resolved the trial's own GPU with no errors; an NVML note ("not measured here", e.g. our PID
+    hidden by a container) is shown but is no failure."""
+    if mc.nvml_error:
+        return None, f"n/a: {mc.nvml_error}"
+    m = t.memory
     errs = {k: v for k, v in m.errors.items() if k.startswith("nvml") and not _nvml_note(k)}
     notes = {k: v for k, v in m.errors.items() if _nvml_note(k)}
-    if mc.nvml_error:
-        add("nvml-device", None, f"n/a: {mc.nvml_error}")
-    else:
-        add("nvml-device", bool(m.nvml_device) and not errs,
+    return (bool(m.nvml_device) and not errs,
             f"{m.nvml_device or 'none'}; errors {errs or 'none'}" + (f"; note {notes}" if notes else ""))
-    add("step-times", *_step_times(t))
-    add("energy", *_energy(t, mc))
-    return out
 
 
-def _step_times(t: Trial) -> tuple[bool | None, str]:
+def _step_times(t: Trial) -> Verdict:
     """The step-times check: the measured steps fill 80-100% of the window, or what is outside them is the
     loop's bookkeeping (under STEP_GAP_ALLOWANCE_S a step), never more than the window.  A short window on
     a machine other processes kept saturated (the interference rule's SATURATED share of its cores) is
@@ -175,7 +216,7 @@ def _step_times(t: Trial) -> tuple[bool | None, str]:
     return False, f"{detail}; {gap * 1e3:.2f} ms a step outside"
 
 
-def _energy(t: Trial, mc: Machine) -> tuple[bool | None, str]:
+def _energy(t: Trial, mc: Machine) -> Verdict:
     """The energy check: n/a without NVML or where NVML says the device does not offer it."""
     m = t.memory
     if mc.nvml_error:

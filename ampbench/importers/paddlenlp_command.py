@@ -46,37 +46,19 @@ def _amp_args(a: dict[str, Any]) -> list[str]:
 
 def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Path,
                              python: str | None = None) -> Imported:
+    """The command suite that runs `script` with the Trainer arguments `args` (read from `where`), and the
+    import's decisions in words."""
     prog = Path(script)
     if not prog.is_file():
         raise ConfigError(str(script), "--script", "no such file (the Trainer script to run)")
     out = Imported(suite={})
-    mode = _amp_mode(args, where)
-    if mode:
-        mode["args"] = _amp_args(args)
-        amps = [mode]
-    else:   # O1 and O2 --fp16, each carrying the args' other AMP arguments (lists, scale_loss, master grad)
-        amps = []
-        for lv in ("O1", "O2"):
-            a = {**args, "fp16": True, "fp16_opt_level": lv}
-            if lv == "O1":
-                a.pop("amp_master_grad", None)   # O2 only (paddle.amp.decorate)
-            m = _amp_mode(a, where) or {}
-            amps.append(m | {"args": _amp_args(a)})
-    carried = sorted(k for k in AMP_ARGS - {"fp16", "bf16", "fp16_opt_level"} if k in args)
-    cmd = [braced(python or sys.executable), braced(prog.resolve())]
-    for k, v in args.items():
-        if k in AMP_ARGS or k in CONTROLLED:
-            continue
-        cmd += _flag(k, v)
-    for k, ph in CONTROLLED.items():
-        cmd += [f"--{k}", ph]
-    best = text(where, "metric_for_best_model", args["metric_for_best_model"]) if args.get("metric_for_best_model") else ""
-    metric = (best if best.startswith("eval_") else f"eval_{best}") if best else "eval_loss"
+    amps, own_flags = _amp_modes(args, where)
+    cmd = _command(args, prog, python)
+    metric, goal = _metric(args, where)
     seed = number(where, "seed", args.get("seed", 0), int, minimum=0, maximum=MAX_SEED)
     batch = number(where, "per_device_train_batch_size", args.get("per_device_train_batch_size", 8), int,
                    minimum=1, maximum=10**9)
     max_steps = number(where, "max_steps", args.get("max_steps", -1), int, maximum=10**9)  # -1: not set
-    goal = "min" if metric.endswith("loss") or args.get("greater_is_better") is False else "max"
     out.suite = {
         "suite": {"name": slug(prog.stem, fallback="trainer"), "workload": "command", "metric": metric,
                   "metric_goal": goal, "seeds": [seed],
@@ -88,12 +70,57 @@ def import_paddlenlp_command(args: dict[str, Any], where: str, script: str | Pat
     }
     out.decide(f"program: {prog} with your Trainer arguments; --max_steps/--seed/--output_dir/"
                "--per_device_train_batch_size come from the suite")
-    out.decide(f"modes: fp32, {', '.join(str(m['name']) for m in amps)} "
-               + ("(your fp16/bf16 flags)" if mode else "(your args set neither fp16 nor bf16: O1 and O2 --fp16 "
-                                                       "with the Trainer's defaults)")
-               + (f"; AMP arguments carried into the AMP modes: {', '.join('--' + k for k in carried)}"
-                  if carried else ""))
+    out.decide(_modes_decision(args, amps, own_flags))
     out.decide(f"metric: {metric} ({'lower' if goal == 'min' else 'higher'} is better) from the Trainer's "
                "all_results.json / eval_results.json and its eval log lines: your script must evaluate")
     out.finish()
     return out
+
+
+def _amp_modes(args: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], bool]:
+    """The AMP modes and whether they are the args' own: the mode their fp16/bf16 flags make, else O1 and O2
+    `--fp16`, each carrying the args' other AMP arguments (lists, scale_loss, master grad)."""
+    mode = _amp_mode(args, where)
+    if mode:
+        mode["args"] = _amp_args(args)
+        return [mode], True
+    amps = []
+    for lv in ("O1", "O2"):
+        a = {**args, "fp16": True, "fp16_opt_level": lv}
+        if lv == "O1":
+            a.pop("amp_master_grad", None)   # O2 only (paddle.amp.decorate)
+        m = _amp_mode(a, where) or {}
+        amps.append(m | {"args": _amp_args(a)})
+    return amps, False
+
+
+def _command(args: dict[str, Any], prog: Path, python: str | None) -> list[str]:
+    """The user's script with their arguments, less the AMP ones (the modes add those) and the ones the suite
+    controls, which become placeholders at the end."""
+    cmd = [braced(python or sys.executable), braced(prog.resolve())]
+    for k, v in args.items():
+        if k in AMP_ARGS or k in CONTROLLED:
+            continue
+        cmd += _flag(k, v)
+    for k, ph in CONTROLLED.items():
+        cmd += [f"--{k}", ph]
+    return cmd
+
+
+def _metric(args: dict[str, Any], where: str) -> tuple[str, str]:
+    """The Trainer's metric and its goal: `eval_<metric_for_best_model>` (else eval_loss); a loss, or one the
+    args say is not greater_is_better, is minimised."""
+    best = text(where, "metric_for_best_model", args["metric_for_best_model"]) if args.get("metric_for_best_model") else ""
+    metric = (best if best.startswith("eval_") else f"eval_{best}") if best else "eval_loss"
+    goal = "min" if metric.endswith("loss") or args.get("greater_is_better") is False else "max"
+    return metric, goal
+
+
+def _modes_decision(args: dict[str, Any], amps: list[dict[str, Any]], own_flags: bool) -> str:
+    """The import's decision on the modes, in one line: which, from where, and the AMP arguments carried."""
+    carried = sorted(k for k in AMP_ARGS - {"fp16", "bf16", "fp16_opt_level"} if k in args)
+    return (f"modes: fp32, {', '.join(str(m['name']) for m in amps)} "
+            + ("(your fp16/bf16 flags)" if own_flags else "(your args set neither fp16 nor bf16: O1 and O2 --fp16 "
+                                                          "with the Trainer's defaults)")
+            + (f"; AMP arguments carried into the AMP modes: {', '.join('--' + k for k in carried)}"
+               if carried else ""))

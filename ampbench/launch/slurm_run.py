@@ -148,38 +148,72 @@ def _submit(spec: TrialSpec, files: TrialFiles, state: SlurmRun, suite_name: str
 def _record(spec: TrialSpec, files: TrialFiles, job: str, seen: JobState | None) -> Trial:
     """The trial of an ended job: the worker's own file when it wrote one (relabelled when the scheduler,
     not the trial, ended it), else one made from Slurm's account of the job and the log."""
+    end = _final_state(job, seen)
+    own = _worker_trial(spec)
+    if own is not None and own.key == trial_key(spec.mode, spec.seed) and (own.slurm is None or own.slurm.job_id == job):
+        own = _with_rank_failure(spec, files, own, end)
+        if own.status == "ok" or end.state in _TRIAL_ENDED:
+            return own
+    steps = own.steps if own is not None and own.steps else steps_from_log(files.log)
+    trial = failure_trial(spec, slurm.trial_status(end.state), _ended_text(job, end, files.log, own),
+                          tail_lines(files.log), steps, own.wall_s if own else 0.0)
+    trial.slurm = _job_facts(job, end, own)
+    write_trial(spec, trial)
+    return trial
+
+
+# Slurm states in which the trial ended itself (its worker's exit, or one Slurm cannot name): the worker's
+# own file stands.  Any other end (CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL...) is the scheduler's.
+_TRIAL_ENDED = ("COMPLETED", "FAILED", "UNKNOWN")
+
+
+def _final_state(job: str, seen: JobState | None) -> JobState:
+    """Slurm's last word on an ended job: scontrol's (it has the exit code and reason), else the state squeue
+    last showed, else UNKNOWN."""
     end: JobState | None = None
     with contextlib.suppress(slurm.SlurmError):  # squeue's final state stands where scontrol cannot add to it
         end = slurm.job_info(job)
-    end = end or seen or JobState(state="UNKNOWN")
-    info = SlurmJob(job_id=job, nodes=end.nodes, state=end.state, exit_code=end.exit_code, reason=end.reason)
-    own: Trial | None = None
+    return end or seen or JobState(state="UNKNOWN")
+
+
+def _worker_trial(spec: TrialSpec) -> Trial | None:
+    """The trial file the worker wrote, if any could be read (a job killed mid-write leaves none)."""
     with contextlib.suppress(ResultsError, OSError):
-        own = load_doc(Path(spec.trial_path), Trial, "trial file")
-    if own is not None and own.key == trial_key(spec.mode, spec.seed) and (own.slurm is None or own.slurm.job_id == job):
-        failure = None
-        if spec.suite.distributed.multi_process and end.state != "COMPLETED":
-            rc = int(end.exit_code.split(":")[0]) if end.exit_code[:1].isdigit() else None
-            failure = distributed.rank_failure(files.ranks, files.log, rc, spec.suite.distributed.world_size)
-        if failure is not None:
-            own = distributed.apply_failure(Path(spec.trial_path), failure) or own
-        scheduler_ended = end.state not in ("COMPLETED", "FAILED", "UNKNOWN")
-        if own.status == "ok" or not scheduler_ended:
-            return own
-    status = slurm.trial_status(end.state)
+        return load_doc(Path(spec.trial_path), Trial, "trial file")
+    return None
+
+
+def _with_rank_failure(spec: TrialSpec, files: TrialFiles, own: Trial, end: JobState) -> Trial:
+    """A multi-process trial whose job did not complete: the rank that failed first, from the ranks' logs, into
+    the worker's record (rank 0's file alone can read as if its peers were fine)."""
+    if not spec.suite.distributed.multi_process or end.state == "COMPLETED":
+        return own
+    rc = int(end.exit_code.split(":")[0]) if end.exit_code[:1].isdigit() else None
+    failure = distributed.rank_failure(files.ranks, files.log, rc, spec.suite.distributed.world_size)
+    if failure is None:
+        return own
+    return distributed.apply_failure(Path(spec.trial_path), failure) or own
+
+
+def _ended_text(job: str, end: JobState, log: Path, own: Trial | None) -> str:
+    """The error of a trial the job's end decides: Slurm's state, exit code, reason and node, where the log is,
+    and the worker's own error below it when it wrote one."""
     code = f", exit code {end.exit_code}" if end.exit_code else ""
     why = f", reason {end.reason}" if end.reason and end.reason != "None" else ""
     error = (f"Slurm job {job} ended {end.state}{code}{why} on {end.nodes or 'an unknown node'} without an ok "
-             f"trial file (log: {files.log})")
+             f"trial file (log: {log})")
     if own is not None and own.error:
         error += f"\n--- the worker's own error ---\n{own.error[-2000:]}"
-    steps = own.steps if own is not None and own.steps else steps_from_log(files.log)
-    trial = failure_trial(spec, status, error, tail_lines(files.log), steps, own.wall_s if own else 0.0)
+    return error
+
+
+def _job_facts(job: str, end: JobState, own: Trial | None) -> SlurmJob:
+    """The job as the trial records it: Slurm's account of its end, and the node, partition and GPUs the worker
+    saw from inside it (Slurm's own may already be purged)."""
+    info = SlurmJob(job_id=job, nodes=end.nodes, state=end.state, exit_code=end.exit_code, reason=end.reason)
     if own is not None and own.slurm is not None:
         info.node, info.partition, info.gpus = own.slurm.node, own.slurm.partition, own.slurm.gpus
-    trial.slurm = info
-    write_trial(spec, trial)
-    return trial
+    return info
 
 
 def _ok_file(spec: TrialSpec, job: str) -> bool:
@@ -405,22 +439,8 @@ def cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks, targe
     trials again; the others stay in slurm.json (and get no trial file), so `--resume` waits for them."""
     if not jobs:
         return
-    ended: set[str] = set()
-    try:
-        slurm.scancel(targets or jobs)
-    except slurm.SlurmError as e:
-        hooks.say(f"error: could not cancel job(s) {', '.join(jobs)}: {e}")
-    else:
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        while time.monotonic() < deadline:
-            now, _ = _states(jobs)
-            ended = {j for j, st in now.items() if _over(st)}
-            if len(ended) == len(jobs):
-                break
-            time.sleep(0.5)
-    state.jobs = {k: j for k, j in state.jobs.items() if j not in ended}
-    state.held = {j: f for j, f in state.held.items() if j not in ended}
-    state.tasks = {t: ks for t, ks in state.tasks.items() if t not in ended}
+    ended = _cancel_and_wait(jobs, targets or jobs, hooks)
+    _forget(state, ended)
     save_state(run_path, state)
     if ended:
         hooks.say(f"cancelled {len(ended)} Slurm job(s): {', '.join(j for j in jobs if j in ended)}")
@@ -428,3 +448,30 @@ def cancel(jobs: list[str], run_path: Path, state: SlurmRun, hooks: Hooks, targe
     if kept:
         hooks.say(f"warning: {len(kept)} Slurm job(s) not confirmed ended, kept in slurm.json: {', '.join(kept)} "
                   f"(`ampbench run --resume {run_path}` waits for them once Slurm answers, or scancel them)")
+
+
+def _cancel_and_wait(jobs: list[str], targets: list[str], hooks: Hooks) -> set[str]:
+    """One `scancel` of `targets`, then the jobs Slurm confirms ended within CANCEL_WAIT_S.  A failed scancel
+    is said and confirms nothing: every job stays the run's."""
+    try:
+        slurm.scancel(targets)
+    except slurm.SlurmError as e:
+        hooks.say(f"error: could not cancel job(s) {', '.join(jobs)}: {e}")
+        return set()
+    ended: set[str] = set()
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while time.monotonic() < deadline:
+        now, _ = _states(jobs)
+        ended = {j for j, st in now.items() if _over(st)}
+        if len(ended) == len(jobs):
+            break
+        time.sleep(0.5)
+    return ended
+
+
+def _forget(state: SlurmRun, ended: set[str]) -> None:
+    """The jobs Slurm confirmed ended out of slurm.json: their trials, their holds behind an earlier arm, their
+    array tasks (`--resume` then submits those trials again)."""
+    state.jobs = {k: j for k, j in state.jobs.items() if j not in ended}
+    state.held = {j: f for j, f in state.held.items() if j not in ended}
+    state.tasks = {t: ks for t, ks in state.tasks.items() if t not in ended}

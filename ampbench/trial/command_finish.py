@@ -15,6 +15,7 @@ from ampbench.trial.command_inject import injected_into, refusal
 from ampbench.trial.command_left_out import cross_check, left_out
 from ampbench.trial.command_record import (
     EventReader,
+    Proc,
     amp_info,
     memory_of,
     shape_audit,
@@ -114,33 +115,69 @@ def _no_steps(reader: EventReader, argv: list[str], denied: str = "") -> str:
 def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, code: int | None,
                    launch_error: str, left: list[str], peak_rss: int, out: Path,
                    gpu: ProgramGpu | None = None) -> None:
+    """Fill the trial from what the finished program left: the hook's events (`reader`), its output, its exit
+    code.  The order matters: the steps first (every later figure is per step), the allocator's memory before
+    NVML's window overwrites its device fields, the status last (it reads the metrics and the leftovers)."""
     t = tr.trial
     lead = reader.lead()
-    world = max(1, len(reader.stepping()))
-    samples = global_batch(tr.batch, tr.accum, world)
-    t.world_size = world
-    want = tr.steps_total
-    recs = [step_record(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
-    tr.record.feed_all(recs[:want] if p.stop_after_steps else recs)
-    waits = lead.data_waits if lead is not None else {}   # the hook's DataLoader timing, where it saw one
-    for rec in t.steps:
-        rec.data_s = waits.get(rec.step)
-    if lead and lead.start:
-        for key in ("paddle", "paddle_commit", "python", "numpy", "device", "cuda", "cudnn"):
-            if isinstance(lead.start.get(key), str) and lead.start[key]:
-                setattr(t.env, key, lead.start[key])
-        if lead.start.get("device") == "gpu" and isinstance(lead.start.get("device_name"), str):
-            t.env.device_name = lead.start["device_name"]
+    t.world_size = max(1, len(reader.stepping()))
+    _feed_steps(tr, p, lead)
+    _env_from_hook(t, lead)
     t.memory = memory_of(reader, peak_rss)
     if gpu is not None and lead is not None:
         nvml_fields(t, gpu, lead.steps[:len(t.steps)], tr.suite.train.warmup_steps)
+    _amp_evidence(tr, p, reader, lead)
+    t.metrics = _metrics(tr, p, output, out)
+    t.workload_info = _workload_info(tr, p, lead, output, out, left)   # an extra field of the open Trial model
+    _set_status(tr, p, reader, code, launch_error, output, left)
+    tr.record.finish()   # throughput, energy per sample
+
+
+def _feed_steps(tr: TrialContext, p: CommandParams, lead: Proc | None) -> None:
+    """The lead process's steps into the record, each with the samples of one optimizer step over every rank
+    and the hook's DataLoader wait where it saw one.  A program ampbench stops after train.steps may still
+    report a step or two past them before it ends: those are not the trial's."""
+    t = tr.trial
+    samples = global_batch(tr.batch, tr.accum, t.world_size)
+    recs = [step_record(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
+    tr.record.feed_all(recs[:tr.steps_total] if p.stop_after_steps else recs)
+    waits = lead.data_waits if lead is not None else {}
+    for rec in t.steps:
+        rec.data_s = waits.get(rec.step)
+
+
+_HOOK_ENV_KEYS = ("paddle", "paddle_commit", "python", "numpy", "device", "cuda", "cudnn")
+
+
+def _env_from_hook(t: Trial, lead: Proc | None) -> None:
+    """The program's own Paddle, Python and device as its hook saw them: the worker's environment is not the
+    program's (a virtualenv, a container of its own).  A fact the hook could not read keeps the worker's."""
+    start = lead.start if lead is not None else {}
+    for key in _HOOK_ENV_KEYS:
+        if isinstance(start.get(key), str) and start[key]:
+            setattr(t.env, key, start[key])
+    if start.get("device") == "gpu" and isinstance(start.get("device_name"), str):
+        t.env.device_name = start["device_name"]
+
+
+def _amp_evidence(tr: TrialContext, p: CommandParams, reader: EventReader, lead: Proc | None) -> None:
+    """The shape audit, the AMP evidence and what `amp = "inject"` applied, then the step counts that read the
+    scaler's verdicts: skipped steps (found_inf) and non-finite losses (only where the hook saw the loss)."""
+    t = tr.trial
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
     injected_into(t.amp, tr.mode, lead.injected if lead else [])
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)
-    t.metrics = _metrics(tr, p, output, out)
+
+
+def _workload_info(tr: TrialContext, p: CommandParams, lead: Proc | None, output: Any, out: Path,
+                   left: list[str]) -> dict[str, Any]:
+    """What the report says about the program beside the numbers: its arguments and output folder, log lines
+    dropped, what was left out of the steps (evaluations, checkpoint saves), the cross-check of its own
+    throughput against ampbench's, and the processes it left running."""
+    t = tr.trial
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped,
                             "log_bytes_dropped": output.dropped_bytes}
     ours = t.mean_rate()
@@ -150,17 +187,28 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     info.update(cross_check(throughput_check(ours, output.scan, p.throughput_tolerance), ours, t.steps, excluded))
     if left:
         info["leftover_processes"] = left
-    t.workload_info = info  # an extra field of the open Trial model
+    return info
+
+
+def _set_status(tr: TrialContext, p: CommandParams, reader: EventReader, code: int | None, launch_error: str,
+                output: Any, left: list[str]) -> None:
+    """ok, or crashed with every reason in one sentence: what went wrong first, then the processes the program
+    left behind (a trial otherwise fine still fails on them: they would skew the next trial's figures)."""
+    t = tr.trial
     why = _problem(tr, p, reader, code, launch_error, t.metrics, output)
-    if left:  # said whatever else went wrong
-        why = (f"{why}; " if why else "") + (
-            f"the program left {len(left)} process(es) running after it ended ({', '.join(left[:5])}"
-            + (", ..." if len(left) > 5 else "") + "): ampbench killed them")
+    if left:
+        why = (f"{why}; " if why else "") + _leftovers_text(left)
     t.status = "ok" if why is None else "crashed"
     t.error = why
     if why is not None:
         t.log_tail = output.tail_text() or None
-    tr.record.finish()   # throughput, energy per sample
+
+
+def _leftovers_text(left: list[str]) -> str:
+    """The processes the program left running, the first five named."""
+    more = ", ..." if len(left) > 5 else ""
+    return (f"the program left {len(left)} process(es) running after it ended ({', '.join(left[:5])}{more}): "
+            "ampbench killed them")
 
 
 def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: int) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ampbench.core import wire
-from ampbench.core.records import AmpInfo, DecorateOrder, Memory, StepRecord, Trial
+from ampbench.core.records import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
@@ -79,38 +80,16 @@ class EventReader:
         return new
 
     @staticmethod
-    def _apply(proc: Proc, ev: dict[str, Any]) -> bool:  # noqa: C901  a flat dispatch on the event kind
+    def _apply(proc: Proc, ev: dict[str, Any]) -> bool:
+        """Take one checked event into its process's record; True for a new step (`poll` returns those,
+        the worker follows the steps live).  A kind with nothing to take (a step without its number or
+        time) is dropped."""
         kind = ev.get("e")
-        if kind == "step" and isinstance(ev.get("step"), int) and isinstance(ev.get("t"), (int, float)):
-            proc.steps.append(ev)
-            return True
-        if kind == "start":
-            proc.start = {**ev, **proc.start}
-        elif kind == "device":   # named at the first step (the hook's `_name_device`): kept with the start facts
-            proc.start = {**proc.start, **{k: v for k, v in ev.items() if k != "e"}}
-        elif kind == "ops":
-            calls = ev.get("calls")
-            proc.ops = {str(k): str(v) for k, v in calls.items()} if isinstance(calls, dict) else {}
-            apart = ev.get("optimizer_calls")
-            proc.optimizer_ops = {str(k): str(v) for k, v in apart.items()} if isinstance(apart, dict) else {}
-            proc.ops_from = ev["first_step"] if isinstance(ev.get("first_step"), int) else 1
-            proc.ops_error = str(ev.get("error") or "")
-        elif kind == "memory":
-            proc.memory = ev
-        elif kind == "end":
-            proc.end = ev
-        elif kind == "error" and len(proc.errors) < 100:
-            proc.errors.append(str(ev.get("error", "")))
-            if ev.get("where") == "shapes":
-                proc.shapes_error = str(ev.get("error", ""))[:300]
-        elif kind == "shapes" and isinstance(ev.get("layers"), list):
-            proc.shapes = ev
-        elif kind in ("amp_order", "inject") and len(proc.amp_order) + len(proc.injected) < 64:
-            (proc.amp_order if kind == "amp_order" else proc.injected).append(ev)
-        elif kind == "save":   # step and seconds checked (wire.SaveEvent)
-            proc.saves[ev["step"]] = proc.saves.get(ev["step"], 0.0) + float(ev["s"])
-        elif kind == "data" and len(proc.data_waits) < MAX_DATA_WAITS:   # keys and values checked (wire.DataEvent)
-            proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()})
+        if kind == "step":
+            return _take_step(proc, ev)
+        take = _TAKERS.get(str(kind))
+        if take is not None:
+            take(proc, ev)
         return False
 
     def lead(self) -> Proc | None:
@@ -120,6 +99,90 @@ class EventReader:
 
     def stepping(self) -> list[Proc]:
         return [p for p in self.procs.values() if p.steps]
+
+
+# ---------------------------------------------------------------- one event kind each
+# The hook's events, one taker per kind (`EventReader._apply`).  The kinds a program can send without end
+# (errors, decorate calls, data waits) stop being kept at a cap: a looping program cannot fill the worker.
+
+
+def _take_step(proc: Proc, ev: dict[str, Any]) -> bool:
+    """A step with its number and time is kept (True); one without cannot be placed or timed."""
+    if isinstance(ev.get("step"), int) and isinstance(ev.get("t"), (int, float)):
+        proc.steps.append(ev)
+        return True
+    return False
+
+
+def _take_start(proc: Proc, ev: dict[str, Any]) -> None:
+    """The process's start facts; a fact already there (a `device` event that came first) is kept."""
+    proc.start = {**ev, **proc.start}
+
+
+def _take_device(proc: Proc, ev: dict[str, Any]) -> None:
+    """The device, named at the first step (the hook's `_name_device`): kept with the start facts."""
+    proc.start = {**proc.start, **{k: v for k, v in ev.items() if k != "e"}}
+
+
+def _take_ops(proc: Proc, ev: dict[str, Any]) -> None:
+    """Paddle's operator stats: every call, those inside Optimizer.step apart, the step the window starts at
+    (2: the hook cleared model building and step 1) and why there are none, if the hook could not read them."""
+    calls = ev.get("calls")
+    proc.ops = {str(k): str(v) for k, v in calls.items()} if isinstance(calls, dict) else {}
+    apart = ev.get("optimizer_calls")
+    proc.optimizer_ops = {str(k): str(v) for k, v in apart.items()} if isinstance(apart, dict) else {}
+    proc.ops_from = ev["first_step"] if isinstance(ev.get("first_step"), int) else 1
+    proc.ops_error = str(ev.get("error") or "")
+
+
+def _take_memory(proc: Proc, ev: dict[str, Any]) -> None:
+    """The allocator's peaks (read by `memory_of`)."""
+    proc.memory = ev
+
+
+def _take_end(proc: Proc, ev: dict[str, Any]) -> None:
+    """Why and after how many steps the process ended."""
+    proc.end = ev
+
+
+def _take_error(proc: Proc, ev: dict[str, Any]) -> None:
+    """An error the hook met (the first 100); one listing the layers is also why the shape audit has none."""
+    if len(proc.errors) >= 100:
+        return
+    proc.errors.append(str(ev.get("error", "")))
+    if ev.get("where") == "shapes":
+        proc.shapes_error = str(ev.get("error", ""))[:300]
+
+
+def _take_shapes(proc: Proc, ev: dict[str, Any]) -> None:
+    """The Linear/conv layers at step 1, for the shape audit (an event without its list is dropped)."""
+    if isinstance(ev.get("layers"), list):
+        proc.shapes = ev
+
+
+def _take_amp_call(proc: Proc, ev: dict[str, Any]) -> None:
+    """A decorate / DataParallel call (`amp_order`) or what `amp = "inject"` applied (`inject`): 64 of both
+    together, more than any program makes."""
+    if len(proc.amp_order) + len(proc.injected) < 64:
+        (proc.amp_order if ev.get("e") == "amp_order" else proc.injected).append(ev)
+
+
+def _take_save(proc: Proc, ev: dict[str, Any]) -> None:
+    """Seconds in paddle.save inside a step, added up per step (step and seconds checked: wire.SaveEvent)."""
+    proc.saves[ev["step"]] = proc.saves.get(ev["step"], 0.0) + float(ev["s"])
+
+
+def _take_data(proc: Proc, ev: dict[str, Any]) -> None:
+    """The DataLoader waits of some steps, until MAX_DATA_WAITS (keys and values checked: wire.DataEvent)."""
+    if len(proc.data_waits) < MAX_DATA_WAITS:
+        proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()})
+
+
+_TAKERS: dict[str, Callable[[Proc, dict[str, Any]], None]] = {
+    "start": _take_start, "device": _take_device, "ops": _take_ops, "memory": _take_memory, "end": _take_end,
+    "error": _take_error, "shapes": _take_shapes, "amp_order": _take_amp_call, "inject": _take_amp_call,
+    "save": _take_save, "data": _take_data,
+}
 
 
 def step_record(ev: dict[str, Any], samples: int, warmup_steps: int) -> StepRecord:
@@ -145,22 +208,34 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
         amp.effective_white_list, amp.effective_black_list = lists["white"], lists["black"]
     low = low_precision_calls(calls)
     amp.active = bool(requested and low > 0)
-    total = sum(sum(c.values()) for c in calls.values())
-    first = min((p.ops_from for p in procs), default=1)
-    where = "training steps from step 2 (model building and step 1 left out)" if first > 1 else "first steps"
-    amp.evidence = (f"{low} low-precision op calls of {total} in the program's {where}, the optimizer's "
-                    f"{sum(sum(c.values()) for c in apart.values())} apart (Paddle operator stats)")
+    amp.evidence = _evidence_text(low, calls, apart, min((p.ops_from for p in procs), default=1))
     amp.scaler_enabled = any(s.loss_scale is not None for s in trial.steps)
     amp.decorate_order = decorate_order(reader)
     if requested and not amp.active:
-        errors = "; ".join(sorted({p.ops_error for p in reader.procs.values() if p.ops_error}))
-        amp.inactive_code = "device" if instrumented and not errors else "no-evidence"
-        amp.inactive_reason = (
-            "not instrumented (workload.instrument = false): no op dtype evidence" if not instrumented else
-            f"no op dtype evidence from the program ({errors})" if errors else
-            f"AMP inactive in the program on device {trial.env.device or 'unknown'}: every recorded op ran in "
-            "float32 (on a CPU Paddle build AMP is a no-op; on a GPU check the mode's args really turn AMP on)")
+        amp.inactive_code, amp.inactive_reason = _why_inactive(trial, reader, instrumented)
     return amp
+
+
+def _evidence_text(low: int, calls: dict[str, dict[str, int]], apart: dict[str, dict[str, int]], first: int) -> str:
+    """The AMP evidence in one line: low-precision calls of all, over which steps, the optimizer's apart."""
+    total = sum(sum(c.values()) for c in calls.values())
+    where = "training steps from step 2 (model building and step 1 left out)" if first > 1 else "first steps"
+    return (f"{low} low-precision op calls of {total} in the program's {where}, the optimizer's "
+            f"{sum(sum(c.values()) for c in apart.values())} apart (Paddle operator stats)")
+
+
+def _why_inactive(trial: Trial, reader: EventReader, instrumented: bool) -> tuple[InactiveCode, str]:
+    """Why a requested AMP reads inactive, and its code for the amp-active rule's advice: "device" where the
+    evidence was read and shows float32 only (the device or the mode's args), "no-evidence" where there was
+    none to read (not instrumented, or the hook could not read Paddle's operator stats)."""
+    errors = "; ".join(sorted({p.ops_error for p in reader.procs.values() if p.ops_error}))
+    if not instrumented:
+        return "no-evidence", "not instrumented (workload.instrument = false): no op dtype evidence"
+    if errors:
+        return "no-evidence", f"no op dtype evidence from the program ({errors})"
+    return "device", (f"AMP inactive in the program on device {trial.env.device or 'unknown'}: every recorded op "
+                      "ran in float32 (on a CPU Paddle build AMP is a no-op; on a GPU check the mode's args really "
+                      "turn AMP on)")
 
 
 def shape_audit(proc: Proc | None, batch_size: int) -> dict[str, Any]:
@@ -214,24 +289,30 @@ def memory_of(reader: EventReader, rss_peak: int) -> Memory:
     mem = Memory(rss_peak_bytes=rss_peak or None)
     if not procs:
         return mem
-    sources = {str(p.memory.get("source")) for p in procs}
-    src: Literal["cuda", "host", "none"] = "cuda" if "cuda" in sources else "host" if "host" in sources else "none"
-    alloc = [int(p.memory["peak_allocated"]) for p in procs if isinstance(p.memory.get("peak_allocated"), int)]
-    res = [int(p.memory["peak_reserved"]) for p in procs if isinstance(p.memory.get("peak_reserved"), int)]
-    mem.source = src
-    mem.peak_allocated_bytes = max(alloc) if alloc else None
-    mem.peak_reserved_bytes = max(res) if res else None
+    mem.source = _memory_source(procs)
+    mem.peak_allocated_bytes = _largest(procs, "peak_allocated")
+    mem.peak_reserved_bytes = _largest(procs, "peak_reserved")
     errors = [str(p.memory.get("error")) for p in procs if p.memory.get("error")]
     if errors:   # the allocator key, as the built-in workloads record a peak not measured
-        mem.errors = {"allocator" if src == "cuda" else "hook": errors[0]}
-    evals = max((int(p.memory["evaluations"]) for p in procs if isinstance(p.memory.get("evaluations"), int)),
-                default=0)
-    if src == "cuda" and evals:
+        mem.errors = {"allocator" if mem.source == "cuda" else "hook": errors[0]}
+    evals = _largest(procs, "evaluations")
+    if mem.source == "cuda" and evals:
         mem.notes = {"evaluations": EVALS_CACHED_NOTE.format(n=evals)}
     if len(procs) > 1:
         mem.per_rank = [{"rank": p.rank, "pid": p.pid, **{k: v for k, v in p.memory.items() if k != "e"}}
                         for p in procs]
     return mem
+
+
+def _memory_source(procs: list[Proc]) -> Literal["cuda", "host", "none"]:
+    """Where the peaks were read: any rank on a GPU makes the trial's memory GPU memory."""
+    sources = {str(p.memory.get("source")) for p in procs}
+    return "cuda" if "cuda" in sources else "host" if "host" in sources else "none"
+
+
+def _largest(procs: list[Proc], key: str) -> int | None:
+    """The largest integer reading of `key` over the processes (None: no process reported one)."""
+    return max((int(p.memory[key]) for p in procs if isinstance(p.memory.get(key), int)), default=None)
 
 
 def throughput_check(ours: float, scan: LogScan, tolerance: float) -> dict[str, Any] | None:

@@ -152,7 +152,7 @@ RENDERERS = [
     ("ampbench/report/benchmark_export.py", ("_benchmark",), "export"),
     ("ampbench/judge/summary.py", ("trial_point",), "history"),
     ("ampbench/report/tables.py", ("summary_table", "_own_columns", "_mode_cell"), "modes"),
-    ("ampbench/report/trend.py", ("trend_section",), "trend"),
+    ("ampbench/report/trend.py", ("trend_section", "_trend_rows", "_trend_own"), "trend"),
 ]
 
 

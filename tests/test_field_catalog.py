@@ -212,7 +212,7 @@ RENDERERS = [
     ("ampbench/report/benchmark_export.py", ("_benchmark",), "export"),
     ("ampbench/judge/summary.py", ("trial_point",), "history"),
     ("ampbench/report/tables.py", ("summary_table", "_own_columns", "_mode_cell"), "modes"),
-    ("ampbench/report/trend.py", ("trend_section",), "trend"),
+    ("ampbench/report/trend.py", ("trend_section", "_trend_rows", "_trend_own"), "trend"),
     ("ampbench/report/outcome.py", ("outcome_md", "_md_cell", "outcome_columns", "cell", "_row"), "outcome"),
     ("ampbench/report/console.py", ("print_outcome",), "outcome"),
     ("ampbench/report/compare.py", ("to_markdown", "_md_cell", "run_modes"), "compare"),

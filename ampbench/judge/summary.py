@@ -41,21 +41,33 @@ def _mode_summary(mode: str, ts: list[Trial], metric: str, confidence: float) ->
         s.statuses[t.status] = s.statuses.get(t.status, 0) + 1
     ms = measure.mode_stats([t.step_rates() for t in ok], confidence)
     s.samples_per_s, s.samples_per_s_ci = ms.samples_per_s, ms.interval
-    peaks = [t.peak_memory() for t in ok if t.peak_memory()[0]]
-    if peaks:
-        s.peak_bytes = max(p for p, _ in peaks)
-        s.memory_source = peaks[0][1]
-    vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
-    if vals:
-        s.metric_mean = float(np.mean(vals))
-        s.metric_std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
-        s.metric_n = len(vals)
+    _add_peak(s, ok)
+    _add_metric(s, ok, metric)
     s.skipped_steps = sum(t.skipped_steps for t in ok)
     s.total_steps = sum(len(t.steps) for t in ok)
     s.per_trial = [trial_point(t, metric) for t in ok]
     s.step_time_hist = step_time_hist([st.time_s for t in ok for st in t.measured_steps()])
     s.floor_samples_per_s = measure.run_floor([p.floor_samples_per_s for p in s.per_trial if p.floor_samples_per_s])
     return s, ms
+
+
+def _add_peak(s: ModeSummary, ok: list[Trial]) -> None:
+    """The mode's peak memory: the largest over its ok trials that recorded one, with the first such
+    trial's source (cuda or host); left unset when none did, never reported as zero."""
+    peaks = [t.peak_memory() for t in ok if t.peak_memory()[0]]
+    if peaks:
+        s.peak_bytes = max(p for p, _ in peaks)
+        s.memory_source = peaks[0][1]
+
+
+def _add_metric(s: ModeSummary, ok: list[Trial], metric: str) -> None:
+    """Mean, seed sd (none for a single value) and count of the metric over the ok trials with a finite
+    value; left unset when no trial has one, so a missing metric never reads as a mean of nothing."""
+    vals = [t.metrics[metric] for t in ok if metric in t.metrics and math.isfinite(t.metrics[metric])]
+    if vals:
+        s.metric_mean = float(np.mean(vals))
+        s.metric_std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+        s.metric_n = len(vals)
 
 
 def step_time_hist(times: list[float]) -> StepTimeHist | None:

@@ -87,22 +87,7 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
     colors = P.mode_colors(modes)
     fig, axes = P._figure(9.6, nrows=5, sharex=True)
     bins = _bins(len(entries), cuts)
-    binned = len(bins) < len(entries)
-    unit_m, div = fmt.bytes_unit([v for e in entries for m in (e.get("modes") or {}).values()
-                                  if math.isfinite(v := P.plottable(m.get("peak_bytes")))])
-    panels = [("samples_per_s", "samples/s (median)", 1.0), ("peak_bytes", f"peak memory ({unit_m})", 1 / div),
-              ("metric_mean", metric + (" (%)" if fraction else ""), 100.0 if fraction else 1.0)]
-    for row, (key, label, scale) in enumerate(panels):
-        ax = axes[row, 0]
-        for mode in modes:
-            xb, med_b, lo_b, hi_b = _binned(_series(entries, mode, key, scale), bins)
-            xs, med, lo, hi = _gap(xb, cuts, med_b, lo_b, hi_b)
-            if len(xs):
-                ax.plot(xs, med, marker=None if binned else "o", markersize=3.5, linewidth=1.3, color=colors[mode],
-                        label=mode if row == 0 else None)
-                if binned:
-                    ax.fill_between(xs, lo, hi, color=colors[mode], alpha=0.15, linewidth=0)
-        ax.set_ylabel(label, fontsize=8.5)
+    _value_panels(axes, entries, modes, colors, bins, cuts, metric, fraction)
     _speedup_panel(axes[3, 0], entries, modes, colors, bins, cuts)
     _verdict_panel(axes[4, 0], entries, modes, colors, bins)
     _mark_regressions(axes, regressions)
@@ -113,9 +98,45 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
     _marks(axes[0, 0], entries, steps or [], cuts)
     _x_axis(axes[-1, 0], entries)
     _legend(axes[0, 0], bool(regressions), bool(steps), bool(cuts))
-    title = (f"Per mode over {len(entries):,} runs: median per bin of about {len(entries) // len(bins)} runs, "
-             "band min to max (x: start date, commit)") if binned else "Per mode over runs (x: start date, commit)"
-    axes[0, 0].set_title(title, fontsize=10)
+    axes[0, 0].set_title(_title(len(entries), len(bins)), fontsize=10)
+    return _png(fig, inactive)
+
+
+def _value_panels(axes: Any, entries: list[dict[str, Any]], modes: list[str], colors: dict[str, str],
+                  bins: list[np.ndarray], cuts: list[Break], metric: str, fraction: bool) -> None:
+    """The top three panels: throughput, peak memory (in the one unit that suits every run) and the metric
+    (in percent for a fraction), a line per mode cut at each break; a long history, binned, is drawn as
+    the per-bin median with its min-max band and no markers."""
+    binned = len(bins) < len(entries)
+    unit_m, div = fmt.bytes_unit([v for e in entries for m in (e.get("modes") or {}).values()
+                                  if math.isfinite(v := P.plottable(m.get("peak_bytes")))])
+    panels = [("samples_per_s", "samples/s (median)", 1.0), ("peak_bytes", f"peak memory ({unit_m})", 1 / div),
+              ("metric_mean", metric + (" (%)" if fraction else ""), 100.0 if fraction else 1.0)]
+    for row, (key, label, scale) in enumerate(panels):
+        ax = axes[row, 0]
+        for mode in modes:
+            xb, med_b, lo_b, hi_b = _binned(_series(entries, mode, key, scale), bins)
+            xs, med, lo, hi = _gap(xb, cuts, med_b, lo_b, hi_b)
+            if not len(xs):
+                continue
+            ax.plot(xs, med, marker=None if binned else "o", markersize=3.5, linewidth=1.3, color=colors[mode],
+                    label=mode if row == 0 else None)
+            if binned:
+                ax.fill_between(xs, lo, hi, color=colors[mode], alpha=0.15, linewidth=0)
+        ax.set_ylabel(label, fontsize=8.5)
+
+
+def _title(runs: int, points: int) -> str:
+    """The figure's title; a binned history says how many runs each plotted point stands for."""
+    if points < runs:
+        return (f"Per mode over {runs:,} runs: median per bin of about {runs // points} runs, "
+                "band min to max (x: start date, commit)")
+    return "Per mode over runs (x: start date, commit)"
+
+
+def _png(fig: Any, inactive: str | None) -> bytes:
+    """The figure as PNG bytes with math text off on every text (a mode or metric name is drawn as typed),
+    stamped with `inactive` when AMP never ran, so the image cannot be read as AMP numbers."""
     buf = io.BytesIO()
     with P._plain_text():
         for t in fig.findobj(lambda o: hasattr(o, "set_parse_math")):

@@ -78,15 +78,7 @@ def probe_section(v: RunView, ctx: Ctx, level: int) -> str:
         return ""
     doc, where = v.probe
     d = as_dict(doc)
-    rows = []
-    for name, e in (d.get("modes") or {}).items():
-        mb = "error" if e.get("status") != "ok" else (
-            f"{e.get('max_batch')}{'+' if e.get('capped') else ''}" if e.get("max_batch") else "none (OOM at 1)")
-        tries = " ".join(f"{a.get('batch_size')}{'✓' if a.get('fits') else '✗'}" for a in e.get("attempts") or [])
-        amp = DASH if not e.get("amp_requested") else ("active" if e.get("amp_active") else "**inactive**")
-        rows.append([md_code(name), str(e.get("configured_batch") or DASH), md_text(mb),
-                     fmt.bytes_h(e.get("peak_bytes_at_max")), md_text(tries or DASH), amp,
-                     md_text(e.get("error") or "", 200) or " "])
+    rows = [_probe_row(name, e) for name, e in (d.get("modes") or {}).items()]
     table = md_table(["Mode", "Configured batch", "Largest batch that fits", "Peak at that batch", "Attempts",
                       "AMP", "Error"], rows, ["l", "r", "r", "r", "l", "l", "l"])
     ceiling = (f"ceiling {fmt.bytes_h(d.get('memory_limit_bytes'))} per attempt"
@@ -97,6 +89,26 @@ def probe_section(v: RunView, ctx: Ctx, level: int) -> str:
     if any(e.get("amp_requested") and not e.get("amp_active") for e in (d.get("modes") or {}).values()):
         notes.append("AMP was inactive while probing: the AMP rows show float32 limits, not what AMP saves.")
     return "\n\n".join([h(level, "Batch-size probe"), head, table, *notes])
+
+
+def _probe_row(name: str, e: dict[str, Any]) -> list[str]:
+    """One mode's row of the probe table: its largest fitting batch, the attempts as `8✓ 16✗`, whether AMP
+    ran, and the error (cut short) of a probe that failed."""
+    tries = " ".join(f"{a.get('batch_size')}{'✓' if a.get('fits') else '✗'}" for a in e.get("attempts") or [])
+    amp = DASH if not e.get("amp_requested") else ("active" if e.get("amp_active") else "**inactive**")
+    return [md_code(name), str(e.get("configured_batch") or DASH), md_text(_largest_batch(e)),
+            fmt.bytes_h(e.get("peak_bytes_at_max")), md_text(tries or DASH), amp,
+            md_text(e.get("error") or "", 200) or " "]
+
+
+def _largest_batch(e: dict[str, Any]) -> str:
+    """The largest batch that fitted, `+` when the search stopped at its limit still fitting (the true
+    largest may be more); "error" for a failed probe, "none (OOM at 1)" when not even batch 1 fitted."""
+    if e.get("status") != "ok":
+        return "error"
+    if not e.get("max_batch"):
+        return "none (OOM at 1)"
+    return f"{e.get('max_batch')}{'+' if e.get('capped') else ''}"
 
 
 def diagnosis_section(v: RunView, ctx: Ctx, level: int) -> str:

@@ -203,27 +203,8 @@ def throughput_memory(summaries: dict[str, ModeSummary], path: Path, colors: dic
     ypos = np.arange(len(modes))[::-1]
     ref = summaries.get(REFERENCE_MODE)
     unit = next((s.unit for s in summaries.values() if s.unit), "samples")
-    for y, m in zip(ypos, modes):
-        s = summaries[m]
-        if s.samples_per_s:
-            err = None
-            if s.samples_per_s_ci:
-                lo, hi = s.samples_per_s_ci
-                err = [[max(0.0, s.samples_per_s - lo)], [max(0.0, hi - s.samples_per_s)]]
-            ax_t.barh(y, s.samples_per_s, color=colors[m], xerr=err, capsize=3, height=0.6)
-            label = fmt.num(s.samples_per_s) + (f"  ({fmt.ratio(s.speedup)})" if s.speedup else "")
-            end = s.samples_per_s_ci[1] if s.samples_per_s_ci else s.samples_per_s
-            ax_t.annotate(label, (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    mem = [summaries[m].peak_bytes or 0 for m in modes]
-    unit_m, div = fmt.bytes_unit([float(v) for v in mem])
-    for y, m, v in zip(ypos, modes, mem):
-        s = summaries[m]
-        if v:
-            ax_m.barh(y, v / div, color=colors[m], height=0.6)
-            label = fmt.num(v / div) + (f"  ({fmt.pct(-s.memory_reduction, decimals=0)})"
-                                        if s.memory_reduction is not None else "")
-            ax_m.annotate(label, (v / div, y), xytext=(4, 0), textcoords="offset points", va="center",
-                          fontsize=8)
+    _throughput_bars(ax_t, summaries, modes, ypos, colors)
+    unit_m = _memory_bars(ax_m, summaries, modes, ypos, colors)
     sources = sorted({summaries[m].memory_source for m in modes if summaries[m].peak_bytes})
     for ax in (ax_t, ax_m):
         ax.set_yticks(ypos, modes)
@@ -237,14 +218,51 @@ def throughput_memory(summaries: dict[str, ModeSummary], path: Path, colors: dic
     return _save(fig, path, inactive)
 
 
+def _throughput_bars(ax: Any, summaries: dict[str, ModeSummary], modes: list[str], ypos: np.ndarray,
+                     colors: dict[str, str]) -> None:
+    """Each mode's median samples/s as a bar with its interval, labelled past the interval's end with the
+    number and the speedup vs fp32; a mode without throughput (memory only) gets no bar."""
+    for y, m in zip(ypos, modes):
+        s = summaries[m]
+        if not s.samples_per_s:
+            continue
+        ax.barh(y, s.samples_per_s, color=colors[m], xerr=_interval_err(s), capsize=3, height=0.6)
+        label = fmt.num(s.samples_per_s) + (f"  ({fmt.ratio(s.speedup)})" if s.speedup else "")
+        end = s.samples_per_s_ci[1] if s.samples_per_s_ci else s.samples_per_s
+        ax.annotate(label, (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+
+
+def _interval_err(s: ModeSummary) -> list[list[float]] | None:
+    """The throughput interval as matplotlib's asymmetric xerr: the distances below and above the median,
+    clipped at zero (an interval that misses its median must not draw a negative bar); None without one."""
+    if not s.samples_per_s_ci or not s.samples_per_s:
+        return None
+    lo, hi = s.samples_per_s_ci
+    return [[max(0.0, s.samples_per_s - lo)], [max(0.0, hi - s.samples_per_s)]]
+
+
+def _memory_bars(ax: Any, summaries: dict[str, ModeSummary], modes: list[str], ypos: np.ndarray,
+                 colors: dict[str, str]) -> str:
+    """Each mode's peak memory as a bar, all in the one unit that suits the largest (returned for the axis
+    label), labelled with the number and the change vs fp32; a mode without a peak gets no bar."""
+    mem = [summaries[m].peak_bytes or 0 for m in modes]
+    unit_m, div = fmt.bytes_unit([float(v) for v in mem])
+    for y, m, v in zip(ypos, modes, mem):
+        s = summaries[m]
+        if not v:
+            continue
+        ax.barh(y, v / div, color=colors[m], height=0.6)
+        label = fmt.num(v / div) + (f"  ({fmt.pct(-s.memory_reduction, decimals=0)})"
+                                    if s.memory_reduction is not None else "")
+        ax.annotate(label, (v / div, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    return unit_m
+
+
 def metric_per_seed(trials: list[Trial], metric: str, path: Path, colors: dict[str, str],
                     fraction: bool, margin: Margin | None = None, goal: str = "max",
                     inactive: str | None = None) -> Path | None:
     """The primary metric of every ok trial as a point, one column per mode, mean as a bar."""
-    def has_metric(t: Trial) -> bool:
-        return t.status == "ok" and metric in t.metrics and math.isfinite(t.metrics[metric])
-
-    groups = {m: [t for t in ts if has_metric(t)] for m, ts in _by_mode(trials).items()}
+    groups = {m: [t for t in ts if _has_metric(t, metric)] for m, ts in _by_mode(trials).items()}
     modes = [m for m, ts in groups.items() if ts]
     if not modes:
         return None
@@ -254,13 +272,7 @@ def metric_per_seed(trials: list[Trial], metric: str, path: Path, colors: dict[s
     seeds = sorted({t.seed for ts in groups.values() for t in ts})
     marker = {sd: _SEED_MARKERS[i % len(_SEED_MARKERS)] for i, sd in enumerate(seeds)}
     for i, m in enumerate(modes):
-        ts = groups[m]
-        vals = np.array([t.metrics[metric] for t in ts]) * k
-        ax.hlines(vals.mean(), i - 0.3, i + 0.3, color=colors[m], linewidth=2.2, alpha=0.45, zorder=2)
-        offs = np.linspace(-0.15, 0.15, len(vals)) if len(vals) > 1 else np.zeros(1)
-        for o, v, t in zip(offs, vals, ts):
-            ax.scatter(i + o, v, color=colors[m], marker=marker[t.seed], s=30, zorder=3,
-                       edgecolors="white", linewidths=0.5)
+        _seed_column(ax, i, groups[m], metric, k, colors[m], marker)
     if margin is not None and REFERENCE_MODE in modes:
         _draw_margin(ax, groups[REFERENCE_MODE], metric, k, margin, goal)
     for sd in seeds:
@@ -276,6 +288,24 @@ def metric_per_seed(trials: list[Trial], metric: str, path: Path, colors: dict[s
             lbl.set_rotation(15)
             lbl.set_ha("right")
     return _save(fig, path, inactive)
+
+
+def _has_metric(t: Trial, metric: str) -> bool:
+    """Whether the trial counts for the metric plot: finished ok with a finite value (a crashed or
+    diverged trial's number, or a NaN, is left out rather than drawn)."""
+    return t.status == "ok" and metric in t.metrics and math.isfinite(t.metrics[metric])
+
+
+def _seed_column(ax: Any, i: int, ts: list[Trial], metric: str, k: float, color: str,
+                 marker: dict[int, str]) -> None:
+    """Column `i` of the metric plot: the mean over the mode's trials as a short bar, each trial as a point
+    in its seed's marker, spread sideways so that equal values of two seeds stay visible."""
+    vals = np.array([t.metrics[metric] for t in ts]) * k
+    ax.hlines(vals.mean(), i - 0.3, i + 0.3, color=color, linewidth=2.2, alpha=0.45, zorder=2)
+    offs = np.linspace(-0.15, 0.15, len(vals)) if len(vals) > 1 else np.zeros(1)
+    for o, v, t in zip(offs, vals, ts):
+        ax.scatter(i + o, v, color=color, marker=marker[t.seed], s=30, zorder=3,
+                   edgecolors="white", linewidths=0.5)
 
 
 def _draw_margin(ax: Any, ref: list[Trial], metric: str, k: float, margin: Margin, goal: str) -> None:
@@ -298,7 +328,6 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
     panels = [("samples_per_s", "samples/s (median)"), ("peak_bytes", "peak memory"),
               ("metric_mean", f"{metric} mean" + (" (%)" if fraction else ""))]
     fig, axes = _figure(6.4, nrows=3, sharex=True)
-    x = np.arange(len(entries))
     mem_vals = [v for e in entries for m in e.get("modes", {}).values()
                 if math.isfinite(v := plottable(m.get("peak_bytes")))]
     unit_m, div = fmt.bytes_unit(mem_vals)
@@ -307,24 +336,11 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
     cuts = breaks(entries)
     for row, (key, label) in enumerate(panels):
         ax = axes[row, 0]
+        scale = _trend_scale(key, div, fraction)
         for mode in modes:
-            ys, fl = [], []
-            for e in entries:
-                ms = e.get("modes", {}).get(mode) or {}
-                scale = 1 / div if key == "peak_bytes" else (100.0 if key == "metric_mean" and fraction else 1.0)
-                ys.append(plottable(ms.get(key), scale))
-                fl.append(ms.get("verdict") in ("FAIL", "ERROR"))
-            ys_a = np.array(ys)
-            if np.all(np.isnan(ys_a)):
-                continue
-            gx, gy = gapped(list(x), list(ys_a), cuts)  # no line across a config or device change
-            ax.plot(gx, [math.nan if v is None else v for v in gy], marker="o", markersize=3.5,
-                    color=colors.get(mode, REF_COLOR), linewidth=1.3, label=mode if row == 0 else None)
-            fx = [xi for xi, f, y in zip(x, fl, ys_a) if f and not np.isnan(y)]
-            if fx:
-                flagged_any = True
-                ax.scatter(fx, [ys_a[i] for i in fx], s=90, facecolors="none", edgecolors=FLAG_COLOR,
-                           linewidths=1.4, zorder=4)
+            circled = _trend_line(ax, entries, mode, key, scale, cuts, colors.get(mode, REF_COLOR),
+                                  mode if row == 0 else None)
+            flagged_any = flagged_any or circled
         ax.set_ylabel(label if key != "peak_bytes" else f"{label} ({unit_m})", fontsize=9)
         if cuts:
             ax.vlines([c.index - 0.5 for c in cuts], 0, 1, transform=ax.get_xaxis_transform(), color="#6e7781",
@@ -332,17 +348,56 @@ def trend(entries: list[dict[str, Any]], path: Path, colors: dict[str, str], met
     if flagged_any:
         axes[0, 0].scatter([], [], s=90, facecolors="none", edgecolors=FLAG_COLOR,
                            label="flagged by\nthe checker\n(FAIL/ERROR)")
-    ticks = thin_ticks(len(entries))
-    ax = axes[-1, 0]
-    ax.set_xticks(ticks, [run_label(entries[i]) for i in ticks])
-    for lbl in ax.get_xticklabels():
-        lbl.set_rotation(30 if len(ticks) > 4 else 0)
-        lbl.set_ha("right" if len(ticks) > 4 else "center")
-        lbl.set_fontsize(8)
-    ax.set_xlabel("run (start date)")
+    _trend_x_axis(axes[-1, 0], entries)
     _legend_right(axes[0, 0])
     axes[0, 0].set_title("Trend over runs", fontsize=10)
     return _save(fig, path, inactive)
+
+
+def _trend_scale(key: str, div: float, fraction: bool) -> float:
+    """The factor a trend panel's values are drawn at: memory in the unit every run shares (bytes_unit's
+    divisor), a fraction metric in percent, so the axis reads as the tables do."""
+    if key == "peak_bytes":
+        return 1 / div
+    return 100.0 if key == "metric_mean" and fraction else 1.0
+
+
+def _trend_line(ax: Any, entries: list[dict[str, Any]], mode: str, key: str, scale: float, cuts: list[Any],
+                color: str, label: str | None) -> bool:
+    """One mode's series on one trend panel, cut at each config or device change, the runs the checker
+    flagged (FAIL/ERROR) circled in red.  A mode with no plottable value on this panel draws nothing.
+    Returns whether a circle was drawn, so the legend explains the circles only when there are some."""
+    ys, fl = [], []
+    for e in entries:
+        ms = e.get("modes", {}).get(mode) or {}
+        ys.append(plottable(ms.get(key), scale))
+        fl.append(ms.get("verdict") in ("FAIL", "ERROR"))
+    ys_a = np.array(ys)
+    if np.all(np.isnan(ys_a)):
+        return False
+    x = np.arange(len(entries))
+    gx, gy = gapped(list(x), list(ys_a), cuts)  # no line across a config or device change
+    ax.plot(gx, [math.nan if v is None else v for v in gy], marker="o", markersize=3.5,
+            color=color, linewidth=1.3, label=label)
+    fx = [xi for xi, f, y in zip(x, fl, ys_a) if f and not np.isnan(y)]
+    if not fx:
+        return False
+    ax.scatter(fx, [ys_a[i] for i in fx], s=90, facecolors="none", edgecolors=FLAG_COLOR,
+               linewidths=1.4, zorder=4)
+    return True
+
+
+def _trend_x_axis(ax: Any, entries: list[dict[str, Any]]) -> None:
+    """The bottom panel's run labels (start date): at most a dozen, tilted once there are more than four
+    so neighbouring dates do not overlap."""
+    ticks = thin_ticks(len(entries))
+    ax.set_xticks(ticks, [run_label(entries[i]) for i in ticks])
+    tilted = len(ticks) > 4
+    for lbl in ax.get_xticklabels():
+        lbl.set_rotation(30 if tilted else 0)
+        lbl.set_ha("right" if tilted else "center")
+        lbl.set_fontsize(8)
+    ax.set_xlabel("run (start date)")
 
 
 PLOT_LIMIT = 1e150  # larger magnitudes (a corrupt or hostile 1e308) break axis limits; drawn as gaps

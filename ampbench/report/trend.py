@@ -109,8 +109,7 @@ def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
     frac = fmt.is_fraction_metric([x for x in vals if x is not None])
     out = [f"## Trend: {md_code(suite)} over {len(entries)} runs"]
     latest = entries[-1]
-    keys = ("config_hash", "device_name", "paddle")
-    changed = [e for e in entries if any(e.get(k) != latest.get(k) for k in keys)]
+    changed = _changed_runs(entries)
     if changed:
         out.append(f"{len(changed)} earlier run(s) differ from the latest in config hash, device or Paddle "
                    "version (marked *changed*): a step in the trend there may come from that change, "
@@ -119,29 +118,59 @@ def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
     view = fields.View(metric, frac, float(latest.get("confidence") or 0.95))
     cols = fields.columns("trend", ModeSummary, (*MODE_COMPUTED, *_TREND_OWN))
     for mode in modes:
-        rows = []
-        prev = None
-        for e in entries:
-            raw = e.get("modes", {}).get(mode)
-            if not raw:
-                continue
-            m = ModeSummary.model_validate(raw)
-            tput = m.samples_per_s
-            own = {"run": md_text(P.run_label(e)), "run_id": md_code(e.get("run_id", "")),
-                   "git": md_code(fmt.short_sha(e.get("git_sha"))) if e.get("git_sha") else DASH,
-                   "vs_previous": fmt.pct(tput / prev - 1) if tput and prev else DASH,
-                   "verdict": _trend_verdict(mode, raw), "note": "changed" if e in changed else " "}
-            prev = tput or prev
-            rows.append([own[c.key] if c.key in own else c.text(m, view, md_text) for c in cols])
+        rows = _trend_rows(mode, entries, changed, cols, view)
         out.append(f"**{md_code(mode)}**")
         out.append(md_table([c.header(view, md_text) for c in cols], rows, [c.align for c in cols]))
+    out.extend(_trend_plot(suite, entries, modes, metric, frac, ctx))
+    return "\n\n".join(out)
+
+
+def _changed_runs(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs whose config hash, device or Paddle version differs from the latest run's: a step of the
+    trend at one of them may be that change, not a regression, so their rows are marked."""
+    latest = entries[-1]
+    keys = ("config_hash", "device_name", "paddle")
+    return [e for e in entries if any(e.get(k) != latest.get(k) for k in keys)]
+
+
+def _trend_rows(mode: str, entries: list[dict[str, Any]], changed: list[dict[str, Any]],
+                cols: list[fields.Column], view: fields.View) -> list[list[str]]:
+    """One mode's trend table rows, one per run that has the mode: the catalog's figures beside the
+    trend's own cells (which run, change from the previous run with a throughput, verdict, note)."""
+    rows = []
+    prev = None
+    for e in entries:
+        raw = e.get("modes", {}).get(mode)
+        if not raw:
+            continue
+        m = ModeSummary.model_validate(raw)
+        own = _trend_own(mode, e, raw, m.samples_per_s, prev, e in changed)
+        prev = m.samples_per_s or prev
+        rows.append([own[c.key] if c.key in own else c.text(m, view, md_text) for c in cols])
+    return rows
+
+
+def _trend_own(mode: str, e: dict[str, Any], raw: dict[str, Any], tput: float | None, prev: float | None,
+               changed: bool) -> dict[str, str]:
+    """The trend table's own cells of one run (the _TREND_OWN columns); "vs previous" compares with the
+    last earlier run that had a throughput, so a run without one does not blank the next run's change."""
+    return {"run": md_text(P.run_label(e)), "run_id": md_code(e.get("run_id", "")),
+            "git": md_code(fmt.short_sha(e.get("git_sha"))) if e.get("git_sha") else DASH,
+            "vs_previous": fmt.pct(tput / prev - 1) if tput and prev else DASH,
+            "verdict": _trend_verdict(mode, raw), "note": "changed" if changed else " "}
+
+
+def _trend_plot(suite: str, entries: list[dict[str, Any]], modes: list[str], metric: str, frac: bool,
+                ctx: Ctx) -> list[str]:
+    """The trend figure (plots.trend) as the section's image and caption; nothing when there is too
+    little to draw.  The file is named after the suite, made safe for a path."""
     colors = P.mode_colors(modes)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", suite)
     path = P.trend(entries, ctx.plots_dir / f"trend-{name}.png", colors, metric, frac, inactive_note(entries))
-    if path is not None:
-        out.append(fmt.md_image(f"Trend of throughput, memory and {metric} for {suite}", ctx.rel(path)))
-        out.append("Red circles: runs in which the checker flagged that mode (FAIL or ERROR).")
-    return "\n\n".join(out)
+    if path is None:
+        return []
+    return [fmt.md_image(f"Trend of throughput, memory and {metric} for {suite}", ctx.rel(path)),
+            "Red circles: runs in which the checker flagged that mode (FAIL or ERROR)."]
 
 
 def steps_text(entries: list[dict[str, Any]]) -> str:

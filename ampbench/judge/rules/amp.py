@@ -89,11 +89,7 @@ def rule_op_lists(c: Ctx) -> list[RuleResult]:
                        f"Custom op list names {', '.join(unknown)} that Paddle does not know; Paddle ignores them "
                        "silently (e.g. embedding is lookup_table_v2), so the list cannot have taken effect.",
                        trials=[t.key for t in ts if t.amp.unknown_op_names], reasons=["unknown-ops"])]
-    calls = _calls(ts)
-    low = {op: sum(v for k, v in by.items() if k in LOW_PRECISION) for op, by in calls.items()}
-    leaked = [op for op in mode.custom_black_list if low.get(forward_op(op), 0) > 0]
-    missed = [op for op in mode.custom_white_list if forward_op(op) in calls and low.get(forward_op(op), 0) == 0]
-    unseen = [op for op in mode.custom_white_list + mode.custom_black_list if forward_op(op) not in calls]
+    leaked, missed, unseen = _list_evidence(mode, _calls(ts))
     note = f" Not called in the recorded steps: {', '.join(unseen)}." if unseen else ""
     observed = {"unknown": [], "leaked": leaked, "missed": missed}
     if c.amp_inactive:
@@ -101,14 +97,32 @@ def rule_op_lists(c: Ctx) -> list[RuleResult]:
                        "every op ran in float32 on this device, so the custom lists cannot be verified here."
                        + note, informational=True, reasons=["amp-inactive"])]
     if leaked or missed:
-        parts = ([f"black-listed {', '.join(leaked)} ran in low precision"] if leaked else []) + \
-                ([f"white-listed {', '.join(missed)} never ran in low precision"] if missed else [])
-        return [c.rule("op-lists", "FAIL", observed, threshold,
-                       f"The custom op lists did not take effect: {'; '.join(parts)}.{note}",
-                       reasons=(["leaked"] if leaked else []) + (["missed"] if missed else []))]
+        return [_lists_failed(c, leaked, missed, note, observed, threshold)]
     return [c.rule("op-lists", "PASS", observed, threshold,
                    f"Black-listed ops stayed float32 and white-listed ops ran in low precision.{note}",
                    reasons=["applied"])]
+
+
+def _list_evidence(mode: ModeConfig, calls: dict[str, dict[str, int]]) -> tuple[list[str], list[str], list[str]]:
+    """(leaked, missed, unseen) of the mode's custom lists against the recorded op calls, by forward op:
+    black-listed ops that ran in low precision, white-listed ops that ran but never in low precision, and
+    listed ops never called at all (no evidence either way: named in the message, never a failure)."""
+    low = {op: sum(v for k, v in by.items() if k in LOW_PRECISION) for op, by in calls.items()}
+    leaked = [op for op in mode.custom_black_list if low.get(forward_op(op), 0) > 0]
+    missed = [op for op in mode.custom_white_list if forward_op(op) in calls and low.get(forward_op(op), 0) == 0]
+    unseen = [op for op in mode.custom_white_list + mode.custom_black_list if forward_op(op) not in calls]
+    return leaked, missed, unseen
+
+
+def _lists_failed(c: Ctx, leaked: list[str], missed: list[str], note: str, observed: dict[str, list[str]],
+                  threshold: dict[str, int]) -> RuleResult:
+    """The FAIL of lists that did not take effect, naming each leaked and each missed op (a reason code
+    for each kind present, so the advice can tell them apart)."""
+    parts = ([f"black-listed {', '.join(leaked)} ran in low precision"] if leaked else []) + \
+            ([f"white-listed {', '.join(missed)} never ran in low precision"] if missed else [])
+    return c.rule("op-lists", "FAIL", observed, threshold,
+                  f"The custom op lists did not take effect: {'; '.join(parts)}.{note}",
+                  reasons=(["leaked"] if leaked else []) + (["missed"] if missed else []))
 
 
 def _has_lists(c: Ctx) -> bool:

@@ -29,6 +29,7 @@ from ampbench.judge.rules.history_pooled import (
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import ACCURACY_PARITY, PARITY_CODE, noninferiority
 from ampbench.judge.rules.speed import (
+    Comparison,
     clustering,
     compare,
     fail_bound,
@@ -108,35 +109,15 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
     levels = c.levels(history=True, baseline_trials=len(base))
     cmp = compare(cur, base, c.th.confidence, _other_arms(c), drift, levels)
     if cmp is None or cmp.bounds is None:
-        est = None if cmp is None else cmp.point - 1
-        head = "" if cmp is None else f"{c.mode} throughput {est:+.1%} vs baseline (point estimate). "
-        return c.rule("history-throughput", "INCONCLUSIVE", est, threshold,
-                      f"{note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()),
-                      reasons=shortfall_codes(cmp))
+        return _history_short(c, cmp, threshold)
     b = cmp.bounds
     fcmp = compare(cur, base, c.th.confidence, _other_arms(c), drift, levels, figure=measure.judged_floor)
     fb = fcmp.bounds if fcmp is not None and not fcmp.short else None
     med_status = as_status(inference.decide_bounds(b, 1 - m))
     status, split = decide(as_status(inference.decide_bounds(fb, 1 - m)) if fb else None, med_status)
     d, dc = (fb, fcmp) if fb is not None and fcmp is not None else (b, cmp)  # what decided
-    median_text = (f"{g(measure.geomean(cmp.num))} vs baseline {g(measure.geomean(cmp.den))} samples/s (per-trial "
-                   f"medians, {len(cmp.num)} vs {len(cmp.den)} trials): {ci_text(b)}")
-    if fb is not None and fcmp is not None:
-        msg = (f"{note}{c.mode} fast-floor throughput {g(measure.geomean(fcmp.num))} vs baseline "
-               f"{g(measure.geomean(fcmp.den))} samples/s (the 95th percentile of the per-step rates): {ci_text(fb)}. "
-               f"The median figure {median_text}")
-    else:
-        msg = f"{note}{c.mode} throughput {median_text}"
-    if status in ("FAIL", "PASS"):
-        msg += slowdown_decided(status, m, d)
-    elif split:
-        msg += split_text(m, b, d)
-    else:
-        gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
-        seeds = planned_seeds(dc, gap, c.th.confidence, drift, 1 - c.th.history_alpha)
-        msg += (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound "
-                f"{d.lower - 1:+.1%}, FAIL bound {fail_bound(d, ratio=False)}, {level_text(d)}); "
-                f"{more_seeds_text(len(dc.num), seeds)}.")
+    msg = _history_figures_text(c, cmp, fcmp if fb is not None else None)
+    msg += _history_ending(c, status, split, b, d, dc, drift)
     why = None if status == "PASS" else interference.disturbed(cur, base, d.estimate, m, ("this run", "baseline"))
     codes = [HISTORY_CODE[status]] + split + (["disturbed"] if why else [])
     if why:
@@ -150,6 +131,46 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
                   seeds=[len(dc.num), len(dc.den)], drift_sd=drift, disturbed=bool(why), clustered=clustered,
                   statistic="fast-floor" if fb is not None else "median", median_ratio=b.estimate,
                   median_status=med_status, reasons=codes)
+
+
+def _history_short(c: Ctx, cmp: Comparison | None, threshold: dict[str, float]) -> RuleResult:
+    """The INCONCLUSIVE of a comparison with too little data (short trials, too few seeds): the point
+    estimate when there is one, and what more data would let the rule decide."""
+    est = None if cmp is None else cmp.point - 1
+    head = "" if cmp is None else f"{c.mode} throughput {est:+.1%} vs baseline (point estimate). "
+    return c.rule("history-throughput", "INCONCLUSIVE", est, threshold,
+                  f"{c.baseline_note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()),
+                  reasons=shortfall_codes(cmp))
+
+
+def _history_figures_text(c: Ctx, cmp: Comparison, fcmp: Comparison | None) -> str:
+    """The message's figures: the fast floor's comparison first when it decides (`fcmp`, None when a trial
+    of either run has no floor), the median figure beside it; else the median figure alone."""
+    assert cmp.bounds is not None
+    median_text = (f"{g(measure.geomean(cmp.num))} vs baseline {g(measure.geomean(cmp.den))} samples/s (per-trial "
+                   f"medians, {len(cmp.num)} vs {len(cmp.den)} trials): {ci_text(cmp.bounds)}")
+    if fcmp is None or fcmp.bounds is None:
+        return f"{c.baseline_note}{c.mode} throughput {median_text}"
+    return (f"{c.baseline_note}{c.mode} fast-floor throughput {g(measure.geomean(fcmp.num))} vs baseline "
+            f"{g(measure.geomean(fcmp.den))} samples/s (the 95th percentile of the per-step rates): "
+            f"{ci_text(fcmp.bounds)}. The median figure {median_text}")
+
+
+def _history_ending(c: Ctx, status: str, split: list[str], b: inference.Bounds, d: inference.Bounds,
+                    dc: Comparison, drift: float) -> str:
+    """The sentence the message ends with: the slowdown demonstrated or ruled out by the deciding figure
+    `d`; the median slower where the floor is not (`split`); or, undecided, both bounds and how many seeds
+    would decide (planned for the gap between no change and twice history_min_change)."""
+    m = c.th.history_min_change
+    if status in ("FAIL", "PASS"):
+        return slowdown_decided(status, m, d)
+    if split:
+        return split_text(m, b, d)
+    gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
+    seeds = planned_seeds(dc, gap, c.th.confidence, drift, 1 - c.th.history_alpha)
+    return (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound "
+            f"{d.lower - 1:+.1%}, FAIL bound {fail_bound(d, ratio=False)}, {level_text(d)}); "
+            f"{more_seeds_text(len(dc.num), seeds)}.")
 
 
 def _metrics(trials: list[CompactTrial]) -> list[float]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -245,14 +246,9 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     threshold = {"min_change": m, "confidence": c.th.confidence, "alpha": c.th.history_alpha}
     runs, now = p.rates(c.mode), _logs(cur)
     ids = p.run_ids
-    if len(runs) < MIN_RUNS:
-        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
-                      f"Not enough data: the history holds {len(runs)} run(s) of {c.mode} since {p.since}; the "
-                      f"run-to-run drift needs {MIN_RUNS}.", baseline_runs=ids, reasons=["few-runs"])
-    if len(now) < inference.MIN_TRIALS:
-        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
-                      f"Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} measured steps; "
-                      f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=ids, reasons=["few-seeds"])
+    short = _pooled_short(c, runs, now, threshold)
+    if short is not None:
+        return short
     clustered = clustering([cur, *[c.compact(x.name) for x in c.suite.modes if x.name != c.mode]])
     base_n = sum(len(r) for r in runs)
     # fixed levels, also in a sequential run: more seeds do not narrow a run-unit interval, so --until-decided
@@ -268,15 +264,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     figure = decided_by(status, split, fb.estimate if fb else None, tb.estimate if tb else None, steady)
     d = {"fast-floor": fb, "trimmed-mean": tb}.get(figure) or b  # the bounds that decided
     status, held = persist(status, d.estimate, m, p.open_regression is not None)
-    base_gm = measure.geomean([measure.geomean(np.exp(x)) for x in runs])  # the mean of the run means (log scale)
-    median_text = (f"median figure {g(measure.geomean(np.exp(now)))} samples/s ({len(now)} trials) vs {g(base_gm)} "
-                   f"({base_n} trials, pooled): {ci_text(b)}; run-to-run drift {drift:.1%} and trial spread {b.sd:.1%} "
-                   "estimated from the segment")
-    if fl is not None:
-        msg = _figures_text(c, cur, fl, tl, shape) + median_text
-    else:
-        msg = (f"{c.mode} throughput: {median_text.removeprefix('median figure ')}, over the {len(runs)} runs "
-               f"of the history since {p.since} (no fast floor on both sides: older history lines or short trials)")
+    msg = _pooled_figures_text(c, cur, now, runs, b, drift, fl, tl, shape)
     msg += _ending(status, split + held, m, b, d, figure, p.open_regression)
     why = None if status == "PASS" else interference.disturbed(cur, p.evidence(c.mode), d.estimate, m,
                                                                ("this run", "the baseline runs"))
@@ -288,13 +276,59 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     return c.rule("history-throughput", status, d.estimate - 1, threshold, msg, ratio=d.estimate, lower=d.lower,
                   upper=d.upper, fail_upper=d.fail_upper, ci_low=d.low, ci_high=d.high, seeds=[len(now), base_n],
                   runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, baseline_runs=ids,
-                  statistic=figure, floor_runs=fl[1] if fl else 0, floor_sd=fb.sd if fb is not None else None,
-                  floor_ratio=fb.estimate if fb is not None else None, floor_status=_status(fb, m),
-                  trimmed_ratio=tb.estimate if tb is not None else None, trimmed_status=_status(tb, m),
-                  trimmed_counts=steady, shape_sd=list(shape[1:]) if shape else None, per_run=fb is not None,
+                  statistic=figure, **_figure_details(fl, tb, shape, steady, m),
                   median_ratio=b.estimate, median_lower=b.lower, median_fail_upper=b.fail_upper,
                   median_status=med_status, open_regression=p.open_regression.since if p.open_regression else None,
                   reasons=codes)
+
+
+def _pooled_short(c: Ctx, runs: list[list[float]], now: list[float], threshold: dict[str, float]) -> RuleResult | None:
+    """The INCONCLUSIVE of too little data to compare, or None when there is enough: a segment of fewer
+    than MIN_RUNS runs cannot show the run-to-run drift, a run with fewer than MIN_TRIALS trials of
+    MIN_STEPS measured steps has no spread of its own."""
+    assert c.pooled is not None
+    p = c.pooled
+    if len(runs) < MIN_RUNS:
+        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
+                      f"Not enough data: the history holds {len(runs)} run(s) of {c.mode} since {p.since}; the "
+                      f"run-to-run drift needs {MIN_RUNS}.", baseline_runs=p.run_ids, reasons=["few-runs"])
+    if len(now) < inference.MIN_TRIALS:
+        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
+                      f"Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} measured steps; "
+                      f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=p.run_ids,
+                      reasons=["few-seeds"])
+    return None
+
+
+def _pooled_figures_text(c: Ctx, cur: list[CompactTrial], now: list[float], runs: list[list[float]],
+                         b: inference.Bounds, drift: float, fl: tuple[inference.Bounds, int, float] | None,
+                         tl: tuple[inference.Bounds, int, float] | None,
+                         shape: tuple[bool, float, float] | None) -> str:
+    """The message's figures against the segment: the fast floor and the trimmed mean (_figures_text) then
+    the median figure; the median figure alone where the history lines or this run's trials keep no floor."""
+    assert c.pooled is not None
+    base_n = sum(len(r) for r in runs)
+    base_gm = measure.geomean([measure.geomean(np.exp(x)) for x in runs])  # the mean of the run means (log scale)
+    median_text = (f"median figure {g(measure.geomean(np.exp(now)))} samples/s ({len(now)} trials) vs {g(base_gm)} "
+                   f"({base_n} trials, pooled): {ci_text(b)}; run-to-run drift {drift:.1%} and trial spread {b.sd:.1%} "
+                   "estimated from the segment")
+    if fl is not None:
+        return _figures_text(c, cur, fl, tl, shape) + median_text
+    return (f"{c.mode} throughput: {median_text.removeprefix('median figure ')}, over the {len(runs)} runs "
+            f"of the history since {c.pooled.since} (no fast floor on both sides: older history lines or short trials)")
+
+
+def _figure_details(fl: tuple[inference.Bounds, int, float] | None, tb: inference.Bounds | None,
+                    shape: tuple[bool, float, float] | None, steady: bool, m: float) -> dict[str, Any]:
+    """The result's details of the run-unit figures, in check.json's order: the fast floor's (runs pooled,
+    spread, ratio, decision) and the trimmed mean's (ratio, decision, whether it counts), the step-time
+    shape's spreads, and whether the comparison was per run (a floor on both sides); empty values where a
+    figure is missing, so every result carries the same keys."""
+    fb = fl[0] if fl else None
+    return {"floor_runs": fl[1] if fl else 0, "floor_sd": fb.sd if fb is not None else None,
+            "floor_ratio": fb.estimate if fb is not None else None, "floor_status": _status(fb, m),
+            "trimmed_ratio": tb.estimate if tb is not None else None, "trimmed_status": _status(tb, m),
+            "trimmed_counts": steady, "shape_sd": list(shape[1:]) if shape else None, "per_run": fb is not None}
 
 
 def _ending(status: Status, codes: list[str], m: float, median: inference.Bounds, d: inference.Bounds, figure: str,

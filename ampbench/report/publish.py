@@ -444,17 +444,25 @@ def _runs_table(entries: list[dict[str, Any]], links: dict[str, str], frac: bool
             + "<th>Verdict</th></tr>")
     rows = []
     for e in reversed(entries):
-        rid = escape(e["run_id"])
-        run = f'<a href="{escape(links[e["run_id"]], quote=True)}">{rid}</a>' if e["run_id"] in links else rid
         for k, (mode, m) in enumerate((e.get("modes") or {}).items()):
-            first = k == 0
-            inactive = " (AMP inactive)" if m.get("amp_requested") and not m.get("amp_active") else ""
             figures = SimpleNamespace(**{**defaults, **m})   # a history line's, validated when it was read
-            rows.append(
-                f"<tr><td>{escape(str(e.get('started') or '')[:16]) if first else ''}</td><td>{run if first else ''}</td>"
-                f"<td>{_sha_html(e) if first else ''}</td>" + "".join(_figure_html(c, figures, view) for c in cols)
-                + f"<td>{'reference' if mode == REFERENCE_MODE else _verdict_html(m.get('verdict'))}{inactive}</td></tr>")
+            run = _run_cells(e, links) if k == 0 else "<td></td><td></td><td></td>"
+            rows.append(f"<tr>{run}" + "".join(_figure_html(c, figures, view) for c in cols)
+                        + f"<td>{_mode_verdict_html(mode, m)}</td></tr>")
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _run_cells(e: dict[str, Any], links: dict[str, str]) -> str:
+    """The run's own cells, on its first mode's row: its start, its report link (where it has one), its commit."""
+    rid = escape(e["run_id"])
+    run = f'<a href="{escape(links[e["run_id"]], quote=True)}">{rid}</a>' if e["run_id"] in links else rid
+    return f"<td>{escape(str(e.get('started') or '')[:16])}</td><td>{run}</td><td>{_sha_html(e)}</td>"
+
+
+def _mode_verdict_html(mode: str, m: dict[str, Any]) -> str:
+    """The mode's verdict cell: `reference` for fp32, else its verdict, marked when AMP did not run."""
+    inactive = " (AMP inactive)" if m.get("amp_requested") and not m.get("amp_active") else ""
+    return f"{'reference' if mode == REFERENCE_MODE else _verdict_html(m.get('verdict'))}{inactive}"
 
 
 def _figure_html(c: fields.Column, m: Any, view: fields.View) -> str:

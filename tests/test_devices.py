@@ -4,6 +4,7 @@ CPU workers are pinned side by side to the fake machine's devices."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -406,6 +408,18 @@ main()
 """
 
 
+@contextlib.contextmanager
+def _killed_at_the_end(proc: subprocess.Popen) -> Iterator[None]:
+    """A failed assertion before the signal would leave ampbench and its two hanging workers running into the
+    next tests of this xdist worker (whose child-CPU accounting then charged them 6 CPU s): killed and reaped."""
+    try:
+        yield
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
 def _start_two_hanging(tmp_path: Path, toy_suite) -> tuple[subprocess.Popen, Path]:
     out = tmp_path / "runs"
     (tmp_path / "machine").mkdir()
@@ -428,9 +442,10 @@ def _start_two_hanging(tmp_path: Path, toy_suite) -> tuple[subprocess.Popen, Pat
 @pytest.mark.slow
 def test_sigterm_stops_every_parallel_worker_and_says_how_to_resume(tmp_path, toy_suite):
     proc, run = _start_two_hanging(tmp_path, toy_suite)
-    assert len(_workers_of(run)) == 2
-    proc.send_signal(signal.SIGTERM)
-    text, _ = proc.communicate(timeout=60)
+    with _killed_at_the_end(proc):
+        assert len(_workers_of(run)) == 2
+        proc.send_signal(signal.SIGTERM)
+        text, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143, text
     assert "Traceback" not in text and "--resume" in text and "trial(s) stopped" in text
     time.sleep(0.5)
@@ -441,9 +456,10 @@ def test_sigterm_stops_every_parallel_worker_and_says_how_to_resume(tmp_path, to
 @pytest.mark.slow
 def test_sigkilled_ampbench_leaves_no_parallel_worker(tmp_path, toy_suite):
     proc, run = _start_two_hanging(tmp_path, toy_suite)
-    workers = _workers_of(run)
-    proc.kill()
-    proc.communicate(timeout=10)
+    with _killed_at_the_end(proc):
+        workers = _workers_of(run)
+        proc.kill()
+        proc.communicate(timeout=10)
     deadline = time.monotonic() + 15
     while _workers_of(run) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -510,16 +510,21 @@ def test_check_piped_shows_every_mode_name_whole(work):
 
 
 def _workers_of(run_dir: Path) -> list[int]:
-    pids = []
+    """The trial workers of the run: processes whose command line names the worker module and the run folder.
+    A worker's own child between its fork and its exec (the worker runs `git`, a probe, ...) still shows the
+    worker's command line: it is left out while its parent is one of them (a child left behind by a worker
+    that is gone still counts)."""
+    found: dict[int, int] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
                 cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 continue
             if "ampbench.trial.worker" in cmd and str(run_dir) in cmd:
-                pids.append(int(d.name))
-    return pids
+                found[int(d.name)] = ppid
+    return [pid for pid, ppid in found.items() if ppid not in found]
 
 
 def _start_hanging_run(work: Path, hang: str = "amp-o1-fp16") -> tuple[subprocess.Popen, Path]:

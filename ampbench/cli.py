@@ -171,7 +171,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
                                           "device, each seed's modes at the same time (no GPU: one slot)"),
     launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every trial a Slurm job (the run "
-                                 "folder on a shared filesystem; see docs/cluster.md)"),
+                                 "folder on a shared filesystem; see docs/cluster.md), or another launcher's kind"),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition"),
     gpus_per_trial: int | None = typer.Option(None, "--gpus-per-trial", min=0, help="GPUs per node of a trial's "
                                                  "job (default: one per rank; none on the cpu profile)"),
@@ -199,50 +199,33 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                        "lines of a piped run (trial, step, rate, time left; 0: none)"),
 ) -> None:
     """Train matched FP32 and AMP trials, check them and write the report."""
-    from ampbench.commands.run import RunOptions, execute
-    from ampbench.commands.run_plan import parse_cpus, parse_max_seeds
-    from ampbench.config import ConfigError
-    from ampbench.judge.until import parse_duration
+    from ampbench.commands.run import Output, Policies, RunRequest, batch_policy, seed_policy
+    from ampbench.commands.run import launcher as launcher_of
+    from ampbench.commands.run import run as run_verb
 
-    try:
-        budget_s = parse_duration(budget) if budget is not None else None
-    except ValueError as e:
-        raise ConfigError("--budget", (budget or "")[:40], str(e)) from None
-    cap = parse_max_seeds(max_seeds)
-    if (budget is not None or cap != 12) and not until_decided:
-        raise ConfigError("--max-seeds/--budget", budget or str(cap), "only with --until-decided")
-    opts = RunOptions(
-        suite_file=suite_file, profile=profile, modes=list(modes or []), seeds=seeds,
-        overrides=list(set_ or []), out_dir=out_dir, resume=resume, strict=strict, report=not no_report,
-        until_decided=until_decided, max_seeds=cap, budget_s=budget_s, baseline=baseline,
-        affinity=parse_cpus(affinity) if affinity is not None else None, at_max_batch=at_max_batch, probe=probe,
-        devices=devices, master=master, node_rank=node_rank, verbose=verbose, status_every=status_every,
-        slurm=_slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg, slurm_poll,
-                             (slurm_outage, slurm_requeue, slurm_parallel)),
-    )
-    if probe is not None and not at_max_batch:
-        raise ConfigError("--probe", str(probe), "only with --at-max-batch")
-    if sweep:
-        from ampbench.commands.sweep import run_sweep
-
-        raise typer.Exit(run_sweep(opts, list(sweep), out))
-    code = execute(opts, console=out)
-    raise typer.Exit(code)
+    how = seed_policy(until_decided, max_seeds, budget)
+    request = RunRequest(suite_file=suite_file, profile=profile, modes=tuple(modes or ()), seeds=seeds,
+                         overrides=tuple(set_ or ()), out_dir=out_dir, resume=resume)
+    where = launcher_of(launcher, devices, affinity, master, node_rank,
+                        _slurm_options(launcher, partition, gpus_per_trial, time_limit, constraint, slurm_arg,
+                                       slurm_poll, (slurm_outage, slurm_requeue, slurm_parallel)))
+    policies = Policies(launcher=where, seeds=how, batch=batch_policy(at_max_batch, probe),
+                        output=Output(strict=strict, report=not no_report, baseline=baseline, verbose=verbose,
+                                      status_every=status_every))
+    raise typer.Exit(run_verb(request, policies, list(sweep or []), out))
 
 
 def _slurm_options(launcher: str, partition: str | None, gpus: int | None, time_limit: str | None,
                    constraint: str | None, args: list[str] | None, poll: float,
                    patience: tuple[float, int, int | None]) -> Any:
-    """--launcher and the Slurm options -> SlurmOptions (None: the local launcher, refusing Slurm options)."""
+    """The Slurm options of --launcher slurm (None for any other launcher, which refuses them)."""
     from ampbench.config import ConfigError
     from ampbench.launch.slurm import SlurmOptions, parse_slurm_args
 
-    if launcher not in ("local", "slurm"):
-        raise ConfigError("--launcher", launcher, "expected local or slurm")
     given = [n for n, v in (("--partition", partition), ("--gpus-per-trial", gpus), ("--time", time_limit),
                             ("--constraint", constraint), ("--slurm-arg", args or None),
                             ("--slurm-parallel", patience[2])) if v is not None]
-    if launcher == "local":
+    if launcher != "slurm":
         if given:
             raise ConfigError(given[0], "", "only with --launcher slurm")
         return None
@@ -452,6 +435,10 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
     Exit 1: the first bad commit was named; 3: it could not be (endpoints, undecided commits); 2: bad input."""
     from ampbench.commands.bisect import BisectOptions, run_bisect
 
+    if launcher not in ("local", "slurm"):
+        from ampbench.config import ConfigError
+
+        raise ConfigError("--launcher", launcher, "expected local or slurm")
     slurm = _slurm_options(launcher, partition, None, None, None, slurm_arg, slurm_poll, (600.0, 2, None))
     opts = BisectOptions(suite_file=suite_file, good=good, bad=bad, repo=repo, rule=rule, modes=list(mode or []),
                          max_seeds=max_seeds, profile=profile, overrides=list(set_ or []), out_dir=out_dir,

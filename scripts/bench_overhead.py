@@ -95,8 +95,8 @@ def bare(name: str, cpus: list[int] | None = None) -> dict:
 
 
 def harness(name: str, out: Path, cpus: list[int] | None = None) -> dict:
-    from ampbench.commands.run import TrialSpec, launch_trial
     from ampbench.config import Suite
+    from ampbench.engine.trials import TrialSpec, launch_trial
     from ampbench.results import RunDir
 
     w = WORKLOADS[name]
@@ -203,7 +203,7 @@ def main() -> int:
     ap.add_argument("--one-process", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tmp", type=Path, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    from ampbench.commands.run_plan import parse_cpus
+    from ampbench.engine.devices import parse_cpus
 
     cpus = parse_cpus(a.affinity) if a.affinity else None
     if a.bare:

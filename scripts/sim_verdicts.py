@@ -118,8 +118,8 @@ def _fixed_seeds_of_power(power: float, make, kmax: int) -> str:
 
 def sequential_table(null_n: int, eff_n: int, k0: int = 3, kmax: int = 12) -> list[str]:
     """run --until-decided from k0 seeds to the cap kmax, one look per added seed."""
-    out = [(f"| rule | trial levels | false FAIL | false PASS | detected | median seeds, no change / effect | "
-            f"fixed seeds of the same power |"), "|---|---|---|---|---|---|---|"]
+    out = [("| rule | trial levels | false FAIL | false PASS | detected | median seeds, no change / effect | "
+            "fixed seeds of the same power |"), "|---|---|---|---|---|---|---|"]
     for kind, sp in KINDS:
         for rho in ((0.0, 0.7) if kind == "normal" and sp <= 0.05 else (0.0,)):
             rng = np.random.default_rng(int(sp * 1e5 + rho * 10) + len(kind))

@@ -105,15 +105,15 @@ def test_an_undecided_recheck_keeps_the_first_look():
 def test_every_recheck_of_a_commit_is_a_new_run(tmp_path):
     """A commit looked at twice after its first look (a retried skip, then a boundary recheck) gets a new run
     each time: the same run id resumed the finished recheck and repeated its verdict on the same trials."""
-    from ampbench.commands import bisect as b
+    from ampbench.commands import bisect_search as b
     from ampbench.results.bisect_file import BisectFile, Candidate
 
     doc = BisectFile(suite="s", suite_file="s.toml", repo=str(tmp_path), good="a", bad="b", rule="history-throughput",
                      modes=["fp32"], max_seeds=6, commits=[f"{k:040d}" for k in range(5)])
-    assert b._recheck_tag(doc, 2) == "-recheck"
+    assert b.recheck_tag(doc, 2) == "-recheck"
     doc.candidates = [Candidate(index=2, sha=doc.commits[2], role="candidate", verdict="skip"),
                       Candidate(index=2, sha=doc.commits[2], role="recheck", verdict="good")]
-    assert b._recheck_tag(doc, 2) == "-recheck2" and b._recheck_tag(doc, 3) == "-recheck"
+    assert b.recheck_tag(doc, 2) == "-recheck2" and b.recheck_tag(doc, 3) == "-recheck"
 
 
 def _simulate_k(n: int, first_bad: int, rng: np.random.Generator, wrong: float, skip: float, k: int
@@ -391,20 +391,20 @@ def test_history_bisect_searches_the_last_step_of_the_nightly(tmp_path, monkeypa
     folder of the level of the commit in bisect's clone; the check against the good endpoint is real."""
     import shutil
 
-    from ampbench.commands import bisect as bisect_cmd
+    from ampbench.commands import bisect_look
 
     templates = _templates(tmp_path)
     ran = []
 
-    def fake_execute(opts, console=None):
-        ran.append(opts.run_id)
-        dest = Path(opts.out_dir) / "prog" / str(opts.run_id)
-        shutil.copytree(templates / _level_of(opts.overrides), dest)
+    def fake_execute(request, policies=None, console=None):
+        ran.append(request.run_id)
+        dest = Path(request.out_dir) / "prog" / str(request.run_id)
+        shutil.copytree(templates / _level_of(list(request.overrides)), dest)
         info = json.loads((dest / "run.json").read_text())
-        (dest / "run.json").write_text(json.dumps({**info, "run_id": opts.run_id}))
+        (dest / "run.json").write_text(json.dumps({**info, "run_id": request.run_id}))
         return 0
 
-    monkeypatch.setattr(bisect_cmd, "execute", fake_execute)
+    monkeypatch.setattr(bisect_look, "execute", fake_execute)
     repo, shas = _repo(tmp_path, [0.010, 0.010, 0.016])
     hist = _nights(tmp_path, shas, [0.0, -0.1, -0.2])
     r = cli.invoke(app, ["history", "bisect", str(_suite(tmp_path, repo)), "--history", str(hist), "--repo",
@@ -421,7 +421,7 @@ def test_history_bisect_searches_the_last_step_of_the_nightly(tmp_path, monkeypa
 STUB_CHILD = '''
 import json, os, re, shutil, sys, time
 from pathlib import Path
-opts = json.loads(Path(sys.argv[1]).read_text())
+opts = json.loads(Path(sys.argv[1]).read_text())["request"]
 run_id = opts["run_id"]
 cwd = json.loads(next(o.split("=", 1)[1] for o in opts["overrides"] if o.startswith("workload.cwd=")))
 sleep = re.search(r"SLEEP = (\\S+)", (Path(cwd) / "train.py").read_text()).group(1)
@@ -456,14 +456,14 @@ def test_k_section_runs_a_round_side_by_side_each_in_its_clone(tmp_path, monkeyp
     and in its own clone holding its commit, and the planted commit is named in 2 rounds after the endpoints
     (sequentially: 3 candidates, then the rechecks)."""
     from ampbench.commands import bisect as bisect_cmd
-    from ampbench.commands import bisect_side
+    from ampbench.engine import side_by_side
 
     repo, shas = _repo(tmp_path, [0.010, 0.010, 0.016, 0.016, 0.016])
     timeline = tmp_path / "timeline.jsonl"
     stub = tmp_path / "stub_child.py"
     stub.write_text(STUB_CHILD.format(templates=str(_templates(tmp_path)), timeline=str(timeline)))
     monkeypatch.setattr(bisect_cmd, "device_pool", lambda text, recorded=None: ["g0", "g1", "g2"])
-    monkeypatch.setattr(bisect_side, "child_command", lambda path: [sys.executable, str(stub), str(path)])
+    monkeypatch.setattr(side_by_side, "child_command", lambda path: [sys.executable, str(stub), str(path)])
     r = cli.invoke(app, ["bisect", str(_suite(tmp_path, repo)), "--good", shas[0], "--bad", shas[4], "--repo",
                          str(repo), "--parallel", "3", "--devices", "all", "--out", str(tmp_path / "out")],
                    env={"COLUMNS": "200"})
@@ -485,18 +485,21 @@ def test_k_section_runs_a_round_side_by_side_each_in_its_clone(tmp_path, monkeyp
 
 
 def test_a_candidate_child_reads_back_the_runner_options_bisect_wrote(tmp_path):
-    """What bisect_side writes (RunOptions as JSON) is what bisect_child hands the runner."""
-    import dataclasses
+    """What side_by_side writes (the request and its policies as JSON) is what the child hands the engine."""
+    from ampbench.engine import child, side_by_side
+    from ampbench.engine.execute import Policies
+    from ampbench.engine.launchers.local import LocalLauncher
+    from ampbench.engine.request import Output, RunRequest
+    from ampbench.engine.seeds.search import SearchSeeds
 
-    from ampbench.commands import bisect_child, bisect_side
-    from ampbench.commands.run_plan import RunOptions
-
-    opts = RunOptions(suite_file=tmp_path / "s.toml", overrides=['workload.cwd="/x"'], out_dir=tmp_path / "runs",
-                      run_id="001-abc", report=False, until_decided=True, max_seeds=5, baseline=tmp_path / "b.json",
-                      devices="all")
-    side = bisect_side.SideRun(1, dataclasses.asdict(opts), tmp_path / "o.json", tmp_path / "o.log")
-    bisect_side.atomic_write_text(side.options_path, json.dumps(side.options, default=str))
-    assert bisect_child.options_from(side.options_path) == opts
+    request = RunRequest(suite_file=tmp_path / "s.toml", overrides=('workload.cwd="/x"',), out_dir=tmp_path / "runs",
+                         run_id="001-abc")
+    policies = Policies(launcher=LocalLauncher(devices="all"),
+                        seeds=SearchSeeds(max_seeds=5, rules=("history-throughput",), modes=("fp32",)),
+                        output=Output(report=False, baseline=tmp_path / "b.json"))
+    side = side_by_side.SideRun(1, side_by_side.options_json(request, policies), tmp_path / "o.json", tmp_path / "o.log")
+    side_by_side.atomic_write_text(side.options_path, json.dumps(side.options))
+    assert child.options_from(side.options_path) == (request, policies)
 
 
 def test_a_candidates_seeds_are_added_for_the_searched_rule_only(tmp_path):
@@ -505,19 +508,19 @@ def test_a_candidates_seeds_are_added_for_the_searched_rule_only(tmp_path):
 
     from rich.console import Console
 
-    from ampbench.commands import bisect as b
+    from ampbench.commands import bisect_look as b
     from ampbench.results.bisect_file import BisectFile
 
     doc = BisectFile(suite="s", suite_file=str(tmp_path / "s.toml"), repo=str(tmp_path), good="a", bad="b",
                      rule="history-metric", modes=["fp32"], max_seeds=6, commits=["a" * 40, "b" * 40, "c" * 40])
-    ctx = b._Ctx(tmp_path, doc, tmp_path / "s.toml", None, [], Console(file=io.StringIO()), io.StringIO())
-    new = b._options(ctx, 1, "", [])
-    (tmp_path / "runs" / "s" / b._run_id(ctx, 1, "")[0]).mkdir(parents=True)
-    (tmp_path / "runs" / "s" / b._run_id(ctx, 1, "")[0] / "run.json").write_text("{}")
-    resumed = b._options(ctx, 1, "", [])
-    assert resumed.resume is not None and new.resume is None
-    for o in (new, resumed):
-        assert (o.until_rules, o.until_modes) == (["history-metric"], ["fp32"])
+    ctx = b.Ctx(tmp_path, doc, tmp_path / "s.toml", None, [], Console(file=io.StringIO()), io.StringIO())
+    new = b.look_request(ctx, 1, "", [])
+    (tmp_path / "runs" / "s" / b.run_id_of(ctx, 1, "")[0]).mkdir(parents=True)
+    (tmp_path / "runs" / "s" / b.run_id_of(ctx, 1, "")[0] / "run.json").write_text("{}")
+    resumed = b.look_request(ctx, 1, "", [])
+    assert resumed[0].resume is not None and new[0].resume is None
+    for _request, policies in (new, resumed):
+        assert (policies.seeds.rules, policies.seeds.modes) == (("history-metric",), ("fp32",))
 
 
 def test_the_reference_of_a_history_rule_runs_max_seeds_seeds(tmp_path):
@@ -527,17 +530,19 @@ def test_the_reference_of_a_history_rule_runs_max_seeds_seeds(tmp_path):
 
     from rich.console import Console
 
-    from ampbench.commands import bisect as b
+    from ampbench.commands import bisect_look as b
+    from ampbench.engine.execute import load_for_run
     from ampbench.results.bisect_file import BisectFile
 
     (tmp_path / "proj").mkdir()
     suite = _suite(tmp_path, tmp_path / "proj")
-    for rule, want in (("history-throughput", "0,1,2,3,4,5"), ("speedup", None)):
+    for rule, want in (("history-throughput", [0, 1, 2, 3, 4, 5]), ("speedup", None)):
         doc = BisectFile(suite="s", suite_file=str(suite), repo=str(tmp_path), good="a", bad="b", rule=rule,
                          modes=["fp32"], max_seeds=6, commits=["a" * 40, "b" * 40, "c" * 40])
-        ctx = b._Ctx(tmp_path, doc, suite, None, [], Console(file=io.StringIO()), io.StringIO())
-        assert b._options(ctx, 0, "", []).seeds == want
-        assert b._options(ctx, 1, "", []).seeds is None
+        ctx = b.Ctx(tmp_path, doc, suite, None, [], Console(file=io.StringIO()), io.StringIO())
+        for index, expect in ((0, want), (1, None)):
+            request, policies = b.look_request(ctx, index, "", [])
+            assert policies.seeds.initial(load_for_run(request).suite) == expect
 
 
 def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):
@@ -547,13 +552,13 @@ def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):
     import threading
     import time
 
-    from ampbench.commands import bisect_side
+    from ampbench.engine import side_by_side
 
     pids = tmp_path / "pids"
     stub = tmp_path / "sleeper.py"
     stub.write_text(f"import os, time\nopen({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\ntime.sleep(60)\n")
-    monkeypatch.setattr(bisect_side, "child_command", lambda path: [sys.executable, str(stub)])
-    runs = [bisect_side.SideRun(i, {}, tmp_path / f"{i}.json", tmp_path / f"{i}.log") for i in (1, 2)]
+    monkeypatch.setattr(side_by_side, "child_command", lambda path: [sys.executable, str(stub)])
+    runs = [side_by_side.SideRun(i, {}, tmp_path / f"{i}.json", tmp_path / f"{i}.log") for i in (1, 2)]
 
     def interrupt() -> None:
         while not pids.exists() or len(pids.read_text().split()) < 2:
@@ -563,7 +568,7 @@ def test_an_interrupt_stops_every_candidate_child(tmp_path, monkeypatch):
     threading.Thread(target=interrupt, daemon=True).start()
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        bisect_side.run_side_by_side(runs, ["g0", "g1"], 1)
+        side_by_side.run_side_by_side(runs, ["g0", "g1"], 1)
     assert time.monotonic() - started < 30
     for pid in map(int, pids.read_text().split()):
         with pytest.raises(ProcessLookupError):

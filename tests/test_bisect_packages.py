@@ -169,7 +169,7 @@ def test_a_look_whose_program_lives_elsewhere_is_judged_against_the_good_baselin
     import numpy as np
     from rich.console import Console
 
-    from ampbench.commands import bisect as bisect_cmd
+    from ampbench.commands import bisect_look
     from ampbench.commands.check import check_run
     from ampbench.core.errors import ResultsError
     from ampbench.results.baselines import save_baseline
@@ -190,9 +190,9 @@ def test_a_look_whose_program_lives_elsewhere_is_judged_against_the_good_baselin
         check_run(look, baseline=folder / "good-baseline.json")
     doc = BisectFile(suite="prog", suite_file="s.toml", repo="", good="a", bad="b", rule="history-throughput",
                      modes=["fp32"], max_seeds=3, commits=["a", "b"])
-    ctx = bisect_cmd._Ctx(folder, doc, Path("s.toml"), None, [], Console(file=io.StringIO()), io.StringIO())
-    assert bisect_cmd._look_baseline(ctx, here.config_hash()) == folder / "good-baseline.json"
-    ref = bisect_cmd._look_baseline(ctx, there.config_hash())
+    ctx = bisect_look.Ctx(folder, doc, Path("s.toml"), None, [], Console(file=io.StringIO()), io.StringIO())
+    assert bisect_look.look_baseline(ctx, here.config_hash()) == folder / "good-baseline.json"
+    ref = bisect_look.look_baseline(ctx, there.config_hash())
     assert ref is not None and ref.parent == folder / "baselines"
     rules = [r for v in check_run(look, baseline=ref).verdicts for r in v.rules if r.rule == "history-throughput"]
     assert [r.status for r in rules] == ["FAIL"], rules

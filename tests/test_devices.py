@@ -208,9 +208,10 @@ def test_a_real_signal_stops_the_run_wherever_it_lands_in_the_main_thread(delay_
 
 
 def test_a_round_of_new_trials_goes_through_the_pool_pinned_with_its_cpu_share(tmp_path, monkeypatch):
-    """What --until-decided hands `_run_trials` for a round (one new seed, every mode): the pair runs side
+    """What --until-decided hands the local launcher for a round (one new seed, every mode): the pair runs side
     by side, each trial on its own device with that device's share of --affinity."""
-    from ampbench.commands import run as run_cmd
+    from ampbench.engine import display, trials
+    from ampbench.engine.launchers.local import LocalLauncher
 
     suite = make_suite(seeds=[0, 1, 2])
     run = RunDir(make_run(tmp_path, suite, []))
@@ -223,7 +224,7 @@ def test_a_round_of_new_trials_goes_through_the_pool_pinned_with_its_cpu_share(t
         time.sleep(0.3)
         return make_trial(spec.mode, spec.seed, interference=Interference(devices=[env["CUDA_VISIBLE_DEVICES"]]))
 
-    class Counting(run_cmd.Progress):  # the display: one task per running trial
+    class Counting(display.Progress):  # the display: one task per running trial
         live, most = 0, 0
 
         def add_task(self, description, *a, **k):
@@ -236,13 +237,14 @@ def test_a_round_of_new_trials_goes_through_the_pool_pinned_with_its_cpu_share(t
             Counting.live -= 1
             super().remove_task(task_id)
 
-    monkeypatch.setattr(run_cmd, "launch_trial", fake_launch)
-    monkeypatch.setattr(run_cmd, "Progress", Counting)
+    monkeypatch.setattr(trials, "launch_trial", fake_launch)
+    monkeypatch.setattr(display, "Progress", Counting)
     out = io.StringIO()
     new = [("fp32", 3), (AMP, 3)]
     from ampbench.results.manifest import Manifest
 
-    run_cmd._run_trials(run, info, suite, new, new, {}, Console(file=out, width=200), Manifest(run.path, {}))
+    LocalLauncher().run(trials.Trials(run, info, suite, new, new, {}, Console(file=out, width=200),
+                                      Manifest(run.path, {})))
     assert abs(seen["fp32"]["t"] - seen[AMP]["t"]) < 0.2
     assert Counting.most == 2 and Counting.live == 0
     by_device = {v["env"]["CUDA_VISIBLE_DEVICES"]: v["cpus"] for v in seen.values()}

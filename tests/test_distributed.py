@@ -18,9 +18,9 @@ import numpy as np
 import psutil
 import pytest
 
-from ampbench.commands.run import launch_trial
 from ampbench.config import ConfigError, DistributedConfig
 from ampbench.core import protocol
+from ampbench.engine.trials import launch_trial
 from ampbench.launch import distributed, process
 from ampbench.results import RunDir, Trial, load_trial
 from ampbench.trial import replicas

@@ -21,9 +21,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.commands.run_plan import parse_faults
 from ampbench.config import ConfigError
 from ampbench.core.units import parse_bytes
+from ampbench.engine.plan import parse_faults
 from ampbench.launch.launcher import _killed_status
 from ampbench.launch.process import Outcome
 from ampbench.results import ResultsError, RunDir, atomic_write_text, new_run_dir, run_lock, safe_name

@@ -103,8 +103,8 @@ def test_check_all_level_dumps_every_op_with_its_step(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_worker_records_the_planted_nan_source(tmp_path: Path, cache_env: Path) -> None:
     """The real worker, in its own process, with `check_numerics = true` on a model that overflows."""
-    from ampbench.commands.run import launch_trial
     from ampbench.config import Suite
+    from ampbench.engine.trials import launch_trial
     from ampbench.results import RunDir
     from ampbench.trial.spec import TrialSpec
 

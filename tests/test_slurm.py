@@ -460,7 +460,7 @@ def test_bisect_cancels_only_the_live_jobs_of_its_own_runs_after_an_interrupt(tm
 
     from rich.console import Console
 
-    from ampbench.commands import bisect_side
+    from ampbench.engine import side_by_side
     from ampbench.launch.slurm import JobState
     from ampbench.launch.slurm_run import SlurmRun, save_state
 
@@ -477,5 +477,5 @@ def test_bisect_cancels_only_the_live_jobs_of_its_own_runs_after_an_interrupt(tm
     cancelled: list[list[str]] = []
     monkeypatch.setattr(slurm, "job_info", lambda job: answers.get(job))
     monkeypatch.setattr(slurm, "scancel", lambda jobs: cancelled.append(list(jobs)))
-    bisect_side.cancel_left_jobs([run, tmp_path / "never-started"], Console(file=io.StringIO()))
+    side_by_side.cancel_left([run, tmp_path / "never-started"], Console(file=io.StringIO()))
     assert cancelled == [["11"]]

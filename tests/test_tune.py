@@ -145,7 +145,7 @@ class Simulated:
 
         return Trial(suite="s", workload="toy", mode=mode.name, seed=0, status="ok", amp=AmpInfo(active=True))
 
-    def run(self, run: Any, info: Any, suite: Any, console: Any) -> float:
+    def run(self, run: Any, console: Any) -> float:
         self.ran.append(run.path.name)
         return self.cost_s
 
@@ -422,7 +422,7 @@ def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
     real check rules and the real ladder: a speedup no MLP reaches (min_speedup 100) FAILs at every rung,
     so the speed ladder climbs O1 -> O2 with master weights -> use_promote off and is then spent (no probe,
     one process).  The FP32 arm runs in rung 0 only."""
-    from ampbench.commands.run_plan import make_spec
+    from ampbench.engine.plan import make_spec
     from ampbench.results.run_dir import open_run
     from ampbench.trial.worker import Events, TrialRunner
     from tests.fake_cuda import install_machine, machines

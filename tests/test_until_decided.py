@@ -1,4 +1,4 @@
-"""run --until-decided: the look loop (commands.until_decided) on synthetic GPU-like trials, the stop rules
+"""run --until-decided: the look loop (engine/seeds/until_decided.py) on synthetic GPU-like trials, the stop rules
 (judge.until), and that `check` of a sequential run decides at the levels of its last look."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ampbench.commands import until_decided as ud
 from ampbench.commands.check import check_run
+from ampbench.engine.seeds import until_decided as ud
 from ampbench.judge import sequential, until
 from ampbench.judge.planner import PlanRow
 from ampbench.results.run_dir import RunDir, open_run
@@ -434,7 +434,7 @@ def test_at_max_batch_refuses_a_mode_the_probe_did_not_size(toy_suite, tmp_path)
 def test_run_baseline_last_without_a_previous_run_is_a_warning(tmp_path):
     import io
 
-    from ampbench.commands.run import _resolve_baseline
+    from ampbench.engine.execute import _resolve_baseline
 
     suite = make_suite(seeds=[0, 1])
     path = make_run(tmp_path, suite, [make_trial(m.name, s) for m in suite.modes for s in (0, 1)])
@@ -552,7 +552,7 @@ def test_the_pooled_history_rule_never_asks_for_seeds():
 
 
 def test_until_decided_against_a_pooled_history_stops_at_the_suites_seeds(tmp_path):
-    """The real run --until-decided path's stop (commands.until_decided calls until.needs with plan_for): a run
+    """The real run --until-decided path's stop (engine.seeds.until_decided calls until.needs with plan_for): a run
     judged against a pooled history whose history-throughput is undecided asks for no more seeds."""
     from ampbench.commands.history import append_history
     from ampbench.judge.planner import plan_for

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.commands.run import TrialSpec, launch_trial
+from ampbench.engine.trials import TrialSpec, launch_trial
 from ampbench.results import RunDir, Trial, load_trial
 from ampbench.workloads.suites import load_suite
 

@@ -1,4 +1,5 @@
-"""The user's repository as `ampbench bisect` reads it: revisions, the commits between them, a clone to check out.
+"""The user's repository as `ampbench bisect` reads it: revisions, the commits between them, a clone to check
+out, and the suite moved onto that clone (`retarget`).
 
 Nothing here writes into the user's repository or its working tree: the commits are checked out in a
 clone of ampbench's own (`git clone --shared`, which only reads the user's objects), every git call runs
@@ -13,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ampbench.config import ConfigError
+from ampbench.config import ConfigError, Suite
 
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
 
@@ -86,3 +87,44 @@ def checkout(dest: Path, sha: str) -> None:
     """Put `sha` in the clone's working tree, and nothing else (files a previous candidate made are removed)."""
     git(dest, "checkout", "--quiet", "--force", "--detach", sha)
     git(dest, "clean", "-ffdqx")
+
+
+def _toml_string(text: str) -> str:
+    """A --set value that TOML reads back as exactly `text` (written by the TOML library, never by hand)."""
+    import tomli_w
+
+    return tomli_w.dumps({"v": text}).split("=", 1)[1].strip()
+
+
+def retarget(suite: Suite, root: Path, src: Path) -> list[str]:
+    """--set overrides that run the suite's program from the clone instead of the user's repository."""
+    wl = suite.workload
+    cwd = wl.get("cwd")
+    if not cwd:
+        raise ConfigError("workload.cwd", "", "bisect runs the program from each commit: set workload.cwd to "
+                          "the folder of --repo the command runs in")
+    where = Path(cwd).resolve()
+    try:
+        rel = where.relative_to(root.resolve())
+    except ValueError:
+        raise ConfigError("workload.cwd", str(cwd), f"is not inside --repo {root}: bisect can only move a "
+                          "program that lives in the repository it searches") from None
+    out = [f"workload.cwd={_toml_string(str(src / rel))}"]
+    command = [str(c) for c in wl.get("command", [])]
+    moved = [str(src / Path(c).resolve().relative_to(root.resolve())) if _inside(c, root) else c for c in command]
+    if moved != command:
+        import tomli_w
+
+        out.append("workload.command=" + tomli_w.dumps({"v": moved}).split("=", 1)[1].strip())
+    return out
+
+
+def _inside(arg: str, root: Path) -> bool:
+    p = Path(arg)
+    if not p.is_absolute():
+        return False
+    try:
+        p.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True

@@ -1,72 +1,21 @@
 """`ampbench check RUN_DIR`: open the run, judge it (against a baseline when given), write check.json
-(check-vs-<baseline>.json against a baseline)."""
+(check-vs-<baseline>.json against a baseline): judge.check_run, kept importable here as the stable
+`ampbench.commands.check.check_run`; the verdict of record, and what the verb prints."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from rich.console import Console
 
 from ampbench.core.errors import ResultsError
-from ampbench.judge import changepoint, pooled
-from ampbench.judge.check import judge_run
+from ampbench.judge.check_run import check_run
 from ampbench.report.console import print_outcome, print_rules
 from ampbench.report.view import view_of
-from ampbench.results.accepts import AcceptRecord, load_accepts
-from ampbench.results.baselines import device_slug, load_baseline
-from ampbench.results.history import RunSummary, history_sources, load_history
-from ampbench.results.previous import resolve_baseline
-from ampbench.results.run_dir import OpenRun, RunDir, open_run
+from ampbench.results.run_dir import RunDir, open_run
 from ampbench.results.verdicts import CheckReport, load_check_optional
 
-
-def check_path(run: RunDir, baseline: Path | None) -> Path:
-    """check.json for the run's own check; check-vs-<baseline>.json for a check against a baseline, so a
-    comparison never replaces the run's own record (and two baselines keep two files)."""
-    if baseline is None:
-        return run.check_path
-    name = baseline.name if baseline.is_dir() else baseline.stem
-    return run.check_vs_path(safe_slug(name))
-
-
-def safe_slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:80] or "baseline"
-
-
-def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = False,
-              allow_mismatch: bool = False, history: Path | None = None) -> CheckReport:
-    """Load a run folder, judge it, write check.json (check-vs-<baseline>.json against a baseline,
-    check-vs-history.json against the history) next to the trials, return the report.  `history`: the
-    nightly history (folder or jsonl); the history rules compare against every run of this suite, device
-    and config since the last change point (judge.pooled), when it holds at least pooled.MIN_RUNS of them;
-    otherwise against `baseline`, with the run-to-run drift estimated from the history's consecutive runs
-    (judge.changepoint.drift).  `baseline` "last": the previous run of the same suite, device and config
-    beside this one (results.previous).  To pin a reference on purpose, give `baseline` without `history`."""
-    run = open_run(Path(run_dir))
-    ok = [t for t in run.trials if t.status == "ok"]
-    series = _series(run, history) if history is not None else []
-    seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,
-                        accepts=_accepts(run, history)) if history is not None else None
-    use_pool = seg if seg is not None and len(seg.runs) >= pooled.MIN_RUNS else None
-    base_path = resolve_baseline(run.path, baseline) if use_pool is None else None
-    base = None
-    if base_path is not None:
-        base = load_baseline(base_path, suite=run.info.suite, device=device_slug(ok[0].env) if ok else None)
-    drift = changepoint.drift([h.to_json() for h in series]) if history is not None and base is not None else None
-    report = judge_run(run, base, strict=strict, allow_mismatch=allow_mismatch,
-                       drift_sd=drift.sd if drift else None, pooled=use_pool)
-    if seg is not None and use_pool is None:
-        instead = "the --baseline instead" if base is not None else "no baseline: the run is judged on its own"
-        report.notes.append(f"No pooled history baseline: {seg.describe()}, fewer than {pooled.MIN_RUNS}; {instead}.")
-    if drift is not None:
-        report.notes.append(f"History rules allow a {drift.describe()}.")
-    target = run.dir.check_vs_path("history") if use_pool is not None else check_path(run.dir, base_path)
-    try:
-        report.write(target)
-    except ResultsError as e:  # a read-only run folder is judged and printed all the same
-        report.notes.append(f"{target.name} not written: {e}")
-    return report
+__all__ = ["check_run", "print_outcome_of", "recorded_check"]
 
 
 def recorded_check(run_dir: Path) -> CheckReport:
@@ -86,18 +35,3 @@ def print_outcome_of(run_dir: Path, report: CheckReport, console: Console, expla
     if explain:
         print_rules(report, console)
     print_outcome(view_of(open_run(Path(run_dir)), report), console)
-
-
-def _accepts(run: OpenRun, history: Path) -> list[AcceptRecord]:
-    """The accepted new levels recorded beside this suite's history file (results.accepts)."""
-    return [a for path in history_sources(Path(history), [run.info.suite])
-            for a in load_accepts(path, run.info.suite)]
-
-
-def _series(run: OpenRun, history: Path) -> list[RunSummary]:
-    """The history lines of this run's suite, config hash and device, oldest first, the run itself left out."""
-    lines = [h for path in history_sources(Path(history), [run.info.suite]) for h in load_history(path)]
-    ok = [t for t in run.trials if t.status == "ok"] or run.trials
-    env = ok[0].env if ok else run.info.env
-    found = pooled.comparable(lines, run.info.suite, run.info.config_hash, env, run.info.run_id)
-    return sorted(found, key=lambda h: (h.started or "", h.run_id))

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.commands.bisect import BisectOptions, run_bisect
-from ampbench.commands.run import load_for_run
-from ampbench.commands.run_plan import RunOptions
 from ampbench.core.errors import ResultsError
 from ampbench.core.store import RUNS_DIR
+from ampbench.engine.execute import load_for_run
+from ampbench.engine.request import RunRequest
 from ampbench.judge import changepoint
 from ampbench.judge.rules.history import HISTORY_THROUGHPUT
 from ampbench.report.dashboard_series import segment_key
@@ -70,8 +70,8 @@ def run_history_bisect(opts: HistoryBisectOptions, console: Console | None = Non
     """The range of the history's last slowdown, bisected by `ampbench bisect` on history-throughput for the
     mode that stepped; returns bisect's exit code."""
     console = console or Console()
-    loaded = load_for_run(RunOptions(suite_file=opts.suite_file, profile=opts.profile, overrides=opts.overrides,
-                                     out_dir=opts.out_dir))
+    loaded = load_for_run(RunRequest(suite_file=opts.suite_file, profile=opts.profile,
+                                     overrides=tuple(opts.overrides), out_dir=opts.out_dir))
     name = loaded.suite.suite.name
     path = Path(opts.history)
     path = history_file(path, name) if path.is_dir() else path

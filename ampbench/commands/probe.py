@@ -24,8 +24,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ampbench.commands.run import launch_trial
-from ampbench.commands.run_plan import default_cache_dir
 from ampbench.config import ConfigError, LoadedSuite, ModeConfig, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.files import last_line
@@ -33,6 +31,8 @@ from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import PROBE_TAG, RUNS_DIR
 from ampbench.core.units import parse_bytes
+from ampbench.engine.plan import default_cache_dir
+from ampbench.engine.trials import launch_trial
 from ampbench.report.console import table_box
 from ampbench.results.probe_file import (
     FITS_STATUSES,

@@ -271,13 +271,15 @@ def describe_checks(console: Console) -> None:
 
 def _run_suite(name: str, runs: Path, extra: list[str] | None = None, modes: list[str] | None = None,
                tag: str = "") -> list[Trial]:
-    from ampbench.commands.run import RunOptions, execute
+    from ampbench.engine.execute import Policies, execute
+    from ampbench.engine.request import Output, RunRequest
     from ampbench.results.run_dir import open_run
 
     run_id = f"selftest-{name}{tag}-{new_run_id()}"   # time, pid and random bits: two selftests never collide
     quiet = Console(quiet=True)
-    execute(RunOptions(suite_file=Path(name), profile=PROFILE, out_dir=runs, report=False, run_id=run_id,
-                       overrides=list(extra or []), modes=list(modes or [])), console=quiet)
+    execute(RunRequest(suite_file=Path(name), profile=PROFILE, out_dir=runs, run_id=run_id,
+                       overrides=tuple(extra or ()), modes=tuple(modes or ())), Policies(output=Output(report=False)),
+            console=quiet)
     folders = sorted(runs.glob(f"*/{run_id}"))   # <suite name>/<run id>
     if not folders:
         raise RuntimeError(f"selftest: suite {name} left no run folder under {runs}")

@@ -10,7 +10,6 @@ and mode the samples/s, the speedup over FP32 and the verdict.  The exit code is
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from pathlib import Path
@@ -18,10 +17,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ampbench.commands.run_plan import RunOptions
 from ampbench.config import ConfigError
 from ampbench.core.files import atomic_write_text
 from ampbench.core.names import new_run_id
+from ampbench.engine.execute import Policies, execute, load_for_run
+from ampbench.engine.request import RunRequest
 from ampbench.judge.summary import summarize_run
 from ampbench.record import fields
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
@@ -62,23 +62,22 @@ def _slug(point: list[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(p.split(".")[-1] for p in point)).strip("-.")[:60] or "point"
 
 
-def run_sweep(opts: RunOptions, sweep: list[str], console: Console) -> int:
-    """Run every point (opts: commands.run_plan.RunOptions), then write the grid report; worst exit code."""
-    from ampbench.commands.run import execute, load_for_run
-
-    if opts.resume:
+def run_sweep(request: RunRequest, policies: Policies, sweep: list[str], console: Console) -> int:
+    """Run every point (the request with the point's overrides after its own), then write the grid report;
+    the worst exit code."""
+    if request.resume:
         raise ConfigError("--sweep", " ".join(sweep), "not with --resume (resume each point's run folder)")
     grid = parse_sweep(sweep)
     for point in points(grid):  # every value checked before the first point trains: exit 2, nothing run
-        load_for_run(dataclasses.replace(opts, overrides=[*opts.overrides, *point]))
+        load_for_run(request.model_copy(update={"overrides": (*request.overrides, *point)}))
     stamp = new_run_id()  # time, pid and random bits: two sweeps started in the same second never collide
     done: list[tuple[list[str], Path | None, int]] = []
     for i, point in enumerate(points(grid)):
         run_id = f"sweep-{stamp}-{i:02d}-{_slug(point)}"
         console.print(f"[bold]sweep point {i + 1}[/]: {escape(', '.join(point))}")
-        sub = dataclasses.replace(opts, overrides=[*opts.overrides, *point], run_id=run_id)
-        code = execute(sub, console=console)
-        found = sorted(Path(opts.out_dir).glob(f"*/{run_id}"))
+        sub = request.model_copy(update={"overrides": (*request.overrides, *point), "run_id": run_id})
+        code = execute(sub, policies, console=console)
+        found = sorted(Path(request.out_dir).glob(f"*/{run_id}"))
         done.append((point, found[0] if found else None, code))
     if done and done[0][1] is not None:
         path = done[0][1].parent / f"sweep-{stamp}.md"

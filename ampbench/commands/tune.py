@@ -16,28 +16,28 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomli_w
 from rich.console import Console
 from rich.markup import escape
 
-from ampbench.commands.run import _manifest, _run_trials, load_for_run
-from ampbench.commands.run_plan import RunOptions
-from ampbench.commands.until_decided import Sequential
 from ampbench.config import ModeConfig, Suite
 from ampbench.config.suite import REFERENCE_MODE
 from ampbench.core.errors import ConfigError
-from ampbench.core.files import atomic_write_text, refuse_link
+from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import RUNS_DIR
+from ampbench.engine.execute import Policies, execute, load_for_run
+from ampbench.engine.request import Output, RunRequest
+from ampbench.engine.seeds.until_decided import Sequential
 from ampbench.judge import ladder, until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.rules import registry
 from ampbench.judge.sequential import Design
-from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
+from ampbench.report.injected import keep_lines
+from ampbench.report.tune_md import write_tune_md
 from ampbench.results.probe_file import NoProbe, find_probe
-from ampbench.results.run_dir import RunDir, open_run, run_lock
+from ampbench.results.run_dir import RunDir, open_run
 from ampbench.results.tune_file import RungRecord, TuneFile, load_tune
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ModeVerdict
 
@@ -79,8 +79,8 @@ def _suite_with(suite: Suite, mode: ModeConfig) -> Suite:
 
 
 def _new_tune(opts: TuneOptions, console: Console) -> tuple[Path, TuneFile]:
-    loaded = load_for_run(RunOptions(suite_file=opts.suite_file, profile=opts.profile, overrides=opts.overrides,
-                                     out_dir=opts.out_dir))
+    loaded = load_for_run(RunRequest(suite_file=opts.suite_file, profile=opts.profile,
+                                     overrides=tuple(opts.overrides), out_dir=opts.out_dir))
     start = _start_mode(loaded.suite, opts.mode)
     suite = _suite_with(loaded.suite, start)
     folder = Path(opts.out_dir) / suite.suite.name / f"tune-{new_run_id()}"
@@ -127,21 +127,27 @@ def _rung_run(folder: Path, doc: TuneFile, index: int, mode: ModeConfig, plan: l
     run.path.mkdir(parents=True, exist_ok=True)
     info = RunInfo(suite=suite.suite.name, suite_file=doc.suite_file, profile=doc.profile, run_id=run.path.name,
                    config_hash=suite.config_hash(), plan=[PlanEntry(mode=m, seed=s) for m, s in plan],
-                   config=suite.model_dump(mode="json"), started=utc_now())
+                   config=suite.model_dump(mode="json"), started=utc_now(), launcher={"kind": "local"})
     run.write_run(info)
     return run, info, suite
 
 
-def _run(run: RunDir, info: RunInfo, suite: Suite, console: Console) -> float:
-    """The rung's trials not finished yet; returns their wall time."""
-    plan = info.planned()
+class Stopped(Exception):
+    """A rung's trials were interrupted (Ctrl-C / SIGTERM): the ladder stops with the run's exit code."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def _run(run: RunDir, console: Console) -> float:
+    """The rung's trials not finished yet (its run.json's plan, through the engine as the rest of a run
+    folder; each rung's records digested), not judged here; returns their wall time."""
     t0 = time.monotonic()
-    with run_lock(run.path):
-        done = run.finished_keys(config_hash=info.config_hash, suite=info.suite)
-        todo = [(m, s) for m, s in plan if f"{m}__seed{s}" not in done]
-        _run_trials(run, info, suite, plan, todo, {}, console, _manifest(run))   # each rung's records digested
-    info.finished = utc_now()
-    run.write_run(info)
+    code = execute(RunRequest(resume=run.path, resume_hint=f"ampbench tune --resume {run.path.parent}"),
+                   Policies(output=Output(judge=False)), console=console)
+    if code in (130, 143):
+        raise Stopped(code)
     return time.monotonic() - t0
 
 
@@ -152,9 +158,9 @@ def _short_trial(folder: Path, doc: TuneFile, mode: ModeConfig, console: Console
     short = TuneFile.model_validate({**doc.to_json(), "config": {
         **data, "train": {**data["train"], "steps": steps, "warmup_steps": 1, "eval_every": 0}}})
     seed = int(data["suite"]["seeds"][0])
-    run, info, suite = _rung_run(folder, short, 0, mode, [(mode.name, seed)], name="short")
+    run, _, _ = _rung_run(folder, short, 0, mode, [(mode.name, seed)], name="short")
     console.print(f"a short {escape(mode.name)} trial ({steps} steps) to see whether AMP runs here")
-    _run(run, info, suite, console)
+    _run(run, console)
     return run.load_trial(run.trial_path(mode.name, seed))
 
 
@@ -277,7 +283,7 @@ def _in_rung(folder: Path, doc: TuneFile, index: int, mode: ModeConfig, entries:
     info.plan += [PlanEntry(mode=m, seed=s) for m, s in entries if (m, s) not in have]
     info.config = suite.model_dump(mode="json")
     run.write_run(info)
-    return _run(run, info, suite, console)
+    return _run(run, console)
 
 
 # ---------------------------------------------------------------- the ladder
@@ -300,9 +306,9 @@ def _step(folder: Path, doc: TuneFile, console: Console) -> None:
     seeds = Suite.model_validate(doc.config).suite.seeds
     plan = [(m, s) for s in seeds for m in ((REFERENCE_MODE, mode.name) if index == 0 else (mode.name,))]
     before = _fp32_seeds(folder, doc, index, console)   # seeds a cut-short rung added: rung 0 first
-    run, info, suite = _rung_run(folder, doc, index, mode, plan)
+    run, _, _ = _rung_run(folder, doc, index, mode, plan)
     console.print(f"rung {index} ({escape(str(pend['rung']))}): {escape(str(pend['why']))}")
-    cost = before + _run(run, info, suite, console)
+    cost = before + _run(run, console)
     design = Design(looks=[len(seeds)], max_seeds=max(MAX_SEEDS, len(seeds)))
     verdict, trials, suite = _judge(doc, folder, index, mode, design)
     facts = _facts(trials, suite, mode, folder, doc.profile, "speed", run.path, console)
@@ -350,6 +356,17 @@ def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
     decided, 1 when the ladder was spent, data/launch-bound or out of budget, 2 when a trial crashed."""
     console = console or Console()
     folder, doc = _resumed(opts, console) if opts.resume else _new_tune(opts, console)
+    try:
+        _ladder(folder, doc, console)
+    except Stopped as e:   # the engine said how to continue (tune --resume): the judged rungs are kept
+        return e.code
+    path = write_tune_md(folder, doc, program_flags)
+    console.print(f"{escape(doc.stopped)}\ntune: {escape(str(path))}", soft_wrap=True)
+    return _exit(doc)
+
+
+def _ladder(folder: Path, doc: TuneFile, console: Console) -> None:
+    """The short trial first, then rung after rung until one passes or the ladder stops."""
     if not doc.rungs and not doc.stopped:
         mode = ModeConfig.model_validate((doc.pending or {})["mode"])
         t = _short_trial(folder, doc, mode, console)
@@ -370,9 +387,6 @@ def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
             _step(folder, doc, console)
             continue
         doc.write(folder)
-    path = write_tune_md(folder, doc)
-    console.print(f"{escape(doc.stopped)}\ntune: {escape(str(path))}", soft_wrap=True)
-    return _exit(doc)
 
 
 def _exit(doc: TuneFile) -> int:
@@ -385,38 +399,10 @@ def _exit(doc: TuneFile) -> int:
     return EXIT_FAIL
 
 
-# ---------------------------------------------------------------- tune.md
-
-
-def _f(x: float | None, fmt: str) -> str:
-    return "—" if x is None else format(x, fmt)
-
-
-def winner_lines(doc: TuneFile) -> tuple[str, list[str]]:
-    """The winning mode as a `[[modes]]` TOML table (tomli-w) and, for a command suite, as program flags."""
-    if doc.winner is None:
-        return "", []
-    mode = ModeConfig.model_validate(doc.rungs[doc.winner].mode)
-    toml = mode_toml(mode)
-    flags: list[str] = []
-    if Suite.model_validate(doc.config).suite.workload == "command":
-        flags = program_flags(mode)
-    return toml, flags
-
-
-def mode_toml(mode: ModeConfig) -> str:
-    """A mode as a `[[modes]]` table, its non-default keys only, through tomli-w (user text stays TOML-safe)."""
-    data = {k: v for k, v in mode.model_dump(mode="json", exclude_defaults=True, by_alias=True).items()
-            if v is not None}
-    return tomli_w.dumps({"modes": [data]})
-
-
 def program_flags(mode: ModeConfig) -> list[str]:
     """The mode as PaddleOCR `-o` overrides and as PaddleNLP Trainer arguments; an injected mode (`amp =
     "inject"`) as the lines to add to your own loop (report/injected.py)."""
     if mode.amp_by == "inject":
-        from ampbench.report.injected import keep_lines
-
         return ["ampbench applied it (amp = \"inject\"); to keep it in your own loop: "
                 + "; ".join(keep_lines(mode, {})[1:])]
     from ampbench.importers.paddlenlp_command import _flag
@@ -430,28 +416,3 @@ def program_flags(mode: ModeConfig) -> list[str]:
     if mode.master_grad:
         nlp += _flag("amp_master_grad", True)
     return [f"PaddleOCR tools/train.py: {ocr}", f"PaddleNLP Trainer: {' '.join(nlp)}"]
-
-
-def write_tune_md(folder: Path, doc: TuneFile) -> Path:
-    """tune.md: the ladder (config, verdict, numbers, cost per rung), why it stopped, the winner's lines."""
-    rows = [[f"{r.index} {md_code(r.rung)}", md_prose(r.why), r.verdict, md_text(r.failure), _f(r.speedup, ".3f"),
-             _f(r.memory_reduction, ".1%"), _f(r.metric_delta, ".4g"), f"{r.cost_s:.0f}"] for r in doc.rungs]
-    lines = [f"# ampbench tune: {md_text(doc.suite)}", "",
-             f"Stopped: {md_prose(doc.stopped or 'not finished (continue with tune --resume)')}", "",
-             md_table(["rung", "change", "verdict", "failure", "speedup", "memory reduction", "metric delta",
-                       "cost (s)"], rows, ["l", "l", "l", "l", "r", "r", "r", "r"])]
-    for r in doc.rungs:
-        lines += ["", f"- rung {r.index} ({md_code(r.run_dir)}): {md_prose(r.reason)}"]
-        lines += [f"  - skipped {md_prose(s)}" for s in r.skipped]
-    toml, flags = winner_lines(doc)
-    if toml:
-        lines += ["", "## The winning configuration", "", "In the suite file:", "", md_block(toml, "toml")]
-        lines += [f"- {md_prose(f)}" for f in flags]
-    elif doc.pending is not None and doc.stopped.startswith("command"):
-        mode = ModeConfig.model_validate(doc.pending["mode"])
-        lines += ["", f"## The next rung to try: {md_code(doc.pending['rung'])}", "", md_prose(doc.pending["why"]), "",
-                  md_block(mode_toml(mode), "toml")]
-        lines += [f"- {md_prose(f)}" for f in program_flags(mode)]
-    path = folder / "tune.md"
-    atomic_write_text(path, "\n".join(lines) + "\n", root=folder)
-    return path

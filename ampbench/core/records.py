@@ -383,6 +383,9 @@ class RunInfo(VersionedDoc):
     devices: list[str] | None = None
     overrides: list[str] = []  # the --set KEY=VALUE overrides the run was started with
     kind: Literal["run", "probe"] = "run"  # a probe's folder holds attempts, not planned trials
+    # the launcher the trials went through, {"kind": "local"} or a kind and its options (engine/launcher.py):
+    # --resume goes on with it; absent in earlier files (their slurm.json, if any, says Slurm)
+    launcher: dict[str, Any] | None = None
 
     def planned(self) -> list[tuple[str, int]]:
         return [(p.mode, p.seed) for p in self.plan]

@@ -24,7 +24,9 @@ INCONCLUSIVE within the seed budget).  A noisy verdict is the reason this is mor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from ampbench.results.verdicts import RuleResult
 
 Verdict = Literal["good", "bad", "skip"]
 
@@ -135,3 +137,21 @@ def wrong_step_bound(verdicts: dict[int, Verdict], fail_alpha: float, pass_beta:
     bad = sum(1 for v in verdicts.values() if v == "bad")
     good = sum(1 for v in verdicts.values() if v == "good")
     return min(1.0, bad * fail_alpha + good * pass_beta)
+
+
+def look_verdict(rule: str, results: list[RuleResult]) -> tuple[str, Verdict, Any, str]:
+    """One look's status, verdict, figure and message from the rule's results over the judged modes: the first
+    FAIL (bad), else the first mode when all PASS (good), else the first mode that did not PASS (skip: an
+    informational or inconclusive result proves neither side).  No result at all: skip."""
+    if not results:
+        return "ERROR", "skip", None, f"{rule} was not judged (no ok trial?)"
+    statuses = ["INCONCLUSIVE" if r.informational else r.status for r in results]
+    verdict: Verdict
+    if "FAIL" in statuses:
+        decided, status, verdict = results[statuses.index("FAIL")], "FAIL", "bad"
+    elif all(s == "PASS" for s in statuses):
+        decided, status, verdict = results[0], "PASS", "good"
+    else:
+        decided = results[next(i for i, s in enumerate(statuses) if s != "PASS")]
+        status, verdict = "INCONCLUSIVE", "skip"
+    return status, verdict, decided.observed, decided.message

@@ -25,9 +25,9 @@ from rich.console import Console
 from rich.text import Text
 
 from ampbench.core.units import num
+from ampbench.engine.request import STATUS_EVERY_S
 from ampbench.report.fmt import seconds
 
-STATUS_EVERY_S = 15.0   # a piped run's status line: at least every 30 s (issue 45), twice as often here
 RATE_WINDOW_S = 20.0    # a step rate over the last 20 s: recent enough to follow a slowdown, long enough to be stable
 
 

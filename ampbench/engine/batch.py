@@ -1,4 +1,5 @@
-"""`ampbench run SUITE --at-max-batch [--probe DIR]`: every mode at the largest batch `ampbench probe` found.
+"""The batch policies: the batch sizes as the suite configures them (`ConfiguredBatch`, the default), or
+`run SUITE --at-max-batch [--probe DIR]`: every mode at the largest batch `ampbench probe` found (`AtMaxBatch`).
 
 This is how the seed's claim is made: FP32 at the batch it fits against AMP at the (larger) batch it
 fits, compared per sample.  The probe is the given folder (or its probe.json), else the newest finished
@@ -11,10 +12,54 @@ the claim.  The batch sizes change the config hash: such a run is its own experi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
+
+from rich.console import Console
+from rich.markup import escape
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.store import RunPaths
+from ampbench.engine.policy import Policy
 from ampbench.results.probe_file import NoProbe, ProbeFile, find_probe
+
+
+class BatchPolicy(Policy):
+    """The batch each mode trains at; the base keeps the suite's."""
+
+    PACKAGE: ClassVar[str] = "ampbench.engine.batch"
+    _kinds: ClassVar[dict[str, type[Policy]]] = {}
+
+    def apply(self, suite: Suite, out_dir: Path, profile: str, console: Console) -> Suite:
+        """The suite at this policy's batch sizes (a new run, before its plan)."""
+        return suite
+
+    def unhonoured(self) -> list[str]:
+        """--resume keeps the run's batch sizes: the options of another policy are refused."""
+        return []
+
+
+class ConfiguredBatch(BatchPolicy):
+    """The batch sizes the suite (and its profile and --set) configure."""
+
+    kind: ClassVar[str] = "configured"
+
+
+class AtMaxBatch(BatchPolicy):
+    """Every mode at the largest batch the probe found (`probe`: its folder or probe.json; None: the newest
+    finished probe of the suite and profile beside the runs)."""
+
+    kind: ClassVar[str] = "at-max-batch"
+    probe: Path | None = None
+
+    def apply(self, suite: Suite, out_dir: Path, profile: str, console: Console) -> Suite:
+        probe, where = probe_for_run(out_dir, suite.suite.name, profile, self.probe)
+        sized = at_max_batch(suite, probe, where)
+        console.print(f"at the probe's largest batches ({escape(str(where))}): "
+                      + ", ".join(f"{escape(m.name)} {m.batch_size}" for m in sized.modes))
+        return sized
+
+    def unhonoured(self) -> list[str]:
+        return ["--at-max-batch", *(["--probe"] if self.probe is not None else [])]
 
 
 def probe_for_run(out_dir: Path, suite: str, profile: str, given: Path | None) -> tuple[ProbeFile, Path]:

@@ -9,6 +9,9 @@ modes: 4 seeds), so no device idles while a decision waits; the alpha spending i
 looks as they happened, whatever their spacing.  It stops when every such rule is decided, at `--max-seeds`, or when one more seed would not fit in
 `--budget` (estimated from the wall time the seeds so far took).  A crash in a new trial is kept as that
 trial's status, as in any run.
+
+The policy (`UntilDecided`) is recorded through run.json's `sequential` (the looks so far); `--resume` with
+--until-decided goes on adding seeds to a run that was started with it.
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from rich.console import Console
 from rich.markup import escape
 
-from ampbench.commands.run_plan import trial_width
-from ampbench.config import Suite
+from ampbench.config import ConfigError, Suite
 from ampbench.core.records import PlanEntry, RunInfo
+from ampbench.core.text import printable
+from ampbench.engine.devices import trial_width
+from ampbench.engine.seeds.policy import Plan, SeedPolicy
 from ampbench.judge import until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
@@ -108,3 +114,58 @@ def extend(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]]
         console.print(f"until-decided: adding {which} ({k + len(added)} per mode) for {escape(', '.join(helped))}",
                       soft_wrap=True)
         run_trials(new)
+
+
+MAX_SEEDS = (2, 64)   # --max-seeds: fewer cannot add a seed, more is a week of trials per mode
+
+
+def parse_max_seeds(text: str) -> int:
+    """--max-seeds as typed: a whole number from 2 to 64, else one line naming the option (not click's
+    three-line usage box: every option of `run` is refused the same way)."""
+    s = text.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 3 and MAX_SEEDS[0] <= int(s) <= MAX_SEEDS[1]):
+        raise ConfigError("--max-seeds", printable(text)[:40] or "''", f"give a whole number of seeds per mode from "
+                          f"{MAX_SEEDS[0]} to {MAX_SEEDS[1]}")
+    return int(s)
+
+
+def check_until_decided(suite: Suite, where: Path | str | None) -> None:
+    """--until-decided adds seeds: refused up front where a seed cannot reach the trials (a command that
+    never uses {seed} would run the same program again and count it as another seed)."""
+    from ampbench.workloads.command.params import CommandParams, fields_of, placeholder_texts
+
+    if suite.suite.workload != "command":
+        return
+    texts = placeholder_texts(CommandParams.model_validate(suite.workload), suite)
+    if not any("seed" in fields_of(t) for k, t in texts.items() if k != "workload.metric.json_file"):
+        raise ConfigError(str(where), "workload.command", "--until-decided adds seeds, but the command never uses "
+                          "{seed}: every added seed would run the same training (pass e.g. --seed {seed})")
+
+
+class UntilDecided(SeedPolicy):
+    """`--until-decided [--max-seeds N] [--budget DURATION]`: matched seeds added while a seeded rule that is
+    INCONCLUSIVE can still be decided by more (`rules`/`modes`: only these ask; empty: every seeded one)."""
+
+    kind: ClassVar[str] = "until-decided"
+    max_seeds: int = Sequential.max_seeds
+    budget_s: float | None = None
+    rules: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+
+    def check(self, suite: Suite, where: Path | str | None) -> None:
+        check_until_decided(suite, where)
+
+    def start(self, info: RunInfo, suite: Suite) -> None:
+        start(info, suite, self.sequential(None))
+
+    def unhonoured(self, info: RunInfo) -> list[str]:
+        return ["--until-decided (the run was not started with it)"] if info.sequential is None else []
+
+    def sequential(self, baseline: Path | None) -> Sequential:
+        return Sequential(self.max_seeds, self.budget_s, baseline, self.rules, self.modes)
+
+    def more(self, run: RunDir, info: RunInfo, suite: Suite, plan: Plan, run_more: Callable[[Plan], None],
+             console: Console, started: float, baseline: Path | None) -> Suite:
+        if info.sequential is None:
+            return suite
+        return extend(run, info, suite, plan, self.sequential(baseline), run_more, console, started)

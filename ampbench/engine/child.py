@@ -1,0 +1,30 @@
+"""One run of a round side by side (engine.side_by_side) in its own process: `execute` on the request and
+policies written to OPTIONS.json, its exit code as this process's.  Not a user verb."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from ampbench.core.files import read_text
+from ampbench.engine.execute import Policies, execute
+from ampbench.engine.request import RunRequest
+from ampbench.launch.process import install_signal_handlers
+
+
+def options_from(path: Path) -> tuple[RunRequest, Policies]:
+    data = json.loads(read_text(path, "run options"))
+    return RunRequest.model_validate(data["request"]), Policies.from_json(data, str(path))
+
+
+def main(argv: list[str]) -> int:
+    install_signal_handlers()
+    request, policies = options_from(Path(argv[1]))
+    return execute(request, policies, console=Console(file=sys.stderr, width=160, no_color=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

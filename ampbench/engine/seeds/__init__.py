@@ -1,0 +1,1 @@
+"""The seed policies, one class per file; `SeedPolicy.kinds()` imports every module here."""

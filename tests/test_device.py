@@ -77,7 +77,7 @@ def test_selftest_on_cpu_exits_3_and_lists_its_checks():
     res = CliRunner().invoke(app, ["selftest"])
     assert res.exit_code == 3
     text = " ".join(res.output.split())
-    assert "no GPU" in text and all(name in text for name in CHECKS)
+    assert "no GPU" in text and all(check.name in text for check in CHECKS)
 
 
 def _gpu_trial(**kw) -> Trial:
@@ -93,20 +93,20 @@ def _gpu_trial(**kw) -> Trial:
 
 
 def test_selftest_checks_pass_a_good_gpu_trial_and_name_each_defect():
-    from ampbench.commands.selftest import _check_trial
+    from ampbench.commands.selftest import check_trial
 
-    assert all(r.ok for r in _check_trial(_gpu_trial()))
+    assert all(r.ok for r in check_trial(_gpu_trial()))
     bad = _gpu_trial(memory=Memory(source="cuda", peak_allocated_bytes=5, peak_reserved_bytes=2, device_used_bytes=None,
                                    errors={"nvml": "NVML unavailable"}), throughput=Throughput(window_s=0.2),
                      amp=AmpInfo(requested=True, active=False, dtype="float16", scaler_enabled=True, op_calls={}))
-    failed = {r.check for r in _check_trial(bad) if r.ok is False}
-    assert failed == {"amp-active", "memory-order", "nvml-device", "step-times", "energy"}
+    failed = {r.check for r in check_trial(bad) if r.ok is False}
+    assert failed == {"low-precision-calls", "memory-order", "nvml-device", "step-times", "nvml-energy"}
 
 
 def test_step_times_check_allows_bookkeeping_between_short_steps_but_not_a_missing_sync():
     """4 measured steps of 2 ms: 0.5 ms a step outside them (the loop's bookkeeping) is 80% -> holds at any
     share; 3 ms a step outside (a step's device time left out of its clock) fails; more than the window fails."""
-    from ampbench.commands.selftest import _check_trial
+    from ampbench.commands.selftest import check_trial
     from ampbench.core.records import Interference
 
     def verdict(step_s: float, window_s: float, others: float | None = None) -> bool | None:
@@ -115,7 +115,7 @@ def test_step_times_check_allows_bookkeeping_between_short_steps_but_not_a_missi
         t = _gpu_trial(steps=steps, throughput=Throughput(window_s=window_s),
                        interference=Interference(others_cpu=others))
         t.env.cpu_count = 2
-        return next(r.ok for r in _check_trial(t) if r.check == "step-times")
+        return next(r.ok for r in check_trial(t) if r.check == "step-times")
 
     assert verdict(0.002, 4 * 0.0025) is True        # share 80%
     assert verdict(0.002, 4 * 0.0027) is True        # share 74%, 0.7 ms a step outside
@@ -128,21 +128,33 @@ def test_step_times_check_allows_bookkeeping_between_short_steps_but_not_a_missi
     assert verdict(0.002, 4 * 0.0019, others=1.6) is False
 
 
+def test_selftest_checks_are_a_rule_set_of_their_own():
+    """The self-test judges ampbench's instruments, the rules judge AMP: no check shares a rule result's name
+    (a reader of selftest.json or check.json must not confuse the two), and every check is named once."""
+    from ampbench.judge.rules import registry
+    from ampbench.judge.selftest import CHECKS
+
+    names = [c.name for c in CHECKS]
+    assert len(set(names)) == len(names) == 8
+    assert not set(names) & {r.name for r in registry.results()}
+    assert {"amp-active", "energy"} <= {r.name for r in registry.results()}   # the two it used to share
+
+
 def test_selftest_report_writes_one_json_and_fails_on_any_failed_check(tmp_path):
     import json
 
     from rich.console import Console
 
-    from ampbench.commands.selftest import CheckResult, _check_data_parallel, _report
+    from ampbench.commands.selftest import CheckResult, _report, check_data_parallel
 
-    ok = [CheckResult("energy", "resnet/fp32", True, "9 J"), CheckResult("data-parallel", "-", None, "1 GPU")]
+    ok = [CheckResult("nvml-energy", "resnet/fp32", True, "9 J"), CheckResult("data-parallel", "-", None, "1 GPU")]
     assert _report(ok, tmp_path, Console(quiet=True), 60.0) == 0
     doc = json.loads((tmp_path / "selftest.json").read_text())
     assert doc["passed"] and len(doc["results"]) == 2
-    assert _report([*ok, CheckResult("energy", "bert/fp32", False, "None J")], tmp_path, Console(quiet=True), 1.0) == 1
+    assert _report([*ok, CheckResult("nvml-energy", "bert/fp32", False, "None J")], tmp_path, Console(quiet=True), 1.0) == 1
     same = _gpu_trial(memory=Memory(per_rank=[{"rank": r, "device_used_bytes": 5, "peak_allocated_bytes": 4,
                                                "nvml_device": {"pci_bus_id": "0000:1b:00.0"}} for r in (0, 1)]))
-    assert _check_data_parallel(same)[0].ok is False        # both ranks on one GPU: NVML read the wrong card
+    assert check_data_parallel(same)[0].ok is False        # both ranks on one GPU: NVML read the wrong card
     two = _gpu_trial(memory=Memory(per_rank=[{"rank": r, "device_used_bytes": 5, "peak_allocated_bytes": 4,
                                               "nvml_device": {"pci_bus_id": f"0000:1{r}:00.0"}} for r in (0, 1)]))
-    assert _check_data_parallel(two)[0].ok is True
+    assert check_data_parallel(two)[0].ok is True

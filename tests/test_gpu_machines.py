@@ -163,7 +163,7 @@ def test_selftest_passes_on_every_machine_with_na_where_unsupported(machine, sui
     code, doc, calls = _selftest(monkeypatch, tmp_path, suite)
     failed = [r for r in doc["results"] if r["ok"] is False]
     assert code == 0 and not failed, failed
-    amp = _results(doc, "amp-active")
+    amp = _results(doc, "low-precision-calls")
     na = {s for s, r in amp.items() if r["ok"] is None}
     bf16 = {"toy/amp-o1-bf16", "toy/amp-o2-bf16"}
     expect_na = {"v100": bf16, "p100": bf16 | {"toy/amp-o1-fp16", "toy/amp-o2-fp16"}}   # P100: neither
@@ -176,10 +176,10 @@ def test_selftest_passes_on_every_machine_with_na_where_unsupported(machine, sui
         assert all(r["ok"] is None and "reset_max_memory" in r["detail"] for r in mem.values())
     if name == "no-nvml":
         assert all(r["ok"] is None for r in nvml.values()) and all(r["ok"] for r in mem.values())
-        assert all(r["ok"] is None for r in _results(doc, "energy").values())
+        assert all(r["ok"] is None for r in _results(doc, "nvml-energy").values())
     if name == "container":   # host PIDs: device-wide memory, named as a note, not a failure
         assert all(r["ok"] and "nvml.pid" in r["detail"] for r in nvml.values())
-    energy = _results(doc, "energy")
+    energy = _results(doc, "nvml-energy")
     if name in ("p100", "vgpu"):   # NVML says Not Supported: not measured (n/a), never FAIL
         assert all(r["ok"] is None and "not measured" in r["detail"] for r in energy.values()), energy
         assert all(r["ok"] and "not_supported" in r["detail"] for r in nvml.values())
@@ -227,14 +227,14 @@ def test_selftest_fails_on_a_planted_defect(machine, suite, tmp_path, monkeypatc
     assert code == 1 and {r["check"] for r in doc["results"] if r["ok"] is False} == {"memory-order"}
 
 
-def test_selftest_amp_active_fails_where_paddle_says_unsupported_but_low_precision_ran(machine, suite, tmp_path,
+def test_selftest_low_precision_check_fails_where_paddle_says_unsupported_but_low_precision_ran(machine, suite, tmp_path,
                                                                                         monkeypatch):
-    from ampbench.commands.selftest import Machine, _check_trial
+    from ampbench.commands.selftest import Machine, check_trial
 
     machine("a100")
     t = run_toy(suite, tmp_path, "amp-o1-bf16")
     v100 = Machine(gpus=1, unsupported={"bfloat16": "bfloat16 AMP is not supported on this GPU: compute capability 7.0"})
-    r = next(r for r in _check_trial(t, v100) if r.check == "amp-active")
+    r = next(r for r in check_trial(t, v100) if r.check == "low-precision-calls")
     assert r.ok is False and "yet bfloat16 calls" in r.detail
 
 
@@ -246,7 +246,7 @@ def test_1_amp_active_counts_linear_v2_from_paddles_white_list(machine, suite, t
 
     machine("a100")
     t = run_toy(suite, tmp_path, "amp-o1-fp16")
-    r = next(r for r in selftest._check_trial(t) if r.check == "amp-active")
+    r = next(r for r in selftest.check_trial(t) if r.check == "low-precision-calls")
     assert r.ok is True and "linear_v2" in r.detail
     assert "linear_v2" in selftest.evidence_ops("float16", [])
 

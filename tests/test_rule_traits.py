@@ -37,10 +37,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("cli.py", "bisect", "history-throughput"):
         "the --rule default: the CLI imports no rule at start; test_the_bisect_cli_offers_the_bisectable_results "
         "holds it to HISTORY_THROUGHPUT",
-    ("commands/selftest.py", "<module>", "amp-active"): "a selftest check's name (the GPU low-precision calls)",
-    ("commands/selftest.py", "<module>", "energy"): "a selftest check's name (NVML energy)",
-    ("commands/selftest.py", "_check_trial", "amp-active"): "a selftest check's name",
-    ("commands/selftest.py", "_check_trial", "energy"): "a selftest check's name",
     ("commands/tune.py", "_facts", "stability"): "tune's failure kind (judge.ladder.Failure), not the rule",
     ("commands/tune.py", "_step", "stability"): "tune's failure kind (judge.ladder.Failure), not the rule",
     ("commands/tune.py", "_numbers", "speedup"): "the rung record's field (results.tune_file.RungRecord)",

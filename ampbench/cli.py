@@ -1,6 +1,6 @@
 """The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
 
-The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
+The retired `summary` and `export-benchmark` answer with one line naming `compare`'s form of them (exit 2).
 
 Thin: each verb parses its options and calls one function of the module that owns the work.
 Errors the user can fix (bad suite file, corrupt or unreadable results, a full or read-only disk)
@@ -324,23 +324,6 @@ def compare(
     raise typer.Exit(compare_runs(run_dirs, fmt, output, sort, out, fail_above))
 
 
-@app.command(hidden=True)
-def summary(
-    run_dirs: list[Path] = typer.Argument(..., help="Run folders to compare (the first is the reference)"),
-    fmt: str = typer.Option("md", "--format", help="md, csv or parquet"),
-    output: Path | None = typer.Option(None, "-o", "--output", help="File to write (default: print md/csv)"),
-) -> None:
-    """Deprecated: `ampbench compare RUN... --format md|csv|parquet`."""
-    from ampbench.commands.compare import TABLE_FORMATS, compare, deprecated
-
-    deprecated("summary", "compare RUN... --format md|csv|parquet", err)
-    if fmt not in TABLE_FORMATS:  # the old verb's own message, before anything is read
-        from ampbench.core.errors import ResultsError
-
-        raise ResultsError(f"--format {fmt}: unknown; use one of {', '.join(TABLE_FORMATS)}")
-    compare(run_dirs, fmt, str(output) if output is not None else None, "name", out)
-
-
 @app.command()
 def probe(
     suite_file: Path = typer.Argument(...),
@@ -445,18 +428,6 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
                          resume=resume, parallel=parallel, devices=devices, package=package, paddle=paddle,
                          index_url=index_url, find_links=find_links, no_index=no_index, slurm=slurm)
     raise typer.Exit(run_bisect(opts, console=out))
-
-
-@app.command("export-benchmark", hidden=True)
-def export_benchmark(
-    run_dir: Path = typer.Argument(...),
-    output: str = typer.Option(..., "-o", "--output", help="A file, or a folder (existing, or ending in /)"),
-) -> None:
-    """Deprecated: `ampbench compare RUN --format pytest-benchmark -o FILE`."""
-    from ampbench.commands.compare import compare, deprecated
-
-    deprecated("export-benchmark", "compare RUN --format pytest-benchmark -o FILE", err)
-    compare([run_dir], "pytest-benchmark", output, "name", out)
 
 
 @baseline_app.command("save")
@@ -682,6 +653,23 @@ def selftest(
     from ampbench.commands.selftest import run_selftest
 
     raise typer.Exit(run_selftest(out_dir, console=out))
+
+
+# Verbs removed at 0.1.0: each answers, whatever its arguments, with one line naming what replaced it (exit 2).
+RETIRED_VERBS = {"summary": "ampbench compare RUN... --format md|csv|parquet [-o FILE]",
+                 "export-benchmark": "ampbench compare RUN --format pytest-benchmark -o FILE"}
+
+
+def _retired(name: str, instead: str) -> Callable[..., None]:
+    def retired(ctx: typer.Context) -> None:
+        _fail(f"`ampbench {name}` was removed; use `{instead}`")
+    retired.__doc__ = f"Removed: `{instead}`."
+    return retired
+
+
+for _name, _instead in RETIRED_VERBS.items():
+    app.command(_name, hidden=True, add_help_option=False,
+                context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_retired(_name, _instead))
 
 
 def main() -> None:

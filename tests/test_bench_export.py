@@ -1,4 +1,4 @@
-"""`ampbench export-benchmark`: a run's step times as pytest-benchmark JSON that `pytest-benchmark compare` loads."""
+"""`ampbench compare RUN --format pytest-benchmark`: a run's step times as pytest-benchmark JSON that `pytest-benchmark compare` loads."""
 
 from __future__ import annotations
 

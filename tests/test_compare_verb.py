@@ -1,5 +1,5 @@
-"""`ampbench compare` is the one verb comparing runs; `summary` and `export-benchmark` still work for one
-release, print one deprecation line on stderr, and write exactly what `compare` writes."""
+"""`ampbench compare` is the one verb comparing runs; `summary` and `export-benchmark` are retired: one line
+naming compare's form of them, exit 2."""
 
 from __future__ import annotations
 
@@ -43,18 +43,21 @@ def test_compare_formats(tmp_path: Path) -> None:
     assert invoke("compare", str(a), "--format", "xml").exit_code == 2
 
 
-def test_old_verbs_warn_once_and_write_what_compare_writes(tmp_path: Path) -> None:
+def test_retired_verbs_answer_with_one_line_naming_compare(tmp_path: Path) -> None:
+    """`summary` and `export-benchmark` are gone at 0.1.0: whatever their arguments (--help included), one line
+    naming compare's form of them, exit 2, nothing written, and neither is listed."""
     a, b = two_runs(tmp_path)
-    new = invoke("compare", str(a), str(b), "--format", "csv")
-    old = invoke("summary", str(a), str(b), "--format", "csv")
-    assert old.exit_code == 0 and old.stdout == new.stdout
-    assert old.stderr.count("deprecated") == 1 and "ampbench compare" in old.stderr
-    exp = invoke("export-benchmark", str(a), "-o", str(tmp_path / "old.json"))
-    assert exp.exit_code == 0 and "deprecated" in exp.stderr and "--format pytest-benchmark" in exp.stderr
-    invoke("compare", str(a), "--format", "pytest-benchmark", "-o", str(tmp_path / "new.json"))
-    old_doc, new_doc = (json.loads((tmp_path / n).read_text()) for n in ("old.json", "new.json"))
-    assert [bm["stats"] for bm in old_doc["benchmarks"]] == [bm["stats"] for bm in new_doc["benchmarks"]]
-    assert "summary" not in invoke("--help").output.split("Commands", 1)[-1].split()  # hidden from the list
+    for argv, form in ((["summary", str(a), str(b), "--format", "csv", "-o", str(tmp_path / "s.csv")],
+                        "--format md|csv|parquet"),
+                       (["export-benchmark", str(a), "-o", str(tmp_path / "old.json")], "--format pytest-benchmark"),
+                       (["summary", "--help"], "--format md|csv|parquet")):
+        old = invoke(*argv)
+        assert old.exit_code == 2, old.output
+        lines = old.output.strip().splitlines()
+        assert len(lines) == 1 and "was removed" in lines[0] and "ampbench compare RUN" in lines[0] and form in lines[0]
+    assert not (tmp_path / "s.csv").exists() and not (tmp_path / "old.json").exists()
+    listed = invoke("--help").output.split("Commands", 1)[-1].split()
+    assert "summary" not in listed and "export-benchmark" not in listed
 
 
 def test_nightly_verbs(tmp_path: Path) -> None:

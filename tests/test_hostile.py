@@ -330,7 +330,7 @@ def test_export_into_a_folder_refuses_a_tampered_run_id(run_dir, work):
     (run_dir / "run.json").write_text(json.dumps({**info, "run_id": "../../escaped"}))
     (work / "bench").mkdir()
     before = listing(work)
-    r = invoke("export-benchmark", str(run_dir), "-o", str(work / "bench"))
+    r = invoke("compare", str(run_dir), "--format", "pytest-benchmark", "-o", str(work / "bench"))
     assert r.exit_code == 2 and "run_id" in r.output and listing(work) == before
 
 
@@ -348,7 +348,7 @@ def test_plot_labels_with_math_text_are_plain_text(work):
 
 def test_export_benchmark_under_a_file_exits_2(run_dir, work):
     (work / "plain").write_text("x")
-    r = invoke("export-benchmark", str(run_dir), "-o", str(work / "plain" / "bench.json"))
+    r = invoke("compare", str(run_dir), "--format", "pytest-benchmark", "-o", str(work / "plain" / "bench.json"))
     assert r.exit_code == 2 and "plain" in r.output and "ENOTDIR" in r.output
 
 

@@ -231,7 +231,7 @@ def test_report_output_onto_run_json_is_refused(run_dir):
     assert (run_dir / "run.json").read_bytes() == before
     trial = RunDir(run_dir).trial_path("fp32", 0)
     t_before = trial.read_bytes()
-    r = invoke("summary", str(run_dir), "--format", "csv", "-o", str(trial))
+    r = invoke("compare", str(run_dir), "--format", "csv", "-o", str(trial))
     assert r.exit_code == 2 and trial.read_bytes() == t_before
 
 
@@ -241,7 +241,7 @@ def test_summary_bad_output_exits_2(run_dir, work, how):
     (work / "f").write_text("x")
     out = {"parquet-folder": work / "dir", "missing-parent": work / "nope" / "s.csv", "under-a-file": work / "f" / "s"}
     fmt = "parquet" if how == "parquet-folder" else "csv"
-    r = invoke("summary", str(run_dir), "--format", fmt, "-o", str(out[how]))
+    r = invoke("compare", str(run_dir), "--format", fmt, "-o", str(out[how]))
     assert r.exit_code == 2, r.output
     one_error_line(r)
     assert not (work / "nope").exists()
@@ -477,11 +477,11 @@ def test_a_finished_ok_trial_is_never_replaced_by_a_failure(run_dir):
 
 
 def test_export_benchmark_into_a_new_folder_with_a_trailing_slash(run_dir, work):
-    r = invoke("export-benchmark", str(run_dir), "-o", "exports/")
+    r = invoke("compare", str(run_dir), "--format", "pytest-benchmark", "-o", "exports/")
     assert r.exit_code == 0, r.output
     assert (work / "exports").is_dir() and (work / "exports" / "r1.json").is_file()
     (work / "plain").write_text("x")
-    r = invoke("export-benchmark", str(run_dir), "-o", "plain/")
+    r = invoke("compare", str(run_dir), "--format", "pytest-benchmark", "-o", "plain/")
     assert r.exit_code == 2 and "plain" in one_error_line(r) and (work / "plain").read_text() == "x"
 
 
@@ -491,8 +491,8 @@ def test_help_names_every_verb():
     for verb in ("run", "check", "compare", "tune", "bisect", "plan", "report", "publish", "probe", "diagnose",
                  "baseline", "history", "import", "suites", "schema", "env", "selftest"):
         assert verb in summary, verb
-    for deprecated in ("summary", "export-benchmark"):   # still work one release, hidden (issue 45)
-        assert deprecated not in summary, deprecated
+    for retired in ("summary", "export-benchmark"):   # removed at 0.1.0 (one line naming compare), not listed
+        assert retired not in summary, retired
 
 
 def test_end_before_start_is_not_a_negative_duration(run_dir):
@@ -571,7 +571,7 @@ def test_non_utf8_run_path_in_summary(work, run_dir):
     run_dir.parent.parent.rename(odd)
     moved = odd / run_dir.parent.name / run_dir.name
     for fmt in ("md", "csv"):
-        r = invoke("summary", str(moved), "--format", fmt, "-o", str(work / f"s.{fmt}"))
+        r = invoke("compare", str(moved), "--format", fmt, "-o", str(work / f"s.{fmt}"))
         assert r.exit_code == 0, r.output
         assert "\\xff" in (work / f"s.{fmt}").read_text() or fmt == "md"
 

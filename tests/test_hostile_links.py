@@ -241,7 +241,7 @@ def test_label_file_path_with_a_newline_is_refused(work):
 def test_run_id_starting_a_formula_is_refused_where_it_enters(run_dir):
     rj = run_dir / "run.json"
     rj.write_text(json.dumps({**json.loads(rj.read_text()), "run_id": "=HYPERLINK(\"http://x\",\"y\")"}))
-    r = invoke("summary", str(run_dir), "--format", "csv")
+    r = invoke("compare", str(run_dir), "--format", "csv")
     assert r.exit_code == 2 and "run_id" in r.output
     assert "=HYPERLINK" not in r.output.replace('run_id', '').split("error:", 1)[0]
 

@@ -71,7 +71,7 @@ def test_bad_input_exit_2(two_runs, tmp_path):
     a, _ = two_runs
     with pytest.raises(ResultsError, match="give an output file"):
         write_summary([a], "parquet")
-    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "summary", str(a), "--format", "xlsx"],
+    r = subprocess.run([sys.executable, "-m", "ampbench.cli", "compare", str(a), "--format", "xlsx"],
                        capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 2 and "unknown" in r.stderr
     p = min((a / "trials").glob("*.json"))

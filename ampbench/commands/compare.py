@@ -1,6 +1,7 @@
 """`ampbench compare RUN [RUN...] --format ...`: one verb for "how do these runs differ?".
 
-It folds three earlier verbs over the same data (each kept one release with a deprecation line):
+It folds three earlier verbs over the same data (`summary` and `export-benchmark` are gone: the CLI answers
+them with one line naming the format here):
 - `table` (the default): two runs per mode with pytest-benchmark's columns (min, max, mean, stddev,
   median, IQR, change), the first run against the second, or against its previous run (same suite,
   device and config beside it) when given alone; was `ampbench compare RUN [OTHER]`;
@@ -29,15 +30,14 @@ from ampbench.results.previous import previous_run
 from ampbench.results.run_dir import open_run
 
 FORMATS = ("table", "md", "csv", "parquet", "pytest-benchmark")
-TABLE_FORMATS = ("md", "csv", "parquet")
 
 
 def compare(run_dirs: list[Path], fmt: str, output: str | None, sort: str, console: Console,
             fail_above: float | None = None) -> int:
-    """The one use-case behind `compare` (and the deprecated `summary` / `export-benchmark`); returns the
-    exit code: with `fail_above` (percent) see `exit_code`, else 0."""
+    """The one use-case behind `compare`; returns the exit code: with `fail_above` (percent) see `exit_code`,
+    else 0."""
     if fmt not in FORMATS:
-        raise ConfigError("--format", fmt, f"expected one of {', '.join(FORMATS)}")
+        raise ConfigError("--format", fmt, f"unknown; expected one of {', '.join(FORMATS)}")
     if not run_dirs:
         raise ConfigError("compare", "RUN", "give at least one run folder")
     if fail_above is not None and fmt != "table":
@@ -84,9 +84,3 @@ def exit_code(marks: dict[str, Change], fail_above: float | None, console: Conso
         return 3
     console.print(f"--fail-above {fail_above:g}%: no mode significantly slower by more -> exit 0", highlight=False)
     return 0
-
-
-def deprecated(old: str, new: str, console: Console) -> None:
-    """The one line an old verb prints (on stderr: what it writes to stdout stays as it was)."""
-    console.print(f"warning: `ampbench {old}` is deprecated and goes in the next release: use `ampbench {new}`",
-                  markup=False, highlight=False, soft_wrap=True)

@@ -17,6 +17,7 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ampbench.config.bundled import resolve_suite
+from ampbench.config.retired import retired
 from ampbench.config.suite import DEFAULT_PROFILE, Suite
 from ampbench.core.errors import ConfigError
 
@@ -91,8 +92,11 @@ def key_path(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     return ".".join(parts)
 
 
-def error_reason(err: ErrorDetails) -> str:
+def error_reason(err: ErrorDetails, key: str = "") -> str:
+    """The reason of a validation error in words; a retired key (`key`) names what replaced it."""
     msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden" and retired(key):
+        return str(retired(key))
     if err["type"] == "extra_forbidden":
         return "unknown key (check the spelling; see docs/suites.md, 'Suite file reference')"
     if err["type"] == "missing":
@@ -115,7 +119,8 @@ def validate_suite(data: dict[str, Any], file: str, profile: str, on_valid: Suit
     except ValidationError as e:
         err = e.errors()[0]
         more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise ConfigError(where, key_path(err["loc"], data), error_reason(err) + more) from None
+        key = key_path(err["loc"], data)
+        raise ConfigError(where, key, error_reason(err, key) + more) from None
     if on_valid is not None:
         on_valid(suite, file, profile)
     return suite

@@ -1,4 +1,4 @@
-"""A run's per-mode step times as a pytest-benchmark JSON file (`ampbench export-benchmark`).
+"""A run's per-mode step times as a pytest-benchmark JSON file (`ampbench compare RUN --format pytest-benchmark`).
 
 Then `pytest-benchmark compare run-a.json run-b.json` (or `--group-by=param`) lines modes and runs
 up in pytest-benchmark's own tables and histograms.  Two groups per run:
@@ -31,7 +31,7 @@ def _stats(samples: list[float]) -> dict[str, Any]:
     try:
         from pytest_benchmark.stats import Stats
     except ImportError:
-        raise ResultsError("export-benchmark: pytest-benchmark is not installed (pip install pytest-benchmark)") from None
+        raise ResultsError("--format pytest-benchmark: pytest-benchmark is not installed (pip install pytest-benchmark)") from None
     st = Stats()
     for x in samples:
         st.update(x)

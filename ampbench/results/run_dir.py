@@ -17,6 +17,7 @@ from typing import Any
 import filelock
 from pydantic import ValidationError
 
+from ampbench.config.retired import RUN_JSON_KEYS
 from ampbench.config.suite import Suite
 from ampbench.core.docs import load_doc, write_doc
 from ampbench.core.errors import ResultsError
@@ -84,8 +85,8 @@ class RunDir(RunPaths):
 
 
 # Suite keys earlier versions wrote into run.json's `config` although nothing read them; dropped on
-# read so those runs still open (a suite file that sets one is refused as an unknown key).
-RETIRED_CONFIG_KEYS = (("train", "log_every"), ("thresholds", "bootstrap_resamples"))
+# read so those runs still open (a suite file that sets one is refused naming it: config/retired.py).
+RETIRED_CONFIG_KEYS = tuple(tuple(k.split(".", 1)) for k in RUN_JSON_KEYS)
 
 
 def migrate_config(config: dict[str, Any]) -> dict[str, Any]:

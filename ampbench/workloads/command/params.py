@@ -23,8 +23,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, StrictInt, field_validator, model_validator
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import Field, StrictInt, model_validator
 
 from ampbench.config.suite import MIN_MEASURED_STEPS
 from ampbench.workloads.base import WorkloadParams
@@ -94,15 +93,6 @@ class CommandParams(WorkloadParams):
     max_log_mib: int = Field(64, ge=1)    # the trial log keeps at most this much of the output
     throughput_tolerance: float = Field(0.25, gt=0)  # |ours / theirs - 1| beyond this is reported
     program: ProgramEpochs | None = None   # an epoch-counting program's own length (see ProgramEpochs)
-
-    # replaced by loss_every_steps: a suite that still sets it is refused, naming the key and the new one
-    loss_every_ms: SkipJsonSchema[None] = Field(None, exclude=True)
-
-    @field_validator("loss_every_ms", mode="before")
-    @classmethod
-    def _loss_by_steps(cls, v: object) -> None:
-        raise ValueError("replaced by loss_every_steps: the loss is read at fixed step indices (steps 1, 1 + k, "
-                         "1 + 2k, ...), so runs line up step for step; set loss_every_steps = K instead")
 
 
 def placeholder_values(params: CommandParams, steps: int, batch: int, **rest: object) -> dict[str, object]:

@@ -203,7 +203,7 @@ def main() -> int:
     ap.add_argument("--one-process", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tmp", type=Path, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    from ampbench.engine.devices import parse_cpus
+    from ampbench.engine.launchers.local import parse_cpus
 
     cpus = parse_cpus(a.affinity) if a.affinity else None
     if a.bare:

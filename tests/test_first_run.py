@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ampbench.config.bundled import bundled_suites
-from ampbench.engine.progress import STATUS_EVERY_S, RunPace
+from ampbench.engine.display import STATUS_EVERY_S, RunPace
 from ampbench.workloads.suites import load_suite
 
 REPO = Path(__file__).resolve().parent.parent

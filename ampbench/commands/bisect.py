@@ -47,8 +47,8 @@ from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.store import RUNS_DIR
 from ampbench.engine import side_by_side
-from ampbench.engine.devices import device_pool
 from ampbench.engine.execute import load_for_run
+from ampbench.engine.launchers.local import device_pool
 from ampbench.engine.launchers.slurm import SlurmLauncher, SlurmOptions
 from ampbench.engine.request import RunRequest
 from ampbench.judge.rules import registry

@@ -9,10 +9,9 @@ from rich.console import Console
 
 from ampbench.config import ConfigError
 from ampbench.engine.batch import AtMaxBatch, BatchPolicy, ConfiguredBatch
-from ampbench.engine.devices import parse_cpus
 from ampbench.engine.execute import Policies, execute
 from ampbench.engine.launcher import Launcher
-from ampbench.engine.launchers.local import LocalLauncher
+from ampbench.engine.launchers.local import LocalLauncher, parse_cpus
 from ampbench.engine.launchers.multinode import MultiNodeLauncher
 from ampbench.engine.launchers.slurm import SlurmLauncher, SlurmOptions
 from ampbench.engine.launchers.slurm_array import SlurmArrayLauncher

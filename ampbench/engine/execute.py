@@ -163,8 +163,8 @@ def execute(request: RunRequest, policies: Policies | None = None, console: Cons
             if code is not None:
                 return code
             baseline = _resolve_baseline(r.run, p.output.baseline, console)
-            p.seeds.more(r.run, r.info, r.suite, r.plan, lambda new: _more(r.launcher, trials, new), console,
-                         started, baseline)
+            p.seeds.more(r.run, r.info, r.suite, r.plan, lambda new: _more(r, trials, new), console, started,
+                         baseline)
         except (KeyboardInterrupt, Interrupted) as e:
             return _interrupted(e, r, request, console)
         r.info.finished = utc_now()
@@ -174,9 +174,12 @@ def execute(request: RunRequest, policies: Policies | None = None, console: Cons
     return finish_run(r.run, console, p.output, baseline, manifest)
 
 
-def _more(launcher: Launcher, trials: Trials, new: list[tuple[str, int]]) -> None:
-    """A seed policy's new trials, through the run's launcher as the planned ones went."""
-    launcher.run(replace(trials, plan=new, todo=new, ended=[]))
+def _more(r: _Run, trials: Trials, new: list[tuple[str, int]]) -> None:
+    """A seed policy's new trials (already in the run's plan): the plan kept in run.json first, so a resumed
+    run knows them, then through the run's launcher as the planned ones went."""
+    r.info.plan = [PlanEntry(mode=m, seed=s) for m, s in r.plan]
+    r.run.write_run(r.info)
+    r.launcher.run(replace(trials, plan=new, todo=new, ended=[]))
 
 
 def _interrupted(e: BaseException, r: _Run, request: RunRequest, console: Console) -> int:

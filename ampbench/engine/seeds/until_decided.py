@@ -29,7 +29,7 @@ from rich.markup import escape
 from ampbench.config import ConfigError, Suite
 from ampbench.core.records import PlanEntry, RunInfo
 from ampbench.core.text import printable
-from ampbench.engine.devices import trial_width
+from ampbench.engine.launchers.local import trial_width
 from ampbench.engine.seeds.policy import Plan, SeedPolicy
 from ampbench.judge import until
 from ampbench.judge.check import check_trials

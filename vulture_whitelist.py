@@ -14,7 +14,7 @@ _.ResNetWorkload  # "ampbench.workloads.resnet.workload:ResNetWorkload"
 _.ToyWorkload  # "ampbench.workloads.toy:ToyWorkload"
 _.CommandWorkload  # "ampbench.workloads.command.workload:CommandWorkload"
 
-# typer calls the app's callback (cli.py: the options before the verb, --version).
+# typer calls the app's callback (cli/app.py: the options before the verb, --version).
 _._root  # @app.callback()
 
 # Fields of the files ampbench writes (docs/results-format.md, schemas/): read by users and tools, not by ampbench.

@@ -75,14 +75,14 @@ def test_nightly_verbs(tmp_path: Path) -> None:
 
 
 def test_every_verb_goes_through_one_use_case() -> None:
-    """cli.py only parses: each verb imports its use-case from commands/ (the import verbs too:
+    """cli/ only parses: each verb imports its use-case from commands/ (the import verbs too:
     commands/imports.py), and none reaches into the stacks below (judge.until: option parsing)."""
     import ast
 
-    import ampbench.cli as cli_module
+    import ampbench.cli as cli_package
 
-    tree = ast.parse(Path(cli_module.__file__).read_text(encoding="utf-8"))
-    verbs = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+    trees = [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(Path(cli_package.__file__).parent.glob("*.py"))]
+    verbs = [f for tree in trees for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
              and any(isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "command"
                      for d in f.decorator_list)]
     assert len(verbs) >= 19

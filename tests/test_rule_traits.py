@@ -34,7 +34,7 @@ AMP = "amp-o1-fp16"
 
 # (module, enclosing function or class, literal) -> why a string equal to a result name is not a rule's name
 ALLOWED: dict[tuple[str, str, str], str] = {
-    ("cli.py", "bisect", "history-throughput"):
+    ("cli/verbs.py", "bisect", "history-throughput"):
         "the --rule default: the CLI imports no rule at start; test_the_bisect_cli_offers_the_bisectable_results "
         "holds it to HISTORY_THROUGHPUT",
     ("commands/tune.py", "_facts", "stability"): "tune's failure kind (judge.ladder.Failure), not the rule",
@@ -166,9 +166,9 @@ def test_the_docs_table_is_rendered_from_the_declarations() -> None:
 
 def test_the_bisect_cli_offers_the_bisectable_results() -> None:
     """`bisect --rule`'s help lists what the rule objects declare bisectable; its default is history-throughput."""
-    from ampbench import cli
+    from ampbench.cli import verbs
 
-    opt = inspect.signature(cli.bisect).parameters["rule"].default
+    opt = inspect.signature(verbs.bisect).parameters["rule"].default
     assert opt.default == HISTORY_THROUGHPUT
     assert set(opt.help.split("|")) == set(registry.bisectable())
 

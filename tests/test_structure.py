@@ -268,7 +268,7 @@ def test_no_import_cycle_between_ampbench_modules() -> None:
 
 
 def test_the_package_holds_exactly_the_contract_layers() -> None:
-    """Every folder (and cli.py) directly in ampbench/ is a layer of the import-linter contract, and
+    """Every folder (and api.py) directly in ampbench/ is a layer of the import-linter contract, and
     every layer exists: the picture in docs/architecture.md and the contract cannot drift from the tree."""
     import tomllib
 

@@ -20,7 +20,6 @@ import pytest
 from rich.console import Console
 
 from ampbench.commands.history import summarize_run_dir
-from ampbench.commands.sweep import sweep_report
 from ampbench.core.columns import Col, Output
 from ampbench.core.records import Memory
 from ampbench.record import fields
@@ -30,6 +29,7 @@ from ampbench.report.compare import write_summary
 from ampbench.report.console import print_outcome, print_trials
 from ampbench.report.outcome import outcome_md
 from ampbench.report.publish import _runs_table
+from ampbench.report.sweep_md import sweep_report
 from ampbench.report.tables import summary_table, trials_table
 from ampbench.report.trend import overview
 from ampbench.report.view import Ctx, load_view
@@ -217,7 +217,7 @@ RENDERERS = [
     ("ampbench/report/console.py", ("print_outcome",), "outcome"),
     ("ampbench/report/compare.py", ("to_markdown", "_md_cell", "run_modes"), "compare"),
     ("ampbench/report/publish.py", ("_runs_table", "_figure_html"), "dashboard"),
-    ("ampbench/commands/sweep.py", ("sweep_report",), "sweep"),
+    ("ampbench/report/sweep_md.py", ("sweep_report",), "sweep"),
     ("ampbench/report/trend.py", ("overview",), "overview"),
 ]
 MODE_OUTPUTS = ("modes", "trend", "outcome", "compare", "dashboard", "sweep")   # a mode a row: ModeSummary's columns

@@ -22,12 +22,7 @@ from ampbench.core.files import atomic_write_text
 from ampbench.core.names import new_run_id
 from ampbench.engine.execute import Policies, execute, load_for_run
 from ampbench.engine.request import RunRequest
-from ampbench.judge.summary import summarize_run
-from ampbench.record import fields
-from ampbench.report.fmt import DASH, md_code, md_table, md_text
-from ampbench.results.history import MODE_COMPUTED, ModeSummary, RunSummary
-from ampbench.results.run_dir import RunDir, open_run
-from ampbench.results.verdicts import load_check_optional
+from ampbench.report.sweep_md import sweep_report
 
 MAX_POINTS = 64
 _SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # PASS < INCONCLUSIVE < FAIL < ERROR (exit codes)
@@ -84,33 +79,3 @@ def run_sweep(request: RunRequest, policies: Policies, sweep: list[str], console
         atomic_write_text(path, sweep_report(grid, done), replace=False)
         console.print(f"sweep report: {escape(str(path))}")
     return max((c for _, _, c in done), key=lambda c: _SEVERITY.get(c, 4), default=0)
-
-
-def sweep_report(grid: list[tuple[str, list[str]]], done: list[tuple[list[str], Path | None, int]]) -> str:
-    """The grid laid out: one row per point and mode, the mode's figures the field catalog's columns
-    (record/fields.py: ModeSummary's that show in "sweep"), headed and formatted as report.md's summary."""
-    summaries: list[tuple[list[str], RunSummary | None, int]] = []
-    for point, path, code in done:
-        if path is None:
-            summaries.append((point, None, code))
-            continue
-        run = open_run(path)
-        check = load_check_optional(RunDir(path).latest_check_path())
-        summaries.append((point, summarize_run(run.info, run.suite, run.trials, check), code))
-    first = next((s for _, s, _ in summaries if s is not None), None)
-    view = fields.View(first.metric, confidence=first.confidence) if first is not None else fields.PLAIN
-    cols = fields.columns("sweep", ModeSummary, MODE_COMPUTED)
-    rows = []
-    for point, summary, code in summaries:
-        cells = [md_code(", ".join(point))]
-        if summary is None:
-            rows.append([*cells, *(DASH for _ in cols), "no run folder", str(code)])
-            continue
-        for m in summary.modes.values():
-            figures = [md_code(m.mode) if c.col.kind == "code" else c.text(m, view, md_text) for c in cols]
-            rows.append([*cells, *figures, md_text(m.verdict), str(code)])
-            cells = [""]
-    keys = ", ".join(md_code(k) for k, _ in grid)
-    return (f"# ampbench sweep over {keys}\n\n"
-            + md_table(["Point", *(c.header(view, md_text) for c in cols), "Verdict", "Exit"], rows,
-                       ["l", *(c.align for c in cols), "l", "r"]) + "\n")

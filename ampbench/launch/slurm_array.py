@@ -7,7 +7,8 @@ no held jobs to release; N caps how many seeds run at once.  Tasks per trial wou
 seed's arms on two nodes, or on one node at the same time, unless chained by dependencies the array
 cannot express per task.
 
-Everything else is the per-trial path's (launch/slurm_run.py): the array carries the run's token as its
+Everything else is the per-trial path's (launch/slurm_run.py), the watch loop included (one loop for both,
+`watch`, this module's task kind its `_Tasks`): the array carries the run's token as its
 comment, and a task is the run's own only if its name, user and token match; slurm.json maps each
 trial to its task ("123_4", `jobs`) and each task to its trials (`tasks`); each trial's record is its
 own worker's file, named by the task (trackers/scheduler.py), or one made from the task's Slurm state
@@ -21,27 +22,25 @@ that node (`--nodelist`), so a run resumed so can hold more than one queue entry
 
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ampbench.core.records import trial_key
 from ampbench.core.store import RunPaths
 from ampbench.launch import slurm
-from ampbench.launch.slurm import FORGOTTEN, JobState
+from ampbench.launch.slurm import JobState
 from ampbench.launch.slurm_run import (
     Hooks,
     SlurmRun,
     _not_ours,
     _ok_file,
-    _Outage,
-    _over,
     _pair_options,
     _record,
-    _states,
     cancel,
     prepare,
     save_state,
 )
+from ampbench.launch.slurm_watch import watch
 
 Keys = dict[str, tuple[str, int]]
 
@@ -67,7 +66,7 @@ def run_array(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, suit
             groups.setdefault(tuple(_pair_options(None, hooks.spec(mode, seed), keys)), []).append(ks)
         for extra, tasks in groups.items():
             _submit(tasks, list(extra), keys, active, run_path, state, suite_name, hooks)
-        _watch(active, keys, run_path, state, suite_name, hooks)
+        watch(active, _Tasks(keys, run_path, state, suite_name, hooks), state.options, hooks.say)
     except BaseException:
         jobs = list(active)
         cancel(jobs, run_path, state, hooks, targets=_targets(jobs, state))
@@ -145,31 +144,27 @@ def _submit(tasks: list[list[str]], extra: list[str], keys: Keys, active: dict[s
     return array
 
 
-def _watch(active: dict[str, list[str]], keys: Keys, run_path: Path, state: SlurmRun, suite_name: str,
-           hooks: Hooks) -> None:
-    """Poll until every active task ended and each of its trials is recorded."""
-    seen: dict[str, str] = {}
-    outage = _Outage(state.options.outage_s, hooks.say)
-    while active:
-        now, error = _states(list(active))
-        outage.note(error, sum(t not in now for t in active))
-        for task, ks in list(active.items()):
-            st = now.get(task)
-            if st is None:   # unread this interval: asked again next one
-                continue
-            if not _over(st):
-                if seen.get(task) != st.state:
-                    where = f" on {st.nodes}" if st.state == "RUNNING" and st.nodes else \
-                        (f" ({st.reason})" if st.reason and st.reason != "None" else "")
-                    hooks.say(f"array task {task} ({', '.join(ks)}): {st.state}{where}")
-                seen[task] = st.state
-                continue
-            del active[task]
-            if st.state in slurm.REQUEUE and _requeue(task, st, ks, keys, active, run_path, state, suite_name, hooks):
-                continue
-            _record_all(task, ks, keys, None if st.state == FORGOTTEN else st, hooks)
-        if active:
-            time.sleep(state.options.poll_s)
+@dataclass
+class _Tasks:
+    """An array task per seed, running its arms in turn (the one watch loop's entries: launch.slurm_run.watch)."""
+
+    keys: Keys
+    run_path: Path
+    state: SlurmRun
+    suite_name: str
+    hooks: Hooks
+
+    def between(self, now: dict[str, JobState]) -> None:
+        """Nothing held: a task's arms run in turn inside it."""
+
+    def state_line(self, unit: str, keys: list[str], st: JobState, where: str) -> str:
+        return f"array task {unit} ({', '.join(keys)}): {st.state}{where}"
+
+    def requeue(self, unit: str, st: JobState, keys: list[str], active: dict[str, list[str]]) -> bool:
+        return _requeue(unit, st, keys, self.keys, active, self.run_path, self.state, self.suite_name, self.hooks)
+
+    def record(self, unit: str, keys: list[str], st: JobState | None) -> None:
+        _record_all(unit, keys, self.keys, st, self.hooks)
 
 
 def _record_all(task: str, ks: list[str], keys: Keys, st: JobState | None, hooks: Hooks) -> None:

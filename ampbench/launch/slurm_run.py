@@ -47,6 +47,7 @@ from ampbench.launch import distributed, slurm
 from ampbench.launch.launcher import TrialFiles, failure_trial, steps_from_log, write_trial
 from ampbench.launch.process import worker_command
 from ampbench.launch.slurm import FORGOTTEN, JobState, SlurmOptions
+from ampbench.launch.slurm_watch import over, states, watch
 from ampbench.trial.spec import TrialSpec
 
 STATE_FILE = "slurm.json"
@@ -245,55 +246,6 @@ def _adopt(keys: dict[str, tuple[str, int]], state: SlurmRun, suite_name: str, h
     return alive
 
 
-def _states(jobs: list[str]) -> tuple[dict[str, JobState], str]:
-    """Each job's state where Slurm gave an answer that could be read, and the error where it did not.
-    squeue first (one call); a job missing from its answer, or every job when its answer could not be
-    read, is asked of scontrol (sacct): absence from squeue is not "ended".  squeue failing outright
-    (the controller unreachable) leaves every job unread this interval.  A job Slurm says it does not
-    know is FORGOTTEN (it ended and was purged)."""
-    try:
-        now, error = slurm.squeue(jobs), ""
-    except slurm.SlurmUnreadable as e:
-        now, error = {}, str(e)
-    except slurm.SlurmError as e:
-        return {}, str(e)
-    for job in jobs:
-        if job in now:
-            continue
-        try:
-            now[job] = slurm.job_info(job) or JobState(state=FORGOTTEN, reason="Slurm no longer knows the job")
-        except slurm.SlurmError as e:
-            error = error or str(e)
-    return now, error
-
-
-def _over(st: JobState) -> bool:
-    return st.ended or st.state == FORGOTTEN
-
-
-class _Outage:
-    """How long Slurm has left some job's state unread: past `limit_s` the run stops waiting."""
-
-    def __init__(self, limit_s: float, say: Callable[[str], None]):
-        self.limit_s, self.say, self.since, self.said = limit_s, say, 0.0, ""
-
-    def note(self, error: str, unread: int) -> None:
-        if not error:
-            self.since, self.said = 0.0, ""
-            return
-        now = time.monotonic()
-        if not unread:  # every job read another way (scontrol): say it once
-            if error != self.said:
-                self.say(f"warning: {error}; the jobs' states read through scontrol instead")
-            self.since, self.said = 0.0, error
-            return
-        self.since = self.since or now
-        waited = now - self.since
-        if waited >= self.limit_s:
-            raise slurm.SlurmError(f"Slurm did not answer for {waited:.0f} s (--slurm-outage {self.limit_s:g}): {error}")
-        self.say(f"warning: {unread} job(s) unread for {waited:.0f} s (gives up at {self.limit_s:g} s): {error}")
-
-
 def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, suite_name: str, hooks: Hooks) -> None:
     """Every trial of `todo` as a Slurm job, until each has a trial file; the run's own jobs recorded in
     `state` that are still queued or running are waited for, not submitted again.  A seed's arms form a
@@ -301,7 +253,7 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
     one before it (`afterany`), and released onto the first one's node(s) once Slurm has placed it."""
     keys = {trial_key(m, s): (m, s) for m, s in todo}
     alive = _adopt(keys, state, suite_name, hooks)
-    active: dict[str, str] = {}  # job id -> trial key
+    active: dict[str, list[str]] = {}  # job id -> [its trial's key]
     chain: dict[int, tuple[str, str]] = {}  # seed -> (its first arm's job, the last arm's job)
     try:
         for key, (mode, seed) in _chain_order(keys, state, alive):  # seed-major: each seed's arms together
@@ -311,7 +263,7 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
             else:
                 extra = _pair_options(chain.get(seed), hooks.spec(mode, seed), keys)
                 job = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state, suite_name, extra)
-                active[job] = key   # at once: an interrupt from here on cancels it
+                active[job] = [key]   # at once: an interrupt from here on cancels it
                 state.jobs[key] = job
                 if seed in chain:
                     state.held[job] = chain[seed][0]
@@ -319,8 +271,8 @@ def run_trials(todo: list[tuple[str, int]], run_path: Path, state: SlurmRun, sui
                 hooks.say(f"{mode} seed {seed}: submitted as job {job}" + (
                     f" (held: after job {chain[seed][1]}, on its pair's node)" if seed in chain else ""))
             chain[seed] = (chain[seed][0] if seed in chain else job, job)
-            active[job] = key
-        _watch(active, keys, run_path, state, suite_name, hooks)
+            active[job] = [key]
+        watch(active, _Jobs(keys, run_path, state, suite_name, hooks), state.options, hooks.say)
     except BaseException:
         cancel(list(active), run_path, state, hooks)
         raise
@@ -358,16 +310,16 @@ def _release(now: dict[str, JobState], run_path: Path, state: SlurmRun, hooks: H
     measured on one node; `afterany` keeps them one after the other), or anywhere when the first arm
     ended without running."""
     for job, first in list(state.held.items()):
-        if job in now and _over(now[job]):   # cancelled while held
+        if job in now and over(now[job]):   # cancelled while held
             del state.held[job]
             continue
         lead = now.get(first)
-        if lead is None or (_over(lead) and not lead.nodes):
+        if lead is None or (over(lead) and not lead.nodes):
             try:
                 lead = slurm.job_info(first) or JobState(state=FORGOTTEN)
             except slurm.SlurmError:
                 continue   # asked again next interval
-        if not lead.nodes and not _over(lead):
+        if not lead.nodes and not over(lead):
             continue       # not placed yet
         try:
             slurm.place(job, lead.nodes or None)
@@ -380,39 +332,33 @@ def _release(now: dict[str, JobState], run_path: Path, state: SlurmRun, hooks: H
                                             f"to run anywhere: its pair's job {first} ended without a node"))
 
 
-def _watch(active: dict[str, str], keys: dict[str, tuple[str, int]], run_path: Path, state: SlurmRun,
-           suite_name: str, hooks: Hooks) -> None:
-    """Poll until every active job ended and its trial is recorded (jobs leave `active` as they do)."""
-    seen: dict[str, JobState] = {}
-    outage = _Outage(state.options.outage_s, hooks.say)
-    while active:
-        now, error = _states(list(active))
-        outage.note(error, sum(j not in now for j in active))
-        if state.held:
-            _release(now, run_path, state, hooks)
-        for job, key in list(active.items()):
-            st = now.get(job)
-            if st is None:  # unread this interval: asked again next one
-                continue
-            mode, seed = keys[key]
-            if not _over(st):
-                if seen.get(job) is None or seen[job].state != st.state:
-                    where = f" on {st.nodes}" if st.state == "RUNNING" and st.nodes else \
-                        (f" ({st.reason})" if st.reason and st.reason != "None" else "")
-                    hooks.say(f"{mode} seed {seed}: job {job} {st.state}{where}")
-                seen[job] = st
-                continue
-            del active[job]
-            if st.state in slurm.REQUEUE and _requeue(job, st, key, active, keys, run_path, state, suite_name, hooks):
-                continue
-            trial = _record(hooks.spec(mode, seed), hooks.files(mode, seed), job,
-                            None if st.state == FORGOTTEN else st)
-            hooks.finished(mode, seed, trial)
-        if active:
-            time.sleep(state.options.poll_s)
+@dataclass
+class _Jobs:
+    """Every trial its own job (`run_trials`): a seed's later arms held until their pair's job has a node."""
+
+    keys: dict[str, tuple[str, int]]
+    run_path: Path
+    state: SlurmRun
+    suite_name: str
+    hooks: Hooks
+
+    def between(self, now: dict[str, JobState]) -> None:
+        if self.state.held:
+            _release(now, self.run_path, self.state, self.hooks)
+
+    def state_line(self, unit: str, keys: list[str], st: JobState, where: str) -> str:
+        mode, seed = self.keys[keys[0]]
+        return f"{mode} seed {seed}: job {unit} {st.state}{where}"
+
+    def requeue(self, unit: str, st: JobState, keys: list[str], active: dict[str, list[str]]) -> bool:
+        return _requeue(unit, st, keys[0], active, self.keys, self.run_path, self.state, self.suite_name, self.hooks)
+
+    def record(self, unit: str, keys: list[str], st: JobState | None) -> None:
+        mode, seed = self.keys[keys[0]]
+        self.hooks.finished(mode, seed, _record(self.hooks.spec(mode, seed), self.hooks.files(mode, seed), unit, st))
 
 
-def _requeue(job: str, st: JobState, key: str, active: dict[str, str], keys: dict[str, tuple[str, int]],
+def _requeue(job: str, st: JobState, key: str, active: dict[str, list[str]], keys: dict[str, tuple[str, int]],
              run_path: Path, state: SlurmRun, suite_name: str, hooks: Hooks) -> bool:
     """A trial the cluster ended (preempted, its node failed) submitted again, up to `requeue` times per
     trial: held after the seed's other active jobs and released onto the node it ran on (its pair's).
@@ -421,10 +367,10 @@ def _requeue(job: str, st: JobState, key: str, active: dict[str, str], keys: dic
     done = state.requeued.get(key, 0)
     if done >= state.options.requeue or _ok_file(hooks.spec(mode, seed), job):
         return False
-    others = [j for j, k in active.items() if keys[k][1] == seed]
+    others = [j for j, ks in active.items() if keys[ks[0]][1] == seed]
     extra = ["--hold"] + ([f"--dependency=afterany:{':'.join(others)}"] if others else [])
     new = _submit(hooks.spec(mode, seed), hooks.files(mode, seed), state, suite_name, extra)
-    active[new] = key
+    active[new] = [key]
     state.jobs[key], state.held[new], state.requeued[key] = new, job, done + 1
     save_state(run_path, state)
     hooks.say(f"{mode} seed {seed}: job {job} ended {st.state}: submitted again as job {new} "
@@ -461,8 +407,8 @@ def _cancel_and_wait(jobs: list[str], targets: list[str], hooks: Hooks) -> set[s
     ended: set[str] = set()
     deadline = time.monotonic() + CANCEL_WAIT_S
     while time.monotonic() < deadline:
-        now, _ = _states(jobs)
-        ended = {j for j, st in now.items() if _over(st)}
+        now, _ = states(jobs)
+        ended = {j for j, st in now.items() if over(st)}
         if len(ended) == len(jobs):
             break
         time.sleep(0.5)

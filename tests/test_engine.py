@@ -174,3 +174,54 @@ def test_every_registered_kind_is_one_class_of_its_family() -> None:
     assert {"fixed", "until-decided", "search"} <= set(SeedPolicy.kinds())
     assert set(BatchPolicy.kinds()) == {"configured", "at-max-batch"}
     assert Launcher.kinds()["test-factory"] is FactoryLauncher and SeedPolicy.kinds()["test-one-more"] is OneMoreSeed
+
+
+class _Spawned(BaseException):
+    """Raised where the first worker would start: the request has reached the trials."""
+
+
+def test_the_run_requests_path_from_the_cli_to_the_trials_is_short(work: Path, toy_suite: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Following `ampbench run SUITE` from the verb to the first worker's spawn enters at most 15 modules of
+    the layers that carry the request (cli/, commands/, engine/, launch/; code run at import time aside):
+    the verb, its use case, execute, the policies, the launcher, the trials, the process launcher.  The
+    suite's loading and the store below are entered too (config/, workloads/, core/, results/, trackers/:
+    the shared bottom, not the request's path)."""
+    import sys
+    import threading
+
+    from ampbench.launch import process
+
+    entered: list[str] = []
+
+    def note(frame: Any, event: str, arg: Any) -> None:
+        name = frame.f_globals.get("__name__", "")
+        if event != "call" or frame.f_code.co_name == "<module>" or not name.startswith("ampbench.") \
+                or name in entered:
+            return
+        f = frame.f_back
+        while f is not None:   # a function called while a module is imported is no step of the path
+            if f.f_code.co_name == "<module>" and str(f.f_globals.get("__name__", "")).startswith("ampbench"):
+                return
+            f = f.f_back
+        entered.append(name)
+
+    def spawned(*_a: Any, **_k: Any) -> Any:
+        raise _Spawned
+
+    monkeypatch.setattr(process, "spawn", spawned)
+    suite = toy_suite()
+    threading.setprofile(note)
+    sys.setprofile(note)
+    try:
+        with pytest.raises(_Spawned):
+            CliRunner().invoke(app, ["run", str(suite), "--out", "runs", "--no-report"], catch_exceptions=False)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    path = [m for m in entered if m.split(".")[1] in ("cli", "commands", "engine", "launch")]
+    assert len(path) <= 15, path
+    for step in ("ampbench.cli.run", "ampbench.commands.run", "ampbench.engine.execute",
+                 "ampbench.engine.launchers.local", "ampbench.engine.trials", "ampbench.launch.launcher",
+                 "ampbench.launch.process"):
+        assert step in path, (step, path)

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ampbench.config import ConfigError
+from ampbench.core.text import printable
 from ampbench.engine.batch import AtMaxBatch, BatchPolicy, ConfiguredBatch
 from ampbench.engine.execute import Policies, execute
 from ampbench.engine.launcher import Launcher
@@ -18,10 +19,23 @@ from ampbench.engine.launchers.slurm_array import SlurmArrayLauncher
 from ampbench.engine.request import Output, RunRequest
 from ampbench.engine.seeds.fixed import FixedSeeds
 from ampbench.engine.seeds.policy import SeedPolicy
-from ampbench.engine.seeds.until_decided import UntilDecided, parse_max_seeds
+from ampbench.engine.seeds.until_decided import UntilDecided
 from ampbench.judge.until import parse_duration
 
 __all__ = ["Output", "Policies", "RunRequest", "batch_policy", "launcher", "run", "seed_policy"]
+
+
+MAX_SEEDS = (2, 64)   # --max-seeds: fewer cannot add a seed, more is a week of trials per mode
+
+
+def parse_max_seeds(text: str) -> int:
+    """--max-seeds as typed: a whole number from 2 to 64, else one line naming the option (not click's
+    three-line usage box: every option of `run` is refused the same way)."""
+    s = text.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 3 and MAX_SEEDS[0] <= int(s) <= MAX_SEEDS[1]):
+        raise ConfigError("--max-seeds", printable(text)[:40] or "''", f"give a whole number of seeds per mode from "
+                          f"{MAX_SEEDS[0]} to {MAX_SEEDS[1]}")
+    return int(s)
 
 
 def seed_policy(until_decided: bool, max_seeds: str, budget: str | None) -> SeedPolicy:

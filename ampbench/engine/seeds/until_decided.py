@@ -28,7 +28,6 @@ from rich.markup import escape
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.records import PlanEntry, RunInfo
-from ampbench.core.text import printable
 from ampbench.engine.launchers.local import trial_width
 from ampbench.engine.seeds.policy import Plan, SeedPolicy
 from ampbench.judge import until
@@ -114,19 +113,6 @@ def extend(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, int]]
         console.print(f"until-decided: adding {which} ({k + len(added)} per mode) for {escape(', '.join(helped))}",
                       soft_wrap=True)
         run_trials(new)
-
-
-MAX_SEEDS = (2, 64)   # --max-seeds: fewer cannot add a seed, more is a week of trials per mode
-
-
-def parse_max_seeds(text: str) -> int:
-    """--max-seeds as typed: a whole number from 2 to 64, else one line naming the option (not click's
-    three-line usage box: every option of `run` is refused the same way)."""
-    s = text.strip()
-    if not (s.isascii() and s.isdigit() and len(s) <= 3 and MAX_SEEDS[0] <= int(s) <= MAX_SEEDS[1]):
-        raise ConfigError("--max-seeds", printable(text)[:40] or "''", f"give a whole number of seeds per mode from "
-                          f"{MAX_SEEDS[0]} to {MAX_SEEDS[1]}")
-    return int(s)
 
 
 def check_until_decided(suite: Suite, where: Path | str | None) -> None:

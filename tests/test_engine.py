@@ -225,3 +225,21 @@ def test_the_run_requests_path_from_the_cli_to_the_trials_is_short(work: Path, t
                  "ampbench.engine.launchers.local", "ampbench.engine.trials", "ampbench.launch.launcher",
                  "ampbench.launch.process"):
         assert step in path, (step, path)
+
+
+def test_resume_refuses_a_launcher_that_asks_for_another_in_one_line(tmp_path: Path) -> None:
+    """--resume goes on with the recorded launcher: options of another one are refused naming what to drop
+    (not silently dropped, as --devices beside a Slurm run was), options of none are not asked."""
+    info = RunInfo.model_construct(devices=None, affinity=None)
+    suite = Suite.model_validate({"suite": {"name": "toy", "workload": "toy", "metric": "accuracy"},
+                                  "modes": [{"name": "fp32"}]})
+    slurm_run = SlurmLauncher(options=SlurmOptions())
+    with pytest.raises(ConfigError, match="was run by the slurm launcher.*drop --devices and --affinity"):
+        slurm_run.resumed(LocalLauncher(devices="0"), tmp_path, info, suite, [("fp32", 0)])
+    with pytest.raises(ConfigError, match="was run by the local launcher.*drop --launcher slurm-array"):
+        LocalLauncher().resumed(SlurmArrayLauncher(options=SlurmOptions(parallel=2)), tmp_path, info, suite, [])
+    with pytest.raises(ConfigError, match="not honoured.*drop the Slurm options"):
+        slurm_run.resumed(SlurmLauncher(options=SlurmOptions(partition="other")), tmp_path, info, suite, [])
+    node = MultiNodeLauncher(master="h:1", node_rank=1)
+    assert node.resumed(LocalLauncher(), tmp_path, info, suite, []) == node.model_copy(update={"affinity": None})
+    assert LocalLauncher().resumed(node, tmp_path, info, suite, []) == node

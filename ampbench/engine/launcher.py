@@ -73,8 +73,12 @@ class Launcher(Policy, ABC):
                               f"with the launcher options in its run.json; drop the {given.kind} options")
         if given.kind != self.kind and given.asked():
             raise ConfigError("--launcher", given.kind, f"{run_path} was run by the {self.kind} launcher; --resume "
-                              f"finishes it the same way (drop --launcher {given.kind} and its options)")
+                              f"finishes it the same way (drop {given.options_given()})")
         return self
+
+    def options_given(self) -> str:
+        """How the command line asked for this launcher, as a user would drop it."""
+        return f"--launcher {self.kind} and its options"
 
     @abstractmethod
     def run(self, trials: Trials) -> list[Trial]:

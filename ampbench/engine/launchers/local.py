@@ -102,6 +102,9 @@ class LocalLauncher(Launcher):
     def asked(self) -> bool:
         return self.devices is not None or self.affinity is not None
 
+    def options_given(self) -> str:
+        return "--devices and --affinity"
+
     def resolved(self) -> LocalLauncher:
         return self.model_copy(update={"pool": device_pool(self.devices)})
 

@@ -35,6 +35,9 @@ class MultiNodeLauncher(LocalLauncher):
     def asked(self) -> bool:
         return True
 
+    def options_given(self) -> str:
+        return "--master and --node-rank"
+
     def node(self) -> NodeRole:
         return NodeRole(self.master, self.node_rank)
 

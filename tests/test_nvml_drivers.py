@@ -113,8 +113,8 @@ def test_not_supported_readings_are_not_measured_not_errors(driver, absent):
 
 def test_the_trial_record_and_selftest_say_not_measured_for_energy(monkeypatch, tmp_path, toy_suite):
     """Item 8 end to end: a P100's trial keeps energy null with the not-supported note, and the
-    selftest's energy and nvml-device rows read n/a and ok, not FAIL."""
-    from ampbench.commands.selftest import Machine, _check_trial
+    selftest's nvml-energy and nvml-device rows read n/a and ok, not FAIL."""
+    from ampbench.commands.selftest import Machine, check_trial
     from tests.fake_cuda import install_machine, machines
     from tests.test_gpu_machines import run_toy
 
@@ -123,8 +123,8 @@ def test_the_trial_record_and_selftest_say_not_measured_for_energy(monkeypatch, 
     assert t.status == "ok", t.error
     key = "nvml.not_supported." + ENERGY
     assert t.memory.energy_j is None and t.memory.energy_j_per_sample is None and key in t.memory.errors
-    rows = {r.check: r for r in _check_trial(t, Machine(gpus=1, unsupported={}))}
-    assert rows["energy"].ok is None and "not measured" in rows["energy"].detail
+    rows = {r.check: r for r in check_trial(t, Machine(gpus=1, unsupported={}))}
+    assert rows["nvml-energy"].ok is None and "not measured" in rows["nvml-energy"].detail
     assert rows["nvml-device"].ok is True
 
 

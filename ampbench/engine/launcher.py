@@ -21,6 +21,7 @@ from rich.console import Console
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.records import RunInfo, Trial
+from ampbench.core.store import RunPaths
 from ampbench.engine.policy import Policy
 
 if TYPE_CHECKING:
@@ -98,6 +99,6 @@ def recorded_launcher(run_path: Path, info: RunInfo | None) -> Launcher:
     """The launcher a run started with: run.json's `launcher`, else (earlier versions, or a run.json not
     written yet) Slurm's when the run folder holds a slurm.json, else the local one."""
     if info is not None and info.launcher is not None:
-        return Launcher.from_record(info.launcher, f"{Path(run_path) / 'run.json'}: launcher")
+        return Launcher.from_record(info.launcher, f"{RunPaths(run_path).run_json}: launcher")
     found = (kind.of_folder(run_path) for kind in Launcher.kinds().values())
-    return next((f for f in found if f is not None), None) or Launcher.named("local", "run.json")
+    return next((f for f in found if f is not None), None) or Launcher.named("local", "--resume")

@@ -431,7 +431,11 @@ def test_speed_ladder_end_to_end_on_a_simulated_a100(tmp_path, monkeypatch):
     monkeypatch.setenv("AMPBENCH_CACHE", str(tmp_path / "cache"))
     ran: list[str] = []
 
-    def in_process(run, info, suite, console):
+    def in_process(run, console):
+        from ampbench.results.run_dir import suite_of
+
+        info = run.load_run()
+        suite = suite_of(info, run.run_json)
         for m, s in info.planned():
             spec = make_spec(info, suite, run, m, s, None)
             tr = TrialRunner(spec, Events(None))

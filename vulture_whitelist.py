@@ -46,7 +46,7 @@ _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and t
 
 _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back
 
-# core/wire.py: fields of the hook's event declarations (TypedDicts), read as dictionary keys, never as attributes.
+# record/wire.py: fields of the hook's event declarations (TypedDicts), read as dictionary keys, never as attributes.
 _.cuda_env  # DeviceEvent: the CUDA variables NVML needs (trial/command_gpu.py reads start["cuda_env"])
 _.optimizer_calls  # OpsEvent: the optimizer's op counts, apart
 _.first_step  # OpsEvent: the first step of the op window

@@ -169,7 +169,7 @@ def test_a_disturbed_slowdown_is_marked_and_advised_to_rerun_not_to_change_anyth
     """The current run's trials saw other processes keep 1.6 of 2 cores busy: compare marks the change
     disturbed (not significant) and exits 3 with --fail-above; check --baseline's next step is to re-run
     on a quiet machine, not to compare library versions (which its own "measurement disturbed" contradicts)."""
-    from ampbench.core.records import Env, Interference
+    from ampbench.record.models import Env, Interference
 
     suite = make_suite(MODES, seeds=(0, 1, 2))
     rng = np.random.default_rng(11)

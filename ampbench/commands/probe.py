@@ -30,9 +30,9 @@ from ampbench.config import ConfigError, LoadedSuite, ModeConfig, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.files import last_line
 from ampbench.core.names import new_run_id, utc_now
-from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import PROBE_TAG, RUNS_DIR
 from ampbench.core.units import parse_bytes
+from ampbench.record.models import PlanEntry, RunInfo, Trial
 from ampbench.report.console import table_box
 from ampbench.results.probe_file import (
     FITS_STATUSES,

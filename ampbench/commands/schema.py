@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.files import atomic_write_text
-from ampbench.core.records import RunInfo, Trial
+from ampbench.record.models import RunInfo, Trial
 from ampbench.results.baselines import Baseline
 from ampbench.results.bisect_file import BisectFile
 from ampbench.results.diagnosis_file import DiagnosisFile

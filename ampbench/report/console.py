@@ -13,9 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.core.files import last_line
-from ampbench.core.records import Trial
 from ampbench.judge import measure
 from ampbench.record import fields
+from ampbench.record.models import Trial
 from ampbench.report import fmt
 from ampbench.report.outcome import cell, interval_note, mode_rows, next_steps, outcome_columns, outcome_view
 from ampbench.report.view import RunView

@@ -120,6 +120,7 @@ class ProbeFile(VersionedDoc):
     """probe.json: the largest batch each mode trains without running out of memory."""
 
     SCHEMA: ClassVar[str] = PROBE_SCHEMA
+    STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(PROBE_SCHEMA, alias="schema")
     suite: str
     suite_file: str

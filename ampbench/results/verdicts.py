@@ -57,6 +57,7 @@ class ModeVerdict(BaseModel):
 
 class CheckReport(VersionedDoc):
     SCHEMA: ClassVar[str] = CHECK_SCHEMA
+    STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(CHECK_SCHEMA, alias="schema")
     suite: str
     run_dir: str

@@ -24,8 +24,3 @@ _.launch_in_process  # the in-process launcher: for tests and debugging (a break
 _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and the pairs a 2% claim needs
 
 _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back
-
-# Rendered into docs/checks.md and compared with it by tests/test_reason_codes.py (the table is generated).
-_.reason_table  # ampbench/judge/rules/reasons.py
-# Rendered into docs/checks.md and compared with it by tests/test_rule_traits.py (the table is generated).
-_.traits_table  # ampbench/judge/rules/registry.py

@@ -15,7 +15,7 @@ from ampbench.judge import sequential
 from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.advice_kit import Advice
-from ampbench.judge.rules.traits import Result
+from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.judge.sequential import Design
 from ampbench.record.models import Trial
 from ampbench.results.baselines import Baseline, CompactTrial, compact
@@ -79,7 +79,7 @@ class Ctx:
         alpha = self.th.history_alpha if history else self.th.fail_alpha
         return sequential.levels(self.th.confidence, alpha, self.design, baseline_trials if history else 0)
 
-    def rule(self, rule: str, status: Status, observed: Any, threshold: Any, message: str,
+    def rule(self, rule: ResultName, status: Status, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:
         """One result; `informational` turns any status into INCONCLUSIVE (AMP did not really run)."""
         if informational:
@@ -181,7 +181,7 @@ class Rule:
     results: tuple[Result, ...] = ()
 
     @property
-    def labels(self) -> tuple[str, ...]:
+    def labels(self) -> tuple[ResultName, ...]:
         """The result names it emits (empty: only its own name)."""
         return tuple(r.name for r in self.results)
 
@@ -190,4 +190,4 @@ class Rule:
 
     def declared(self, result_name: str) -> Result:
         """What this rule declares of one of its result names (a bare `Result` when it declares nothing)."""
-        return next((r for r in self.results if r.name == result_name), Result(result_name))
+        return next((r for r in self.results if r.name == result_name), Result(ResultName(result_name)))

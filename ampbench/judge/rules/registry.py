@@ -20,7 +20,7 @@ from ampbench.judge.rules.parity import ACCURACY_PARITY, BASELINE_QUALITY
 from ampbench.judge.rules.speed import SPEEDUP
 from ampbench.judge.rules.stability import STABILITY
 from ampbench.judge.rules.target import TIME_TO_TARGET
-from ampbench.judge.rules.traits import BisectKind, Figure, Result
+from ampbench.judge.rules.traits import BisectKind, Figure, Result, ResultName
 from ampbench.results.verdicts import ModeVerdict, SpeedupDetails
 
 RULES: tuple[Rule, ...] = (
@@ -37,7 +37,7 @@ def rule_for(result_name: str) -> Rule | None:
 def result(name: str) -> Result:
     """What the rule that emits `name` declares of it; a name no registered rule emits has no role."""
     rule = rule_for(name)
-    return rule.declared(name) if rule is not None else Result(name)
+    return rule.declared(name) if rule is not None else Result(ResultName(name))
 
 
 def results() -> list[Result]:

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NewType
 
 from ampbench.config import Suite, Thresholds
 from ampbench.record.models import Trial
 from ampbench.results.verdicts import RuleResult
 
+# A result's name, as a rule emits it (`Ctx.rule`) and declares it (`Result`): each rule's module declares its
+# names as constants of this type (`SPEEDUP_NAME = ResultName("speedup")`), so mypy refuses a bare string where a
+# result is named, a typo included, and a rename is one line; a name read from check.json is a plain str.
+ResultName = NewType("ResultName", str)
 TuneKind = Literal["inactive", "error", "stability", "parity", "speed"]
 OutcomeRole = Literal["cause"]
 BisectKind = Literal["history", "in-run"]
@@ -67,7 +71,7 @@ class Seeding:
     """More seeds can decide the result: how the planner sizes it, and how its effect seen so far projects."""
 
     plan: PlanFn | None = None      # its own planner row
-    sized_by: str | None = None     # or another result's row sizes it (the same test)
+    sized_by: ResultName | None = None   # or another result's row sizes it (the same test)
     effect: EffectFn | None = None  # log-ratio rules: the estimate so far (until.projected_seeds)
 
 
@@ -75,7 +79,7 @@ class Seeding:
 class Result:
     """One result name a rule emits and what the other verbs need of it (the module docstring)."""
 
-    name: str
+    name: ResultName
     seeds: Seeding | None = None
     tune: TuneKind | None = None
     outcome: OutcomeRole | None = None

@@ -19,9 +19,9 @@ from ampbench.core.files import atomic_write_text, read_text
 
 
 def _reason_codes() -> str:
-    from ampbench.judge.rules.reasons import reason_table
+    from ampbench.judge.rules.registry import reason_codes_table
 
-    return reason_table()
+    return reason_codes_table()
 
 
 def _result_traits() -> str:
@@ -32,7 +32,7 @@ def _result_traits() -> str:
 
 # name -> (what it is, its renderer); a new generated table is one entry here and a block in a page
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
-    "reason-codes": ("each rule's reason codes (judge/rules/reasons.py)", _reason_codes),
+    "reason-codes": ("each result's reason codes (declared on its rule)", _reason_codes),
     "result-traits": ("what each result is to the other verbs (judge/rules/registry.py)", _result_traits),
 }
 BLOCK = re.compile(r"(?P<begin><!-- generated: (?P<name>[a-z0-9-]+)[^\n]*-->\n)(?P<body>.*?)(?P<end><!-- end: (?P=name) -->)",

@@ -6,6 +6,7 @@ from ampbench.config import ModeConfig
 from ampbench.core.opstat import by_forward_op, forward_op, is_cast
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
+from ampbench.judge.rules.reasons import R
 from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -156,5 +157,8 @@ def advise_amp_active(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, 
 
 
 AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only, advice=advise_amp_active,
-                  results=(Result(AMP_ACTIVE_NAME, tune="inactive", outcome="cause"),))
-OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists)
+                  results=(Result(AMP_ACTIVE_NAME, tune="inactive", outcome="cause", reasons=(
+                      (R.ACTIVE, ""), (R.NO_TRIALS, ""), (R.DEVICE, "inactive: each trial's `amp.inactive_code`"),
+                      (R.OP_LISTS, ""), (R.NO_EVIDENCE, ""))),))
+OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists, results=(Result(OP_LISTS_NAME, reasons=(
+    (R.APPLIED, ""), (R.LEAKED, ""), (R.MISSED, ""), (R.UNKNOWN_OPS, ""), (R.AMP_INACTIVE, ""))),))

@@ -8,7 +8,8 @@ nothing.  This rule makes the reference INCONCLUSIVE (exit 3) and says why.
 from __future__ import annotations
 
 from ampbench.judge.rules.context import Ctx, Rule
-from ampbench.judge.rules.traits import ResultName
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.results.verdicts import RuleResult
 
 # the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
@@ -40,4 +41,5 @@ def rule_amp_compared(c: Ctx) -> list[RuleResult]:
                    reasons=["not-planned" if defined else "none-defined"], defined=defined)]
 
 
-AMP_COMPARED = Rule("amp-compared", rule_amp_compared, _no_amp_planned)
+AMP_COMPARED = Rule("amp-compared", rule_amp_compared, _no_amp_planned, results=(Result(AMP_COMPARED_NAME, reasons=(
+    (R.NOT_PLANNED, "the suite has AMP modes, the run planned none"), (R.NONE_DEFINED, ""))),))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
+from ampbench.judge.rules.reasons import R
 from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.record.models import trial_key
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -79,4 +80,8 @@ def advise_completeness(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None
 
 
 COMPLETENESS = Rule("completeness", rule_completeness, advice=advise_completeness,
-                    results=(Result(COMPLETENESS_NAME, tune="error"),))
+                    results=(Result(COMPLETENESS_NAME, tune="error", reasons=(
+                        (R.COMPLETE, ""), (R.MISSING, ""), (R.CRASHED, ""), (R.OOM, "a trial's end state"),
+                        (R.DIVERGED, ""), (R.TIMEOUT, ""), (R.CANCELLED, ""), (R.REFERENCE_OOM, "FP32's trial ended so"),
+                        (R.REFERENCE_DIVERGED, ""), (R.REFERENCE_CRASHED, ""), (R.REFERENCE_TIMEOUT, ""),
+                        (R.REFERENCE_CANCELLED, ""), (R.SEEDS_REPEAT, ""), (R.SEEDS_DIFFER, ""))),))

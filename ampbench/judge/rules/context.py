@@ -85,8 +85,8 @@ class Ctx:
         if informational:
             status = "INCONCLUSIVE"
             message = f"Informational (AMP inactive): {message}"
-        if "reasons" in details:   # each an enumerated code its rule declares (judge/rules/reasons.py)
-            details["reasons"] = reasons.checked(rule, details["reasons"])
+        if "reasons" in details:   # each an enumerated code its result declares (checked by `Rule.run`)
+            details["reasons"] = reasons.plain(details["reasons"])
         return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,
                           observed=plain(observed), threshold=plain(threshold), message=message,
                           trials=trials or [], informational=informational, details=plain(details))
@@ -191,3 +191,10 @@ class Rule:
     def declared(self, result_name: str) -> Result:
         """What this rule declares of one of its result names (a bare `Result` when it declares nothing)."""
         return next((r for r in self.results if r.name == result_name), Result(ResultName(result_name)))
+
+    def run(self, c: Ctx) -> list[RuleResult]:
+        """Its results for this mode, each carrying only reason codes its `Result` declares."""
+        out = self.judge(c)
+        for r in out:
+            reasons.stray(r.rule, r.details.get("reasons", []), self.declared(r.rule).reasons)
+        return out

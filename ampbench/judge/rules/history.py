@@ -27,7 +27,8 @@ from ampbench.judge.rules.history_pooled import (
     split_text,
 )
 from ampbench.judge.rules.memory import SOURCE_TEXT
-from ampbench.judge.rules.parity import ACCURACY_PARITY_NAME, PARITY_CODE, noninferiority
+from ampbench.judge.rules.parity import ACCURACY_PARITY_NAME, PARITY_CODE, PARITY_REASONS, noninferiority
+from ampbench.judge.rules.reasons import R
 from ampbench.judge.rules.speed import (
     Comparison,
     clustering,
@@ -267,7 +268,12 @@ def history_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, results=(
     Result(HISTORY_THROUGHPUT, seeds=Seeding(plan=plan_history, effect=history_effect), bisect="history",
-           figure="history_change"),
-    Result(HISTORY_METRIC, seeds=Seeding(sized_by=ACCURACY_PARITY_NAME), bisect="history"),  # parity's test
-    Result(HISTORY_MEMORY, bisect="history"),
+           figure="history_change", reasons=(
+               (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
+               (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
+               (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""),
+               (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""), (R.DISTURBED, ""), (R.CLUSTERED, ""))),
+    Result(HISTORY_METRIC, seeds=Seeding(sized_by=ACCURACY_PARITY_NAME), bisect="history",  # parity's test
+           reasons=PARITY_REASONS),
+    Result(HISTORY_MEMORY, bisect="history", reasons=((R.WITHIN, ""), (R.GREW, ""))),
 ))

@@ -12,6 +12,7 @@ from ampbench.judge import inference, sequential, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
+from ampbench.judge.rules.reasons import R
 from ampbench.judge.rules.traits import PlanSize, Result, ResultName, Seeding
 from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -229,7 +230,12 @@ def advise_baseline_quality(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | 
     return [BASELINE_QUALITY_ADVICE]
 
 
-BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only, advice=advise_baseline_quality)
+BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only, advice=advise_baseline_quality,
+                        results=(Result(BASELINE_QUALITY_NAME, reasons=(
+                            (R.LEARNED, ""), (R.NO_FP32, ""), (R.LOSS_FLAT, ""), (R.BELOW_FLOOR, ""))),))
+
+
+
 def plan_parity(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize | None:
     """The planner's row (AMP modes): the metric's seed sd pooled over the mode and FP32, and a metric drop
     of twice the parity margin to detect."""
@@ -244,6 +250,10 @@ def plan_parity(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize
 
 
 PARITY_SEEDS = Seeding(plan=plan_parity)
+# accuracy-parity's codes, history-metric's too (the same test against a baseline)
+PARITY_REASONS = ((R.NONINFERIOR, ""), (R.WORSE, ""), (R.UNDECIDED, ""), (R.ERROR, ""),
+                  (R.SEED_SD_UNKNOWN, "one seed a side: the margin is `metric_abs_tol`"), (R.METRIC_MISSING, ""),
+                  (R.AMP_NONFINITE, ""), (R.BASELINE_QUALITY, "not judged: FP32 did not learn"))
 ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity,
                        results=(Result(ACCURACY_PARITY_NAME, seeds=PARITY_SEEDS, tune="parity", bisect="in-run",
-                                       figure="metric_delta"),))
+                                       figure="metric_delta", reasons=PARITY_REASONS),))

@@ -6,6 +6,7 @@ from ampbench.config import ModeConfig
 from ampbench.judge import stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, finite, g, n_of
+from ampbench.judge.rules.reasons import R
 from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -107,4 +108,5 @@ def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, b
 
 
 STABILITY = Rule("stability", rule_stability, advice=advise_stability,
-                 results=(Result(STABILITY_NAME, tune="stability"),))
+                 results=(Result(STABILITY_NAME, tune="stability", reasons=(
+                     (R.STABLE, ""), (R.NONFINITE, ""), (R.SKIPPED, ""), (R.COLLAPSE, ""), (R.NO_STEPS, ""))),))

@@ -8,7 +8,8 @@ from ampbench.config import REFERENCE_MODE, ModeConfig, TargetConfig
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
-from ampbench.judge.rules.traits import ResultName
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.record.models import Trial
 from ampbench.record.target import first_reach
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -102,4 +103,6 @@ def advise_target(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
             *kit.o1(m)]
 
 
-TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target)
+TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target,
+                      results=(Result(TIME_TO_TARGET_NAME, reasons=(
+                          (R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""))),))

@@ -15,6 +15,8 @@ name:
   inside each run, in the AMP modes): `ampbench bisect --rule` searches it (commands.bisect).
 - `figure`: the mode figure its result gives: tune's rung record and the run summary read it (speedup's
   estimate and interval from its details, the others' `observed`).
+- `reasons`: the reason codes it emits (judge/rules/reasons.py), each with what it says: its advice reads
+  them, `Rule.run` refuses any other, docs/checks.md's table lists them.
 
 A result no rule declares has none of these: `check` judges it and the outcome table shows it, nothing else.
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal, NewType
 
 from ampbench.config import Suite, Thresholds
+from ampbench.judge.rules.reasons import Codes
 from ampbench.record.models import Trial
 from ampbench.results.verdicts import RuleResult
 
@@ -85,3 +88,4 @@ class Result:
     outcome: OutcomeRole | None = None
     bisect: BisectKind | None = None
     figure: Figure | None = None
+    reasons: Codes = ()

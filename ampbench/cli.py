@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, docs, env, selftest.
 
 The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
 
@@ -585,6 +585,21 @@ def schema(
 
     text = schema_command(name, write)
     typer.echo(text)
+
+
+@app.command()
+def docs(
+    write: Path | None = typer.Option(None, "--write", help="Render every generated table into the pages of this "
+                                      "docs folder (docs/)"),
+    check: Path | None = typer.Option(None, "--check", help="Exit 1 naming each generated table of this docs "
+                                      "folder that is stale"),
+) -> None:
+    """The docs tables rendered from the code: list them, write them into the pages, or check the pages."""
+    from ampbench.commands.docs import docs_command
+
+    text, code = docs_command(write, check)
+    typer.echo(text)
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, pr-check, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
 
 The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
 
@@ -341,6 +341,31 @@ def compare(
     from ampbench.commands.compare import compare as compare_runs
 
     raise typer.Exit(compare_runs(run_dirs, fmt, output, sort, out, fail_above))
+
+
+@app.command("pr-check")
+def pr_check(  # noqa: PLR0913  typer: one parameter per command-line option
+    suite_file: Path = typer.Argument(..., help="A workload = \"command\" suite whose program lives in --repo"),
+    base: str = typer.Option(..., "--base", help="The pull request's base commit (a commit, tag or branch)"),
+    head: str = typer.Option("HEAD", "--head", help="Its head commit"),
+    repo: Path = typer.Option(Path("."), "--repo", help="The git repository of the program (only read)"),
+    modes: list[str] | None = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the suite's, at least 3)"),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where the pr-check folder is created"),
+    fail_above: float = typer.Option(0.0, "--fail-above", min=0, help="PCT: fail only on a significant slowdown "
+                                     "beyond PCT percent (default: any significant one)"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Also write the comment to this file"),
+) -> None:
+    """Run a command suite on a pull request's base and head commits, compare them, print the markdown comment.
+    Exit 1: a mode significantly slower; 3: slower but disturbed; 2: bad input or a run that did not finish."""
+    from ampbench.commands.pr_check import PrCheckOptions, run_pr_check
+
+    opts = PrCheckOptions(suite_file=suite_file, base=base, head=head, repo=repo, modes=list(modes or []),
+                          seeds=seeds, profile=profile, overrides=list(set_ or []), out_dir=out_dir,
+                          fail_above=fail_above, output=output)
+    raise typer.Exit(run_pr_check(opts, out, err))
 
 
 @app.command(hidden=True)

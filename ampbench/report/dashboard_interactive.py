@@ -3,7 +3,7 @@
 Why plotly: zoom, pan and hover come with the library, and `to_html` embeds plotly.js itself, so the
 page is one self-contained file that works offline (no CDN, no MathJax, no font fetched, no button that
 uploads the figure).  plotly is
-an optional extra (`pip install 'ampbench[dashboard]'`): `ampbench publish` without it writes the
+an optional extra (`bash scripts/setup.sh --dashboard`): `ampbench publish` without it writes the
 static PNG dashboard with a one-line note (`--view auto`), or exits 2 naming the extra when the
 interactive view was asked for (`--view interactive`).
 
@@ -27,13 +27,14 @@ from html import escape
 from typing import Any
 
 from ampbench.core.errors import UserError
+from ampbench.core.install import install_hint
 from ampbench.report import fmt
 from ampbench.report import plots as P
 from ampbench.report.dashboard_series import Break, gapped
 
 INTERACTIVE_RUNS = 2000  # drawn interactively; a longer history also gets the static image of every run
 VIEWS = ("auto", "interactive", "static")
-INSTALL = "pip install 'ampbench[dashboard]'"
+INSTALL = install_hint("dashboard")
 VERDICT_Y = {"PASS": 3, "INCONCLUSIVE": 2, "FAIL": 1, "ERROR": 0}
 PANELS = ("samples/s (median)", "peak memory", "metric", "speedup vs fp32", "verdict")
 CHANGE_COLOR = "#6e7781"
@@ -52,7 +53,7 @@ def resolve_view(view: str) -> tuple[bool, str | None]:
         return True, None
     if view == "interactive":
         raise UserError(f"--view interactive: plotly is not installed; {INSTALL}")
-    return False, f"note: plotly not installed, so the dashboard is static PNGs; {INSTALL} for the interactive view"
+    return False, f"note: plotly not installed, so the dashboard is static PNGs; the interactive view: {INSTALL}"
 
 
 def _hover_rows(entries: list[dict[str, Any]], mode: str) -> list[list[str]]:

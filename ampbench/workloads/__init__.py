@@ -8,6 +8,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
+from ampbench.core.install import SETUP_FLAGS, install_hint
 from ampbench.workloads.base import (
     Batch,
     ProgramWorkload,
@@ -16,6 +17,7 @@ from ampbench.workloads.base import (
     WorkloadContext,
     WorkloadParams,
 )
+from ampbench.workloads.extras import NEEDS
 
 # name -> "module:Class"; modules are imported only when the workload is used.
 BUILTIN: dict[str, str] = {
@@ -49,7 +51,7 @@ def get_workload_class(name: str) -> type[WorkloadBase[Any]]:
     except ImportError as e:
         raise KeyError(
             f"workload {name!r} needs a package that is not installed ({e}); "
-            f"install the matching extra, e.g. pip install 'ampbench[{name}]'"
+            + (install_hint(extra) if (extra := NEEDS.get(name, (name,))[0]) in SETUP_FLAGS else "install it")
         ) from None
     cls = getattr(mod, attr)
     if not (isinstance(cls, type) and issubclass(cls, (Workload, ProgramWorkload))):

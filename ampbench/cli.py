@@ -62,7 +62,6 @@ _Verb = TypeVar("_Verb", bound=Callable[..., Any])
 # reads them (tests/test_cli_conventions.py checks each against it).
 COMPARE_FORMATS = ("table", "json", "md", "csv", "parquet", "pytest-benchmark")
 COMPARE_SORTS = ("name", "min", "max", "mean", "stddev", "median", "iqr", "trials", "samples_per_s", "change")
-BISECT_RULES = ("history-throughput", "history-metric", "history-memory", "speedup", "accuracy-parity", "memory")
 
 
 def _choices(*names: str) -> str:
@@ -506,8 +505,8 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
     good: str | None = typer.Option(None, "--good", help="A commit where the rule holds"),
     bad: str | None = typer.Option(None, "--bad", help="A later commit where it fails"),
     repo: Path | None = typer.Option(None, "--repo", help="The git repository of the program (only read)"),
-    rule: str = typer.Option("history-throughput", "--rule", metavar=_choices(*BISECT_RULES),
-                             help="The rule whose first failure is searched"),
+    rule: str = typer.Option("history-throughput", "--rule", metavar="RULE",
+                             help="history-throughput|history-metric|history-memory|speedup|accuracy-parity|memory"),
     mode: list[str] | None = typer.Option(None, "--mode", "-m", metavar="NAME", help="Judge only this mode (repeatable)"),
     max_seeds: int = typer.Option(6, "--max-seeds", min=2, max=64, help="Seeds a commit may take to decide"),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),

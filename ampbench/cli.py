@@ -366,11 +366,18 @@ def publish(
     repo_url: str | None = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
     view: str = typer.Option("auto", "--view", metavar=_choices("auto", "interactive", "static"), help="auto (interactive plotly view when the dashboard extra is "
                              "installed, else static PNGs with a note), interactive (exit 2 without plotly) or static"),
+    serve: bool = typer.Option(False, "--serve", help="Then serve the site on this machine (127.0.0.1) until Ctrl-C"),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="With --serve: the port (0: any free one)"),
 ) -> None:
     """Write an HTML dashboard of the history: one page per suite, regressions with their commit range."""
     from ampbench.commands.reporting import publish as publish_site
 
+    _only_with("--port", port if port != 8000 else None, "--serve", serve or None)
     publish_site(history, output, repo_url, out, view)
+    if serve:
+        from ampbench.commands.serve import serve as serve_site
+
+        serve_site(output, port, out)
 
 
 @app.command()

@@ -15,6 +15,7 @@ an environment that has all of them installed (`setup.sh --test`): a distributio
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -103,16 +104,37 @@ def closure(lines: list[str], pyproject: Path = ROOT / "pyproject.toml") -> tupl
     return seen, absent
 
 
+def _pycs(folder: Path, cache: dict[Path, dict[str, list[int]]]) -> dict[str, list[int]]:
+    """A folder's `__pycache__`: module name -> the sizes of its compiled files (listed once a folder)."""
+    if folder not in cache:
+        got: dict[str, list[int]] = {}
+        try:
+            with os.scandir(folder / "__pycache__") as it:
+                for e in it:
+                    if e.name.endswith(".pyc") and e.is_file(follow_symlinks=False):
+                        got.setdefault(e.name.split(".", 1)[0], []).append(e.stat(follow_symlinks=False).st_size)
+        except OSError:
+            pass
+        cache[folder] = got
+    return cache[folder]
+
+
 def size(name: str) -> int:
-    """Bytes on disk: the RECORD's files as they are now, and each module's compiled bytecode beside it."""
+    """Bytes on disk: the RECORD's files as they are now, and each module's compiled bytecode beside it (a .pyc
+    RECORD lists is counted once)."""
     dist = distribution(name)
-    seen: set[Path] = set()
+    total, cache = 0, {}
     for f in dist.files or []:
         path = Path(str(dist.locate_file(f)))
-        seen.add(path)
+        if path.parent.name == "__pycache__":
+            continue   # counted with its module below
+        try:
+            total += path.stat().st_size if not path.is_symlink() else 0
+        except OSError:
+            continue
         if path.suffix == ".py":
-            seen.update((path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"))
-    return sum(p.stat().st_size for p in seen if p.is_file() and not p.is_symlink())
+            total += sum(_pycs(path.parent, cache).get(path.stem, []))
+    return total
 
 
 def main(args: list[str]) -> int:

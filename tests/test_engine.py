@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 from ampbench.cli import app
 from ampbench.config import ConfigError, Suite
 from ampbench.core.docs import write_doc
-from ampbench.core.records import RunInfo, Trial
 from ampbench.engine.execute import Policies, execute
 from ampbench.engine.launcher import Launcher, recorded_launcher
 from ampbench.engine.launchers.local import LocalLauncher
@@ -30,6 +29,7 @@ from ampbench.engine.request import Output, RunRequest
 from ampbench.engine.seeds.policy import SeedPolicy
 from ampbench.engine.trials import Trials
 from ampbench.launch.slurm_run import SlurmRun, save_state
+from ampbench.record.models import RunInfo, Trial
 from ampbench.results.run_dir import RunDir, open_run
 from tests.factories import make_trial
 

@@ -1,7 +1,7 @@
-"""The `ampbench` command (cli/app.py): the app and its error guard, and the verbs that register on it, each
+"""The `ampbench` command (cli/base.py): the app and its error guard, and the verbs that register on it, each
 parsing its options and calling one use case (cli/run.py, cli/verbs.py, cli/imports.py)."""
 
 from ampbench.cli import imports, run, verbs
-from ampbench.cli.app import app, main
+from ampbench.cli.base import app, main
 
 __all__ = ["app", "imports", "main", "run", "verbs"]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from ampbench.cli.app import (
+from ampbench.cli.base import (
+    _choices,
     _fail,
     _only_with,
     err,
@@ -82,7 +83,7 @@ def import_paddlenlp_cmd(
     args_json: Path | None = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),
     args: str | None = typer.Option(None, "--args", help='Trainer arguments as on the command line: "--fp16 ..."'),
     output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
-    source: str = typer.Option("paddleformers", "--source",
+    source: str = typer.Option("paddleformers", "--source", metavar=_choices("paddleformers", "paddlenlp"),
                                help="BERT package the suite uses: paddleformers (installed by setup.sh) or paddlenlp"),
     script: Path | None = typer.Option(None, "--script", help="Your Trainer script: a command suite running it "
                                           "with these arguments, instead of the bert suite"),

@@ -7,8 +7,9 @@ from typing import Any
 
 import typer
 
-from ampbench.cli.app import (
+from ampbench.cli.base import (
     EXIT_CODES,
+    _choices,
     _suite_names,
     app,
     out,
@@ -22,9 +23,9 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         None, help="Suite TOML file, or a bundled suite name (toy, resnet, ocr, bert, ctr); optional with --resume",
         autocompletion=_suite_names),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
-    modes: list[str] | None = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
-    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    modes: list[str] | None = typer.Option(None, "--mode", "-m", metavar="NAME", help="Run only these modes (fp32 is kept)"),
+    seeds: str | None = typer.Option(None, "--seeds", metavar="N,N,...", help="Comma-separated seeds overriding the suite's"),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a key: --set train.steps=5"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where run folders are created"),
     resume: Path | None = typer.Option(None, "--resume", help="Finish an interrupted run folder as its run.json "
                                           "plans it (refuses --profile/--mode/--seeds/--set)"),
@@ -32,19 +33,19 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
     until_decided: bool = typer.Option(False, "--until-decided", help="Add matched seeds while a speed or parity "
                                        "rule is INCONCLUSIVE and more seeds can decide it (alpha spending over the looks)"),
-    max_seeds: str = typer.Option("12", "--max-seeds", help="Seed cap per mode for --until-decided (2 to 64)"),
-    budget: str | None = typer.Option(None, "--budget", help="Time budget for --until-decided, e.g. 2h, 45m"),
+    max_seeds: str = typer.Option("12", "--max-seeds", metavar="INTEGER", help="Seed cap per mode for --until-decided (2 to 64)"),
+    budget: str | None = typer.Option(None, "--budget", metavar="DURATION", help="Time budget for --until-decided, e.g. 2h, 45m"),
     baseline: Path | None = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
                                             "or baseline JSON); with --until-decided the history rules count"),
-    affinity: str | None = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
+    affinity: str | None = typer.Option(None, "--affinity", metavar="CPUS", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
     at_max_batch: bool = typer.Option(False, "--at-max-batch", help="Every mode at the largest batch `ampbench "
                                       "probe` found (the newest probe of the suite, or --probe DIR)"),
     probe: Path | None = typer.Option(None, "--probe", help="The probe folder (or probe.json) for --at-max-batch"),
-    sweep: list[str] | None = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
+    sweep: list[str] | None = typer.Option(None, "--sweep", metavar="KEY=V1,V2,...", help="KEY=V1,V2: one run per value (several keys: "
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
-    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
+    devices: str | None = typer.Option(None, "--devices", metavar="all|N,N,...", help="all or 0,1,...: trials side by side, one per "
                                           "device, each seed's modes at the same time (no GPU: one slot)"),
-    launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every trial a Slurm job (the run "
+    launcher: str = typer.Option("local", "--launcher", metavar=_choices("local", "slurm"), help="local, or slurm: every trial a Slurm job (the run "
                                  "folder on a shared filesystem; see docs/cluster.md), or another launcher's kind"),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition"),
     gpus_per_trial: int | None = typer.Option(None, "--gpus-per-trial", min=0, help="GPUs per node of a trial's "
@@ -53,7 +54,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                              "(default: the suite's timeout_s plus 10 minutes)"),
     constraint: str | None = typer.Option(None, "--constraint", help="Slurm node features (both arms of a pair "
                                              "on one GPU model), e.g. a100"),
-    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as "
+    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", metavar="KEY=VALUE", help="KEY=VALUE: passed to sbatch as "
                                                   "--KEY=VALUE, e.g. --slurm-arg account=proj"),
     slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries "
                                      "(one squeue for all jobs)"),

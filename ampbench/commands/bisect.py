@@ -24,7 +24,7 @@ commands.bisect_look, the search loop commands.bisect_search, the repository com
 
 With `--parallel K` (and a pool of at least K devices, `--devices`), each round judges K candidates side by
 side (judge.bisection's next_batch, k-section), each in its own clone (`src/`, `src-1/`, ...) and its own child
-process on its share of the pool (commands.bisect_side); each is still decided alone at the rule's levels.
+process on its share of the pool (engine.side_by_side); each is still decided alone at the rule's levels.
 
 With `--package NAME=A..B` (`--paddle A..B`) the range is the versions of a package that the user's index
 offers, each run in its own environment (commands.bisect_packages); with `--launcher slurm` every candidate's

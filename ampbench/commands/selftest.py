@@ -23,7 +23,6 @@ from rich.text import Text
 
 from ampbench.core.files import atomic_write_json
 from ampbench.core.names import new_run_id
-from ampbench.core.records import Trial
 from ampbench.judge.selftest import (
     CHECKS,
     DATA_PARALLEL,
@@ -34,6 +33,7 @@ from ampbench.judge.selftest import (
     figures,
 )
 from ampbench.judge.selftest import check_trial as judge_trial
+from ampbench.record.models import Trial
 from ampbench.report.console import table_box
 
 PROFILE = "gpu-smoke"

@@ -24,7 +24,6 @@ from ampbench.config.suite import REFERENCE_MODE
 from ampbench.core.errors import ConfigError
 from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id, utc_now
-from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import RUNS_DIR
 from ampbench.engine.execute import Policies, execute, load_for_run
 from ampbench.engine.request import Output, RunRequest
@@ -34,6 +33,7 @@ from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.rules import registry
 from ampbench.judge.sequential import Design
+from ampbench.record.models import PlanEntry, RunInfo, Trial
 from ampbench.report.injected import keep_lines
 from ampbench.report.tune_md import write_tune_md
 from ampbench.results.probe_file import NoProbe, find_probe

@@ -25,7 +25,6 @@ from rich.markup import escape
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.names import utc_now
-from ampbench.core.records import PlanEntry, RunInfo, trial_key
 from ampbench.engine.batch import BatchPolicy, ConfiguredBatch
 from ampbench.engine.finish import finish_run
 from ampbench.engine.launcher import Launcher, recorded_launcher
@@ -37,6 +36,7 @@ from ampbench.engine.seeds.fixed import FixedSeeds
 from ampbench.engine.seeds.policy import SeedPolicy
 from ampbench.engine.trials import Trials
 from ampbench.launch.process import Interrupted
+from ampbench.record.models import PlanEntry, RunInfo, trial_key
 from ampbench.results.manifest import Manifest, load_manifest
 from ampbench.results.previous import LAST, previous_run
 from ampbench.results.run_dir import RunDir, new_run_dir, run_lock

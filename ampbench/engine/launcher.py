@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.console import Console
 
 from ampbench.config import ConfigError, Suite
-from ampbench.core.records import RunInfo, Trial
 from ampbench.core.store import RunPaths
 from ampbench.engine.policy import Policy
+from ampbench.record.models import RunInfo, Trial
 
 if TYPE_CHECKING:
     from ampbench.engine.trials import Trials

@@ -15,8 +15,8 @@ from ampbench.config import ConfigError, Suite
 from ampbench.config.suite import MAX_SEED
 from ampbench.core.files import folder_id
 from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, FAULT_RANK_ENV, Fault
-from ampbench.core.records import RunInfo, trial_key
 from ampbench.core.text import printable
+from ampbench.record.models import RunInfo, trial_key
 from ampbench.results.run_dir import RunDir
 from ampbench.trial.numerics import LEVEL_ENV, LEVELS, parse_level
 from ampbench.trial.spec import TrialSpec

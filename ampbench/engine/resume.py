@@ -13,8 +13,8 @@ from pathlib import Path
 from ampbench.config import ConfigError, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import safe_name
-from ampbench.core.records import RunInfo
 from ampbench.engine.request import DEFAULT_OUT, RunRequest
+from ampbench.record.models import RunInfo
 from ampbench.results.run_dir import RunDir, suite_of
 
 

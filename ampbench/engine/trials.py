@@ -19,11 +19,11 @@ from rich.markup import escape
 from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.protocol import Fault
-from ampbench.core.records import RunInfo, Trial, trial_key
 from ampbench.engine.display import status_text
 from ampbench.engine.plan import NodeRole, make_spec
 from ampbench.engine.request import STATUS_EVERY_S
 from ampbench.launch.launcher import TrialFiles, launch
+from ampbench.record.models import RunInfo, Trial, trial_key
 from ampbench.results.manifest import Manifest
 from ampbench.results.run_dir import RunDir
 from ampbench.trial.spec import TrialSpec

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench.core.opstat import on_list
-from ampbench.core.records import Trial
 from ampbench.judge.interference import SATURATED
+from ampbench.record.models import Trial
 
 NVML_NOTES = {"nvml.pid"}   # our PID not in NVML's list (containers): device-wide memory recorded, not a failure
 # a reading the device does not offer (NVML_ERROR_NOT_SUPPORTED: energy before Volta, vGPU guests): "not measured"

@@ -30,7 +30,7 @@ def check_workload(suite: Suite, file: str, profile: str = DEFAULT_PROFILE) -> N
     except ValidationError as e:
         err = e.errors()[0]
         key = "workload." + key_path(err["loc"], suite.workload)
-        raise ConfigError(where, key, error_reason(err, key)) from None
+        raise ConfigError(where, key, error_reason(err, cls.Params, key)) from None
     for key, reason in cls.check_suite(params, suite):
         raise ConfigError(where, key, reason)
 

@@ -20,13 +20,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.config import ConfigError, Suite
-from ampbench.core.records import RunInfo, Trial
-from ampbench.engine.display import Display
+from ampbench.engine.display import Display, prior_costs
 from ampbench.engine.launcher import Launcher
 from ampbench.engine.plan import NodeRole
 from ampbench.engine.trials import Trials
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, parse_devices, run_jobs
 from ampbench.launch.process import keep_signal_handlers
+from ampbench.record.models import RunInfo, Trial
 
 MAX_CPU = 2**16  # no machine has more CPUs; a larger number is a typo, never a range to expand
 
@@ -160,7 +160,9 @@ class LocalLauncher(Launcher):
         shares = cpu_shares(trials.info.affinity, len(pool))
         suite = trials.suite
         sched = Scheduler(batches(trials.todo, trial_width(suite, pool), len(pool)), len(pool))
-        with Display(trials.console, len(trials.plan), len(trials.todo), len(pool), trials.status_every) as shown:
+        prior = prior_costs(trials.run.path, trials.info.suite, trials.info.config_hash)   # the time left
+        with Display(trials.console, len(trials.plan), len(trials.todo), len(pool), trials.status_every,
+                     prior) as shown:
             def start(job: Job, slots: tuple[int, ...], stop: threading.Event) -> Trial:
                 devices = tuple(pool[d] for d in slots)
                 cpus = sorted({c for d in slots for c in shares[d] or []}) if trials.info.affinity else None

@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.config import ConfigError, Suite
-from ampbench.core.records import Trial
 from ampbench.engine.launchers.local import LocalLauncher, check_master
 from ampbench.engine.plan import NodeRole
+from ampbench.record.models import Trial
 from ampbench.results.run_dir import RunDir
 
 

@@ -20,12 +20,12 @@ from rich.markup import escape
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import RunInfo, Trial
 from ampbench.engine.launcher import Launcher
 from ampbench.engine.trials import Trials
 from ampbench.launch import slurm
 from ampbench.launch.slurm import SlurmOptions
 from ampbench.launch.slurm_run import Hooks, SlurmRun, load_state, run_trials, save_state
+from ampbench.record.models import RunInfo, Trial
 
 
 class SlurmLauncher(Launcher):

@@ -15,8 +15,8 @@ from typing import ClassVar
 from rich.console import Console
 
 from ampbench.config import Suite
-from ampbench.core.records import RunInfo
 from ampbench.engine.policy import Policy
+from ampbench.record.models import RunInfo
 from ampbench.results.run_dir import RunDir
 
 Plan = list[tuple[str, int]]

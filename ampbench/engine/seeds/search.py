@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from ampbench.config import Suite
-from ampbench.core.records import RunInfo
 from ampbench.engine.seeds.until_decided import UntilDecided
+from ampbench.record.models import RunInfo
 
 
 class SearchSeeds(UntilDecided):

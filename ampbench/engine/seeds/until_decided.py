@@ -27,7 +27,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.config import ConfigError, Suite
-from ampbench.core.records import PlanEntry, RunInfo
 from ampbench.engine.launchers.local import trial_width
 from ampbench.engine.seeds.policy import Plan, SeedPolicy
 from ampbench.judge import until
@@ -35,6 +34,7 @@ from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.sequential import Design
 from ampbench.launch.pool import CPU
+from ampbench.record.models import PlanEntry, RunInfo
 from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.run_dir import RunDir, open_run
 

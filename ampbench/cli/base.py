@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, pr-check, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, docs, env, selftest.
 
 The retired `summary` and `export-benchmark` answer with one line naming `compare`'s form of them (exit 2).
 
@@ -17,11 +17,13 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar, cast
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from ampbench.core.errors import UserError
 from ampbench.core.files import os_reason
@@ -56,10 +58,61 @@ def _width(terminal: bool) -> int | None:
 _Verb = TypeVar("_Verb", bound=Callable[..., Any])
 
 
+# The values of the options that take one of a list, spelled here so --help needs no import of the code that
+# reads them (tests/test_cli_conventions.py checks each against it).
+COMPARE_FORMATS = ("table", "json", "md", "csv", "parquet", "pytest-benchmark")
+COMPARE_SORTS = ("name", "min", "max", "mean", "stddev", "median", "iqr", "trials", "samples_per_s", "change")
+
+
+def _choices(*names: str) -> str:
+    """An option's metavar listing its values, as click shows a Choice: `[md|html]`."""
+    return "[" + "|".join(names) + "]"
+
+
+class _PlainArgument(TyperArgument):
+    """An argument as `--help` shows it to a user: its name in capitals, `...` when it repeats, no Python type."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _rich_display_name(self) -> str:
+        return self.display_name_raw + ("..." if self.nargs != 1 else "")
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+
+class _PlainCommand(TyperCommand):
+    """A verb whose --help names types as users know them (TEXT, INTEGER, PATH, a metavar the option gives, the
+    choices), not typer's Python annotations (`<list[str]>`, `<str>` for an integer)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for p in self.params:
+            if isinstance(p, TyperArgument):
+                p.__class__ = _PlainArgument
+                p.metavar = p.metavar or (p.name or "").upper()
+            elif isinstance(p, TyperOption) and not (p.is_flag or p.count) and p.metavar is None:
+                p.metavar = _type_name(p.type_descriptor.annotation)
+
+
+_TYPE_NAMES = {str: "TEXT", int: "INTEGER", float: "FLOAT", Path: "PATH"}
+
+
+def _type_name(annotation: Any) -> str:
+    """click's names of the types (an option given several times: its item's); TEXT for anything else."""
+    args = getattr(annotation, "__args__", None)
+    if args and getattr(annotation, "__origin__", None) is list:
+        return _type_name(args[0])
+    return _TYPE_NAMES.get(annotation, "TEXT")
+
+
 class GuardedTyper(typer.Typer):
     """Every verb runs inside `_guard`: one place maps a user-fixable problem to one line and exit 2."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[_Verb], _Verb]:
+        kwargs.setdefault("cls", _PlainCommand)
         register = super().command(*args, **kwargs)
 
         def decorate(fn: _Verb) -> _Verb:

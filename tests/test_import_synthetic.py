@@ -179,6 +179,22 @@ def test_the_programs_own_rate_is_its_samples_over_its_time_not_the_median_of_it
     assert check["lines"] == 4 and check["agrees"]
 
 
+def test_the_cross_check_warning_names_which_ampbench_figure_it_compares():
+    """The warning compares the measured steps' samples over their time (the program's lines are intervals'
+    samples over time) and says so, beside the trial's own samples/s, the median per-step rate the record
+    holds; it never calls the compared figure the trial's samples/s or "the mean" of it (issue 60)."""
+    from ampbench.record.models import StepRecord
+    from ampbench.trial.command_left_out import cross_check
+
+    steps = [StepRecord(step=i, loss=None, time_s=t, samples=8, warmup=i == 1) for i, t in enumerate((1, .1, .1, .1, .5), 1)]
+    ours = 32 / 0.8   # 4 measured steps of 8 samples over 0.8 s: 40 samples/s; their median rate is 80
+    check = {"program_samples_per_s": 10.0, "ratio": 4.0, "agrees": False, "tolerance": 0.25, "lines": 2}
+    warning = cross_check(check, ours, steps, {})["warning"]
+    assert "samples over the time of the measured steps, 40 samples/s" in warning
+    assert "the trial's samples/s figure is the median per-step rate, 80" in warning
+    assert "mean over the measured steps" not in warning
+
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "command.md"
 
 

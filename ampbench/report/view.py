@@ -48,6 +48,12 @@ class RunView:
         amp = [m for m in self.summary.modes.values() if m.amp_requested and m.ok]
         return bool(amp) and not any(m.amp_active for m in amp)
 
+    def stepless(self, mode: str) -> bool:
+        """The mode errored before any step (a refused inject mode, a program that never started): no trial
+        of it ended ok or recorded a step, so nothing of it was measured and no tuning advice applies."""
+        ts = [t for t in self.trials if t.mode == mode]
+        return bool(ts) and not any(t.status == "ok" or t.steps for t in ts)
+
     def plot_stamp(self, all_inactive: str) -> str | None:
         """The text stamped on every plot: all AMP modes inactive, or which ones ran in FP32."""
         if self.amp_inactive:

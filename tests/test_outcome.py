@@ -168,7 +168,7 @@ def test_a_mode_that_errored_before_any_step_gets_no_tuning_advice(tmp_path: Pat
     assert r.exit_code == 2, r.output
     steps = [ln for ln in r.output.splitlines() if " -> " in ln and "exit" not in ln]
     assert len(steps) == 1 and steps[0].startswith("completeness ERROR (amp-o2-fp16); so amp-active"), r.output
-    assert "not judged (no step ran)" in steps[0]
+    assert "not judged (no step recorded)" in steps[0]
     for advice in ("ampbench diagnose", "level = ", "batch_size = ", "master_weight"):
         assert advice not in r.output, advice
     assert "AMP inactive on this device" not in r.output

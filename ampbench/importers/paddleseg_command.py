@@ -121,9 +121,11 @@ def _check_data(cfg: dict[str, Any], checkout: Path, file: str) -> None:
 
 
 def _get(cfg: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The value at a key path of the config (model.backbone.pretrained), None where a table is missing."""
+    node: Any = cfg
     for k in keys:
-        cfg = cfg.get(k) if isinstance(cfg, dict) else None
-    return cfg
+        node = node.get(k) if isinstance(node, dict) else None
+    return node
 
 
 def _weights(cfg: dict[str, Any], checkout: Path, file: str, pretrained: bool) -> tuple[list[str], list[str]]:

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE, ClaimConfig, Suite
 from ampbench.config.suite import RELATIVE_TOLERANCE
-from ampbench.core.records import Trial
 from ampbench.judge.distributions import t_ppf
 from ampbench.judge.planner import PlanRow
 from ampbench.judge.rules import registry
 from ampbench.judge.rules.traits import Figure, FigureInterval
+from ampbench.record.models import Trial
 from ampbench.results.probe_file import ProbeFile
 from ampbench.results.verdicts import ClaimOutcome, ClaimResult, ModeVerdict
 

@@ -61,7 +61,7 @@ class NextStep:
             by.setdefault((rule, status), []).append(mode)
         text = "; ".join(f"{rule} {status} ({', '.join(modes)})" for (rule, status), modes in by.items())
         text += f"; so {', '.join(self.covered)} only informational" if self.covered else ""
-        return text + (f"; so {', '.join(self.unjudged)} not judged (no step ran)" if self.unjudged else "")
+        return text + (f"; so {', '.join(self.unjudged)} not judged (no step recorded)" if self.unjudged else "")
 
 
 def mode_rows(v: RunView) -> list[ModeRow]:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from ampbench.config import Suite
 from ampbench.core.names import slug
-from ampbench.core.store import RunPaths
 from ampbench.judge.summary import summarize_run
 from ampbench.record.models import RunInfo, Trial
 from ampbench.report import fmt

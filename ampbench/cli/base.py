@@ -134,7 +134,8 @@ app.add_typer(baseline_app, name="baseline")
 history_app = GuardedTyper(no_args_is_help=True, help="Keep the nightly history the trend and the dashboard read.",
                            rich_markup_mode=None)
 app.add_typer(history_app, name="history")
-import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR, PaddleClas or PaddleRec config or PaddleNLP Trainer args into a suite.")
+import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR, PaddleClas, PaddleSeg or PaddleRec config or "
+                                                      "PaddleNLP Trainer args into a suite.")
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()

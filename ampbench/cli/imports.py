@@ -57,6 +57,24 @@ def import_paddleclas_cmd(
     write_imported(imported, str(config), output, out, err)
 
 
+@import_app.command("paddleseg")
+def import_paddleseg_cmd(
+    config: Path = typer.Argument(..., help="A PaddleSeg config (YAML), e.g. configs/pp_liteseg/pp_liteseg_stdc1_cityscapes_1024x512_scale0.5_160k.yml"),
+    repo: Path = typer.Option(..., "--repo", help="A PaddleSeg checkout: the suite runs its tools/train.py --config CONFIG"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    python: str | None = typer.Option(None, "--python", help="The interpreter that runs tools/train.py"),
+    no_pretrained: bool = typer.Option(False, "--no-pretrained", help="Random initialisation (--opts model.pretrained=None ...)"),
+    synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Small synthetic images in its Dataset format, "
+                                        "written beside the suite file, instead of the config's data"),
+) -> None:
+    """PaddleSeg config -> command suite (fp32 + --precision fp16 --amp_level O1/O2, mIoU from its [EVAL] line)."""
+    from ampbench.commands.imports import import_paddleseg, write_imported
+
+    _synthetic_needs_output(synthetic_data, output)
+    imported = import_paddleseg(config, output, repo, python, not no_pretrained, synthetic_data)
+    write_imported(imported, str(config), output, out, err)
+
+
 @import_app.command("paddlerec")
 def import_paddlerec_cmd(
     config: Path = typer.Argument(..., help="A PaddleRec config (YAML), e.g. models/rank/deepfm/config.yaml"),

@@ -38,10 +38,12 @@ def check(
                                  "message) before the outcome table"),
     recorded: bool = typer.Option(False, "--recorded", help="Judge nothing: show the verdict of record (the newest "
                                   "check.json / check-vs-*.json) and exit with its code"),
+    claims: bool = typer.Option(False, "--claims", help="Exit 1 when one of the suite's published [[claims]] is "
+                                "refuted (a claim never changes a mode's verdict otherwise)"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
     check-vs-BASELINE.json; with --history: check-vs-history.json; the run's own check.json is kept)."""
-    from ampbench.commands.check import check_run, print_outcome_of, recorded_check
+    from ampbench.commands.check import check_exit, check_run, print_outcome_of, recorded_check
     from ampbench.config import ConfigError
 
     _only_with("--allow-mismatch", True if allow_mismatch else None, "--baseline", baseline)
@@ -51,7 +53,7 @@ def check(
     report = recorded_check(run_dir) if recorded else check_run(
         run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
     print_outcome_of(run_dir, report, out, explain=explain)
-    raise typer.Exit(report.exit_code)
+    raise typer.Exit(check_exit(report, claims))
 
 
 @app.command()

@@ -13,9 +13,15 @@ from ampbench.judge.check_run import check_run
 from ampbench.report.console import print_outcome, print_rules
 from ampbench.report.view import view_of
 from ampbench.results.run_dir import RunDir, open_run
-from ampbench.results.verdicts import CheckReport, load_check_optional
+from ampbench.results.verdicts import CheckReport, claims_exit, load_check_optional
 
-__all__ = ["check_run", "print_outcome_of", "recorded_check"]
+__all__ = ["check_exit", "check_run", "print_outcome_of", "recorded_check"]
+
+
+def check_exit(report: CheckReport, claims: bool = False) -> int:
+    """The verb's exit code: the verdicts' (check.json `exit_code`); with --claims, 1 when a published claim of
+    the suite is refuted (results.verdicts.claims_exit)."""
+    return claims_exit(report) if claims else report.exit_code
 
 
 def recorded_check(run_dir: Path) -> CheckReport:

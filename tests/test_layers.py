@@ -53,10 +53,12 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     ("judge/stats.py", "ampbench.trial.worker", "the analysis side never imports the run side"),
     ("results/summary.py", "ampbench.trial.setup", "the analysis side never imports the run side"),
     ("trackers/load.py", "ampbench.results.run_dir", "the run side never imports the analysis side"),
+    # one use case per verb (issue 57): pr-check once took compare's comparison from its verb
+    ("commands/pr_check.py", "ampbench.commands.compare", "verbs do not call verbs"),
 ])
 def test_a_crossing_import_breaks_the_contract(tmp_path: Path, module: str, target: str, contract: str) -> None:
-    """The run side and the analysis side are independent: one import across, either way, fails lint-imports
-    (exit 1) under the contract that forbids it, with the importing line named."""
+    """The run side and the analysis side are independent, and so are the verbs: one import across, either way,
+    fails lint-imports (exit 1) under the contract that forbids it, with the importing line named."""
     root, line = copy_with_import(tmp_path, module, target)
     out = lint_imports(root)
     assert out.returncode == 1, out.stdout + out.stderr

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.commands.compare import two_run_doc
+from ampbench.report.compare_runs import two_run_doc
 from ampbench.report.pr_comment import MARKER, Side, pr_comment
 from tests.factories import make_run, make_suite, make_trials
 from tests.test_bisect import _git, _repo, _suite
@@ -45,6 +45,30 @@ def test_the_comment_marks_a_significant_slowdown_and_escapes_names(tmp_path):
     assert "| no |" in rows["`amp-o1-fp16`"] and "**" not in rows["`amp-o1-fp16`"]
     assert "fix \\| &lt;b&gt;it&lt;/b&gt;" in text or "fix \\| \\<b\\>it\\</b\\>" in text   # a subject is text
 
+
+
+def test_compare_and_pr_check_decide_fail_above_by_one_rule():
+    """`compare --fail-above` and pr-check's exit code and comment line come from one decision
+    (judge.run_change.fail_above): slower beyond PCT fails, disturbed beyond PCT is undecided, noise never fails."""
+    from rich.console import Console
+
+    from ampbench.commands.compare import exit_code
+    from ampbench.commands.pr_check import _outcome
+    from ampbench.judge.run_change import fail_above
+    from ampbench.results.compare_file import Significance
+
+    def mark(m: str, change: float) -> Significance:
+        return Significance(mark=m, change=change)  # type: ignore[arg-type]
+
+    cases = [({"fp32": mark("slower", -0.20), "o1": mark("disturbed", -0.30)}, 10, 1, "Significantly slower"),
+             ({"fp32": mark("slower", -0.05), "o1": mark("disturbed", -0.30)}, 10, 3, "measurement was disturbed"),
+             ({"fp32": mark("not significant", -0.40)}, 10, 0, "No mode significantly slower"),
+             ({"fp32": mark("slower", -0.05)}, 0, 1, "Significantly slower: fp32.")]
+    for marks, pct, code, said in cases:
+        decided = fail_above(marks, pct)
+        assert decided.code == code == exit_code(marks, pct, Console(quiet=True)), (marks, pct)
+        assert said in _outcome(decided), _outcome(decided)
+    assert exit_code({"fp32": mark("slower", -0.5)}, None, None) == 0   # no --fail-above: no verdict
 
 def test_refusals_in_one_line(tmp_path):
     repo, shas = _repo(tmp_path, [0.01, 0.01])

@@ -26,13 +26,11 @@ from rich.markup import escape
 from ampbench.core.errors import ConfigError
 from ampbench.core.files import atomic_write_text, check_output
 from ampbench.core.store import RunPaths
-from ampbench.judge.run_change import changes
+from ampbench.judge.run_change import fail_above as fail_above_of
 from ampbench.report.benchmark_export import export_run
 from ampbench.report.compare import write_summary
-from ampbench.report.compare_runs import compare_doc, compare_rows, print_compare
-from ampbench.results.compare_file import CompareFile, Significance
-from ampbench.results.previous import previous_run
-from ampbench.results.run_dir import open_run
+from ampbench.report.compare_runs import print_compare, two_run_doc
+from ampbench.results.compare_file import Significance
 
 FORMATS = ("table", "json", "md", "csv", "parquet", "pytest-benchmark")
 TWO_RUNS = ("table", "json")
@@ -65,13 +63,6 @@ def compare(run_dirs: list[Path], fmt: str, output: str | None, sort: str, conso
     return 0
 
 
-def two_run_doc(run_dirs: list[Path], sort: str = "name") -> CompareFile:
-    """RUN [OTHER] (OTHER: the previous run beside RUN) compared, each change judged."""
-    cur = open_run(run_dirs[0])
-    oth = open_run(run_dirs[1] if len(run_dirs) == 2 else previous_run(run_dirs[0]))
-    return compare_doc(compare_rows(cur, oth, sort), changes(cur, oth), cur, oth)
-
-
 def _two_runs(run_dirs: list[Path], fmt: str, output: str | None, sort: str, console: Console,
               fail_above: float | None) -> int:
     if len(run_dirs) > 2 or (output is not None and fmt == "table"):
@@ -94,22 +85,19 @@ def _two_runs(run_dirs: list[Path], fmt: str, output: str | None, sort: str, con
 
 
 def exit_code(marks: dict[str, Significance], fail_above: float | None, console: Console | None) -> int:
-    """--fail-above PCT: 1 when a mode is significantly slower by more than PCT percent; 3 when none is but
-    a mode slower by more than PCT was disturbed (this machine cannot decide it: as check's INCONCLUSIVE);
-    else 0. A change that is not significant never fails: that is noise the runs' spread explains."""
+    """--fail-above PCT (judge.run_change.fail_above): 1 when a mode is significantly slower by more than PCT
+    percent, 3 when none is but one slower by more was disturbed, else 0; said in one line."""
     if fail_above is None:
         return 0
-    say = console.print if console is not None else (lambda *a, **k: None)
-    beyond = {m: c for m, c in marks.items() if c.change is not None and c.change < -fail_above / 100}
-    failed = [m for m, c in beyond.items() if c.mark == "slower"]
-    unsure = [m for m, c in beyond.items() if c.mark == "disturbed"]
-    if failed:
-        say(f"--fail-above {fail_above:g}%: significantly slower: {escape(', '.join(failed))} -> exit 1",
-            soft_wrap=True, highlight=False)
-        return 1
-    if unsure:
-        say(f"--fail-above {fail_above:g}%: {escape(', '.join(unsure))} slower by more, but the measurement "
-            "was disturbed: re-run on a quiet machine -> exit 3", soft_wrap=True, highlight=False)
-        return 3
-    say(f"--fail-above {fail_above:g}%: no mode significantly slower by more -> exit 0", highlight=False)
-    return 0
+    got = fail_above_of(marks, fail_above)
+    if console is None:
+        return got.code
+    if got.failed:
+        line = f"significantly slower: {', '.join(got.failed)} -> exit 1"
+    elif got.unsure:
+        line = (f"{', '.join(got.unsure)} slower by more, but the measurement was disturbed: re-run on a quiet "
+                "machine -> exit 3")
+    else:
+        line = "no mode significantly slower by more -> exit 0"
+    console.print(f"--fail-above {fail_above:g}%: {line}", soft_wrap=True, highlight=False, markup=False)
+    return got.code

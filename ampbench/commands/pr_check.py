@@ -23,15 +23,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.commands import bisect_repo
-from ampbench.commands.compare import exit_code, two_run_doc
 from ampbench.config import ConfigError
 from ampbench.core.files import atomic_write_text, check_output
 from ampbench.core.names import new_run_id
 from ampbench.core.store import RUNS_DIR
 from ampbench.engine.execute import Policies, execute, load_for_run
 from ampbench.engine.request import Output, RunRequest
+from ampbench.judge.run_change import FailAbove, fail_above
+from ampbench.report.compare_runs import two_run_doc
 from ampbench.report.pr_comment import Side, pr_comment
-from ampbench.results.compare_file import Significance
 from ampbench.results.verdicts import EXIT_ERROR
 
 MIN_SEEDS = 3   # judge/run_change.py: fewer trials a side are never significant
@@ -106,8 +106,9 @@ def run_pr_check(opts: PrCheckOptions, console: Console, progress: Console) -> i
                        f"{escape(str(folder))}/runs): nothing compared -> exit 2", soft_wrap=True, highlight=False)
         return EXIT_ERROR
     doc = two_run_doc([head_run, base_run])
-    code = exit_code(doc.marks(), opts.fail_above, None)
-    text = pr_comment(doc, Side(*base), Side(*head), suite.suite.name, _outcome(doc.marks(), code, opts.fail_above))
+    decided = fail_above(doc.marks(), opts.fail_above)
+    code = decided.code
+    text = pr_comment(doc, Side(*base), Side(*head), suite.suite.name, _outcome(decided))
     atomic_write_text(folder / "comment.md", text, root=folder)
     if opts.output is not None:
         atomic_write_text(opts.output, text)
@@ -116,15 +117,12 @@ def run_pr_check(opts: PrCheckOptions, console: Console, progress: Console) -> i
     return code
 
 
-def _outcome(marks: dict[str, Significance], code: int, fail_above: float) -> str:
+def _outcome(decided: FailAbove) -> str:
     """The line the comment states the result with (the exit code's meaning, compare --fail-above's rule)."""
-    beyond = f" by more than {fail_above:g}%" if fail_above else ""
-    past = {m: s for m, s in marks.items() if s.change is not None and s.change < -fail_above / 100}
-    slower = [m for m, s in past.items() if s.mark == "slower"]
-    disturbed = [m for m, s in past.items() if s.mark == "disturbed"]
-    if code == 1:
-        return f"Significantly slower{beyond}: {', '.join(slower)}. This check fails."
-    if code == 3:
-        return (f"Slower{beyond} but the measurement was disturbed ({', '.join(disturbed)}): not decided; re-run on a "
-                "quiet machine.")
+    beyond = f" by more than {decided.pct:g}%" if decided.pct else ""
+    if decided.failed:
+        return f"Significantly slower{beyond}: {', '.join(decided.failed)}. This check fails."
+    if decided.unsure:
+        return (f"Slower{beyond} but the measurement was disturbed ({', '.join(decided.unsure)}): not decided; re-run "
+                "on a quiet machine.")
     return f"No mode significantly slower{beyond}."

@@ -11,12 +11,13 @@ against the current (a speed-up), so "significant" means the same in `compare` a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ampbench.judge.check import judge_run
 from ampbench.judge.rules.history import HISTORY_THROUGHPUT
 from ampbench.results.baselines import from_trials
+from ampbench.results.compare_file import Significance
 from ampbench.results.run_dir import OpenRun
 from ampbench.results.verdicts import RuleResult
 
@@ -90,3 +91,26 @@ def changes(current: OpenRun, other: OpenRun) -> dict[str, Change]:
         out[mode] = Change(mode, mark, _num(d.get("ratio")), _num(d.get("ci_low")), _num(d.get("ci_high")),
                            _num(th.get("min_change")) or 0.0, why)
     return out
+
+
+@dataclass(frozen=True)
+class FailAbove:
+    """`--fail-above PCT` over two runs' marks (compare's exit code, pr-check's and its comment's line): the
+    modes significantly slower by more than PCT percent (exit 1), else those slower by more whose measurement
+    was disturbed (exit 3: this machine cannot decide them, as check's INCONCLUSIVE), else none (exit 0).  A
+    change that is not significant never fails: that is noise the runs' spread explains."""
+
+    pct: float
+    failed: list[str] = field(default_factory=list)
+    unsure: list[str] = field(default_factory=list)
+
+    @property
+    def code(self) -> int:
+        return 1 if self.failed else 3 if self.unsure else 0
+
+
+def fail_above(marks: dict[str, Significance], pct: float) -> FailAbove:
+    """The modes whose change is below -PCT %, split by their mark (FailAbove)."""
+    beyond = {m: c for m, c in marks.items() if c.change is not None and c.change < -pct / 100}
+    return FailAbove(pct, [m for m, c in beyond.items() if c.mark == "slower"],
+                     [m for m, c in beyond.items() if c.mark == "disturbed"])

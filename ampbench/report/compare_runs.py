@@ -23,10 +23,11 @@ from rich.table import Table
 from ampbench.core.errors import ConfigError
 from ampbench.core.files import shown_path
 from ampbench.judge import measure
-from ampbench.judge.run_change import Change
+from ampbench.judge.run_change import Change, changes
 from ampbench.report import fmt
 from ampbench.report.console import cell_text, table_box
 from ampbench.results.compare_file import ComparedRun, CompareFile, CompareRow, Significance
+from ampbench.results.previous import previous_run
 from ampbench.results.run_dir import OpenRun, open_run
 
 COLUMNS = ("name", "min", "max", "mean", "stddev", "median", "iqr", "trials", "samples_per_s", "change")
@@ -117,6 +118,15 @@ def compare_doc(rows: list[Row], marks: dict[str, Change] | None, current: OpenR
                               change=r.change, significance=sig))
     return CompareFile(current=_ref(current), other=_ref(other), warning=differences(rows) or "",
                        modes=[m.name for m in current.suite.modes], rows=out)
+
+
+
+def two_run_doc(run_dirs: list[Path], sort: str = "name") -> CompareFile:
+    """RUN [OTHER] (OTHER: the previous run beside RUN) compared, each change judged (judge.run_change): what
+    `compare --format table|json` shows and pr-check comments."""
+    cur = open_run(run_dirs[0])
+    oth = open_run(run_dirs[1] if len(run_dirs) == 2 else previous_run(run_dirs[0]))
+    return compare_doc(compare_rows(cur, oth, sort), changes(cur, oth), cur, oth)
 
 
 def _ref(run: OpenRun) -> ComparedRun:

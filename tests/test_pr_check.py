@@ -58,7 +58,7 @@ def test_compare_and_pr_check_decide_fail_above_by_one_rule():
     from ampbench.results.compare_file import Significance
 
     def mark(m: str, change: float) -> Significance:
-        return Significance(mark=m, change=change)  # type: ignore[arg-type]
+        return Significance.model_validate({"mark": m, "change": change})
 
     cases = [({"fp32": mark("slower", -0.20), "o1": mark("disturbed", -0.30)}, 10, 1, "Significantly slower"),
              ({"fp32": mark("slower", -0.05), "o1": mark("disturbed", -0.30)}, 10, 3, "measurement was disturbed"),

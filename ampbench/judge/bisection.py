@@ -29,6 +29,7 @@ from typing import Any, Literal
 from ampbench.results.verdicts import RuleResult
 
 Verdict = Literal["good", "bad", "skip"]
+LookStatus = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]   # a look's status, as bisect.json records it
 
 
 @dataclass
@@ -139,13 +140,14 @@ def wrong_step_bound(verdicts: dict[int, Verdict], fail_alpha: float, pass_beta:
     return min(1.0, bad * fail_alpha + good * pass_beta)
 
 
-def look_verdict(rule: str, results: list[RuleResult]) -> tuple[str, Verdict, Any, str]:
+def look_verdict(rule: str, results: list[RuleResult]) -> tuple[LookStatus, Verdict, Any, str]:
     """One look's status, verdict, figure and message from the rule's results over the judged modes: the first
     FAIL (bad), else the first mode when all PASS (good), else the first mode that did not PASS (skip: an
     informational or inconclusive result proves neither side).  No result at all: skip."""
     if not results:
         return "ERROR", "skip", None, f"{rule} was not judged (no ok trial?)"
     statuses = ["INCONCLUSIVE" if r.informational else r.status for r in results]
+    status: LookStatus
     verdict: Verdict
     if "FAIL" in statuses:
         decided, status, verdict = results[statuses.index("FAIL")], "FAIL", "bad"

@@ -127,6 +127,21 @@ def test_a_new_seed_policy_is_one_class_the_engine_runs(work: Path, toy_suite: A
     assert [x[2] for x in RAN[-2:]] == [2, 2] and (run.path / "check.json").is_file()
 
 
+
+def test_a_new_seed_policy_is_found_by_its_kind_on_the_command_line(work: Path, toy_suite: Any) -> None:
+    """`run --seed-policy test-one-more` finds `OneMoreSeed` above as `--launcher` finds a launcher (no list
+    edited); an unknown kind names the known ones; a policy of another kind is refused beside --until-decided."""
+    RAN.clear()
+    r = _cli("run", str(toy_suite()), "--launcher", "test-factory", "--seed-policy", "test-one-more", "--out", "runs",
+             "--seeds", "0,1", "--no-report")
+    assert r.exit_code in (0, 1, 3), r.output
+    run = open_run(next(Path("runs/toy").iterdir()))
+    assert sorted({s for _, s in run.info.planned()}) == [0, 1, 2] and len(run.trials) == 6
+    unknown = _cli("run", str(toy_suite()), "--seed-policy", "bayes", "--out", "runs")
+    assert unknown.exit_code == 2 and "test-one-more" in unknown.output and "until-decided" in unknown.output
+    both = _cli("run", str(toy_suite()), "--seed-policy", "test-one-more", "--until-decided", "--out", "runs")
+    assert both.exit_code == 2 and len(both.output.strip().splitlines()) == 1, both.output
+
 @pytest.mark.slow
 def test_a_real_launcher_in_a_few_lines_trains_the_trials(work: Path, toy_suite: Any) -> None:
     """`InProcessLauncher` runs the worker's own loop here: real trials, judged as any run's."""

@@ -33,6 +33,9 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
     until_decided: bool = typer.Option(False, "--until-decided", help="Add matched seeds while a speed or parity "
                                        "rule is INCONCLUSIVE and more seeds can decide it (alpha spending over the looks)"),
+    seed_policy_kind: str | None = typer.Option(None, "--seed-policy", metavar="KIND", help="fixed (the default: "
+                                                "--seeds or the suite's), until-decided (--until-decided), or "
+                                                "another seed policy's kind (engine/seeds/)"),
     max_seeds: str = typer.Option("12", "--max-seeds", metavar="INTEGER", help="Seed cap per mode for --until-decided (2 to 64)"),
     budget: str | None = typer.Option(None, "--budget", metavar="DURATION", help="Time budget for --until-decided, e.g. 2h, 45m"),
     baseline: Path | None = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
@@ -78,7 +81,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     from ampbench.commands.run import launcher as launcher_of
     from ampbench.commands.run import run as run_verb
 
-    how = seed_policy(until_decided, max_seeds, budget)
+    how = seed_policy(until_decided, max_seeds, budget, seed_policy_kind)
     request = RunRequest(suite_file=suite_file, profile=profile, modes=tuple(modes or ()), seeds=seeds,
                          overrides=tuple(set_ or ()), out_dir=out_dir, resume=resume)
     where = launcher_of(launcher, devices, affinity, master, node_rank,

@@ -38,15 +38,23 @@ def parse_max_seeds(text: str) -> int:
     return int(s)
 
 
-def seed_policy(until_decided: bool, max_seeds: str, budget: str | None) -> SeedPolicy:
-    """`--until-decided [--max-seeds N] [--budget DURATION]` as the seed policy (else the planned seeds)."""
+def seed_policy(until_decided: bool, max_seeds: str, budget: str | None, kind: str | None = None) -> SeedPolicy:
+    """`--until-decided [--max-seeds N] [--budget DURATION]` as the seed policy (else the planned seeds), or
+    `--seed-policy KIND`: a seed policy by its kind (engine/seeds/: a new one is one file there, found by its
+    kind as a launcher is by --launcher; `until-decided` is --until-decided, `fixed` the default)."""
     try:
         budget_s = parse_duration(budget) if budget is not None else None
     except ValueError as e:
         raise ConfigError("--budget", (budget or "")[:40], str(e)) from None
     cap = parse_max_seeds(max_seeds)
+    other = kind is not None and kind not in (FixedSeeds.kind, UntilDecided.kind)
+    if other and until_decided:
+        raise ConfigError("--seed-policy", str(kind), "not with --until-decided (that is --seed-policy until-decided)")
+    until_decided = until_decided or kind == UntilDecided.kind
     if (budget is not None or cap != UntilDecided().max_seeds) and not until_decided:
         raise ConfigError("--max-seeds/--budget", budget or str(cap), "only with --until-decided")
+    if other:
+        return SeedPolicy.named(str(kind), "--seed-policy")
     return UntilDecided(max_seeds=cap, budget_s=budget_s) if until_decided else FixedSeeds()
 
 

@@ -11,7 +11,8 @@
   and TYPE_CHECKING imports included: a hidden cycle is still a cycle), with a package's `__init__`
   as a node of its own (ast only; nothing is imported);
 - the folders directly in ampbench/ are exactly the layers of the import-linter contract
-  (the contract itself: tests/test_layers.py).
+  (the contract itself: tests/test_layers.py);
+- no module over 500 lines (issue 57's acceptance).
 
 Each assertion message lists every offender, so one run shows the whole to-do list.
 """
@@ -262,6 +263,19 @@ def test_no_import_cycle_between_ampbench_modules() -> None:
     offenders = describe_cycles(import_graph())
     if offenders:
         pytest.fail("import cycles (function-level imports count):\n  " + "\n  ".join(offenders), pytrace=False)
+
+
+# ---------------------------------------------------------------- size
+
+MAX_MODULE_LINES = 500   # issue 57's acceptance: a module a maintainer reads whole
+
+
+def test_no_module_over_500_lines() -> None:
+    """No module in ampbench/ over MAX_MODULE_LINES lines (the hook's files and generated ones included): a
+    longer one holds more than one thing to name (split it by what it holds, not by size alone)."""
+    long = {_rel(m): n for m in MODULES.values() if (n := len(m.path.read_text(encoding="utf-8").splitlines()))
+            > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
 # ---------------------------------------------------------------- top level

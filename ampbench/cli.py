@@ -26,6 +26,7 @@ from rich.markup import escape
 from ampbench.core.errors import UserError
 from ampbench.core.files import os_reason
 from ampbench.core.store import BASELINES_DIR, HISTORY_DIR, RUNS_DIR
+from ampbench.core.text import printable
 from ampbench.launch.process import Interrupted, install_signal_handlers
 
 EXIT_CODES = """\b
@@ -123,7 +124,7 @@ def _root(
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(printable(msg))}", highlight=False, soft_wrap=True)  # one line, no escape acts
     raise typer.Exit(code)
 
 
@@ -530,8 +531,9 @@ def history_accept(
     from ampbench.commands.history import accept_level
 
     rec, path = accept_level(history, by, why, suite=suite, run=run, min_change=min_change)
-    out.print(f"accepted: the level of suite {escape(rec.suite)} from run {escape(rec.run_id)} on "
-              f"({len(rec.cleared)} night(s)) by {escape(rec.by)}: {escape(rec.why)}", soft_wrap=True)
+    out.print(f"accepted: the level of suite {printable(rec.suite)} from run {rec.run_id} on "
+              f"({len(rec.cleared)} night(s)) by {printable(rec.by)}: {printable(rec.why)}", soft_wrap=True,
+              markup=False)
     out.print(f"recorded: {escape(str(path))}", soft_wrap=True)
 
 

@@ -242,4 +242,4 @@ def plan_parity(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize
 PARITY_SEEDS = Seeding(plan=plan_parity)
 ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity,
                        results=(Result("accuracy-parity", seeds=PARITY_SEEDS, tune="parity", bisect="in-run",
-                                       figure="metric_delta"),))
+                                       figure="metric_delta", reference=True),))

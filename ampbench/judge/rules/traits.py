@@ -15,6 +15,9 @@ name:
   inside each run, in the AMP modes): `ampbench bisect --rule` searches it (commands.bisect).
 - `figure`: the mode figure its result gives: tune's rung record and the run summary read it (speedup's
   estimate and interval from its details, the others' `observed`).
+- `reference`: its status can move with the run's reference besides its trials (accuracy-parity adds the
+  pooled history's run-to-run spread; a bisect "history" result is judged against the reference outright):
+  a verdict read back is checked against its trials without it (judge.recorded).
 
 A result no rule declares has none of these: `check` judges it and the outcome table shows it, nothing else.
 """
@@ -81,3 +84,9 @@ class Result:
     outcome: OutcomeRole | None = None
     bisect: BisectKind | None = None
     figure: Figure | None = None
+    reference: bool = False
+
+    @property
+    def needs_reference(self) -> bool:
+        """Judged against the run's reference (a baseline, the pooled history), not from its trials alone."""
+        return self.reference or self.bisect == "history"

@@ -41,12 +41,15 @@ class Row:
     iqr: float
     trials: int
     samples_per_s: float
-    change: float | None  # vs the same mode in the other run (this / other - 1); None for the other run
+    change: float | None  # vs the same mode in the other run (this / other - 1); None: the other run's row,
+    # or a mode the other run has no ok trial of
     suite: str = ""
     config_hash: str = ""
+    current: bool = True  # a row of the run compared (False: of the other run, the reference)
 
 
 def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
+    """One row per mode with ok trials; `ref` (the other run's figures) None: these are the other run's rows."""
     out = []
     for m in run.suite.modes:
         ok = [t for t in run.trials if t.mode == m.name and t.status == "ok"]
@@ -59,7 +62,8 @@ def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
         out.append(Row(f"{m.name} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
                        float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"), float(np.median(v)),
                        float(q3 - q1), len(v), st.samples_per_s,
-                       None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash))
+                       None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash,
+                       current=ref is not None))
     return out
 
 
@@ -119,12 +123,13 @@ def print_compare(rows: list[Row], console: Console, marks: dict[str, Change] | 
     for col in cols + (["Significant"] if marks is not None else []):
         t.add_column(col, justify="left" if col in ("Name", "Significant") else "right")
     for r in rows:
-        change = "(other)" if r.change is None else fmt.pct(r.change)
+        change = "(other)" if not r.current else "no ok trial in the other run" if r.change is None \
+            else fmt.pct(r.change)
         cells = [escape(r.name), *(fmt.num(x) for x in (r.min, r.max, r.mean)),
                  "-" if np.isnan(r.stddev) else fmt.num(r.stddev), fmt.num(r.median), fmt.num(r.iqr),
                  str(r.trials), fmt.num(r.samples_per_s), change]
         if marks is not None:
-            cells.append("" if r.change is None else escape(significance_text(marks.get(r.mode))))
+            cells.append("" if not r.current else escape(significance_text(marks.get(r.mode))))
         t.add_row(*cells)
     console.print(t)
     if marks:

@@ -1,0 +1,74 @@
+"""Issue 59: options and tables a user or a cluster sees. `--slurm-arg` is parsed as sbatch parses it (a unique
+prefix is the option, the later one wins), so no prefix of an option ampbench sets reaches sbatch; `compare`
+labels a row by the run it belongs to, not by whether the other run had a figure to compare with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ampbench.cli import app
+from ampbench.config import ConfigError
+from ampbench.launch import slurm
+from tests.factories import make_run, make_suite, make_trials
+
+cli = CliRunner()
+
+
+def invoke(*args: str):
+    r = cli.invoke(app, list(args), env={"COLUMNS": "250"})
+    assert "Traceback" not in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return r
+
+
+# ---------------------------------------------------------------- 6. --slurm-arg: sbatch's prefixes
+
+
+@pytest.mark.parametrize("arg,own", [
+    ("outp=/tmp/x", "output"), ("comm=forged", "comment"), ("array=0-3", "array"), ("o=/tmp/x", "output"),
+    ("OUTPUT=/tmp/x", "output"), ("--job=x", "job-name"), ("ch=/", "chdir"), ("exp=NONE", "export"),
+    ("open=truncate", "open-mode"), ("wai", "wait"), ("dep=afterok:1", "dependency"), ("e=/tmp/e", "error"),
+    ("ntasks-per=2", "ntasks-per-node"), ("hol", "hold"), ("pars", "parsable"),
+])
+def test_a_prefix_of_an_option_ampbench_sets_is_refused(arg, own):
+    """sbatch's getopt_long takes `--outp=` as `--output=` and the later of two as the one: on main these
+    replaced the run's log, its ownership token (the job comment) or made one trial an array of four."""
+    with pytest.raises(ConfigError, match=f"--{own}"):
+        slurm.parse_slurm_args([arg])
+
+
+def test_other_options_and_exact_names_pass():
+    """An sbatch option's exact name is that option even where it prefixes a guarded one (`ntasks`)."""
+    ok = ["account=proj", "exclusive", "--qos=high", "ntasks=2", "gpus=2", "mem=8G", "time-min=5", "reservation=r"]
+    assert slurm.parse_slurm_args(ok) == ["--account=proj", "--exclusive", "--qos=high", "--ntasks=2", "--gpus=2",
+                                          "--mem=8G", "--time-min=5", "--reservation=r"]
+
+
+def test_the_cli_refuses_a_prefix_in_one_line_before_anything(tmp_path):
+    r = invoke("run", "toy", "--launcher", "slurm", "--slurm-arg", "comm=forged", "--out", str(tmp_path / "runs"))
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "--comment" in r.output and not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------- 10. compare: whose row is it
+
+
+def test_compare_labels_this_runs_row_when_the_other_has_no_ok_amp_trial(tmp_path):
+    """The other run's AMP trials all crashed: this run's AMP row is this run's (on main it read "(other)"),
+    with no change to show."""
+    suite = make_suite(("fp32", "amp-o1-fp16"), seeds=(0, 1, 2))
+    other_trials = [t if t.mode == "fp32" else t.model_copy(update={"status": "crashed"})
+                    for t in make_trials(suite, config_hash=suite.config_hash())]
+    other = make_run(tmp_path, suite, other_trials, run_id="other")
+    cur = make_run(tmp_path, suite, make_trials(suite, config_hash=suite.config_hash()), run_id="cur")
+    r = invoke("compare", str(cur), str(other))
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if "amp-o1-fp16 (cur)" in line)
+    assert "(other)" not in row and "no ok trial in the other run" in row, row
+    other_row = next(line for line in r.output.splitlines() if "fp32 (other)" in line)
+    assert "(other)" in other_row.split("fp32 (other)", 1)[1], other_row
+    assert not any("amp-o1-fp16 (other)" in line for line in r.output.splitlines())

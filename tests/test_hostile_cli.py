@@ -72,3 +72,35 @@ def test_compare_labels_this_runs_row_when_the_other_has_no_ok_amp_trial(tmp_pat
     other_row = next(line for line in r.output.splitlines() if "fp32 (other)" in line)
     assert "(other)" in other_row.split("fp32 (other)", 1)[1], other_row
     assert not any("amp-o1-fp16 (other)" in line for line in r.output.splitlines())
+
+
+# ---------------------------------------------------------------- 9. `ulimit -f`: the cause, not only in logs/
+
+EFBIG_WORKER = r'''
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))   # `ulimit -f 4`, as the shell would set it
+print("training ...", flush=True)
+with open(sys.argv[1], "w") as f:   # Python ignores SIGXFSZ: the write fails with EFBIG
+    f.write("x" * 100_000)
+'''
+
+
+def test_a_worker_killed_by_the_file_size_limit_says_so(run_dir, monkeypatch, tmp_path):
+    """A worker whose write hit RLIMIT_FSIZE dies before writing its result; the trial's error names the cause
+    (on main only "worker died with exit code 1 before writing its result", EFBIG in logs/ alone)."""
+    import sys
+
+    from ampbench.commands.run import trial_files
+    from ampbench.launch import launcher
+    from ampbench.results import RunDir
+    from ampbench.trial.spec import TrialSpec
+
+    rd = RunDir(run_dir)
+    path = rd.trial_path("fp32", 5)
+    spec = TrialSpec(suite=make_suite(seeds=(5,)), suite_file="s.toml", mode="fp32", seed=5, profile="default",
+                     trial_path=str(path), config_hash="", cache_dir=str(tmp_path / "cache"))
+    monkeypatch.setattr(launcher, "worker_command",
+                        lambda spec_path: [sys.executable, "-c", EFBIG_WORKER, str(tmp_path / "out.bin")])
+    t = launcher.launch(spec, trial_files(rd, "fp32", 5))
+    assert t.status == "crashed" and "exit code 1" in t.error, t.error
+    assert "File too large" in t.error and "Errno 27" in t.error, t.error

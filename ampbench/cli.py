@@ -26,6 +26,7 @@ from rich.markup import escape
 from ampbench.core.errors import UserError
 from ampbench.core.files import os_reason
 from ampbench.core.store import BASELINES_DIR, HISTORY_DIR, RUNS_DIR
+from ampbench.core.terminal import TerminalConsole
 from ampbench.core.text import printable
 from ampbench.launch.process import Interrupted, install_signal_handlers
 
@@ -44,8 +45,8 @@ def _console(stderr: bool = False) -> Console:
     80-column default that truncates mode names), and COLUMNS still wins when set."""
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr, width=_width(True))
-    return Console(stderr=stderr, width=_width(False), no_color=True, highlight=False)
+        return TerminalConsole(stderr=stderr, width=_width(True))
+    return TerminalConsole(stderr=stderr, width=_width(False), no_color=True, highlight=False)
 
 
 def _width(terminal: bool) -> int | None:

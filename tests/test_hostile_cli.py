@@ -5,8 +5,6 @@ labels a row by the run it belongs to, not by whether the other run had a figure
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from typer.testing import CliRunner
 
@@ -104,3 +102,41 @@ def test_a_worker_killed_by_the_file_size_limit_says_so(run_dir, monkeypatch, tm
     t = launcher.launch(spec, trial_files(rd, "fp32", 5))
     assert t.status == "crashed" and "exit code 1" in t.error, t.error
     assert "File too large" in t.error and "Errno 27" in t.error, t.error
+
+
+# ---------------------------------------------------------------- 7. every verb's console: text shown, not obeyed
+
+
+def test_the_console_escapes_control_characters_in_everything_it_prints():
+    """core/terminal.py: after rich's markup and layout, each text segment's control characters are shown as
+    their escapes; rich's own styles still reach a terminal."""
+    import io
+
+    from rich.table import Table
+    from rich.text import Text
+
+    from ampbench.core.terminal import TerminalConsole
+
+    buf = io.StringIO()
+    c = TerminalConsole(file=buf, force_terminal=True, width=120)
+    t = Table("cell")
+    t.add_row(Text("\x1b]8;;https://evil.example\x07link\x1b]8;;\x07"))
+    c.print("[bold]ok[/] \x1b[2J \u202eevil\tx", t, highlight=False)
+    out = buf.getvalue()
+    assert "\x1b[2J" not in out and "\x1b]8" not in out and "\u202e" not in out, repr(out)
+    assert "\\x1b[2J" in out and "\\x1b]8;;https://evil.example" in out and "\\u202e" in out, repr(out)
+    assert "\x1b[1m" in out   # the console's own bold
+
+
+def test_a_path_with_escapes_reaches_the_terminal_escaped(tmp_path):
+    """A run folder whose name holds a hyperlink and a screen clear: `report` names it escaped (on main: raw)."""
+    import shutil
+
+    suite = make_suite(seeds=(0, 1))
+    run = make_run(tmp_path, suite, make_trials(suite, n_steps=10, config_hash=suite.config_hash()))
+    odd = run.parent / "r\x1b]8;;https://evil.example\x07x\x1b[2J"
+    shutil.move(run, odd)
+    r = invoke("report", str(odd))
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.output and "\x07" not in r.output, repr(r.output)
+    assert "\\x1b]8;;https:/evil.example" in r.output and "\\x1b[2J" in r.output, r.output

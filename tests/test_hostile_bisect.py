@@ -276,3 +276,25 @@ def test_a_repository_with_submodules_is_refused_with_advice_that_works(tmp_path
     one_line_exit_2(r)
     assert "submodule" in r.output and "vendor/lib" in r.output and "--repo" in r.output
     assert stand_in == [] and not any((tmp_path / "out").rglob("bisect.json"))
+
+
+# ---------------------------------------------------------------- 8. one process a search
+
+
+def test_a_second_resume_of_a_running_search_is_refused(tmp_path, stand_in):
+    """Two `bisect --resume` of one folder at once would both run candidates and each rewrite bisect.json with
+    its own (one's looks lost): the second is refused in one line while the first holds the search's lock."""
+    import filelock
+
+    from ampbench.core.store import lock_of
+
+    folder, _, _ = _finished_search(tmp_path)
+    _forget_candidates(folder)
+    before = (folder / "bisect.json").read_bytes()
+    with filelock.FileLock(lock_of(folder / "bisect.json"), timeout=0):
+        stand_in.clear()
+        r = invoke("bisect", "--resume", str(folder))
+        one_line_exit_2(r)
+        assert "another ampbench process" in r.output and stand_in == []
+    assert (folder / "bisect.json").read_bytes() == before
+    assert invoke("bisect", "--resume", str(folder)).exit_code == 1   # the lock released: it runs

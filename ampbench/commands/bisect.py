@@ -30,6 +30,7 @@ trials are Slurm jobs, and `--parallel K` submits K candidates' runs at once (co
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -47,9 +48,9 @@ from ampbench.commands.run_plan import RunOptions, device_pool
 from ampbench.config import REFERENCE_MODE, ConfigError, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import ensure_folder, open_for_append, refuse_link
+from ampbench.core.files import ensure_folder, locked, open_for_append, refuse_link
 from ampbench.core.names import new_run_id
-from ampbench.core.store import RUNS_DIR, RunPaths
+from ampbench.core.store import RUNS_DIR, RunPaths, lock_of
 from ampbench.core.text import printable
 from ampbench.judge.bisection import Search, Verdict, wrong_step_bound
 from ampbench.judge.rules import registry
@@ -58,7 +59,7 @@ from ampbench.launch.process import Interrupted
 from ampbench.launch.slurm import SlurmOptions
 from ampbench.report.bisect_md import write_bisect_md
 from ampbench.results.baselines import load_baseline, save_baseline
-from ampbench.results.bisect_file import BisectFile, Candidate, load_bisect
+from ampbench.results.bisect_file import BISECT_JSON, BisectFile, Candidate, load_bisect
 from ampbench.results.run_dir import open_run
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, RuleResult
 
@@ -615,7 +616,22 @@ def run_bisect(opts: BisectOptions, console: Console | None = None) -> int:
     it could not (endpoints not bracketing a change, the boundary undecided), 2 on a crashed endpoint, 130/143
     when interrupted (continue with --resume)."""
     console = console or Console()
-    folder, doc, overrides = _resumed(opts, console) if opts.resume else _new(opts, console)
+    with contextlib.ExitStack() as hold:   # one process a search: a second --resume of it is refused, not raced
+        if opts.resume:
+            hold.enter_context(_search_lock(Path(opts.resume)))
+        folder, doc, overrides = _resumed(opts, console) if opts.resume else _new(opts, console)
+        if not opts.resume:
+            hold.enter_context(_search_lock(folder))
+        return _search_in(folder, doc, overrides, console)
+
+
+def _search_lock(folder: Path) -> contextlib.AbstractContextManager[None]:
+    refuse_link(folder)
+    return locked(lock_of(folder / BISECT_JSON), f"the search in {folder} (another `bisect --resume` runs it)",
+                  timeout=0)
+
+
+def _search_in(folder: Path, doc: BisectFile, overrides: list[str], console: Console) -> int:
     suite_file = Path(doc.suite_file)
     with open_for_append(folder / "bisect.log", folder) as log:
         ctx = _Ctx(folder, doc, suite_file, doc.profile, overrides, console, log)

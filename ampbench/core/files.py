@@ -348,8 +348,8 @@ def locked(lock: Path, what: str, timeout: float = LOCK_WAIT_S) -> Iterator[None
     try:
         guard.acquire()
     except filelock.Timeout:
-        raise ResultsError(f"{lock}: another ampbench process has held this lock on {what} for {timeout:.0f} s; "
-                           "wait for it to finish") from None
+        held = f"has held this lock on {what} for {timeout:.0f} s" if timeout > 0 else f"holds this lock on {what}"
+        raise ResultsError(f"{lock}: another ampbench process {held}; wait for it to finish") from None
     except OSError as e:
         raise ResultsError(f"{lock}: cannot lock {what}: {os_reason(e)}") from None
     try:

@@ -14,6 +14,16 @@ _.ResNetWorkload  # "ampbench.workloads.resnet.workload:ResNetWorkload"
 _.ToyWorkload  # "ampbench.workloads.toy:ToyWorkload"
 _.CommandWorkload  # "ampbench.workloads.command.workload:CommandWorkload"
 
+# pytest calls the plugin's hooks, fixtures and item methods (ampbench/pytest_plugin.py, the pytest11 entry point);
+# a user's test calls assert_passed.
+_.pytest_addoption  # a pytest hook: the --ampbench-* options
+_.pytest_configure  # a pytest hook: the marker registered
+_.pytest_collection_modifyitems  # a pytest hook: the suites as items
+_.ampbench_result  # a fixture: pytest passes it to the test that names it
+_.runtest  # pytest.Item
+_.reportinfo  # pytest.Item
+_.assert_passed  # SuiteResult: what a user's test calls
+
 # typer calls the app's callback (cli.py: the options before the verb, --version).
 _._root  # @app.callback()
 
@@ -46,7 +56,7 @@ _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and t
 
 _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back
 
-# core/wire.py: fields of the hook's event declarations (TypedDicts), read as dictionary keys, never as attributes.
+# record/wire.py: fields of the hook's event declarations (TypedDicts), read as dictionary keys, never as attributes.
 _.cuda_env  # DeviceEvent: the CUDA variables NVML needs (trial/command_gpu.py reads start["cuda_env"])
 _.optimizer_calls  # OpsEvent: the optimizer's op counts, apart
 _.first_step  # OpsEvent: the first step of the op window

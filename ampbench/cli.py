@@ -327,14 +327,16 @@ def publish(
 def compare(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders; table: RUN [OTHER] (OTHER defaults to the "
                                           "previous run of the same suite, device and config beside RUN)"),
-    fmt: str = typer.Option("table", "--format", help="table (two runs, pytest-benchmark's columns), md, csv, "
-                            "parquet (every run per mode, change vs the first) or pytest-benchmark (one run's JSON)"),
-    output: str | None = typer.Option(None, "-o", "--output", help="File to write (md/csv: default stdout; "
+    fmt: str = typer.Option("table", "--format", help="table (two runs, pytest-benchmark's columns), json (the same "
+                            "as data), md, csv, parquet (every run per mode, change vs the first) or "
+                            "pytest-benchmark (one run's JSON)"),
+    output: str | None = typer.Option(None, "-o", "--output", help="File to write (json/md/csv: default stdout; "
                                          "parquet, pytest-benchmark: required; a folder/ for pytest-benchmark)"),
     sort: str = typer.Option("name", "--sort", help="table: name, min, max, mean, stddev, median, iqr, trials, "
                              "samples_per_s or change (numeric: best first)"),
     fail_above: float | None = typer.Option(None, "--fail-above", min=0, help="PCT: exit 1 when a mode is "
-                                            "significantly slower by more than PCT percent (3: slower but disturbed)"),
+                                            "significantly slower by more than PCT percent (3: slower but disturbed; "
+                                            "table or json)"),
 ) -> None:
     """Compare runs per mode: two side by side (pytest-benchmark's columns, each change marked significant or
     not by check --baseline's test), several as one table, or export one."""
@@ -577,7 +579,8 @@ def suites(
 
 @app.command()
 def schema(
-    name: str | None = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe or diagnosis"),
+    name: str | None = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe, diagnosis, tune, "
+                                      "bisect or compare"),
     write: Path | None = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
 ) -> None:
     """Print the JSON Schema of a file ampbench writes or reads (no NAME: list them)."""

@@ -108,11 +108,11 @@ def test_mode_args_are_refused_for_built_in_workloads(tmp_path, toy_suite):
 def test_the_hook_imports_nothing_of_ampbench_but_the_two_standard_library_files_it_shares():
     """The hook runs in the user's interpreter (which may not have ampbench): sitecustomize and its
     package import the standard library, paddle and each other only; the vocabulary and the
-    environment names come from core/wire.py and core/protocol.py, loaded by path, which import the
+    environment names come from record/wire.py and core/protocol.py, loaded by path, which import the
     standard library only (at import time). No module of the hook is over 400 lines."""
     files = [HOOK_DIR / "sitecustomize.py", *sorted((HOOK_DIR / "_ampbench_hook").glob("*.py"))]
     assert {p.name for p in HOOK_DIR.iterdir() if p.name != "__pycache__"} == {"sitecustomize.py", "_ampbench_hook"}
-    shared = [ROOT / "ampbench" / "core" / "wire.py", ROOT / "ampbench" / "core" / "protocol.py"]
+    shared = [ROOT / "ampbench" / "record" / "wire.py", ROOT / "ampbench" / "core" / "protocol.py"]
     for f in files + shared:
         tree = ast.parse(f.read_text())
         top = tree.body if f in shared else list(ast.walk(tree))   # shared: module level only (psutil is lazy)
@@ -389,7 +389,7 @@ def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_
 
     import numpy as np
 
-    from ampbench.core.wire import STEP_F64_KEYS, encode_steps
+    from ampbench.record.wire import STEP_F64_KEYS, encode_steps
     from ampbench.trial.command_record import EventReader
 
     bf16 = np.array(16320, dtype=np.uint16)   # 1.5 as bfloat16, as _getitem_from_offset returns it

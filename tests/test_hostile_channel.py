@@ -268,7 +268,7 @@ def test_the_reader_bounds_and_checks_every_field():
     p = reader.procs[9]
     assert [len(e) for e in p.errors] == [4000]
     assert [s["step"] for s in p.steps] == [1] and p.data_waits == {1: 0.01} and p.rank == 0
-    from ampbench.core.wire import ROWS_PER_LINE, encode_steps
+    from ampbench.record.wire import ROWS_PER_LINE, encode_steps
 
     full = [(i, 1.0 + i, 0.5 + i, 0.25, None, False, 0.0, None) for i in range(2, 2 + ROWS_PER_LINE)]
     assert len(reader.ingest(9, encode_steps(full).encode())) == ROWS_PER_LINE   # the longest line the hook sends
@@ -317,9 +317,9 @@ def test_a_connection_without_the_token_costs_no_tree_walk():
 
 
 def test_each_event_kind_is_declared_once_with_exactly_its_checks():
-    """The TypedDicts of core/wire.py are the vocabulary: a field declared and not checked (or
+    """The TypedDicts of record/wire.py are the vocabulary: a field declared and not checked (or
     checked and not declared) would let the two drift apart."""
-    from ampbench.core import wire
+    from ampbench.record import wire
 
     assert set(wire.EVENTS) == set(wire._FIELDS)
     for kind, declared in wire.EVENTS.items():

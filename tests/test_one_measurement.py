@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.core.records import StepRecord
+from ampbench.record.models import StepRecord
 from ampbench.report import fmt
 
 cli = CliRunner()
@@ -73,10 +73,10 @@ def test_every_surface_shows_the_same_samples_per_s(toy_suite, tmp_path, cache_e
 
 
 # A per-trial rate, a mode's geometric mean or a sum of step samples computed anywhere but the one
-# model (core/records.py: Trial's step rates, trial_rate, floor_rate, mean_rate, measured_samples;
+# model (record/models.py: Trial's step rates, mean_rate, measured_samples; record/rates.py: trial_rate, floor_rate;
 # judge/measure.py: judged_rate, judged_floor, run_floor, geomean, log_rates) is a second definition
 # that can drift from it.
-MODEL = {Path("ampbench/core/records.py"), Path("ampbench/judge/measure.py")}
+MODEL = {Path("ampbench/record/models.py"), Path("ampbench/record/rates.py"), Path("ampbench/judge/measure.py")}
 SECOND_DEFINITION = re.compile(
     r"median\([^)]*rate|percentile\([^)]*rate|np\.median\(\s*r\s*\)|exp\((?:float\()?np\.mean\((?:np\.)?log|"
     r"sum\(s\.samples|samples\s*/\s*s\.time_s|/\s*s\.time_s|np\.log\(self\.(?:num|den)\)")
@@ -114,10 +114,10 @@ def test_the_check_sees_a_second_definition(tmp_path: Path) -> None:
     assert [x.split(":")[1] for x in rate_definitions(pkg)] == ["3", "4", "5", "6"]
 
 
-# One global batch (issue 42): the per-device batch times accumulation times ranks is core/records.py's
+# One global batch (issue 42): the per-device batch times accumulation times ranks is record/rates.py's
 # `global_batch`; a product of a batch with a world size or an accumulation count anywhere else is a
 # second formula (there were three: Trial.step_samples, trial/replicas.py, trial/command_finish.py).
-BATCH_FORMULA = Path("ampbench/core/records.py")
+BATCH_FORMULA = Path("ampbench/record/rates.py")
 SCALES = ("accum", "world", "nproc", "nnodes", "ranks")
 
 
@@ -144,7 +144,8 @@ def batch_formulas(root: Path) -> list[str]:
 def test_one_global_batch_formula() -> None:
     root = Path(__file__).resolve().parents[1] / "ampbench"
     assert batch_formulas(root) == []
-    from ampbench.core.records import Trial, global_batch
+    from ampbench.record.models import Trial
+    from ampbench.record.rates import global_batch
 
     assert global_batch(32, 4, 2) == 256 and global_batch(32, 0, 0) == 32
     t = Trial(suite="s", workload="toy", mode="fp32", seed=0, status="ok", batch_size=8, grad_accum=2, world_size=3)
@@ -191,8 +192,8 @@ def test_derived_fields_are_set_by_the_assembler_only(tmp_path: Path) -> None:
 def test_the_assembler_sets_throughput_and_energy_per_sample() -> None:
     """Fed steps as either producer feeds them: the median per-step rate over the measured steps, and
     the window's energy over the measured samples (warm-up left out of both); no energy, no J/sample."""
-    from ampbench.core.records import Trial
     from ampbench.record.assemble import TrialAssembler
+    from ampbench.record.models import Trial
 
     t = Trial(suite="s", workload="toy", mode="fp32", seed=0, status="ok", batch_size=10)
     asm = TrialAssembler(t)
@@ -212,8 +213,8 @@ def test_the_measurement_docstring_cites_names_that_exist() -> None:
     cited a `Trial.samples_per_s()` that never existed), as a module path under ampbench or on a Trial."""
     import importlib
 
-    from ampbench.core.records import Trial
     from ampbench.judge import measure
+    from ampbench.record.models import Trial
 
     trial = Trial(suite="s", workload="toy", mode="fp32", seed=0, status="ok")
 

@@ -138,8 +138,8 @@ def test_the_codes_are_an_enumerated_type_and_the_docs_table_is_rendered_from_it
     declared; a trial's every end state is a completeness code; docs/checks.md holds `reason_table()`."""
     from typing import get_args
 
-    from ampbench.core.records import Status as TrialStatus
     from ampbench.judge.rules.reasons import DECLARED, Reason, reason_table
+    from ampbench.record.models import Status as TrialStatus
 
     for _, r in judged(tmp_path):
         assert set(r.details["reasons"]) <= DECLARED[r.rule], (r.rule, r.details["reasons"])

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import Trial
 from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules import pairs, registry
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.sequential import Design
+from ampbench.record.models import Trial
 from ampbench.results.baselines import Baseline, device_slug
 from ampbench.results.run_dir import OpenRun
 from ampbench.results.verdicts import CheckReport, ModeVerdict, combine, exit_code

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ampbench.core.records import StepRecord, Throughput, Trial, rates_from, trial_rate
+from ampbench.record.models import StepRecord, Throughput, Trial
+from ampbench.record.rates import rates_from, trial_rate
 
 
 def throughput(steps: list[StepRecord], counts: dict[str, int] | None = None,

@@ -20,9 +20,9 @@ from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc, validate_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, loads_bounded, locked, read_text, safe_name
-from ampbench.core.records import Dtype, Level
 from ampbench.core.store import lock_of
 from ampbench.record.fields import Column
+from ampbench.record.models import Dtype, Level
 
 HISTORY_SCHEMA = "ampbench.history/1"
 NOT_CHECKED = "not checked"

@@ -26,13 +26,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ampbench.core import protocol, wire
+from ampbench.core import protocol
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import empty_folder
 from ampbench.core.processes import become_subreaper, descendants, end_descendants, guarded, tree_rss_bytes
-from ampbench.core.records import Env
 from ampbench.core.store import RunPaths
-from ampbench.core.trial_file import write_trial_file
+from ampbench.record import wire
+from ampbench.record.models import Env
+from ampbench.record.trial_file import write_trial_file
 from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_inject import INJECT_ENV, inject_settings
@@ -214,7 +215,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
 
 def _say_channel(tr: TrialContext, channel: EventChannel, reader: EventReader) -> None:
     """What the channel refused (connections from outside the program, by reason), messages over budget
-    and events dropped as malformed (core/wire.py), kept with the trial."""
+    and events dropped as malformed (record/wire.py), kept with the trial."""
     info = getattr(tr.trial, "workload_info", None)
     if not isinstance(info, dict):
         return

@@ -8,7 +8,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.records import Interference, Trial, global_batch
+from ampbench.record.models import Interference, Trial
+from ampbench.record.rates import global_batch
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_inject import injected_into, refusal

@@ -13,7 +13,7 @@ from typing import Any
 
 from ampbench.config.suite import ModeConfig
 from ampbench.core import protocol
-from ampbench.core.records import AmpInfo
+from ampbench.record.models import AmpInfo
 
 INJECT_ENV = protocol.HOOK_INJECT_ENV   # read by the hook's _ampbench_hook/inject.py
 SCALER_KEYS = ("init_loss_scaling", "incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.core.records import StepRecord
+from ampbench.record.models import StepRecord
 from ampbench.trial.command_record import Proc
 
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ampbench.core import wire
-from ampbench.core.records import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
+from ampbench.record import wire
+from ampbench.record.models import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
@@ -54,7 +54,7 @@ class EventReader:
     def __init__(self, source: Any = None):
         self.source = source
         self.procs: dict[int, Proc] = {}
-        self.malformed = wire.Malformed()   # events dropped by the vocabulary's checks (core/wire.py)
+        self.malformed = wire.Malformed()   # events dropped by the vocabulary's checks (record/wire.py)
 
     def poll(self) -> list[tuple[Proc, dict[str, Any]]]:
         """New step events since the last poll, with their process."""
@@ -65,7 +65,7 @@ class EventReader:
 
     def ingest(self, pid: int, data: bytes) -> list[tuple[Proc, dict[str, Any]]]:
         """Event lines one process sent (the sender's pid as the kernel gave it, never a name it chose).
-        Each is checked against the hook's declared vocabulary (core/wire.py) first: a malformed one is
+        Each is checked against the hook's declared vocabulary (record/wire.py) first: a malformed one is
         dropped and counted in `malformed`, never raised, so the steps read so far are always kept."""
         new: list[tuple[Proc, dict[str, Any]]] = []
         proc = self.procs.setdefault(pid, Proc(pid=pid))

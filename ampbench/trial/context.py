@@ -10,8 +10,8 @@ from typing import Any, Protocol
 
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.protocol import EVENT_PREFIX
-from ampbench.core.records import Interference, Trial
 from ampbench.record.assemble import TrialAssembler
+from ampbench.record.models import Interference, Trial
 from ampbench.trackers import placement, scheduler
 from ampbench.trial.spec import TrialSpec
 

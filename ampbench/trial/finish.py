@@ -61,7 +61,7 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
 def attach_interference(trial: Any, fields: dict[str, Any]) -> None:
     """Merge evidence of a disturbed measurement (CPU share, other processes, NVML) into
     `Trial.interference`."""
-    from ampbench.core.records import Interference
+    from ampbench.record.models import Interference
 
     current = trial.interference.model_dump() if trial.interference is not None else {}
     trial.interference = Interference.model_validate({**current, **fields})

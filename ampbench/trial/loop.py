@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.core.records import Memory, StepRecord
+from ampbench.record.models import Memory, StepRecord
 from ampbench.trackers.opstats import OpsApart
 from ampbench.trial.context import TrialContext
 from ampbench.trial.evaluation import evaluate

@@ -32,7 +32,7 @@ from typing import Any
 
 from ampbench.config import DistributedConfig, ModeConfig, Suite
 from ampbench.core.protocol import FAULT_RANK_ENV, RANK_DIR_ENV
-from ampbench.core.records import Memory
+from ampbench.record.models import Memory
 
 COMPRESSED = "ampbench-fp16-compressed"
 DATA_PARALLEL = "paddle.DataParallel"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampbench.core.records import AmpInfo
+from ampbench.record.models import AmpInfo
 
 if TYPE_CHECKING:
     from ampbench.trial.context import TrialContext

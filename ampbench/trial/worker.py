@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ampbench.core.trial_file import write_trial_file
+from ampbench.record.trial_file import write_trial_file
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.faults import classify_error
 from ampbench.trial.parent_watch import watch_parent

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ampbench.config import ModeConfig
 from ampbench.core.opstat import by_forward_op, forward_op, is_cast
-from ampbench.core.records import Trial
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
 from ampbench.judge.rules.traits import Result
+from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 

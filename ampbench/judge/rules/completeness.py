@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
-from ampbench.core.records import trial_key
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
 from ampbench.judge.rules.traits import Result
+from ampbench.record.models import trial_key
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, combine
 

@@ -11,13 +11,13 @@ import numpy as np
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.core.files import last_line as results_last_line
-from ampbench.core.records import Trial
 from ampbench.judge import sequential
 from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.advice_kit import Advice
 from ampbench.judge.rules.traits import Result
 from ampbench.judge.sequential import Design
+from ampbench.record.models import Trial
 from ampbench.results.baselines import Baseline, CompactTrial, compact
 from ampbench.results.verdicts import RuleResult, Status
 

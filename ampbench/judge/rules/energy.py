@@ -10,10 +10,10 @@ measured (CPU; a GPU without NVML's total-energy counter gets no energy line at 
 from __future__ import annotations
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
-from ampbench.core.records import Trial
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, g, more_seeds_text
+from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
 

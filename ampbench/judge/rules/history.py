@@ -12,7 +12,6 @@ import math
 import numpy as np
 
 from ampbench.config import ModeConfig, Suite, Thresholds
-from ampbench.core.records import Trial
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference, measure
 from ampbench.judge.rules import sizing
@@ -39,6 +38,7 @@ from ampbench.judge.rules.speed import (
     shortfall_text,
 )
 from ampbench.judge.rules.traits import Effect, PlanSize, Result, Seeding
+from ampbench.record.models import Trial
 from ampbench.results.baselines import STORED_REL_ERROR, CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, as_status

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE
-from ampbench.core.records import Trial
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.context import Ctx
+from ampbench.record.models import Trial
 from ampbench.results.verdicts import RuleResult
 
 PAIRED = ("speedup", "memory", "energy")   # the results that compare a seed's AMP arm with its FP32 arm

@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig, Suite
-from ampbench.core.records import Trial
 from ampbench.judge import inference, sequential, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
 from ampbench.judge.rules.traits import PlanSize, Result, Seeding
+from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, as_status
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig, Suite, Thresholds
-from ampbench.core.records import Trial
 from ampbench.judge import clusters, inference, interference, measure, why_slow
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.judge.rules.traits import Effect, PlanSize, Result, Seeding
+from ampbench.record.models import Trial
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, as_status

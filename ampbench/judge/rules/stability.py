@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ampbench.config import ModeConfig
-from ampbench.core.records import Trial
 from ampbench.judge import stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, finite, g, n_of
 from ampbench.judge.rules.traits import Result
+from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE, ModeConfig, TargetConfig
-from ampbench.core.records import Trial
-from ampbench.core.target import first_reach
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
+from ampbench.record.models import Trial
+from ampbench.record.target import first_reach
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ampbench.config import Suite, Thresholds
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 from ampbench.results.verdicts import RuleResult
 
 TuneKind = Literal["inactive", "error", "stability", "parity", "speed"]

@@ -28,6 +28,7 @@ from ampbench.commands.run_plan import default_cache_dir
 from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import empty_folder, ensure_folder, last_line, open_for_writing, read_bytes
+from ampbench.core.install import install_hint
 from ampbench.core.store import RunPaths
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
 from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagnosis
@@ -98,7 +99,7 @@ def _compare_accuracy(ref_dir: Path, amp_dir: Path, xlsx: Path, scale: float, lo
     import paddle
 
     if importlib.util.find_spec("xlsxwriter") is None:
-        return "skipped: xlsxwriter is not installed (pip install 'ampbench[diagnose]')"
+        return f"skipped: xlsxwriter is not installed; {install_hint('diagnose')}"
     try:
         ensure_folder(xlsx.parent, root, create=False)   # still the run's own folder after the pair ran
         with open_for_writing(log, root=root) as fh, contextlib.redirect_stdout(fh), warnings.catch_warnings():

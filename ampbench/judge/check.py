@@ -34,7 +34,7 @@ def _mismatches(suite: Suite, trials: list[Trial], b: Baseline) -> list[str]:
 
 def judge_mode(c: Ctx) -> ModeVerdict:
     """Every registered rule that applies to this mode, in registry order."""
-    rules = pairs.held_back(c, [r for rule in registry.RULES if rule.applies(c) for r in rule.judge(c)])
+    rules = pairs.held_back(c, [r for rule in registry.RULES if rule.applies(c) for r in rule.run(c)])
     verdict = combine([r.status for r in rules])
     if verdict == "PASS" and c.amp_inactive:  # belt and braces: inactive AMP is never PASS
         verdict = "INCONCLUSIVE"

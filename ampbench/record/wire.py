@@ -7,12 +7,14 @@ only and keeps to syntax Python 3.8 reads. The worker (trial/command_record.py) 
 declarations, so no constant, key or column order is mirrored between the two sides.
 
 Each event is one JSON object, one message on the hook's connection (trial/command_channel.py),
-keyed by `KIND` ("e"). `validate` is the worker's gate: a message is bounded (`MAX_MESSAGE`
-bytes, nesting refused past the decoder's recursion limit), every declared field is checked for
-type and range (an integer within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to
-`MAX_TEXT` characters, a list or table within `MAX_ITEMS` entries) and an event with any field
-that fails is dropped whole and counted (`Malformed`), never raised: a forged event may falsify a
-trial (docs/command.md admits it), it must never erase one. Fields not declared here are dropped.
+keyed by `KIND` ("e"). Each event kind is one dataclass, each of its fields declared once: its type,
+its check (`_field`: an integer within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to
+`MAX_TEXT` characters, a list or table within `MAX_ITEMS` entries) and, for a figure the trial
+records as it came, the record field it fills (`into`, "part.field" of a `Trial`: record/assemble.py
+copies it, so a new hook-measured figure is its model field, its line here and the hook's code that
+measures it). The worker's gate (record/wire_read.py, not loaded by the hook) checks every message
+against these declarations and turns it into these typed events, never dicts; a field the hook did
+not send is None.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ import math
 import sys
 from array import array
 from collections.abc import Callable
-from typing import Any, TypedDict
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:   # the hook on an older Python: the runtime needs no marker (it tells type checkers what __init_subclass__ does)
+    def dataclass_transform(**_: Any) -> Callable[[type], type]:
+        return lambda cls: cls
 
 KIND = "e"
 ROWS_PER_LINE = 512          # steps per "steps" line: one message stays far below the socket's buffer
@@ -42,150 +51,48 @@ STEP_KEYS = ("step", "at", "since", "loss", "scale", "found_inf", "eval_s", "eva
 STEP_F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the float64 columns of a "steps" line
 
 
-class StartEvent(TypedDict, total=False):
-    """Once, when the program's `import paddle` finished: who reports, and the program's own stack."""
-    e: str
-    pid: int
-    rank: int
-    world: int
-    argv: list[str]
-    paddle: str
-    paddle_commit: str
-    python: str
-    numpy: str
-
-
-class DeviceEvent(TypedDict, total=False):
-    """At the end of the first step: the device the program trains on (its facts join the start's)."""
-    e: str
-    device: str
-    device_name: str
-    cuda: str
-    cudnn: str
-    cuda_env: dict[str, str]
-    pci_bus_id: str
-    cuda_uuid: str      # the CUDA device's own UUID (a MIG instance's under MIG): NVML resolves it
-    ordinal: int
-
-
-class StepEvent(TypedDict, total=False):
-    """One optimizer step, as the worker reads it (the hook sends runs of them as a `StepsLine`)."""
-    e: str
-    step: int
-    t: float
-    at: float | None
-    loss: float | None
-    scale: float | None
-    found_inf: bool
-    loss_seen: bool
-    eval_s: float | None
-    evals: list[list[float]]
-
-
-class OpsEvent(TypedDict, total=False):
-    """Paddle's operator stats over the op window: {op: "fp16,bf16,fp32,other"}, the optimizer's apart."""
-    e: str
-    calls: dict[str, str]
-    optimizer_calls: dict[str, str]
-    steps: int
-    first_step: int
-    error: str
-
-
-class MemoryEvent(TypedDict, total=False):
-    """The measured window's allocator peak so far."""
-    e: str
-    source: str
-    peak_allocated: int | None
-    peak_reserved: int | None
-    evaluations: int
-    error: str
-
-
-class EndEvent(TypedDict, total=False):
-    e: str
-    reason: str
-    steps: int
-
-
-class ErrorEvent(TypedDict, total=False):
-    e: str
-    where: str
-    error: str
-
-
-class ShapesEvent(TypedDict, total=False):
-    """The Linear/conv layers of the model at step 1: [name, kind, in, out] rows, and how many in all."""
-    e: str
-    layers: list[list[Any]]
-    count: int
-
-
-class AmpOrderEvent(TypedDict, total=False):
-    """A paddle.amp.decorate (O2) or paddle.DataParallel call, in the order the program made them."""
-    e: str
-    call: str
-    level: str
-    decorated: bool
-    after_data_parallel: bool
-
-
-# amp = "inject": what the hook applied for an optimizer it adopted (or why not: `error`), or that the program
-# applies AMP itself (`refused`, then it ends); and one paddle.save inside step `step`, `s` seconds long
-InjectEvent = TypedDict("InjectEvent", {"e": str, "optimizer": str, "models": list, "level": str, "dtype": str,
-                                       "decorated": bool, "scaler": bool, "scaler_enabled": bool, "error": str,
-                                       "refused": str}, total=False)
-SaveEvent = TypedDict("SaveEvent", {"e": str, "step": int, "s": float}, total=False)
-
-
-class DataEvent(TypedDict, total=False):
-    """Each step's wait for its DataLoader batch: {"step": seconds}."""
-    e: str
-    waits: dict[str, float]
-
-
-class _Bad(Exception):
+class Bad(Exception):
     """A field that fails its check: the event is dropped."""
 
 
 def _int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not -MAX_INT <= v <= MAX_INT:
-        raise _Bad("an integer out of range")
+        raise Bad("an integer out of range")
     return v
 
 
 def _count(v: Any) -> int:
     if _int(v) < 0:
-        raise _Bad("a negative count")
+        raise Bad("a negative count")
     return v
 
 
 def _float(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _Bad("not a number")
+        raise Bad("not a number")
     if isinstance(v, int):
         v = float(_int(v))
     if not (math.isfinite(v) and -MAX_FLOAT <= v <= MAX_FLOAT):
-        raise _Bad("a number out of range")
+        raise Bad("a number out of range")
     return v
 
 
 def _str(v: Any, at_most: int = MAX_TEXT) -> str:
     """A string, cut to `at_most` characters (a long error message or argument is kept, bounded)."""
     if not isinstance(v, str):
-        raise _Bad("not a string")
+        raise Bad("not a string")
     return v[:at_most]
 
 
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
-        raise _Bad("not a boolean")
+        raise Bad("not a boolean")
     return v
 
 
 def _duration(v: Any) -> float:
     if _float(v) < 0:
-        raise _Bad("a negative duration")
+        raise Bad("a negative duration")
     return float(v)
 
 
@@ -196,7 +103,7 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _list(check: Callable[[Any], Any], at_most: int = MAX_ITEMS) -> Callable[[Any], list]:
     def checked(v: Any) -> list:
         if not isinstance(v, list) or len(v) > at_most:
-            raise _Bad("not a short list")
+            raise Bad("not a short list")
         return [check(x) for x in v]
     return checked
 
@@ -204,7 +111,7 @@ def _list(check: Callable[[Any], Any], at_most: int = MAX_ITEMS) -> Callable[[An
 def _table(check: Callable[[Any], Any], key: Callable[[str], str] = _str) -> Callable[[Any], dict]:
     def checked(v: Any) -> dict:
         if not isinstance(v, dict) or len(v) > MAX_ITEMS:
-            raise _Bad("not a short table")
+            raise Bad("not a short table")
         return {key(k): check(x) for k, x in v.items()}
     return checked
 
@@ -212,108 +119,166 @@ def _table(check: Callable[[Any], Any], key: Callable[[str], str] = _str) -> Cal
 def _step_key(k: str) -> str:
     """A data wait's step: ASCII digits only ("²" is a digit to str.isdigit, not to int)."""
     if not (0 < len(k) <= 15 and k.isascii() and k.isdecimal()):
-        raise _Bad("not a step number")
+        raise Bad("not a step number")
     return k
 
 
 def _interval(v: Any) -> list:
     pair = _list(_float, 2)(v)
     if len(pair) != 2:
-        raise _Bad("not a [start, end] pair")
+        raise Bad("not a [start, end] pair")
     return pair
 
 
 def _shape_row(v: Any) -> list:
     row = _list(lambda x: x, 4)(v)
     if len(row) != 4:
-        raise _Bad("not a [name, kind, in, out] row")
+        raise Bad("not a [name, kind, in, out] row")
     return [_str(row[0]), _str(row[1]), _count(row[2]), _count(row[3])]
 
 
-_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
-    "start": {"pid": _int, "rank": _count, "world": _count, "argv": _list(_str, 20), "paddle": _str,
-              "paddle_commit": _str, "python": _str, "numpy": _str},
-    "device": {"device": _str, "device_name": _str, "cuda": _str, "cudnn": _str, "cuda_env": _table(_str),
-               "pci_bus_id": _str, "cuda_uuid": _str, "ordinal": _count},
-    "step": {"step": _int, "t": _float, "at": _optional(_float), "loss": _optional(_float),
-             "scale": _optional(_float), "found_inf": _bool, "loss_seen": _bool, "eval_s": _optional(_float),
-             "evals": _list(_interval)},
-    "ops": {"calls": _table(_str), "optimizer_calls": _table(_str), "steps": _count, "first_step": _count,
-            "error": _str},
-    "memory": {"source": _str, "peak_allocated": _optional(_count), "peak_reserved": _optional(_count),
-               "evaluations": _count, "error": _str},
-    "end": {"reason": _str, "steps": _count},
-    "error": {"where": _str, "error": _str},
-    "shapes": {"layers": _list(_shape_row), "count": _count},
-    "amp_order": {"call": _str, "level": _str, "decorated": _bool, "after_data_parallel": _bool},
-    "inject": {"optimizer": _str, "models": _list(_str, 20), "level": _str, "dtype": _str, "decorated": _bool,
-               "scaler": _bool, "scaler_enabled": _bool, "error": _str, "refused": _str},
-    "save": {"step": _int, "s": _duration},
-    "data": {"waits": _table(_duration, _step_key)},
-}
-# The vocabulary: each kind's declaration. Its fields are exactly its checks' (tests/test_hostile_channel.py).
-EVENTS: dict[str, type] = {"start": StartEvent, "device": DeviceEvent, "step": StepEvent, "ops": OpsEvent,
-                           "memory": MemoryEvent, "end": EndEvent, "error": ErrorEvent, "shapes": ShapesEvent,
-                           "amp_order": AmpOrderEvent, "inject": InjectEvent, "save": SaveEvent, "data": DataEvent}
-_REQUIRED = {"step": ("step", "t"), "data": ("waits",), "shapes": ("layers",), "save": ("step", "s")}
+def _field(check: Callable[[Any], Any], into: str = "", required: bool = False) -> Any:
+    """A field, its check and the record field it fills, if any; None when not sent, unless `required` (an
+    event without it is dropped; declared first, as a dataclass's fields without a default)."""
+    meta = {"check": check, "into": into}
+    return field(metadata=meta) if required else field(default=None, metadata=meta)
 
 
-class Malformed:
-    """What the reader dropped: a count per reason (a few kept), so the record says so."""
+@dataclass_transform()
+class WireEvent:
+    """The base of every event kind, a dataclass: `class X(WireEvent, kind="x")`, its "e" key in `KIND`."""
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.reasons: dict[str, int] = {}
+    KIND: ClassVar[str] = ""
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
-    def add(self, reason: str) -> None:
-        self.count += 1
-        if reason in self.reasons or len(self.reasons) < 20:
-            self.reasons[reason] = self.reasons.get(reason, 0) + 1
-
-
-def parse(line: bytes, bad: Malformed) -> dict | None:
-    """One message as a JSON object, or None (counted in `bad`): too long, not JSON, nested past
-    the decoder's recursion limit, or not an object."""
-    if len(line) > MAX_MESSAGE:
-        bad.add("a message over MAX_MESSAGE bytes")
-        return None
-    try:
-        ev = json.loads(line)
-    except RecursionError:
-        bad.add("a message nested too deep")
-        return None
-    except ValueError:   # not JSON, or not UTF-8, or an integer of more digits than Python converts
-        bad.add("not JSON")
-        return None
-    if not isinstance(ev, dict):
-        bad.add("not a JSON object")
-        return None
-    return ev
+    def __init_subclass__(cls, kind: str = "", **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.KIND = kind
+        dataclass(cls)
 
 
-def validate(ev: dict, bad: Malformed) -> list[dict]:
-    """The events one parsed message holds, each with its declared fields checked (a "steps" line is
-    one `StepEvent` per row); [] when any field fails (counted in `bad`), or the kind is unknown."""
-    raw = ev.get(KIND)
-    kind = raw if isinstance(raw, str) and (raw in EVENTS or raw == "steps") else "?"
-    try:
-        if kind == "steps":
-            return decode_steps(ev)
-        fields = _FIELDS.get(kind)
-        if fields is None:
-            raise _Bad("an unknown event kind")
-        if any(k not in ev for k in _REQUIRED.get(kind, ())):
-            raise _Bad(f"an event without its required fields {_REQUIRED[kind]}")
-        out = {KIND: kind}
-        for key, check in fields.items():
-            if key in ev:
-                out[key] = check(ev[key])
-        return [out]
-    except _Bad as exc:
-        bad.add(f"{kind}: {exc}")
-    except (ValueError, TypeError, OverflowError, RecursionError, KeyError) as exc:   # base64, arrays
-        bad.add(f"{kind}: {type(exc).__name__}")
-    return []
+class StartEvent(WireEvent, kind="start"):
+    """Once, when the program's `import paddle` finished: who reports, and the program's own stack."""
+    pid: int | None = _field(_int)
+    rank: int | None = _field(_count)
+    world: int | None = _field(_count)
+    argv: list[str] | None = _field(_list(_str, 20))
+    paddle: str | None = _field(_str, into="env.paddle")
+    paddle_commit: str | None = _field(_str, into="env.paddle_commit")
+    python: str | None = _field(_str, into="env.python")
+    numpy: str | None = _field(_str, into="env.numpy")
+
+
+class DeviceEvent(WireEvent, kind="device"):
+    """At the end of the first step: the device the program trains on (its facts join the start's)."""
+    device: str | None = _field(_str, into="env.device")
+    device_name: str | None = _field(_str, into="env.device_name")
+    cuda: str | None = _field(_str, into="env.cuda")
+    cudnn: str | None = _field(_str, into="env.cudnn")
+    cuda_env: dict[str, str] | None = _field(_table(_str))   # the CUDA variables NVML needs (trial/command_gpu.py)
+    pci_bus_id: str | None = _field(_str)
+    cuda_uuid: str | None = _field(_str)   # the CUDA device's own UUID (a MIG instance's under MIG): NVML resolves it
+    ordinal: int | None = _field(_count)
+
+
+class StepEvent(WireEvent, kind="step"):
+    """One optimizer step, as the worker reads it (the hook sends runs of them as a "steps" line)."""
+    step: int = _field(_int, required=True)
+    t: float = _field(_float, required=True)
+    at: float | None = _field(_optional(_float))
+    loss: float | None = _field(_optional(_float))
+    scale: float | None = _field(_optional(_float))
+    found_inf: bool | None = _field(_bool)
+    loss_seen: bool | None = _field(_bool)
+    eval_s: float | None = _field(_optional(_float))
+    evals: list[list[float]] | None = _field(_list(_interval))
+
+
+class OpsEvent(WireEvent, kind="ops"):
+    """Paddle's operator stats over the op window: {op: "fp16,bf16,fp32,other"}, the optimizer's apart."""
+    calls: dict[str, str] | None = _field(_table(_str))
+    optimizer_calls: dict[str, str] | None = _field(_table(_str))
+    steps: int | None = _field(_count)
+    first_step: int | None = _field(_count)   # the first step of the op window
+    error: str | None = _field(_str)
+
+
+class MemoryEvent(WireEvent, kind="memory"):
+    """The measured window's allocator peak so far."""
+    source: str | None = _field(_str, into="memory.source")
+    peak_allocated: int | None = _field(_optional(_count), into="memory.peak_allocated_bytes")
+    peak_reserved: int | None = _field(_optional(_count), into="memory.peak_reserved_bytes")
+    evaluations: int | None = _field(_count)
+    error: str | None = _field(_str)
+
+
+class EndEvent(WireEvent, kind="end"):
+    reason: str | None = _field(_str)
+    steps: int | None = _field(_count)
+
+
+class ErrorEvent(WireEvent, kind="error"):
+    where: str | None = _field(_str)
+    error: str | None = _field(_str)
+
+
+class ShapesEvent(WireEvent, kind="shapes"):
+    """The Linear/conv layers of the model at step 1: [name, kind, in, out] rows, and how many in all."""
+    layers: list[list[Any]] = _field(_list(_shape_row), required=True)
+    count: int | None = _field(_count)
+
+
+class AmpOrderEvent(WireEvent, kind="amp_order"):
+    """A paddle.amp.decorate (O2) or paddle.DataParallel call, in the order the program made them."""
+    call: str | None = _field(_str)   # "decorate" or "data_parallel"
+    level: str | None = _field(_str)
+    decorated: bool | None = _field(_bool)
+    after_data_parallel: bool | None = _field(_bool)   # decorate() of a model a DataParallel already wraps
+
+
+class InjectEvent(WireEvent, kind="inject"):
+    """amp = "inject": what the hook applied for an optimizer it adopted (or why not: `error`), or that the
+    program applies AMP itself (`refused`, then it ends)."""
+    optimizer: str | None = _field(_str)
+    models: list[str] | None = _field(_list(_str, 20))
+    level: str | None = _field(_str)
+    dtype: str | None = _field(_str)
+    decorated: bool | None = _field(_bool)
+    scaler: bool | None = _field(_bool)
+    scaler_enabled: bool | None = _field(_bool)
+    error: str | None = _field(_str)
+    refused: str | None = _field(_str)
+
+
+class SaveEvent(WireEvent, kind="save"):
+    """One paddle.save inside step `step`, `s` seconds long."""
+    step: int = _field(_int, required=True)
+    s: float = _field(_duration, required=True)
+
+
+class DataEvent(WireEvent, kind="data"):
+    """Each step's wait for its DataLoader batch: {"step": seconds}."""
+    waits: dict[str, float] = _field(_table(_duration, _step_key), required=True)
+
+
+# The vocabulary: each kind's declaration, by its "e" key.
+EVENTS: dict[str, type[WireEvent]] = {cls.KIND: cls for cls in (
+    StartEvent, DeviceEvent, StepEvent, OpsEvent, MemoryEvent, EndEvent, ErrorEvent, ShapesEvent, AmpOrderEvent,
+    InjectEvent, SaveEvent, DataEvent)}
+
+
+def declared(kind: type[WireEvent]) -> dict[str, tuple[Callable[[Any], Any], str, bool]]:
+    """A kind's fields: name -> (check, the record field it fills or "", required)."""
+    return {f.name: (f.metadata["check"], f.metadata["into"], f.default is MISSING) for f in fields(kind)}
+
+
+_DECLARED = {kind: declared(cls) for kind, cls in EVENTS.items()}
+
+
+def filled(ev: WireEvent) -> dict[str, Any]:
+    """The record fields an event fills ("part.field" -> value) with the values it carries (None: not sent)."""
+    return {into: getattr(ev, name) for name, (_, into, _) in _DECLARED[ev.KIND].items()
+            if into and getattr(ev, name) is not None}
 
 
 def as_float(v: Any) -> float:
@@ -352,12 +317,12 @@ def encode_steps(rows: list[tuple]) -> str:
 def _columns(ev: dict, n: int) -> tuple[dict[str, list], bytes, bytes]:
     order = ev.get("byteorder")
     if order not in ("little", "big"):
-        raise _Bad("steps: no byte order")
+        raise Bad("steps: no byte order")
     cols: dict[str, list] = {}
     for key in STEP_F64_KEYS:
         raw = base64.b64decode(_str(ev.get(key, 0), 2 * MAX_MESSAGE), validate=True)
         if len(raw) != 8 * n:
-            raise _Bad(f"steps: a {key} column of the wrong length")
+            raise Bad(f"steps: a {key} column of the wrong length")
         arr = array("d", raw)
         if order != sys.byteorder:
             arr.byteswap()
@@ -365,32 +330,32 @@ def _columns(ev: dict, n: int) -> tuple[dict[str, list], bytes, bytes]:
     found = base64.b64decode(_str(ev.get("found_inf", 0), 2 * MAX_MESSAGE), validate=True)
     seen = base64.b64decode(_str(ev.get("loss_seen", 0), 2 * MAX_MESSAGE), validate=True)
     if len(found) != n or len(seen) != n:
-        raise _Bad("steps: a flag column of the wrong length")
+        raise Bad("steps: a flag column of the wrong length")
     return cols, found, seen
 
 
-def decode_steps(ev: dict) -> list[dict]:
-    """A "steps" line (`encode_steps`) as one checked `StepEvent` per row; raises _Bad when malformed."""
+def decode_steps(ev: dict) -> list[StepEvent]:
+    """A "steps" line (`encode_steps`) as one checked `StepEvent` per row; raises Bad when malformed."""
     first, n = ev.get("first"), ev.get("n")
     if isinstance(first, bool) or isinstance(n, bool) or not (isinstance(first, int) and isinstance(n, int)
                                                               and 0 < n <= MAX_STEPS_PER_LINE):
-        raise _Bad("steps: no first step or row count")
+        raise Bad("steps: no first step or row count")
     _int(first + n)
     cols, found, seen = _columns(ev, n)
     evals = ev.get("evals")
     evals = _table(_list(_interval), _step_key_or_zero)(evals) if evals is not None else {}
-    step_check = _FIELDS["step"]
+    step_check = {k: check for k, (check, _, _) in _DECLARED["step"].items()}
     out = []
     for i in range(n):
-        step = {KIND: "step", "step": first + i, "found_inf": bool(found[i]), "loss_seen": bool(seen[i])}
+        step: dict[str, Any] = {"step": first + i, "found_inf": bool(found[i]), "loss_seen": bool(seen[i])}
         for key in STEP_F64_KEYS:
             v = cols[key][i]
             step[key] = None if v is None else step_check[key](v)
         if step["t"] is None:
-            raise _Bad("steps: a step without its time")
+            raise Bad("steps: a step without its time")
         if evals.get(str(i)):
             step["evals"] = evals[str(i)]
-        out.append(step)
+        out.append(StepEvent(**step))
     return out
 
 

@@ -108,15 +108,15 @@ def read_range(repo: Path | None, good: str | None, bad: str | None) -> Range:
     commits = [g, *listed]
     if commits[-1] != b:
         raise ConfigError("--bad", str(bad), f"is not on the first-parent line from {good}")
-    _no_submodules(root, commits)
+    refuse_submodules(root, commits)
     subjects = [git(root, "log", "-1", "--format=%s", c).stdout.strip()[:120] for c in commits]
     dirty = bool(git(root, "status", "--porcelain", "--untracked-files=no", check=False).stdout.strip())
     return Range(root=root, commits=commits, subjects=subjects, dirty=dirty)
 
 
-def _no_submodules(root: Path, commits: list[str]) -> None:
-    """A range whose endpoints hold submodules is refused before anything is made: bisect's clone checks out
-    the superproject's commits only (a submodule's folder stays empty, its program files missing), and
+def refuse_submodules(root: Path, commits: list[str]) -> None:
+    """A range whose endpoints hold submodules is refused before anything is made: bisect's (and pr-check's)
+    clone checks out the superproject's commits only (a submodule's folder stays empty, its program files missing), and
     fetching submodules would reach the network and write their clones; one line that says what works."""
     for c in (commits[0], commits[-1]):
         tree = git(root, "ls-tree", "-r", "-z", "--full-tree", c, check=False).stdout

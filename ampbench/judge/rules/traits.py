@@ -20,6 +20,8 @@ name:
 - `reference`: its status can move with the run's reference besides its trials (accuracy-parity adds the
   pooled history's run-to-run spread; a bisect "history" result is judged against the reference outright):
   a verdict read back is checked against its trials without it (judge.recorded).
+- `interval`: that figure's two-sided interval, as a published claim about it is judged (judge/rules/claims.py):
+  the estimate and [low, high] at thresholds.confidence, from the result's details.
 
 A result no rule declares has none of these: `check` judges it and the outcome table shows it, nothing else.
 """
@@ -42,7 +44,7 @@ ResultName = NewType("ResultName", str)
 TuneKind = Literal["inactive", "error", "stability", "parity", "speed"]
 OutcomeRole = Literal["cause"]
 BisectKind = Literal["history", "in-run"]
-Figure = Literal["speedup", "memory_reduction", "metric_delta", "history_change"]
+Figure = Literal["speedup", "memory_reduction", "metric_delta", "history_change", "time_to_target"]
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,25 @@ class Effect:
     drift: float = 0.0
 
 
+@dataclass(frozen=True)
+class FigureInterval:
+    """A mode figure's estimate and two-sided `confidence` interval, for judging a claim about it; `log`: ratios
+    (their spread and projection on the log scale); `sd`, `n`: the between-trial spread on that scale and the
+    trials per side it rests on (for how many seeds would narrow it), when known."""
+
+    estimate: float
+    low: float
+    high: float
+    log: bool = False
+    sd: float | None = None
+    n: int = 0
+
+
 # (suite, mode, the ok trials of every mode) -> the mode's row, None where the result is not planned for it
 PlanFn = Callable[[Suite, str, dict[str, list[Trial]]], PlanSize | None]
 EffectFn = Callable[[RuleResult, Thresholds], Effect | None]
+# (the result, the suite's thresholds) -> its figure's interval, None where the result holds none (too few seeds)
+IntervalFn = Callable[[RuleResult, Thresholds], "FigureInterval | None"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +111,7 @@ class Result:
     figure: Figure | None = None
     reasons: Codes = ()
     reference: bool = False
+    interval: IntervalFn | None = None
 
     @property
     def needs_reference(self) -> bool:

@@ -20,6 +20,7 @@ from ampbench.commands.history import (  # imported before the forks: children o
     accept_level,
     append_history,
 )
+from ampbench.config import Suite
 from ampbench.results.accepts import load_accepts
 from ampbench.results.history import RunSummary, load_history
 from ampbench.results.manifest import Manifest, load_manifest, note_record
@@ -84,6 +85,7 @@ def test_check_recorded_refuses_a_check_json_edited_to_pass(work):
     r = invoke("check", str(run), "--recorded")
     one_line_exit_2(r, "check.json", "amp-o1-fp16", "INCONCLUSIVE", "ampbench check")
     one_line_exit_2(invoke("report", str(run)), "check.json")
+    one_line_exit_2(invoke("plan", str(run)), "check.json")
     one_line_exit_2(invoke("history", "append", str(run), str(work / "hist")), "check.json")
     assert not (work / "hist" / "toy.jsonl").exists()
     assert invoke("check", str(run)).exit_code == 3          # judging again is the remedy
@@ -102,6 +104,40 @@ def test_a_forged_verdict_inconsistent_with_its_own_rules_is_refused(work):
     doc["verdicts"][1]["verdict"] = "PASS"
     (run / "check.json").write_text(json.dumps(doc))
     one_line_exit_2(invoke("check", str(run), "--recorded"), "amp-o1-fp16 is recorded PASS")
+
+
+def _claims_run(root: Path) -> Path:
+    """A run whose suite publishes two speedup claims (issue 60): 1.8x +-15% (confirmed by its trials) and 3x +-10%
+    (refuted)."""
+    data = make_suite(seeds=(0, 1, 2)).model_dump(mode="json")
+    data["claims"] = [{"source": "guide", "mode": "amp-o1-fp16", "figure": "speedup", "value": v, "tolerance": t}
+                      for v, t in ((1.8, 0.15), (3.0, 0.1))]
+    s = Suite.model_validate(data)
+    return make_run(root, s, make_trials(s, base_time={"fp32": 0.09, "amp-o1-fp16": 0.05},
+                                         config_hash=s.config_hash()))
+
+
+@pytest.mark.parametrize("edit", ["confirmed", "dropped", "interval"])
+def test_check_recorded_claims_refuses_a_claim_edited_after_the_check(work, edit):
+    """`check --recorded --claims` gates on the claims check.json holds: on main the refuted claim edited to
+    confirmed (or dropped) gave exit 0. Now exit 2, one line naming the claim; a figure edited is refused too."""
+    run = _claims_run(work / "runs")
+    assert invoke("check", str(run), "--claims").exit_code == 1
+    assert invoke("check", str(run), "--recorded", "--claims").exit_code == 1
+    doc = json.loads((run / "check.json").read_text())
+    assert [c["outcome"] for c in doc["claims"]] == ["confirmed", "refuted"]
+    if edit == "confirmed":
+        doc["claims"][1]["outcome"] = "confirmed"
+    elif edit == "dropped":
+        del doc["claims"][1]
+    else:
+        doc["claims"][0]["low"] = doc["claims"][0]["high"] = 1.8
+    (run / "check.json").write_text(json.dumps(doc))
+    r = invoke("check", str(run), "--recorded", "--claims")
+    one_line_exit_2(r, "check.json", "claim", "ampbench check")
+    one_line_exit_2(invoke("report", str(run)), "check.json")
+    assert invoke("check", str(run), "--claims").exit_code == 1      # judging again is the remedy
+    assert invoke("check", str(run), "--recorded", "--claims").exit_code == 1
 
 
 def test_the_manifest_covers_the_check_files_and_run_json(work):

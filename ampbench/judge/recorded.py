@@ -10,7 +10,11 @@ newest check file of a run is accepted only when
 3. judged again from its trials (which open_run checked against the manifest), with no reference, each
    mode's verdict over the results judged from the trials alone (all but those that `needs_reference`;
    AMP inactive is never PASS) is no worse than the recorded one, and a mode whose trials do not PASS is
-   recorded at all.
+   recorded at all;
+4. its published claims (check.json `claims`, what `check --claims` exits on) are the ones the run's suite
+   holds, in its order, each with the outcome, figures and seeds judged again (a claim is judged on a
+   result's per-seed figures, never on a reference; a largest-batch claim on the suite's max-batch probe,
+   which is read again as it is now: judge.claims).
 
 Otherwise ResultsError, one line naming the file and the mode: judge the run again. What is trusted as
 recorded: the results judged against a reference (history-*; accuracy-parity widened by the pooled
@@ -20,6 +24,7 @@ written by an earlier version may be stricter), and the notes and messages, whic
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ampbench.core.errors import ResultsError
@@ -27,7 +32,14 @@ from ampbench.judge.check import judge_run
 from ampbench.judge.rules import registry
 from ampbench.results.manifest import record_unchanged
 from ampbench.results.run_dir import OpenRun
-from ampbench.results.verdicts import CheckReport, ModeVerdict, combine, exit_code, load_check_optional
+from ampbench.results.verdicts import (
+    CheckReport,
+    ClaimResult,
+    ModeVerdict,
+    combine,
+    exit_code,
+    load_check_optional,
+)
 
 
 def recorded_verdict(run: OpenRun) -> CheckReport | None:
@@ -59,7 +71,9 @@ def verify(run: OpenRun, recorded: CheckReport, path: Path) -> None:
     if recorded.exit_code != exit_code([v.verdict for v in recorded.verdicts], strict=recorded.strict):
         raise ResultsError(f"{path}: exit code {recorded.exit_code} is not the one its verdicts give; {again_cmd}")
     mine = {v.mode: v.verdict for v in recorded.verdicts}
-    for v in judge_run(run, strict=recorded.strict).verdicts:
+    judged = judge_run(run, strict=recorded.strict)
+    _verify_claims(recorded.claims, judged.claims, f"{path}: ", f"; {again_cmd}")
+    for v in judged.verdicts:
         truth = _trials_verdict(v)
         got = mine.get(v.mode)
         if got is None and truth != "PASS":
@@ -72,3 +86,33 @@ def verify(run: OpenRun, recorded: CheckReport, path: Path) -> None:
 def _why(v: ModeVerdict, truth: str) -> str:
     rules = [r.rule for r in v.rules if r.status == truth and not registry.result(r.rule).needs_reference]
     return f" ({', '.join(rules)})" if rules else " (AMP inactive)"
+
+
+def _verify_claims(recorded: list[ClaimResult], judged: list[ClaimResult], where: str, again: str) -> None:
+    """ResultsError unless the recorded claims are the ones judged again (module docstring, 4)."""
+    if len(recorded) != len(judged):
+        raise ResultsError(f"{where}records {len(recorded)} claim(s), the run's suite holds {len(judged)}{again}")
+    for i, (got, truth) in enumerate(zip(recorded, judged), start=1):
+        name = f"claim {i} ({truth.mode} {truth.figure})"
+        if _claim_of(got) != _claim_of(truth):
+            raise ResultsError(f"{where}{name} is not the suite's claim {i}{again}")
+        if got.outcome != truth.outcome or not _same_figures(got, truth):
+            raise ResultsError(f"{where}{name} is recorded {got.outcome}{_figures(got)} but judged again it is "
+                               f"{truth.outcome}{_figures(truth)}: edited after the check?{again}")
+
+
+def _claim_of(c: ClaimResult) -> tuple[str, ...]:
+    return c.source, c.scenario, c.hardware, c.mode, c.figure, c.claimed
+
+
+def _same_figures(a: ClaimResult, b: ClaimResult) -> bool:
+    def same(x: float | None, y: float | None) -> bool:
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            return x == y or (x is not None and y is not None and math.isnan(x) and math.isnan(y))
+        return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+    return (all(same(x, y) for x, y in ((a.estimate, b.estimate), (a.low, b.low), (a.high, b.high)))
+            and a.seeds_needed == b.seeds_needed and a.emulated == b.emulated)
+
+
+def _figures(c: ClaimResult) -> str:
+    return "" if c.low is None or c.high is None else f" [{c.low:.4g}, {c.high:.4g}]"

@@ -254,10 +254,14 @@ def test_a_newline_in_a_revision_is_refused_on_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_repository_with_submodules_is_refused_with_advice_that_works(tmp_path, stand_in):
+@pytest.mark.parametrize("verb", ["bisect", "pr-check"])
+def test_a_repository_with_submodules_is_refused_with_advice_that_works(tmp_path, stand_in, monkeypatch, verb):
     """Bisect's clone checks out the superproject only (a submodule's folder stays empty: on main both endpoints
     crashed, with advice that could not work): refused before anything is made, in one line that names the
-    submodule and what to do instead."""
+    submodule and what to do instead.  pr-check's clone is bisect's: the same (on main it ran both sides)."""
+    from ampbench.commands import pr_check
+
+    monkeypatch.setattr(pr_check, "execute", lambda opts, console=None: stand_in.append(str(opts.run_id)) or 0)
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
     sub = tmp_path / "libsub"
@@ -271,11 +275,11 @@ def test_a_repository_with_submodules_is_refused_with_advice_that_works(tmp_path
                     "vendor/lib"], check=True, env=env, capture_output=True)
     subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "vendor lib"], check=True, env=env)
     bad = _git(repo, "rev-parse", "HEAD")
-    r = invoke("bisect", str(_suite(tmp_path, repo)), "--good", shas[0], "--bad", bad, "--repo", str(repo),
-               "--out", str(tmp_path / "out"))
+    ends = ["--good", shas[0], "--bad", bad] if verb == "bisect" else ["--base", shas[0], "--head", bad]
+    r = invoke(verb, str(_suite(tmp_path, repo)), *ends, "--repo", str(repo), "--out", str(tmp_path / "out"))
     one_line_exit_2(r)
     assert "submodule" in r.output and "vendor/lib" in r.output and "--repo" in r.output
-    assert stand_in == [] and not any((tmp_path / "out").rglob("bisect.json"))
+    assert stand_in == [] and not any((tmp_path / "out").rglob("*"))
 
 
 # ---------------------------------------------------------------- 8. one process a search

@@ -114,7 +114,7 @@ def read_range(repo: Path | None, good: str | None, bad: str | None) -> Range:
     return Range(root=root, commits=commits, subjects=subjects, dirty=dirty)
 
 
-def refuse_submodules(root: Path, commits: list[str]) -> None:
+def refuse_submodules(root: Path, commits: list[str], verb: str = "bisect") -> None:
     """A range whose endpoints hold submodules is refused before anything is made: bisect's (and pr-check's)
     clone checks out the superproject's commits only (a submodule's folder stays empty, its program files missing), and
     fetching submodules would reach the network and write their clones; one line that says what works."""
@@ -124,7 +124,7 @@ def refuse_submodules(root: Path, commits: list[str]) -> None:
         if mods:
             raise ConfigError("--repo", str(root), f"commit {c[:10]} holds git submodule(s) "
                               f"({', '.join(printable(m) for m in mods[:3])}{' ...' if len(mods) > 3 else ''}): "
-                              "bisect checks out the repository's own files only; bisect the submodule's "
+                              f"{verb} checks out the repository's own files only; {verb} the submodule's "
                               "repository itself (its --repo, its commits), or a repository without them")
 
 

@@ -93,10 +93,10 @@ def run_pr_check(opts: PrCheckOptions, console: Console, progress: Console) -> i
         raise ConfigError(str(opts.suite_file), "suite.workload", "pr-check runs your program at two commits: it "
                           "needs a workload = \"command\" suite (docs/command.md)")
     seeds = _seeds(opts)
+    bisect_repo.refuse_submodules(root, [base[0], head[0]], "pr-check")   # before anything is made
     folder = Path(opts.out_dir).resolve() / suite.suite.name / f"pr-{new_run_id()}"  # absolute: {out} is read elsewhere
     folder.mkdir(parents=True, exist_ok=False)
     retarget = _retarget(suite, root, folder / "src")
-    bisect_repo.refuse_submodules(root, [base[0], head[0]])
     token = bisect_repo.new_token()   # the clone's ownership: checkouts run in it only (bisect_repo.own_clone)
     bisect_repo.clone(root, folder / "src", token)
     progress.print(f"pr-check: head {head[0][:10]} against base {base[0][:10]} of {escape(str(root))}: "

@@ -22,6 +22,7 @@ from ampbench.cli.base import (
 )
 from ampbench.cli.run import _slurm_options
 from ampbench.core.store import BASELINES_DIR, HISTORY_DIR, RUNS_DIR
+from ampbench.core.text import printable
 
 
 @app.command(epilog=EXIT_CODES)
@@ -313,8 +314,9 @@ def history_accept(
     from ampbench.commands.history import accept_level
 
     rec, path = accept_level(history, by, why, suite=suite, run=run, min_change=min_change)
-    out.print(f"accepted: the level of suite {escape(rec.suite)} from run {escape(rec.run_id)} on "
-              f"({len(rec.cleared)} night(s)) by {escape(rec.by)}: {escape(rec.why)}", soft_wrap=True)
+    out.print(f"accepted: the level of suite {printable(rec.suite)} from run {rec.run_id} on "
+              f"({len(rec.cleared)} night(s)) by {printable(rec.by)}: {printable(rec.why)}", soft_wrap=True,
+              markup=False)
     out.print(f"recorded: {escape(str(path))}", soft_wrap=True)
 
 

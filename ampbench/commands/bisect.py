@@ -33,6 +33,8 @@ trials are Slurm jobs, and `--parallel K` submits K candidates' runs at once (en
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,9 +45,9 @@ from ampbench.commands import bisect_packages, bisect_repo
 from ampbench.commands.bisect_look import Ctx, history, src_name
 from ampbench.commands.bisect_search import endpoints, finish, search
 from ampbench.config import REFERENCE_MODE, ConfigError, Suite
-from ampbench.core.files import refuse_link
+from ampbench.core.files import ensure_folder, locked, open_for_append, refuse_link
 from ampbench.core.names import new_run_id
-from ampbench.core.store import RUNS_DIR
+from ampbench.core.store import RUNS_DIR, lock_of
 from ampbench.engine import side_by_side
 from ampbench.engine.execute import load_for_run
 from ampbench.engine.launchers.local import device_pool
@@ -53,7 +55,7 @@ from ampbench.engine.launchers.slurm import SlurmLauncher, SlurmOptions
 from ampbench.engine.request import RunRequest
 from ampbench.judge.rules import registry
 from ampbench.judge.rules.history import HISTORY_THROUGHPUT
-from ampbench.results.bisect_file import BisectFile, load_bisect
+from ampbench.results.bisect_file import BISECT_JSON, BisectFile, load_bisect
 from ampbench.results.verdicts import EXIT_ERROR
 
 
@@ -114,13 +116,14 @@ def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[
     folder.mkdir(parents=True, exist_ok=False)
     retarget = bisect_repo.retarget(suite, rng.root, folder / "src")
     slots = [[*opts.overrides, *bisect_repo.retarget(suite, rng.root, folder / src_name(j))] for j in range(opts.parallel)]
+    token = bisect_repo.new_token()
     for j in range(opts.parallel):
-        bisect_repo.clone(rng.root, folder / src_name(j))
+        bisect_repo.clone(rng.root, folder / src_name(j), token)
     doc = BisectFile(suite=suite.suite.name, suite_file=str(opts.suite_file), repo=str(rng.root), good=str(opts.good),
                      bad=str(opts.bad), rule=opts.rule, modes=modes, max_seeds=opts.max_seeds, commits=rng.commits,
                      subjects=rng.subjects, overrides=[*opts.overrides, *retarget], profile=loaded.profile,
                      parallel=opts.parallel, devices=pool, slot_overrides=slots if opts.parallel > 1 else [],
-                     slurm=opts.slurm.model_dump() if opts.slurm else None)
+                     slurm=opts.slurm.model_dump() if opts.slurm else None, clone_token=token)
     doc.write(folder)
     console.print(f"bisecting {len(rng.commits)} commits of {escape(str(rng.root))} on {escape(opts.rule)} "
                   f"({', '.join(escape(m) for m in modes)}): {escape(str(folder))}", soft_wrap=True)
@@ -197,8 +200,22 @@ def _resumed(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, l
     folder = Path(opts.resume)
     refuse_link(folder)
     doc = load_bisect(folder)
+    _own_folder(folder, doc)
     console.print(f"resuming the search in {escape(str(folder))}: {len(doc.candidates)} commit(s) judged")
     return folder, doc, list(doc.overrides)
+
+
+def _own_folder(folder: Path, doc: BisectFile) -> None:
+    """Before a resumed search runs anything: every clone it checks out in is its own (bisect_repo.own_clone),
+    and no folder or file it writes below its folder is a link (refused, never followed)."""
+    if doc.kind == "commits":
+        for j in range(doc.parallel):
+            bisect_repo.own_clone(folder, src_name(j), doc.clone_token)
+    for sub in ("runs", f"runs/{doc.suite}", "side", "baselines", "envs"):
+        if os.path.lexists(folder / sub):
+            ensure_folder(folder / sub, folder, create=False)
+    for name in ("bisect.log", "bisect.md", "good-baseline.json"):
+        refuse_link(folder / name)
 
 
 def run_bisect(opts: BisectOptions, console: Console | None = None) -> int:
@@ -206,9 +223,24 @@ def run_bisect(opts: BisectOptions, console: Console | None = None) -> int:
     it could not (endpoints not bracketing a change, the boundary undecided), 2 on a crashed endpoint, 130/143
     when interrupted (continue with --resume)."""
     console = console or Console()
-    folder, doc, overrides = _resumed(opts, console) if opts.resume else _new(opts, console)
+    with contextlib.ExitStack() as hold:   # one process a search: a second --resume of it is refused, not raced
+        if opts.resume:
+            hold.enter_context(_search_lock(Path(opts.resume)))
+        folder, doc, overrides = _resumed(opts, console) if opts.resume else _new(opts, console)
+        if not opts.resume:
+            hold.enter_context(_search_lock(folder))
+        return _search_in(folder, doc, overrides, console)
+
+
+def _search_lock(folder: Path) -> contextlib.AbstractContextManager[None]:
+    refuse_link(folder)
+    return locked(lock_of(folder / BISECT_JSON), f"the search in {folder} (another `bisect --resume` runs it)",
+                  timeout=0)
+
+
+def _search_in(folder: Path, doc: BisectFile, overrides: list[str], console: Console) -> int:
     suite_file = Path(doc.suite_file)
-    with (folder / "bisect.log").open("a", encoding="utf-8") as log:
+    with open_for_append(folder / "bisect.log", folder) as log:
         ctx = Ctx(folder, doc, suite_file, doc.profile, overrides, console, log)
         code = endpoints(ctx) if not doc.stopped else None
         if code is None and not doc.stopped:

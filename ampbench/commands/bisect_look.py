@@ -10,6 +10,7 @@ history rule trains every seed up to the cap at once), resumed as it is when a k
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from rich.console import Console
 from ampbench.commands import bisect_packages, bisect_repo
 from ampbench.core.docs import write_doc
 from ampbench.core.errors import ResultsError
+from ampbench.core.files import ensure_folder, refuse_link
 from ampbench.core.store import RunPaths
 from ampbench.engine import side_by_side
 from ampbench.engine.execute import Policies, execute, load_for_run
@@ -62,6 +64,7 @@ class Ctx:
 
 def _baseline(ctx: Ctx) -> Path | None:
     path = ctx.folder / "good-baseline.json"
+    refuse_link(path)
     return path if history(ctx.doc.rule) and path.is_file() else None
 
 
@@ -80,11 +83,20 @@ def run_id_of(ctx: Ctx, index: int, tag: str) -> tuple[str, Path]:
     return run_id, ctx.folder / "runs" / ctx.doc.suite / run_id
 
 
+def _runs_folder(ctx: Ctx, run_dir: Path) -> None:
+    """runs/<suite>/ (and a candidate's run folder, when a kill left one) are real folders of this search:
+    a link there is refused before the engine writes a candidate's files through it."""
+    ensure_folder(run_dir.parent, ctx.folder)
+    if os.path.lexists(run_dir):
+        ensure_folder(run_dir, ctx.folder, create=False)
+
+
 def look_request(ctx: Ctx, index: int, tag: str, overrides: list[str], devices: str | None = None
                  ) -> tuple[RunRequest, Policies]:
     """The engine's request and policies for one look: a new run, or the rest of one a kill interrupted.
     Seeds are added only while the searched rule is undecided in the searched modes (SearchSeeds)."""
     run_id, run_dir = run_id_of(ctx, index, tag)
+    _runs_folder(ctx, run_dir)
     doc = ctx.doc
     reference = index == 0 and history(doc.rule)
     seeds = SearchSeeds(max_seeds=doc.max_seeds, rules=(doc.rule,), modes=tuple(doc.modes), reference=reference)
@@ -115,8 +127,7 @@ def look_baseline(ctx: Ctx, config_hash: str) -> Path | None:
     if good.config_hash == config_hash:
         return base
     path = ctx.folder / "baselines" / f"{config_hash.removeprefix('sha256:')}.json"
-    if not path.is_file():
-        path.parent.mkdir(exist_ok=True)
+    if not ensure_folder(path.parent, ctx.folder).joinpath(path.name).is_file():
         write_doc(path, good.model_copy(update={"config_hash": config_hash}), root=ctx.folder)
     return path
 
@@ -128,7 +139,7 @@ def _prepare(ctx: Ctx, slot: int, index: int) -> list[str]:
     if doc.kind == "package":
         py = bisect_packages.ensure_env(ctx.folder, doc.python, doc.package, doc.commits[index], doc.index)
         return [*doc.overrides, bisect_packages.command_override(doc.command, py)]
-    bisect_repo.checkout(ctx.folder / src_name(slot), doc.commits[index])
+    bisect_repo.checkout(ctx.folder, src_name(slot), doc.clone_token, doc.commits[index])
     return doc.slot_overrides[slot] if doc.parallel > 1 else ctx.overrides
 
 
@@ -157,7 +168,7 @@ def run_round(ctx: Ctx, looks: list[Look]) -> list[Candidate] | int:
         name = run_id_of(ctx, index, tag)[0]
         runs.append(side_by_side.SideRun(index, side_by_side.options_json(request, policies),
                                          ctx.folder / "side" / f"{name}.json", ctx.folder / "side" / f"{name}.log"))
-    (ctx.folder / "side").mkdir(exist_ok=True)
+    ensure_folder(ctx.folder / "side", ctx.folder)
     started = time.monotonic()
     try:
         codes = side_by_side.run_side_by_side(runs, pool, per, visible=not doc.slurm)

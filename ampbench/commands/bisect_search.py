@@ -14,6 +14,7 @@ from rich.markup import escape
 from ampbench.commands import bisect_packages
 from ampbench.commands.bisect_look import Ctx, Look, Role, history, judge_look, run_candidate, run_round
 from ampbench.config import Suite
+from ampbench.core.text import printable
 from ampbench.judge.bisection import Search, Verdict, wrong_step_bound
 from ampbench.report.bisect_md import write_bisect_md
 from ampbench.results.baselines import save_baseline
@@ -55,7 +56,7 @@ def _record(ctx: Ctx, cand: Candidate) -> Candidate:
     ctx.doc.candidates.append(cand)
     ctx.doc.write(ctx.folder)
     figure = "" if cand.observed is None else f" ({_figure(cand.observed)})"
-    ctx.console.print(f"  [{cand.index:>3}] {cand.sha[:10]} {escape(ctx.doc.subjects[cand.index][:50])}: "
+    ctx.console.print(f"  [{cand.index:>3}] {cand.sha[:10]} {printable(ctx.doc.subjects[cand.index][:50])}: "
                       f"{cand.status}{figure} -> {cand.verdict}, {cand.seeds} trial(s), {cand.cost_s:.0f} s",
                       soft_wrap=True, markup=False)
     return cand
@@ -129,7 +130,7 @@ def finish(ctx: Ctx) -> int:
     path = write_bisect_md(ctx.folder, doc)
     out = ctx.console
     if doc.stopped:
-        out.print(f"bisect stopped: {doc.stopped}", soft_wrap=True, markup=False)
+        out.print(f"bisect stopped: {printable(doc.stopped)}", soft_wrap=True, markup=False)
         code = EXIT_INCONCLUSIVE
     elif doc.first_bad is not None and doc.last_good is not None and doc.first_bad == doc.last_good + 1:
         ev = doc.judged(doc.first_bad)
@@ -151,5 +152,5 @@ def finish(ctx: Ctx) -> int:
 def _named(doc: BisectFile, index: int) -> str:
     """How the result names a point of the range: `commit SHA subject`, or `version NAME==V`."""
     if doc.kind == "package":
-        return f"version: {doc.subjects[index]}"
-    return f"commit: {doc.commits[index]} {doc.subjects[index]}"
+        return f"version: {printable(doc.subjects[index])}"
+    return f"commit: {doc.commits[index]} {printable(doc.subjects[index])}"

@@ -3,20 +3,19 @@ policies written to OPTIONS.json, its exit code as this process's.  Not a user v
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
-from ampbench.core.files import read_text
+from ampbench.core.files import parse_json, read_text
 from ampbench.engine.execute import Policies, execute
 from ampbench.engine.request import RunRequest
 from ampbench.launch.process import install_signal_handlers
 
 
 def options_from(path: Path) -> tuple[RunRequest, Policies]:
-    data = json.loads(read_text(path, "run options"))
+    data = parse_json(read_text(path, "run options"), path, "run options")
     return RunRequest.model_validate(data["request"]), Policies.from_json(data, str(path))
 
 

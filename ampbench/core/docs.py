@@ -21,7 +21,8 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import FolderId, atomic_write_json, read_json
+from ampbench.core.files import FolderId, atomic_write_json
+from ampbench.core.json_read import read_json
 
 
 class VersionedDoc(BaseModel):

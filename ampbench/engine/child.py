@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ampbench.core.files import parse_json, read_text
+from ampbench.core.files import read_text
+from ampbench.core.json_read import parse_json
 from ampbench.engine.execute import Policies, execute
 from ampbench.engine.request import RunRequest
 from ampbench.launch.process import install_signal_handlers

@@ -11,11 +11,11 @@ from ampbench.core.files import (
     atomic_write_text,
     last_line,
     os_reason,
-    read_json,
     read_text,
     safe_name,
     tail_lines,
 )
+from ampbench.core.json_read import read_json
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.record.models import (
     CHECK_SCHEMA,

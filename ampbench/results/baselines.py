@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ampbench.config import REFERENCE_MODE, Suite
 from ampbench.core.docs import VersionedDoc, load_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_text, check_output, read_json, safe_name
+from ampbench.core.files import atomic_write_text, check_output, safe_name
+from ampbench.core.json_read import read_json
 from ampbench.core.names import (
     device_slug,  # one definition, shared with nightly.sh
     utc_now,

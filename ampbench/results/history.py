@@ -19,7 +19,8 @@ from ampbench.config import REFERENCE_MODE
 from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc, validate_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_text, loads_bounded, locked, read_text, safe_name
+from ampbench.core.files import atomic_write_text, locked, read_text, safe_name
+from ampbench.core.json_read import loads_bounded
 from ampbench.core.store import lock_of
 from ampbench.record.fields import Column
 from ampbench.record.models import Dtype, Level
@@ -198,7 +199,7 @@ def _parse_line(line: str, path: Path, lineno: int) -> RunSummary:
         data = loads_bounded(line)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or delete that line") from None
-    except (ValueError, RecursionError) as e:   # an integer past core.files.MAX_INT_DIGITS; nesting past the parser's
+    except (ValueError, RecursionError) as e:   # an integer past core.json_read.MAX_INT_DIGITS; nesting past the parser's
         what = "is nested too deeply" if isinstance(e, RecursionError) else f"holds {str(e)[:80]}"
         raise ResultsError(f"{path}:{lineno}: {what}; fix or delete that line") from None
     return validate_doc(RunSummary, data, f"{path}:{lineno}")

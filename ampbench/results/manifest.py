@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_json, folder_id, locked, read_bytes, read_json
+from ampbench.core.files import atomic_write_json, folder_id, locked, read_bytes
+from ampbench.core.json_read import read_json
 from ampbench.core.store import RUN_JSON, TRIALS, lock_of
 
 MANIFEST = "manifest.json"

@@ -148,7 +148,7 @@ def print_outcome(v: RunView, console: Console) -> None:
     table = Table(title=title, title_justify="left", box=table_box(console))
     cols, view = outcome_columns(), outcome_view(v)   # the catalog's (record/fields.py), as report.md's
     for c in cols:   # a name, a rule list fold; a figure, a verdict stay on one line
-        table.add_column(Text(c.header(view)), justify="right" if c.align == "r" else "left",
+        table.add_column(Text(c.header(view, lines=True)), justify="right" if c.align == "r" else "left",
                          no_wrap=c.col.kind not in ("code", "text"), overflow="fold")
     for row in mode_rows(v):
         table.add_row(*(Text(cell(c, row, view), style=_STYLE.get(row.verdict, "") if c.col.kind == "status" else "")

@@ -18,10 +18,11 @@ from ampbench.trial.command_record import Proc
 
 
 def left_out(lead: Proc | None, steps: list[StepRecord]) -> dict[str, Any]:
-    """{"evaluations_s", "saves", "saves_s", "note"} over the measured steps ({} when nothing was left out)."""
+    """{"evaluations_s", "saves", "saves_s", "note"} over `steps` (the measured ones, or those a throughput
+    check counted) ({} when nothing was left out)."""
     if lead is None:
         return {}
-    measured = {s.step for s in steps if not s.warmup}
+    measured = {s.step for s in steps}
     total = sum(float(ev.get("eval_s") or 0.0) for ev in lead.steps if ev.get("step") in measured)
     saves = {k: v for k, v in lead.saves.items() if k in measured}
     saves_s = sum(saves.values())
@@ -34,16 +35,15 @@ def left_out(lead: Proc | None, steps: list[StepRecord]) -> dict[str, Any]:
             "note": f"{' and '.join(parts)} inside the measured steps, left out of training time"}
 
 
-def cross_check(check: dict[str, Any] | None, ours: float, steps: list[StepRecord],
-                excluded: dict[str, Any]) -> dict[str, Any]:
-    """workload_info's throughput_check (with its `cause`) and warning, when the program logs a rate."""
+def cross_check(check: dict[str, Any] | None, steps: list[StepRecord], excluded: dict[str, Any]) -> dict[str, Any]:
+    """workload_info's throughput_check (with its `cause`) and warning, when the program logs a rate; `steps`:
+    the steps its figure counted, `excluded`: what was left out of them (left_out)."""
     if check is None:
         return {}
     if check["agrees"]:
         return {"throughput_check": check}
-    theirs, tol = check["program_samples_per_s"], check["tolerance"]
-    measured = [s for s in steps if not s.warmup]
-    secs = sum(s.time_s for s in measured)
+    ours, theirs, tol = check["ampbench_samples_per_s"], check["program_samples_per_s"], check["tolerance"]
+    secs = sum(s.time_s for s in steps)
     extra = float(excluded.get("evaluations_s", 0.0)) + float(excluded.get("saves_s", 0.0))
     cause = "check train.batch_size is the program's real batch per optimizer step"
     if extra > 0 and ours > theirs and secs + extra > 0 and theirs > 0:
@@ -54,6 +54,8 @@ def cross_check(check: dict[str, Any] | None, ours: float, steps: list[StepRecor
                      f"{counted:.4g} samples/s (ratio {counted / theirs:.3g})")
             check = {**check, "ratio_with_left_out": counted / theirs}
     check = {**check, "cause": cause}
-    warning = (f"ampbench measured {ours:.4g} samples/s (mean over the measured steps), the program's own log says "
+    over = (f"over steps {check['window'][0]}-{check['window'][1]}, the iterations of its line" if check.get("window")
+            else "mean over the measured steps")
+    warning = (f"ampbench measured {ours:.4g} samples/s ({over}), the program's own log says "
                f"{theirs:.4g} (ratio {check['ratio']:.3g}): {cause}")
     return {"throughput_check": check, "warning": warning}

@@ -329,9 +329,9 @@ def throughput_check(ours: float, scan: LogScan, tolerance: float,
     that agreed to 1.000 over its own iterations, on a loaded machine (docs/command.md)."""
     windowed = _windowed(scan, steps or [])
     if windowed is not None:
-        ours, theirs, (a, b) = windowed
-        ratio = ours / theirs
-        return {"ampbench_samples_per_s": ours, "program_samples_per_s": theirs, "lines": len(scan.throughput),
+        ours_w, line, (a, b) = windowed
+        ratio = ours_w / line
+        return {"ampbench_samples_per_s": ours_w, "program_samples_per_s": line, "lines": len(scan.throughput),
                 "ratio": ratio, "agrees": abs(ratio - 1) <= tolerance, "tolerance": tolerance, "window": [a, b]}
     theirs = scan.throughput[1:] or scan.throughput  # the first log line usually includes start-up
     if not theirs or ours <= 0:

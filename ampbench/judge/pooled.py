@@ -144,6 +144,13 @@ def comparable(history: Sequence[RunSummary], suite: str, config_hash: str, env:
             and (not h.device or device_slug(Env(device=h.device, device_name=h.device_name)) == slug)]
 
 
+def other_node(line: RunSummary, nodes: Sequence[str]) -> bool:
+    """Whether a history line's trials ran on none of `nodes`, the run's (lines and runs that recorded no node:
+    False): another machine of the same device model measures that machine, so it stays out of the series."""
+    theirs = {p.node for m in line.modes.values() for p in m.per_trial if p.node}
+    return bool(theirs) and bool(nodes) and theirs.isdisjoint(nodes)
+
+
 def regressed(line: RunSummary, min_change: float) -> bool:
     """Whether check judged this night's throughput below -min_change in any mode (the estimate its
     history-throughput recorded in the line: judge.summary); lines that recorded none are not."""

@@ -47,6 +47,7 @@ class TrialPoint(BaseModel):
     cpu_share: float | None = Field(None, ge=0)  # interference evidence of the baseline side (judge.interference)
     others_cpu: float | None = Field(None, ge=0)
     cpu_count: int = Field(0, ge=0)
+    node: str = Field("", max_length=256)  # where it ran (results.baselines.node_of): a pool keeps one node's runs
 
 
 class StepTimeHist(BaseModel):

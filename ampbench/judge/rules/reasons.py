@@ -136,7 +136,7 @@ ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
         (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
         (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
         (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""), (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""),
-        (R.DISTURBED, ""), (R.CLUSTERED, ""))),
+        (R.DISTURBED, ""), (R.CLUSTERED, ""), (R.OVERLAPPED, "trials of the run side by side on one device"))),
     (("history-memory",), ((R.WITHIN, ""), (R.GREW, ""))),
 )
 DECLARED: dict[str, frozenset[str]] = {name: frozenset(code.value for code, _ in codes)

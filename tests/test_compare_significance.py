@@ -64,7 +64,8 @@ def test_a_planted_20pct_slowdown_is_marked_and_fails_above_10(tmp_path):
     assert invoke("compare", str(cur), str(other), "--fail-above", "25").exit_code == 0
     # the other way round it is a speed-up, marked, and never a failure
     back = invoke("compare", str(other), str(cur), "--fail-above", "10")
-    assert back.exit_code == 0 and len(re.findall(r"yes, faster: \+2[4-6]\.\d%", back.output)) == len(MODES), \
+    # (+25% exactly: the estimate is the run values', each the median of its 3 trials' figures)
+    assert back.exit_code == 0 and len(re.findall(r"yes, faster: \+2[2-8]\.\d%", back.output)) == len(MODES), \
         back.output
 
 
@@ -184,7 +185,8 @@ def test_a_disturbed_slowdown_is_marked_and_advised_to_rerun_not_to_change_anyth
     r = invoke("compare", str(cur), str(other), "--fail-above", "10")
     assert r.exit_code == 3, r.output
     assert r.output.count("no (disturbed): -") == len(MODES) and "yes," not in r.output, r.output
-    assert "fp32: disturbed: Measurement disturbed (this run: other processes used 1.60 CPU cores beside it" in r.output
+    assert ("fp32: disturbed: Measurement disturbed (the two runs were not measured alike: other processes kept "
+            "1.60 of the machine's 2 cores busy beside this run") in r.output
     chk = invoke("check", str(cur), "--baseline", str(other))
     text = " ".join(chk.output.split())
     assert "history-throughput INCONCLUSIVE" in text and "Re-run on a quiet machine" in text, chk.output

@@ -317,7 +317,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     d = {"fast-floor": fb, "trimmed-mean": tb}.get(figure) or b  # the bounds that decided
     status, held = persist(status, d.estimate, m, p.open_regression is not None)
     msg = c.baseline_note + _pooled_figures_text(c, cur, now, runs, b, drift, fl, tl, shape)
-    msg += _ending(status, split + held, m, b, d, figure, p.open_regression) + _one_run_caveat(p, m)
+    msg += _ending(status, split + held, m, b, d, figure, p.open_regression) + _one_run_caveat(c, status, d, len(now))
     # weighed alike: either side loaded withholds the decision, a PASS too (identical code measured under
     # load came out 17% slower and 34% faster than its idle twin: docs/checks.md)
     why = interference.unlike(cur, p.evidence(c.mode), ("this run", "the baseline run" if p.single else
@@ -346,12 +346,21 @@ def _levels(c: Ctx, base_n: int) -> tuple[float, float]:
     return sequential.levels(c.th.confidence, c.th.history_alpha)
 
 
-def _one_run_caveat(p: PooledBaseline, m: float) -> str:
-    """What a history of one run cannot decide, said with every result against one --baseline run."""
-    if p.assumed_drift is None:
+def _one_run_caveat(c: Ctx, status: Status, d: inference.Bounds, n: int) -> str:
+    """What a history of one run cannot decide, said with every result against one --baseline run; undecided,
+    how many seeds would decide (planned for the gap between no change and twice history_min_change)."""
+    p, m = c.pooled, c.th.history_min_change
+    if p is None or p.assumed_drift is None:
         return ""
-    return (f" One baseline run is a history of one run: how far this machine's runs drift from one another is not "
-            f"measured but assumed ({p.assumed_drift:.1%}), so a change within that drift cannot be told from the "
+    more = ""
+    if status == "INCONCLUSIVE":
+        gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
+        need = inference.seeds_needed(d.sd, gap, c.th.confidence, drift_sd=p.assumed_drift,
+                                      fail_confidence=1 - c.th.history_alpha)
+        text = more_seeds_text(n, need)
+        more = f" {text[0].upper()}{text[1:]}."
+    return (f"{more} One baseline run is a history of one run: how far this machine's runs drift from one another is "
+            f"not measured but assumed ({p.assumed_drift:.1%}), so a change within that drift cannot be told from the "
             f"code's, and on a machine whose runs drift more (shared, loaded) neither a PASS nor a FAIL beyond "
             f"{m:.0%} holds: `check --history` with {MIN_RUNS} runs or more measures the drift.")
 

@@ -185,8 +185,8 @@ def test_a_disturbed_slowdown_is_marked_and_advised_to_rerun_not_to_change_anyth
     r = invoke("compare", str(cur), str(other), "--fail-above", "10")
     assert r.exit_code == 3, r.output
     assert r.output.count("no (disturbed): -") == len(MODES) and "yes," not in r.output, r.output
-    assert ("fp32: disturbed: Measurement disturbed (the two runs were not measured alike: other processes kept "
-            "1.60 of the machine's 2 cores busy beside this run") in r.output
+    assert ("fp32: disturbed: Measurement disturbed (this run or its baseline, each weighed alike: other processes "
+            "kept 1.60 of the machine's 2 cores busy beside this run") in r.output
     chk = invoke("check", str(cur), "--baseline", str(other))
     text = " ".join(chk.output.split())
     assert "history-throughput INCONCLUSIVE" in text and "Re-run on a quiet machine" in text, chk.output

@@ -120,4 +120,4 @@ def unlike(cur: list[CompactTrial], base: list[CompactTrial], names: tuple[str, 
     alike are withheld.  (`explain` weighs only the slower side: two arms of one run, the speed rule.)"""
     a, b = evidence(cur), evidence(base)
     why = _against(a, b, names[0], names[1]) + _against(b, a, names[1], names[0])
-    return f"measurement disturbed (the two runs were not measured alike: {'; '.join(why)})" if why else None
+    return f"measurement disturbed (this run or its baseline, each weighed alike: {'; '.join(why)})" if why else None

@@ -110,6 +110,30 @@ def test_busy_loop_pairs_of_issue_62_both_ways_never_fail_identical_code():
     _assert_sound(replay("baseline_pairs", per_case=60))
 
 
+def _arm(others: float, share: float = 1.0, n: int = 3) -> list:
+    from ampbench.core.records import Interference
+    from ampbench.results.baselines import CompactTrial
+
+    return [CompactTrial(mode="fp32", seed=i, cpu_count=2, interference=Interference(cpu_share=share, others_cpu=others))
+            for i in range(n)]
+
+
+def test_the_evidence_of_both_runs_is_weighed_alike():
+    """judge.interference.unlike: the load beside either run withholds the comparison, whichever came out faster
+    (main's rule weighed only the slower side: an idle run slower than its loaded baseline was FAILed)."""
+    from ampbench.judge.interference import unlike
+
+    names = ("this run", "the baseline run")
+    assert unlike(_arm(0.3), _arm(0.35), names, 0.83) is None                       # alike: the figures decide
+    why = unlike(_arm(0.3), _arm(1.2), names, 0.83)                                 # baseline loaded and faster
+    assert why is not None and "beside the baseline run" in why, why
+    assert unlike(_arm(1.2), _arm(0.3), names, 1.2) is not None                     # current loaded and faster
+    assert "0.80 CPU cores beside the baseline run" in (unlike(_arm(0.3), _arm(0.8), names, 0.9) or "")
+    # a lower CPU share counts on the slower side only (a GPU trial's share moves with how it waits)
+    assert unlike(_arm(0.3, share=0.5), _arm(0.3), names, 1.3) is None
+    assert "this run's CPU share 0.50" in (unlike(_arm(0.3, share=0.5), _arm(0.3), names, 0.55) or "")
+
+
 # ---------------------------------------------------------------- one real pair, one side under load
 
 BUSY = "while True: pass"

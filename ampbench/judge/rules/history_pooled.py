@@ -321,7 +321,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     # weighed alike: either side loaded withholds the decision, a PASS too (identical code measured under
     # load came out 17% slower and 34% faster than its idle twin: docs/checks.md)
     why = interference.unlike(cur, p.evidence(c.mode), ("this run", "the baseline run" if p.single else
-                                                          "the baseline runs"))
+                                                          "the baseline runs"), d.estimate)
     codes = [HISTORY_CODE[status]] + split + held + (["disturbed"] if why else []) + (["clustered"] if clustered else [])
     if why:
         status, msg = "INCONCLUSIVE", f"{c.baseline_note}{why[0].upper()}{why[1:]}. {msg[len(c.baseline_note):]}"

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from ampbench.core.records import Env, RunInfo, Trial
 from ampbench.judge.check import check_trials
+from ampbench.record.models import Env, RunInfo, Trial
 from ampbench.results.baselines import from_trials
 from tests.factories import make_suite, make_trial, plan_of
 
@@ -111,7 +111,7 @@ def test_busy_loop_pairs_of_issue_62_both_ways_never_fail_identical_code():
 
 
 def _arm(others: float, share: float = 1.0, n: int = 3) -> list:
-    from ampbench.core.records import Interference
+    from ampbench.record.models import Interference
     from ampbench.results.baselines import CompactTrial
 
     return [CompactTrial(mode="fp32", seed=i, cpu_count=2, interference=Interference(cpu_share=share, others_cpu=others))

@@ -192,7 +192,7 @@ def test_the_paddleclas_cross_check_compares_the_iterations_of_its_line():
     """Issue 62: PaddleClas's ips at iteration k is the batch over the mean batch_cost of iterations 5..k (its
     meters reset at iteration 5), ampbench's steps 6..k+1; the mean over all measured steps (3..12 here, three
     slow ones inside) was compared with it before: ratio 0.53 where the same iterations agree to 1.000."""
-    from ampbench.core.records import StepRecord
+    from ampbench.record.models import StepRecord
     from ampbench.trial.command_left_out import cross_check
     from ampbench.trial.command_record import throughput_check, window_steps
     from ampbench.workloads.command.presets import LogScan

@@ -380,7 +380,7 @@ def test_after_slurms_own_requeue_a_task_skips_the_arms_it_already_ran_ok(tmp_pa
     same task id; the arms whose trial file is this task's ok trial are not run again (their measurement kept),
     an arm whose file is another task's, not ok, or missing runs.  The script as Slurm runs it, under bash."""
     from ampbench.core.docs import write_doc
-    from ampbench.core.records import SlurmJob
+    from ampbench.record.models import SlurmJob
     from tests.factories import make_trial
 
     def arm(name: str) -> slurm.Arm:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ampbench.core.docs import load_doc, restore_nonfinite, write_doc
-from ampbench.core.records import Memory
+from ampbench.record.models import Memory
 from ampbench.results.diagnosis_file import DiagnosisFile, Finding, ModeDiagnosis
 from ampbench.results.probe_file import ProbeAttempt, ProbeFile, ProbeMode
 from ampbench.results.verdicts import CheckReport, ModeVerdict, RuleResult, load_check

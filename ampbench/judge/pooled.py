@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampbench.core.records import Env, Interference
 from ampbench.judge import changepoint, inference, measure
+from ampbench.record.models import Env, Interference
 from ampbench.results.accepts import AcceptRecord
 from ampbench.results.baselines import Baseline, CompactTrial, device_slug
 from ampbench.results.history import ModeSummary, RunSummary, TrialPoint

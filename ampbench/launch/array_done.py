@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ampbench.core.docs import load_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 from ampbench.trackers.scheduler import slurm_job
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.errors import ConfigError, UserError
-from ampbench.core.records import Status
+from ampbench.record.models import Status
 
 COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 TIMEOUT_S = 60.0

@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ampbench.core.records import trial_key
 from ampbench.core.store import RunPaths
 from ampbench.launch import slurm
 from ampbench.launch.slurm import FORGOTTEN, JobState
@@ -42,6 +41,7 @@ from ampbench.launch.slurm_run import (
     prepare,
     save_state,
 )
+from ampbench.record.models import trial_key
 
 Keys = dict[str, tuple[str, int]]
 

@@ -15,8 +15,8 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
-from ampbench.core.records import Memory
 from ampbench.core.store import PROBE_JSON, RunPaths, probe_folders
+from ampbench.record.models import Memory
 
 PROBE_SCHEMA = "ampbench.probe/1"
 FITS_STATUSES = ("ok", "diverged")  # diverging in a few steps still means the batch fitted in memory

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_doc, load_optional, write_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import CHECK_SCHEMA
+from ampbench.record.models import CHECK_SCHEMA
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]
 

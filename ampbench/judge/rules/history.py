@@ -14,22 +14,26 @@ from dataclasses import replace
 import numpy as np
 
 from ampbench.config import ModeConfig, Suite, Thresholds
-from ampbench.core.records import Trial
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, measure, pooled
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.advice_kit import DISTURBED, reasons
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
-from ampbench.judge.rules.history_pooled import pooled_throughput
+from ampbench.judge.rules.history_pooled import HISTORY_THROUGHPUT, pooled_throughput
 from ampbench.judge.rules.memory import SOURCE_TEXT
-from ampbench.judge.rules.parity import ACCURACY_PARITY, PARITY_CODE, noninferiority
-from ampbench.judge.rules.traits import Effect, PlanSize, Result, Seeding
+from ampbench.judge.rules.parity import ACCURACY_PARITY_NAME, PARITY_CODE, PARITY_REASONS, noninferiority
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import Effect, PlanSize, Result, ResultName, Seeding
+from ampbench.record.models import Trial
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
 
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+HISTORY_METRIC = ResultName("history-metric")
+HISTORY_MEMORY = ResultName("history-memory")
+
 # the comparison `ampbench compare` applies both ways and `ampbench bisect` searches by default
-HISTORY_THROUGHPUT = "history-throughput"
 
 
 def rule_history(c: Ctx) -> list[RuleResult]:
@@ -43,7 +47,7 @@ def rule_history(c: Ctx) -> list[RuleResult]:
     assert c.baseline is not None
     base = c.baseline.trials(c.mode)
     if not base:
-        return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
+        return [c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, None,
                        f"{c.baseline_note}The baseline has no ok trial of mode {c.mode}.", reasons=["no-baseline-trials"])]
     cur = c.compact(c.mode)
     one = replace(c, pooled=pooled.one_run(c.baseline, inference.RUN_DRIFT_SD if c.drift_sd is None else c.drift_sd))
@@ -57,7 +61,7 @@ def _pooled(c: Ctx) -> list[RuleResult]:
     assert c.pooled is not None
     cur, seeds = c.compact(c.mode), c.pooled.per_seed(c.mode)
     if not seeds:
-        return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
+        return [c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, None,
                        f"The pooled baseline ({c.pooled.describe()}) has no ok trial of mode {c.mode}.",
                        reasons=["no-baseline-trials"])]
     out = [pooled_throughput(c, cur), history_metric(c, cur, seeds)]
@@ -73,17 +77,17 @@ def history_metric(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
     """observed = how much worse this run's mean metric is than the baseline's (positive = worse)."""
     now, then, note = _metrics(cur), _metrics(base), c.baseline_note
     if not now or not then:
-        return c.rule("history-metric", "INCONCLUSIVE", None, None,
+        return c.rule(HISTORY_METRIC, "INCONCLUSIVE", None, None,
                       f"{note}Metric {c.metric!r} missing here or in the baseline.", reasons=["metric-missing"])
     worse = (mean(then) - mean(now)) if c.goal == "max" else (mean(now) - mean(then))
     head = f"{note}{c.mode} mean {c.metric} {g(mean(now))} vs baseline {g(mean(then))}: "
     if min(len(now), len(then)) < inference.MIN_TRIALS:
-        return c.rule("history-metric", "INCONCLUSIVE", worse, c.th.metric_abs_tol,
+        return c.rule(HISTORY_METRIC, "INCONCLUSIVE", worse, c.th.metric_abs_tol,
                       f"{head}worse by {g(worse, 3)}; not judged: {more_seeds_text(1, inference.MIN_TRIALS)}."
                       + one_seed_note(len(then), len(now)), current_mean=mean(now), baseline_mean=mean(then),
                       reasons=["seed-sd-unknown"])
     status, tail, extra = noninferiority(c, then, now, "this run", history=True)
-    return c.rule("history-metric", status, worse, extra["margin"], head + tail, current_mean=mean(now),
+    return c.rule(HISTORY_METRIC, status, worse, extra["margin"], head + tail, current_mean=mean(now),
                   baseline_mean=mean(then), reasons=[PARITY_CODE[status]], **extra)
 
 
@@ -99,7 +103,7 @@ def history_memory(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
     msg = (f"{c.baseline_note}{c.mode} peak memory ({SOURCE_TEXT.get(next(iter(src_now)), 'peak')}) "
            f"{bytes_h(float(np.median(now)))} vs baseline {bytes_h(float(np.median(then)))}: {grow:+.1%} "
            f"({'above' if grow > lim else 'within'} the {lim:.0%} allowed growth).")
-    return c.rule("history-memory", "FAIL" if grow > lim else "PASS", grow, lim, msg,
+    return c.rule(HISTORY_MEMORY, "FAIL" if grow > lim else "PASS", grow, lim, msg,
                   reasons=["grew" if grow > lim else "within"])
 
 
@@ -155,7 +159,13 @@ def history_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, results=(
     Result(HISTORY_THROUGHPUT, seeds=Seeding(plan=plan_history, effect=history_effect), bisect="history",
-           figure="history_change"),
-    Result("history-metric", seeds=Seeding(sized_by=ACCURACY_PARITY.name), bisect="history"),  # parity's test
-    Result("history-memory", bisect="history"),
+           figure="history_change", reasons=(
+               (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
+               (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
+               (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""),
+               (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""), (R.DISTURBED, ""), (R.CLUSTERED, ""),
+               (R.OVERLAPPED, "trials of the run side by side on one device"))),
+    Result(HISTORY_METRIC, seeds=Seeding(sized_by=ACCURACY_PARITY_NAME), bisect="history",  # parity's test
+           reasons=PARITY_REASONS),
+    Result(HISTORY_MEMORY, bisect="history", reasons=((R.WITHIN, ""), (R.GREW, ""))),
 ))

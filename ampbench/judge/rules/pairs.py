@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE
-from ampbench.core.records import Trial
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.rules.history import HISTORY_THROUGHPUT
+from ampbench.record.models import Trial
 from ampbench.results.baselines import node_of
 from ampbench.results.verdicts import RuleResult
 
@@ -119,7 +119,7 @@ def held_back_history(c: Ctx, results: list[RuleResult]) -> list[RuleResult]:
         return results
     what = "; ".join(found[:4]) + (f"; {len(found) - 4} more" if len(found) > 4 else "")
     for r in hist:
-        r.details["reasons"] = reasons.checked(r.rule, [*r.details.get("reasons", []), reasons.Reason.OVERLAPPED])
+        r.details["reasons"] = reasons.plain([*r.details.get("reasons", []), reasons.Reason.OVERLAPPED])
         r.details["crowded"] = found
         if r.status in ("PASS", "FAIL"):
             r.message = (f"Held back from {r.status}: trials of this run ran side by side on one device ({what}), so "
@@ -149,7 +149,7 @@ def held_back(c: Ctx, results: list[RuleResult]) -> list[RuleResult]:
     for r in results:
         if r.rule not in PAIRED or r.details.get("judged") is False:
             continue
-        r.details["reasons"] = reasons.checked(r.rule, [*r.details.get("reasons", []), *codes])
+        r.details["reasons"] = reasons.plain([*r.details.get("reasons", []), *codes])   # PAIRS: declared by each
         r.details["apart"] = [a.text for a in found]
         if r.status in ("PASS", "FAIL"):
             r.message = f"Held back from {r.status}: the pairs were not measured in place ({what}): {fix}. " \

@@ -102,13 +102,14 @@ def test_report_opens_with_the_outcome_and_says_shared_advice_once(tmp_path: Pat
 @pytest.mark.parametrize("metric", ["accuracy", "eval_loss"])
 def test_the_delta_column_names_the_metric_and_no_mode_name_folds_at_100_columns(tmp_path: Path, metric: str) -> None:
     """Issue 62: "Δ vs fp32" did not say of what; "{metric} Δ vs fp32" on one line folded the mode names at 100
-    columns.  The console breaks the header in two ("Δ accuracy" over "vs fp32"), report.md keeps one line."""
+    columns.  The console breaks the header in two ("Δ accuracy" over "vs fp32"; "d accuracy" in a pipe's ASCII),
+    report.md keeps one line."""
     suite = make_suite(modes=MODES, seeds=(0, 1), metric=metric, goal="min" if "loss" in metric else "max")
     run = make_run(tmp_path, suite, make_trials(suite, metrics={m: [0.91, 0.92] for m in MODES}, amp_active=False))
     r = invoke("check", str(run))
     assert list(table_rows(r.output)) == list(MODES), r.output   # every mode name whole on its line
     head = [ln for ln in r.output.splitlines() if ln.startswith("|")][:2]
-    assert f"Δ {metric}" in head[0] and "vs fp32" in head[1] and "Mode" in head[1], r.output
+    assert f"d {metric}" in head[0] and "vs fp32" in head[1] and "Mode" in head[1], r.output   # Δ in ASCII: a pipe
     assert all(len(ln) <= 100 for ln in r.output.splitlines()), r.output
     invoke("check", str(run))
     md = write_report([run]).read_text(encoding="utf-8")

@@ -12,6 +12,7 @@ from typing import Any
 from ampbench.record import wire, wire_read
 from ampbench.record.assemble import RankMemory, TrialAssembler, memory_from_wire, merge_ranks
 from ampbench.record.models import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
+from ampbench.record.rates import steps_rate
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
@@ -312,10 +313,10 @@ def _windowed(scan: LogScan, steps: list[StepRecord]) -> tuple[float, float, tup
         return None
     theirs, (a, b) = max(lines, key=lambda x: (x[1][1] - x[1][0], x[1][1]))
     inside = window_steps(steps, [a, b])
-    busy = sum(s.time_s for s in inside)
-    if len(inside) != b - a + 1 or busy <= 0:
+    ours = steps_rate(inside)
+    if len(inside) != b - a + 1 or ours <= 0:
         return None
-    return sum(s.samples for s in inside) / busy, theirs, (a, b)
+    return ours, theirs, (a, b)
 
 
 def window_steps(steps: list[StepRecord], window: list[int] | None) -> list[StepRecord]:

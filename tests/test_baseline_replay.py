@@ -175,14 +175,12 @@ def test_a_real_pair_one_run_under_a_busy_loop_per_core_is_never_failed_either_w
     idle, loaded = _run(tmp_path, "idle", False), _run(tmp_path, "loaded", True)
     arms = {d: [compact(t, "accuracy") for t in open_run(d).trials if t.status == "ok"] for d in (idle, loaded)}
     seen = {d: interference.evidence(a) for d, a in arms.items()}
-    # the busy loops are in the loaded run's evidence: more of the machine taken beside it, or less of it its own
-    assert (seen[loaded].others_cpu or 0) > (seen[idle].others_cpu or 0) or \
-        (seen[loaded].cpu_share or 1) < (seen[idle].cpu_share or 1), seen
+    # the busy loops are in the loaded run's evidence (a busy loop per core saturates the machine beside it)
     unlike = interference.unlike(arms[idle], arms[loaded], ("idle", "loaded"))
+    assert unlike is not None and "beside loaded" in unlike, (unlike, seen)
     for cur, base in ((idle, loaded), (loaded, idle)):
         rep = check_run(cur, baseline=base)
         hist = [r for v in rep.verdicts for r in v.rules if r.rule == "history-throughput"]
         assert hist and all(r.status != "FAIL" for r in hist), [r.message for r in hist]   # main FAILed such pairs
-        # where the evidence tells the runs apart the result is withheld, whichever run came out faster
-        assert unlike is None or all(r.details["disturbed"] and r.status == "INCONCLUSIVE" for r in hist), \
-            (unlike, [r.message for r in hist])
+        # the result is withheld on that evidence, whichever run came out faster
+        assert all(r.details["disturbed"] and r.status == "INCONCLUSIVE" for r in hist), [r.message for r in hist]

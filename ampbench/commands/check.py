@@ -18,7 +18,7 @@ from ampbench.results.baselines import device_slug, load_baseline, node_of
 from ampbench.results.history import RunSummary, history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.results.verdicts import CheckReport, load_check_optional
+from ampbench.results.verdicts import CheckReport, claims_exit, load_check_optional
 
 
 def check_path(run: RunDir, baseline: Path | None) -> Path:
@@ -79,6 +79,12 @@ def _history_notes(run: OpenRun, seg: pooled.PooledBaseline | None, used: bool, 
         out.append(f"{elsewhere} history run(s) of this suite, config and device left out: measured on another "
                    f"node than this run's ({', '.join(run_nodes(run))}).")
     return out
+
+
+def check_exit(report: CheckReport, claims: bool = False) -> int:
+    """The verb's exit code: the verdicts' (check.json `exit_code`); with --claims, 1 when a published claim of
+    the suite is refuted (results.verdicts.claims_exit)."""
+    return claims_exit(report) if claims else report.exit_code
 
 
 def recorded_check(run_dir: Path) -> CheckReport:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.record.models import StepRecord
+from ampbench.record.rates import rates_from, trial_rate
 from ampbench.trial.command_record import Proc
 
 
@@ -35,27 +36,37 @@ def left_out(lead: Proc | None, steps: list[StepRecord]) -> dict[str, Any]:
             "note": f"{' and '.join(parts)} inside the measured steps, left out of training time"}
 
 
-def cross_check(check: dict[str, Any] | None, steps: list[StepRecord], excluded: dict[str, Any]) -> dict[str, Any]:
-    """workload_info's throughput_check (with its `cause`) and warning, when the program logs a rate; `steps`:
-    the steps its figure counted, `excluded`: what was left out of them (left_out)."""
+def median_rate(steps: list[StepRecord]) -> float:
+    """The trial's samples/s as the record holds it (throughput.samples_per_s): the median per-step rate of the
+    measured steps, which the cross-check does not compare (the program's lines are intervals' samples over time)."""
+    measured = [s for s in steps if not s.warmup]
+    return trial_rate(rates_from([s.time_s for s in measured], [s.samples for s in measured])) or 0.0
+
+
+def cross_check(check: dict[str, Any] | None, counted: list[StepRecord], excluded: dict[str, Any],
+                steps: list[StepRecord]) -> dict[str, Any]:
+    """workload_info's throughput_check (with its `cause`) and warning, when the program logs a rate; `counted`:
+    the steps its figure counted (its line's window, else the measured ones), `excluded`: what was left out of
+    them (left_out), `steps`: the trial's (their median per-step rate is the trial's samples/s)."""
     if check is None:
         return {}
     if check["agrees"]:
         return {"throughput_check": check}
     ours, theirs, tol = check["ampbench_samples_per_s"], check["program_samples_per_s"], check["tolerance"]
-    secs = sum(s.time_s for s in steps)
+    secs = sum(s.time_s for s in counted)
     extra = float(excluded.get("evaluations_s", 0.0)) + float(excluded.get("saves_s", 0.0))
     cause = "check train.batch_size is the program's real batch per optimizer step"
     if extra > 0 and ours > theirs and secs + extra > 0 and theirs > 0:
-        counted = ours * secs / (secs + extra)   # the same samples over the time with what was left out
-        if abs(counted / theirs - 1) <= tol:
+        back = ours * secs / (secs + extra)   # the same samples over the time with what was left out
+        if abs(back / theirs - 1) <= tol:
             cause = (f"the program's own rate counts the {excluded['note'].split(' inside')[0]} inside the measured "
                      f"steps, which ampbench leaves out of training time; counted in, ampbench's rate is "
-                     f"{counted:.4g} samples/s (ratio {counted / theirs:.3g})")
-            check = {**check, "ratio_with_left_out": counted / theirs}
+                     f"{back:.4g} samples/s (ratio {back / theirs:.3g})")
+            check = {**check, "ratio_with_left_out": back / theirs}
     check = {**check, "cause": cause}
-    over = (f"over steps {check['window'][0]}-{check['window'][1]}, the iterations of its line" if check.get("window")
-            else "mean over the measured steps")
-    warning = (f"ampbench measured {ours:.4g} samples/s ({over}), the program's own log says "
-               f"{theirs:.4g} (ratio {check['ratio']:.3g}): {cause}")
+    over = (f"steps {check['window'][0]}-{check['window'][1]}, the iterations of its line" if check.get("window")
+            else "the measured steps")
+    warning = (f"ampbench's samples over the time of {over}, {ours:.4g} samples/s, against the program's own log's "
+               f"{theirs:.4g} (ratio {check['ratio']:.3g}; the trial's samples/s figure is the median per-step rate, "
+               f"{median_rate(steps):.4g}): {cause}")
     return {"throughput_check": check, "warning": warning}

@@ -14,6 +14,7 @@ from ampbench.record.assemble import RankMemory, TrialAssembler, memory_from_wir
 from ampbench.record.models import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
 from ampbench.record.rates import steps_rate
 from ampbench.trackers import shapes
+from ampbench.trackers.load import LoadSamples
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
@@ -324,3 +325,15 @@ def window_steps(steps: list[StepRecord], window: list[int] | None) -> list[Step
     if window is None:
         return [s for s in steps if not s.warmup]
     return [s for s in steps if window[0] <= s.step <= window[1]]
+
+
+@dataclass
+class Ran:
+    """What running the program left: its exit code (None: never started), the tree's peak RSS, the GPU it
+    reported, the machine's load sampled while it ran, the processes it left behind."""
+
+    code: int | None = None
+    peak: int = 0
+    gpu: Any = None   # trial.command_gpu.ProgramGpu (it imports this module)
+    load: LoadSamples | None = None
+    left: list[str] = field(default_factory=list)

@@ -66,6 +66,7 @@ class SlurmLauncher(Launcher):
         else:
             super().resumed(given, run_path, info, suite, plan)
         slurm.require_commands()
+        slurm.require_controller(run_path)   # slurmctld down: one line, before any job is asked about
         return self
 
     def submit(self) -> Callable[[list[tuple[str, int]], Path, SlurmRun, str, Hooks], None]:

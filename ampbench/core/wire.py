@@ -133,8 +133,8 @@ class AmpOrderEvent(TypedDict, total=False):
 # amp = "inject": what the hook applied for an optimizer it adopted (or why not: `error`), or that the program
 # applies AMP itself (`refused`, then it ends); and one paddle.save inside step `step`, `s` seconds long
 InjectEvent = TypedDict("InjectEvent", {"e": str, "optimizer": str, "models": list, "level": str, "dtype": str,
-                                       "decorated": bool, "scaler": bool, "scaler_enabled": bool, "error": str,
-                                       "refused": str}, total=False)
+                                       "decorated": bool, "before_data_parallel": bool, "scaler": bool,
+                                       "scaler_enabled": bool, "error": str, "refused": str}, total=False)
 SaveEvent = TypedDict("SaveEvent", {"e": str, "step": int, "s": float}, total=False)
 
 
@@ -247,7 +247,7 @@ _FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "shapes": {"layers": _list(_shape_row), "count": _count},
     "amp_order": {"call": _str, "level": _str, "decorated": _bool, "after_data_parallel": _bool},
     "inject": {"optimizer": _str, "models": _list(_str, 20), "level": _str, "dtype": _str, "decorated": _bool,
-               "scaler": _bool, "scaler_enabled": _bool, "error": _str, "refused": _str},
+               "before_data_parallel": _bool, "scaler": _bool, "scaler_enabled": _bool, "error": _str, "refused": _str},
     "save": {"step": _int, "s": _duration},
     "data": {"waits": _table(_duration, _step_key)},
 }

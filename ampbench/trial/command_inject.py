@@ -34,7 +34,8 @@ def injected_record(mode: ModeConfig, events: list[dict[str, Any]]) -> dict[str,
     mode whose AMP the program applies)."""
     if mode.amp_by != "inject":
         return {}
-    applied = [{k: ev[k] for k in ("optimizer", "models", "level", "dtype", "decorated", "scaler", "scaler_enabled")
+    applied = [{k: ev[k] for k in ("optimizer", "models", "level", "dtype", "decorated", "before_data_parallel",
+                                   "scaler", "scaler_enabled")
                 if k in ev} for ev in events if not ev.get("error") and not ev.get("refused")][:8]
     errors = sorted({str(ev["error"]) for ev in events if ev.get("error")})[:4]
     record: dict[str, Any] = {"by": "ampbench", "applied": applied}

@@ -189,7 +189,10 @@ def patch_model_building(st: State, paddle) -> None:
             level = kwargs.get("level", args[1] if len(args) > 1 else "O1")
             if str(level) == "O2":
                 many = models if isinstance(models, list) else [models]
-                after = any((isinstance(dp, type) and isinstance(m, dp)) or id(m) in st.wrapped for m in many)
+                # a model decorated before it was wrapped and decorated again later (for its optimizer: the
+                # injected O2 of a program that wraps first) had its parameters cast before the reducer was built
+                after = any((isinstance(dp, type) and isinstance(m, dp))
+                            or (id(m) in st.wrapped and id(m) not in st.decorated) for m in many)
                 st.decorated.update(id(m) for m in many)
                 st.emit(e="amp_order", call="decorate", level="O2", after_data_parallel=after)
             return own(models, *args, **kwargs)

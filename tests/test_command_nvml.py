@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -95,8 +96,11 @@ def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):
     p = CommandParams.model_validate(tr.suite.workload)
     reader = EventReader()
     _start_event(reader, device)
-    gpu = ProgramGpu(ROOT_PID, pids=lambda: {ROOT_PID, RANK_PID})
+    said = threading.Event()
+    gpu = ProgramGpu(ROOT_PID, pids=lambda: {ROOT_PID, RANK_PID}, ack=lambda pid, word: said.set())
     gpu.see(reader.procs.values())            # what _pump does as the start event arrives
+    if device == "gpu":
+        assert said.wait(10)                  # the hook waits for the worker's word before its window (issue 58.2)
     prev = time.perf_counter()
     for i in range(1, 7):
         time.sleep(0.03)

@@ -185,7 +185,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     else:
         t = threading.Thread(target=output.run, args=(proc.stdout,), daemon=True)
         t.start()
-        gpu = ProgramGpu(proc.pid)
+        gpu = ProgramGpu(proc.pid, ack=channel.reply)   # a GPU process is told once NVML samples its device
         try:
             peak = _pump(tr, proc, reader, tr.batch, gpu)
             code = proc.wait()

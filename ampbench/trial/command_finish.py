@@ -219,6 +219,7 @@ def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: 
     if not got:
         return
     t.memory.errors = {**t.memory.errors, **got.pop("errors", {})}
+    t.memory.notes = {**t.memory.notes, **got.pop("notes", {})}
     interference = got.pop("interference", {})
     for key, value in got.items():
         setattr(t.memory, key, value)

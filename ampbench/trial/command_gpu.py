@@ -149,15 +149,16 @@ class ProgramGpu:
             if peak is not None:
                 used.append(peak)
                 sources.add(source)
-            energy.append(joules)
+            energy.append((res.get("nvml_device"), joules))
+        total, mig = nvml.energy_once_per_gpu(energy)   # two MIG instances of one GPU read one counter
         if window is None:
             errors["nvml.window"] = "no measured step: NVML's figures have no window"
-        elif any(e is None for e in energy) and not any(k.startswith(NO_ENERGY) for k in errors):
+        elif total is None and not any(k.startswith(NO_ENERGY) for k in errors):
             errors.setdefault("nvml.window", _not_covered(self, window))
         first = next(iter(self.results.values()))
         return {"device_used_bytes": max(used) if used else None,
                 "device_used_source": (nvml.PROCESS if sources == {nvml.PROCESS} else nvml.DEVICE) if used else None,
-                "energy_j": float(sum(e for e in energy if e is not None)) if energy and None not in energy else None,
+                "energy_j": total, "notes": {"energy": nvml.MIG_ENERGY_NOTE} if mig and total is not None else {},
                 "nvml_device": first.get("nvml_device"), "errors": errors,
                 "interference": {**dict(first.get("interference") or {}), "gpu_busy_pct": _busy(self, window, gaps)}}
 

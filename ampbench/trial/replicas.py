@@ -33,6 +33,7 @@ from typing import Any
 from ampbench.config import DistributedConfig, ModeConfig, Suite
 from ampbench.core.protocol import FAULT_RANK_ENV, RANK_DIR_ENV
 from ampbench.core.records import Memory
+from ampbench.trackers import nvml
 
 COMPRESSED = "ampbench-fp16-compressed"
 DATA_PARALLEL = "paddle.DataParallel"
@@ -44,13 +45,14 @@ RANK_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "rss_peak_bytes", 
 
 def merge_rank_memory(mem: Memory, ranks: list[tuple[int, dict[str, Any]]]) -> None:
     """Per-rank figures into `mem.per_rank`; each field the max over the ranks that measured it
-    (None when none did), energy summed when every rank measured it."""
+    (None when none did), energy summed over the ranks' GPUs when every GPU was measured, each GPU once (two
+    ranks on two MIG instances of one GPU read one counter: trackers.nvml.energy_once_per_gpu)."""
     for key in RANK_FIELDS:
         vals = [int(m[key]) for _, m in ranks if m.get(key) is not None]
         setattr(mem, key, max(vals) if vals else None)
-    energy = [m.get("energy_j") for _, m in ranks]
-    measured = [e for e in energy if e is not None]
-    mem.energy_j = float(sum(measured)) if energy and len(measured) == len(energy) else None
+    mem.energy_j, mig = nvml.energy_once_per_gpu([(m.get("nvml_device"), m.get("energy_j")) for _, m in ranks])
+    if mig and mem.energy_j is not None:
+        mem.notes = {**mem.notes, "energy": nvml.MIG_ENERGY_NOTE}
     mem.per_rank = [{"rank": r, **{k: m.get(k) for k in (*RANK_FIELDS, "device_used_source", "energy_j",
                                                           "nvml_device")}} for r, m in ranks]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.core import wire
+from ampbench.core import protocol
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_record import EventReader
 from ampbench.workloads.command import HOOK_DIR
@@ -52,7 +52,7 @@ def test_the_worker_says_a_gpu_is_sampled_only_after_nvmls_first_sample(monkeypa
     while not words and time.perf_counter() - t0 < 10:
         time.sleep(0.01)
     ((pid, word, at),) = words
-    assert pid == PID and word == wire.NVML_SAMPLING and at - t0 >= 1.0
+    assert pid == PID and word == protocol.NVML_SAMPLING and at - t0 >= 1.0
     (poller,) = gpu.pollers.values()
     assert poller.s.timeline and poller.s.timeline[0][0] <= at    # the first sample came before the word
     time.sleep(0.05)
@@ -86,7 +86,7 @@ def test_a_worker_without_nvml_answers_at_once(monkeypatch):
     _gpu_events(reader)
     gpu.see(reader.procs.values())
     gpu.stop()
-    assert words == [wire.NVML_NONE] and "NVML unavailable" in gpu.errors["nvml"]
+    assert words == [protocol.NVML_NONE] and "NVML unavailable" in gpu.errors["nvml"]
 
 
 def _hook_state(sock: socket.socket):
@@ -104,16 +104,16 @@ def test_the_hook_waits_for_the_workers_word_before_its_window_opens(monkeypatch
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with ours, theirs:
         device, st = _hook_state(ours)
-        threading.Timer(0.5, lambda: theirs.send(wire.NVML_SAMPLING)).start()
+        threading.Timer(0.5, lambda: theirs.send(protocol.NVML_SAMPLING)).start()
         t0 = time.perf_counter()
         device.wait_for_sampling(st)
-        assert time.perf_counter() - t0 >= 0.45 and st.nvml_word == wire.NVML_SAMPLING and not st.pending
+        assert time.perf_counter() - t0 >= 0.45 and st.nvml_word == protocol.NVML_SAMPLING and not st.pending
         device.wait_for_sampling(st)          # once: a later window (none) never waits again
         st.nvml_word, st.ordinal = None, None
         device.wait_for_sampling(st)          # on CPU nothing is waited for
         assert st.nvml_word is None
         st.ordinal = 0
-        monkeypatch.setattr(device.wire, "NVML_WAIT_S", 0.2)
+        monkeypatch.setattr(device.protocol, "NVML_WAIT_S", 0.2)
         device.wait_for_sampling(st)          # a worker that never answers: the wait ends, and says so
         assert st.nvml_word == b"" and st.pending[-1]["where"] == "nvml-wait"
 
@@ -163,7 +163,7 @@ def test_a_fast_program_with_one_warm_up_step_records_energy_in_both_arms(tmp_pa
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), str(ROOT)]), "AMPBENCH_HOOK_WARMUP": "1"}
     env.pop("AMPBENCH_HOOK_SOCKET", None)
     with hook_channel() as channel:
-        env.update({"TEST_HOOK_SOCKET": v for v in channel.env().values()})
+        env["TEST_HOOK_SOCKET"] = next(iter(channel.env().values()))
         proc = subprocess.Popen([sys.executable, str(tmp_path / "p.py"), arm, str(tmp_path)], env=env,
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         reader = EventReader(channel)

@@ -36,12 +36,6 @@ MAX_TEXT = 4000              # characters of one string field
 MAX_ITEMS = 20000            # entries of one list or table field (a program's ops, layers, data waits)
 HANDSHAKE_OK = b"ok"         # the worker's answer to a connection it accepts (anything else: refused)
 DENIED = "ampbench hook: the worker's event channel was denied: "   # the hook's stderr line when it gives up
-# The worker's word to a process that reported its GPU (its device event): NVML now samples that GPU (its first
-# sample taken), or it will not (no NVML, the device not resolved). The hook waits for it before the measured
-# window opens (at most NVML_WAIT_S), so the window's energy has a sample before its start (issue 58.2).
-NVML_SAMPLING = b"nvml"
-NVML_NONE = b"none"
-NVML_WAIT_S = 30.0
 
 # A step as the hook's `_boundary` queues it: raw, so the step's path does no arithmetic
 STEP_KEYS = ("step", "at", "since", "loss", "scale", "found_inf", "eval_s", "evals")

@@ -9,7 +9,7 @@ that device with the built-in workloads' `nvml.Poller`, matching the program's w
 per distinct device. A process that reports `cpu` opens nothing: on CPU every NVML field stays null.
 
 NVML is opened on a thread of its own (nvmlInit can take a second or more), and once the device's first
-sample is taken the worker tells the process (`ack`: wire.NVML_SAMPLING, or wire.NVML_NONE when NVML cannot
+sample is taken the worker tells the process (`ack`: protocol.NVML_SAMPLING, or protocol.NVML_NONE when NVML cannot
 sample it); the hook waits for that word before its measured window opens, so even a window opened at the end
 of step 1 (warmup_steps = 1) starts after NVML's first sample (issue 58.2). A window that still opened
 before it (the hook gave up waiting) reads "n/a: NVML started after the window", never a silent null.
@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from ampbench.core import wire
+from ampbench.core import protocol
 from ampbench.core.processes import descendants
 from ampbench.trackers import energy_window, nvml
 from ampbench.trial.command_record import Proc
@@ -89,9 +89,9 @@ class ProgramGpu:
     def _open_loop(self) -> None:
         while (item := self._todo.get()) is not None:
             pid, start = item
-            word = wire.NVML_NONE
+            word = protocol.NVML_NONE
             try:
-                word = wire.NVML_SAMPLING if self._watch(start) else wire.NVML_NONE
+                word = protocol.NVML_SAMPLING if self._watch(start) else protocol.NVML_NONE
             except Exception as exc:  # noqa: BLE001  recorded: the trial goes on without this device's figures
                 self.errors.setdefault("nvml", f"NVML polling not started: {type(exc).__name__}: {exc}"[:300])
             finally:

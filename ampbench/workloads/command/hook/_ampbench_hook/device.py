@@ -19,7 +19,7 @@ import time
 import weakref
 from typing import Any
 
-from . import wire
+from . import protocol
 from .state import State
 
 MAX_SHAPES = 2000   # Linear/conv layers the "shapes" event lists (its count says how many in all)
@@ -99,8 +99,8 @@ def name_device(st: State) -> None:
 
 def wait_for_sampling(st: State) -> None:
     """Before the measured window opens on a GPU: wait for the worker's word that NVML samples this GPU
-    (wire.NVML_SAMPLING, sent once its first sample is taken; wire.NVML_NONE: it will not), at most
-    wire.NVML_WAIT_S. The worker opens NVML when the device event of step 1 reaches it; a window opened before
+    (protocol.NVML_SAMPLING, sent once its first sample is taken; protocol.NVML_NONE: it will not), at most
+    protocol.NVML_WAIT_S. The worker opens NVML when the device event of step 1 reaches it; a window opened before
     NVML's first sample would have no energy (issue 58.2). The wait is outside every step's time (the next
     step's clock starts after it); a worker that never answers costs the wait once, recorded as an error."""
     if st.ordinal is None or st.sock is None or st.nvml_word is not None:
@@ -109,11 +109,11 @@ def wait_for_sampling(st: State) -> None:
 
     t0 = time.perf_counter()
     try:
-        ready, _, _ = select.select([st.sock], [], [], wire.NVML_WAIT_S)
+        ready, _, _ = select.select([st.sock], [], [], protocol.NVML_WAIT_S)
         st.nvml_word = st.sock.recv(16) if ready else b""
     except (OSError, ValueError):
         st.nvml_word = b""
-    if st.nvml_word not in (wire.NVML_SAMPLING, wire.NVML_NONE):
+    if st.nvml_word not in (protocol.NVML_SAMPLING, protocol.NVML_NONE):
         st.emit(e="error", where="nvml-wait", error=(f"no word from ampbench's worker that NVML samples this GPU "
                                                      f"after {time.perf_counter() - t0:.1f} s: the window opened "
                                                      "without it"))

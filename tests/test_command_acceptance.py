@@ -145,3 +145,8 @@ def test_paddleseg_training_loop_with_its_own_amp_switches(tmp_path):
         assert "conv2d" in t["amp"]["op_calls"]
     amp = ts["amp-o1-fp16__seed0"]["amp"]
     assert amp["requested"] and not amp["active"]
+    # issue 58.8: recorded with what PaddleSeg's own calls used (paddleseg/core/train.py), not the suite's defaults
+    assert amp["scaler"]["init_loss_scaling"] == 1024.0 and amp["program"]["grad_scaler"]
+    assert amp["white_list"] == ["batch_norm", "elementwise_add", "sync_batch_norm"]
+    assert amp["black_list"] == ["bilinear_interp_v2"] and "elementwise_add" in amp["effective_white_list"]
+    assert ts["fp32__seed0"]["amp"]["program"] == {}

@@ -219,7 +219,7 @@ def test_two_ranks_on_two_mig_instances_of_one_gpu_count_its_energy_once(monkeyp
     got = gpu.fields(window, [])
     one_gpu = gpus[3].power_w * (window[1] - window[0])            # the stub's counter grows at its power
     assert got["energy_j"] == pytest.approx(one_gpu, rel=0.05)      # main: twice that
-    assert "whole GPU" in got["notes"]["energy"]
+    assert "whole GPU" in got["notes"]["energy_j"]
 
 
 def test_data_parallel_ranks_on_one_gpus_mig_instances_sum_its_energy_once():
@@ -231,4 +231,4 @@ def test_data_parallel_ranks_on_one_gpus_mig_instances_sum_its_energy_once():
     merge_rank_memory(mem, [(0, {"energy_j": 10.0, "nvml_device": {"uuid": "MIG-a", "pci_bus_id": bus, "mig": True}}),
                             (1, {"energy_j": 10.2, "nvml_device": {"uuid": "MIG-b", "pci_bus_id": bus, "mig": True}}),
                             (2, {"energy_j": 7.0, "nvml_device": {"uuid": "GPU-c", "pci_bus_id": "0000:1f:00.0"}})])
-    assert mem.energy_j == pytest.approx(17.2) and "whole GPU" in mem.notes["energy"]   # main: 27.2
+    assert mem.energy_j == pytest.approx(17.2) and "whole GPU" in mem.notes["energy_j"]   # main: 27.2

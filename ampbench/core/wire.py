@@ -121,15 +121,13 @@ class ShapesEvent(TypedDict, total=False):
     count: int
 
 
-class AmpOrderEvent(TypedDict, total=False):
-    """A paddle.amp.decorate (O2) or paddle.DataParallel call, in the order the program made them."""
-    e: str
-    call: str
-    level: str
-    decorated: bool
-    after_data_parallel: bool
-
-
+# A paddle.amp.decorate (O2) or paddle.DataParallel call in the order the program made them, or the settings of
+# a distinct auto_cast (its custom and Paddle's effective op lists) or GradScaler call (the hook's ampcalls.py)
+AmpOrderEvent = TypedDict("AmpOrderEvent", {"e": str, "call": str, "level": str, "decorated": bool,
+                                           "after_data_parallel": bool, "dtype": str, "master_weight": Any,
+                                           "master_grad": bool, "white": list, "black": list, "use_promote": bool,
+                                           "effective_white": list, "effective_black": list, "scaler": dict},
+                          total=False)
 # amp = "inject": what the hook applied for an optimizer it adopted (or why not: `error`), or that the program
 # applies AMP itself (`refused`, then it ends); and one paddle.save inside step `step`, `s` seconds long
 InjectEvent = TypedDict("InjectEvent", {"e": str, "optimizer": str, "models": list, "level": str, "dtype": str,
@@ -245,7 +243,10 @@ _FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "end": {"reason": _str, "steps": _count},
     "error": {"where": _str, "error": _str},
     "shapes": {"layers": _list(_shape_row), "count": _count},
-    "amp_order": {"call": _str, "level": _str, "decorated": _bool, "after_data_parallel": _bool},
+    "amp_order": {"call": _str, "level": _str, "decorated": _bool, "after_data_parallel": _bool, "dtype": _str,
+                  "master_weight": _optional(_bool), "master_grad": _bool, "white": _list(_str),
+                  "black": _list(_str), "use_promote": _bool, "effective_white": _list(_str),
+                  "effective_black": _list(_str), "scaler": _table(_float)},
     "inject": {"optimizer": _str, "models": _list(_str, 20), "level": _str, "dtype": _str, "decorated": _bool,
                "before_data_parallel": _bool, "scaler": _bool, "scaler_enabled": _bool, "error": _str, "refused": _str},
     "save": {"step": _int, "s": _duration},

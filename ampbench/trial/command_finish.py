@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.records import Interference, Trial, global_batch
+from ampbench.trial.command_amp import record_calls, seen_calls
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_inject import injected_into, refusal
@@ -167,6 +168,7 @@ def _amp_evidence(tr: TrialContext, p: CommandParams, reader: EventReader, lead:
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
+    record_calls(t.amp, tr.mode, seen_calls(reader))   # what the AMP calls made used (the program's own, or ours)
     injected_into(t.amp, tr.mode, lead.injected if lead else [])
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)

@@ -158,7 +158,7 @@ class ProgramGpu:
         first = next(iter(self.results.values()))
         return {"device_used_bytes": max(used) if used else None,
                 "device_used_source": (nvml.PROCESS if sources == {nvml.PROCESS} else nvml.DEVICE) if used else None,
-                "energy_j": total, "notes": {"energy": nvml.MIG_ENERGY_NOTE} if mig and total is not None else {},
+                "energy_j": total, "notes": {"energy_j": nvml.MIG_ENERGY_NOTE} if mig and total is not None else {},
                 "nvml_device": first.get("nvml_device"), "errors": errors,
                 "interference": {**dict(first.get("interference") or {}), "gpu_busy_pct": _busy(self, window, gaps)}}
 

@@ -13,7 +13,7 @@ from ampbench.core import wire
 from ampbench.core.records import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
-from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
+from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
 MAX_DATA_WAITS = 10_000_000   # steps with a data wait one process may report (each line holds at most wire.MAX_ITEMS)
@@ -203,9 +203,6 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
     procs = reader.stepping() or list(reader.procs.values())
     calls, apart = _summed(p.ops for p in procs), _summed(p.optimizer_ops for p in procs)
     amp.op_calls, amp.optimizer_op_calls = calls, apart
-    if requested:   # the lists the program's auto_cast applied (defaults of this Paddle + the mode's custom ones)
-        lists = effective_lists(dtype, level, list(amp.white_list), list(amp.black_list))
-        amp.effective_white_list, amp.effective_black_list = lists["white"], lists["black"]
     low = low_precision_calls(calls)
     amp.active = bool(requested and low > 0)
     amp.evidence = _evidence_text(low, calls, apart, min((p.ops_from for p in procs), default=1))

@@ -52,7 +52,7 @@ def merge_rank_memory(mem: Memory, ranks: list[tuple[int, dict[str, Any]]]) -> N
         setattr(mem, key, max(vals) if vals else None)
     mem.energy_j, mig = nvml.energy_once_per_gpu([(m.get("nvml_device"), m.get("energy_j")) for _, m in ranks])
     if mig and mem.energy_j is not None:
-        mem.notes = {**mem.notes, "energy": nvml.MIG_ENERGY_NOTE}
+        mem.notes = {**mem.notes, "energy_j": nvml.MIG_ENERGY_NOTE}
     mem.per_rank = [{"rank": r, **{k: m.get(k) for k in (*RANK_FIELDS, "device_used_source", "energy_j",
                                                           "nvml_device")}} for r, m in ranks]
 

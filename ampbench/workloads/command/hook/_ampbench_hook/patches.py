@@ -194,7 +194,15 @@ def patch_model_building(st: State, paddle) -> None:
                 after = any((isinstance(dp, type) and isinstance(m, dp))
                             or (id(m) in st.wrapped and id(m) not in st.decorated) for m in many)
                 st.decorated.update(id(m) for m in many)
-                st.emit(e="amp_order", call="decorate", level="O2", after_data_parallel=after)
+                st.emit(e="amp_order", call="decorate", level="O2", after_data_parallel=after,
+                        dtype=str(kwargs.get("dtype", args[2] if len(args) > 2 else "float16")),
+                        master_weight=_flag(kwargs.get("master_weight", args[3] if len(args) > 3 else None)),
+                        master_grad=bool(kwargs.get("master_grad", args[5] if len(args) > 5 else False)))
             return own(models, *args, **kwargs)
         functools.update_wrapper(amp_decorate, own)
         st.patch(module, "amp_decorate", amp_decorate)
+
+
+def _flag(v: object) -> bool | None:
+    """decorate's master_weight as recorded: True, False or None (Paddle's default: master weights at O2)."""
+    return None if v is None else bool(v)

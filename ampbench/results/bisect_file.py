@@ -36,6 +36,10 @@ class Candidate(BaseModel):
     cost_s: float = 0.0
     version: str = ""            # kind "package": the package version judged (also `sha`) ...
     env: str = ""                # ... and the environment it ran in (envs/<version>/, made by bisect)
+    # --parallel K: the devices its run had, and the runs side by side on the node while it ran (time-weighted
+    # mean count, itself included: K when every share was busy throughout); [] and None when it ran alone
+    devices: list[str] = []
+    crowding: float | None = None
 
 
 class BisectFile(VersionedDoc):

@@ -29,12 +29,13 @@ import importlib, os, sys
 from pathlib import Path
 import paddle
 from _pytest.monkeypatch import MonkeyPatch
-from tests.fake_cuda import Machine, a100_gpus, install_machine
+from tests.fake_cuda import CudaPlace, Machine, a100_gpus, install_machine
 
 case, tmp = sys.argv[1], Path(sys.argv[2])
 machine = Machine("two", a100_gpus(2), gpu_names=["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"],
                   paddle_version="2.6.2" if case == "paddle26" else "3.3.1", reset_api=case != "paddle26")
 inst = install_machine(MonkeyPatch(), machine, tmp)
+paddle.CUDAPlace = CudaPlace   # the GPU build's place class (the hook binds its sync to a place it makes)
 os.environ["AMPBENCH_HOOK_SOCKET"] = os.environ.pop("TEST_HOOK_SOCKET")   # the hook connects now
 import sitecustomize
 importlib.reload(sitecustomize)          # the hook installs now, over the GPU build

@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, docs, env, selftest.
 
 The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
 
@@ -325,14 +325,16 @@ def publish(
 def compare(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders; table: RUN [OTHER] (OTHER defaults to the "
                                           "previous run of the same suite, device and config beside RUN)"),
-    fmt: str = typer.Option("table", "--format", help="table (two runs, pytest-benchmark's columns), md, csv, "
-                            "parquet (every run per mode, change vs the first) or pytest-benchmark (one run's JSON)"),
-    output: str | None = typer.Option(None, "-o", "--output", help="File to write (md/csv: default stdout; "
+    fmt: str = typer.Option("table", "--format", help="table (two runs, pytest-benchmark's columns), json (the same "
+                            "as data), md, csv, parquet (every run per mode, change vs the first) or "
+                            "pytest-benchmark (one run's JSON)"),
+    output: str | None = typer.Option(None, "-o", "--output", help="File to write (json/md/csv: default stdout; "
                                          "parquet, pytest-benchmark: required; a folder/ for pytest-benchmark)"),
     sort: str = typer.Option("name", "--sort", help="table: name, min, max, mean, stddev, median, iqr, trials, "
                              "samples_per_s or change (numeric: best first)"),
     fail_above: float | None = typer.Option(None, "--fail-above", min=0, help="PCT: exit 1 when a mode is "
-                                            "significantly slower by more than PCT percent (3: slower but disturbed)"),
+                                            "significantly slower by more than PCT percent (3: slower but disturbed; "
+                                            "table or json)"),
 ) -> None:
     """Compare runs per mode: two side by side (pytest-benchmark's columns, each change marked significant or
     not by check --baseline's test), several as one table, or export one."""
@@ -574,7 +576,8 @@ def suites(
 
 @app.command()
 def schema(
-    name: str | None = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe or diagnosis"),
+    name: str | None = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe, diagnosis, tune, "
+                                      "bisect or compare"),
     write: Path | None = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
 ) -> None:
     """Print the JSON Schema of a file ampbench writes or reads (no NAME: list them)."""
@@ -582,6 +585,21 @@ def schema(
 
     text = schema_command(name, write)
     typer.echo(text)
+
+
+@app.command()
+def docs(
+    write: Path | None = typer.Option(None, "--write", help="Render every generated table into the pages of this "
+                                      "docs folder (docs/)"),
+    check: Path | None = typer.Option(None, "--check", help="Exit 1 naming each generated table of this docs "
+                                      "folder that is stale"),
+) -> None:
+    """The docs tables rendered from the code: list them, write them into the pages, or check the pages."""
+    from ampbench.commands.docs import docs_command
+
+    text, code = docs_command(write, check)
+    typer.echo(text)
+    raise typer.Exit(code)
 
 
 @app.command()

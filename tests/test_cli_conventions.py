@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 import ampbench
 from ampbench.cli import app
-from ampbench.core.records import AmpInfo, Env, StepRecord, Trial
 from ampbench.judge import why_slow
+from ampbench.record.models import AmpInfo, Env, StepRecord, Trial
 from tests.factories import CPU_ENV, make_run, make_suite, make_trials
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from ampbench.config.suite import ModeConfig
-from ampbench.core.records import AmpInfo, Trial
 from ampbench.judge import why_slow
+from ampbench.record.models import AmpInfo, Trial
 from ampbench.trial.command_amp import record_calls, seen_calls
 from ampbench.trial.command_record import EventReader
 from ampbench.trial.precision import effective_lists
@@ -25,6 +25,11 @@ def _reader(*events: dict) -> EventReader:
     lines = [{"e": "start", "pid": 7, "rank": 0, "world": 1}, *events]
     reader.ingest(7, b"\n".join(json.dumps(e).encode() for e in lines))
     return reader
+
+
+def _seen(*events: dict) -> dict:
+    """The calls' settings as the worker reads them: the checked events of the program's one process."""
+    return seen_calls(_reader(*events).procs[7].amp_order)
 
 
 def _seg_events() -> list[dict]:
@@ -45,7 +50,7 @@ def test_a_program_applying_amp_itself_is_recorded_with_its_own_scaler_and_lists
     mode = ModeConfig(name="amp-o1-fp16", level="O1", args=["--precision", "fp16"])
     amp = _amp(mode)
     assert amp.scaler["init_loss_scaling"] == 65536.0          # the suite's default, as main recorded it
-    record_calls(amp, mode, seen_calls(_reader(*_seg_events())))
+    record_calls(amp, mode, _seen(*_seg_events()))
     assert amp.scaler["init_loss_scaling"] == 1024.0 and amp.scaler["incr_every_n_steps"] == 2000
     assert amp.scaler["use_dynamic_loss_scaling"] is True
     assert amp.white_list == SEG_WHITE and amp.black_list == SEG_BLACK
@@ -67,7 +72,7 @@ def test_the_census_counts_the_programs_own_white_list_ops_as_listed():
     before, after = _amp(mode), _amp(mode)
     before_lists = effective_lists("float16", "O1", [], [])     # what main recorded for a command trial
     before.effective_white_list, before.effective_black_list = before_lists["white"], before_lists["black"]
-    record_calls(after, mode, seen_calls(_reader(*_seg_events())))
+    record_calls(after, mode, _seen(*_seg_events()))
     for amp in (before, after):
         amp.op_calls = calls
     c0 = why_slow.op_census(_trial(before))
@@ -85,7 +90,7 @@ def test_an_injected_modes_own_lists_are_recorded_never_as_the_programs():
     ev = {"e": "amp_order", "call": "auto_cast", "level": "O1", "dtype": "float16", "white": ["elementwise_add"],
           "black": ["relu"], "use_promote": True, "effective_white": eff["white"], "effective_black": eff["black"]}
     amp = _amp(mode)
-    record_calls(amp, mode, seen_calls(_reader(ev)))
+    record_calls(amp, mode, _seen(ev))
     assert amp.white_list == ["elementwise_add"] and amp.black_list == ["relu"]
     assert "elementwise_add" in amp.effective_white_list and "relu" in amp.effective_black_list
     assert amp.program == {} and amp.scaler["init_loss_scaling"] == 65536.0
@@ -94,7 +99,7 @@ def test_an_injected_modes_own_lists_are_recorded_never_as_the_programs():
 def test_without_an_auto_cast_seen_the_modes_lists_are_merged():
     mode = ModeConfig(name="amp-o1-fp16", level="O1", custom_black_list=["relu"])
     amp = _amp(mode)
-    record_calls(amp, mode, seen_calls(_reader()))
+    record_calls(amp, mode, _seen())
     assert amp.black_list == ["relu"] and "relu" in amp.effective_black_list and amp.program == {}
 
 
@@ -108,7 +113,7 @@ def test_stability_advice_starts_from_the_programs_own_scaler_and_names_its_call
 
     mode = ModeConfig(name="amp-o1-fp16", level="O1", dtype="float16", args=["--precision", "fp16"])
     amp = _amp(mode)
-    record_calls(amp, mode, seen_calls(_reader(*_seg_events())))
+    record_calls(amp, mode, _seen(*_seg_events()))
     prog = kit.program_amp([_trial(amp)])
     assert prog["grad_scaler"]["scaler"]["init_loss_scaling"] == 1024.0
     r = RuleResult(suite="s", mode=mode.name, rule="stability", status="FAIL", message="many skipped",

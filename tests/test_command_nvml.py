@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ampbench.record.wire import StepEvent
 from ampbench.results import RunDir
 from ampbench.trackers import nvml
 from ampbench.trackers.energy_window import counter_at, window_energy_j, window_peaks
@@ -60,11 +61,11 @@ def test_window_energy_is_interpolated_at_its_bounds_and_evaluations_are_left_ou
 
 
 def test_measured_window_runs_from_the_first_measured_steps_start_to_the_last_steps_end():
-    steps = [{"step": i, "t": 0.5, "at": 10.0 + i, "eval_s": 0.0} for i in range(1, 6)]
-    steps[3]["eval_s"], steps[3]["evals"] = 0.25, [[13.4, 13.65]]
+    steps = [StepEvent(step=i, t=0.5, at=10.0 + i, eval_s=0.0) for i in range(1, 6)]
+    steps[3].eval_s, steps[3].evals = 0.25, [[13.4, 13.65]]
     window, gaps = measured_window(steps, warmup=2)
     assert window == (12.5, 15.0) and gaps == [(13.4, 13.65)]
-    assert measured_window([{"step": 1, "t": 0.5}], warmup=0) == (None, [])   # no time: no window
+    assert measured_window([StepEvent(step=1, t=0.5)], warmup=0) == (None, [])   # no time: no window
 
 
 def test_tree_pids_list_the_program_and_its_children():
@@ -223,12 +224,12 @@ def test_two_ranks_on_two_mig_instances_of_one_gpu_count_its_energy_once(monkeyp
 
 
 def test_data_parallel_ranks_on_one_gpus_mig_instances_sum_its_energy_once():
-    from ampbench.core.records import Memory
-    from ampbench.trial.replicas import merge_rank_memory
+    from ampbench.record.assemble import RankMemory, merge_ranks
+    from ampbench.record.models import Memory
 
     mem = Memory(source="cuda")
     bus = "0000:1e:00.0"
-    merge_rank_memory(mem, [(0, {"energy_j": 10.0, "nvml_device": {"uuid": "MIG-a", "pci_bus_id": bus, "mig": True}}),
-                            (1, {"energy_j": 10.2, "nvml_device": {"uuid": "MIG-b", "pci_bus_id": bus, "mig": True}}),
-                            (2, {"energy_j": 7.0, "nvml_device": {"uuid": "GPU-c", "pci_bus_id": "0000:1f:00.0"}})])
+    merge_ranks(mem, [RankMemory(0, Memory(energy_j=10.0, nvml_device={"uuid": "MIG-a", "pci_bus_id": bus, "mig": True})),
+                      RankMemory(1, Memory(energy_j=10.2, nvml_device={"uuid": "MIG-b", "pci_bus_id": bus, "mig": True})),
+                      RankMemory(2, Memory(energy_j=7.0, nvml_device={"uuid": "GPU-c", "pci_bus_id": "0000:1f:00.0"}))])
     assert mem.energy_j == pytest.approx(17.2) and "whole GPU" in mem.notes["energy_j"]   # main: 27.2

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from ampbench.core.errors import UserError
-from ampbench.core.records import Env, RunInfo
 from ampbench.judge.summary import summarize_run
+from ampbench.record.models import Env, RunInfo
 from ampbench.report import dashboard_interactive as DI
 from ampbench.report import dashboard_plots as D
 from ampbench.report import plots as P

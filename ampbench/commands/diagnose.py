@@ -28,10 +28,10 @@ from ampbench.commands.run import launch_trial
 from ampbench.commands.run_plan import default_cache_dir
 from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig, Suite
 from ampbench.core.files import last_line
-from ampbench.core.records import Trial, trial_key
 from ampbench.core.store import RunPaths
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
 from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagnosis
+from ampbench.record.models import Trial, trial_key
 from ampbench.results.diagnosis_file import KIND_TEXT, Finding, ModeDiagnosis, Tolerances
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.trial.numerics import LEVEL_ENV, read_dump

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 
 PADDLE_DISTRIBUTIONS = ("paddlepaddle", "paddlepaddle-gpu")
 

@@ -44,11 +44,11 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import last_line
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
-from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.core.text import printable
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted
+from ampbench.record.models import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.report.console import CRASH_LINE_CHARS, print_outcome, print_rules, print_trials
 from ampbench.report.fmt import seconds
 from ampbench.report.view import view_of

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.core.opstat import by_forward_op, forward_op, is_cast
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 
 DATA_NOTE = 0.1     # a data wait below a tenth of the step is not worth naming
 HOST_BOUND = 0.9    # on a GPU: the host busy this share of each step -> the GPU waits for launches

@@ -19,9 +19,9 @@ from typing import Any
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_json, check_output, os_reason, safe_name
-from ampbench.core.records import Trial
 from ampbench.core.store import RunPaths
 from ampbench.record import fields
+from ampbench.record.models import Trial
 from ampbench.results.run_dir import RunDir
 
 UNITS = {"step": "seconds per step", "sample": "seconds per sample"}

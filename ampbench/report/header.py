@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ampbench.core.records import Env, RunInfo
+from ampbench.record.models import Env, RunInfo
 from ampbench.report import fmt
 from ampbench.report.crosscheck import throughput_disagreements
 from ampbench.report.fmt import DASH, md_code, md_text

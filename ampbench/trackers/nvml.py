@@ -381,30 +381,6 @@ class Poller:
                 "gpu_busy_pct": self.busy_pct()}
 
 
-MIG_ENERGY_NOTE = ("MIG: NVML's energy counter is the whole GPU's (every MIG instance on it, other tenants' work "
-                   "included), counted once per GPU")
-
-
-def energy_once_per_gpu(readings: list[tuple[dict[str, Any] | None, float | None]]) -> tuple[float | None, bool]:
-    """Joules of several pollers' windows (each with its `NvmlDevice.describe()`), each physical GPU counted once
-    (issue 58.6): the counter (nvmlDeviceGetTotalEnergyConsumption) is read from the parent GPU, so two MIG
-    instances of one GPU, or two processes on one GPU, read the same joules. Keyed by the GPU's PCI bus id (a MIG
-    instance's is its parent's); one GPU's readings give their largest. None when a GPU has no reading; the flag
-    says whether a MIG instance was among them (the figure is then the whole GPU's)."""
-    per_gpu: dict[str, list[float]] = {}
-    mig = False
-    for i, (dev, joules) in enumerate(readings):
-        dev = dev or {}
-        key = str(dev.get("pci_bus_id") or dev.get("uuid") or f"#{i}")
-        mig = mig or bool(dev.get("mig"))
-        per_gpu.setdefault(key, [])
-        if joules is not None:
-            per_gpu[key].append(float(joules))
-    if not per_gpu or any(not v for v in per_gpu.values()):
-        return None, mig
-    return float(sum(max(v) for v in per_gpu.values())), mig
-
-
 def interference_sample(window: dict[str, Any] | None) -> dict[str, Any]:
     """The Interference GPU fields of a finished window (empty when NVML did not run)."""
     return dict((window or {}).get("interference") or {})

@@ -12,28 +12,33 @@ program's. With no auto_cast seen, the mode's custom lists merged by this interp
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, get_args
 
 from ampbench.config.suite import ModeConfig
-from ampbench.core.records import AmpInfo, Dtype, Level
-from ampbench.trial.command_record import EventReader
+from ampbench.record import wire
+from ampbench.record.models import AmpInfo, Dtype, Level
 from ampbench.trial.precision import effective_lists
 
-CALLS = ("auto_cast", "grad_scaler", "decorate")
 INT_SCALER_ARGS = ("incr_every_n_steps", "decr_every_n_nan_or_inf")
+# What each kind of call used, as its "amp_order" event carries it (record/wire.py AmpOrderEvent); a decorate's
+# master_weight is kept when None too (Paddle's default for its level)
+SETTINGS: dict[str, tuple[str, ...]] = {
+    "auto_cast": ("level", "dtype", "white", "black", "use_promote", "effective_white", "effective_black"),
+    "grad_scaler": ("scaler",),
+    "decorate": ("level", "dtype", "master_weight", "master_grad"),
+}
+KEPT_WHEN_NONE = ("master_weight",)
 
 
-def seen_calls(reader: EventReader) -> dict[str, dict[str, Any]]:
-    """The first setting of each kind the program's processes reported, the lead process's first (every rank
-    makes the same calls); a decorate event of an older hook (no settings) is left out."""
-    lead = reader.lead()
-    procs = sorted(reader.procs.values(), key=lambda p: (p is not lead, p.pid))
+def seen_calls(events: Iterable[wire.AmpOrderEvent]) -> dict[str, dict[str, Any]]:
+    """The first setting of each kind among `events` (the lead process's first: every rank makes the same calls);
+    a decorate event of an older hook (no settings: no dtype) is left out."""
     out: dict[str, dict[str, Any]] = {}
-    for p in procs:
-        for ev in p.amp_order:
-            call = ev.get("call")
-            if call in CALLS and (call != "decorate" or "dtype" in ev):
-                out.setdefault(str(call), {k: v for k, v in ev.items() if k not in ("e", "call", "after_data_parallel")})
+    for ev in events:
+        call = ev.call
+        if call in SETTINGS and call not in out and (call != "decorate" or ev.dtype is not None):
+            out[call] = {k: v for k in SETTINGS[call] if (v := getattr(ev, k)) is not None or k in KEPT_WHEN_NONE}
     return out
 
 
@@ -46,7 +51,7 @@ def _scaler(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_calls(amp: AmpInfo, mode: ModeConfig, calls: dict[str, dict[str, Any]]) -> None:
-    """The calls into the trial's AMP record (see the module docstring)."""
+    """The calls into the AMP settings the trial's assembler then records (see the module docstring)."""
     cast = calls.get("auto_cast")
     if cast is not None:
         amp.white_list, amp.black_list = list(cast.get("white", [])), list(cast.get("black", []))

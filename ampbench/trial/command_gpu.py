@@ -32,6 +32,8 @@ from typing import Any
 
 from ampbench.core import protocol
 from ampbench.core.processes import descendants
+from ampbench.record import wire
+from ampbench.record.assemble import MIG_ENERGY_NOTE, energy_once_per_gpu
 from ampbench.trackers import energy_window, nvml
 from ampbench.trial.command_record import Proc
 
@@ -70,43 +72,43 @@ class ProgramGpu:
         self.results: dict[str, dict[str, Any]] = {}  # device uuid -> Poller.stop()
         self.errors: dict[str, str] = {}
         self._seen: set[int] = set()
-        self._todo: queue.Queue[tuple[int, dict[str, Any]] | None] = queue.Queue()
+        self._todo: queue.Queue[tuple[int, wire.DeviceEvent] | None] = queue.Queue()
         self._opener: threading.Thread | None = None
 
     def see(self, procs: Iterable[Proc]) -> None:
         """Start polling the device of every process whose device event (its first step) says it trains
         on a GPU: handed to the opening thread, so a slow nvmlInit never holds up the worker's event pump."""
         for p in procs:
-            if p.pid in self._seen or "device" not in p.start:
+            if p.pid in self._seen or p.device is None:
                 continue
             self._seen.add(p.pid)
-            if p.start.get("device") == "gpu":
+            if p.device.device == "gpu":
                 if self._opener is None:
                     self._opener = threading.Thread(target=self._open_loop, name="ampbench-nvml-open", daemon=True)
                     self._opener.start()
-                self._todo.put((p.pid, dict(p.start)))
+                self._todo.put((p.pid, p.device))
 
     def _open_loop(self) -> None:
         while (item := self._todo.get()) is not None:
-            pid, start = item
+            pid, device = item
             word = protocol.NVML_NONE
             try:
-                word = protocol.NVML_SAMPLING if self._watch(start) else protocol.NVML_NONE
+                word = protocol.NVML_SAMPLING if self._watch(device) else protocol.NVML_NONE
             except Exception as exc:  # noqa: BLE001  recorded: the trial goes on without this device's figures
                 self.errors.setdefault("nvml", f"NVML polling not started: {type(exc).__name__}: {exc}"[:300])
             finally:
                 self.ack(pid, word)
 
-    def _watch(self, start: dict[str, Any]) -> bool:
+    def _watch(self, device: wire.DeviceEvent) -> bool:
         """Resolve the process's GPU and make sure a poller samples it (its first sample taken); False when
         NVML cannot."""
-        raw = start.get("cuda_env")
-        env = {k: str(raw[k]) for k in CUDA_ENV if isinstance(raw, dict) and k in raw}
+        raw = device.cuda_env or {}
+        env = {k: raw[k] for k in CUDA_ENV if k in raw}
         if "NVIDIA_VISIBLE_DEVICES" in os.environ:   # the container's choice (a MIG instance), the program's too
             env["NVIDIA_VISIBLE_DEVICES"] = os.environ["NVIDIA_VISIBLE_DEVICES"]
-        bus = start.get("pci_bus_id") if isinstance(start.get("pci_bus_id"), str) else None
+        bus = device.pci_bus_id
         # the CUDA device's own UUID (a MIG instance's): how a MIG instance picked by index is found
-        uuid = start.get("cuda_uuid") if isinstance(start.get("cuda_uuid"), str) else None
+        uuid = device.cuda_uuid
         if self.session is None:
             self.session = nvml.Session(env, bus, uuid).open()
             if self.session.error:
@@ -150,7 +152,7 @@ class ProgramGpu:
                 used.append(peak)
                 sources.add(source)
             energy.append((res.get("nvml_device"), joules))
-        total, mig = nvml.energy_once_per_gpu(energy)   # two MIG instances of one GPU read one counter
+        total, mig = energy_once_per_gpu(energy)   # two MIG instances of one GPU read one counter
         if window is None:
             errors["nvml.window"] = "no measured step: NVML's figures have no window"
         elif total is None and not any(k.startswith(NO_ENERGY) for k in errors):
@@ -158,7 +160,7 @@ class ProgramGpu:
         first = next(iter(self.results.values()))
         return {"device_used_bytes": max(used) if used else None,
                 "device_used_source": (nvml.PROCESS if sources == {nvml.PROCESS} else nvml.DEVICE) if used else None,
-                "energy_j": total, "notes": {"energy_j": nvml.MIG_ENERGY_NOTE} if mig and total is not None else {},
+                "energy_j": total, "notes": {"energy_j": MIG_ENERGY_NOTE} if mig and total is not None else {},
                 "nvml_device": first.get("nvml_device"), "errors": errors,
                 "interference": {**dict(first.get("interference") or {}), "gpu_busy_pct": _busy(self, window, gaps)}}
 
@@ -194,15 +196,14 @@ def _in_window(poller: nvml.Poller, res: dict[str, Any], window: tuple[float, fl
     return peak, source if peak is not None else None, energy_window.window_energy_j(timeline, *window, gaps)
 
 
-def measured_window(steps: list[dict[str, Any]], warmup: int) -> tuple[tuple[float, float] | None,
-                                                                      list[tuple[float, float]]]:
+def measured_window(steps: list[wire.StepEvent], warmup: int) -> tuple[tuple[float, float] | None,
+                                                                       list[tuple[float, float]]]:
     """The hook's measured steps -> ((first step's start, last step's end), evaluations inside) in
     perf_counter time; (None, []) when no measured step carries its time."""
-    timed = [ev for ev in steps if int(ev.get("step", 0)) > warmup and isinstance(ev.get("at"), (int, float))]
+    timed = [ev for ev in steps if ev.step > warmup and ev.at is not None]
     if not timed:
         return None, []
     first = timed[0]
-    start = float(first["at"]) - float(first.get("t") or 0.0) - float(first.get("eval_s") or 0.0)
-    gaps = [(float(x[0]), float(x[1])) for ev in timed for x in ev.get("evals") or []
-            if isinstance(x, list) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x)]
-    return (start, float(timed[-1]["at"])), gaps
+    start = float(first.at or 0.0) - first.t - (first.eval_s or 0.0)
+    gaps = [(x[0], x[1]) for ev in timed for x in ev.evals or []]
+    return (start, float(timed[-1].at or 0.0)), gaps

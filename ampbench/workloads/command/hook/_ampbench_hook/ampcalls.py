@@ -1,6 +1,6 @@
 """What the AMP calls a program makes used (issue 58.8): each distinct `paddle.amp.auto_cast` (amp_guard) setting
 with the op lists Paddle's auto_cast then applies, and each `paddle.amp.GradScaler`'s settings, sent as
-"amp_order" events (core/wire.py). A program that applies AMP itself (PaddleSeg's train loop builds
+"amp_order" events (record/wire.py). A program that applies AMP itself (PaddleSeg's train loop builds
 GradScaler(init_loss_scaling=1024) and white-lists elementwise_add) is then recorded with what it used, not the
 suite's defaults; under `amp = "inject"` the calls are the hook's own (inject.py), with the mode's custom lists.
 

@@ -173,11 +173,12 @@ def test_a_fast_program_with_one_warm_up_step_records_energy_in_both_arms(tmp_pa
         assert proc.wait() == 0, out
     reader.poll()
     (lead,) = reader.stepping()
-    assert len(lead.steps) == 8 and lead.start["device"] == "gpu" and not lead.errors, (lead.errors, out)
+    assert lead.device is not None and lead.device.device == "gpu"
+    assert len(lead.steps) == 8 and not lead.errors, (lead.errors, out)
     window, _ = measured_window(lead.steps, 1)
     assert window is not None
     tr.trial.memory.errors = {}
-    nvml_fields(tr.trial, gpu, lead.steps, 1)
+    nvml_fields(tr, gpu, lead.steps, 1)
     m = tr.trial.memory
     assert m.energy_j is not None and m.energy_j > 0, m.errors
     assert "nvml.window" not in m.errors

@@ -17,6 +17,15 @@ _.runtest  # pytest.Item
 _.reportinfo  # pytest.Item
 _.assert_passed  # SuiteResult: what a user's test calls
 
+# typer's help formatter calls these on an argument (cli._PlainArgument: the name, not the Python type)
+_.display_type_rich  # typer.core.TyperArgument.get_help_record
+_._rich_display_name  # as above
+_._usage_display_name  # typer's usage line
+_.__class__  # cli._PlainCommand: each argument typer built becomes a _PlainArgument
+
+# http.server calls it for each request (commands/serve.py: quiet)
+_.log_message  # SimpleHTTPRequestHandler
+
 # typer calls the app's callback (cli.py: the options before the verb, --version).
 _._root  # @app.callback()
 

@@ -387,6 +387,9 @@ def test_causes_are_ranked_with_their_numbers():
         "GPU busy 35% of the window (NVML): the device waits on the host")
     idle.interference = Interference(gpu_busy_pct=80.0)
     assert "gpu-idle" not in [c.kind for c in why_slow.rank([idle])]
+    # a mode that ran in FP32 (AMP inactive): no op census finding, every op was FP32 whatever the lists say
+    assert not {"fp32-ops", "unlisted", "casts"} & {c.kind for c in why_slow.rank([_trial(0.0, 0.01, False, level="O1",
+                                                                                        **census)])}
     # on a CPU (AMP inactive) a busy host is the computation, not a launch bound; a small data wait is not named
     assert why_slow.rank([_trial(0.005, 0.099, False)]) == []
 

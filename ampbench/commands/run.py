@@ -38,7 +38,7 @@ from ampbench.commands.run_plan import (
     preflight,
     trial_width,
 )
-from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace, StatusTicker
+from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace, StatusTicker, prior_costs
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import last_line
@@ -279,7 +279,8 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
     shares = cpu_shares(info.affinity, len(pool))
     ended: list[Trial] = []
     sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
-    pace = RunPace(len(plan), len(plan) - len(todo), slots=len(pool))
+    pace = RunPace(len(plan), len(plan) - len(todo), slots=len(pool),
+                   prior=prior_costs(run.path, info.suite, info.config_hash))   # the time left before trials end
     warned: set[str] = set()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[left]}", markup=False), TextColumn("{task.fields[info]}", markup=False),

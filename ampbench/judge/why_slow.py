@@ -121,7 +121,10 @@ def op_census(t: Trial) -> dict[str, int]:
 
 
 def _ops(trials: list[Trial]) -> list[Cause]:
-    t = next((t for t in trials if t.amp.op_calls and (any(effective_lists(t)) or lists_partial(t))), None)
+    """The op census's findings; none for a mode that ran in FP32 (AMP inactive: every op is FP32 whatever the
+    lists say, so "on neither list" or "white-list ops in FP32" would be an alarm about nothing)."""
+    t = next((t for t in trials if t.amp.active and t.amp.op_calls and (any(effective_lists(t)) or lists_partial(t))),
+             None)
     if t is None:
         return []
     c, out = op_census(t), []

@@ -14,6 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from ampbench.core.install import SETUP_FLAGS, install_hint
 from ampbench.workloads.base import (
     BUNDLED_MARK,
     Batch,
@@ -23,6 +24,7 @@ from ampbench.workloads.base import (
     WorkloadContext,
     WorkloadParams,
 )
+from ampbench.workloads.extras import NEEDS
 
 FRAMEWORK = ("base", "extras", "suites")   # the modules of this package that hold no workload
 ENTRY_POINT_GROUP = "ampbench.workloads"
@@ -66,7 +68,7 @@ def get_workload_class(name: str) -> type[WorkloadBase[Any]]:
     except ImportError as e:
         raise KeyError(
             f"workload {name!r} needs a package that is not installed ({e}); "
-            f"install the matching extra, e.g. pip install 'ampbench[{name}]'"
+            + (install_hint(extra) if (extra := NEEDS.get(name, (name,))[0]) in SETUP_FLAGS else "install it")
         ) from None
     cls = getattr(mod, attr) if attr else _bundled_in(mod)
     if not (isinstance(cls, type) and issubclass(cls, (Workload, ProgramWorkload))):

@@ -142,9 +142,11 @@ def one_seed_note(n_ref: int, n_cur: int) -> str:
 
 
 def more_seeds_text(have: int, need: int | None) -> str:
+    """What more seeds would do for this rule alone; the run's one recommendation (judge.until.recommend, the
+    most any undecided rule needs) is said once, under the outcome table and by `ampbench plan`."""
     if need is None:
         return "more seeds than the planner's limit would be needed (see `ampbench plan RUN`)"
-    return f"run {max(0, need - have)} more seed(s) per mode ({need} in all; `ampbench plan RUN` shows why)"
+    return f"more seeds decide it: this rule alone needs {need} per mode, {have} ran"
 
 
 def batch_note(c: Ctx) -> str:

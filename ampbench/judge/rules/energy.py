@@ -62,7 +62,8 @@ def advise_energy(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
         return [kit.INACTIVE]
     if kit.reasons(r) & {"not-measured", "few-seeds"}:
         return ["Energy comes from NVML's total-energy counter (Volta or newer): run on such a GPU with "
-                "nvidia-ml-py installed, and at least two seeds per mode."]
+                "nvidia-ml-py installed (the gpu extra: AMPBENCH_PADDLE=gpu bash scripts/setup.sh installs it), "
+                "and at least two seeds per mode."]
     return ["AMP spends more energy per sample when it is not faster: see the speedup rule's advice "
             f"(O2, a larger batch){'; ' + kit.toml_line('level', 'O2') if m.level == 'O1' else ''}."]
 

@@ -148,6 +148,7 @@ def test_a_fast_program_with_one_warm_up_step_records_energy_in_both_arms(tmp_pa
     """For real: the hook in a program on the fake GPU build (tests/fake_cuda.py), the worker's own pump and
     channel, NVML starting 1 s late; 8 steps of a few ms, warmup_steps = 1."""
     from ampbench.results import RunDir
+    from ampbench.trackers.load import LoadSamples
     from ampbench.trial.command import _pump
     from ampbench.trial.command_finish import nvml_fields
     from ampbench.trial.context import Events, TrialContext
@@ -168,7 +169,7 @@ def test_a_fast_program_with_one_warm_up_step_records_energy_in_both_arms(tmp_pa
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         reader = EventReader(channel)
         gpu = ProgramGpu(proc.pid, ack=channel.reply)
-        _pump(tr, proc, reader, 4, gpu)
+        _pump(tr, proc, reader, 4, gpu, LoadSamples(os.getpid()))
         out = proc.stdout.read().decode() if proc.stdout else ""
         assert proc.wait() == 0, out
     reader.poll()

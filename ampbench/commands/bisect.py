@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,11 +289,14 @@ def _run_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
     ensure_folder(ctx.folder / "side", ctx.folder)
     started = time.monotonic()
     try:
-        codes = bisect_side.run_side_by_side(runs, pool, per, visible=not doc.slurm)
+        codes, placed = bisect_side.run_side_by_side(runs, pool, per, visible=not doc.slurm,
+                                                     ballast=None if doc.slurm else _ballast(ctx, len(looks), per))
     except (KeyboardInterrupt, Interrupted) as e:
         if doc.slurm:
             bisect_side.cancel_left_jobs([_run_id(ctx, i, tag)[1] for i, _r, tag in looks], ctx.console)
         return e.exit_code if isinstance(e, Interrupted) else 130
+    finally:
+        shutil.rmtree(ctx.folder / BALLAST, ignore_errors=True)   # filler runs: nothing of them is judged
     wall = time.monotonic() - started
     out = []
     for index, role, tag in looks:
@@ -302,8 +306,29 @@ def _run_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
         if not RunPaths(run_dir).run_json.is_file():
             raise ResultsError(f"{run_dir}: the candidate's run did not start (exit {codes.get(index)}); its "
                                f"output is in {ctx.folder / 'side'}")
-        out.append(Candidate(index=index, sha=doc.commits[index], role=role, run_dir=str(run_dir), cost_s=wall))
+        where = placed.get(index, bisect_side.Placed())
+        out.append(Candidate(index=index, sha=doc.commits[index], role=role, run_dir=str(run_dir), cost_s=wall,
+                             devices=where.devices, crowding=where.crowding))
     return out
+
+
+BALLAST = "ballast"
+
+
+def _ballast(ctx: _Ctx, looks: int, per: int) -> bisect_side.Ballast:
+    """The filler runs of a round (bisect_side): on a share a look used, that look's code again; on a share no
+    look of the round has, the reference (the good endpoint's code), checked out in the share's clone before the
+    round starts. Each a plain run of the suite into `ballast/`, removed after the round."""
+    slots = {j: _prepare(ctx, j, 0) for j in range(looks, ctx.doc.parallel)}
+
+    def make(slot: int, n: int) -> bisect_side.SideRun:
+        overrides = slots.get(slot) or (ctx.doc.slot_overrides[slot] if ctx.doc.slot_overrides else ctx.overrides)
+        name = f"{BALLAST}-{slot}-{n}"
+        opts = RunOptions(suite_file=ctx.suite_file, profile=ctx.profile, overrides=overrides,
+                          out_dir=ctx.folder / BALLAST, run_id=name, report=False, devices="all" if per > 1 else None)
+        return bisect_side.SideRun(-1 - slot, bisect_side.options_json(opts), ctx.folder / "side" / f"{name}.json",
+                                   ctx.folder / "side" / f"{name}.log")
+    return make
 
 
 def _round_pool(doc: BisectFile) -> tuple[list[str], int]:

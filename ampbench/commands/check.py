@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ampbench.commands.op_lists import complete_lists
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint, pooled
 from ampbench.judge.check import judge_run
@@ -45,6 +46,7 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     (judge.changepoint.drift).  `baseline` "last": the previous run of the same suite, device and config
     beside this one (results.previous).  To pin a reference on purpose, give `baseline` without `history`."""
     run = open_run(Path(run_dir))
+    complete_lists(run.trials)   # a record older than its effective op lists: computed here, where Paddle is
     ok = [t for t in run.trials if t.status == "ok"]
     series, elsewhere = _series(run, history) if history is not None else ([], 0)
     seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,

@@ -19,7 +19,17 @@ SHARE_DROP = 0.10  # the slower arm lost at least this fraction of its CPU share
 CLOCK_DROP = 0.05  # or its median SM clock is at least this much lower
 OTHERS_MORE = 0.25  # or other processes used at least this many more CPU cores beside it
 SATURATED = 0.5  # or other processes kept at least this share of the machine's cores busy
-CPU_BOUND = 0.5  # ... which counts only for an arm busy on the CPU at least this share of its wall time
+CPU_BOUND = 0.25  # ... which counts only for a program busy on the CPU at least this share of its wall time on
+# one side or the other (a starved CPU-bound program keeps ~cores/(loads+1): 0.5 beside 3 busy loops on 2 cores;
+# a program sleeping 10 ms a step keeps 0.06-0.10, loaded or not)
+
+
+def waits(x: ArmEvidence, y: ArmEvidence) -> bool:
+    """The program mostly waits (sleep, I/O, a blocking device sync): its CPU share stays under CPU_BOUND on
+    both sides, so other processes' load cannot slow it in proportion and a share that fell is only its wait
+    grown.  The share of the less loaded side tells a waiting program from a starved CPU-bound one."""
+    shares = [v for v in (x.cpu_share, y.cpu_share) if v is not None]
+    return bool(shares) and max(shares) < CPU_BOUND
 BENIGN_THROTTLE = {"none", "gpu_idle", "applications_clocks_setting", "ApplicationsClocksSetting", "GpuIdle"}
 
 
@@ -65,9 +75,9 @@ def evidence(trials: list[CompactTrial]) -> ArmEvidence:
 
 def _others_load(s: ArmEvidence, f: ArmEvidence) -> str | None:
     """Other processes' cores slow a process that runs on the CPU; one that mostly waits (sleeps, I/O, a
-    blocking device sync: CPU share under CPU_BOUND) keeps its pace beside them, so their load does not explain
+    blocking device sync: `waits`) keeps its pace beside them, so their load does not explain
     its slowdown (a sleep-bound program 37% slower beside a loaded test run was withheld as disturbed)."""
-    if s.others_cpu is None or (s.cpu_share is not None and s.cpu_share < CPU_BOUND):
+    if s.others_cpu is None or waits(s, f):
         return None
     if f.others_cpu is not None and s.others_cpu >= f.others_cpu + OTHERS_MORE:
         return (f"other processes used {s.others_cpu:.2f} CPU cores beside it vs {f.others_cpu:.2f} "
@@ -86,7 +96,7 @@ def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: floa
     reasons = []
     # A share that fell with the throughput means lost CPU only for a program that was busy on the CPU: one
     # that mostly waits (sleep, I/O, a device sync) spends the same CPU over a longer wall when it slows.
-    if s.cpu_share is not None and f.cpu_share and f.cpu_share >= CPU_BOUND:
+    if s.cpu_share is not None and f.cpu_share and not waits(s, f):
         share_ratio = s.cpu_share / f.cpu_share
         if share_ratio <= 1 - SHARE_DROP and rate_ratio >= share_ratio * (1 - tolerance):
             reasons.append(f"CPU share {s.cpu_share:.2f} vs {f.cpu_share:.2f} CPU s per wall s "
@@ -112,15 +122,17 @@ def _against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float)
     machine's load, a foreign GPU process, throttling, a lower clock, whichever came out faster; a lower CPU share
     only where x is also slower by as much (a GPU trial's share moves with how it waits, not with load)."""
     out = []
-    if x.cpu_share is not None and y.cpu_share and (share := x.cpu_share / y.cpu_share) <= 1 - SHARE_DROP \
-            and ratio <= 1 and ratio >= share * (1 - SHARE_DROP):
+    if x.cpu_share is not None and y.cpu_share and not waits(x, y) \
+            and (share := x.cpu_share / y.cpu_share) <= 1 - SHARE_DROP and ratio <= 1 and ratio >= share * (1 - SHARE_DROP):
         out.append(f"{who}'s CPU share {x.cpu_share:.2f} vs {y.cpu_share:.2f} CPU s per wall s in {other}")
     cores = x.cpu_count or y.cpu_count
-    if x.others_cpu is not None and cores and x.others_cpu >= SATURATED * cores:
-        out.append(f"other processes kept {x.others_cpu:.2f} of the machine's {cores} cores busy beside {who}")
-    elif x.others_cpu is not None and y.others_cpu is not None and \
-            x.others_cpu >= y.others_cpu + max(OTHERS_MORE, UNLIKE_SHARE * cores):
-        out.append(f"other processes used {x.others_cpu:.2f} CPU cores beside {who} vs {y.others_cpu:.2f} beside {other}")
+    # a side that mostly waits (sleep, I/O, a device sync) does not compete for the cores (see _others_load)
+    others = None if waits(x, y) else x.others_cpu
+    if others is not None and cores and others >= SATURATED * cores:
+        out.append(f"other processes kept {others:.2f} of the machine's {cores} cores busy beside {who}")
+    elif others is not None and y.others_cpu is not None and \
+            others >= y.others_cpu + max(OTHERS_MORE, UNLIKE_SHARE * cores):
+        out.append(f"other processes used {others:.2f} CPU cores beside {who} vs {y.others_cpu:.2f} beside {other}")
     if x.foreign and not y.foreign:
         out.append(f"other processes used the GPU beside {who} (PIDs {sorted(set(x.foreign))[:5]})")
     if x.throttle and not y.throttle:

@@ -48,7 +48,7 @@ class Candidate(BaseModel):
     # --parallel K: the devices its run had, and the runs side by side on the node while it ran (time-weighted
     # mean count, itself included: K when every share was busy throughout); [] and None when it ran alone
     devices: list[Text] = Field([], max_length=1024)
-    crowding: float | None = Field(None, ge=0, allow_inf_nan=False)
+    crowding: float | None = Field(None, ge=0, le=1024, allow_inf_nan=False)
 
 
 class BisectFile(VersionedDoc):

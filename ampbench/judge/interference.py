@@ -117,22 +117,29 @@ def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: floa
 UNLIKE_SHARE = OTHERS_MORE / 2  # of the machine's cores: the others' load told apart on a machine of any size
 
 
-def _against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float) -> list[str]:
-    """What says side `x` was measured under worse conditions than side `y` (its throughput `ratio` times y's): the
-    machine's load, a foreign GPU process, throttling, a lower clock, whichever came out faster; a lower CPU share
-    only where x is also slower by as much (a GPU trial's share moves with how it waits, not with load)."""
+def _cpu_against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float) -> list[str]:
+    """`_against`'s CPU evidence: x's share fell as far as its throughput, or the machine's other processes
+    loaded or saturated it; none for a program that mostly waits (`waits`: load does not slow a sleep)."""
+    if waits(x, y):
+        return []
     out = []
-    if x.cpu_share is not None and y.cpu_share and not waits(x, y) \
-            and (share := x.cpu_share / y.cpu_share) <= 1 - SHARE_DROP and ratio <= 1 and ratio >= share * (1 - SHARE_DROP):
+    if x.cpu_share is not None and y.cpu_share and (share := x.cpu_share / y.cpu_share) <= 1 - SHARE_DROP \
+            and ratio <= 1 and ratio >= share * (1 - SHARE_DROP):
         out.append(f"{who}'s CPU share {x.cpu_share:.2f} vs {y.cpu_share:.2f} CPU s per wall s in {other}")
-    cores = x.cpu_count or y.cpu_count
-    # a side that mostly waits (sleep, I/O, a device sync) does not compete for the cores (see _others_load)
-    others = None if waits(x, y) else x.others_cpu
+    cores, others = x.cpu_count or y.cpu_count, x.others_cpu
     if others is not None and cores and others >= SATURATED * cores:
         out.append(f"other processes kept {others:.2f} of the machine's {cores} cores busy beside {who}")
     elif others is not None and y.others_cpu is not None and \
             others >= y.others_cpu + max(OTHERS_MORE, UNLIKE_SHARE * cores):
         out.append(f"other processes used {others:.2f} CPU cores beside {who} vs {y.others_cpu:.2f} beside {other}")
+    return out
+
+
+def _against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float) -> list[str]:
+    """What says side `x` was measured under worse conditions than side `y` (its throughput `ratio` times y's): the
+    machine's load, a foreign GPU process, throttling, a lower clock, whichever came out faster; a lower CPU share
+    only where x is also slower by as much (a GPU trial's share moves with how it waits, not with load)."""
+    out = _cpu_against(x, y, who, other, ratio)
     if x.foreign and not y.foreign:
         out.append(f"other processes used the GPU beside {who} (PIDs {sorted(set(x.foreign))[:5]})")
     if x.throttle and not y.throttle:

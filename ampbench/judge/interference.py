@@ -19,18 +19,21 @@ SHARE_DROP = 0.10  # the slower arm lost at least this fraction of its CPU share
 CLOCK_DROP = 0.05  # or its median SM clock is at least this much lower
 OTHERS_MORE = 0.25  # or other processes used at least this many more CPU cores beside it
 SATURATED = 0.5  # or other processes kept at least this share of the machine's cores busy
-CPU_BOUND = 0.25  # ... which counts only for a program busy on the CPU at least this share of its wall time on
-# one side or the other (a starved CPU-bound program keeps ~cores/(loads+1): 0.5 beside 3 busy loops on 2 cores;
-# a program sleeping 10 ms a step keeps 0.06-0.10, loaded or not)
+CPU_BOUND = 0.25  # ... none for a program using less of its wall time on the CPU than this
+SPARE = 0.5  # ... while at least this many cores stood idle beside it (it could have had them)
+BENIGN_THROTTLE = {"none", "gpu_idle", "applications_clocks_setting", "ApplicationsClocksSetting", "GpuIdle"}
 
 
 def waits(x: ArmEvidence, y: ArmEvidence) -> bool:
-    """The program mostly waits (sleep, I/O, a blocking device sync): its CPU share stays under CPU_BOUND on
-    both sides, so other processes' load cannot slow it in proportion and a share that fell is only its wait
-    grown.  The share of the less loaded side tells a waiting program from a starved CPU-bound one."""
-    shares = [v for v in (x.cpu_share, y.cpu_share) if v is not None]
-    return bool(shares) and max(shares) < CPU_BOUND
-BENIGN_THROTTLE = {"none", "gpu_idle", "applications_clocks_setting", "ApplicationsClocksSetting", "GpuIdle"}
+    """The program mostly waits (sleep, I/O, a blocking device sync), so other processes' load cannot slow it
+    in proportion and a share that fell is only its wait grown: on one side or the other it used under
+    CPU_BOUND of its wall time on the CPU while SPARE cores stood idle (a CPU-bound program takes an idle core).
+    A starved CPU-bound program has a low share too, but on a machine with no core to spare; with no side
+    that had one, nothing tells the two apart and the load counts (a sleep-bound bisect program on a loaded CI
+    kept 0.07-0.10 beside 0.5-1.7 other cores of 2; a compute-bound toy beside 1.84 other cores kept 0.16)."""
+    return any(s.cpu_share is not None and s.others_cpu is not None and s.cpu_count
+               and s.cpu_share < CPU_BOUND and s.cpu_count - s.others_cpu - s.cpu_share >= SPARE for s in (x, y))
+
 
 
 @dataclass(frozen=True)

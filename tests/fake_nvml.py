@@ -17,6 +17,9 @@ Each stubbed behaviour names its source:
   [VGPU]  NVIDIA vGPU Management SDK guide, "Monitoring from a guest VM": properties that do not
           apply to a vGPU are reported as not supported
   [CTK]   NVIDIA container toolkit: NVIDIA_VISIBLE_DEVICES=MIG-<uuid> exposes that MIG device only
+  [PER]   NVIDIA "Driver Persistence" (docs.nvidia.com/deploy/driver-persistence): without persistence mode
+          the driver tears the GPU state down when its last client exits and initialises it again when a
+          client (nvmlInit included) opens it, which takes on the order of a second or more
 Numbers here are fixtures, never measurements, and never reach a result file outside tests.
 """
 
@@ -76,6 +79,7 @@ class Driver:
     init_error: int = SUCCESS                    # what nvmlInitWithFlags returns
     virtualization: int = 0                      # NVML_GPU_VIRTUALIZATION_MODE_* [API]
     privileged: bool = False                     # root: aggregate queries on a MIG-enabled GPU allowed [API]
+    init_delay_s: float = 0.0                    # nvmlInitWithFlags initialising the driver first [PER]
 
 
 # The driver profiles the GPU-path tests run against (docs/gpu.md, "Supported matrix").
@@ -150,6 +154,7 @@ class StubNvmlLib:
 
     # -- the symbols ----------------------------------------------------------------------------
     def _nvmlInitWithFlags(self, flags: Any) -> int:
+        time.sleep(self.driver.init_delay_s)
         return self.driver.init_error
 
     def _nvmlShutdown(self) -> int:

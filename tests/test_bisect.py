@@ -419,7 +419,7 @@ def test_history_bisect_searches_the_last_step_of_the_nightly(tmp_path, monkeypa
 # ---------------------------------------------------------------- --parallel K: candidates side by side
 
 STUB_CHILD = '''
-import json, os, re, shutil, sys, time
+import json, os, re, shutil, subprocess, sys, time
 from pathlib import Path
 opts = json.loads(Path(sys.argv[1]).read_text())["request"]
 run_id = opts["run_id"]
@@ -433,7 +433,8 @@ info = json.loads((dest / "run.json").read_text())
 info["run_id"] = run_id
 (dest / "run.json").write_text(json.dumps(info))
 with open({timeline!r}, "a") as f:
-    f.write(json.dumps([run_id, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time(), cwd]) + "\\n")
+    head = subprocess.run(["git", "-C", cwd, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    f.write(json.dumps([run_id, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time(), cwd, head]) + "\\n")
 '''
 
 
@@ -469,19 +470,32 @@ def test_k_section_runs_a_round_side_by_side_each_in_its_clone(tmp_path, monkeyp
                    env={"COLUMNS": "200"})
     assert r.exit_code == 1, r.output
     assert f"first bad commit: {shas[2]}" in r.output and "3 candidates a round" in r.output, r.output
-    rows = [json.loads(x) for x in timeline.read_text().splitlines()]
+    every = [json.loads(x) for x in timeline.read_text().splitlines()]
+    rows = [x for x in every if not x[0].startswith("ballast")]   # the filler runs beside the looks (issue 58.3)
     first = rows[2:5]   # after the two endpoints: commits 1, 2, 3 (4 gaps cut into 4 parts)
     assert sorted(x[0][:3] for x in first) == ["001", "002", "003"], rows
     assert max(x[2] for x in first) < min(x[3] for x in first), first   # all three ran at the same time
     assert sorted(x[1] for x in first) == ["g0", "g1", "g2"], first
     clones = {x[0][:3]: Path(x[4]) for x in first}
     assert len(set(clones.values())) == 3
-    for idx, where in clones.items():
-        assert _git(where, "rev-parse", "HEAD") == shas[int(idx)]
+    for x in first:   # each ran its commit, in its clone (checked out as it started)
+        assert x[5] == shas[int(x[0][:3])]
     doc = json.loads(next((tmp_path / "out").glob("prog/bisect-*/bisect.json")).read_text())
     assert doc["parallel"] == 3 and doc["devices"] == ["g0", "g1", "g2"]
     roles = [c["role"] for c in doc["candidates"]]
     assert roles == ["good-endpoint", "bad-endpoint", "candidate", "candidate", "candidate", "recheck", "recheck"]
+    # like with like (issue 58.3): the reference ran as crowded as every candidate, each look on its own device
+    crowding = {(c["role"], c["index"]): c["crowding"] for c in doc["candidates"]}
+    assert all(c is not None and 2.6 <= c <= 3.0 for c in crowding.values()), crowding
+    ref = crowding[("good-endpoint", 0)]
+    assert all(abs(c - ref) <= 0.3 for c in crowding.values()), crowding
+    assert all(len(c["devices"]) == 1 and c["devices"][0] in ("g0", "g1", "g2") for c in doc["candidates"])
+    good = rows[0]
+    beside = [x for x in every if x[0].startswith("ballast") and x[2] < good[3] and x[3] > good[2]]
+    assert len({x[1] for x in beside}) == 2 and good[1] not in {x[1] for x in beside}, (good, beside)
+    folder = next((tmp_path / "out").glob("prog/bisect-*"))
+    assert not list(folder.glob("ballast/*"))   # filler runs are removed
+    assert "runs side by side)" in (folder / "bisect.md").read_text()
 
 
 def test_a_candidate_child_reads_back_the_runner_options_bisect_wrote(tmp_path):

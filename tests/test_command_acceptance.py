@@ -148,6 +148,11 @@ def test_paddleseg_training_loop_with_its_own_amp_switches(tmp_path):
         assert "conv2d" in t["amp"]["op_calls"]
     amp = ts["amp-o1-fp16__seed0"]["amp"]
     assert amp["requested"] and not amp["active"]
+    # issue 58.8: recorded with what PaddleSeg's own calls used (paddleseg/core/train.py), not the suite's defaults
+    assert amp["scaler"]["init_loss_scaling"] == 1024.0 and amp["program"]["grad_scaler"]
+    assert amp["white_list"] == ["batch_norm", "elementwise_add", "sync_batch_norm"]
+    assert amp["black_list"] == ["bilinear_interp_v2"] and "elementwise_add" in amp["effective_white_list"]
+    assert ts["fp32__seed0"]["amp"]["program"] == {}
 
 
 REAL_SEG = os.environ.get("AMPBENCH_PADDLESEG_REPO")
@@ -161,7 +166,8 @@ def test_paddleseg_own_trainer_from_import_to_verdict(tmp_path):
     format) through `ampbench import paddleseg --repo` and `ampbench run --profile cpu --mode amp-o1-fp16`: every
     trial ok, exit 3 (AMP inactive on CPU), mIoU equal to its own [EVAL] line, and ampbench's samples/s within
     0.9-1.1 of its own `ips` over the same steps (its [TRAIN] line at iteration 10 covers iterations 6-10,
-    --log_iters 5).  The checkout is imported ahead of the installed PyPI paddleseg 2.8.0 (its env PYTHONPATH)."""
+    --log_iters 5), and the AMP arm recorded with its own loss scale and op lists (issue 58.8).  The checkout
+    is imported ahead of the installed PyPI paddleseg 2.8.0 (its env PYTHONPATH)."""
     suite = tmp_path / "seg.toml"
     r = cli.invoke(app, ["import", "paddleseg", "configs/quick_start/bisenet_optic_disc_512x512_1k.yml", "--repo",
                          str(REAL_SEG), "--synthetic-data", "-o", str(suite)])
@@ -185,3 +191,7 @@ def test_paddleseg_own_trainer_from_import_to_verdict(tmp_path):
         assert t["interference"]["cpu_share"] is not None       # CPU contention recorded (issue 60)
     amp = ts["amp-o1-fp16__seed0"]["amp"]
     assert amp["requested"] and not amp["active"] and "conv2d" in amp["op_calls"]
+    # issue 58.8 on the real trainer: what paddleseg/core/train.py's own GradScaler and auto_cast used
+    assert amp["scaler"]["init_loss_scaling"] == 1024.0 and amp["program"]["grad_scaler"]
+    assert amp["white_list"] == ["batch_norm", "elementwise_add", "sync_batch_norm"]
+    assert amp["black_list"] == ["bilinear_interp_v2"]

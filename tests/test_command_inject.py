@@ -107,6 +107,9 @@ def test_an_injected_mode_runs_the_forward_under_paddles_auto_cast_and_the_loss_
         {"optimizer": "Adam", "models": ["Net"], "level": "O1", "dtype": "float16", "decorated": False,
          "scaler": True, "scaler_enabled": False}]
     assert amp["amp"]["requested"] and not amp["amp"]["active"] and amp["amp"]["inactive_code"] == "device"
+    # issue 58.5: the mode's own list is recorded, merged by the program's Paddle; never as the program's calls
+    assert amp["amp"]["black_list"] == ["relu"] and "relu" in amp["amp"]["effective_black_list"]
+    assert "relu" not in amp["amp"]["effective_white_list"] and amp["amp"]["program"] == {}
     assert 'ampbench applied it (amp = "inject")' in amp["amp"]["inactive_reason"]
     check = json.loads((run_dir(out) / "check.json").read_text())
     verdicts = {v["mode"]: v["verdict"] for v in check["verdicts"]}

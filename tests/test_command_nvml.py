@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,8 +97,11 @@ def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):
     p = CommandParams.model_validate(tr.suite.workload)
     reader = EventReader()
     _start_event(reader, device)
-    gpu = ProgramGpu(ROOT_PID, pids=lambda: {ROOT_PID, RANK_PID})
+    said = threading.Event()
+    gpu = ProgramGpu(ROOT_PID, pids=lambda: {ROOT_PID, RANK_PID}, ack=lambda pid, word: said.set())
     gpu.see(reader.procs.values())            # what _pump does as the start event arrives
+    if device == "gpu":
+        assert said.wait(10)                  # the hook waits for the worker's word before its window (issue 58.2)
     prev = time.perf_counter()
     for i in range(1, 7):
         time.sleep(0.03)
@@ -185,3 +189,47 @@ def test_a_mig_instance_picked_by_index_is_resolved_from_the_cuda_uuid_the_hook_
             assert gpu.results[want]["nvml_device"]["mig"] is True
         else:
             assert gpu.results == {} and "MIG mode" in gpu.errors["nvml"], gpu.errors
+
+
+def test_two_ranks_on_two_mig_instances_of_one_gpu_count_its_energy_once(monkeypatch):
+    """Issue 58.6: each instance's poller reads the parent GPU's energy counter; summed, a window's energy was
+    twice the GPU's. Counted once per GPU (its PCI bus id), with the note that it is the whole GPU's."""
+    from tests.fake_nvml import four_gpus, mig_uuid
+
+    gpus = four_gpus(own_on=3)
+    for k, inst in enumerate(gpus[3].mig):
+        inst.pids = {ROOT_PID + k: GIB}
+    nv = make_pynvml(gpus)
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    reader = EventReader()
+    for k in range(2):
+        pid = ROOT_PID + k
+        named = {"e": "device", "device": "gpu", "cuda_env": {"CUDA_VISIBLE_DEVICES": mig_uuid(3, k)}}
+        reader.ingest(pid, json.dumps({"e": "start", "pid": pid, "rank": k, "world": 2}).encode() + b"\n"
+                      + json.dumps(named).encode())
+    said = threading.Semaphore(0)
+    gpu = ProgramGpu(ROOT_PID, pids=lambda: {ROOT_PID, ROOT_PID + 1}, ack=lambda pid, word: said.release())
+    gpu.see(reader.procs.values())
+    assert said.acquire(timeout=10) and said.acquire(timeout=10)   # both instances sampled
+    time.sleep(0.3)
+    gpu.stop()
+    assert len(gpu.pollers) == 2
+    t0 = max(p.s.timeline[0][0] for p in gpu.pollers.values())     # inside both pollers' samples
+    t1 = min(p.s.timeline[-1][0] for p in gpu.pollers.values())
+    window = (t0 + 0.02 * (t1 - t0), t1 - 0.02 * (t1 - t0))
+    got = gpu.fields(window, [])
+    one_gpu = gpus[3].power_w * (window[1] - window[0])            # the stub's counter grows at its power
+    assert got["energy_j"] == pytest.approx(one_gpu, rel=0.05)      # main: twice that
+    assert "whole GPU" in got["notes"]["energy_j"]
+
+
+def test_data_parallel_ranks_on_one_gpus_mig_instances_sum_its_energy_once():
+    from ampbench.record.assemble import RankMemory, merge_ranks
+    from ampbench.record.models import Memory
+
+    mem = Memory(source="cuda")
+    bus = "0000:1e:00.0"
+    merge_ranks(mem, [RankMemory(0, Memory(energy_j=10.0, nvml_device={"uuid": "MIG-a", "pci_bus_id": bus, "mig": True})),
+                      RankMemory(1, Memory(energy_j=10.2, nvml_device={"uuid": "MIG-b", "pci_bus_id": bus, "mig": True})),
+                      RankMemory(2, Memory(energy_j=7.0, nvml_device={"uuid": "GPU-c", "pci_bus_id": "0000:1f:00.0"}))])
+    assert mem.energy_j == pytest.approx(17.2) and "whole GPU" in mem.notes["energy_j"]   # main: 27.2

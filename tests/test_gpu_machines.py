@@ -573,6 +573,8 @@ def test_selftest_past_its_deadline_reads_na_for_what_it_did_not_start(machine, 
     late = _results(doc, "trial-ok")["zz-late"]
     assert late["ok"] is None and "deadline passed" in late["detail"], late
     assert [c[0] for c in calls] == ["toy"] and code == 0
+    over = _results(doc, "deadline")["toy"]   # issue 58.9: the suite that ran past the deadline is named
+    assert over["ok"] is None and "was running when selftest's" in over["detail"], over
     monkeypatch.setattr(selftest, "DEADLINE_S", -1.0)
     code, doc, calls = _selftest(monkeypatch, tmp_path / "none", suite)
     assert code == 3 and calls == [] and _results(doc, "trial-ok")["toy"]["ok"] is None

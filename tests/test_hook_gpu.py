@@ -29,12 +29,13 @@ import importlib, os, sys
 from pathlib import Path
 import paddle
 from _pytest.monkeypatch import MonkeyPatch
-from tests.fake_cuda import Machine, a100_gpus, install_machine
+from tests.fake_cuda import CudaPlace, Machine, a100_gpus, install_machine
 
 case, tmp = sys.argv[1], Path(sys.argv[2])
 machine = Machine("two", a100_gpus(2), gpu_names=["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"],
                   paddle_version="2.6.2" if case == "paddle26" else "3.3.1", reset_api=case != "paddle26")
 inst = install_machine(MonkeyPatch(), machine, tmp)
+paddle.CUDAPlace = CudaPlace   # the GPU build's place class (the hook binds its sync to a place it makes)
 os.environ["AMPBENCH_HOOK_SOCKET"] = os.environ.pop("TEST_HOOK_SOCKET")   # the hook connects now
 import sitecustomize
 importlib.reload(sitecustomize)          # the hook installs now, over the GPU build
@@ -45,7 +46,12 @@ opt = paddle.optimizer.SGD(parameters=m.parameters())
 for i in range(int(sys.argv[3])):
     if case == "eval" and i == 3:        # a mid-run evaluation holding far more than training
         m.eval(); inst.cuda.spike(40 * 2**30); m.train()
+    if case == "resets" and i == 3:      # this training step's forward holds 30 GiB
+        inst.cuda.spike(30 * 2**30)
     m(paddle.ones([4, 8])).mean().backward()
+    if case == "resets":                 # the program logs its peak and resets it, before its update
+        paddle.device.cuda.reset_max_memory_allocated()
+        paddle.device.cuda.reset_max_memory_reserved()
     opt.step()
     opt.clear_grad()
 if case == "eval":                       # a final evaluation after the last step
@@ -68,6 +74,22 @@ for i in range(int(sys.argv[1])):
 m.eval(); big = paddle.ones([64, 1024, 1024]); del big   # final evaluation / saving after the last step
 '''
 
+# CPU, for real: a training step holding 256 MiB, then the program's own reset of the host allocator's peak
+CPU_RESET_PROGRAM = r'''
+import sys
+import paddle
+m = paddle.nn.Linear(8, 2)
+opt = paddle.optimizer.SGD(parameters=m.parameters())
+for i in range(int(sys.argv[1])):
+    loss = m(paddle.ones([4, 8])).mean()
+    if i == 3:
+        big = paddle.ones([64, 1024, 1024]); del big
+    loss.backward()
+    paddle.base.core.host_memory_stat_reset_peak_value("Allocated", 0)   # its own log's reset
+    opt.step()
+    opt.clear_grad()
+'''
+
 
 def hooked(tmp_path: Path, program: str, args: list[str], hook_at_start: bool) -> tuple[EventReader, str]:
     """The program under the hook, reporting on a channel as a trial's worker opens it: at start (as a
@@ -87,7 +109,7 @@ def hooked(tmp_path: Path, program: str, args: list[str], hook_at_start: bool) -
     return reader, r.stdout
 
 
-CASES = ("gpu1", "cpu", "paddle26", "eval")
+CASES = ("gpu1", "cpu", "paddle26", "eval", "resets")
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +120,11 @@ def cases(tmp_path_factory) -> dict:
         return hooked(d, PROGRAM, [case, str(d), str(STEPS)], hook_at_start=False)
 
     tmp_path_factory.getbasetemp()   # made once here: mktemp from several threads would race to make it
-    with ThreadPoolExecutor(len(CASES) + 1) as ex:
+    with ThreadPoolExecutor(len(CASES) + 2) as ex:
         futures = {c: ex.submit(go, c) for c in CASES}
         cpu = ex.submit(lambda: hooked(tmp_path_factory.mktemp("host"), CPU_PROGRAM, [str(STEPS)], True))
-        return {**{c: f.result() for c, f in futures.items()}, "host": cpu.result()}
+        cpu_reset = ex.submit(lambda: hooked(tmp_path_factory.mktemp("hreset"), CPU_RESET_PROGRAM, [str(STEPS)], True))
+        return {**{c: f.result() for c, f in futures.items()}, "host": cpu.result(), "host-resets": cpu_reset.result()}
 
 
 def run_case(cases: dict, case: str):
@@ -197,3 +220,13 @@ def test_the_loss_scale_series_is_the_scale_each_step_used_with_minimize_too(tmp
     reader, _ = hooked(tmp_path, SCALER_PROGRAM, [how, str(tmp_path), str(STEPS)], hook_at_start=False)
     (proc,) = reader.stepping()
     assert [ev.scale for ev in proc.steps] == [1024.0 * 2**i for i in range(STEPS)]
+
+
+@pytest.mark.slow
+def test_the_window_peak_survives_the_programs_own_resets(cases):
+    """Issue 58.4: a program that resets the allocator's peaks for its own logs (after backward, before its
+    update) left the window only the peak since its last reset; the hook folds the peak before each reset."""
+    proc, _ = run_case(cases, "resets")
+    assert proc.memory.peak_allocated >= 30 * GIB and proc.memory.peak_reserved >= 30 * GIB
+    host, _ = run_case(cases, "host-resets")
+    assert host.memory.source == "host" and host.memory.peak_allocated >= 256 * 2**20

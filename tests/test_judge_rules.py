@@ -65,6 +65,18 @@ def test_a_saturated_machine_is_a_disturbed_measurement_even_with_equal_neighbou
     assert _hist(check_run(c, baseline=b)).status == "FAIL"  # a quiet machine: a regression
 
 
+def test_a_program_that_mostly_waits_is_not_disturbed_by_the_machines_load(tmp_path):
+    """A program sleeping most of each step (CPU share 0.06-0.10 on both sides) is 35% slower on a saturated
+    machine: its share fell only because its wait grew, and load cannot slow a sleep 35%: a regression, as the
+    sleep-bound bisect/pr-check programs on a loaded CI showed; a CPU-bound program starved to a share of 0.5
+    beside busy loops (its baseline's share 1.0) is still a disturbed measurement."""
+    b, c = _pair(tmp_path, 0.35, cur_share=0.065, base_share=0.10, cur_others=1.72, base_others=0.2, cores=2)
+    h = _hist(check_run(c, baseline=b))
+    assert h.status == "FAIL" and "disturbed" not in h.message.lower(), h.message
+    b, c = _pair(tmp_path / "x", 0.35, cur_share=0.5, base_share=1.0, cur_others=1.5, base_others=0.2, cores=2)
+    assert _hist(check_run(c, baseline=b)).message.startswith("Measurement disturbed")
+
+
 def _target_trials(suite, reach_amp: bool, reach_ref: bool = True):
     trials = make_trials(suite, metrics=METRICS)
     out = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from ampbench.engine.execute import Policies, execute, load_for_run
 from ampbench.engine.launcher import Launcher
 from ampbench.engine.launchers.local import LocalLauncher
 from ampbench.engine.launchers.slurm import SlurmLauncher, SlurmOptions
+from ampbench.engine.op_lists import complete_lists
 from ampbench.engine.request import Output, RunRequest
 from ampbench.engine.seeds.search import SearchSeeds
 from ampbench.judge.bisection import look_verdict
@@ -171,11 +173,14 @@ def run_round(ctx: Ctx, looks: list[Look]) -> list[Candidate] | int:
     ensure_folder(ctx.folder / "side", ctx.folder)
     started = time.monotonic()
     try:
-        codes = side_by_side.run_side_by_side(runs, pool, per, visible=not doc.slurm)
+        codes, placed = side_by_side.run_side_by_side(runs, pool, per, visible=not doc.slurm,
+                                                      ballast=None if doc.slurm else _ballast(ctx, len(looks), per))
     except side_by_side.INTERRUPTS as e:
         if doc.slurm:
             side_by_side.cancel_left([run_id_of(ctx, i, tag)[1] for i, _r, tag in looks], ctx.console)
         return side_by_side.exit_code_of(e)
+    finally:
+        shutil.rmtree(ctx.folder / BALLAST, ignore_errors=True)   # filler runs: nothing of them is judged
     wall = time.monotonic() - started
     out = []
     for index, role, tag in looks:
@@ -185,8 +190,30 @@ def run_round(ctx: Ctx, looks: list[Look]) -> list[Candidate] | int:
         if not RunPaths(run_dir).run_json.is_file():
             raise ResultsError(f"{run_dir}: the candidate's run did not start (exit {codes.get(index)}); its "
                                f"output is in {ctx.folder / 'side'}")
-        out.append(Candidate(index=index, sha=doc.commits[index], role=role, run_dir=str(run_dir), cost_s=wall))
+        where = placed.get(index, side_by_side.Placed())
+        out.append(Candidate(index=index, sha=doc.commits[index], role=role, run_dir=str(run_dir), cost_s=wall,
+                             devices=where.devices, crowding=where.crowding))
     return out
+
+
+BALLAST = "ballast"
+
+
+def _ballast(ctx: Ctx, looks: int, per: int) -> side_by_side.Ballast:
+    """The filler runs of a round (engine/side_by_side.py): on a share a look used, that look's code again; on a
+    share no look of the round has, the reference (the good endpoint's code), checked out in the share's clone
+    before the round starts. Each a plain run of the suite into `ballast/`, removed after the round."""
+    slots = {j: _prepare(ctx, j, 0) for j in range(looks, ctx.doc.parallel)}
+
+    def make(slot: int, n: int) -> side_by_side.SideRun:
+        overrides = slots.get(slot) or (ctx.doc.slot_overrides[slot] if ctx.doc.slot_overrides else ctx.overrides)
+        name = f"{BALLAST}-{slot}-{n}"
+        request = RunRequest(suite_file=ctx.suite_file, profile=ctx.profile, overrides=tuple(overrides),
+                             out_dir=ctx.folder / BALLAST, run_id=name)
+        policies = Policies(launcher=LocalLauncher(devices="all" if per > 1 else None), output=Output(report=False))
+        return side_by_side.SideRun(-1 - slot, side_by_side.options_json(request, policies),
+                                    ctx.folder / "side" / f"{name}.json", ctx.folder / "side" / f"{name}.log")
+    return make
 
 
 def _round_pool(doc: BisectFile) -> tuple[list[str], int]:
@@ -200,7 +227,8 @@ def _round_pool(doc: BisectFile) -> tuple[list[str], int]:
 def judge_look(ctx: Ctx, cand: Candidate) -> Candidate:
     """The rule's outcome over the judged modes: any FAIL -> bad, every mode PASS -> good, else skip."""
     base = look_baseline(ctx, open_run(Path(cand.run_dir)).info.config_hash)
-    report = check_run(Path(cand.run_dir), baseline=base) if base is not None or in_run(ctx.doc.rule) else None
+    judged = base is not None or in_run(ctx.doc.rule)
+    report = check_run(Path(cand.run_dir), baseline=base, complete=complete_lists) if judged else None
     trials = open_run(Path(cand.run_dir)).trials
     cand.seeds = sum(1 for t in trials if t.status == "ok" and t.mode in ctx.doc.modes)
     if report is None:   # the good endpoint of a history rule: the reference itself

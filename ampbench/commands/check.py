@@ -1,6 +1,6 @@
 """`ampbench check RUN_DIR`: open the run, judge it (against a baseline when given), write check.json
-(check-vs-<baseline>.json against a baseline): judge.check_run, kept importable here as the stable
-`ampbench.commands.check.check_run`; the verdict of record, and what the verb prints."""
+(check-vs-<baseline>.json against a baseline): judge.check_run with the engine's op lists of older records
+(`ampbench.commands.check.check_run`, the stable name); the verdict of record, and what the verb prints."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from ampbench.core.errors import ResultsError
-from ampbench.judge.check_run import check_run
+from ampbench.engine.op_lists import complete_lists
+from ampbench.judge import check_run as judged
 from ampbench.judge.recorded import recorded_verdict
 from ampbench.report.console import print_outcome, print_rules
 from ampbench.report.view import view_of
@@ -17,6 +18,13 @@ from ampbench.results.run_dir import open_run
 from ampbench.results.verdicts import CheckReport, claims_exit
 
 __all__ = ["check_exit", "check_run", "print_outcome_of", "recorded_check"]
+
+
+def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = False,
+              allow_mismatch: bool = False, history: Path | None = None) -> CheckReport:
+    """judge.check_run.check_run, with the op lists of a trial recorded before its effective lists were
+    computed first (engine.op_lists: where Paddle is installed, never rewriting the trial file)."""
+    return judged.check_run(run_dir, baseline, strict, allow_mismatch, history, complete=complete_lists)
 
 
 def check_exit(report: CheckReport, claims: bool = False) -> int:

@@ -26,6 +26,10 @@ HOOK_STATS_STEPS_ENV = "AMPBENCH_HOOK_STATS_STEPS"   # training steps Paddle's o
 HOOK_WARMUP_ENV = "AMPBENCH_HOOK_WARMUP"          # warm-up steps: the memory window opens after them
 HOOK_INJECT_ENV = "AMPBENCH_HOOK_INJECT"          # amp = "inject": the mode's AMP settings (JSON) the hook applies
 HOOK_LOSS_EVERY_ENV = "AMPBENCH_HOOK_LOSS_EVERY_STEPS"   # the loss is read at steps 1, 1 + k, 1 + 2k, ...
+# The worker's word to a process that reported its GPU: NVML samples that GPU (its first sample taken), or it
+# will not (no NVML, the device not resolved); the hook waits for it (at most NVML_WAIT_S) before its measured
+# window opens, so the window's energy has a sample before its start (issue 58.2)
+NVML_SAMPLING, NVML_NONE, NVML_WAIT_S = b"nvml", b"none", 30.0
 RANK_DIR_ENV = "AMPBENCH_RANK_DIR"        # the distributed launcher's --log_dir, where ranks leave failure notes
 FAULT_RANK_ENV = "AMPBENCH_FAULT_RANK"    # inject AMPBENCH_FAULT / spec.fault on this rank only
 

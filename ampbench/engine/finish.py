@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ampbench.engine.op_lists import complete_lists
 from ampbench.engine.request import Output
 from ampbench.judge.check_run import check_run
 from ampbench.report.console import print_outcome, print_rules, print_trials
@@ -34,9 +35,9 @@ def finish_run(run: RunDir, console: Console, output: Output, baseline: Path | N
     write_summary_csv(run, opened.trials)
     if output.verbose:
         print_trials(opened.trials, console, opened.suite.suite.metric)
-    result = check_run(run.path, strict=output.strict)  # the run's own check.json
+    result = check_run(run.path, strict=output.strict, complete=complete_lists)  # the run's own check.json
     if baseline is not None:  # and the comparison in its own file (check-vs-<baseline>.json), shown
-        result = check_run(run.path, baseline=baseline, strict=output.strict)
+        result = check_run(run.path, baseline=baseline, strict=output.strict, complete=complete_lists)
     if output.verbose:
         print_rules(result, console)
     print_outcome(view_of(opened, result), console)

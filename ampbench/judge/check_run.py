@@ -5,11 +5,13 @@ the stable `ampbench.commands.check.check_run`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint, pooled
 from ampbench.judge.check import judge_run
+from ampbench.record.models import Trial
 from ampbench.results.accepts import AcceptRecord, load_accepts
 from ampbench.results.baselines import device_slug, load_baseline, node_of
 from ampbench.results.history import RunSummary, history_sources, load_history
@@ -32,15 +34,20 @@ def safe_slug(name: str) -> str:
 
 
 def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = False,
-              allow_mismatch: bool = False, history: Path | None = None) -> CheckReport:
+              allow_mismatch: bool = False, history: Path | None = None,
+              complete: Callable[[list[Trial]], object] | None = None) -> CheckReport:
     """Load a run folder, judge it, write check.json (check-vs-<baseline>.json against a baseline,
     check-vs-history.json against the history) next to the trials, return the report.  `history`: the
     nightly history (folder or jsonl); the history rules compare against every run of this suite, device
     and config since the last change point (judge.pooled), when it holds at least pooled.MIN_RUNS of them;
     otherwise against `baseline`, with the run-to-run drift estimated from the history's consecutive runs
     (judge.changepoint.drift).  `baseline` "last": the previous run of the same suite, device and config
-    beside this one (results.previous).  To pin a reference on purpose, give `baseline` without `history`."""
+    beside this one (results.previous).  To pin a reference on purpose, give `baseline` without `history`.
+    `complete`: what the layers above fill in the trials in memory before they are judged (engine.op_lists:
+    Paddle's effective op lists of a trial recorded before they were; this side never imports paddle)."""
     run = open_run(Path(run_dir))
+    if complete is not None:
+        complete(run.trials)
     ok = [t for t in run.trials if t.status == "ok"]
     series, elsewhere = _series(run, history) if history is not None else ([], 0)
     seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,

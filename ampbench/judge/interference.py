@@ -19,8 +19,21 @@ SHARE_DROP = 0.10  # the slower arm lost at least this fraction of its CPU share
 CLOCK_DROP = 0.05  # or its median SM clock is at least this much lower
 OTHERS_MORE = 0.25  # or other processes used at least this many more CPU cores beside it
 SATURATED = 0.5  # or other processes kept at least this share of the machine's cores busy
-CPU_BOUND = 0.5  # ... which counts only for an arm busy on the CPU at least this share of its wall time
+CPU_BOUND = 0.25  # ... none for a program using less of its wall time on the CPU than this
+SPARE = 0.5  # ... while at least this many cores stood idle beside it (it could have had them)
 BENIGN_THROTTLE = {"none", "gpu_idle", "applications_clocks_setting", "ApplicationsClocksSetting", "GpuIdle"}
+
+
+def waits(x: ArmEvidence, y: ArmEvidence) -> bool:
+    """The program mostly waits (sleep, I/O, a blocking device sync), so other processes' load cannot slow it
+    in proportion and a share that fell is only its wait grown: on one side or the other it used under
+    CPU_BOUND of its wall time on the CPU while SPARE cores stood idle (a CPU-bound program takes an idle core).
+    A starved CPU-bound program has a low share too, but on a machine with no core to spare; with no side
+    that had one, nothing tells the two apart and the load counts (a sleep-bound bisect program on a loaded CI
+    kept 0.07-0.10 beside 0.5-1.7 other cores of 2; a compute-bound toy beside 1.84 other cores kept 0.16)."""
+    return any(s.cpu_share is not None and s.others_cpu is not None and s.cpu_count
+               and s.cpu_share < CPU_BOUND and s.cpu_count - s.others_cpu - s.cpu_share >= SPARE for s in (x, y))
+
 
 
 @dataclass(frozen=True)
@@ -65,9 +78,9 @@ def evidence(trials: list[CompactTrial]) -> ArmEvidence:
 
 def _others_load(s: ArmEvidence, f: ArmEvidence) -> str | None:
     """Other processes' cores slow a process that runs on the CPU; one that mostly waits (sleeps, I/O, a
-    blocking device sync: CPU share under CPU_BOUND) keeps its pace beside them, so their load does not explain
+    blocking device sync: `waits`) keeps its pace beside them, so their load does not explain
     its slowdown (a sleep-bound program 37% slower beside a loaded test run was withheld as disturbed)."""
-    if s.others_cpu is None or (s.cpu_share is not None and s.cpu_share < CPU_BOUND):
+    if s.others_cpu is None or waits(s, f):
         return None
     if f.others_cpu is not None and s.others_cpu >= f.others_cpu + OTHERS_MORE:
         return (f"other processes used {s.others_cpu:.2f} CPU cores beside it vs {f.others_cpu:.2f} "
@@ -86,7 +99,7 @@ def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: floa
     reasons = []
     # A share that fell with the throughput means lost CPU only for a program that was busy on the CPU: one
     # that mostly waits (sleep, I/O, a device sync) spends the same CPU over a longer wall when it slows.
-    if s.cpu_share is not None and f.cpu_share and f.cpu_share >= CPU_BOUND:
+    if s.cpu_share is not None and f.cpu_share and not waits(s, f):
         share_ratio = s.cpu_share / f.cpu_share
         if share_ratio <= 1 - SHARE_DROP and rate_ratio >= share_ratio * (1 - tolerance):
             reasons.append(f"CPU share {s.cpu_share:.2f} vs {f.cpu_share:.2f} CPU s per wall s "
@@ -107,20 +120,29 @@ def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: floa
 UNLIKE_SHARE = OTHERS_MORE / 2  # of the machine's cores: the others' load told apart on a machine of any size
 
 
-def _against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float) -> list[str]:
-    """What says side `x` was measured under worse conditions than side `y` (its throughput `ratio` times y's): the
-    machine's load, a foreign GPU process, throttling, a lower clock, whichever came out faster; a lower CPU share
-    only where x is also slower by as much (a GPU trial's share moves with how it waits, not with load)."""
+def _cpu_against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float) -> list[str]:
+    """`_against`'s CPU evidence: x's share fell as far as its throughput, or the machine's other processes
+    loaded or saturated it; none for a program that mostly waits (`waits`: load does not slow a sleep)."""
+    if waits(x, y):
+        return []
     out = []
     if x.cpu_share is not None and y.cpu_share and (share := x.cpu_share / y.cpu_share) <= 1 - SHARE_DROP \
             and ratio <= 1 and ratio >= share * (1 - SHARE_DROP):
         out.append(f"{who}'s CPU share {x.cpu_share:.2f} vs {y.cpu_share:.2f} CPU s per wall s in {other}")
-    cores = x.cpu_count or y.cpu_count
-    if x.others_cpu is not None and cores and x.others_cpu >= SATURATED * cores:
-        out.append(f"other processes kept {x.others_cpu:.2f} of the machine's {cores} cores busy beside {who}")
-    elif x.others_cpu is not None and y.others_cpu is not None and \
-            x.others_cpu >= y.others_cpu + max(OTHERS_MORE, UNLIKE_SHARE * cores):
-        out.append(f"other processes used {x.others_cpu:.2f} CPU cores beside {who} vs {y.others_cpu:.2f} beside {other}")
+    cores, others = x.cpu_count or y.cpu_count, x.others_cpu
+    if others is not None and cores and others >= SATURATED * cores:
+        out.append(f"other processes kept {others:.2f} of the machine's {cores} cores busy beside {who}")
+    elif others is not None and y.others_cpu is not None and \
+            others >= y.others_cpu + max(OTHERS_MORE, UNLIKE_SHARE * cores):
+        out.append(f"other processes used {others:.2f} CPU cores beside {who} vs {y.others_cpu:.2f} beside {other}")
+    return out
+
+
+def _against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float) -> list[str]:
+    """What says side `x` was measured under worse conditions than side `y` (its throughput `ratio` times y's): the
+    machine's load, a foreign GPU process, throttling, a lower clock, whichever came out faster; a lower CPU share
+    only where x is also slower by as much (a GPU trial's share moves with how it waits, not with load)."""
+    out = _cpu_against(x, y, who, other, ratio)
     if x.foreign and not y.foreign:
         out.append(f"other processes used the GPU beside {who} (PIDs {sorted(set(x.foreign))[:5]})")
     if x.throttle and not y.throttle:

@@ -189,6 +189,8 @@ TRIAL_OK = GpuCheck("trial-ok", "every trial of every bundled suite's gpu-smoke 
                           "(status ok)", _trial_ok)
 DATA_PARALLEL = GpuCheck("data-parallel", "with >= 2 GPUs: a 2-rank trial with per-rank memory measured on two "
                          "different NVML devices")
+DEADLINE = GpuCheck("deadline", "n/a rows only: a suite that was running when the 10 minutes passed (it finished; "
+                    "nothing started later)")
 CHECKS: tuple[GpuCheck, ...] = (
     TRIAL_OK,
     GpuCheck("low-precision-calls", "every AMP mode ran float16/bfloat16 calls of an op on Paddle's default white "
@@ -206,6 +208,7 @@ CHECKS: tuple[GpuCheck, ...] = (
     GpuCheck("nvml-energy", "NVML energy over the measured window > 0 J in every trial (n/a where NVML answers "
              "Not Supported)", _nvml_energy),
     DATA_PARALLEL,
+    DEADLINE,
 )
 
 

@@ -91,11 +91,17 @@ def _order(trials: list[Trial]) -> Cause | None:
 
 def effective_lists(t: Trial) -> tuple[set[str], set[str]]:
     """The white and black lists the trial's auto_cast applied (Paddle's defaults with the custom lists merged,
-    as the worker recorded them), in forward-op names; a file written before they were recorded: the custom
-    lists only."""
+    as the worker recorded them, or as `ampbench check` computed them for an older file), in forward-op names;
+    a file written before they were recorded, with no matching Paddle to compute them: the custom lists only
+    (`lists_partial`)."""
     white = t.amp.effective_white_list or t.amp.white_list
     black = t.amp.effective_black_list or t.amp.black_list
     return {forward_op(o) for o in white}, {forward_op(o) for o in black}
+
+
+def lists_partial(t: Trial) -> bool:
+    """Whether the census has only the custom lists (Paddle's defaults unknown: an old record)."""
+    return t.amp.requested and not (t.amp.effective_white_list or t.amp.effective_black_list)
 
 
 def op_census(t: Trial) -> dict[str, int]:
@@ -117,7 +123,8 @@ def op_census(t: Trial) -> dict[str, int]:
 def _ops(trials: list[Trial]) -> list[Cause]:
     """The op census's findings; none for a mode that ran in FP32 (AMP inactive: every op is FP32 whatever the
     lists say, so "on neither list" or "white-list ops in FP32" would be an alarm about nothing)."""
-    t = next((t for t in trials if t.amp.active and t.amp.op_calls and any(effective_lists(t))), None)
+    t = next((t for t in trials if t.amp.active and t.amp.op_calls and (any(effective_lists(t)) or lists_partial(t))),
+             None)
     if t is None:
         return []
     c, out = op_census(t), []
@@ -125,7 +132,11 @@ def _ops(trials: list[Trial]) -> list[Cause]:
         out.append(Cause("fp32-ops", c["white_list_fp32"] / c["total"],
                          f"{c['white_list_fp32']} of {c['total']} op calls are white-list ops that still ran in FP32 "
                          "(an input kept FP32, or no low-precision kernel: Paddle PR #32543)"))
-    if c["total"] and t.amp.level == "O1" and c["unlisted"] / c["total"] >= UNLISTED_NOTE:
+    if lists_partial(t):   # ops on Paddle's default lists would read as on neither list: not claimed
+        out.append(Cause("census-partial", 0.0, "the op census is partial: this trial was recorded before its "
+                         "effective op lists were, and no Paddle of the version it ran was importable here to compute "
+                         "Paddle's default lists; ops on neither list are not counted"))
+    elif c["total"] and t.amp.level == "O1" and c["unlisted"] / c["total"] >= UNLISTED_NOTE:
         out.append(Cause("unlisted", c["unlisted"] / c["total"],
                          f"{c['unlisted']} of {c['total']} op calls are on neither list: at O1 they run in their "
                          "inputs' dtype, mostly FP32 (Paddle #72050); O2 runs them in low precision"))

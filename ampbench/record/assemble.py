@@ -9,7 +9,7 @@ inputs here, and this is the one place each part of the record is filled:
 - `env(Env)` and `env_from(events)`: the machine's facts, then those a program's hook reported (the wire
   fields declared `into="env.*"`);
 - `memory(Memory)`: the measured window's memory, every rank's merged by the one rule (`merge_ranks`: the
-  maxima, energy summed, each rank in `per_rank`; the built-in loop's ranks and a program's processes alike),
+  maxima, energy summed once per GPU, each rank in `per_rank`; the built-in loop's ranks and a program's processes alike),
   and `memory_update(fields)` for figures measured over the whole trial (a command trial's NVML window); a
   hook's memory event becomes a rank's `Memory` through its `into="memory.*"` fields (`memory_from_wire`),
   checked against the model;
@@ -139,16 +139,42 @@ class RankMemory:
     pid: int | None = None
 
 
+MIG_ENERGY_NOTE = ("MIG: NVML's energy counter is the whole GPU's (every MIG instance on it, other tenants' work "
+                   "included), counted once per GPU")
+
+
+def energy_once_per_gpu(readings: Sequence[tuple[dict[str, Any] | None, float | None]]) -> tuple[float | None, bool]:
+    """Joules of several windows (each with its device's `nvml_device`, trackers.nvml's `NvmlDevice.describe()`),
+    each physical GPU counted once (issue 58.6): the counter (nvmlDeviceGetTotalEnergyConsumption) is read from the
+    parent GPU, so two MIG instances of one GPU, or two processes on one GPU, read the same joules. Keyed by the
+    GPU's PCI bus id (a MIG instance's is its parent's); one GPU's readings give their largest; a reading without
+    a device is its own GPU. None when a GPU has no reading; the flag says whether a MIG instance was among them
+    (the figure is then the whole GPU's)."""
+    per_gpu: dict[str, list[float]] = {}
+    mig = False
+    for i, (dev, joules) in enumerate(readings):
+        dev = dev or {}
+        key = str(dev.get("pci_bus_id") or dev.get("uuid") or f"#{i}")
+        mig = mig or bool(dev.get("mig"))
+        per_gpu.setdefault(key, [])
+        if joules is not None:
+            per_gpu[key].append(float(joules))
+    if not per_gpu or any(not v for v in per_gpu.values()):
+        return None, mig
+    return float(sum(max(v) for v in per_gpu.values())), mig
+
+
 def merge_ranks(mem: Memory, ranks: Sequence[RankMemory]) -> None:
     """Every rank's figures into `mem`: each int figure the max over the ranks that measured it (None when
-    none did), energy summed when every rank measured it, the source "cuda" when any rank's is (then
-    "host"), and with more than one rank each rank's figures in `per_rank`."""
+    none did), energy summed over the ranks' GPUs when every GPU was measured, each GPU once
+    (`energy_once_per_gpu`: two ranks on two MIG instances of one GPU read one counter), the source "cuda" when
+    any rank's is (then "host"), and with more than one rank each rank's figures in `per_rank`."""
     for key in MAX_FIELDS:
         vals = [int(v) for r in ranks if (v := getattr(r.memory, key)) is not None]
         setattr(mem, key, max(vals) if vals else None)
-    energy = [r.memory.energy_j for r in ranks]
-    measured = [e for e in energy if e is not None]
-    mem.energy_j = float(sum(measured)) if energy and len(measured) == len(energy) else None
+    mem.energy_j, mig = energy_once_per_gpu([(r.memory.nvml_device, r.memory.energy_j) for r in ranks])
+    if mig and mem.energy_j is not None:
+        mem.notes = {**mem.notes, "energy_j": MIG_ENERGY_NOTE}
     sources = {r.memory.source for r in ranks}
     mem.source = "cuda" if "cuda" in sources else "host" if "host" in sources else mem.source
     mem.per_rank = [{"rank": r.rank, **({"pid": r.pid} if r.pid is not None else {}),
@@ -188,10 +214,11 @@ class TrialAssembler:
         self.trial.memory = memory
 
     def memory_update(self, fields: dict[str, Any]) -> None:
-        """Figures measured over the whole trial (a command trial's NVML window); `errors` are merged in."""
+        """Figures measured over the whole trial (a command trial's NVML window); `errors` and `notes` are
+        merged in."""
         mem = self.trial.memory
         for key, value in fields.items():
-            setattr(mem, key, {**mem.errors, **value} if key == "errors" else value)
+            setattr(mem, key, {**getattr(mem, key), **value} if key in ("errors", "notes") else value)
 
     def amp(self, amp: AmpInfo) -> None:
         """The AMP settings the trial ran with (the evidence follows with `amp_evidence`)."""

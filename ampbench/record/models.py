@@ -82,6 +82,11 @@ class AmpInfo(_Open):
     # a command mode's amp = "inject": what ampbench's hook applied ({"by": "ampbench", "applied": [{optimizer,
     # models, level, dtype, decorated, scaler}], "errors"?}); {} when the program or the built-in loop applied AMP
     injected: dict[str, Any] = {}
+    # a command program that applies AMP itself: what its own calls used, as the hook saw them ({"auto_cast":
+    # {level, dtype, white, black, use_promote, effective_white, effective_black}, "grad_scaler": {"scaler": {...}},
+    # "decorate": {level, dtype, master_weight, master_grad}}, each kind's first setting); the lists, scaler and
+    # level above are then the program's; {} for the built-in loop, an injected mode, or a file before it was kept
+    program: dict[str, Any] = {}
     evidence: str = ""
     inactive_reason: str = ""
     # why AMP was off, as a code the rules' advice reads (the text above is for people): "device" (the

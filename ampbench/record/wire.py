@@ -231,11 +231,22 @@ class ShapesEvent(WireEvent, kind="shapes"):
 
 
 class AmpOrderEvent(WireEvent, kind="amp_order"):
-    """A paddle.amp.decorate (O2) or paddle.DataParallel call, in the order the program made them."""
-    call: str | None = _field(_str)   # "decorate" or "data_parallel"
+    """A paddle.amp.decorate (O2) or paddle.DataParallel call, in the order the program made them, or the settings
+    of a distinct auto_cast (its custom and Paddle's effective op lists) or GradScaler call (the hook's ampcalls.py:
+    trial/command_amp.py keeps each kind's first as the record's amp.program)."""
+    call: str | None = _field(_str)   # "decorate", "data_parallel", "auto_cast" or "grad_scaler"
     level: str | None = _field(_str)
     decorated: bool | None = _field(_bool)
     after_data_parallel: bool | None = _field(_bool)   # decorate() of a model a DataParallel already wraps
+    dtype: str | None = _field(_str)
+    master_weight: bool | None = _field(_optional(_bool))   # decorate's: None is Paddle's default (per level)
+    master_grad: bool | None = _field(_bool)
+    white: list[str] | None = _field(_list(_str))   # auto_cast's custom lists
+    black: list[str] | None = _field(_list(_str))
+    use_promote: bool | None = _field(_bool)
+    effective_white: list[str] | None = _field(_list(_str))   # the lists the program's own Paddle merges them into
+    effective_black: list[str] | None = _field(_list(_str))
+    scaler: dict[str, float] | None = _field(_table(_float))   # GradScaler's settings
 
 
 class InjectEvent(WireEvent, kind="inject"):
@@ -246,6 +257,7 @@ class InjectEvent(WireEvent, kind="inject"):
     level: str | None = _field(_str)
     dtype: str | None = _field(_str)
     decorated: bool | None = _field(_bool)
+    before_data_parallel: bool | None = _field(_bool)   # O2 decorated as paddle.DataParallel wrapped the model
     scaler: bool | None = _field(_bool)
     scaler_enabled: bool | None = _field(_bool)
     error: str | None = _field(_str)

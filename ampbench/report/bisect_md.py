@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ampbench.core.files import atomic_write_text
 from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
-from ampbench.results.bisect_file import BisectFile
+from ampbench.results.bisect_file import BisectFile, Candidate
 
 _MARK = {"good": "g", "bad": "b", "skip": "?"}
 
@@ -45,6 +45,13 @@ def _range_line(doc: BisectFile) -> str:
     return f"{len(doc.commits)} commits of {md_code(doc.repo)} from {md_code(doc.good)} to {md_code(doc.bad)}"
 
 
+def _placed(c: Candidate) -> str:
+    """Where a look of --parallel ran: its devices and the runs side by side while it ran (issue 58.3)."""
+    if c.crowding is None:
+        return ""
+    return f" (on {md_text(','.join(c.devices) or 'its share', 60)}, {c.crowding:.1f} runs side by side)"
+
+
 def write_bisect_md(folder: Path, doc: BisectFile) -> Path:
     package = doc.kind == "package"
     rows = [[str(c.index), md_code(c.sha if package else c.sha[:10]),
@@ -70,7 +77,7 @@ def write_bisect_md(folder: Path, doc: BisectFile) -> Path:
              outcome, "", md_block(strip(doc)), "",
              md_table(["#", point, "environment" if package else "subject", "role", "status", "verdict", doc.rule, "trials", "cost (s)"], rows,
                       ["r", "l", "l", "l", "l", "l", "r", "r", "r"])]
-    lines += ["", *(f"- {c.index} {md_code(c.sha[:10])}: {md_prose(c.message, 300)}" for c in doc.candidates)]
+    lines += ["", *(f"- {c.index} {md_code(c.sha[:10])}: {md_prose(c.message, 300)}{_placed(c)}" for c in doc.candidates)]
     path = folder / "bisect.md"
     atomic_write_text(path, "\n".join(lines) + "\n", root=folder)
     return path

@@ -45,6 +45,10 @@ class Candidate(BaseModel):
     cost_s: float = Field(0.0, ge=0, allow_inf_nan=False)
     version: Text = ""           # kind "package": the package version judged (also `sha`) ...
     env: Text = ""               # ... and the environment it ran in (envs/<version>/, made by bisect)
+    # --parallel K: the devices its run had, and the runs side by side on the node while it ran (time-weighted
+    # mean count, itself included: K when every share was busy throughout); [] and None when it ran alone
+    devices: list[Text] = Field([], max_length=1024)
+    crowding: float | None = Field(None, ge=0, le=1024, allow_inf_nan=False)
 
 
 class BisectFile(VersionedDoc):

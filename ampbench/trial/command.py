@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -163,12 +164,14 @@ def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples
         time.sleep(POLL_S)
 
 
-def _watch(tr: TrialContext, proc: subprocess.Popen, output: Output, reader: EventReader) -> Ran:
+def _watch(tr: TrialContext, proc: subprocess.Popen, output: Output, reader: EventReader,
+           ack: Callable[[int, bytes], Any]) -> Ran:
     """The started program to its end: its output read, its steps forwarded, NVML and the machine's load
-    watched; its leftover processes killed once it is reaped (and the load sampled once more)."""
+    watched (a GPU process is told through `ack` once NVML samples its device); its leftover processes killed
+    once it is reaped (and the load sampled once more)."""
     t = threading.Thread(target=output.run, args=(proc.stdout,), daemon=True)
     t.start()
-    gpu, load = ProgramGpu(proc.pid), LoadSamples(os.getpid())
+    gpu, load = ProgramGpu(proc.pid, ack=ack), LoadSamples(os.getpid())
     try:
         peak = _pump(tr, proc, reader, tr.batch, gpu, load)
         code = proc.wait()
@@ -204,7 +207,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     except (OSError, ValueError, KeyError, IndexError) as e:
         launch_error = f"could not start the program: {type(e).__name__}: {e}"
     else:
-        ran = _watch(tr, proc, output, reader)
+        ran = _watch(tr, proc, output, reader, channel.reply)
     channel.close()   # the program's tree has exited: what it sent is read, nothing more can arrive
     reader.poll()
     if output.denied and channel.refusals:

@@ -83,6 +83,7 @@ class EventChannel:
         self._readers = 0
         self._lock = threading.Lock()
         self._got: list[tuple[int, bytes]] = []
+        self._conns: dict[int, socket.socket] = {}   # each accepted process's connection, for `reply`
         self._sent: dict[int, int] = {}
         self.refused: list[int] = []   # the first pids refused (a token holder outside the tree, another user)
         self.refusals: collections.Counter[str] = collections.Counter()   # refused connections, per reason
@@ -149,6 +150,7 @@ class EventChannel:
             conn.close()
             return
         self._readers += 1
+        self._conns[pid] = conn
         self._sel.modify(conn, selectors.EVENT_READ, (conn, pid))
 
     def _refuse(self, conn: socket.socket, reason: str, pid: int | None = None) -> None:
@@ -181,6 +183,8 @@ class EventChannel:
             data = b""
         if not data:
             self._sel.unregister(conn)
+            if self._conns.get(pid) is conn:
+                del self._conns[pid]
             conn.close()
             self._readers -= 1
             return False
@@ -191,6 +195,18 @@ class EventChannel:
                 self.dropped += 1
             else:
                 self._got.append((pid, data))
+        return True
+
+    def reply(self, pid: int, word: bytes) -> bool:
+        """One short message to the accepted process `pid` (the worker's NVML word, wire.NVML_SAMPLING), never
+        blocking the worker: False when that process has no open connection or its buffer is full."""
+        conn = self._conns.get(pid)
+        if conn is None:
+            return False
+        try:
+            conn.send(word)
+        except OSError:   # closed, or BlockingIOError: a word the hook would not wait for anyway
+            return False
         return True
 
     def take(self) -> list[tuple[int, bytes]]:

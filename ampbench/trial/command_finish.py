@@ -173,9 +173,8 @@ def _amp_evidence(tr: TrialContext, p: CommandParams, reader: EventReader, lead:
     """The shape audit, the AMP settings and evidence and what `amp = "inject"` applied (the steps' counts of
     skipped steps and non-finite losses the assembler kept as they were fed)."""
     t = tr.trial
-    scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
-    amp_record(tr.record, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
+    amp_record(tr.record, tr.mode, reader, p.instrument)   # with what the AMP calls made used (the program's own)
     injected_into(t.amp, tr.mode, lead.injected if lead else [])
 
 

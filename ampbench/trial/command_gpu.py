@@ -8,6 +8,12 @@ that device with the built-in workloads' `nvml.Poller`, matching the program's w
 (the program and every descendant: paddle.distributed.launch ranks) instead of one pid, one poller
 per distinct device. A process that reports `cpu` opens nothing: on CPU every NVML field stays null.
 
+NVML is opened on a thread of its own (nvmlInit can take a second or more), and once the device's first
+sample is taken the worker tells the process (`ack`: protocol.NVML_SAMPLING, or protocol.NVML_NONE when NVML cannot
+sample it); the hook waits for that word before its measured window opens, so even a window opened at the end
+of step 1 (warmup_steps = 1) starts after NVML's first sample (issue 58.2). A window that still opened
+before it (the hook gave up waiting) reads "n/a: NVML started after the window", never a silent null.
+
 After the run, `fields` cuts the polled timelines to the measured window (from the hook's step
 events, see trackers/energy_window.py) and gives the Memory fields the built-in workloads fill:
 device_used_bytes (the maximum over devices), device_used_source, energy_j (summed over devices,
@@ -18,12 +24,16 @@ keys, and the Interference GPU fields (the first device's).
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
+from ampbench.core import protocol
 from ampbench.core.processes import descendants
 from ampbench.record import wire
+from ampbench.record.assemble import MIG_ENERGY_NOTE, energy_once_per_gpu
 from ampbench.trackers import energy_window, nvml
 from ampbench.trial.command_record import Proc
 
@@ -49,28 +59,49 @@ class TreePids:
 
 
 class ProgramGpu:
-    """Pollers over the GPUs the program's processes report, opened as their device events arrive."""
+    """Pollers over the GPUs the program's processes report, opened as their device events arrive (on a thread
+    of their own); `ack(pid, word)` tells each such process when its GPU is sampled (EventChannel.reply)."""
 
-    def __init__(self, root_pid: int, pids: Callable[[], Collection[int]] | None = None) -> None:
+    def __init__(self, root_pid: int, pids: Callable[[], Collection[int]] | None = None,
+                 ack: Callable[[int, bytes], Any] | None = None) -> None:
         self.root = root_pid
         self.pids: Callable[[], Collection[int]] = pids or TreePids(root_pid)
+        self.ack = ack or (lambda pid, word: None)
         self.session: nvml.Session | None = None
         self.pollers: dict[str, nvml.Poller] = {}     # device uuid -> its poller
         self.results: dict[str, dict[str, Any]] = {}  # device uuid -> Poller.stop()
         self.errors: dict[str, str] = {}
         self._seen: set[int] = set()
+        self._todo: queue.Queue[tuple[int, wire.DeviceEvent] | None] = queue.Queue()
+        self._opener: threading.Thread | None = None
 
     def see(self, procs: Iterable[Proc]) -> None:
         """Start polling the device of every process whose device event (its first step) says it trains
-        on a GPU."""
+        on a GPU: handed to the opening thread, so a slow nvmlInit never holds up the worker's event pump."""
         for p in procs:
             if p.pid in self._seen or p.device is None:
                 continue
             self._seen.add(p.pid)
             if p.device.device == "gpu":
-                self._watch(p.device)
+                if self._opener is None:
+                    self._opener = threading.Thread(target=self._open_loop, name="ampbench-nvml-open", daemon=True)
+                    self._opener.start()
+                self._todo.put((p.pid, p.device))
 
-    def _watch(self, device: wire.DeviceEvent) -> None:
+    def _open_loop(self) -> None:
+        while (item := self._todo.get()) is not None:
+            pid, device = item
+            word = protocol.NVML_NONE
+            try:
+                word = protocol.NVML_SAMPLING if self._watch(device) else protocol.NVML_NONE
+            except Exception as exc:  # noqa: BLE001  recorded: the trial goes on without this device's figures
+                self.errors.setdefault("nvml", f"NVML polling not started: {type(exc).__name__}: {exc}"[:300])
+            finally:
+                self.ack(pid, word)
+
+    def _watch(self, device: wire.DeviceEvent) -> bool:
+        """Resolve the process's GPU and make sure a poller samples it (its first sample taken); False when
+        NVML cannot."""
         raw = device.cuda_env or {}
         env = {k: raw[k] for k in CUDA_ENV if k in raw}
         if "NVIDIA_VISIBLE_DEVICES" in os.environ:   # the container's choice (a MIG instance), the program's too
@@ -84,18 +115,24 @@ class ProgramGpu:
                 self.errors["nvml"] = self.session.error
         nv = self.session.nv
         if nv is None:
-            return
+            return False
         try:
             dev = nvml.resolve(nv, env, bus, uuid)
         except Exception as exc:  # noqa: BLE001  recorded: the other devices (and the trial) go on
             self.errors.setdefault("nvml", f"NVML device not resolved: {type(exc).__name__}: {exc}"[:300])
-            return
+            return False
         if dev.uuid not in self.pollers:
             self.pollers[dev.uuid] = nvml.Poller(nv, dev, pid=self.root, pids=self.pids, timeline=True).start()
+        return True
 
     def stop(self) -> None:
-        """Stop every poller (right after the program ended) and shut NVML down; safe to call twice."""
-        for uuid, poller in self.pollers.items():
+        """Stop every poller (right after the program ended) and shut NVML down; safe to call twice. The
+        opening thread is finished first (what it was opening is then polled and stopped too)."""
+        if self._opener is not None:
+            self._todo.put(None)
+            self._opener.join(timeout=60)
+            self._opener = None
+        for uuid, poller in list(self.pollers.items()):
             if uuid not in self.results:
                 self.results[uuid] = poller.stop()
         if self.session is not None:
@@ -114,17 +151,29 @@ class ProgramGpu:
             if peak is not None:
                 used.append(peak)
                 sources.add(source)
-            energy.append(joules)
+            energy.append((res.get("nvml_device"), joules))
+        total, mig = energy_once_per_gpu(energy)   # two MIG instances of one GPU read one counter
         if window is None:
             errors["nvml.window"] = "no measured step: NVML's figures have no window"
-        elif any(e is None for e in energy) and not any(k.startswith(NO_ENERGY) for k in errors):
-            errors.setdefault("nvml.window", "the NVML samples do not cover the measured window: energy not measured")
+        elif total is None and not any(k.startswith(NO_ENERGY) for k in errors):
+            errors.setdefault("nvml.window", _not_covered(self, window))
         first = next(iter(self.results.values()))
         return {"device_used_bytes": max(used) if used else None,
                 "device_used_source": (nvml.PROCESS if sources == {nvml.PROCESS} else nvml.DEVICE) if used else None,
-                "energy_j": float(sum(e for e in energy if e is not None)) if energy and None not in energy else None,
+                "energy_j": total, "notes": {"energy_j": MIG_ENERGY_NOTE} if mig and total is not None else {},
                 "nvml_device": first.get("nvml_device"), "errors": errors,
                 "interference": {**dict(first.get("interference") or {}), "gpu_busy_pct": _busy(self, window, gaps)}}
+
+
+def _not_covered(gpu: ProgramGpu, window: tuple[float, float]) -> str:
+    """Why the samples give no energy for the window: NVML's first sample came after it opened (the hook gave
+    up waiting for it), or the samples stop before its end."""
+    firsts = [p.s.timeline[0][0] for p in gpu.pollers.values() if p.s.timeline]
+    late = max(firsts, default=None)
+    if late is not None and late > window[0]:
+        return (f"n/a: NVML started after the window: its first sample came {late - window[0]:.2f} s after the "
+                "measured window opened, energy not measured")
+    return "the NVML samples do not cover the measured window: energy not measured"
 
 
 def _busy(gpu: ProgramGpu, window: tuple[float, float] | None, gaps: list[tuple[float, float]]) -> float | None:

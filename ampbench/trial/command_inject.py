@@ -19,7 +19,8 @@ from ampbench.record.models import AmpInfo
 INJECT_ENV = protocol.HOOK_INJECT_ENV   # read by the hook's _ampbench_hook/inject.py
 SCALER_KEYS = ("init_loss_scaling", "incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf",
                "use_dynamic_loss_scaling")
-APPLIED = ("optimizer", "models", "level", "dtype", "decorated", "scaler", "scaler_enabled")   # an inject event's
+APPLIED = ("optimizer", "models", "level", "dtype", "decorated", "before_data_parallel", "scaler",
+           "scaler_enabled")   # an inject event's
 
 
 def inject_settings(mode: ModeConfig) -> str:

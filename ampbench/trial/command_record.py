@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ampbench.config.suite import ModeConfig
 from ampbench.record import wire, wire_read
 from ampbench.record.assemble import RankMemory, TrialAssembler, memory_from_wire, merge_ranks
 from ampbench.record.models import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
@@ -16,7 +17,8 @@ from ampbench.record.rates import steps_rate
 from ampbench.trackers import shapes
 from ampbench.trackers.load import LoadSamples
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
-from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
+from ampbench.trial.command_amp import record_calls, seen_calls
+from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
 MAX_DATA_WAITS = 10_000_000   # steps with a data wait one process may report (each line holds at most wire.MAX_ITEMS)
@@ -178,16 +180,17 @@ _TAKERS: dict[type[wire.WireEvent], Callable[[Proc, Any], None]] = {
 }
 
 
-def amp_record(record: TrialAssembler, requested: bool, level: str, dtype: str, reader: EventReader,
-               instrumented: bool, scaler_cfg: dict[str, Any]) -> None:
-    """The mode's AMP settings, then the op dtype evidence from every stepping process; without it AMP is never
+def amp_record(record: TrialAssembler, mode: ModeConfig, reader: EventReader, instrumented: bool) -> None:
+    """The AMP settings the trial ran with (the mode's, or what the program's own AMP calls used:
+    trial/command_amp.py), then the op dtype evidence from every stepping process; without it AMP is never
     called active."""
     trial = record.trial
-    amp = AmpInfo.model_validate({"requested": requested, "level": level, "dtype": dtype if requested else "float32",
-                                  "scaler": scaler_cfg})
-    if requested:   # the lists the program's auto_cast applied (defaults of this Paddle + the mode's custom ones)
-        lists = effective_lists(dtype, level, list(amp.white_list), list(amp.black_list))
-        amp.effective_white_list, amp.effective_black_list = lists["white"], lists["black"]
+    amp = AmpInfo.model_validate({"requested": mode.amp, "level": str(mode.level),
+                                  "dtype": mode.dtype if mode.amp else "float32",
+                                  "scaler": mode.scaler.model_dump() if mode.amp else {}})
+    lead = reader.lead()
+    in_order = sorted(reader.procs.values(), key=lambda p: (p is not lead, p.pid))   # the lead process's first
+    record_calls(amp, mode, seen_calls(ev for p in in_order for ev in p.amp_order))
     amp.scaler_enabled = any(s.loss_scale is not None for s in trial.steps)
     amp.decorate_order = decorate_order(reader)
     record.amp(amp)

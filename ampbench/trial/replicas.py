@@ -14,7 +14,7 @@ fused all-reduce before the (scaled) optimizer step, and cast back; the trial re
 path and which dtypes were communicated.
 
 Memory: every rank measures its own window (its own device through NVML) and rank 0 records
-them all in `memory.per_rank`; the trial's figures are the maxima over ranks (energy: the sum).
+them all in `memory.per_rank`; the trial's figures are the maxima over ranks (energy: the sum over GPUs, each once).
 """
 
 from __future__ import annotations

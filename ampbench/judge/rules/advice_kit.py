@@ -47,11 +47,50 @@ def toml_line(key: str, value: Any) -> str:
         f"`{_one_line(tomli_w.dumps({key: value}))}`"
 
 
-def scaler_line(mode: ModeConfig, **changes: Any) -> str:
-    """The whole `scaler = {...}` inline table with `changes` applied (replaces the mode's scaler line)."""
+def scaler_line(mode: ModeConfig, own: frozenset[str] = frozenset(), **changes: Any) -> str:
+    """The whole `scaler = {...}` inline table with `changes` applied (replaces the mode's scaler line); for a
+    program that builds its own GradScaler ("scaler" in `own`, `program_applied`), the call with the changed
+    arguments, in the program's code."""
     data = {k: v for k, v in {**mode.scaler.model_dump(), **changes}.items() if v is not None}  # TOML has no null
     ScalerConfig.model_validate(data)  # advice must never suggest an invalid table
+    if "scaler" in own:
+        args = ", ".join(f"{k}={v!r}" for k, v in changes.items() if k != "enable")
+        return (f"`paddle.amp.GradScaler({args})` in the program's own GradScaler call (a suite's `scaler` table "
+                "does not reach a program that builds its own)")
     return toml_line("scaler", data)
+
+
+def program_amp(trials: list[Any]) -> dict[str, Any]:
+    """The AMP calls a command program made itself (`amp.program` of its first trial that has them), for a rule's
+    details (`program_amp`), so its advice is about what ran (issue 58.8)."""
+    return next((dict(t.amp.program) for t in trials if getattr(t.amp, "program", None)), {})
+
+
+def _scaler_of(raw: dict[str, Any]) -> ScalerConfig:
+    ints = ("incr_every_n_steps", "decr_every_n_nan_or_inf")
+    return ScalerConfig.model_validate({k: int(v) if k in ints else bool(v) if k == "use_dynamic_loss_scaling"
+                                        else float(v) for k, v in raw.items()} | {"enable": True})
+
+
+def program_applied(mode: ModeConfig, r: RuleResult) -> tuple[ModeConfig, frozenset[str]]:
+    """The mode as its program's own AMP calls ran it (their GradScaler settings and custom op lists), when the
+    rule's trials recorded them (`details.program_amp`), and which of them are the program's ("scaler",
+    "lists": their advice names the program's call, not a suite line); the mode itself otherwise."""
+    prog = r.details.get("program_amp")
+    prog = prog if isinstance(prog, dict) else {}
+    update: dict[str, Any] = {}
+    scaler = (prog.get("grad_scaler") or {}).get("scaler")
+    if isinstance(scaler, dict):
+        try:
+            update["scaler"] = _scaler_of(scaler)
+        except (ValueError, TypeError):
+            pass
+    cast = prog.get("auto_cast")
+    if isinstance(cast, dict):
+        update["custom_white_list"] = [str(x) for x in cast.get("white") or []]
+        update["custom_black_list"] = [str(x) for x in cast.get("black") or []]
+    own = frozenset(k for k, key in (("scaler", "scaler"), ("lists", "custom_black_list")) if key in update)
+    return (mode.model_copy(update=update) if update else mode), own
 
 
 # ---------------------------------------------------------------- building blocks
@@ -62,7 +101,7 @@ def run_diagnose(mode: ModeConfig) -> str:
             "of FP32 and this mode with Paddle's numerics dumps and names it (diagnosis.md in the run folder).")
 
 
-def black_list(mode: ModeConfig, diag: ModeDiagnosis | None) -> list[str]:
+def black_list(mode: ModeConfig, diag: ModeDiagnosis | None, own: frozenset[str] = frozenset()) -> list[str]:
     if diag is None:
         return [run_diagnose(mode)]
     out = []
@@ -72,6 +111,9 @@ def black_list(mode: ModeConfig, diag: ModeDiagnosis | None) -> list[str]:
         white = [w for w in mode.custom_white_list if w not in diag.black_list_candidates]
         if white != list(mode.custom_white_list):
             line += " and " + toml_line("custom_white_list", white)
+        if "lists" in own:   # the program's own auto_cast lists: the change goes in its call
+            line = (f"`paddle.amp.auto_cast(custom_white_list={white!r}, custom_black_list={merged!r})` in the "
+                    "program's own auto_cast call (a suite's lists do not reach a program that applies AMP itself)")
         ops = ", ".join(f"`{n}`" for n in diag.black_list_candidates)
         out.append(f"Keep the op(s) the diagnosis found overflowing or drifting in float32 ({ops}): {line}.")
     elif diag.already_black_listed:
@@ -103,7 +145,7 @@ def bf16(mode: ModeConfig) -> list[str]:
     return [msg]
 
 
-def scaler_for_collapse(mode: ModeConfig, diag: ModeDiagnosis | None) -> list[str]:
+def scaler_for_collapse(mode: ModeConfig, diag: ModeDiagnosis | None, own: frozenset[str] = frozenset()) -> list[str]:
     s = mode.scaler
     if mode.dtype != "float16" or not mode.scaler_wanted or not s.use_dynamic_loss_scaling:
         return []
@@ -111,7 +153,7 @@ def scaler_for_collapse(mode: ModeConfig, diag: ModeDiagnosis | None) -> list[st
         f.phase == "forward" and f.kind in ("amp-nonfinite", "fp16-range") for f in diag.findings)
     why = ("Loss scaling only acts on gradients, so it cannot stop the forward overflow the diagnosis found; "
            "this helps only once that is fixed. " if forward_overflow else "")
-    line = scaler_line(mode, init_loss_scaling=s.init_loss_scaling * 4,
+    line = scaler_line(mode, own, init_loss_scaling=s.init_loss_scaling * 4,
                        decr_every_n_nan_or_inf=max(2, s.decr_every_n_nan_or_inf))
     msg = (f"{why}If the Inf steps are occasional spikes, start higher and halve only after 2 Inf steps in a row, so "
            f"one spike does not ratchet the scale down: {line}.")

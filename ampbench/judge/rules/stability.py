@@ -73,38 +73,42 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
     scale_txt = "" if scale_seen else " No loss scale was recorded (scaler off or inactive)."
     codes = (["nonfinite"] if nonfinite_total else []) + (["skipped"] if worst_frac > th.max_skipped_fraction else []) \
         + (["collapse"] if first_collapse is not None else [])
-    if problems:
+    if problems:   # the program's own AMP calls, if it made them: its advice is about what ran (issue 58.8)
         return [c.rule(STABILITY_NAME, "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt,
-                       trials=sorted(set(names)), reasons=codes)]
+                       trials=sorted(set(names)), reasons=codes, program_amp=kit.program_amp(ts))]
     return [c.rule(STABILITY_NAME, "PASS", observed, threshold,
                    f"{n_of(len(ts), 'trial')}: no non-finite loss, at most {worst_frac:.1%} of steps skipped "
                    f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt,
                    reasons=["stable"])]
 
 
-def _stability(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str]) -> list[str]:
+def _stability(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str],
+               own: frozenset[str] = frozenset()) -> list[str]:
+    """`own`: what the program applied itself ("scaler", "lists"; kit.program_applied): its advice names its call."""
     collapse, nonfinite, skipped = ("collapse" in reasons, "nonfinite" in reasons, "skipped" in reasons)
     out: list[str] = []
     if collapse or nonfinite:
-        out += kit.black_list(m, diag)
+        out += kit.black_list(m, diag, own)
         out += kit.o1(m)
         out += kit.bf16(m)
     if collapse:
-        out += kit.scaler_for_collapse(m, diag)
-    elif skipped and m.dtype == "float16" and m.scaler_wanted:
+        out += kit.scaler_for_collapse(m, diag, own)
+    elif skipped and m.dtype == "float16" and (m.scaler_wanted or "scaler" in own):
         s = m.scaler
         lower = kit.FP16_SAFE_SCALE if s.init_loss_scaling > kit.FP16_SAFE_SCALE else s.init_loss_scaling / 8
         out.append("Many steps were skipped for Inf gradients: a start scale that is too large spends the first steps "
-                   f"halving; start lower: {kit.scaler_line(m, init_loss_scaling=lower)}.")
-    if nonfinite and not m.scaler_wanted and m.dtype == "float16":
+                   f"halving; start lower: {kit.scaler_line(m, own, init_loss_scaling=lower)}.")
+    if nonfinite and not m.scaler_wanted and "scaler" not in own and m.dtype == "float16":
         out.append(f"float16 without loss scaling: enable the scaler so Inf steps are skipped instead of applied: "
-                   f"{kit.scaler_line(m, enable=True)}.")
+                   f"{kit.scaler_line(m, own, enable=True)}.")
     return list(dict.fromkeys(out))
 
 
 def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
-    """Overflow (black-list, O1, bfloat16, scaler settings) or a start scale that skips too many steps."""
-    return _stability(m, diag, kit.reasons(r))
+    """Overflow (black-list, O1, bfloat16, scaler settings) or a start scale that skips too many steps, about the
+    program's own AMP calls when it applied AMP itself (issue 58.8)."""
+    mode, own = kit.program_applied(m, r)
+    return _stability(mode, diag, kit.reasons(r), own)
 
 
 STABILITY = Rule("stability", rule_stability, advice=advise_stability,

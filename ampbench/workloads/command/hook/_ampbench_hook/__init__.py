@@ -16,8 +16,9 @@ evaluations inside the loop; the loss the tensors backward() ran on, unscaled wh
 scaled them, read at the step boundary of steps 1, 1 + k, 1 + 2k, ... (k: protocol.HOOK_LOSS_EVERY_ENV); the
 GradScaler's scale and found_inf), op dtype counts (`ops`), the allocator peak of the measured
 window (`peaks`), the device and the model's Linear/conv shapes (`device`), and data waits and the
-AMP decorate/DataParallel order (`patches`). Modules: state (the shared state, the queue, the
-flusher, the connection), steps, ops, peaks, device, patches, boot.
+AMP decorate/DataParallel order (`patches`), what the AMP calls made used (`ampcalls`). Modules: state
+(the shared state, the queue, the flusher, the connection), steps, ops, peaks, device, patches, ampcalls,
+inject (amp = "inject"), saves, boot.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from . import device, inject, patches, protocol, saves, steps
+from . import ampcalls, device, inject, patches, peaks, protocol, saves, steps
 from . import state as _hook
 
 
@@ -24,7 +24,9 @@ def install(paddle) -> None:
     patches.patch_tensor_and_layers(st, paddle)
     patches.patch_loader(st, paddle)
     patches.patch_model_building(st, paddle)
+    ampcalls.install(st, paddle)   # what the AMP calls made (the program's, or the injected ones) used
     saves.install(paddle, st)   # paddle.save inside a step is left out as an evaluation is
+    peaks.watch_resets(st, paddle)   # the program's own peak resets never shrink the window's peak
     if os.environ.get(protocol.HOOK_INJECT_ENV):   # a mode's amp = "inject": AMP applied by the hook
         inject.install(paddle, st.patch, st.emit, lambda: steps.finish("refused", st))
     try:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 import weakref
 from typing import Any
 
+from . import protocol
 from .state import State
 
 MAX_SHAPES = 2000   # Linear/conv layers the "shapes" event lists (its count says how many in all)
@@ -78,8 +80,12 @@ def name_device(st: State) -> None:
     paddle = st.paddle
     st.ordinal = _training_ordinal(paddle)
     ev: dict = {"e": "device", "device": "cpu" if st.ordinal is None else "gpu"}
-    if st.ordinal is not None:
-        st.sync = functools.partial(paddle.device.synchronize, f"gpu:{st.ordinal}")
+    if st.ordinal is not None:   # bound to the place, made once: a "gpu:N" string is parsed again at every call,
+        try:                     # ~60% of the call's host time (scripts/bench_step_sync.py)
+            where: Any = paddle.CUDAPlace(st.ordinal)
+        except Exception:
+            where = f"gpu:{st.ordinal}"
+        st.sync = functools.partial(paddle.device.synchronize, where)
         try:
             ev["device_name"] = str(paddle.device.cuda.get_device_name(st.ordinal))
             ev["cuda"], ev["cudnn"] = str(paddle.version.cuda()), str(paddle.version.cudnn())
@@ -93,6 +99,28 @@ def name_device(st: State) -> None:
             st.emit(e="error", where="synchronize", error=f"{type(exc).__name__}: {exc}")
     st.emit(**ev)
     st.flush()   # once: the worker starts polling this GPU before the measured window opens
+
+
+def wait_for_sampling(st: State) -> None:
+    """Before the measured window opens on a GPU: wait for the worker's word that NVML samples this GPU
+    (protocol.NVML_SAMPLING, sent once its first sample is taken; protocol.NVML_NONE: it will not), at most
+    protocol.NVML_WAIT_S. The worker opens NVML when the device event of step 1 reaches it; a window opened before
+    NVML's first sample would have no energy (issue 58.2). The wait is outside every step's time (the next
+    step's clock starts after it); a worker that never answers costs the wait once, recorded as an error."""
+    if st.ordinal is None or st.sock is None or st.nvml_word is not None:
+        return
+    import select
+
+    t0 = time.perf_counter()
+    try:
+        ready, _, _ = select.select([st.sock], [], [], protocol.NVML_WAIT_S)
+        st.nvml_word = st.sock.recv(16) if ready else b""
+    except (OSError, ValueError):
+        st.nvml_word = b""
+    if st.nvml_word not in (protocol.NVML_SAMPLING, protocol.NVML_NONE):
+        st.emit(e="error", where="nvml-wait", error=(f"no word from ampbench's worker that NVML samples this GPU "
+                                                     f"after {time.perf_counter() - t0:.1f} s: the window opened "
+                                                     "without it"))
 
 
 def held_layer_ids(built: list) -> set:

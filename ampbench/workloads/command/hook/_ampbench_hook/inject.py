@@ -10,6 +10,13 @@ Paddle's own APIs, where a user would put them (Paddle's AMP guide, python/paddl
   of them (a paddle.DataParallel stands for the model it wraps, as in Paddle's check_models);
 - O2: `paddle.amp.decorate(models, optimizer, level="O2", dtype, master_weight, master_grad,
   excluded_layers, save_dtype="float32")` right then, so checkpoints stay float32 as the program wrote them;
+  a model that `paddle.DataParallel` wraps before its optimizer is built (Paddle's own DataParallel example
+  does) is decorated as the wrapper is built, before Paddle's DataParallel.__init__ runs: its reducer fixes
+  each gradient bucket's dtype from the parameters it is given (reducer.cc, EagerReducer::InitializeDenseGroups:
+  `group.dtype_ = tensor.dtype()`) and concatenates the bucket's gradients as that dtype at the first
+  backward (EagerGroup::ConcatTensors), so a cast after it would crash that backward. The optimizer, built
+  later, is then decorated with the model already cast (decorate's casts are no-ops on it, Layer._transform)
+  only for its master weights;
 - each model's forward runs inside `paddle.amp.auto_cast(level, dtype, custom lists, use_promote)`
   (its `forward` replaced on the instance, so `model(x)` and a direct `model.forward(x)` both run under
   it), and its floating outputs leave it as float32, so a loss computed outside the forward runs in
@@ -68,6 +75,7 @@ class Injection:
         self.hooked: set[int] = set()   # ids of the models whose forward runs under auto_cast
         self.scaler: Any = None
         self.inside_step = False
+        self.early: set[int] = set()   # ids of the models decorated (O2) as a DataParallel wrapped them
 
     # ------------------------------------------------------------ the program's own AMP is refused
 
@@ -137,6 +145,38 @@ class Injection:
             self.wrap_init(cls)
         self.patch(base, "__init_subclass__", classmethod(__init_subclass__))
 
+    def watch_data_parallel(self) -> None:
+        """O2: a model is decorated before paddle.DataParallel's own __init__ builds its reducer over it."""
+        dp = getattr(self.paddle, "DataParallel", None)
+        if self.cfg.get("level") != "O2" or not isinstance(dp, type) or "__init__" not in vars(dp):
+            return
+        dp_init = vars(dp)["__init__"]
+
+        def data_parallel_init(this: Any, layers: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(layers, self.paddle.nn.Layer) and not isinstance(layers, dp) and id(layers) not in self.hooked \
+                    and id(layers) not in self.early:
+                self.decorate_early(layers)
+            return dp_init(this, layers, *args, **kwargs)
+        self.patch(dp, "__init__", data_parallel_init)
+
+    def decorate_early(self, model: Any) -> None:
+        """decorate(model) with no optimizer yet (Paddle's decorate takes `optimizers=None`); a failure ends the
+        program in one line (exit 2) before the reducer is built, never a crash at its first backward."""
+        cfg = self.cfg
+        self.ours += 1
+        try:
+            self.paddle.amp.decorate(models=model, level="O2", dtype=cfg["dtype"], save_dtype="float32",
+                                     master_grad=bool(cfg.get("master_grad")),
+                                     excluded_layers=self.excluded(cfg.get("excluded_layers") or []))
+        except Exception as exc:
+            self.emit(e="inject", refused=(f"paddle.amp.decorate (O2) of the model paddle.DataParallel wraps failed "
+                                           f"({type(exc).__name__}: {exc})"[:400]))
+            self.end()
+            raise SystemExit(REFUSED_EXIT) from None
+        finally:
+            self.ours -= 1
+        self.early.add(id(model))
+
     def wrap_init(self, cls: Any) -> None:
         own = vars(cls).get("__init__")
         if not callable(own) or getattr(own, "_ampbench_inject", False):
@@ -179,11 +219,10 @@ class Injection:
         self.ours += 1
         try:
             if cfg["level"] == "O2":
-                self.paddle.amp.decorate(models=models, optimizers=opt, level="O2", dtype=cfg["dtype"],
-                                         master_weight=cfg.get("master_weight"), save_dtype="float32",
-                                         master_grad=bool(cfg.get("master_grad")),
-                                         excluded_layers=self.excluded(cfg.get("excluded_layers") or []))
+                self.decorate_with(opt, [m for m in models if id(m) not in self.early], fresh=True)
+                self.decorate_with(opt, [m for m in models if id(m) in self.early], fresh=False)
                 info["decorated"] = True
+                info["before_data_parallel"] = any(id(m) in self.early for m in models)
             if cfg.get("scaler") is not None:
                 if self.scaler is None:
                     self.scaler = self.paddle.amp.GradScaler(enable=True, **cfg["scaler"])
@@ -196,6 +235,18 @@ class Injection:
             self.hooked.add(id(m))
             self.wrap_forward(m)
         self.emit(**info)
+
+    def decorate_with(self, opt: Any, models: list[Any], fresh: bool) -> None:
+        """decorate(models, opt) at O2. A model decorated as its DataParallel was built (`fresh` False) is
+        decorated again only for the optimizer's master weights: its parameters already have the low dtype (the
+        casts are no-ops), its save hook and master-grad list are not added twice."""
+        if not models:
+            return
+        cfg = self.cfg
+        self.paddle.amp.decorate(models=models, optimizers=opt, level="O2", dtype=cfg["dtype"],
+                                 master_weight=cfg.get("master_weight"), save_dtype="float32" if fresh else None,
+                                 master_grad=bool(cfg.get("master_grad")) and fresh,
+                                 excluded_layers=self.excluded(cfg.get("excluded_layers") or []))
 
     def excluded(self, names: list[str]) -> Any:
         return [getattr(self.paddle.nn, n) for n in names if isinstance(getattr(self.paddle.nn, n, None), type)] or None
@@ -280,4 +331,5 @@ def install(paddle: Any, patch: Callable[[Any, str, Any], None], emit: Callable[
     inj = Injection(paddle, json.loads(raw), patch, emit, end)
     inj.watch_program_amp()
     inj.watch_building()
+    inj.watch_data_parallel()
     return inj

@@ -189,9 +189,20 @@ def patch_model_building(st: State, paddle) -> None:
             level = kwargs.get("level", args[1] if len(args) > 1 else "O1")
             if str(level) == "O2":
                 many = models if isinstance(models, list) else [models]
-                after = any((isinstance(dp, type) and isinstance(m, dp)) or id(m) in st.wrapped for m in many)
+                # a model decorated before it was wrapped and decorated again later (for its optimizer: the
+                # injected O2 of a program that wraps first) had its parameters cast before the reducer was built
+                after = any((isinstance(dp, type) and isinstance(m, dp))
+                            or (id(m) in st.wrapped and id(m) not in st.decorated) for m in many)
                 st.decorated.update(id(m) for m in many)
-                st.emit(e="amp_order", call="decorate", level="O2", after_data_parallel=after)
+                st.emit(e="amp_order", call="decorate", level="O2", after_data_parallel=after,
+                        dtype=str(kwargs.get("dtype", args[2] if len(args) > 2 else "float16")),
+                        master_weight=_flag(kwargs.get("master_weight", args[3] if len(args) > 3 else None)),
+                        master_grad=bool(kwargs.get("master_grad", args[5] if len(args) > 5 else False)))
             return own(models, *args, **kwargs)
         functools.update_wrapper(amp_decorate, own)
         st.patch(module, "amp_decorate", amp_decorate)
+
+
+def _flag(v: object) -> bool | None:
+    """decorate's master_weight as recorded: True, False or None (Paddle's default: master weights at O2)."""
+    return None if v is None else bool(v)

@@ -53,6 +53,7 @@ class State:
         self.scale_used: Any = None   # the scale tensor scale() multiplied by this step (minimize() updates after)
         self.sync: Any = None   # Paddle's synchronize bound to the GPU the program trains on (`_name_device`)
         self.ordinal: int | None = None   # the GPU the program trains on (None: CPU), named at its first step
+        self.nvml_word: bytes | None = None   # the worker's NVML word once waited for (device.wait_for_sampling)
         self.peaks: Any = None   # the window's allocator peak, read at every step's end
         self.stats_on = False
         self.ops_open = False   # the op window is open (steps 2..stats_steps+1): the optimizer's ops are counted apart

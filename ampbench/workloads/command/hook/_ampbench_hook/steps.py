@@ -110,8 +110,8 @@ def boundary(st: State) -> None:
 
 def rare(st: State, step: int, now: float) -> None:
     """The boundary's occasional work: the device named and the op window opened (first step), op
-    stats off, the memory window opened, the window's allocator peak reported (once a second, so a kill
-    keeps a recent one), the program stopped after its last step."""
+    stats off, the memory window opened (on a GPU once NVML samples it), the window's allocator peak
+    reported (once a second, so a kill keeps a recent one), the program stopped after its last step."""
     if step == 1:
         device.name_device(st)
         ops.open_window(st)
@@ -119,6 +119,7 @@ def rare(st: State, step: int, now: float) -> None:
     if step == st.stats_steps + 1:
         ops.close_window(st)
     if step == max(st.warmup, 1):
+        device.wait_for_sampling(st)   # on a GPU: NVML's first sample before the window opens
         st.peaks = peaks.Peaks.open(st)
     if now >= st.memory_at:
         st.memory_at = now + MEMORY_EVERY_S

@@ -35,7 +35,7 @@ def safe_slug(name: str) -> str:
 
 def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = False,
               allow_mismatch: bool = False, history: Path | None = None,
-              complete: Callable[[list[Trial]], object] | None = None) -> CheckReport:
+              complete: Callable[[list[Trial]], object] = lambda trials: None) -> CheckReport:
     """Load a run folder, judge it, write check.json (check-vs-<baseline>.json against a baseline,
     check-vs-history.json against the history) next to the trials, return the report.  `history`: the
     nightly history (folder or jsonl); the history rules compare against every run of this suite, device
@@ -44,10 +44,10 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     (judge.changepoint.drift).  `baseline` "last": the previous run of the same suite, device and config
     beside this one (results.previous).  To pin a reference on purpose, give `baseline` without `history`.
     `complete`: what the layers above fill in the trials in memory before they are judged (engine.op_lists:
-    Paddle's effective op lists of a trial recorded before they were; this side never imports paddle)."""
+    Paddle's effective op lists of a trial recorded before they were; this side never imports paddle); by
+    default nothing."""
     run = open_run(Path(run_dir))
-    if complete is not None:
-        complete(run.trials)
+    complete(run.trials)
     ok = [t for t in run.trials if t.status == "ok"]
     series, elsewhere = _series(run, history) if history is not None else ([], 0)
     seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,

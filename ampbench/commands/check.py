@@ -11,6 +11,7 @@ from rich.console import Console
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint, pooled
 from ampbench.judge.check import judge_run
+from ampbench.judge.series import kind_of
 from ampbench.report.console import print_outcome, print_rules
 from ampbench.report.view import view_of
 from ampbench.results.accepts import AcceptRecord, load_accepts
@@ -45,10 +46,10 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     beside this one (results.previous).  To pin a reference on purpose, give `baseline` without `history`."""
     run = open_run(Path(run_dir))
     ok = [t for t in run.trials if t.status == "ok"]
-    series = _series(run, history) if history is not None else []
+    series, kind, others = _series(run, history) if history is not None else ([], "", {})
     seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,
-                        accepts=_accepts(run, history)) if history is not None else None
-    use_pool = seg if seg is not None and len(seg.runs) >= pooled.MIN_RUNS else None
+                        accepts=_accepts(run, history), kind=kind) if history is not None else None
+    use_pool = seg if seg is not None and seg.enough else None
     base_path = resolve_baseline(run.path, baseline) if use_pool is None else None
     base = None
     if base_path is not None:
@@ -58,7 +59,11 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
                        drift_sd=drift.sd if drift else None, pooled=use_pool)
     if seg is not None and use_pool is None:
         instead = "the --baseline instead" if base is not None else "no baseline: the run is judged on its own"
-        report.notes.append(f"No pooled history baseline: {seg.describe()}, fewer than {pooled.MIN_RUNS}; {instead}.")
+        on = f" on device kind {kind}" if kind else ""
+        besides = "; ".join(f"{n} on {k or 'no recorded device'}" for k, n in sorted(others.items()))
+        borrow = f" (other kinds' nights are not borrowed: {besides})" if besides else ""
+        report.notes.append(f"No pooled history baseline: the history holds {len(series)} night(s) of this suite and "
+                            f"config{on}, fewer than {pooled.MIN_RUNS} that can join a pool{borrow}; {instead}.")
     if drift is not None:
         report.notes.append(f"History rules allow a {drift.describe()}.")
     target = run.dir.check_vs_path("history") if use_pool is not None else check_path(run.dir, base_path)
@@ -94,10 +99,17 @@ def _accepts(run: OpenRun, history: Path) -> list[AcceptRecord]:
             for a in load_accepts(path, run.info.suite)]
 
 
-def _series(run: OpenRun, history: Path) -> list[RunSummary]:
-    """The history lines of this run's suite, config hash and device, oldest first, the run itself left out."""
+def _series(run: OpenRun, history: Path) -> tuple[list[RunSummary], str, dict[str, int]]:
+    """The history lines of this run's suite, config hash and device kind, oldest first, the run itself left
+    out; the kind; and how many nights of this suite and config the history holds on each other kind."""
     lines = [h for path in history_sources(Path(history), [run.info.suite]) for h in load_history(path)]
     ok = [t for t in run.trials if t.status == "ok"] or run.trials
     env = ok[0].env if ok else run.info.env
     found = pooled.comparable(lines, run.info.suite, run.info.config_hash, env, run.info.run_id)
-    return sorted(found, key=lambda h: (h.started or "", h.run_id))
+    kind = device_slug(env) if env.device else ""
+    others: dict[str, int] = {}
+    for h in lines:
+        same = h.suite == run.info.suite and h.config_hash == run.info.config_hash and h.run_id != run.info.run_id
+        if same and (k := kind_of(h)) != kind:
+            others[k] = others.get(k, 0) + 1
+    return sorted(found, key=lambda h: (h.started or "", h.run_id)), kind, others

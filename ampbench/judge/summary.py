@@ -142,6 +142,8 @@ def summarize_modes(trials: list[Trial], metric: str, check: CheckReport | None 
                 out[mode].history_status = hist.status
                 ok = isinstance(hist.observed, (int, float)) and not isinstance(hist.observed, bool)
                 out[mode].history_change = float(hist.observed) if ok and math.isfinite(hist.observed) else None
+                hold = hist.details.get("hold")
+                out[mode].history_hold = hold if hold in ("fail", "pending") else None
             details = registry.speedup_details(verdicts[mode])
             if details is not None:
                 checker[mode] = details

@@ -91,8 +91,10 @@ class Reason(str, Enum):
     SLOWDOWN = "slowdown"
     TYPICAL_STEPS_SLOWER = "typical-steps-slower"
     SLOW_STEPS = "slow-steps"
-    SLOW_STEPS_UNDECIDED = "slow-steps-undecided"
-    OPEN_REGRESSION = "open-regression"
+    SLOW_STEPS_UNCONFIRMED = "slow-steps-unconfirmed"
+    PENDING = "pending"
+    AMP_FP32_RATIO = "amp-fp32-ratio"
+    BELOW_REFERENCE = "below-reference"
     FEW_RUNS = "few-runs"
     NO_BASELINE_TRIALS = "no-baseline-trials"
     WITHIN = "within"
@@ -134,8 +136,12 @@ ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
     (("stability",), ((R.STABLE, ""), (R.NONFINITE, ""), (R.SKIPPED, ""), (R.COLLAPSE, ""), (R.NO_STEPS, ""))),
     (("history-throughput",), (
         (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
-        (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
-        (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""), (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""),
+        (R.SLOW_STEPS, "the trimmed mean FAILed it"),
+        (R.SLOW_STEPS_UNCONFIRMED, "slow steps in every mode's trials, not seen the night before: held out pending the "
+                                   "next night"),
+        (R.PENDING, "held out of the baseline until the next night"),
+        (R.AMP_FP32_RATIO, "the AMP/FP32 ratio FAILed it"), (R.BELOW_REFERENCE, "FAILed against the reference level"),
+        (R.SHORT_TRIALS, ""), (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""),
         (R.DISTURBED, ""), (R.CLUSTERED, ""))),
     (("history-memory",), ((R.WITHIN, ""), (R.GREW, ""))),
 )

@@ -28,6 +28,7 @@ _.fp32_nan_inf  # diagnosis.json: ops whose FP32 output was already NaN/Inf
 _.paddle_infinite_op_types  # diagnosis.json: Paddle compare_accuracy's own list, a cross-check
 _.steps_done  # probe.json: steps an attempt ran before it ended
 _.configured_batch  # probe.json: the batch size the suite asks for, where the search started
+_.trimmed_samples_per_s  # TrialPoint: read by judge.pooled.figures through FIGURE_KEYS (getattr), the nightly gate's
 _.lo_s  # history line's StepTimeHist: read from the row dict by the dashboard (dashboard_interactive.histogram_figure)
 _.width_s  # as above
 _.cpus_seen  # trial JSON (interference): the CPUs a trial's threads were seen on, evidence for the reader

@@ -67,8 +67,8 @@ def null_table(rows: int) -> list[str]:
 
 
 def case_table(rows: int) -> list[str]:
-    out = ["| noise model | change | FAILed within 3 nights | every later night FAILed | nights FAILed | "
-           "nights held out | note |", "|---|---|---|---|---|---|---|"]
+    out = [("| noise model | change | FAILed within 3 nights | every later night FAILed | nights FAILed | "
+            "nights held out | note |"), "|---|---|---|---|---|---|---|"]
     for i, (mname, model) in enumerate(CASE_MODELS.items()):
         for j, (cname, (change, judged)) in enumerate(CASES.items()):
             r = ns.rates(ns.simulate(rows, model, change, 100 * i + j, judged=judged), change)

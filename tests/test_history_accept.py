@@ -22,7 +22,7 @@ import pytest
 from ampbench.commands.check import check_run
 from ampbench.commands.history import append_history, open_after_append
 from ampbench.judge import pooled
-from ampbench.report.publish import open_regression
+from ampbench.report.dashboard_series import views
 from ampbench.results.accepts import accepts_path, load_accepts
 from ampbench.results.history import history_file, iter_history_rows, load_history
 from tests.factories import StepNoise, make_run, make_suite, make_trials
@@ -66,8 +66,9 @@ def test_a_regression_stays_out_of_the_baseline_until_accepted(tmp_path):
     said = open_after_append(tmp_path / "runs" / "toy" / "b03", hist)
     assert len(said) == 1 and "open regression since run b00" in said[0] and "history accept" in said[0]
     rows = list(iter_history_rows(history_file(hist, "toy"), trials=False))
-    assert {m: since.split()[0] for m, (since, _) in open_regression(rows).items()} == {
-        "fp32": "b00", "amp-o1-fp16": "b00"}
+    (series,) = views(rows)  # what the dashboard and the trend list: the same cut as check's
+    assert [(sorted(r.modes), rows[r.first]["run_id"], r.open) for r in series.regressions] == [
+        (["amp-o1-fp16", "fp32"], "b00", True)]
 
     # the real CLI records who accepted the level and why; the next night is judged against it
     proc = _cli("history", "accept", str(hist), "--suite", "toy", "--by", "alice", "--why", "new <fused> kernel")

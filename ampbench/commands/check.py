@@ -58,12 +58,7 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     report = judge_run(run, base, strict=strict, allow_mismatch=allow_mismatch,
                        drift_sd=drift.sd if drift else None, pooled=use_pool)
     if seg is not None and use_pool is None:
-        instead = "the --baseline instead" if base is not None else "no baseline: the run is judged on its own"
-        on = f" on device kind {kind}" if kind else ""
-        besides = "; ".join(f"{n} on {k or 'no recorded device'}" for k, n in sorted(others.items()))
-        borrow = f" (other kinds' nights are not borrowed: {besides})" if besides else ""
-        report.notes.append(f"No pooled history baseline: the history holds {len(series)} night(s) of this suite and "
-                            f"config{on}, fewer than {pooled.MIN_RUNS} that can join a pool{borrow}; {instead}.")
+        report.notes.append(_no_pool_note(len(series), kind, others, base is not None))
     if drift is not None:
         report.notes.append(f"History rules allow a {drift.describe()}.")
     target = run.dir.check_vs_path("history") if use_pool is not None else check_path(run.dir, base_path)
@@ -72,6 +67,16 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     except ResultsError as e:  # a read-only run folder is judged and printed all the same
         report.notes.append(f"{target.name} not written: {e}")
     return report
+
+
+def _no_pool_note(nights: int, kind: str, others: dict[str, int], baseline: bool) -> str:
+    """Why no pooled history baseline: too few nights of this kind, whatever other kinds hold (never borrowed)."""
+    instead = "the --baseline instead" if baseline else "no baseline: the run is judged on its own"
+    on = f" on device kind {kind}" if kind else ""
+    besides = "; ".join(f"{n} on {k or 'no recorded device'}" for k, n in sorted(others.items()))
+    borrow = f" (other kinds' nights are not borrowed: {besides})" if besides else ""
+    return (f"No pooled history baseline: the history holds {nights} night(s) of this suite and config{on}, fewer "
+            f"than {pooled.MIN_RUNS} that can join a pool{borrow}; {instead}.")
 
 
 def recorded_check(run_dir: Path) -> CheckReport:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampbench.judge import sequential
+from ampbench.judge import inference, sequential
 from ampbench.judge.series import Pools
 
 FIGURES = ("floor", "trimmed", "median")
@@ -70,15 +70,8 @@ class Levels:
 
 
 def nanmedian(x: np.ndarray) -> np.ndarray:
-    """The median over the last axis leaving NaN out (NaN where all are): numpy's nanmedian by sorting, without
-    its masked arrays and warnings (the simulation takes it of every night's trials thousands of times)."""
-    if x.shape[-1] == 0:
-        return np.full(x.shape[:-1], np.nan)
-    s = np.sort(x, -1)  # NaN sort last
-    n = (~np.isnan(x)).sum(-1)
-    lo = np.take_along_axis(s, np.maximum((n - 1) // 2, 0)[..., None], -1)[..., 0]
-    hi = np.take_along_axis(s, np.minimum(n // 2, max(x.shape[-1] - 1, 0))[..., None], -1)[..., 0]
-    return np.where(n > 0, (lo + hi) / 2, np.nan)
+    """The median over the last axis leaving NaN out (inference.run_values_batch)."""
+    return inference.run_values_batch(x)
 
 
 def gather(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -159,7 +152,7 @@ def predict(cur: np.ndarray, means: np.ndarray, spread: Spread, lv: Levels,
 
 def shape_evidence(cur: np.ndarray, seg: np.ndarray, prev: np.ndarray, interleaved: np.ndarray) -> dict[str, np.ndarray]:
     """The step-time gate, per row and mode.  cur (B, M, K): s = log(trimmed / floor) of this night's trials
-    (NaN pads); seg (B, M, S): of the segment's trials; prev (B, M, K): of the previous night's; interleaved
+    (NaN pads); seg (B, M, S): of the segment's trials; prev (B, M, P, K): of the newest nights'; interleaved
     (B, M): another mode's trials ran between or beside this mode's (wall clock)."""
     with np.errstate(all="ignore"):
         centre = nanmedian(seg)
@@ -171,7 +164,8 @@ def shape_evidence(cur: np.ndarray, seg: np.ndarray, prev: np.ndarray, interleav
         moved = (cur - centre[..., None]) < -bar
         every = (moved | np.isnan(cur)).all(-1) & (n > 0)
         touched = moved.any(-1)
-        prev_every = ((prev - centre[..., None] < -bar) | np.isnan(prev)).all(-1) & ((~np.isnan(prev)).sum(-1) > 0)
+        b4 = bar[..., None]
+        prev_every = ((prev - centre[..., None, None] < -b4) | np.isnan(prev)).all(-1) & ((~np.isnan(prev)).sum(-1) > 0)
     steady = enough & (spread <= STEADY_SD)
     consistent = (sd <= STEADY_SD_RUN) & (every | ~touched)  # some trials moved, others not: the machine
     others = np.zeros_like(touched)
@@ -179,16 +173,17 @@ def shape_evidence(cur: np.ndarray, seg: np.ndarray, prev: np.ndarray, interleav
         others[:, m] = np.delete(touched, m, 1).any(-1)
     own = every & ~others & interleaved
     with np.errstate(all="ignore"):
-        shift, prev_shift = nanmedian(cur) - centre, nanmedian(prev) - centre
+        shift, prev_shift = nanmedian(cur) - centre, nanmedian(prev) - centre[..., None]
     # a change of the code slows the same share of steps night after night; a machine busy all night, a share
-    # of its own: the previous night confirms a shift of every mode only with about the same size
-    confirmed = every & prev_every & (np.abs(shift - prev_shift) <= np.maximum(AGREE_MIN, AGREE_SHARE * np.abs(shift)))
+    # of its own: one of the newest nights confirms a shift of every mode only with about the same size
+    agree = np.abs(shift[..., None] - prev_shift) <= np.maximum(AGREE_MIN, AGREE_SHARE * np.abs(shift))[..., None]
+    confirmed = every & (prev_every & agree).any(-1)
     shifted = every
     counts = steady & consistent & (~shifted | own | confirmed)
     unconfirmed = steady & consistent & shifted & ~(own | confirmed)
     return {"steady": steady, "consistent": consistent, "shifted": shifted, "own": own, "confirmed": confirmed,
             "others": others, "counts": counts, "unconfirmed": unconfirmed, "centre": centre, "spread": spread,
-            "sd": sd, "shift": shift, "prev_shift": prev_shift}
+            "sd": sd, "shift": shift, "prev_shift": prev_shift[..., 0] if prev_shift.shape[-1] else shift * np.nan}
 
 
 @dataclass(frozen=True)
@@ -269,8 +264,8 @@ class Index:
         cols: dict[str, list[list[int]]] = {k: [] for k in ("w", "r", "s", "sl", "rs", "rl", "p")}
         for row, p in enumerate(pools):
             if p is None:
-                for key, col in cols.items():
-                    col.append([-1] if key == "p" else [])
+                for col in cols.values():
+                    col.append([])
                 continue
             to = glob[row] if glob is not None else None
 
@@ -283,9 +278,9 @@ class Index:
             cols["sl"].append([k for k, g in enumerate(p.spread) for _ in g])
             cols["rs"].append([m(i) for g in p.reference_spread for i in g])
             cols["rl"].append([k for k, g in enumerate(p.reference_spread) for _ in g])
-            cols["p"].append([m(p.previous) if p.previous >= 0 else -1])
+            cols["p"].append([m(i) for i in p.previous])
         return Index(_pad(cols["w"]), _pad(cols["r"]), _pad(cols["s"]), _pad(cols["sl"]), _pad(cols["rs"]),
-                     _pad(cols["rl"]), _pad(cols["p"])[:, 0] if pools else np.zeros(0, int))
+                     _pad(cols["rl"]), _pad(cols["p"]))
 
 
 def _pad(rows: list[list[int]]) -> np.ndarray:
@@ -305,51 +300,72 @@ def _padded_stack(parts: list[np.ndarray]) -> np.ndarray:
     return np.stack([np.pad(p, ((0, 0), (0, width - p.shape[-1])), constant_values=np.nan) for p in parts], 1)
 
 
+@dataclass(frozen=True)
+class _Night:
+    """What every comparison of one night reads: the run values of this night and the series', which nights'
+    trimmed mean and median say something of the code (`clean`), the pools."""
+
+    runs: np.ndarray     # (3, B, N, M) the series' nights
+    now: np.ndarray      # (3, B, M) this night
+    clean: np.ndarray    # (B, N, M)
+    levels: Sequence[Index]
+    ref: int | None
+    lv: Levels
+    prior: tuple[float, float] | None
+
+    def values(self, f: int, m: int, ratio: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(the series' values, this night's) of figure f of mode m, or of its ratio to the reference mode."""
+        values, value = self.runs[f][:, :, m], self.now[f][:, m]
+        if ratio and self.ref is not None:
+            values, value = values - self.runs[f][:, :, self.ref], value - self.now[f][:, self.ref]
+        if FIGURES[f] != "floor":
+            keep = self.clean[:, :, m] & (self.clean[:, :, self.ref] if ratio and self.ref is not None else True)
+            values = np.where(keep, values, np.nan)
+        return values, value
+
+    def compare(self, m: int, k: int, rx: Index | None) -> dict[str, np.ndarray]:
+        """Comparison k of TESTS for mode m (rx: the ratio's pools)."""
+        fig, _, against = TESTS[k]
+        f, recent = FIGURES.index(fig), against == "recent"
+        values, value = self.values(f, m, rx is not None)
+        ix = rx if rx is not None else self.levels[m]
+        spread_idx, labels = (ix.spread, ix.spread_labels) if recent else (ix.ref_spread, ix.ref_labels)
+        others: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+        if rx is None:  # the other modes' spread on their own kept nights (their deviations share the GPU)
+            masked = self.runs[f] if fig == "floor" else np.where(self.clean, self.runs[f], np.nan)
+            others = tuple((gather(masked[:, :, o], self.levels[o].spread if recent else self.levels[o].ref_spread),
+                            self.levels[o].spread_labels if recent else self.levels[o].ref_labels)
+                           for o in range(len(self.levels)) if o != m)
+        sp = Spread((gather(values, spread_idx), labels), others, self.prior)
+        return predict(value, gather(values, ix.window if recent else ix.reference), sp, self.lv)
+
+
 def judge_night(cur: np.ndarray, hist: np.ndarray, levels: Sequence[Index], ratios: Sequence[Index | None],
                 ref: int | None, interleaved: np.ndarray, lv: Levels,
                 prior: tuple[float, float] | None = None) -> tuple[list[ModeGate], dict[str, np.ndarray]]:
     """Every mode of one night against its series.  cur (3, B, M, K): this night's log figures per trial
     (FIGURES order, NaN pads); hist (3, B, N, M, K): the series' nights'; levels[m]: mode m's pools; ratios[m]:
     its AMP/FP32 ratio's (None for the reference mode `ref`); interleaved (B, M): wall-clock evidence
-    (shape_evidence).  Returns each mode's ModeGate and the step-time evidence."""
-    with np.errstate(all="ignore"):
-        runs, now = nanmedian(hist), nanmedian(cur)  # (3, B, N, M), (3, B, M)
+    (shape_evidence); `prior`: (sd, df) of the night-to-night spread where the series is too short to show it
+    (a history of one run).  Returns each mode's ModeGate and the step-time evidence."""
     modes = cur.shape[2]
     shape_hist = hist[1] - hist[0]
     seg = _padded_stack([_shapes(shape_hist[:, :, m], levels[m].window) for m in range(modes)])
-    prev = np.stack([np.where((levels[m].previous >= 0)[:, None], shape_hist[np.arange(cur.shape[1]),
-                     np.maximum(levels[m].previous, 0), m], np.nan) for m in range(modes)], 1)
+    rows = np.arange(cur.shape[1])[:, None]
+    prev = np.stack([np.where((levels[m].previous >= 0)[..., None], shape_hist[rows, np.maximum(levels[m].previous, 0), m],
+                              np.nan) for m in range(modes)], 1)  # (B, M, P, K)
     ev = shape_evidence(cur[1] - cur[0], seg, prev, interleaved)
     # the trimmed mean and the median of a night some of whose trials a slow episode touched say nothing of
     # the code: they stay out of those figures' pools (the floor keeps every kept night)
     bar = np.maximum(SHIFT_MIN, SHIFT_K * ev["spread"])[:, None, :, None]
     with np.errstate(invalid="ignore"):
         clean = ((shape_hist - ev["centre"][:, None, :, None] >= -bar) | np.isnan(shape_hist)).all(-1)
+    night = _Night(nanmedian(hist), nanmedian(cur), clean, levels, ref, lv, prior)
     out = []
     for m in range(modes):
-        tests: list[dict[str, np.ndarray] | None] = []
-        for fig, basis, against in TESTS:
-            f = FIGURES.index(fig)
-            rx = ratios[m] if basis == "ratio" else None
-            if basis == "ratio" and (rx is None or ref is None):
-                tests.append(None)
-                continue
-            values = runs[f][:, :, m] - (runs[f][:, :, ref] if rx is not None and ref is not None else 0.0)
-            if fig != "floor":
-                values = np.where(clean[:, :, m] & (clean[:, :, ref] if rx is not None and ref is not None else True),
-                                  values, np.nan)
-            value = now[f][:, m] - (now[f][:, ref] if rx is not None and ref is not None else 0.0)
-            ix = rx if rx is not None else levels[m]
-            recent = against == "recent"
-            spread_idx, labels = (ix.spread, ix.spread_labels) if recent else (ix.ref_spread, ix.ref_labels)
-            others: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
-            if rx is None:
-                masked = runs[f] if fig == "floor" else np.where(clean, runs[f], np.nan)
-                others = tuple((gather(masked[:, :, o], levels[o].spread if recent else levels[o].ref_spread),
-                                levels[o].spread_labels if recent else levels[o].ref_labels)
-                               for o in range(modes) if o != m)
-            sp = Spread((gather(values, spread_idx), labels), others, prior)
-            tests.append(predict(value, gather(values, ix.window if recent else ix.reference), sp, lv))
+        rx = ratios[m] if ref is not None else None
+        tests = [None if basis == "ratio" and rx is None else night.compare(m, k, rx if basis == "ratio" else None)
+                 for k, (_, basis, _) in enumerate(TESTS)]
         ratio_counts = ev["counts"][:, m] & (ev["counts"][:, ref] if ref is not None else True)
         out.append(decide_mode(tests, ev["counts"][:, m], ratio_counts, ev["unconfirmed"][:, m]))
     return out, ev

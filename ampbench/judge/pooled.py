@@ -27,7 +27,7 @@ import numpy as np
 
 from ampbench.core.records import Env, Interference
 from ampbench.judge import inference, series
-from ampbench.judge.series import Accepted, Regression, Segmentation
+from ampbench.judge.series import Regression, Segmentation
 from ampbench.results.accepts import AcceptRecord
 from ampbench.results.baselines import CompactTrial, device_slug
 from ampbench.results.history import RunSummary, TrialPoint
@@ -56,11 +56,6 @@ class OpenRegression:
         return (f"{what} since run {self.since} ({self.started or 'start not recorded'}, {self.nights} "
                 f"night(s) held out of the baseline; worst {modes or 'not recorded'}): {ask} "
                 f"`ampbench history accept HISTORY --run {self.since} --by NAME --why TEXT`")
-
-
-def _accepted(accepts: Sequence[AcceptRecord]) -> list[Accepted]:
-    return [Accepted(a.run_id, frozenset(a.cleared), f"the level accepted from run {a.run_id} by {a.by} on {a.at}: "
-                                                     f"{a.why}") for a in accepts]
 
 
 @dataclass(frozen=True)
@@ -195,4 +190,4 @@ def select(lines: Sequence[RunSummary], cap: int = POOL_CAP, min_change: float =
     """The series' one segmentation (judge.series.segment) over `lines` (one series, oldest first)."""
     del cap  # the window is judge.series.POOL_CAP
     nights = [series.night_of(h) for h in lines]
-    return PooledBaseline(tuple(lines), series.segment(nights, _accepted(accepts), min_change), kind)
+    return PooledBaseline(tuple(lines), series.segment(nights, series.accepted(accepts), min_change), kind)

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from ampbench.core.names import device_slug
 from ampbench.core.records import Env
@@ -43,6 +44,8 @@ REFERENCE_RUNS = 10    # the reference level: the segment's first kept nights
 SPREAD_CAP = 40        # nights of the series whose spread around their segment's mean is pooled
 MIN_RUNS = 3           # nights of the series before a night is judged (the spread needs two pairs)
 RISE_RUNS = 3          # nights in a row above the recent mean by min_change: an improvement, a new segment
+CONFIRM_NIGHTS = 2     # slow steps of every mode are confirmed by one of the newest nights showing them too
+DEFAULT_MIN_CHANGE = 0.05  # config.Thresholds' history_min_change, for lines that recorded none
 
 
 @dataclass(frozen=True)
@@ -66,34 +69,56 @@ class Night:
     config_hash: str = ""
 
 
+def _kind(device: str, device_name: str) -> str:
+    return device_slug(Env(device=device, device_name=device_name)) if device else ""
+
+
 def kind_of(line: RunSummary) -> str:
     """The device kind of a history line: its device slug (a line that recorded no device: "")."""
-    return device_slug(Env(device=line.device, device_name=line.device_name)) if line.device else ""
+    return _kind(line.device, line.device_name)
 
 
 def series_key(line: RunSummary) -> tuple[str, str, str]:
     return line.suite, line.config_hash, kind_of(line)
 
 
-def _hold_of(m: ModeSummary) -> str | None:
+def row_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """series_key of a history row read as a plain dict (results.history.iter_history_rows)."""
+    return (str(row.get("suite") or ""), str(row.get("config_hash") or ""),
+            _kind(str(row.get("device") or ""), str(row.get("device_name") or "")))
+
+
+def _hold_of(hold: Any, status: Any) -> str | None:
     """The recorded hold; a line written before it was recorded holds a night that FAILed."""
-    hold = getattr(m, "history_hold", None)
     if hold in (HOLD_FAIL, HOLD_PENDING):
         return str(hold)
-    return HOLD_FAIL if m.history_status == "FAIL" and hold is None else None
+    return HOLD_FAIL if status == "FAIL" and hold is None else None
+
+
+def _level(floors: list[float], floor: Any, rate: Any) -> float | None:
+    """The night's log run figure: the median of its trials' fast floors (measure.run_floor), else the mode's
+    recorded run floor, else its samples/s."""
+    if floors:
+        floors = sorted(floors)
+        k = len(floors)
+        return (floors[k // 2] + floors[(k - 1) // 2]) / 2
+    v = floor or rate
+    return math.log(v) if isinstance(v, (int, float)) and v > 0 else None
 
 
 def mode_point(m: ModeSummary) -> ModePoint:
-    floors = sorted(math.log(p.floor_samples_per_s) for p in m.per_trial if p.floor_samples_per_s)
-    if floors:
-        k = len(floors)
-        level: float | None = (floors[k // 2] + floors[(k - 1) // 2]) / 2
-    elif m.floor_samples_per_s or m.samples_per_s:
-        level = math.log(m.floor_samples_per_s or m.samples_per_s or 1.0)
-    else:
-        level = None
-    return ModePoint(level, any(p.samples_per_s for p in m.per_trial), _hold_of(m), m.history_status,
-                     m.history_change)
+    floors = [math.log(p.floor_samples_per_s) for p in m.per_trial if p.floor_samples_per_s]
+    return ModePoint(_level(floors, m.floor_samples_per_s, m.samples_per_s), any(p.samples_per_s for p in m.per_trial),
+                     _hold_of(m.history_hold, m.history_status), m.history_status, m.history_change)
+
+
+def _row_point(m: Mapping[str, Any]) -> ModePoint:
+    """mode_point of a mode read as a plain dict (the dashboard's rows, per-trial figures left out)."""
+    trials = m.get("per_trial") or []
+    floors = [math.log(p["floor_samples_per_s"]) for p in trials if p.get("floor_samples_per_s")]
+    return ModePoint(_level(floors, m.get("floor_samples_per_s"), m.get("samples_per_s")),
+                     any(p.get("samples_per_s") for p in trials), _hold_of(m.get("history_hold"), m.get("history_status")),
+                     m.get("history_status"), m.get("history_change"))
 
 
 def night_of(line: RunSummary) -> Night:
@@ -101,11 +126,56 @@ def night_of(line: RunSummary) -> Night:
                  kind_of(line), line.config_hash)
 
 
+def night_of_row(row: Mapping[str, Any]) -> Night:
+    """night_of of a history row read as a plain dict: the same night."""
+    return Night(str(row.get("run_id") or ""), {k: _row_point(m) for k, m in (row.get("modes") or {}).items()},
+                 str(row.get("started") or ""), str(row.get("git_sha") or ""), row_key(row)[2],
+                 str(row.get("config_hash") or ""))
+
+
 def group(lines: Iterable[RunSummary]) -> dict[tuple[str, str, str], list[RunSummary]]:
     """The lines by series (suite, config hash, device kind), each oldest first."""
     out: dict[tuple[str, str, str], list[RunSummary]] = {}
     for h in sorted(lines, key=lambda h: (h.started or "", h.run_id)):
         out.setdefault(series_key(h), []).append(h)
+    return out
+
+
+def accepted(records: Iterable[Any]) -> list[Accepted]:
+    """results.accepts.AcceptRecord as the segmentation reads them."""
+    return [Accepted(a.run_id, frozenset(a.cleared), f"the level accepted from run {a.run_id} by {a.by} on {a.at}: "
+                                                     f"{a.why}") for a in records]
+
+
+def min_change_of(rows: Sequence[Mapping[str, Any]] | Sequence[RunSummary]) -> float:
+    """The history_min_change the series' newest line recorded (the suite's threshold), else the default."""
+    for r in reversed(rows):
+        v = r.get("history_min_change") if isinstance(r, Mapping) else r.history_min_change
+        if isinstance(v, (int, float)) and 0 <= v < 1:
+            return float(v)
+    return DEFAULT_MIN_CHANGE
+
+
+@dataclass(frozen=True)
+class SeriesCut:
+    """One series of a history's rows, segmented: its key, the rows' indexes (oldest first) and the cuts."""
+
+    key: tuple[str, str, str]
+    rows: tuple[int, ...]
+    seg: Segmentation
+
+
+def of_rows(rows: Sequence[Mapping[str, Any]], accepts: Iterable[Any] = ()) -> list[SeriesCut]:
+    """Every series of a suite's history rows (plain dicts, oldest first) with its one segmentation: what the
+    trend report, the dashboard and `history bisect` show, as `check --history` cut it."""
+    idx: dict[tuple[str, str, str], list[int]] = {}
+    for i, r in enumerate(rows):
+        idx.setdefault(row_key(r), []).append(i)
+    acc = accepted(accepts)
+    out = []
+    for key, ii in idx.items():
+        mine = [rows[i] for i in ii]
+        out.append(SeriesCut(key, tuple(ii), segment([night_of_row(r) for r in mine], acc, min_change_of(mine))))
     return out
 
 
@@ -148,7 +218,7 @@ class Pools:
     reference: tuple[int, ...]
     spread: tuple[tuple[int, ...], ...]      # groups of the window's spread: this segment's, then earlier ones
     reference_spread: tuple[tuple[int, ...], ...]  # the reference's: its own nights, then earlier segments
-    previous: int                            # the newest night of the series with this mode (-1: none)
+    previous: tuple[int, ...]                # the newest CONFIRM_NIGHTS nights of the series with this mode
 
 
 @dataclass(frozen=True)
@@ -157,7 +227,6 @@ class Segmentation:
     cuts: tuple[Cut, ...]
     held: Mapping[str, Mapping[int, str]]    # mode -> index -> hold, for the nights now out of the pool
     regressions: tuple[Regression, ...]
-    segment_of: tuple[int, ...] = field(default=())  # the segment (index into cuts) of every night
 
     @property
     def start(self) -> int:
@@ -195,9 +264,21 @@ class Segmentation:
                 earlier.append(nights)
                 room -= len(nights)
         spread = (tuple(seg[-SPREAD_CAP:]), *earlier) if seg else tuple(earlier)
-        prev = max((i for i, n in enumerate(self.nights) if mode in n.modes), default=-1)
+        prev = tuple(i for i in range(len(self.nights) - 1, -1, -1) if mode in self.nights[i].modes)[:CONFIRM_NIGHTS]
         return Pools(window, reference, tuple(g for g in spread if g), tuple(g for g in (reference, *earlier) if g),
                      prev)
+
+    def drift(self, mode: str, recent: int = 5) -> tuple[float, int, int] | None:
+        """The level of the newest `recent` nights of `mode` the segment keeps against its reference level (its
+        first REFERENCE_RUNS such nights): (change, nights, reference nights); None with fewer than 2 nights.
+        What a creep moves, shown on the dashboard and in the trend."""
+        held = self.held.get(mode, {})
+        levels = [p.level for i in range(self.start, len(self.nights)) if i not in held
+                  and (p := self.nights[i].modes.get(mode)) is not None and p.level is not None]
+        if len(levels) < 2:
+            return None
+        ref, now = levels[:REFERENCE_RUNS], levels[-recent:]
+        return math.exp(sum(now) / len(now) - sum(ref) / len(ref)) - 1, len(now), len(ref)
 
     def open_regression(self) -> list[Regression]:
         return [r for r in self.regressions if r.open]
@@ -205,9 +286,10 @@ class Segmentation:
     def pending(self, mode: str) -> list[int]:
         """The newest nights of `mode` held out pending the next night (an open streak without a FAIL)."""
         held = self.held.get(mode, {})
-        if any(r.open and r.mode == mode for r in self.regressions):
-            return []
-        return sorted(i for i, h in held.items() if h == HOLD_PENDING)
+        kept = [i for i, n in enumerate(self.nights) if mode in n.modes and i not in held]
+        last = max(kept, default=-1)
+        tail = sorted(i for i in held if i > last)
+        return [] if any(held[i] == HOLD_FAIL for i in tail) else tail
 
 
 def _accept_cuts(nights: Sequence[Night], accepts: Sequence[Accepted]) -> tuple[dict[int, str], set[str]]:
@@ -295,14 +377,9 @@ def segment(nights: Sequence[Night], accepts: Sequence[Accepted] = (), min_chang
         out.append(c)
         stop = cuts[k + 1].index if k + 1 < len(cuts) else len(nights)
         lo = c.index
-        while (i := _rises(nights, held, lo, stop, min_change)) is not None:
+        while (found := _rises(nights, held, lo, stop, min_change)) is not None:
+            i = found
             out.append(Cut(i, "faster", f"the improvement at run {nights[i].run_id} (a level above the segment's "
                                         f"by {min_change:.0%} for {RISE_RUNS} nights)"))
             lo = i
-    seg_of, k = [], 0
-    for i in range(len(nights)):
-        while k + 1 < len(out) and out[k + 1].index <= i:
-            k += 1
-        seg_of.append(k)
-    return Segmentation(tuple(nights), tuple(out), held, tuple(sorted(regs, key=lambda r: (r.first, r.mode))),
-                        tuple(seg_of))
+    return Segmentation(tuple(nights), tuple(out), held, tuple(sorted(regs, key=lambda r: (r.first, r.mode))))

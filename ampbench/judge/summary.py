@@ -170,4 +170,5 @@ def summarize_run(info: RunInfo, suite: Suite, trials: list[Trial], check: Check
         device_name=env.device_name, driver=env.driver, paddle=env.paddle, cuda=env.cuda, cudnn=env.cudnn,
         git_sha=env.git_sha, metric=meta.metric, metric_goal=meta.metric_goal, verdict=overall_verdict(check),
         exit_code=check.exit_code if check else None, confidence=confidence, modes=modes,
+        history_min_change=suite.thresholds.history_min_change,
     )

@@ -211,8 +211,9 @@ def histogram_figure(entries: list[dict[str, Any]]) -> Any | None:
 
 
 def figures_html(entries: list[dict[str, Any]], metric: str, fraction: bool, cuts: list[Break],
-                 inactive: str | None) -> str:
-    """The suite page's interactive block: plotly.js once, inline, then each figure's div and script."""
+                 inactive: str | None, tag: str = "", with_js: bool = True) -> str:
+    """The suite page's interactive block: plotly.js once, inline, then each figure's div and script; `tag`
+    tells apart the blocks of one page (one per device kind), `with_js` false: an earlier block brought it."""
     import plotly.io as pio
 
     off = max(0, len(entries) - INTERACTIVE_RUNS)
@@ -220,11 +221,11 @@ def figures_html(entries: list[dict[str, Any]], metric: str, fraction: bool, cut
     mine = [Break(b.index - off, b.what, b.before, b.after) for b in cuts if b.index > off]
     figs = [("history", history_figure(shown, metric, fraction, mine, inactive)), ("steps", histogram_figure(shown))]
     parts = []
-    first = True
+    first = with_js
     for name, fig in figs:
         if fig is None:
             continue
-        parts.append(pio.to_html(fig, include_plotlyjs=first, full_html=False, div_id=f"plot-{name}",
+        parts.append(pio.to_html(fig, include_plotlyjs=first, full_html=False, div_id=f"plot-{name}{tag}",
                                  config=PAGE_CONFIG))
         first = False
     return "\n".join(parts)

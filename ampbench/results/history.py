@@ -158,6 +158,9 @@ class RunSummary(VersionedDoc):
     verdict: str = NOT_CHECKED
     exit_code: int | None = None
     confidence: float = 0.95  # of the intervals below
+    # the suite's history_min_change: the one segmentation of the series (judge.series) reads it, so the
+    # dashboard and history bisect cut the series where check --history did
+    history_min_change: float | None = Field(None, ge=0, lt=1)
     modes: dict[str, ModeSummary] = {}
 
     def to_line(self) -> str:

@@ -28,7 +28,7 @@ from ampbench.judge.pooled import MIN_RUNS
 from ampbench.judge.rules.context import Ctx, more_seeds_text
 from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
 from ampbench.results.baselines import CompactTrial
-from ampbench.results.verdicts import RuleResult, Status
+from ampbench.results.verdicts import RuleResult, Status, as_status
 
 HISTORY_CODE = {"PASS": "no-slowdown", "FAIL": "slowdown", "INCONCLUSIVE": "undecided", "ERROR": "error"}
 STATISTIC = {"floor": "fast-floor", "trimmed": "trimmed-mean", "median": "median"}
@@ -83,15 +83,21 @@ def _night(c: Ctx, modes: list[str]) -> np.ndarray:
 def _interleaved(c: Ctx, modes: list[str]) -> np.ndarray:
     """(1, M): another mode's trial ran between or beside this mode's trials (wall clock), from every trial's
     started_unix / ended_unix; False where a time is missing (then a machine episode cannot be ruled out)."""
-    spans = {m: [(t.started_unix, t.ended_unix) for t in c.ok(m)] for m in modes}
+    spans: dict[str, list[tuple[float, float]]] = {}
+    missing = set()
+    for m in modes:
+        for t in c.ok(m):
+            if t.started_unix is None or t.ended_unix is None:
+                missing.add(m)
+            else:
+                spans.setdefault(m, []).append((t.started_unix, t.ended_unix))
     out = np.zeros((1, len(modes)), bool)
     for j, m in enumerate(modes):
-        mine = spans[m]
-        if not mine or any(a is None or b is None for a, b in mine):
+        mine = spans.get(m, [])
+        if not mine or m in missing:
             continue
-        lo, hi = min(a for a, _ in mine), max(b for _, b in mine)  # type: ignore[type-var]
-        out[0, j] = any(a is not None and b is not None and a < hi and b > lo
-                        for o in modes if o != m for a, b in spans[o])
+        lo, hi = min(a for a, _ in mine), max(b for _, b in mine)
+        out[0, j] = any(a < hi and b > lo for o in modes if o != m for a, b in spans.get(o, []))
     return out
 
 
@@ -243,7 +249,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     t = g.tests[k]
     assert t is not None
     b = _bounds(t, c)
-    status: Status = str(g.status[0])  # type: ignore[assignment]
+    status = as_status(str(g.status[0]))
     fig, basis, against = TESTS[k]
     figure = "median" if median_only and fig == "floor" else STATISTIC[fig]
     head = (f"{c.mode} throughput against the history since {p.since} ({p.describe()}): {_tests_text(g, c)}. "

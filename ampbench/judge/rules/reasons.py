@@ -52,6 +52,7 @@ class Reason(str, Enum):
     # accuracy-parity, history-metric
     NONINFERIOR = "noninferior"
     WORSE = "worse"
+    RUN_EFFECT_UNKNOWN = "run-effect-unknown"
     UNDECIDED = "undecided"
     SEED_SD_UNKNOWN = "seed-sd-unknown"
     METRIC_MISSING = "metric-missing"
@@ -123,6 +124,7 @@ ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
     (("baseline-quality",), ((R.LEARNED, ""), (R.NO_FP32, ""), (R.LOSS_FLAT, ""), (R.BELOW_FLOOR, ""))),
     (("accuracy-parity", "history-metric"), (
         (R.NONINFERIOR, ""), (R.WORSE, ""), (R.UNDECIDED, ""), (R.ERROR, ""),
+        (R.RUN_EFFECT_UNKNOWN, "a drop the seeds show, not beyond a run effect they share: no history estimated it"),
         (R.SEED_SD_UNKNOWN, "one seed a side: the margin is `metric_abs_tol`"), (R.METRIC_MISSING, ""),
         (R.AMP_NONFINITE, ""), (R.BASELINE_QUALITY, "not judged: FP32 did not learn"))),
     (("speedup",), ((R.SHOWN, ""), (R.BELOW, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.SHORT_TRIALS, ""),

@@ -148,12 +148,14 @@ def test_interactive_traces_never_cross_a_change_and_escape_user_text(lines):
 def test_publish_interactive_page_is_self_contained(lines, tmp_path):
     index = publish(_history(tmp_path, lines), tmp_path / "site", interactive=True)
     page = (index.parent / "toy.html").read_text()
-    assert page.count('class="plotly-graph-div"') == 2 and "<img" not in page.split("<h2>", 1)[0]
+    # a figure per device kind (issue 55: another kind is another level); the step-time histogram of the newest run
+    assert page.count('class="plotly-graph-div"') == 3 and "<img" not in page.split("<h2>", 1)[0]
+    assert page.count("<h3>Device kind") == 2
     assert re.search(r"<script[^>]*\bsrc=|<link\b|<iframe\b", page) is None   # plotly.js inline, nothing loaded
     assert page.count("<script") >= 3 and len(page) > 3_000_000                 # its 4.6 MB bundle, once
     assert HOSTILE_MODE not in page and HOSTILE_SHA not in page
-    steps = page.split("<h2>Steps in the series</h2>", 1)[1].split("<h2>", 1)[0]
-    assert "config changed at run night-06" in steps and "device changed at run night-09" in steps
+    series = page.split("<h2>The series</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "config changed at run night-06" in series and "nvidia-other-gpu-80gb" in series
 
 
 def test_load_suites_keeps_only_the_newest_histogram(lines, tmp_path):
@@ -222,12 +224,12 @@ def test_interactive_dashboard_in_chromium(lines, tmp_path, browser):  # noqa: F
                                           "'.modebar-btn')).map(function(e){return e.getAttribute('data-title');}))"))
     assert "Zoom" in buttons and not any("Share" in t or "Cloud" in t for t in buttons), buttons
     plots = json.loads(browser.evaluate(_TRACES))
-    assert [p["id"] for p in plots] == ["plot-history", "plot-steps"]
-    hist, steps = plots
+    assert [p["id"] for p in plots] == ["plot-history", "plot-history-1", "plot-steps-1"]  # a figure per device kind
+    hist, _, steps = plots
     drawn = [t for t in hist["traces"] if "lines" in t["mode"]]
-    assert len(drawn) == 7 and sorted(hist["shapes"]) == [CONFIG_AT - 0.5, DEVICE_AT - 0.5]
+    assert len(drawn) == 7 and sorted(hist["shapes"]) == [CONFIG_AT - 0.5]
     for t in drawn:
-        assert _crossings(t["x"], t["y"], [CONFIG_AT, DEVICE_AT]) == [], t["name"]
+        assert _crossings(t["x"], t["y"], [CONFIG_AT]) == [] and max(t["x"]) < DEVICE_AT, t["name"]
     assert [t["type"] for t in steps["traces"]] == ["bar", "bar"] and all(sum(t["y"]) == 40 for t in steps["traces"])
 
     browser.evaluate(_LISTEN)

@@ -25,6 +25,7 @@ from ampbench.config import Thresholds
 from ampbench.judge import inference, measure
 from ampbench.judge.check import check_trials
 from ampbench.judge.rules.history_pooled import decide
+from ampbench.judge.rules.parity import guarded_parity
 from ampbench.results.baselines import Baseline, compact
 from tests import verdict_sim as vs
 from tests.factories import StepNoise, make_suite, make_trials, plan_of
@@ -105,7 +106,7 @@ def test_accuracy_parity_error_rates():
         assert null["FAIL"] <= 0.01 and drop["PASS"] <= 0.05, (k, frac, null, drop)
 
 
-@pytest.mark.parametrize("slowdown, amp_drop", [(0.0, 0.0), (0.10, 0.03)])
+@pytest.mark.parametrize("slowdown, amp_drop", [(0.0, 0.0), (0.10, 0.10)])
 def test_rule_code_decides_as_the_simulated_statistics(slowdown, amp_drop):
     """check_trials on whole trial sets makes the decision the batch functions (used above) make."""
     suite = make_suite(seeds=[0, 1, 2])
@@ -135,10 +136,11 @@ def test_rule_code_decides_as_the_simulated_statistics(slowdown, amp_drop):
     assert rules["history-throughput"].status == want and rules["history-throughput"].details["statistic"] == "fast-floor"
     assert rules["history-throughput"].observed == pytest.approx(b.estimate - 1, abs=1e-5)
     assert rules["history-throughput"].details["median_ratio"] == pytest.approx(bm.estimate, rel=1e-5)
-    par = inference.parity_batch(np.array([ref]), np.array([amp]), TH.metric_abs_tol, TH.metric_sigma_k,
-                                 TH.confidence, fail_confidence=1 - TH.fail_alpha)
-    assert rules["accuracy-parity"].status == par["status"][0]
-    assert (want == "FAIL") == (slowdown > 0) and (par["status"][0] == "FAIL") == (amp_drop > 0)
+    # without a history a FAIL must also clear a run effect the seeds cannot show (issue 55: guarded_parity)
+    _, par = guarded_parity(np.array([ref]), np.array([amp]), TH.metric_abs_tol, TH.metric_sigma_k, TH.confidence,
+                            "max", 1 - TH.fail_alpha, TH.confidence, None)
+    assert rules["accuracy-parity"].status == par[0]
+    assert (want == "FAIL") == (slowdown > 0) and (par[0] == "FAIL") == (amp_drop > 0)
 
 
 @pytest.mark.parametrize("frac", [0.5, 1.0])
@@ -260,15 +262,16 @@ def test_metric_rules_fail_from_two_seeds_within_fail_alpha(kind):
 
 
 def test_pooled_history_baseline_error_rates():
-    """history-throughput against 10 earlier runs (check --history): identical code FAILs at most
-    history_alpha, a 20% slowdown is FAILed >= 90% at 3 trials and 6% trial spread with 2% drift, where
-    one baseline run of 3 trials FAILs it far less often."""
+    """history-throughput on the median figure against 10 earlier runs (check --history with lines that keep no
+    fast floor: judge.gate's run-unit prediction): identical code FAILs at most history_alpha, a 20% slowdown is
+    FAILed >= 80% at 3 trials and 6% trial spread with 2% drift, where one baseline run of 3 trials FAILs it far
+    less often."""
     rng = np.random.default_rng(41)
     null = vs.rates(vs.pooled_outcomes(rng, 2000, 10, 3, 0.0, 0.06, 0.0, 0.02, TH))
     slow = vs.rates(vs.pooled_outcomes(rng, 600, 10, 3, 0.20, 0.06, 0.0, 0.02, TH))
     one = vs.rates(vs.history_outcomes(rng, 600, 3, 0.20, 0.06, 0.0, 0.02, TH))
     assert null["FAIL"] <= TH.history_alpha and slow["PASS"] == 0, (null, slow)
-    assert slow["FAIL"] >= 0.90 and slow["FAIL"] > one["FAIL"] + 0.1, (slow, one)
+    assert slow["FAIL"] >= 0.80 and slow["FAIL"] > one["FAIL"] + 0.1, (slow, one)
     print(f"\n[sim] pooled history (10 runs x 3 trials, 6% spread, 2% drift): false FAIL {null['FAIL']:.2%}, "
           f"20% slowdown FAILs {slow['FAIL']:.0%} (one baseline run: {one['FAIL']:.0%})")
 

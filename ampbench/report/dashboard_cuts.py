@@ -44,7 +44,7 @@ def commit_range(entries: list[dict[str, Any]], r: Regression, repo_url: str | N
 def series_regressions(entries: list[dict[str, Any]], accepts: Sequence[Any] = ()) -> list[Regression]:
     """The regressions of every series of the page (judge.series: the nights check --history FAILed in a row),
     oldest first, as Regression(modes joined, last night before it, first night)."""
-    regs = [Regression(", ".join(r.modes), r.good, r.first, ["history-throughput"])
+    regs = [Regression(", ".join(r.modes), r.good, r.first)
             for v in views(entries, accepts) for r in v.regressions]
     return sorted(regs, key=lambda r: r.bad)
 

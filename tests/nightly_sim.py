@@ -7,7 +7,7 @@ and pending nights, cuts, the recent window, the reference level, the spread gro
 (judge.gate.judge_night: the figures, the predictions, the step-time evidence, the decision), and what the
 night's line records (its status and hold) is what the next night's segmentation reads.  Every night is
 judged, the first ones too (with fewer than judge.series.MIN_RUNS nights of its kind a night is
-INCONCLUSIVE and kept).  `scripts/sim_nightly.py` prints the tables of docs/checks.md.
+INCONCLUSIVE and kept); a night records its status, hold and change, as a history line does.  `scripts/sim_nightly.py` prints the tables of docs/checks.md.
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ def simulate(rows: int, model: nn.GpuNight | nn.CpuNight, change: nn.Change, see
         gates, _ = gate.judge_night(figs, hist, levels, ratios, 0, interleaved, lv)
         hist[:, :, n] = figs
         floor = np.nanmedian(figs[0], -1)
+        moved = [g.change for g in gates]
         for b in range(rows):
-            modes = {name: series.ModePoint(float(floor[b, m]), True, gates[m].hold[b] or None,
-                                            str(gates[m].status[b])) for m, name in enumerate(MODES)}
+            modes = {name: series.ModePoint(float(floor[b, m]), True, gates[m].hold[b] or None, str(gates[m].status[b]),
+                                            float(moved[m][b]) if np.isfinite(moved[m][b]) else None)
+                     for m, name in enumerate(MODES)}
             nights[b][kind[b]].append(series.Night(str(n), modes))
             glob[b][kind[b]].append(n)
         if n >= first:

@@ -126,3 +126,30 @@ def test_a_fleet_of_two_gpu_kinds_is_judged_compared_and_drawn_per_kind(tmp_path
     entries = [json.loads(x) for x in (hist / "toy.jsonl").read_text().splitlines()]
     text = trend_section("toy", entries, Ctx(out_dir=tmp_path, plots_dir=tmp_path / "plots", multi=False))
     assert "+6." not in text and "-5." not in text and "-6." not in text, text
+
+
+def test_a_history_of_one_run_is_judged_by_the_same_gate():
+    """gate.judge_runs (what `check --baseline RUN` can call, issue 62): the nightly gate's figures, comparisons
+    and step-time gate against N earlier runs, N = 1 with a prior run-to-run spread; a 20% slowdown of both
+    modes FAILs, the same code does not, slow steps of AMP alone FAIL AMP on the ratio."""
+    from ampbench.judge import gate, inference
+
+    rng = np.random.default_rng(9)
+
+    def run(level: float, amp_steps: float = 1.0) -> np.ndarray:
+        rates = [[(1000 + 600 * m) * level / np.where(rng.random(200) < (0.3 if m and amp_steps > 1 else 0), amp_steps,
+                                                        1.0) * np.exp(rng.normal(0, 0.01, 200)) for _ in range(3)]
+                 for m in (0, 1)]
+        return gate.trial_figures(rates)
+
+    lv = gate.Levels(0.05)
+    base, inter = run(1.0), np.ones(2, bool)
+    prior = (inference.RUN_DRIFT_SD, math.inf)
+    same, _ = gate.judge_runs(run(1.0), [base], 0, inter, lv, prior)
+    slow, _ = gate.judge_runs(run(0.8), [base], 0, inter, lv, prior)
+    amp, ev = gate.judge_runs(run(1.0, amp_steps=1.8), [base], 0, inter, lv, prior)
+    none, _ = gate.judge_runs(run(1.0), [], 0, inter, lv)
+    assert [g.status[0] for g in same] == ["PASS", "PASS"] and [g.status[0] for g in slow] == ["FAIL", "FAIL"]
+    assert amp[0].status[0] == "PASS" and amp[1].status[0] == "FAIL" and ev["own"][0, 1]
+    assert gate.TESTS[amp[1].decided[0]][1] == "ratio" or amp[1].tests[6]["status"][0] == "FAIL"
+    assert [g.status[0] for g in none] == ["INCONCLUSIVE", "INCONCLUSIVE"]

@@ -131,7 +131,7 @@ def predict(cur: np.ndarray, means: np.ndarray, spread: Spread, lv: Levels,
     shown at the PASS level only)."""
     r = (~np.isnan(means)).sum(-1)
     with np.errstate(all="ignore"):
-        est = cur - np.nanmean(means, -1)
+        est = cur - np.where(r > 0, np.nansum(means, -1) / np.maximum(r, 1), np.nan)
         v, df = spread.variance()
         v = np.maximum(v, floor ** 2)
         se = np.sqrt(v * (1 + 1 / r))
@@ -160,7 +160,8 @@ def shape_evidence(cur: np.ndarray, seg: np.ndarray, prev: np.ndarray, interleav
         enough = (~np.isnan(seg)).sum(-1) >= 3
         bar = np.maximum(SHIFT_MIN, SHIFT_K * spread)[..., None]
         n = (~np.isnan(cur)).sum(-1)
-        sd = np.where(n > 1, np.nanstd(cur, -1, ddof=1), 0.0)
+        mean = np.nansum(cur, -1) / np.maximum(n, 1)
+        sd = np.where(n > 1, np.sqrt(np.nansum((cur - mean[..., None]) ** 2, -1) / np.maximum(n - 1, 1)), 0.0)
         moved = (cur - centre[..., None]) < -bar
         every = (moved | np.isnan(cur)).all(-1) & (n > 0)
         touched = moved.any(-1)
@@ -198,6 +199,15 @@ class ModeGate:
     counted: np.ndarray          # (B, len(TESTS)) bool: which comparisons counted
     typical: np.ndarray          # typical-steps-slower: a PASS held back by the median or an uncounted trimmed mean
     unconfirmed: np.ndarray      # a trimmed-mean FAIL whose slow steps the next night must confirm
+
+    @property
+    def change(self) -> np.ndarray:
+        """The decided comparison's change (ratio - 1; NaN where none was made): what the history line records."""
+        est = np.full(self.status.shape, np.nan)
+        for k, t in enumerate(self.tests):
+            if t is not None:
+                est = np.where(self.decided == k, t["estimate"], est)
+        return np.exp(est) - 1
 
 
 def decide_mode(tests: Sequence[dict[str, np.ndarray] | None], trimmed_counts: np.ndarray, ratio_counts: np.ndarray,
@@ -369,3 +379,46 @@ def judge_night(cur: np.ndarray, hist: np.ndarray, levels: Sequence[Index], rati
         ratio_counts = ev["counts"][:, m] & (ev["counts"][:, ref] if ref is not None else True)
         out.append(decide_mode(tests, ev["counts"][:, m], ratio_counts, ev["unconfirmed"][:, m]))
     return out, ev
+
+
+# ---------------------------------------------------------------- a history of N runs without a series (N = 1 too)
+
+
+def trial_figures(rates: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
+    """(3, M, K) log fast floor, trimmed mean and median of every trial (FIGURES order, core.records' definitions
+    through judge.measure; NaN where a trial is too short for one) from each mode's trials' per-step rates."""
+    from ampbench.judge import measure
+
+    k = max((len(m) for m in rates), default=1) or 1
+    out = np.full((3, len(rates), k), np.nan)
+    for j, trials in enumerate(rates):
+        for t, r in enumerate(trials):
+            for f, fig in enumerate((measure.judged_floor, measure.judged_trimmed, measure.judged_rate)):
+                v = fig(np.asarray(r))
+                if v:
+                    out[f, j, t] = math.log(v)
+    return out
+
+
+def plain_index(n: int) -> Index:
+    """The pools of n earlier runs with no cut and no night held out: all of them the recent window, the first
+    REFERENCE_RUNS the reference, one spread group (judge.series.Pools' shape)."""
+    from ampbench.judge.series import REFERENCE_RUNS
+
+    nights = tuple(range(n))
+    return Index.of([Pools(nights, nights[:REFERENCE_RUNS], (nights,) if n else (), (nights[:REFERENCE_RUNS],) if n
+                           else (), tuple(reversed(nights))[:2])])
+
+
+def judge_runs(cur: np.ndarray, runs: Sequence[np.ndarray], ref: int | None, interleaved: np.ndarray, lv: Levels,
+               prior: tuple[float, float] | None = None) -> tuple[list[ModeGate], dict[str, np.ndarray]]:
+    """This run against N earlier runs of the same modes (a stored baseline is N = 1) with the nightly gate's
+    figures, comparisons, step-time gate and decision.  cur and each of `runs`: (3, M, K) (trial_figures);
+    interleaved (M,); `prior`: (sd, df) of the run-to-run spread where the runs cannot show it (N < 3: e.g.
+    (changepoint.drift(...).sd, math.inf), or (inference.RUN_DRIFT_SD, math.inf))."""
+    k = max([cur.shape[-1], *(r.shape[-1] for r in runs)])
+    pad = [np.pad(x, ((0, 0), (0, 0), (0, k - x.shape[-1])), constant_values=np.nan) for x in (cur, *runs)]
+    hist = np.stack(pad[1:], 1)[:, None] if runs else np.full((3, 1, 0, cur.shape[1], k), np.nan)
+    ix = plain_index(len(runs))
+    ratios = [None if m == ref else ix for m in range(cur.shape[1])]
+    return judge_night(pad[0][:, None], hist, [ix] * cur.shape[1], ratios, ref, interleaved[None], lv, prior)

@@ -22,9 +22,10 @@ they cut it at the same nights and mean the same thing by a regression:
   segment's recent mean by history_min_change (`Cut`).  Never at a downward step without an accept: that is
   how a creep was absorbed.
 - **The nights a night is judged against** (`Pools`, per mode): the recent window (the newest POOL_CAP kept
-  nights of the segment), the reference level (its first REFERENCE_RUNS kept nights, which a creep cannot
-  move), and the spread groups (the kept nights of this and earlier segments, each around its own mean: the
-  spread is the machine's, so it survives an accept).
+  nights of the segment), the reference level (its first REFERENCE_RUNS kept nights, after its first MIN_RUNS
+  only those whose recorded change was not below -min_change / 3: a creep cannot move it), and the spread
+  groups (the kept nights of this and earlier segments, each around its own mean: the spread is the
+  machine's, so it survives an accept).
 """
 
 from __future__ import annotations
@@ -227,6 +228,7 @@ class Segmentation:
     cuts: tuple[Cut, ...]
     held: Mapping[str, Mapping[int, str]]    # mode -> index -> hold, for the nights now out of the pool
     regressions: tuple[Regression, ...]
+    min_change: float = DEFAULT_MIN_CHANGE
 
     @property
     def start(self) -> int:
@@ -253,7 +255,8 @@ class Segmentation:
             return mine if also is None else sorted(set(mine) & set(self.kept(also, lo, hi)))
 
         seg = kept(self.start)
-        window, reference = tuple(seg[-POOL_CAP:]), tuple(seg[:REFERENCE_RUNS])
+        window, reference = tuple(seg[-POOL_CAP:]), tuple(self._reference(seg, (mode,) if also is None else
+                                                                           (mode, also)))
         earlier: list[tuple[int, ...]] = []
         room = SPREAD_CAP - len(seg)
         for a, b in zip(reversed(self.cuts[:-1]), reversed(self.cuts[1:])):
@@ -279,6 +282,19 @@ class Segmentation:
             return None
         ref, now = levels[:REFERENCE_RUNS], levels[-recent:]
         return math.exp(sum(now) / len(now) - sum(ref) / len(ref)) - 1, len(now), len(ref)
+
+    def _reference(self, seg: list[int], modes: tuple[str, ...]) -> list[int]:
+        """The reference level's nights: the segment's first MIN_RUNS kept nights, then kept nights whose recorded
+        change was not below -min_change / 3 (or that no check judged), up to REFERENCE_RUNS: a creep that begins
+        while the reference fills (a young segment, a kind with few nights) cannot pull it down."""
+        out = []
+        for k, i in enumerate(seg):
+            if len(out) >= REFERENCE_RUNS:
+                break
+            changes = [c for m in modes if (c := self.nights[i].modes[m].change) is not None]
+            if k < MIN_RUNS or all(c >= -self.min_change / 3 for c in changes):
+                out.append(i)
+        return out
 
     def open_regression(self) -> list[Regression]:
         return [r for r in self.regressions if r.open]
@@ -382,4 +398,5 @@ def segment(nights: Sequence[Night], accepts: Sequence[Accepted] = (), min_chang
             out.append(Cut(i, "faster", f"the improvement at run {nights[i].run_id} (a level above the segment's "
                                         f"by {min_change:.0%} for {RISE_RUNS} nights)"))
             lo = i
-    return Segmentation(tuple(nights), tuple(out), held, tuple(sorted(regs, key=lambda r: (r.first, r.mode))))
+    return Segmentation(tuple(nights), tuple(out), held, tuple(sorted(regs, key=lambda r: (r.first, r.mode))),
+                        min_change)

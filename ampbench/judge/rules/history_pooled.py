@@ -64,20 +64,9 @@ def split_text(m: float, median: inference.Bounds, floor: inference.Bounds) -> s
             "change that slows only part of the steps. Rerun; if it repeats, compare the step-time plots.")
 
 
-def _log(v: float | None) -> float:
-    return math.log(v) if v else math.nan
-
-
 def _night(c: Ctx, modes: list[str]) -> np.ndarray:
-    """(3, 1, M, K) this run's log figures per ok trial (judge.gate.FIGURES order)."""
-    per = [[(_log(measure.judged_floor(t.rates())), _log(measure.judged_trimmed(t.rates())),
-             _log(measure.judged_rate(t.rates()))) for t in c.compact(m)] for m in modes]
-    k = max((len(x) for x in per), default=1) or 1
-    out = np.full((3, 1, len(modes), k), np.nan)
-    for j, trials in enumerate(per):
-        for t, figs in enumerate(trials):
-            out[:, 0, j, t] = figs
-    return out
+    """(3, 1, M, K) this run's log figures per ok trial (judge.gate.trial_figures)."""
+    return gate.trial_figures([[t.rates() for t in c.compact(m)] for m in modes])[:, None]
 
 
 def _interleaved(c: Ctx, modes: list[str]) -> np.ndarray:

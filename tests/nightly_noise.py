@@ -18,7 +18,7 @@ after another in the runner's seed-major order (fp32 s0, amp s0, fp32 s1, ...), 
 regime.  A `Change` lands on the first scenario night: uniform, part of the steps (30% at random, or every
 third), after part of the trial, a creep (a further loss every night), one degraded night, an improvement;
 in both modes or one.  `night()` gives every trial's figures (log fast floor, trimmed mean and median rate,
-core.records' definitions) and its wall-clock window, which is all a history line and a run record keep.
+record.rates' definitions) and its wall-clock window, which is all a history line and a run record keep.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampbench.core.records import floor_rates_batch, trimmed_rates_batch
+from ampbench.record.rates import floor_rates_batch, trimmed_rates_batch
 from tests.test_floor_sim import EpisodeNoise
 
 MODES, TRIALS, STEPS = 2, 3, 200

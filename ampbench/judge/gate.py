@@ -4,7 +4,7 @@
 (tests/nightly_sim.py, scripts/sim_nightly.py) with thousands; the nights come from judge.series (one
 segmentation).  A run is the unit: each figure of a mode is its trials' median (inference.run_values_batch).
 
-**The figures** of every mode (core.records' definitions, per trial): the fast floor (95th percentile of the
+**The figures** of every mode (record.rates' definitions, per trial): the fast floor (95th percentile of the
 per-step rates), the trimmed mean (samples over the time of the fastest 95% of the steps) and the median.
 
 **The comparisons** of each figure (`predict`): this night against the recent window and against the
@@ -385,7 +385,7 @@ def judge_night(cur: np.ndarray, hist: np.ndarray, levels: Sequence[Index], rati
 
 
 def trial_figures(rates: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
-    """(3, M, K) log fast floor, trimmed mean and median of every trial (FIGURES order, core.records' definitions
+    """(3, M, K) log fast floor, trimmed mean and median of every trial (FIGURES order, record.rates' definitions
     through judge.measure; NaN where a trial is too short for one) from each mode's trials' per-step rates."""
     from ampbench.judge import measure
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampbench.core.records import Env, Interference
 from ampbench.judge import inference, series
 from ampbench.judge.series import Regression, Segmentation
+from ampbench.record.models import Env, Interference
 from ampbench.results.accepts import AcceptRecord
 from ampbench.results.baselines import CompactTrial, device_slug
 from ampbench.results.history import RunSummary, TrialPoint

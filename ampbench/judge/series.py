@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.core.names import device_slug
-from ampbench.core.records import Env
+from ampbench.record.models import Env
 from ampbench.results.history import ModeSummary, RunSummary
 
 HOLD_FAIL, HOLD_PENDING = "fail", "pending"  # ModeSummary.history_hold
@@ -287,7 +287,7 @@ class Segmentation:
         """The reference level's nights: the segment's first MIN_RUNS kept nights, then kept nights whose recorded
         change was not below -min_change / 3 (or that no check judged), up to REFERENCE_RUNS: a creep that begins
         while the reference fills (a young segment, a kind with few nights) cannot pull it down."""
-        out = []
+        out: list[int] = []
         for k, i in enumerate(seg):
             if len(out) >= REFERENCE_RUNS:
                 break

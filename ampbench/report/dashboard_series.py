@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.core.names import device_slug
-from ampbench.core.records import Env
 from ampbench.judge.series import of_rows, row_key
+from ampbench.record.models import Env
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class DiagnosisFile(VersionedDoc):
     """diagnosis.json: every mode diagnosed in one run folder (a later diagnose of a mode replaces it)."""
 
     SCHEMA: ClassVar[str] = DIAGNOSIS_SCHEMA
+    STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(DIAGNOSIS_SCHEMA, alias="schema")
     suite: str
     run_dir: str

@@ -27,8 +27,12 @@ from ampbench.judge.gate import TESTS
 from ampbench.judge.pooled import MIN_RUNS
 from ampbench.judge.rules.context import Ctx, more_seeds_text
 from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
+from ampbench.judge.rules.traits import ResultName
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.verdicts import RuleResult, Status, as_status
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+HISTORY_THROUGHPUT = ResultName("history-throughput")
 
 HISTORY_CODE = {"PASS": "no-slowdown", "FAIL": "slowdown", "INCONCLUSIVE": "undecided", "ERROR": "error"}
 STATISTIC = {"floor": "fast-floor", "trimmed": "trimmed-mean", "median": "median"}
@@ -192,12 +196,12 @@ def _pooled_short(c: Ctx, now: list[CompactTrial], threshold: dict[str, float]) 
     p = c.pooled
     if not p.enough:
         kind = f" on device kind {p.kind}" if p.kind else ""
-        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
+        return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, threshold,
                       f"Not enough data: the history holds {len(p.lines)} night(s) of this suite and config{kind} "
                       f"since {p.since}; the night-to-night spread needs {MIN_RUNS} (other device kinds' nights are "
                       "not borrowed: their level is another one).", baseline_runs=p.run_ids, reasons=["few-runs"])
     if len([t for t in now if measure.judged_rate(t.rates())]) < inference.MIN_TRIALS:
-        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
+        return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, threshold,
                       f"Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} measured steps; "
                       f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=p.run_ids,
                       reasons=["few-seeds"])
@@ -258,7 +262,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     open_ = p.open_regression
     if open_ is not None:
         msg += f" The history's {open_.describe()}."
-    return c.rule("history-throughput", status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
+    return c.rule(HISTORY_THROUGHPUT, status, b.estimate - 1, threshold, msg, ratio=b.estimate, lower=b.lower,
                   upper=b.upper, fail_upper=b.fail_upper, ci_low=b.low, ci_high=b.high,
                   seeds=[len(cur), sum(len(r.modes[c.mode].per_trial) for r in p.runs if c.mode in r.modes)],
                   runs=int(t["runs"][0]), drift_sd=float(t["sd"][0]), disturbed=bool(why), clustered=clustered,

@@ -43,3 +43,7 @@ _.launch_in_process  # the in-process launcher: for tests and debugging (a break
 _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and the pairs a 2% claim needs
 
 _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back
+
+# The nightly gate against N earlier runs without a series (judge.gate): what `check --baseline RUN` is to call
+# to judge a stored run as a history of one run (issue 62); tests/test_nightly_gate.py judges with it.
+_.judge_runs

@@ -46,4 +46,4 @@ _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare
 
 # The nightly gate against N earlier runs without a series (judge.gate): what `check --baseline RUN` is to call
 # to judge a stored run as a history of one run (issue 62); tests/test_nightly_gate.py judges with it.
-_.judge_runs
+_.judge_runs  # judge.gate: check --baseline RUN (issue 62) judges a stored run as a history of one run with it

@@ -192,7 +192,7 @@ def test_view_without_plotly_falls_back_or_exits_2(lines, tmp_path, monkeypatch)
 
 # ---------------------------------------------------------------- in a real headless browser
 
-_POINT = """(function(){var g=document.getElementById('plot-history');
+_POINT = """(function(){var g=document.getElementById('plot-history');g.scrollIntoView({block:'start'});
 var t=g.data.find(function(d){return d.meta && d.meta.key==='samples_per_s';});var i=t.x.indexOf(%d);
 var xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis, r=g.getBoundingClientRect();
 return JSON.stringify({x: r.left + xa._offset + xa.l2p(t.x[i]), y: r.top + ya._offset + ya.l2p(t.y[i]),

@@ -19,7 +19,7 @@ from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import RunSummary, history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.results.verdicts import CheckReport, load_check_optional
+from ampbench.results.verdicts import CheckReport, claims_exit, load_check_optional
 
 
 def check_path(run: RunDir, baseline: Path | None) -> Path:
@@ -77,6 +77,12 @@ def _no_pool_note(nights: int, kind: str, others: dict[str, int], baseline: bool
     borrow = f" (other kinds' nights are not borrowed: {besides})" if besides else ""
     return (f"No pooled history baseline: the history holds {nights} night(s) of this suite and config{on}, fewer "
             f"than {pooled.MIN_RUNS} that can join a pool{borrow}; {instead}.")
+
+
+def check_exit(report: CheckReport, claims: bool = False) -> int:
+    """The verb's exit code: the verdicts' (check.json `exit_code`); with --claims, 1 when a published claim of
+    the suite is refuted (results.verdicts.claims_exit)."""
+    return claims_exit(report) if claims else report.exit_code
 
 
 def recorded_check(run_dir: Path) -> CheckReport:

@@ -2,7 +2,7 @@
 """The nightly-gate tables of docs/checks.md: simulated GPU-nightly histories judged night after night with
 the rule's own code (tests/nightly_sim.py over tests/nightly_noise.py).
 
-    PYTHONPATH=. python scripts/sim_nightly.py                  # 1,000 histories a row (about 15 CPU minutes)
+    PYTHONPATH=. python scripts/sim_nightly.py                  # 1,000 histories a row (about 8 CPU minutes)
     PYTHONPATH=. python scripts/sim_nightly.py --rows 200 --only null
 
 Rows: identical code over 40-night histories (10 nights, then 30 judged) in every noise model; then each

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.core.names import device_slug
+from ampbench.core.text import printable
 from ampbench.record.models import Env
 from ampbench.results.history import ModeSummary, RunSummary
 
@@ -144,8 +145,8 @@ def group(lines: Iterable[RunSummary]) -> dict[tuple[str, str, str], list[RunSum
 
 def accepted(records: Iterable[Any]) -> list[Accepted]:
     """results.accepts.AcceptRecord as the segmentation reads them."""
-    return [Accepted(a.run_id, frozenset(a.cleared), f"the level accepted from run {a.run_id} by {a.by} on {a.at}: "
-                                                     f"{a.why}") for a in records]
+    return [Accepted(a.run_id, frozenset(a.cleared), printable(f"the level accepted from run {a.run_id} by {a.by} on "
+                                                               f"{a.at}: {a.why}")) for a in records]
 
 
 def min_change_of(rows: Sequence[Mapping[str, Any]] | Sequence[RunSummary]) -> float:

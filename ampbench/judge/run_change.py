@@ -30,7 +30,7 @@ class Change:
 
     mode: str
     mark: Mark
-    ratio: float | None      # current / other, the figure the rule decided on (fast floor or median)
+    ratio: float | None      # current / other, the mode's level in the figure the rule decided on
     ci_low: float | None     # its two-sided interval at the suite's confidence
     ci_high: float | None
     min_change: float        # history_min_change: a smaller change is never called significant
@@ -87,6 +87,9 @@ def changes(current: OpenRun, other: OpenRun) -> dict[str, Change]:
         else:
             mark, why = "not significant", _why(r, rb)
         th = r.threshold if isinstance(r.threshold, dict) else {}
-        out[mode] = Change(mode, mark, _num(d.get("ratio")), _num(d.get("ci_low")), _num(d.get("ci_high")),
-                           _num(th.get("min_change")) or 0.0, why)
+        # the mode's own change in the figure that decided (its level, where the rule decided on the AMP/FP32
+        # ratio: judge.rules.history_one_run's level_*), beside the mark the rule gave
+        lv = "level_" if _num(d.get("level_ratio")) is not None else ""
+        out[mode] = Change(mode, mark, _num(d.get(f"{lv}ratio")), _num(d.get(f"{lv}ci_low")),
+                           _num(d.get(f"{lv}ci_high")), _num(th.get("min_change")) or 0.0, why)
     return out

@@ -66,6 +66,12 @@ def _why(r: RuleResult | None, back: RuleResult | None) -> str:
     return "within the runs' spread"
 
 
+def _own_fail(r: RuleResult) -> bool:
+    """A FAIL of the mode's own throughput: not one its AMP/FP32 ratio alone decided (judge.gate: FP32 got faster,
+    the AMP mode did not), which says nothing of the mode being slower or faster."""
+    return r.status == "FAIL" and r.details.get("basis") != "ratio"
+
+
 def changes(current: OpenRun, other: OpenRun) -> dict[str, Change]:
     """Per mode present in both runs: slower (the rule FAILs current vs other), faster (it FAILs other vs
     current), disturbed (either direction explained by interference), else not significant."""
@@ -76,9 +82,9 @@ def changes(current: OpenRun, other: OpenRun) -> dict[str, Change]:
         d = r.details
         disturbed = bool(d.get("disturbed")) or bool(rb is not None and rb.details.get("disturbed"))
         mark: Mark
-        if r.status == "FAIL":
+        if _own_fail(r):
             mark, why = "slower", ""
-        elif rb is not None and rb.status == "FAIL":
+        elif rb is not None and _own_fail(rb):
             mark, why = "faster", ""
         elif disturbed:
             mark = "disturbed"

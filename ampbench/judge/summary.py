@@ -144,6 +144,8 @@ def summarize_modes(trials: list[Trial], metric: str, check: CheckReport | None 
                 out[mode].history_status = hist.status
                 ok = isinstance(hist.observed, (int, float)) and not isinstance(hist.observed, bool)
                 out[mode].history_change = float(hist.observed) if ok and math.isfinite(hist.observed) else None
+                hold = hist.details.get("hold")
+                out[mode].history_hold = hold if hold in ("fail", "pending") else None
             details = registry.speedup_details(verdicts[mode])
             if details is not None:
                 checker[mode] = details
@@ -170,4 +172,5 @@ def summarize_run(info: RunInfo, suite: Suite, trials: list[Trial], check: Check
         device_name=env.device_name, driver=env.driver, paddle=env.paddle, cuda=env.cuda, cudnn=env.cudnn,
         git_sha=env.git_sha, metric=meta.metric, metric_goal=meta.metric_goal, verdict=overall_verdict(check),
         exit_code=check.exit_code if check else None, confidence=confidence, modes=modes,
+        history_min_change=suite.thresholds.history_min_change,
     )

@@ -13,7 +13,7 @@ from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.records import Trial
 from ampbench.judge.pooled import PooledBaseline
-from ampbench.judge.rules import pairs, registry
+from ampbench.judge.rules import emulated, pairs, registry
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.sequential import Design
 from ampbench.results.baselines import Baseline, device_slug
@@ -35,10 +35,11 @@ def _mismatches(suite: Suite, trials: list[Trial], b: Baseline) -> list[str]:
 def judge_mode(c: Ctx) -> ModeVerdict:
     """Every registered rule that applies to this mode, in registry order."""
     rules = pairs.held_back(c, [r for rule in registry.RULES if rule.applies(c) for r in rule.judge(c)])
-    verdict = combine([r.status for r in rules])
+    rules = emulated.mark(c, rules)   # an emulated mode: numerics judged, device figures not measured
+    verdict = combine([r.status for r in rules if r.counted])
     if verdict == "PASS" and c.amp_inactive:  # belt and braces: inactive AMP is never PASS
         verdict = "INCONCLUSIVE"
-    return ModeVerdict(suite=c.suite.suite.name, mode=c.mode, verdict=verdict, rules=rules)
+    return ModeVerdict(suite=c.suite.suite.name, mode=c.mode, verdict=verdict, rules=rules, emulated=c.emulated)
 
 
 def _baseline_note(suite: Suite, trials: list[Trial], baseline: Baseline | None, allow_mismatch: bool) -> str:
@@ -94,6 +95,13 @@ def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
     notes = []
     if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS" for r in rules):   # amp-active
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
+    emulated = [v.mode for v in verdicts if v.emulated]
+    if emulated:
+        counted = all(r.counted for v in verdicts for r in v.rules)
+        notes.append(f"Emulated AMP in {', '.join(emulated)}: numerics judged for real; speed, memory and energy not "
+                     "measured under emulation" + (", so those modes cannot PASS here (a suite that judges numerics "
+                                                   "alone sets [suite] judges = \"numerics\")." if counted else
+                                                   " (the suite judges numerics alone: they are not counted)."))
     if mismatched:
         notes.append("Baseline from a different suite/config/device, compared anyway (--allow-mismatch).")
     clustered = next((r.details["clustered"] for r in rules if r.details.get("clustered")), None)

@@ -74,9 +74,10 @@ def summary_table(v: RunView) -> str:
 def _verdict_cell(m: ModeSummary) -> str:
     if m.verdict == NOT_CHECKED:
         return "not checked"
+    mark = " (emulated)" if m.amp_emulated else ""
     if m.flagged_rules:
-        return f"**{m.verdict}** ({', '.join(md_text(r) for r in m.flagged_rules)})"
-    return m.verdict
+        return f"**{m.verdict}**{mark} ({', '.join(md_text(r) for r in m.flagged_rules)})"
+    return m.verdict + mark
 
 
 def value(x: Any) -> str:

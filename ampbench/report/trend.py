@@ -43,10 +43,11 @@ def overview(views: list[RunView], ctx: Ctx) -> str:
     for v in views:
         s = v.summary
         link_target = v.run.report_path()
-        off = any(m.amp_requested and not m.amp_active and m.ok for m in s.modes.values())
+        off = any(m.amp_requested and not m.amp_active and not m.amp_emulated and m.ok for m in s.modes.values())
+        emulated = any(m.amp_emulated for m in s.modes.values())
         verdict = s.verdict if s.verdict in ("PASS", NOT_CHECKED) else f"**{s.verdict}**"
         own = {"run": md_link(s.run_id, ctx.rel(link_target)) if link_target.exists() else md_code(s.run_id),
-               "verdict": verdict + (" (AMP inactive)" if off else ""),
+               "verdict": verdict + (" (AMP inactive)" if off else "") + (" (emulated)" if emulated else ""),
                "exit_code": str(s.exit_code) if s.exit_code is not None else DASH}
         rows.append([own[c.key] if c.key in own else md_code(c.value(s)) if c.col.kind == "code"
                      else c.text(s, fields.PLAIN, md_text) for c in cols])

@@ -41,6 +41,12 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     amp.optimizer_op_calls = {op: c for op, c in res.ops_apart.calls.items() if any(c.values())}
     low = low_precision_calls(amp.op_calls)
     amp.active = bool(mode.amp and low > 0)
+    if p.prec.emu is not None:   # emulated: float32 kernels by design; the emulator says what it emulated
+        from ampbench.core.records import Emulation
+
+        amp.emulation = Emulation.model_validate(p.prec.emu.record())
+        amp.evidence = f"emulated {mode.dtype} {mode.level}: " + emulated_evidence(amp.emulation)
+        return
     n = min(tr.suite.train.op_stats_steps(), len(tr.trial.steps))
     amp.evidence = f"{low} low-precision op calls of {sum(sum(c.values()) for c in amp.op_calls.values())} " \
                    f"in the first {n} step(s), the optimizer step's " \
@@ -56,6 +62,17 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
             if not device.amp_supported(mode.dtype, mode.amp_level) else
             "AMP requested but no op ran in low precision (check the custom op lists)"
         )
+
+
+def emulated_evidence(e: Any) -> str:
+    """`412 of 530 op calls emulated in float16; 3 overflowed, 12 flushed` (the trial's evidence line)."""
+    low = sum(c.get("low", 0) for c in e.op_calls.values())
+    total = low + sum(c.get("float32", 0) for c in e.op_calls.values())
+    t = e.totals
+    lost = ", ".join(f"{t[k]} {k.replace('_', ' ')}" for k in ("overflow", "underflow", "grad_overflow",
+                                                                "grad_underflow", "lost_updates") if t.get(k))
+    return f"{low} of {total} op calls under auto_cast in the low dtype over {e.steps} step(s)" + \
+        (f"; lost values: {lost}" if lost else "; no value lost")
 
 
 def attach_interference(trial: Any, fields: dict[str, Any]) -> None:

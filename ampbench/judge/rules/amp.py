@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ampbench.config import ModeConfig
 from ampbench.core.opstat import by_forward_op, forward_op, is_cast
 from ampbench.core.records import Trial
@@ -36,6 +38,8 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
     if not ts:
         return [c.rule("amp-active", "INCONCLUSIVE", None, threshold, "No completed trial to inspect for AMP activity.",
                        reasons=["no-trials"])]
+    if all(t.amp.emulated for t in ts):
+        return [_emulated(c, ts, threshold)]
     active = [t for t in ts if t.amp.active]
     low, total = _op_counts(ts)
     share = low / total if total else None
@@ -53,6 +57,21 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
                    reasons=sorted({inactive_code(t) for t in ts if not t.amp.active}))]
 
 
+def _emulated(c: Ctx, ts: list[Trial], threshold: Any) -> RuleResult:
+    """Every trial ran emulated AMP: PASS, saying so (the op calls the emulator sent to the low dtype)."""
+    mode = c.suite.mode(c.mode)
+    calls = _calls(ts)
+    low = sum(n for by in calls.values() for dt, n in by.items() if dt in LOW_PRECISION)
+    total = sum(n for by in calls.values() for n in by.values())
+    observed = {"active": 0, "emulated": len(ts), "trials": len(ts),
+                "low_precision_share": low / total if total else None}
+    return c.rule("amp-active", "PASS", observed, threshold,
+                  f"AMP {mode.level}/{mode.dtype} emulated in {all_of(len(ts))}: {low} of {total} op calls under "
+                  f"auto_cast ran in emulated {mode.dtype} (float32 kernels, values rounded to {mode.dtype}, "
+                  "Paddle's own lists and loss scaling). Numerics are judged; speed, memory and energy are not "
+                  "measured under emulation.", reasons=["emulated"])
+
+
 def inactive_code(t: Trial) -> str:
     """Why AMP was off in a trial, as the worker recorded it (`amp.inactive_code`); a file written before
     the code existed: "device" on a CPU (or unknown) device, else "op-lists"."""
@@ -62,11 +81,20 @@ def inactive_code(t: Trial) -> str:
     return "device" if device in ("", "cpu") or device.startswith("cpu") else "op-lists"
 
 
+def _op_calls(t: Trial) -> dict[str, dict[str, int]]:
+    """A trial's op calls by dtype: Paddle's own op stats, or for an emulated trial the emulator's decisions
+    (the kernels all ran in float32; which dtype each call stood for is the evidence)."""
+    e = t.amp.emulation
+    if not t.amp.emulated or e is None:
+        return t.amp.op_calls
+    return {op: {t.amp.dtype: by.get("low", 0), "float32": by.get("float32", 0)} for op, by in e.op_calls.items()}
+
+
 def _calls(ts: list[Trial]) -> dict[str, dict[str, int]]:
     """Every trial's op calls under their forward op's canonical name (eager and PIR spellings agree)."""
     calls: dict[str, dict[str, int]] = {}
     for t in ts:
-        for op, by in by_forward_op(t.amp.op_calls).items():
+        for op, by in by_forward_op(_op_calls(t)).items():
             agg = calls.setdefault(op, {})
             for dt, n in by.items():
                 agg[dt] = agg.get(dt, 0) + int(n)

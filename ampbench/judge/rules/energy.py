@@ -14,6 +14,7 @@ from ampbench.core.records import Trial
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, g, more_seeds_text
+from ampbench.judge.rules.traits import Result
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
 
@@ -62,4 +63,4 @@ def advise_energy(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
             f"(O2, a larger batch){'; ' + kit.toml_line('level', 'O2') if m.level == 'O1' else ''}."]
 
 
-ENERGY = Rule("energy", rule_energy, _applies, advice=advise_energy)
+ENERGY = Rule("energy", rule_energy, _applies, advice=advise_energy, results=(Result("energy", device=True),))

@@ -263,7 +263,7 @@ def history_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, results=(
     Result(HISTORY_THROUGHPUT, seeds=Seeding(plan=plan_history, effect=history_effect), bisect="history",
-           figure="history_change"),
+           figure="history_change", device=True),
     Result("history-metric", seeds=Seeding(sized_by=ACCURACY_PARITY.name), bisect="history"),  # parity's test
-    Result("history-memory", bisect="history"),
+    Result("history-memory", bisect="history", device=True),
 ))

@@ -100,4 +100,4 @@ def advise_memory(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
 
 
 MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory,
-              results=(Result("memory", tune="speed", bisect="in-run", figure="memory_reduction"),))
+              results=(Result("memory", tune="speed", bisect="in-run", figure="memory_reduction", device=True),))

@@ -97,6 +97,8 @@ class Reason(str, Enum):
     NO_BASELINE_TRIALS = "no-baseline-trials"
     WITHIN = "within"
     GREW = "grew"
+    # emulated AMP (judge/rules/emulated.py): amp-active's, and the device results' "not measured"
+    EMULATED = "emulated"
     # speedup, memory, energy: a seed's arms not measured in place (judge/rules/pairs.py)
     DIFFERENT_NODES = "different-nodes"
     OVERLAPPED = "overlapped"
@@ -106,6 +108,8 @@ R = Reason
 # held back from PASS/FAIL unless `[suite] pairs` accepts it (judge/rules/pairs.py)
 PAIRS = ((R.DIFFERENT_NODES, "a seed's FP32 and AMP ran on two nodes"),
          (R.OVERLAPPED, "at the same time on one device"))
+# every device result (traits `device`): an emulated mode's is not measured (judge/rules/emulated.py)
+NOT_EMULATED = (R.EMULATED, "not measured under emulation")
 # (result names, ((code, what it says or ""), ...)): docs/checks.md's table, row by row
 ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
     (("amp-compared",), ((R.NOT_PLANNED, "the suite has AMP modes, the run planned none"), (R.NONE_DEFINED, ""))),
@@ -116,7 +120,7 @@ ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
                          (R.SEEDS_REPEAT, ""), (R.SEEDS_DIFFER, ""))),
     (("amp-active",), ((R.ACTIVE, ""), (R.NO_TRIALS, ""),
                        (R.DEVICE, "inactive: each trial's `amp.inactive_code`"), (R.OP_LISTS, ""),
-                       (R.NO_EVIDENCE, ""))),
+                       (R.NO_EVIDENCE, ""), (R.EMULATED, "AMP's numerics emulated in float32 kernels"))),
     (("op-lists",), ((R.APPLIED, ""), (R.LEAKED, ""), (R.MISSED, ""), (R.UNKNOWN_OPS, ""), (R.AMP_INACTIVE, ""))),
     (("baseline-quality",), ((R.LEARNED, ""), (R.NO_FP32, ""), (R.LOSS_FLAT, ""), (R.BELOW_FLOOR, ""))),
     (("accuracy-parity", "history-metric"), (
@@ -125,19 +129,20 @@ ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
         (R.AMP_NONFINITE, ""), (R.BASELINE_QUALITY, "not judged: FP32 did not learn"))),
     (("speedup",), ((R.SHOWN, ""), (R.BELOW, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.SHORT_TRIALS, ""),
                     (R.FEW_SEEDS, ""), (R.DISTURBED, ""),
-                    (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS)),
+                    (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS, NOT_EMULATED)),
     (("memory",), ((R.REDUCED, ""), (R.NOT_REDUCED, ""), (R.HOST_MEMORY, "not device memory"),
-                   (R.BATCH_DIFFERS, ""), (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS)),
+                   (R.BATCH_DIFFERS, ""), (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS, NOT_EMULATED)),
     (("energy",), ((R.NO_MORE, ""), (R.MORE, ""), (R.UNDECIDED, ""), (R.NOT_MEASURED, ""), (R.FEW_SEEDS, ""),
-                   *PAIRS)),
-    (("time-to-target",), ((R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""))),
+                   *PAIRS, NOT_EMULATED)),
+    (("time-to-target",), ((R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""),
+                          NOT_EMULATED)),
     (("stability",), ((R.STABLE, ""), (R.NONFINITE, ""), (R.SKIPPED, ""), (R.COLLAPSE, ""), (R.NO_STEPS, ""))),
     (("history-throughput",), (
         (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
         (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
         (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""), (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""),
-        (R.DISTURBED, ""), (R.CLUSTERED, ""))),
-    (("history-memory",), ((R.WITHIN, ""), (R.GREW, ""))),
+        (R.DISTURBED, ""), (R.CLUSTERED, ""), NOT_EMULATED)),
+    (("history-memory",), ((R.WITHIN, ""), (R.GREW, ""), NOT_EMULATED)),
 )
 DECLARED: dict[str, frozenset[str]] = {name: frozenset(code.value for code, _ in codes)
                                        for names, codes in ROWS for name in names}

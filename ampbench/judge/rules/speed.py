@@ -255,4 +255,4 @@ def speedup_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup,
                results=(Result("speedup", seeds=Seeding(plan=plan_speedup, effect=speedup_effect), tune="speed",
-                               bisect="in-run", figure="speedup"),))
+                               bisect="in-run", figure="speedup", device=True),))

@@ -10,6 +10,7 @@ from ampbench.core.target import first_reach
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
+from ampbench.judge.rules.traits import Result
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
 
@@ -98,4 +99,5 @@ def advise_target(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
             *kit.o1(m)]
 
 
-TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target)
+TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target,
+                      results=(Result("time-to-target", device=True),))

@@ -15,6 +15,8 @@ name:
   inside each run, in the AMP modes): `ampbench bisect --rule` searches it (commands.bisect).
 - `figure`: the mode figure its result gives: tune's rung record and the run summary read it (speedup's
   estimate and interval from its details, the others' `observed`).
+- `device`: it measures the device (time, memory, energy): an emulated mode's result says "not measured
+  under emulation" (judge/rules/emulated.py), and a suite that judges numerics alone does not count it.
 
 A result no rule declares has none of these: `check` judges it and the outcome table shows it, nothing else.
 """
@@ -81,3 +83,4 @@ class Result:
     outcome: OutcomeRole | None = None
     bisect: BisectKind | None = None
     figure: Figure | None = None
+    device: bool = False

@@ -122,6 +122,14 @@ class AmpInfo(_Open):
     # written before the code was
     inactive_code: InactiveCode = ""
 
+    def dtype_calls(self) -> dict[str, dict[str, int]]:
+        """Op calls by dtype: Paddle's op statistics, or for an emulated trial the emulator's decisions (its
+        kernels all ran in float32; the dtype each call stood for is the evidence)."""
+        e = self.emulation
+        if not self.emulated or e is None:
+            return self.op_calls
+        return {op: {self.dtype: by.get("low", 0), "float32": by.get("float32", 0)} for op, by in e.op_calls.items()}
+
 
 class StepRecord(_Open):
     step: int

@@ -17,9 +17,8 @@ from ampbench.core.records import Trial
 from ampbench.judge import measure
 from ampbench.record import fields
 from ampbench.report import fmt
+from ampbench.report.fmt import EMULATED_LEGEND, EMULATED_MARK
 from ampbench.report.outcome import (
-    EMULATED_LEGEND,
-    EMULATED_MARK,
     cell,
     interval_note,
     mode_rows,

@@ -34,6 +34,11 @@ __all__ = ["DASH", "bytes_h", "bytes_unit", "metric", "metric_delta", "metric_pm
            "ratio_ci", "seconds"]
 
 
+# Emulated AMP (judge/rules/emulated.py): the mark after an emulated mode's figures, and what it means.
+EMULATED_MARK = "†"
+EMULATED_LEGEND = ("emulated AMP: float16/bfloat16 numerics reproduced in float32 kernels and judged; speed, "
+                   "memory and energy not measured under emulation (docs/emulation.md)")
+
 def num_g(x: float | None, digits: int = 4) -> str:
     """Up to `digits` significant digits without trailing zeros (thresholds, observed values)."""
     if _missing(x):

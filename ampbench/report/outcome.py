@@ -21,7 +21,7 @@ from ampbench.config import REFERENCE_MODE
 from ampbench.core.columns import Col
 from ampbench.judge.rules import registry
 from ampbench.record import fields
-from ampbench.report.fmt import DASH, md_code, md_prose, md_table, md_text
+from ampbench.report.fmt import DASH, EMULATED_LEGEND, EMULATED_MARK, md_code, md_prose, md_table, md_text
 from ampbench.report.verdicts import rule_advice
 from ampbench.report.view import RunView, h
 from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary
@@ -80,12 +80,6 @@ def _row(name: str, m: ModeSummary | None, mv: ModeVerdict | None) -> ModeRow:
 # The outcome's columns that are no figure of the mode (its verdict, what decided it); the figures are the
 # catalog's (record/fields.py: ModeSummary's `Col` markers that show in "outcome", fp32's own figures
 # against itself missing there), so they read as report.md's summary table shows them.
-# Emulated AMP (judge/rules/emulated.py): the mark after an emulated mode's figures, and what it means.
-EMULATED_MARK = "†"
-EMULATED_LEGEND = ("emulated AMP: float16/bfloat16 numerics reproduced in float32 kernels and judged; speed, "
-                   "memory and energy not measured under emulation (docs/emulation.md)")
-
-
 NOT_MEASURED_STEP = ("not measured under emulation: to measure speed, memory and energy, run the mode without "
                      "`emulate = true` on a GPU")
 
@@ -206,5 +200,5 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 
-__all__ = ["EMULATED_LEGEND", "EMULATED_MARK", "ModeRow", "NextStep", "cell", "decided_by", "interval_note", "mode_rows", "next_steps", "outcome_columns",
+__all__ = ["ModeRow", "NextStep", "cell", "decided_by", "interval_note", "mode_rows", "next_steps", "outcome_columns",
            "outcome_md", "outcome_view"]

@@ -81,20 +81,11 @@ def inactive_code(t: Trial) -> str:
     return "device" if device in ("", "cpu") or device.startswith("cpu") else "op-lists"
 
 
-def _op_calls(t: Trial) -> dict[str, dict[str, int]]:
-    """A trial's op calls by dtype: Paddle's own op stats, or for an emulated trial the emulator's decisions
-    (the kernels all ran in float32; which dtype each call stood for is the evidence)."""
-    e = t.amp.emulation
-    if not t.amp.emulated or e is None:
-        return t.amp.op_calls
-    return {op: {t.amp.dtype: by.get("low", 0), "float32": by.get("float32", 0)} for op, by in e.op_calls.items()}
-
-
 def _calls(ts: list[Trial]) -> dict[str, dict[str, int]]:
     """Every trial's op calls under their forward op's canonical name (eager and PIR spellings agree)."""
     calls: dict[str, dict[str, int]] = {}
     for t in ts:
-        for op, by in by_forward_op(_op_calls(t)).items():
+        for op, by in by_forward_op(t.amp.dtype_calls()).items():
             agg = calls.setdefault(op, {})
             for dt, n in by.items():
                 agg[dt] = agg.get(dt, 0) + int(n)

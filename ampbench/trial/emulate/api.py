@@ -68,6 +68,16 @@ def _patch_views(emu: Emulator) -> None:
     """Tensor methods that return a new handle on the same values (not an op) keep its low-precision marker:
     `adaptive_avg_pool2d` calls `x._use_gpudnn(False)` before its pool2d, which must still see float16."""
     tensor = emu.paddle.Tensor
+    astype = tensor.astype
+    raw_cast = emu.patch.raw["cast"]
+
+    def emulated_astype(self: Any, dtype: Any) -> Any:
+        """Paddle's astype returns the tensor itself when it already has the dtype: a float32 tensor that
+        stands for float16 must become a new, float32 one; a cast to the AMP dtype is emulated (engine.cast)."""
+        if getattr(self, LOW, None) is not None and _is_float32(dtype, emu.paddle):
+            return raw_cast(self, emu.fp32)
+        return astype(self, dtype)
+    emu.patch.set(tensor, "astype", emulated_astype)
     for name in ("_use_gpudnn", "detach"):
         method = getattr(tensor, name, None)
         if method is None:
@@ -80,6 +90,10 @@ def _patch_views(emu: Emulator) -> None:
                 setattr(out, LOW, low)
             return out
         emu.patch.set(tensor, name, keeping)
+
+
+def _is_float32(dtype: Any, paddle: Any) -> bool:
+    return dtype in ("float32", "fp32", paddle.float32) or str(dtype) in ("paddle.float32", "float32")
 
 
 def _amp_module() -> Any:

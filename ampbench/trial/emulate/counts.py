@@ -32,7 +32,7 @@ def lost_values(array: Any, fmt: Format) -> tuple[int, int]:
         return 0, 0
     over = 0
     top = m.max()
-    if top >= fmt.overflow_at:   # rare: only then the exact count (infs already upstream left out)
+    if not top < fmt.overflow_at:   # rare (NaN too): only then the exact count (infs already upstream left out)
         over = int(np.count_nonzero(m >= fmt.overflow_at) - np.count_nonzero(np.isinf(m)))
     zeros = m.size - int(np.count_nonzero(m))
     under = int(np.count_nonzero(m <= fmt.flush_at)) - zeros

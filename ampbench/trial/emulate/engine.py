@@ -46,7 +46,7 @@ class Emulator:
         self.master_weight = True
         self.master_grad = False
         self.decorated = False
-        self.patch = OpPatch(paddle, self.call, self.active)
+        self.patch = OpPatch(paddle, self.call, self.active, lambda: not self.busy)
         self.undo: list[Callable[[], None]] = []
         from paddle.incubate.autograd.phi_ops_map import op_map
 
@@ -89,6 +89,8 @@ class Emulator:
     def call(self, fn: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
         """One op under an emulated auto_cast: Paddle's decision, inputs rounded, outputs rounded."""
         policy = self.policy
+        if name == "cast":
+            return self.cast(fn, args, kwargs)
         if name.endswith("_") or name in NO_AMP or policy is None:   # in-place ops and cast skip AMP
             return fn(*args, **kwargs)
         slots = _float_slots(args, self.fp32, self.paddle.Tensor)
@@ -114,6 +116,22 @@ class Emulator:
             return self.outputs(out, op, first_only="norm" in op)
         finally:
             self.busy = False
+
+    def cast(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """A program's own cast (`x.astype("float16")`, `paddle.cast`): to the AMP dtype, the value rounded and
+        marked (float32 storage: the CPU has no float16 kernels for what follows); back to float32, a new
+        unmarked tensor (Paddle's `astype` returns the tensor itself when the dtypes already match)."""
+        x, dtype = (list(args) + [kwargs.get("dtype")])[:2] if args else (kwargs.get("x"), kwargs.get("dtype"))
+        name = _dtype_name(dtype)
+        if not isinstance(x, self.paddle.Tensor) or x.dtype != self.fp32:
+            return fn(*args, **kwargs)
+        if name in FORMATS:
+            self.busy = True
+            try:
+                return self.round(x, "cast", name)
+            finally:
+                self.busy = False
+        return fn(*args, **kwargs)
 
     def is_low(self, t: Any, dtype: str) -> bool:
         return getattr(t, LOW, None) == dtype or getattr(t, PARAM, None) == dtype
@@ -229,6 +247,12 @@ class Emulator:
                 "low_params": len(self.low_params()),
                 "op_calls": {op: {"low": lo, "float32": hi} for op, (lo, hi) in sorted(self.calls.items())},
                 **self.counts.record()}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """'float16' for "float16", paddle.float16, DataType.FLOAT16 or numpy's float16 alike."""
+    text = str(getattr(dtype, "name", None) or dtype).lower()
+    return {"fp16": "float16", "bf16": "bfloat16", "uint16": "bfloat16"}.get(text, text.removeprefix("paddle."))
 
 
 def _mark(out: Any, dtype: str, tensor: Any) -> Any:

@@ -39,13 +39,15 @@ class OpPatch:
     """The wrappers around Paddle's eager ops; `call` is the emulator's entry, `active()` whether it wants
     the call at all (a cheap test: outside an emulated auto_cast every op runs as Paddle's own)."""
 
-    def __init__(self, paddle: Any, call: Call, active: Callable[[], bool]) -> None:
-        self.paddle, self.call, self.active = paddle, call, active
+    def __init__(self, paddle: Any, call: Call, active: Callable[[], bool], installed: Callable[[], bool]) -> None:
+        self.paddle, self.call, self.active, self.installed = paddle, call, active, installed
         self.undone: list[tuple[Any, str, Any]] = []
         self.raw: dict[str, Callable[..., Any]] = {}
 
     def wrap(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         call, active = self.call, self.active
+        if name == "cast":   # a program's own cast to or from the AMP dtype is emulated wherever it runs
+            active = self.installed
 
         def op(*args: Any, **kwargs: Any) -> Any:
             if not active():

@@ -16,8 +16,8 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
-from ampbench.trial.emulate import BFLOAT16, FLOAT16, install, uninstall  # noqa: E402
-from ampbench.trial.emulate.policy import Policy  # noqa: E402
+from ampbench.trial.emulate import BFLOAT16, FLOAT16, install, uninstall
+from ampbench.trial.emulate.policy import Policy
 
 
 @pytest.fixture
@@ -94,9 +94,9 @@ def test_custom_lists_merge_by_paddles_rule(emu) -> None:
     with paddle.amp.auto_cast(level="O1", dtype="float16"):
         y = paddle.matmul(x, w)
     assert np.isinf(y.numpy()).all() and emu.calls["matmul_v2"] == [1, 1]
-    with pytest.raises(ValueError, match="overlap"):   # Paddle's own error for overlapping custom lists
-        with paddle.amp.auto_cast(custom_white_list=["relu"], custom_black_list=["relu"]):
-            pass
+    with pytest.raises(ValueError, match="overlap"), \
+            paddle.amp.auto_cast(custom_white_list=["relu"], custom_black_list=["relu"]):   # Paddle's own error
+        pass
 
 
 def test_gray_op_promotes_to_float32_when_any_input_is_float32(emu) -> None:

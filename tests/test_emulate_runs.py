@@ -173,5 +173,68 @@ emulate = true
     assert speed["status"] == "INCONCLUSIVE" and not speed["counted"]
     report = (run.path / "report.md").read_text()
     assert "FAIL (emulated)" in report and "†" in report and "Where values were lost" in report
-    csv = (run.path / "summary.csv").read_text().splitlines()
-    assert csv[0].split(",")[-1].startswith("amp_emulated") or "amp_emulated" in csv[0]
+    import pandas as pd
+
+    rows = pd.read_csv(run.path / "summary.csv").set_index("mode")
+    assert bool(rows.loc["amp-o1-fp16", "amp_emulated"]) and not bool(rows.loc["fp32", "amp_emulated"])
+
+
+@pytest.mark.slow
+def test_a_program_of_ones_own_runs_emulated_its_own_amp_and_injected_amp(tmp_path: Path, cache_env) -> None:
+    """tests/fixtures/command/tiny_train.py: `--amp O1` is its own auto_cast + GradScaler; without it the hook
+    injects O2 bfloat16 (decorate, auto_cast).  With emulate = true both are emulated in the program's process
+    (the hook installs trial/emulate before the program's first AMP call) and recorded from its events."""
+    import sys
+
+    script = Path(__file__).parent / "fixtures" / "command" / "tiny_train.py"
+    suite = tmp_path / "suite.toml"
+    suite.write_text(f"""
+[suite]
+name = "own"
+workload = "command"
+metric = "accuracy"
+seeds = [0]
+judges = "numerics"
+
+[workload]
+command = ["{sys.executable}", "{script}", "--steps", "{{steps}}", "--seed", "{{seed}}", "--out", "{{out}}"]
+metric = {{ preset = "json", json_file = "{{out}}/metrics.json" }}
+
+[train]
+batch_size = 16
+steps = 12
+warmup_steps = 2
+timeout_s = 300
+
+[[modes]]
+name = "fp32"
+
+[[modes]]
+name = "amp-o1-fp16"
+level = "O1"
+emulate = true
+args = ["--amp", "O1"]
+
+[[modes]]
+name = "amp-o2-bf16"
+level = "O2"
+dtype = "bfloat16"
+amp = "inject"
+emulate = true
+""")
+    out = tmp_path / "runs"
+    r = cli.invoke(app, ["run", str(suite), "--out", str(out)], env={"COLUMNS": "200"})
+    assert r.exit_code in (0, 1, 3), r.output
+    run = RunDir(next(p for p in (out / "own").iterdir() if p.is_dir()))
+    trials = {t.mode: t for t in run.load_trials()}
+    assert all(t.status == "ok" for t in trials.values()), {k: t.error for k, t in trials.items()}
+    own, injected = trials["amp-o1-fp16"], trials["amp-o2-bf16"]
+    for t in (own, injected):
+        assert t.amp.emulated and t.amp.emulation is not None and t.amp.emulation.steps == 12
+        assert t.amp.emulation.op_calls["linear_v2"]["low"] >= 24   # two Linear layers a step
+    assert own.skipped_steps == 0 and own.steps[0].loss_scale == 1024.0   # the program's own GradScaler, enabled
+    assert injected.amp.emulation.decorated and injected.amp.emulation.low_params == 4
+    assert injected.amp.injected["applied"][0]["decorated"] is True
+    check = json.loads((run.path / "check.json").read_text())
+    assert all(v["emulated"] for v in check["verdicts"] if v["mode"] != "fp32")
+    assert "(emulated)" in r.output

@@ -17,6 +17,7 @@ from ampbench.trial.command_record import (
     EventReader,
     Proc,
     amp_info,
+    emulated_into,
     memory_of,
     shape_audit,
     step_record,
@@ -167,6 +168,8 @@ def _amp_evidence(tr: TrialContext, p: CommandParams, reader: EventReader, lead:
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
     t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
+    if tr.mode.amp and tr.mode.emulate:
+        emulated_into(t.amp, reader)
     injected_into(t.amp, tr.mode, lead.injected if lead else [])
     t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
     t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)

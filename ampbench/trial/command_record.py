@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ampbench.core import wire
-from ampbench.core.records import AmpInfo, DecorateOrder, InactiveCode, Memory, StepRecord, Trial
+from ampbench.core.records import AmpInfo, DecorateOrder, Emulation, InactiveCode, Memory, StepRecord, Trial
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
@@ -40,6 +40,7 @@ class Proc:
     amp_order: list[dict[str, Any]] = field(default_factory=list)   # decorate / DataParallel calls, in order
     injected: list[dict[str, Any]] = field(default_factory=list)   # amp = "inject": what the hook applied
     saves: dict[int, float] = field(default_factory=dict)   # step -> seconds in paddle.save, left out of it
+    emulation: dict[str, Any] = field(default_factory=dict)   # emulate = true: the emulator's record (or error)
 
     @property
     def rank(self) -> int:
@@ -178,10 +179,15 @@ def _take_data(proc: Proc, ev: dict[str, Any]) -> None:
         proc.data_waits.update({int(k): float(v) for k, v in ev["waits"].items()})
 
 
+def _take_emulation(proc: Proc, ev: dict[str, Any]) -> None:
+    """The emulated AMP's record at the program's end (wire.EmulationEvent), or why there is none."""
+    proc.emulation = ev
+
+
 _TAKERS: dict[str, Callable[[Proc, dict[str, Any]], None]] = {
     "start": _take_start, "device": _take_device, "ops": _take_ops, "memory": _take_memory, "end": _take_end,
     "error": _take_error, "shapes": _take_shapes, "amp_order": _take_amp_call, "inject": _take_amp_call,
-    "save": _take_save, "data": _take_data,
+    "save": _take_save, "data": _take_data, "emulation": _take_emulation,
 }
 
 
@@ -214,6 +220,22 @@ def amp_info(trial: Trial, requested: bool, level: str, dtype: str, reader: Even
     if requested and not amp.active:
         amp.inactive_code, amp.inactive_reason = _why_inactive(trial, reader, instrumented)
     return amp
+
+
+def emulated_into(amp: AmpInfo, reader: EventReader) -> None:
+    """A mode's emulate = true: the lead process's emulator record (`amp.emulation`); without one (the hook
+    could not install it, or the program ended before saying) the trial is not emulated, and says why."""
+    procs = reader.stepping() or list(reader.procs.values())
+    ev = next((p.emulation for p in procs if p.emulation and not p.emulation.get("error")), None)
+    if ev is None:
+        why = next((str(p.emulation["error"]) for p in procs if p.emulation.get("error")), "")
+        amp.inactive_code = "no-evidence"
+        amp.inactive_reason = ("emulate = true, but the program's AMP was not emulated: "
+                               + (why or "the hook sent no emulation record"))[:400]
+        return
+    amp.emulated = True
+    amp.emulation = Emulation.model_validate(wire.emulation_record(ev))
+    amp.inactive_code, amp.inactive_reason = "", ""
 
 
 def _evidence_text(low: int, calls: dict[str, dict[str, int]], apart: dict[str, dict[str, int]], first: int) -> str:

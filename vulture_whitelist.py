@@ -59,6 +59,6 @@ _.reason_table  # ampbench/judge/rules/reasons.py
 # Rendered into docs/checks.md and compared with it by tests/test_rule_traits.py (the table is generated).
 _.traits_table  # ampbench/judge/rules/registry.py
 # trial/emulate/api.py: the place AmpScaler.__init__ asks (`tracer._expected_place.is_gpu_place()`): Paddle calls them.
-_.is_gpu_place
-_.is_xpu_place
-_.is_custom_place
+_.is_gpu_place  # _GpuPlace: AmpScaler.__init__ asks it
+_.is_xpu_place  # _GpuPlace: AmpScaler.__init__ asks it
+_.is_custom_place  # _GpuPlace: AmpScaler.__init__ asks it

@@ -27,10 +27,7 @@ class ModeLosses:
     low_calls: int = 0
     calls: int = 0
     master_weight: bool | None = None
-
-    @property
-    def lost_any(self) -> bool:
-        return any(getattr(row, k) for row in self.layers for k in KINDS)
+    layers_left_out: int = 0   # layers past the trials' record cap (trial/emulate/counts.py MAX_LAYERS)
 
 
 def mode_losses(mode: str, trials: list[Trial]) -> ModeLosses | None:
@@ -44,6 +41,7 @@ def mode_losses(mode: str, trials: list[Trial]) -> ModeLosses | None:
         e = t.amp.emulation
         assert e is not None
         out.master_weight = e.master_weight
+        out.layers_left_out += e.layers_left_out
         for by in e.op_calls.values():
             out.low_calls += by.get("low", 0)
             out.calls += by.get("low", 0) + by.get("float32", 0)

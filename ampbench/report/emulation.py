@@ -31,6 +31,8 @@ def _mode(m: ModeLosses) -> str:
     parts = [head + " " + _first(m), md_table(list(HEADERS), rows, ["l", "l", "r", "r", "r", "r", "r"])]
     if more > 0:
         parts.append(f"({more} more layer(s) in the trial files' `amp.emulation.layers`.)")
+    if m.layers_left_out:
+        parts.append(f"({m.layers_left_out} more layer(s) lost values past the trials' record of 2000 layers.)")
     parts += [f"- Try: {md_text(tip)}" for tip in advice(m)]
     return "\n\n".join(parts)
 

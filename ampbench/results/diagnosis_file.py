@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
+from ampbench.core.records import EmulatedLayer
 from ampbench.core.store import RunPaths
 
 DIAGNOSIS_SCHEMA = "ampbench.diagnosis/1"
@@ -81,6 +82,12 @@ class ModeDiagnosis(BaseModel):
     trials: dict[str, str] = {}
     files: dict[str, str] = {}
     tolerances: Tolerances = Tolerances()
+    # an emulated mode (emulate = true): where its run's emulated trials lost values (diagnose/emulated.py),
+    # the worst layers first, the first overflow ({step, phase, layer, op, seed}) and what to try
+    emulated: bool = False
+    emulated_layers: list[EmulatedLayer] = []
+    emulated_first_overflow: dict[str, Any] | None = None
+    emulated_advice: list[str] = []
 
 
 class DiagnosisFile(VersionedDoc):

@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from .counts import MODEL
-from .engine import LOW, Emulator
+from .engine import LOW, Emulator, _safe_name
 from .formats import FORMATS
 from .policy import Policy
 
@@ -163,7 +163,7 @@ def decorate(emu: Emulator, models: list[Any], optimizers: list[Any], dtype: str
     ac = _amp_module()
     ac.set_excluded_layers(models, excluded_layers)
     for model in models:
-        names = {id(sub): name or MODEL for name, sub in model.named_sublayers(include_self=True)}
+        names = {id(sub): _safe_name(name) or MODEL for name, sub in model.named_sublayers(include_self=True)}
         for layer in model.sublayers(include_self=True):
             if ac.need_keep_fp32(layer, dtype):
                 continue

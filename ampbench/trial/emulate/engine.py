@@ -15,6 +15,7 @@ Standard library only at import (Paddle comes in as an argument): the hook loads
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -79,8 +80,9 @@ class Emulator:
         name = self.names.get(key)
         if name is None:   # the outermost layer of a forward: its sublayers named from it
             for sub_name, sub in layer.named_sublayers(include_self=True):
-                self.names.setdefault(id(sub), sub_name or MODEL)
-                self.counts.types.setdefault(sub_name or MODEL, type(sub).__name__)
+                shown = _safe_name(sub_name) or MODEL
+                self.names.setdefault(id(sub), shown)
+                self.counts.types.setdefault(shown, _safe_name(type(sub).__name__))
             name = self.names[key]
         self.layers.append(name)
 
@@ -247,6 +249,15 @@ class Emulator:
                 "low_params": len(self.low_params()),
                 "op_calls": {op: {"low": lo, "float32": hi} for op, (lo, hi) in sorted(self.calls.items())},
                 **self.counts.record()}
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:/()\[\]-]")
+
+
+def _safe_name(name: str) -> str:
+    """A layer's name as every record and table shows it: its dotted path, other characters (a LayerDict key
+    can hold any text) replaced, so markdown, terminals and the wire take it as is."""
+    return _UNSAFE.sub("?", str(name))[:200]
 
 
 def _dtype_name(dtype: Any) -> str:

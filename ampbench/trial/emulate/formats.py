@@ -34,8 +34,9 @@ class Format:
 
     @property
     def overflow_at(self) -> float:
-        """|x| at and above which rounding gives inf (the midpoint to the next power of two)."""
-        return math.ldexp(2.0 - math.ldexp(1.0, -self.mantissa_bits - 1), self.max_exponent)
+        """|x| at and above which rounding gives inf: half an ulp above the largest finite value (the tie
+        between it and 2^(max_exponent+1), which rounds to the even neighbour, inf)."""
+        return self.max_finite + self.ulp(self.max_finite) / 2
 
     @property
     def min_subnormal(self) -> float:

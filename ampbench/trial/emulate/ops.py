@@ -53,7 +53,7 @@ class OpPatch:
             if not active():
                 return fn(*args, **kwargs)
             return call(fn, name, args, kwargs)
-        op.__name__ = op.__qualname__ = name
+        op.__name__ = name
         op._ampbench_emulated = fn   # type: ignore[attr-defined]  # the raw op, for a second install to find
         return op
 

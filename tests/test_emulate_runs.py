@@ -238,3 +238,71 @@ emulate = true
     check = json.loads((run.path / "check.json").read_text())
     assert all(v["emulated"] for v in check["verdicts"] if v["mode"] != "fp32")
     assert "(emulated)" in r.output
+
+
+# ---------------------------------------------------------------- selftest's fidelity check (GPU fakes)
+
+FIDELITY = """
+[[modes]]
+name = "amp-o1-fp16-emulated"
+level = "O1"
+dtype = "float16"
+emulate = true
+
+[[modes]]
+name = "amp-o2-bf16"
+level = "O2"
+dtype = "bfloat16"
+
+[[modes]]
+name = "amp-o2-bf16-emulated"
+level = "O2"
+dtype = "bfloat16"
+emulate = true
+"""
+
+
+def _fidelity_trials(monkeypatch, tmp_path: Path, toy_suite, machine_name: str) -> list:
+    """Each real mode and its emulated twin on a simulated GPU (tests/fake_cuda.py: Paddle's GPU build over a
+    stubbed driver; its 'real' kernels are this CPU's float32 ones, so what is compared is the check's logic,
+    never a fidelity figure: that needs a GPU, docs/emulation.md)."""
+    from tests.fake_cuda import install_machine, machines
+    from tests.test_gpu_machines import run_toy
+
+    install_machine(monkeypatch, machines()[machine_name], tmp_path)
+    suite = toy_suite(FIDELITY)
+    return [run_toy(suite, tmp_path / "fid", m) for m in
+            ("amp-o1-fp16", "amp-o1-fp16-emulated", "amp-o2-bf16", "amp-o2-bf16-emulated")]
+
+
+def test_selftest_fidelity_compares_each_real_mode_with_its_emulated_twin(monkeypatch, tmp_path, toy_suite) -> None:
+    from ampbench.commands.selftest import fidelity_checks, machine_facts
+
+    trials = _fidelity_trials(monkeypatch, tmp_path, toy_suite, "a100")
+    assert not hasattr(paddle_amp(), "_ampbench_emulator")   # each in-process trial took its patches out again
+    by = {t.mode: t for t in trials}
+    assert by["amp-o1-fp16"].amp.active and by["amp-o1-fp16-emulated"].amp.emulated
+    results = {r.subject: r for r in fidelity_checks(trials, machine_facts())}
+    assert set(results) == {"toy/amp-o1-fp16", "toy/amp-o2-bf16"}
+    assert all(r.ok for r in results.values()), results
+    assert "loss rel. diff median" in results["toy/amp-o1-fp16"].detail
+    # a planted disagreement: the emulated twin skipped steps the real run did not
+    for s in by["amp-o1-fp16-emulated"].steps[:3]:
+        s.found_inf = True
+    bad = {r.subject: r for r in fidelity_checks(trials, machine_facts())}["toy/amp-o1-fp16"]
+    assert bad.ok is False and "skipped 0 real vs 3 emulated" in bad.detail
+
+
+def test_selftest_fidelity_is_na_where_the_gpu_has_no_such_amp(monkeypatch, tmp_path, toy_suite) -> None:
+    from ampbench.commands.selftest import fidelity_checks, machine_facts
+
+    trials = _fidelity_trials(monkeypatch, tmp_path, toy_suite, "v100")   # compute capability 7.0: no bfloat16
+    results = {r.subject: r for r in fidelity_checks(trials, machine_facts())}
+    assert results["toy/amp-o2-bf16"].ok is None and "compute capability 7.0" in results["toy/amp-o2-bf16"].detail
+    assert results["toy/amp-o1-fp16"].ok is True
+
+
+def paddle_amp():
+    import paddle
+
+    return paddle.amp

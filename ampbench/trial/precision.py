@@ -145,6 +145,16 @@ class Precision:
         self.live = self.scaler_enabled
         return model, optimizer
 
+    def close(self) -> None:
+        """Take the emulator's patches out of this process's Paddle (the emulation record was read by then)."""
+        if self.emu is not None:
+            import paddle
+
+            from ampbench.trial.emulate import uninstall
+
+            uninstall(paddle)
+            self.emu = None
+
     def check_model(self, model: Any) -> None:
         """Refuse combinations Paddle 3.3.1 crashes on, with a message instead of a segfault.
 

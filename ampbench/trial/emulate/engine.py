@@ -55,6 +55,7 @@ class Emulator:
         self.fp32 = paddle.float32
         # a parameter's forward value is not counted (it is stored, not computed); its gradient is
         self.param_type = paddle.base.framework.EagerParamBase
+        self.grad_enabled = paddle.is_grad_enabled
 
     # ------------------------------------------------------------------ state
 
@@ -167,14 +168,15 @@ class Emulator:
         dtype = dtype or (self.policy.dtype if self.policy is not None else "float16")
         fmt = FORMATS[dtype]
         layer = self.layer()
-        if self.counting and count:
+        count = count and self.counting and self.grad_enabled()   # training only: an evaluation is not counted
+        if count:
             over, under = lost_values(t.detach().numpy(), fmt)
             self.counts.add(layer, op, "overflow", over, self.step)
             self.counts.add(layer, op, "underflow", under, self.step)
         cast = self.patch.raw["cast"]
         r = cast(cast(t, getattr(self.paddle, dtype)), self.fp32)
         setattr(r, LOW, dtype)
-        if self.counting and not r.stop_gradient:
+        if count and not r.stop_gradient:
             r.register_hook(self.grad_counter(layer, op, fmt))
         return r
 

@@ -306,3 +306,29 @@ def paddle_amp():
     import paddle
 
     return paddle.amp
+
+
+@pytest.mark.slow
+def test_paddlerec_trainer_through_its_import_runs_emulated(tmp_path: Path, cache_env) -> None:
+    """`ampbench import paddlerec` (the PaddleRec-shaped stand-in of tests/fixtures/paddlerec_checkout, which has
+    no AMP switch) writes a cpu-emulated profile; its injected O1 float16 mode then runs emulated in the trainer's
+    own process, judged on numerics and marked emulated."""
+    checkout = Path(__file__).parent / "fixtures" / "paddlerec_checkout"
+    suite_file = tmp_path / "rec.toml"
+    r = cli.invoke(app, ["import", "paddlerec", "models/rank/deepfm/config.yaml", "--repo", str(checkout),
+                         "-o", str(suite_file)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "cpu-emulated" in r.output, r.output
+    out = tmp_path / "runs"
+    r = cli.invoke(app, ["run", str(suite_file), "--profile", "cpu-emulated", "--mode", "amp-o1-fp16", "--out", str(out)],
+                   env={"COLUMNS": "200"})
+    assert r.exit_code in (0, 1, 3) and "amp-o1-fp16 " in r.output and "(emulated)" in r.output, r.output
+    run = RunDir(next(out.glob("*/*")))
+    trials = {t.mode: t for t in run.load_trials()}
+    assert all(t.status == "ok" for t in trials.values()), {k: t.error for k, t in trials.items()}
+    amp = trials["amp-o1-fp16"].amp
+    assert amp.emulated and amp.injected["applied"][0]["models"] == ["DeepFMLayer"]
+    assert amp.emulation is not None and amp.emulation.op_calls["lookup_table_v2"]["low"] == 0   # black-listed
+    assert sum(c["low"] for c in amp.emulation.op_calls.values()) > 0
+    check = json.loads((run.path / "check.json").read_text())
+    verdict = next(v for v in check["verdicts"] if v["mode"] == "amp-o1-fp16")
+    assert verdict["emulated"] and next(x for x in verdict["rules"] if x["rule"] == "amp-active")["status"] == "PASS"

@@ -332,3 +332,44 @@ def test_paddlerec_trainer_through_its_import_runs_emulated(tmp_path: Path, cach
     check = json.loads((run.path / "check.json").read_text())
     verdict = next(v for v in check["verdicts"] if v["mode"] == "amp-o1-fp16")
     assert verdict["emulated"] and next(x for x in verdict["rules"] if x["rule"] == "amp-active")["status"] == "PASS"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet", "ctr", "bert", "ocr"])
+def test_bundled_suites_cpu_emulated_profile_runs_and_judges_numerics(name: str, tmp_path: Path, cache_env) -> None:
+    """Each bundled suite's cpu-emulated profile, cut to a few steps and one seed: every trial ok and emulated,
+    amp-active PASS as emulated (never INCONCLUSIVE for lack of AMP), stability decided, speed and memory
+    not measured under emulation (and not counted), the report marking the emulated figures."""
+    extra = {"bert": "paddleformers", "ocr": "paddleocr"}.get(name)
+    if extra:
+        pytest.importorskip(extra)
+    out = tmp_path / "runs"
+    r = cli.invoke(app, ["run", name, "--profile", "cpu-emulated", "--seeds", "0", "--out", str(out),
+                         "--set", "train.steps=4", "--set", "train.warmup_steps=1", "--set", "train.eval_every=0"],
+                   env={"COLUMNS": "200"})
+    assert r.exit_code in (0, 1, 3), r.output
+    run = RunDir(next((out / name).iterdir()))
+    trials = run.load_trials()
+    assert {t.mode for t in trials} == {"fp32", "amp-o1-fp16", "amp-o2-bf16"}
+    assert all(t.status == "ok" for t in trials), {t.key: t.error for t in trials}
+    check = json.loads((run.path / "check.json").read_text())
+    for v in (v for v in check["verdicts"] if v["mode"] != "fp32"):
+        rules = {x["rule"]: x for x in v["rules"]}
+        assert v["emulated"] and rules["amp-active"]["status"] == "PASS", rules["amp-active"]
+        assert rules["stability"]["status"] in ("PASS", "FAIL")
+        for device in ("speedup", "memory"):
+            assert rules[device]["details"]["reasons"] == ["emulated"] and not rules[device]["counted"]
+    report = (run.path / "report.md").read_text()
+    assert "(emulated)" in report and "†" in report and "Where values were lost (emulated AMP)" in report
+
+
+def test_an_emulated_mode_whose_program_never_entered_auto_cast_is_not_a_pass() -> None:
+    suite = _emulated_suite("numerics")
+    trials = _trials(suite)
+    for t in trials:
+        if t.mode != "fp32":
+            t.amp.emulation = Emulation(steps=30, op_calls={"matmul_v2": {"low": 0, "float32": 30}})
+    amp = next(v for v in check_trials(suite, trials, plan_of(suite)) if v.mode == "amp-o1-fp16")
+    active = next(r for r in amp.rules if r.rule == "amp-active")
+    assert active.status == "INCONCLUSIVE" and active.details["reasons"] == ["no-evidence"]
+    assert amp.verdict == "INCONCLUSIVE"

@@ -93,7 +93,7 @@ def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
     the baseline differs in suite, config or device and --allow-mismatch compared it anyway."""
     rules = [r for v in verdicts for r in v.rules]
     notes = []
-    if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS" for r in rules):   # amp-active
+    if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS" and not r.emulated for r in rules):
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
     emulated = [v.mode for v in verdicts if v.emulated]
     if emulated:

@@ -65,6 +65,11 @@ def _emulated(c: Ctx, ts: list[Trial], threshold: Any) -> RuleResult:
     total = sum(n for by in calls.values() for n in by.values())
     observed = {"active": 0, "emulated": len(ts), "trials": len(ts),
                 "low_precision_share": low / total if total else None}
+    if not low:
+        return c.rule("amp-active", "INCONCLUSIVE", observed, threshold,
+                      f"emulate = true, yet no op ran in emulated {mode.dtype} ({total} op calls under an emulated "
+                      "auto_cast): the program never entered auto_cast with AMP on, or ran its steps compiled "
+                      "(paddle.jit.to_static), which emulation does not follow.", reasons=["no-evidence"])
     return c.rule("amp-active", "PASS", observed, threshold,
                   f"AMP {mode.level}/{mode.dtype} emulated in {all_of(len(ts))}: {low} of {total} op calls under "
                   f"auto_cast ran in emulated {mode.dtype} (float32 kernels, values rounded to {mode.dtype}, "

@@ -57,25 +57,32 @@ def add_emulated_profile(imported: Imported) -> None:
     and the suite judging numerics alone, so `--profile cpu-emulated` answers on a CPU what the cpu profile
     cannot (AMP inactive there).  None for a suite without a cpu profile, or one whose CPU run is several
     processes (emulation runs one)."""
-    from ampbench.config.loading import deep_merge
-
     suite = imported.suite
-    profiles = suite.get("profiles")
-    cpu = profiles.get("cpu") if isinstance(profiles, dict) else None
-    if not isinstance(cpu, dict) or EMULATED_PROFILE in profiles:
+    profiles: Any = suite.get("profiles")
+    if not isinstance(profiles, dict) or not isinstance(profiles.get("cpu"), dict) or EMULATED_PROFILE in profiles:
         return
-    merged = deep_merge({k: v for k, v in suite.items() if k != "profiles"}, cpu)
-    dist = merged.get("distributed") or {}
-    if int(dist.get("nproc_per_node", 1)) * int(dist.get("nnodes", 1)) > 1:
-        return
-    modes = [dict(m, emulate=True) if m.get("level", "O0") != "O0" else dict(m)
-             for m in merged.get("modes", []) if isinstance(m, dict)]
-    if not any(m.get("emulate") for m in modes):
+    cpu: dict[str, Any] = profiles["cpu"]
+    modes = _emulated_modes(suite, cpu)
+    if not modes:
         return
     profiles[EMULATED_PROFILE] = {**copy.deepcopy(cpu), "modes": modes,
                                   "suite": {**cpu.get("suite", {}), "judges": "numerics"}}
     imported.decide(EMULATED_NOTE)
     suite.setdefault("suite", {}).setdefault("notes", []).append(EMULATED_NOTE)
+
+
+def _emulated_modes(suite: dict[str, Any], cpu: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cpu profile's modes with each AMP one emulated; [] where there is none, or the CPU run is several
+    processes."""
+    from ampbench.config.loading import deep_merge
+
+    merged = deep_merge({k: v for k, v in suite.items() if k != "profiles"}, cpu)
+    dist = merged.get("distributed") or {}
+    if int(dist.get("nproc_per_node", 1)) * int(dist.get("nnodes", 1)) > 1:
+        return []
+    modes = [dict(m, emulate=True) if m.get("level", "O0") != "O0" else dict(m)
+             for m in merged.get("modes", []) if isinstance(m, dict)]
+    return modes if any(m.get("emulate") for m in modes) else []
 
 
 class UnsupportedConfig(ConfigError):

@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ampbench.core.records import Trial
+from ampbench.core.records import StepRecord, Trial
 
 # The documented tolerance (docs/emulation.md "Fidelity"): loss curves agree to a median relative
 # difference of 2% over the steps both recorded and 5% at the last one; the skipped steps differ by at most
@@ -68,12 +68,16 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
+def _finite_loss(s: StepRecord) -> float | None:
+    return s.loss if s.loss_seen and s.loss is not None and math.isfinite(s.loss) else None
+
+
 def compare(real: Trial, emulated: Trial) -> Fidelity:
     """The two trials step by step (matched by step number)."""
     emu = {s.step: s for s in emulated.steps}
     pairs = [(s, emu[s.step]) for s in real.steps if s.step in emu]
-    losses = [(a.loss, b.loss) for a, b in pairs if a.loss_seen and b.loss_seen and a.loss is not None
-              and b.loss is not None and math.isfinite(a.loss) and math.isfinite(b.loss)]
+    finite = [(_finite_loss(a), _finite_loss(b)) for a, b in pairs]
+    losses = [(a, b) for a, b in finite if a is not None and b is not None]
     rels = [_rel(a, b) for a, b in losses]
     scaled = [(a.loss_scale, b.loss_scale) for a, b in pairs if a.loss_scale is not None or b.loss_scale is not None]
     share = sum(1 for a, b in scaled if a == b) / len(scaled) if scaled else None

@@ -121,7 +121,7 @@ def _patch_guard(emu: Emulator) -> None:
                 yield
             finally:
                 emu.exit()
-    amp_guard._ampbench_emulated = guard   # type: ignore[attr-defined]
+    amp_guard._ampbench_emulated = guard   # type: ignore[attr-defined]  # a marker on our wrapper
     for owner in (ac, emu.paddle.amp):
         if getattr(owner, "amp_guard", None) is guard:
             emu.patch.set(owner, "amp_guard", amp_guard)
@@ -150,7 +150,7 @@ def _patch_decorate(emu: Emulator) -> None:
                 for layer in model.sublayers(include_self=True):
                     layer.register_state_dict_hook(ac.StateDictHook(save_dtype))
         return models if optimizers is None else (models, optimizers)
-    amp_decorate._ampbench_emulated = original   # type: ignore[attr-defined]
+    amp_decorate._ampbench_emulated = original   # type: ignore[attr-defined]  # a marker on our wrapper
     for owner in (ac, emu.paddle.amp):
         if getattr(owner, "amp_decorate", None) is original:
             emu.patch.set(owner, "amp_decorate", amp_decorate)
@@ -188,7 +188,7 @@ def _wrap_update(emu: Emulator, opt: Any) -> None:
         out = apply(*args, **kwargs)
         emu.after_update(before)
         return out
-    _apply_optimize._ampbench_emulated = True   # type: ignore[attr-defined]
+    _apply_optimize._ampbench_emulated = True   # type: ignore[attr-defined]  # a marker on our wrapper
     opt._apply_optimize = _apply_optimize
 
 

@@ -138,22 +138,11 @@ InjectEvent = TypedDict("InjectEvent", {"e": str, "optimizer": str, "models": li
 SaveEvent = TypedDict("SaveEvent", {"e": str, "step": int, "s": float}, total=False)
 
 
-class EmulationEvent(TypedDict, total=False):
-    """At the end, a mode's emulate = true: what the emulated AMP did (trial/emulate's record): the op calls
-    sent to the low dtype {op: "low,float32"}, per layer [layer, type, overflow, underflow, grad_overflow,
-    grad_underflow, lost_updates], the first overflow [step, phase, layer, op]."""
-    e: str
-    steps: int
-    counting: bool
-    decorated: bool
-    master_weight: bool
-    master_grad: bool
-    low_params: int
-    op_calls: dict[str, str]
-    layers: list[list[Any]]
-    first_overflow: list[Any]
-    layers_left_out: int
-    error: str
+# emulate = true, at the end: trial/emulate's record (trial/emulate/record.py `event` / `from_event`)
+EmulationEvent = TypedDict("EmulationEvent", {
+    "e": str, "steps": int, "counting": bool, "decorated": bool, "master_weight": bool, "master_grad": bool,
+    "low_params": int, "op_calls": dict, "layers": list, "first_overflow": list, "layers_left_out": int, "error": str},
+    total=False)
 
 
 class DataEvent(TypedDict, total=False):
@@ -241,25 +230,17 @@ def _interval(v: Any) -> list:
     return pair
 
 
-def _layer_row(v: Any) -> list:
-    row = _list(lambda x: x, 7)(v)
-    if len(row) != 7:
-        raise _Bad("not a [layer, type, 5 counts] row")
-    return [_str(row[0], 300), _str(row[1], 100), *(_count(x) for x in row[2:])]
+def _row(*checks: Callable[[Any], Any]) -> Callable[[Any], list]:
+    """A list of exactly len(checks) values, each checked by its own (a table's row)."""
+    def checked(v: Any) -> list:
+        row = _list(lambda x: x, len(checks))(v)
+        if len(row) != len(checks):
+            raise _Bad(f"not a row of {len(checks)}")
+        return [check(x) for check, x in zip(checks, row)]
+    return checked
 
 
-def _first_overflow(v: Any) -> list:
-    row = _list(lambda x: x, 4)(v)
-    if len(row) != 4:
-        raise _Bad("not a [step, phase, layer, op] row")
-    return [_count(row[0]), _str(row[1], 20), _str(row[2], 300), _str(row[3], 100)]
-
-
-def _shape_row(v: Any) -> list:
-    row = _list(lambda x: x, 4)(v)
-    if len(row) != 4:
-        raise _Bad("not a [name, kind, in, out] row")
-    return [_str(row[0]), _str(row[1]), _count(row[2]), _count(row[3])]
+_shape_row = _row(_str, _str, _count, _count)   # [name, kind, in, out]
 
 
 _FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
@@ -283,8 +264,9 @@ _FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "save": {"step": _int, "s": _duration},
     "data": {"waits": _table(_duration, _step_key)},
     "emulation": {"steps": _count, "counting": _bool, "decorated": _bool, "master_weight": _bool,
-                  "master_grad": _bool, "low_params": _count, "op_calls": _table(_str), "layers": _list(_layer_row),
-                  "first_overflow": _first_overflow, "layers_left_out": _count, "error": _str},
+                  "master_grad": _bool, "low_params": _count, "op_calls": _table(_str),
+                  "layers": _list(_row(_str, _str, *[_count] * 5)), "first_overflow": _row(_count, _str, _str, _str),
+                  "layers_left_out": _count, "error": _str},
 }
 # The vocabulary: each kind's declaration. Its fields are exactly its checks' (tests/test_hostile_channel.py).
 EVENTS: dict[str, type] = {"start": StartEvent, "device": DeviceEvent, "step": StepEvent, "ops": OpsEvent,
@@ -403,42 +385,6 @@ def _columns(ev: dict, n: int) -> tuple[dict[str, list], bytes, bytes]:
     if len(found) != n or len(seen) != n:
         raise _Bad("steps: a flag column of the wrong length")
     return cols, found, seen
-
-
-KINDS_OF_LOSS = ("overflow", "underflow", "grad_overflow", "grad_underflow", "lost_updates")
-
-
-def emulation_event(record: dict) -> dict:
-    """The emulator's record (trial/emulate, `Emulator.record()`) as the hook sends it (EmulationEvent)."""
-    ev: dict = {KIND: "emulation", "steps": record.get("steps", 0), "counting": bool(record.get("counting")),
-                "decorated": bool(record.get("decorated")), "low_params": record.get("low_params", 0),
-                "layers_left_out": record.get("layers_left_out", 0),
-                "op_calls": {op: f"{c.get('low', 0)},{c.get('float32', 0)}"
-                             for op, c in list(record.get("op_calls", {}).items())[:MAX_ITEMS]},
-                "layers": [[r.get("layer", ""), r.get("type", ""), *(r.get(k, 0) for k in KINDS_OF_LOSS)]
-                           for r in record.get("layers", [])[:MAX_ITEMS]]}
-    for key in ("master_weight", "master_grad"):
-        if isinstance(record.get(key), bool):
-            ev[key] = record[key]
-    first = record.get("first_overflow")
-    if first:
-        ev["first_overflow"] = [first.get("step", 0), first.get("phase", ""), first.get("layer", ""), first.get("op", "")]
-    return ev
-
-
-def emulation_record(ev: dict) -> dict:
-    """A checked "emulation" event back as the emulator's record (core.records.Emulation reads it)."""
-    calls = {}
-    for op, text in (ev.get("op_calls") or {}).items():
-        parts = str(text).split(",")
-        if len(parts) == 2 and all(p.isdecimal() for p in parts):
-            calls[op] = {"low": int(parts[0]), "float32": int(parts[1])}
-    first = ev.get("first_overflow")
-    return {"steps": ev.get("steps", 0), "counting": ev.get("counting", True), "decorated": ev.get("decorated", False),
-            "master_weight": ev.get("master_weight"), "master_grad": ev.get("master_grad"),
-            "low_params": ev.get("low_params", 0), "op_calls": calls, "layers_left_out": ev.get("layers_left_out", 0),
-            "layers": [dict(zip(("layer", "type", *KINDS_OF_LOSS), row)) for row in ev.get("layers") or []],
-            "first_overflow": dict(zip(("step", "phase", "layer", "op"), first)) if first else None}
 
 
 def decode_steps(ev: dict) -> list[dict]:

@@ -13,6 +13,7 @@ from ampbench.core import wire
 from ampbench.core.records import AmpInfo, DecorateOrder, Emulation, InactiveCode, Memory, StepRecord, Trial
 from ampbench.trackers import shapes
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
+from ampbench.trial.emulate.record import from_event
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
@@ -234,7 +235,7 @@ def emulated_into(amp: AmpInfo, reader: EventReader) -> None:
                                + (why or "the hook sent no emulation record"))[:400]
         return
     amp.emulated = True
-    amp.emulation = Emulation.model_validate(wire.emulation_record(ev))
+    amp.emulation = Emulation.model_validate(from_event(ev))
     amp.inactive_code, amp.inactive_reason = "", ""
 
 

@@ -10,11 +10,13 @@ per layer, the values that overflowed, flushed to zero or were lost as updates.
 A mode asks for it (`emulate = true`); it is never switched on silently.  Standard library only at
 import, Paddle passed in: the `command` hook loads this package into a user's program by its path.
 Modules: formats (the formats' thresholds), policy (Paddle's per-op rule), ops (the op wrappers),
-counts (what was lost, where), engine (the Emulator), api (paddle.amp's entry points, install).
+counts (what was lost, where), engine (the Emulator), api (paddle.amp's entry points, install), record (the
+record on the command hook's wire).
 """
 
+from . import record
 from .api import INSTALLED, install, uninstall
 from .engine import Emulator
 from .formats import BFLOAT16, FLOAT16, FORMATS, Format
 
-__all__ = ["BFLOAT16", "FLOAT16", "FORMATS", "INSTALLED", "Emulator", "Format", "install", "uninstall"]
+__all__ = ["BFLOAT16", "FLOAT16", "FORMATS", "INSTALLED", "Emulator", "Format", "install", "record", "uninstall"]

@@ -163,7 +163,9 @@ def finish(reason: str, st: State | None = None) -> None:
         memory(st)
     if st.emulator is not None:
         try:
-            st.emit(**wire.emulation_event(st.emulator.record()))
+            from . import load_emulator
+
+            st.emit(e="emulation", **load_emulator().record.event(st.emulator.record()))
         except Exception as exc:   # never break the program's exit: say why the record is missing
             st.emit(e="emulation", error=f"{type(exc).__name__}: {exc}")
     st.emit(e="end", reason=reason, steps=st.step)

@@ -31,12 +31,10 @@ def lost_values(array: Any, fmt: Format) -> tuple[int, int]:
     if m.size == 0:
         return 0, 0
     over = 0
-    top = m.max()
-    if not top < fmt.overflow_at:   # rare (NaN too): only then the exact count (infs already upstream left out)
+    if not m.max() < fmt.overflow_at:   # rare (NaN too): only then the exact count (infs already upstream left out)
         over = int(np.count_nonzero(m >= fmt.overflow_at) - np.count_nonzero(np.isinf(m)))
-    zeros = m.size - int(np.count_nonzero(m))
-    under = int(np.count_nonzero(m <= fmt.flush_at)) - zeros
-    return over, under
+    small = m[m <= fmt.flush_at]        # zeros and the values that flush (few, for most tensors)
+    return over, int(np.count_nonzero(small))
 
 
 @dataclass

@@ -53,6 +53,7 @@ class Emulator:
 
         self.legacy = {v["phi_name"]: k for k, v in op_map.items() if v.get("phi_name")}
         self.fp32 = paddle.float32
+        self.dtypes = {name: getattr(paddle, name) for name in FORMATS}
         # a parameter's forward value is not counted (it is stored, not computed); its gradient is
         self.param_type = paddle.base.framework.EagerParamBase
         self.grad_enabled = paddle.is_grad_enabled
@@ -163,28 +164,31 @@ class Emulator:
         return out
 
     def round(self, t: Any, op: str, dtype: str | None = None, count: bool = True) -> Any:
-        """`t` rounded to the AMP dtype and back, marked; its forward losses counted (not a parameter's:
-        stored rounded already), and (through a gradient hook) the backward's at the same point."""
+        """`t` rounded to the AMP dtype and back, marked; its forward losses counted (`count`: not a
+        parameter's, which is stored, not computed), and through a gradient hook the backward's at the same
+        point (a parameter's gradient too)."""
         dtype = dtype or (self.policy.dtype if self.policy is not None else "float16")
         fmt = FORMATS[dtype]
         layer = self.layer()
-        count = count and self.counting and self.grad_enabled()   # training only: an evaluation is not counted
-        if count:
-            over, under = lost_values(t.detach().numpy(), fmt)
-            self.counts.add(layer, op, "overflow", over, self.step)
-            self.counts.add(layer, op, "underflow", under, self.step)
+        counting = self.counting and self.grad_enabled()   # training only: an evaluation is not counted
+        if counting and count:
+            over, under = lost_values(t.numpy(), fmt)
+            if over or under:
+                self.counts.add(layer, op, "overflow", over, self.step)
+                self.counts.add(layer, op, "underflow", under, self.step)
         cast = self.patch.raw["cast"]
-        r = cast(cast(t, getattr(self.paddle, dtype)), self.fp32)
+        r = cast(cast(t, self.dtypes[dtype]), self.fp32)
         setattr(r, LOW, dtype)
-        if count and not r.stop_gradient:
+        if counting and not r.stop_gradient:
             r.register_hook(self.grad_counter(layer, op, fmt))
         return r
 
     def grad_counter(self, layer: str, op: str, fmt: Format) -> Callable[[Any], None]:
         def hook(grad: Any) -> None:
             over, under = lost_values(grad.numpy(), fmt)
-            self.counts.add(layer, op, "grad_overflow", over, self.step)
-            self.counts.add(layer, op, "grad_underflow", under, self.step)
+            if over or under:
+                self.counts.add(layer, op, "grad_overflow", over, self.step)
+                self.counts.add(layer, op, "grad_underflow", under, self.step)
         return hook
 
     # ------------------------------------------------------------------ O2 parameters

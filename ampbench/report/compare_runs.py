@@ -56,7 +56,8 @@ def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
             continue
         q1, q3 = np.percentile(v, [25, 75])
         base = (ref or {}).get(m.name)
-        out.append(Row(f"{m.name} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
+        mark = " (emulated: not an AMP timing)" if any(t.amp.emulated for t in ok) else ""
+        out.append(Row(f"{m.name}{mark} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
                        float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"), float(np.median(v)),
                        float(q3 - q1), len(v), st.samples_per_s,
                        None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash))

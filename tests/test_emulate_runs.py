@@ -373,3 +373,13 @@ def test_an_emulated_mode_whose_program_never_entered_auto_cast_is_not_a_pass() 
     active = next(r for r in amp.rules if r.rule == "amp-active")
     assert active.status == "INCONCLUSIVE" and active.details["reasons"] == ["no-evidence"]
     assert amp.verdict == "INCONCLUSIVE"
+
+
+def test_more_seeds_are_never_added_for_what_emulation_does_not_measure() -> None:
+    """run --until-decided: an emulated mode's speedup (INCONCLUSIVE, not measured) asks for no seed."""
+    from ampbench.judge.until import needs
+
+    suite = _emulated_suite("all")
+    verdicts = check_trials(suite, _trials(suite), plan_of(suite))
+    asked = [n for n in needs(verdicts, [], seeds=3, max_seeds=12) if n.rule in ("speedup", "memory")]
+    assert asked and all(not n.more_seeds_help and "emulation" in n.why for n in asked)

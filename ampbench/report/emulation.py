@@ -5,7 +5,7 @@ the first overflow, and what to try; a mode that lost nothing says so in one lin
 from __future__ import annotations
 
 from ampbench.diagnose.emulated import KINDS, ModeLosses, advice, mode_losses
-from ampbench.report.fmt import md_code, md_table, md_text
+from ampbench.report.fmt import md_code, md_prose, md_table, md_text
 from ampbench.report.view import RunView, h
 
 MAX_ROWS = 12
@@ -33,7 +33,7 @@ def _mode(m: ModeLosses) -> str:
         parts.append(f"({more} more layer(s) in the trial files' `amp.emulation.layers`.)")
     if m.layers_left_out:
         parts.append(f"({m.layers_left_out} more layer(s) lost values past the trials' record of 2000 layers.)")
-    parts += [f"- Try: {md_text(tip)}" for tip in advice(m)]
+    parts += [f"- Try: {md_prose(tip, 600)}" for tip in advice(m)]
     return "\n\n".join(parts)
 
 

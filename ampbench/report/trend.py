@@ -193,5 +193,6 @@ def inactive_note(entries: list[dict[str, Any]]) -> str | None:
     """The plot stamp when no run in the trend had AMP active (CPU history): FP32 vs FP32 throughout."""
     amp = [m for e in entries for m in (e.get("modes") or {}).values() if m.get("amp_requested")]
     if amp and not any(m.get("amp_active") for m in amp):
-        return P.INACTIVE_NOTE
+        emulated = any(m.get("amp_emulated") for m in amp)
+        return "AMP emulated or inactive: numerics only, time and memory not AMP's" if emulated else P.INACTIVE_NOTE
     return None

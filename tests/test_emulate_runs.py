@@ -383,3 +383,32 @@ def test_more_seeds_are_never_added_for_what_emulation_does_not_measure() -> Non
     verdicts = check_trials(suite, _trials(suite), plan_of(suite))
     asked = [n for n in needs(verdicts, [], seeds=3, max_seeds=12) if n.rule in ("speedup", "memory")]
     assert asked and all(not n.more_seeds_help and "emulation" in n.why for n in asked)
+
+
+def test_where_values_were_lost_sums_a_modes_trials_and_names_the_worst_layer_first() -> None:
+    """diagnose/emulated.py (read by `ampbench diagnose` and report.md): layers summed over seeds, worst first,
+    the earliest first overflow with its seed, and the advice for a float16 overflow."""
+    from ampbench.core.records import EmulatedLayer
+    from ampbench.diagnose.emulated import advice, mode_losses
+    from ampbench.diagnose.render import _emulated_lines
+    from ampbench.results.diagnosis_file import ModeDiagnosis
+
+    suite = _emulated_suite()
+    trials = _trials(suite)
+    amp = [t for t in trials if t.mode == "amp-o1-fp16"]
+    for t, step in zip(amp, (7, 3, 5)):
+        assert t.amp.emulation is not None
+        t.amp.emulation.layers = [EmulatedLayer(layer="fc1", type="Linear", grad_underflow=2),
+                                  EmulatedLayer(layer="head", type="Linear", grad_overflow=10)]
+        t.amp.emulation.first_overflow = {"step": step, "phase": "backward", "layer": "head", "op": "linear_v2"}
+    m = mode_losses("amp-o1-fp16", trials)
+    assert m is not None and [(r.layer, r.grad_overflow, r.grad_underflow) for r in m.layers] == [
+        ("head", 30, 0), ("fc1", 0, 6)]
+    assert m.first_overflow == {"step": 3, "phase": "backward", "layer": "head", "op": "linear_v2", "seed": 1}
+    tips = advice(m)
+    assert "layer head (Linear) overflowed float16" in tips[0] and "flushed to zero" in tips[1]
+    assert mode_losses("fp32", trials) is None
+    diag = ModeDiagnosis(mode="amp-o1-fp16", seed=1, steps=3, batch_size=8, emulated=True,
+                         emulated_layers=m.layers, emulated_first_overflow=m.first_overflow, emulated_advice=tips)
+    text = "\n".join(_emulated_lines(diag))
+    assert "step 3 (backward), layer `head`, op `linear_v2`, seed 1" in text and "| `head` | Linear | 0 | 0 | 30 |" in text

@@ -7,31 +7,29 @@ ignored by rule in pyproject.toml instead of listed here.  Remove a line when it
 # ruff: noqa
 # mypy: ignore-errors
 
-# Workload classes: loaded by dotted name from ampbench/workloads/__init__.py's BUILTIN table.
-_.BertWorkload  # "ampbench.workloads.bert.workload:BertWorkload"
-_.CTRWorkload  # "ampbench.workloads.ctr.workload:CTRWorkload"
-_.ResNetWorkload  # "ampbench.workloads.resnet.workload:ResNetWorkload"
-_.ToyWorkload  # "ampbench.workloads.toy:ToyWorkload"
-_.CommandWorkload  # "ampbench.workloads.command.workload:CommandWorkload"
+# pytest calls the plugin's hooks, fixtures and item methods (ampbench/pytest_plugin.py, the pytest11 entry point);
+# a user's test calls assert_passed.
+_.pytest_addoption  # a pytest hook: the --ampbench-* options
+_.pytest_configure  # a pytest hook: the marker registered
+_.pytest_collection_modifyitems  # a pytest hook: the suites as items
+_.ampbench_result  # a fixture: pytest passes it to the test that names it
+_.runtest  # pytest.Item
+_.reportinfo  # pytest.Item
+_.assert_passed  # SuiteResult: what a user's test calls
+
+# typer's help formatter calls these on an argument (cli._PlainArgument: the name, not the Python type)
+_.display_type_rich  # typer.core.TyperArgument.get_help_record
+_._rich_display_name  # as above
+_._usage_display_name  # typer's usage line
+_.__class__  # cli._PlainCommand: each argument typer built becomes a _PlainArgument
+
+# http.server calls it for each request (commands/serve.py: quiet)
+_.log_message  # SimpleHTTPRequestHandler
 
 # typer calls the app's callback (cli.py: the options before the verb, --version).
 _._root  # @app.callback()
 
-# Fields of the files ampbench writes (docs/results-format.md, schemas/): read by users and tools, not by ampbench.
-_.extra_per_s  # Throughput: per-second rates of a workload's extra units (tokens/s for bert)
-_.sm_clock_max_mhz  # Interference: GPU evidence recorded for the reader of a disturbed trial
-_.temperature_c_max  # Interference: as above
-_.power_w_median  # Interference: as above
-_.workload_info  # Trial: facts the workload reports (dataset sizes, vocabulary hash...)
-_.created  # Baseline: when the baseline was saved
-_.fp32_nan_inf  # diagnosis.json: ops whose FP32 output was already NaN/Inf
-_.paddle_infinite_op_types  # diagnosis.json: Paddle compare_accuracy's own list, a cross-check
-_.steps_done  # probe.json: steps an attempt ran before it ended
-_.configured_batch  # probe.json: the batch size the suite asks for, where the search started
-_.lo_s  # history line's StepTimeHist: read from the row dict by the dashboard (dashboard_interactive.histogram_figure)
-_.width_s  # as above
-_.cpus_seen  # trial JSON (interference): the CPUs a trial's threads were seen on, evidence for the reader
-_.description  # suite file [suite] description: free text for the reader, left out of the config hash
+# The fields of the files ampbench writes and of the hook's wire are handed to vulture by tests/test_dead_code.py.
 _.loss_every_ms  # CommandParams: a retired [workload] key, declared so a suite setting it is refused naming it
 
 # Attributes a library reads after ampbench sets them.
@@ -45,19 +43,6 @@ _.launch_in_process  # the in-process launcher: for tests and debugging (a break
 _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and the pairs a 2% claim needs
 
 _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back
-
-# core/wire.py: fields of the hook's event declarations (TypedDicts), read as dictionary keys, never as attributes.
-_.cuda_env  # DeviceEvent: the CUDA variables NVML needs (trial/command_gpu.py reads start["cuda_env"])
-_.optimizer_calls  # OpsEvent: the optimizer's op counts, apart
-_.first_step  # OpsEvent: the first step of the op window
-_.peak_allocated  # MemoryEvent: the window's allocated peak
-_.peak_reserved  # MemoryEvent: the window's reserved peak
-_.call  # AmpOrderEvent: "decorate" or "data_parallel"
-_.after_data_parallel  # AmpOrderEvent: decorate() of a model a DataParallel already wraps
-# Rendered into docs/checks.md and compared with it by tests/test_reason_codes.py (the table is generated).
-_.reason_table  # ampbench/judge/rules/reasons.py
-# Rendered into docs/checks.md and compared with it by tests/test_rule_traits.py (the table is generated).
-_.traits_table  # ampbench/judge/rules/registry.py
 # trial/emulate/api.py: the place AmpScaler.__init__ asks (`tracer._expected_place.is_gpu_place()`): Paddle calls them.
 _.is_gpu_place  # _GpuPlace: AmpScaler.__init__ asks it
 _.is_xpu_place  # _GpuPlace: AmpScaler.__init__ asks it

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ampbench.config import Suite
-from ampbench.core.records import RunInfo, Trial
 from ampbench.judge.check import judge_run
 from ampbench.judge.run_change import Change, changes
+from ampbench.record.models import RunInfo, Trial
 from ampbench.report.compare import compare_frame, trial_frame
 from ampbench.results.baselines import load_baseline
 from ampbench.results.run_dir import open_run

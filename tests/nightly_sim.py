@@ -2,7 +2,7 @@
 
 A history is 10 unchanged nights, then `judged` nights, each night two modes x 3 trials x 200 steps on
 the night's device.  Every judged night is decided as `check --history` decides it, with the functions
-the rule calls: per-trial figures (core.records floor_rates_batch / trimmed_rates_batch, the median),
+the rule calls: per-trial figures (record.rates floor_rates_batch / trimmed_rates_batch, the median),
 run values and bounds (inference.run_values_batch, run_series_bounds_batch with df per mode,
 series_bounds_batch for the median), the step-time gate (history_pooled.steady_batch), the combination
 (history_pooled.decide, decided_by, persist), and the pool's rule (judge.pooled.select): a night whose
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampbench.core.records import floor_rates_batch, trimmed_rates_batch
 from ampbench.judge import changepoint, inference, sequential
 from ampbench.judge.rules.history_pooled import decide, decided_by, persist, steady_batch
+from ampbench.record.rates import floor_rates_batch, trimmed_rates_batch
 from tests.test_floor_sim import EpisodeNoise
 
 MIN_CHANGE, ALPHA, CONF = 0.05, 0.01, 0.95

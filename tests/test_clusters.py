@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ampbench.core.records import Interference
 from ampbench.judge import clusters
 from ampbench.judge.check import check_trials
+from ampbench.record.models import Interference
 from tests.factories import make_suite, make_trial, plan_of
 
 

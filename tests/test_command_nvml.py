@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ampbench.record.wire import StepEvent
 from ampbench.results import RunDir
 from ampbench.trackers import nvml
 from ampbench.trackers.energy_window import counter_at, window_energy_j, window_peaks
@@ -59,11 +60,11 @@ def test_window_energy_is_interpolated_at_its_bounds_and_evaluations_are_left_ou
 
 
 def test_measured_window_runs_from_the_first_measured_steps_start_to_the_last_steps_end():
-    steps = [{"step": i, "t": 0.5, "at": 10.0 + i, "eval_s": 0.0} for i in range(1, 6)]
-    steps[3]["eval_s"], steps[3]["evals"] = 0.25, [[13.4, 13.65]]
+    steps = [StepEvent(step=i, t=0.5, at=10.0 + i, eval_s=0.0) for i in range(1, 6)]
+    steps[3].eval_s, steps[3].evals = 0.25, [[13.4, 13.65]]
     window, gaps = measured_window(steps, warmup=2)
     assert window == (12.5, 15.0) and gaps == [(13.4, 13.65)]
-    assert measured_window([{"step": 1, "t": 0.5}], warmup=0) == (None, [])   # no time: no window
+    assert measured_window([StepEvent(step=1, t=0.5)], warmup=0) == (None, [])   # no time: no window
 
 
 def test_tree_pids_list_the_program_and_its_children():

@@ -50,7 +50,7 @@ def test_identical_code_marks_nothing_and_fail_above_passes(tmp_path):
     r = invoke("compare", str(cur), str(other), "--fail-above", "10")
     assert r.exit_code == 0, r.output
     assert "Significant" in r.output and "yes," not in r.output
-    assert r.output.count("no: ") == len(MODES)
+    assert len(re.findall(r"\] \| no +\|", r.output)) == len(MODES), r.output   # one change, then the mark
     assert "no mode significantly slower by more -> exit 0" in r.output
 
 
@@ -58,13 +58,13 @@ def test_a_planted_20pct_slowdown_is_marked_and_fails_above_10(tmp_path):
     cur, other = pair(tmp_path, slow=1.25)   # every step 25% longer: throughput -20%
     r = invoke("compare", str(cur), str(other), "--fail-above", "10")
     assert r.exit_code == 1, r.output
-    assert len(re.findall(r"yes, slower: -(?:19|20|21)\.\d%", r.output)) == len(MODES), r.output
+    assert len(re.findall(r"-(?:19|20|21)\.\d% \[[^]]+\] \| yes, slower", r.output)) == len(MODES), r.output
     assert "significantly slower: fp32, amp-o1-fp16 -> exit 1" in r.output
     # above the change: not a failure (a 20% slowdown is not one beyond 25%)
     assert invoke("compare", str(cur), str(other), "--fail-above", "25").exit_code == 0
     # the other way round it is a speed-up, marked, and never a failure
     back = invoke("compare", str(other), str(cur), "--fail-above", "10")
-    assert back.exit_code == 0 and len(re.findall(r"yes, faster: \+2[4-6]\.\d%", back.output)) == len(MODES), \
+    assert back.exit_code == 0 and len(re.findall(r"\+2[4-6]\.\d% \[[^]]+\] \| yes, faster", back.output)) == len(MODES), \
         back.output
 
 
@@ -169,7 +169,7 @@ def test_a_disturbed_slowdown_is_marked_and_advised_to_rerun_not_to_change_anyth
     """The current run's trials saw other processes keep 1.6 of 2 cores busy: compare marks the change
     disturbed (not significant) and exits 3 with --fail-above; check --baseline's next step is to re-run
     on a quiet machine, not to compare library versions (which its own "measurement disturbed" contradicts)."""
-    from ampbench.core.records import Env, Interference
+    from ampbench.record.models import Env, Interference
 
     suite = make_suite(MODES, seeds=(0, 1, 2))
     rng = np.random.default_rng(11)
@@ -183,7 +183,8 @@ def test_a_disturbed_slowdown_is_marked_and_advised_to_rerun_not_to_change_anyth
                                                 interference=busy, env=env), run_id="busy")
     r = invoke("compare", str(cur), str(other), "--fail-above", "10")
     assert r.exit_code == 3, r.output
-    assert r.output.count("no (disturbed): -") == len(MODES) and "yes," not in r.output, r.output
+    assert len(re.findall(r"-\d+\.\d% \[[^]]+\] \| no \(disturbed\)", r.output)) == len(MODES), r.output
+    assert "yes," not in r.output
     assert "fp32: disturbed: Measurement disturbed (this run: other processes used 1.60 CPU cores beside it" in r.output
     chk = invoke("check", str(cur), "--baseline", str(other))
     text = " ".join(chk.output.split())

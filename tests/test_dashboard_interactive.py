@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from ampbench.core.errors import UserError
-from ampbench.core.records import Env, RunInfo
 from ampbench.judge.summary import summarize_run
+from ampbench.record.models import Env, RunInfo
 from ampbench.report import dashboard_interactive as DI
 from ampbench.report import dashboard_plots as D
 from ampbench.report import plots as P
@@ -145,12 +145,17 @@ def test_interactive_traces_never_cross_a_change_and_escape_user_text(lines):
     assert "&lt;img src=x" in commits and not any("<" in c for c in commits)
 
 
-def test_publish_interactive_page_is_self_contained(lines, tmp_path):
+def test_publish_interactive_site_loads_one_shared_plotly_and_nothing_else(lines, tmp_path):
+    """The suite page loads plotly.js from the site's own folder (one copy a site, not 4.6 MB inline per page:
+    the page was 4.8 MB for 3 runs) and nothing from anywhere else; its size is its figures' data."""
     index = publish(_history(tmp_path, lines), tmp_path / "site", interactive=True)
     page = (index.parent / "toy.html").read_text()
     assert page.count('class="plotly-graph-div"') == 2 and "<img" not in page.split("<h2>", 1)[0]
-    assert re.search(r"<script[^>]*\bsrc=|<link\b|<iframe\b", page) is None   # plotly.js inline, nothing loaded
-    assert page.count("<script") >= 3 and len(page) > 3_000_000                 # its 4.6 MB bundle, once
+    assert re.findall(r"<script[^>]*\bsrc=\"([^\"]+)\"", page) == [DI.PLOTLY_JS]   # the one file beside it
+    assert re.search(r"<link\b|<iframe\b", page) is None
+    bundle = (index.parent / DI.PLOTLY_JS).read_text()
+    assert len(bundle) > 3_000_000 and "plotly" in bundle[:2000].lower()
+    assert len(page) < 400_000, len(page)                                   # 12 nights: the data, not the bundle
     assert HOSTILE_MODE not in page and HOSTILE_SHA not in page
     steps = page.split("<h2>Steps in the series</h2>", 1)[1].split("<h2>", 1)[0]
     assert "config changed at run night-06" in steps and "device changed at run night-09" in steps
@@ -171,7 +176,8 @@ def test_view_without_plotly_falls_back_or_exits_2(lines, tmp_path, monkeypatch)
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "plotly" else real(n, *a))
     interactive, note = DI.resolve_view("auto")
     assert not interactive and note is not None and "ampbench[dashboard]" in note and "\n" not in note
-    with pytest.raises(UserError, match=r"plotly is not installed; pip install 'ampbench\[dashboard\]'"):
+    with pytest.raises(UserError, match=r"plotly is not installed; bash scripts/setup.sh --dashboard \(or pip install "
+                                        r"'ampbench\[dashboard\]'\)"):
         DI.resolve_view("interactive")
     hist = _history(tmp_path, lines[:3])
     r = CliRunner().invoke(app, ["publish", str(hist), "-o", str(tmp_path / "s"), "--view", "interactive"])
@@ -210,14 +216,16 @@ def _wait(b: Any, expr: str, timeout: float = 10.0) -> Any:
     raise TimeoutError(expr)
 
 
-# Not slow: chromium's whole life (start, the 4.8 MB page, hover, drag, exit) measured 1.24 CPU s of children
+# Not slow: chromium's whole life (start, the page and its 4.6 MB plotly.js, hover, drag, exit) measured 1.24 CPU s
+# of children
 @pytest.mark.skipif(importlib.util.find_spec("plotly") is None, reason="plotly not installed (dashboard extra)")
 def test_interactive_dashboard_in_chromium(lines, tmp_path, browser):  # noqa: F811  # reason: the fixture
     """Opens offline with no console error and no request; a real mouse hover shows the run id, commit and
     verdict; a real drag zooms (plotly_relayout with a narrower x range); no drawn series crosses a change."""
     index = publish(_history(tmp_path, lines), tmp_path / "site", interactive=True)
     got = browser.load(index.parent / "toy.html", settle_s=0.3)
-    assert got.errors == [] and got.requests == [], (got.errors, got.requests)
+    # the one request: the site's own plotly.js beside the page (file://, offline)
+    assert got.errors == [] and got.requests == [(index.parent / DI.PLOTLY_JS).as_uri()], (got.errors, got.requests)
     buttons = json.loads(browser.evaluate("JSON.stringify(Array.from(document.querySelectorAll("
                                           "'.modebar-btn')).map(function(e){return e.getAttribute('data-title');}))"))
     assert "Zoom" in buttons and not any("Share" in t or "Cloud" in t for t in buttons), buttons

@@ -1,6 +1,12 @@
 """No dead code (vulture at 60% confidence, pyproject [tool.vulture] + vulture_whitelist.py), and no
 suite key that nothing reads: a retired key is refused in a suite file, yet older run folders that
-recorded it still open."""
+recorded it still open.
+
+A field of a file ampbench writes or reads (every model `ampbench schema` covers, and the models they hold)
+and a field of the start-up hook's wire (record/wire.py) is a contract with the file's readers, users and
+tools, and with the hook: read by them, by the field catalog or through a wire field's `into`, never by
+name in ampbench.  They are no dead code by construction, so vulture is handed their names
+(`contract_whitelist`), generated from the models: adding a field needs no whitelist line."""
 
 from __future__ import annotations
 
@@ -21,14 +27,55 @@ from tests.factories import make_run, make_suite, make_trials
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def contract_names() -> dict[str, str]:
+    """name -> where it is declared, of every field of a file model (recursively) and of the hook's wire."""
+    import dataclasses
+    import typing
+
+    from pydantic import BaseModel
+
+    from ampbench.commands.schema import FILES
+    from ampbench.record import wire
+
+    names: dict[str, str] = {}
+    seen: set[type] = set()
+
+    def walk(model: type[BaseModel]) -> None:
+        seen.add(model)
+        for name, f in model.model_fields.items():
+            names.setdefault(name, model.__name__)
+            stack = [f.annotation]
+            while stack:
+                t = stack.pop()
+                stack.extend(typing.get_args(t))
+                if isinstance(t, type) and issubclass(t, BaseModel) and t not in seen:
+                    walk(t)
+
+    for kind in FILES.values():
+        walk(kind.model)
+    for cls in wire.EVENTS.values():
+        for f in dataclasses.fields(cls):
+            names.setdefault(f.name, cls.__name__)
+    return names
+
+
+def contract_whitelist(folder: Path) -> Path:
+    """`contract_names` as a vulture whitelist file in `folder`."""
+    path = folder / "contract_whitelist.py"
+    path.write_text("".join(f"_.{n}  # a field of {where}\n" for n, where in sorted(contract_names().items())),
+                    encoding="utf-8")
+    return path
+
+
 def vulture(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "vulture", *args], cwd=cwd, capture_output=True, text=True, check=False,
                           timeout=300)
 
 
 @pytest.mark.slow
-def test_vulture_finds_no_dead_code() -> None:
-    out = vulture(ROOT)  # paths, confidence and ignore rules from pyproject.toml
+def test_vulture_finds_no_dead_code(tmp_path: Path) -> None:
+    # confidence and ignore rules from pyproject.toml; its paths and the fields of the files and the wire
+    out = vulture(ROOT, "ampbench", "vulture_whitelist.py", str(contract_whitelist(tmp_path)))
     assert out.returncode == 0 and not out.stdout.strip(), (
         "dead code (delete it, or add the name to vulture_whitelist.py with its reason):\n"
         f"{out.stdout}{out.stderr}")
@@ -43,9 +90,16 @@ def test_vulture_run_this_way_sees_a_dead_function(tmp_path: Path) -> None:
     units = tmp_path / "ampbench" / "core" / "units.py"
     units.write_text(units.read_text(encoding="utf-8") + "\n\ndef never_called_anywhere() -> int:\n    return 1\n",
                      encoding="utf-8")
-    out = vulture(tmp_path)
+    out = vulture(tmp_path, "ampbench", "vulture_whitelist.py", str(contract_whitelist(tmp_path)))
     assert out.returncode == 3, out.stdout + out.stderr  # vulture's "dead code found"
     assert "ampbench/core/units.py" in out.stdout and "never_called_anywhere" in out.stdout
+
+
+def test_the_contract_names_cover_the_files_and_the_wire() -> None:
+    """The generated names hold a trial's fields (nested models too), a history line's and the wire's."""
+    names = contract_names()
+    assert {"extra_per_s", "sm_clock_max_mhz", "cpus_seen", "lo_s", "created", "steps_done"} <= set(names)
+    assert names["peak_reserved"] == "MemoryEvent" and names["cuda_env"] == "DeviceEvent"
 
 
 def test_whitelist_lines_each_say_why() -> None:

@@ -107,7 +107,7 @@ def test_step_times_check_allows_bookkeeping_between_short_steps_but_not_a_missi
     """4 measured steps of 2 ms: 0.5 ms a step outside them (the loop's bookkeeping) is 80% -> holds at any
     share; 3 ms a step outside (a step's device time left out of its clock) fails; more than the window fails."""
     from ampbench.commands.selftest import _check_trial
-    from ampbench.core.records import Interference
+    from ampbench.record.models import Interference
 
     def verdict(step_s: float, window_s: float, others: float | None = None) -> bool | None:
         steps = [StepRecord(step=i, loss=1.0, time_s=step_s, samples=8, loss_scale=1024.0, warmup=i <= 1)

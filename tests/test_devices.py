@@ -22,9 +22,9 @@ import pytest
 from rich.console import Console
 
 from ampbench.config import ConfigError
-from ampbench.core.records import Interference
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, parse_devices, run_jobs
 from ampbench.launch.process import Cancelled
+from ampbench.record.models import Interference
 from ampbench.results import RunDir
 from ampbench.results.run_dir import open_run
 from tests.conftest import TOY_SUITE

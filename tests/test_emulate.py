@@ -225,18 +225,19 @@ def test_dynamic_loss_scale_follows_paddles_kernel_step_by_step(emu) -> None:
 
 
 def test_the_record_crosses_the_hooks_wire_unchanged_and_a_forged_one_is_dropped(emu) -> None:
-    """A command trial's emulator record goes through core/wire.py's checks (trial/emulate/record.py)."""
-    from ampbench.core import wire
-    from ampbench.core.records import Emulation
+    """A command trial's emulator record goes through record/wire.py's checks (trial/emulate/record.py)."""
+    from ampbench.record import wire, wire_read
+    from ampbench.record.models import Emulation
     from ampbench.trial.emulate.record import event, from_event
 
     model = _linear(80000.0)
     with paddle.amp.auto_cast(level="O1", dtype="float16"):
         model(paddle.ones([3, 4]))
     rec = emu.record()
-    bad = wire.Malformed()
-    checked = wire.validate({"e": "emulation", **event(rec)}, bad)
-    assert len(checked) == 1 and bad.count == 0
-    assert Emulation.model_validate(from_event(checked[0])) == Emulation.model_validate(rec)
-    forged = {"e": "emulation", **event(rec), "layers": [["0", "Linear", -1, 0, 0, 0, 0]]}
-    assert wire.validate(forged, bad) == [] and bad.count == 1   # a negative count drops the event whole
+    bad = wire_read.Malformed()
+    checked = wire_read.validate({wire.KIND: "emulation", **event(rec)}, bad)
+    assert len(checked) == 1 and isinstance(checked[0], wire.EmulationEvent) and bad.count == 0
+    sent = {k: v for k, v in vars(checked[0]).items() if v is not None}
+    assert Emulation.model_validate(from_event(sent)) == Emulation.model_validate(rec)
+    forged = {wire.KIND: "emulation", **event(rec), "layers": [["0", "Linear", -1, 0, 0, 0, 0]]}
+    assert wire_read.validate(forged, bad) == [] and bad.count == 1   # a negative count drops the event whole

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from ampbench.cli import app
 from ampbench.config import Suite
 from ampbench.core.errors import ConfigError
-from ampbench.core.records import Emulation
 from ampbench.judge.check import check_trials
+from ampbench.record.models import Emulation
 from ampbench.results import RunDir
 from ampbench.results.verdicts import exit_code
 from tests.factories import make_suite, make_trials, plan_of
@@ -388,9 +388,9 @@ def test_more_seeds_are_never_added_for_what_emulation_does_not_measure() -> Non
 def test_where_values_were_lost_sums_a_modes_trials_and_names_the_worst_layer_first() -> None:
     """diagnose/emulated.py (read by `ampbench diagnose` and report.md): layers summed over seeds, worst first,
     the earliest first overflow with its seed, and the advice for a float16 overflow."""
-    from ampbench.core.records import EmulatedLayer
     from ampbench.diagnose.emulated import advice, mode_losses
     from ampbench.diagnose.render import _emulated_lines
+    from ampbench.record.models import EmulatedLayer
     from ampbench.results.diagnosis_file import ModeDiagnosis
 
     suite = _emulated_suite()

@@ -140,19 +140,19 @@ def test_bus_ids_normalise():
 
 
 def test_data_parallel_memory_covers_every_rank_and_stays_null_when_unmeasured():
-    from ampbench.trial.replicas import merge_rank_memory
+    from ampbench.record.assemble import RankMemory, merge_ranks
 
     mem = Memory(source="cuda")
-    merge_rank_memory(mem, [
-        (0, {"peak_allocated_bytes": 10, "peak_reserved_bytes": 20, "device_used_bytes": 30, "rss_peak_bytes": 5,
-             "energy_j": 2.0, "nvml_device": {"uuid": "GPU-a"}}),
-        (1, {"peak_allocated_bytes": 12, "peak_reserved_bytes": 18, "device_used_bytes": None, "rss_peak_bytes": 7,
-             "energy_j": 3.0, "nvml_device": {"uuid": "GPU-b"}}),
+    merge_ranks(mem, [
+        RankMemory(0, Memory(peak_allocated_bytes=10, peak_reserved_bytes=20, device_used_bytes=30, rss_peak_bytes=5,
+                             energy_j=2.0, nvml_device={"uuid": "GPU-a"})),
+        RankMemory(1, Memory(peak_allocated_bytes=12, peak_reserved_bytes=18, device_used_bytes=None, rss_peak_bytes=7,
+                             energy_j=3.0, nvml_device={"uuid": "GPU-b"})),
     ])
     assert (mem.peak_allocated_bytes, mem.peak_reserved_bytes, mem.device_used_bytes) == (12, 20, 30)
     assert mem.energy_j == 5.0 and [r["nvml_device"]["uuid"] for r in mem.per_rank] == ["GPU-a", "GPU-b"]
     empty = Memory()
-    merge_rank_memory(empty, [(0, {}), (1, {"energy_j": 1.0})])
+    merge_ranks(empty, [RankMemory(0, Memory()), RankMemory(1, Memory(energy_j=1.0))])
     assert empty.peak_allocated_bytes is None and empty.energy_j is None
 
 

@@ -22,9 +22,9 @@ from rich.console import Console
 from ampbench.commands.history import summarize_run_dir
 from ampbench.commands.sweep import sweep_report
 from ampbench.core.columns import Col, Output
-from ampbench.core.records import Memory
 from ampbench.record import fields
 from ampbench.record.assemble import TrialAssembler
+from ampbench.record.models import Memory
 from ampbench.report.benchmark_export import export_document
 from ampbench.report.compare import write_summary
 from ampbench.report.console import print_outcome, print_trials

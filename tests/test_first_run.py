@@ -23,7 +23,7 @@ from ampbench.config.bundled import bundled_suites
 from ampbench.workloads.suites import load_suite
 
 REPO = Path(__file__).resolve().parent.parent
-STATUS = re.compile(r"^status .* elapsed, trial (\d)/(\d) done; (.+); (run ~.+ left|run time left: estimating)$")
+STATUS = re.compile(r"^status .* elapsed, trial (\d)/(\d) done; (.+); (run ~.+ left( \(.+\))?|run time left: estimating)$")
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -68,7 +68,8 @@ def test_run_toy_piped_reaches_a_verdict_with_status_lines(tmp_path):
     assert status, text
     for _, ln in status:
         assert STATUS.match(ln), ln
-    assert any(re.search(r"step \d+/1500, [\d.,]+ steps/s, trial ~.+ left; run ~.+ left$", ln) for _, ln in status), \
+    assert any(re.search(r"step \d+/1500, [\d.,]+ steps/s, trial ~.+ left; run ~.+ left( \(.+\))?$", ln)
+               for _, ln in status), \
         "\n".join(ln for _, ln in status)
     # from the first status line until the last trial ended, never silent for long
     last_trial = max(t for t, ln in lines if re.match(r"  [\w-]+ seed \d: ok", ln))
@@ -140,7 +141,8 @@ def test_time_left_comes_from_the_measured_step_rate():
     # before any trial ended: each trial is projected as this one (7.0 s so far + 7.9 s left = 14.9 s)
     assert pace.run_left_s() == pytest.approx(7.9 + 3 * 14.9)
     line = pace.status_line()
-    assert "trial 0/4 done; fp32 seed 0: step 20/100, 10.0 steps/s, trial ~7.90 s left; run ~52.6 s left" in line, line
+    assert ("trial 0/4 done; fp32 seed 0: step 20/100, 10.0 steps/s, trial ~7.90 s left; run ~52.6 s or more left "
+            "(start-up and evaluation not measured yet)") in line, line   # the steps alone: a lower bound
     clock.now += 7.9
     pace.finish("fp32", 0)             # it took 14.9 s: the other three are expected to as well
     assert STATUS.match(pace.status_line()) and "; no trial running; " in pace.status_line()  # between two
@@ -183,3 +185,83 @@ def test_trials_side_by_side_share_the_time_left():
 
 def test_the_default_status_interval_is_within_30_s():
     assert 0 < STATUS_EVERY_S <= 30
+
+
+def test_the_suites_earlier_runs_give_the_time_left_as_a_range_from_the_start():
+    """Earlier runs here say each trial costs 18 to 24 s (median 20 s): the first status line, before
+    any rate is measured, says the range for the 4 trials; once two trials of this run ended, its own figure."""
+    clock = Clock()
+    pace = RunPace(total=4, done_before=0, clock=clock, prior=[18.0, 18.0, 20.0, 20.0, 24.0, 24.0])
+    pace.start("fp32", 0, steps=100)
+    clock.now += 1
+    assert pace.run_left_s() == pytest.approx(19 + 3 * 20)
+    # quartiles 18.5 s and 23 s: 17.5 + 3 x 18.5 = 73 s to 22 + 3 x 23 = 91 s
+    assert pace.status_line().endswith("run ~1 min 13 s to 1 min 31 s left (as this suite's earlier runs here)")
+    for k in range(2):                     # this run's trials take 10 s: after two, its own figure
+        clock.now += 9 if k == 0 else 10
+        pace.finish("fp32", k)
+        pace.start("fp32", k + 1, steps=100)
+    assert pace.status_line().endswith("; run ~20.0 s left")
+
+
+def test_prior_costs_are_each_trials_launch_to_its_record(tmp_path):
+    """From an earlier finished run of the same suite and config beside this one: the gaps between its trial
+    ends, from its start (an unfinished run, another config and this run itself are left out)."""
+    import datetime as dt
+
+    from ampbench.commands.run_progress import prior_costs
+    from ampbench.record.models import RunInfo
+    from ampbench.results.run_dir import RunDir
+    from tests.factories import make_run, make_suite, make_trials
+
+    suite = make_suite(("fp32",), seeds=(0, 1, 2))
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    trials = make_trials(suite)
+    for t, end in zip(trials, (10.0, 22.0, 31.0)):
+        t.ended_unix = start.timestamp() + end
+    done = make_run(tmp_path, suite, trials, run_id="20260101-000000-aaaa")
+    rd = RunDir(done)
+    info = rd.load_run()
+    rd.write_run(info.model_copy(update={"started": start.isoformat(), "finished": start.isoformat()}))
+    unfinished = make_run(tmp_path, suite, trials, run_id="20260101-000100-bbbb")
+    now = make_run(tmp_path, suite, [], run_id="20260101-000200-cccc")
+    assert prior_costs(now, "toy", suite.config_hash()) == pytest.approx([10.0, 12.0, 9.0])
+    assert prior_costs(now, "toy", "sha256:other") == []
+    assert RunInfo.model_validate_json((unfinished / "run.json").read_text()).finished is None
+
+
+@pytest.mark.slow
+def test_a_second_piped_run_states_its_time_left_within_30_percent_from_the_first_status_line(tmp_path):
+    """The acceptance on the toy suite (FP32, 3 seeds): run once, then again piped; the second run's first
+    status line, before any of its trials ended, states the time left from the first run's trials, and it
+    is within 30% of the time its last trial then took to end (the first run's own first line was a lower
+    bound, 'or more')."""
+    args = ("run", "toy", "--out", str(tmp_path / "runs"), "--mode", "fp32", "--seeds", "0,1,2", "--no-report",
+            "--status-every", "0.5")
+
+    def piped() -> list[tuple[float, str]]:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(_cli(*args), cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        lines = [(time.monotonic() - t0, line.rstrip("\n")) for line in proc.stdout]
+        assert proc.wait(timeout=300) == 3, "\n".join(ln for _, ln in lines)
+        return lines
+
+    first = piped()
+    assert any("or more left" in ln for _, ln in first if ln.startswith("status ")), first
+    second = piped()
+    t_status, line = next((t, ln) for t, ln in second if ln.startswith("status ") and "run ~" in ln)
+    last_trial = max(t for t, ln in second if re.match(r"  fp32 seed \d: ok", ln))
+    m = re.search(r"run ~(.+?) to (.+?) left \(as this suite's earlier runs here\)$", line)
+    assert m, line
+    to_s = {"s": 1, "min": 60, "h": 3600}
+
+    def secs(text: str) -> float:
+        parts = text.split()
+        return sum(float(v) * to_s[u] for v, u in zip(parts[::2], parts[1::2]))
+
+    lo, hi = secs(m.group(1)), secs(m.group(2))
+    truth = last_trial - t_status
+    print(f"stated {lo:.1f}-{hi:.1f} s, took {truth:.1f} s")
+    assert abs((lo + hi) / 2 - truth) <= 0.3 * truth, (line, truth)

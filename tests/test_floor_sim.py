@@ -5,7 +5,7 @@ every step of a trial runs up to twice as slow for stretches of 1 to 40+ steps, 
 (more when the host is busy), and now and then a whole trial.  The fastest steps keep their speed, a
 change of the code moves them all.  `EpisodeNoise` draws step times that way (calibrated on those runs:
 the share of slow steps per trial, episode lengths, slow factors); the rule's own batch code decides
-(core.records.floor_rates_batch, inference.run_values_batch / run_series_bounds_batch for the fast
+(record.rates.floor_rates_batch, inference.run_values_batch / run_series_bounds_batch for the fast
 floor, inference.series_bounds_batch for the median figure, history_pooled.decide for the outcome).
 
 Asserted: unchanged code is FAILed in at most history_alpha (1%) of comparisons; a 20% slowdown (the
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampbench.core.records import floor_rates_batch, trimmed_rates_batch
 from ampbench.judge import changepoint, inference, sequential
 from ampbench.judge.rules.history_pooled import decide, steady_batch
+from ampbench.record.rates import floor_rates_batch, trimmed_rates_batch
 
 MIN_CHANGE = 0.05  # history_min_change of the real acceptance's suite (tests/fixtures/aa_toy.toml)
 ALPHA = 0.01  # history_alpha

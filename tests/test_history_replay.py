@@ -22,7 +22,7 @@ import pytest
 
 from ampbench.commands.check import check_run
 from ampbench.commands.history import summarize_run_dir
-from ampbench.core.records import Env
+from ampbench.record.models import Env
 from ampbench.results.history import RunSummary, history_file
 from ampbench.results.verdicts import CheckReport
 from tests.factories import make_run, make_suite, make_trial

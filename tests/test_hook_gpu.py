@@ -115,21 +115,21 @@ def run_case(cases: dict, case: str):
 def test_6_the_gpu_is_named_at_the_first_step_not_at_import(cases):
     """set_device("gpu:1") after `import paddle`: GPU 1 is named (name, bus id), synced and measured."""
     proc, out = run_case(cases, "gpu1")
-    assert proc.start["device"] == "gpu" and proc.start["device_name"] == "NVIDIA H100 80GB HBM3"
-    assert proc.start["pci_bus_id"] == "0000:08:00.0"        # a100_gpus(2)[1]'s, through the CUDA driver
-    assert proc.start["cuda_uuid"] == "a1000001-0000-0000-0000-000000000000"   # its own UUID (a MIG instance's)
-    assert proc.start["ordinal"] == 1
+    assert proc.device.device == "gpu" and proc.device.device_name == "NVIDIA H100 80GB HBM3"
+    assert proc.device.pci_bus_id == "0000:08:00.0"        # a100_gpus(2)[1]'s, through the CUDA driver
+    assert proc.device.cuda_uuid == "a1000001-0000-0000-0000-000000000000"   # its own UUID (a MIG instance's)
+    assert proc.device.ordinal == 1
     assert "synced [1] asked [(1,)]" in out                   # every sync and allocator read on GPU 1
-    assert proc.memory["source"] == "cuda" and proc.memory["peak_allocated"] == 900 * 2**20
+    assert proc.memory.source == "cuda" and proc.memory.peak_allocated == 900 * 2**20
 
 
 @pytest.mark.slow
 def test_7_a_cpu_place_program_on_a_cuda_build_is_not_broken_by_the_steps_sync(cases):
     """Paddle's synchronize() raises TypeError off a CUDAPlace: the hook syncs nothing for a CPU program."""
     proc, out = run_case(cases, "cpu")
-    assert proc.start["device"] == "cpu" and "device_name" not in proc.start
+    assert proc.device.device == "cpu" and proc.device.device_name is None
     assert "synced []" in out and not proc.errors
-    assert proc.memory["source"] == "host"
+    assert proc.memory.source == "host"
 
 
 @pytest.mark.slow
@@ -137,8 +137,8 @@ def test_4_paddle_26_reports_a_null_window_peak_with_the_reason(cases):
     from ampbench.trial.command_record import memory_of
 
     proc, _ = run_case(cases, "paddle26")
-    assert proc.memory["peak_allocated"] is None and proc.memory["peak_reserved"] is None
-    assert "reset_max_memory" in proc.memory["error"] and "2.6.2" in proc.memory["error"]
+    assert proc.memory.peak_allocated is None and proc.memory.peak_reserved is None
+    assert "reset_max_memory" in proc.memory.error and "2.6.2" in proc.memory.error
     mem = memory_of(cases["paddle26"][0], 0)          # the trial's record, as the built-in workloads write it
     assert mem.peak_allocated_bytes is None and "reset_max_memory" in mem.errors["allocator"]
 
@@ -146,16 +146,16 @@ def test_4_paddle_26_reports_a_null_window_peak_with_the_reason(cases):
 @pytest.mark.slow
 def test_5_gpu_peaks_leave_out_evaluations_and_what_runs_after_the_last_step(cases):
     proc, _ = run_case(cases, "eval")
-    assert proc.memory["peak_allocated"] == 900 * 2**20 and proc.memory["peak_reserved"] == 1200 * 2**20
-    assert proc.memory["peak_allocated"] < 40 * GIB
-    assert proc.memory["evaluations"] == 1            # item 9: the reserved peak's note (the final one is after)
+    assert proc.memory.peak_allocated == 900 * 2**20 and proc.memory.peak_reserved == 1200 * 2**20
+    assert proc.memory.peak_allocated < 40 * GIB
+    assert proc.memory.evaluations == 1            # item 9: the reserved peak's note (the final one is after)
 
 
 @pytest.mark.slow
 def test_5_host_peak_on_cpu_leaves_out_evaluations_and_the_end_for_real(cases):
     proc, _ = run_case(cases, "host")
-    assert proc.start["device"] == "cpu" and proc.memory["source"] == "host"
-    assert 0 < proc.memory["peak_allocated"] < 256 * 2**20      # 256 MiB were held only outside the window
+    assert proc.device.device == "cpu" and proc.memory.source == "host"
+    assert 0 < proc.memory.peak_allocated < 256 * 2**20      # 256 MiB were held only outside the window
 
 
 SCALER_PROGRAM = r'''
@@ -196,4 +196,4 @@ def test_the_loss_scale_series_is_the_scale_each_step_used_with_minimize_too(tmp
     it in place), so both loops record 1024, 2048, 4096, ..."""
     reader, _ = hooked(tmp_path, SCALER_PROGRAM, [how, str(tmp_path), str(STEPS)], hook_at_start=False)
     (proc,) = reader.stepping()
-    assert [ev.get("scale") for ev in proc.steps] == [1024.0 * 2**i for i in range(STEPS)]
+    assert [ev.scale for ev in proc.steps] == [1024.0 * 2**i for i in range(STEPS)]

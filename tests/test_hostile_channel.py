@@ -267,12 +267,12 @@ def test_the_reader_bounds_and_checks_every_field():
     reader.ingest(9, json.dumps({"e": "error", "error": "x" * 10**6}).encode())   # kept, cut to MAX_TEXT
     p = reader.procs[9]
     assert [len(e) for e in p.errors] == [4000]
-    assert [s["step"] for s in p.steps] == [1] and p.data_waits == {1: 0.01} and p.rank == 0
-    from ampbench.core.wire import ROWS_PER_LINE, encode_steps
+    assert [s.step for s in p.steps] == [1] and p.data_waits == {1: 0.01} and p.rank == 0
+    from ampbench.record.wire import ROWS_PER_LINE, encode_steps
 
     full = [(i, 1.0 + i, 0.5 + i, 0.25, None, False, 0.0, None) for i in range(2, 2 + ROWS_PER_LINE)]
     assert len(reader.ingest(9, encode_steps(full).encode())) == ROWS_PER_LINE   # the longest line the hook sends
-    assert p.shapes == {} and p.ops == {}
+    assert p.shapes is None and p.ops == {}
     assert reader.malformed.count == len(bad), reader.malformed.reasons
 
 
@@ -291,7 +291,7 @@ def test_every_event_a_real_hook_sends_passes_the_vocabulary(tmp_path):
     reader = EventReader(channel)
     reader.poll()
     (p,) = reader.procs.values()
-    assert len(p.steps) == 5 and p.start["device"] == "cpu" and p.end["reason"] == "exit" and p.ops and p.shapes
+    assert len(p.steps) == 5 and p.device.device == "cpu" and p.end.reason == "exit" and p.ops and p.shapes
     assert reader.malformed.count == 0, reader.malformed.reasons
 
 
@@ -317,10 +317,23 @@ def test_a_connection_without_the_token_costs_no_tree_walk():
 
 
 def test_each_event_kind_is_declared_once_with_exactly_its_checks():
-    """The TypedDicts of core/wire.py are the vocabulary: a field declared and not checked (or
-    checked and not declared) would let the two drift apart."""
-    from ampbench.core import wire
+    """The dataclasses of record/wire.py are the vocabulary: each field is declared once, with its type, its
+    check and the record field it fills (a field without a check, or one filling a record field that does not
+    exist, would let the hook, the worker and the record drift apart)."""
+    import dataclasses
 
-    assert set(wire.EVENTS) == set(wire._FIELDS)
-    for kind, declared in wire.EVENTS.items():
-        assert set(declared.__annotations__) - {"e"} == set(wire._FIELDS[kind]), kind
+    from ampbench.record import wire
+    from ampbench.record.models import Trial
+
+    assert len(wire.EVENTS) == 12 and all(cls.KIND == kind for kind, cls in wire.EVENTS.items())
+    for kind, cls in wire.EVENTS.items():
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert names and set(wire.declared(cls)) == set(names), kind
+        for name, (check, into, _) in wire.declared(cls).items():
+            assert callable(check), (kind, name)
+            if into:
+                part, field = into.split(".")
+                model = Trial.model_fields[part].annotation
+                assert field in model.model_fields, (kind, name, into)
+    assert wire.filled(wire.MemoryEvent(source="cuda", peak_allocated=5, evaluations=1)) == {
+        "memory.source": "cuda", "memory.peak_allocated_bytes": 5}

@@ -286,8 +286,8 @@ def test_the_trial_writer_removes_a_trials_link_records_the_trial_as_tampered_an
         work, outside):
     """Issue 41.2, the writer alone (the real-process case is tests/test_hostile_program.py)."""
     from ampbench.core.files import folder_id
-    from ampbench.core.records import Trial
-    from ampbench.core.trial_file import write_trial_file
+    from ampbench.record.models import Trial
+    from ampbench.record.trial_file import write_trial_file
 
     run = work / "r"
     run.mkdir()

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.core.records import StepRecord
+from ampbench.record.models import StepRecord
 from ampbench.report import fmt
 
 cli = CliRunner()
@@ -73,10 +73,10 @@ def test_every_surface_shows_the_same_samples_per_s(toy_suite, tmp_path, cache_e
 
 
 # A per-trial rate, a mode's geometric mean or a sum of step samples computed anywhere but the one
-# model (core/records.py: Trial's step rates, trial_rate, floor_rate, mean_rate, measured_samples;
+# model (record/models.py: Trial's step rates, mean_rate, measured_samples; record/rates.py: trial_rate, floor_rate;
 # judge/measure.py: judged_rate, judged_floor, run_floor, geomean, log_rates) is a second definition
 # that can drift from it.
-MODEL = {Path("ampbench/core/records.py"), Path("ampbench/judge/measure.py")}
+MODEL = {Path("ampbench/record/models.py"), Path("ampbench/record/rates.py"), Path("ampbench/judge/measure.py")}
 SECOND_DEFINITION = re.compile(
     r"median\([^)]*rate|percentile\([^)]*rate|np\.median\(\s*r\s*\)|exp\((?:float\()?np\.mean\((?:np\.)?log|"
     r"sum\(s\.samples|samples\s*/\s*s\.time_s|/\s*s\.time_s|np\.log\(self\.(?:num|den)\)")
@@ -114,10 +114,10 @@ def test_the_check_sees_a_second_definition(tmp_path: Path) -> None:
     assert [x.split(":")[1] for x in rate_definitions(pkg)] == ["3", "4", "5", "6"]
 
 
-# One global batch (issue 42): the per-device batch times accumulation times ranks is core/records.py's
+# One global batch (issue 42): the per-device batch times accumulation times ranks is record/rates.py's
 # `global_batch`; a product of a batch with a world size or an accumulation count anywhere else is a
 # second formula (there were three: Trial.step_samples, trial/replicas.py, trial/command_finish.py).
-BATCH_FORMULA = Path("ampbench/core/records.py")
+BATCH_FORMULA = Path("ampbench/record/rates.py")
 SCALES = ("accum", "world", "nproc", "nnodes", "ranks")
 
 
@@ -144,7 +144,8 @@ def batch_formulas(root: Path) -> list[str]:
 def test_one_global_batch_formula() -> None:
     root = Path(__file__).resolve().parents[1] / "ampbench"
     assert batch_formulas(root) == []
-    from ampbench.core.records import Trial, global_batch
+    from ampbench.record.models import Trial
+    from ampbench.record.rates import global_batch
 
     assert global_batch(32, 4, 2) == 256 and global_batch(32, 0, 0) == 32
     t = Trial(suite="s", workload="toy", mode="fp32", seed=0, status="ok", batch_size=8, grad_accum=2, world_size=3)
@@ -188,11 +189,42 @@ def test_derived_fields_are_set_by_the_assembler_only(tmp_path: Path) -> None:
     assert len(derived_assignments(tmp_path / "ampbench")) == 2
 
 
+# Each part of a trial's record is filled by the assembler (record/assemble.py), never by a producer itself: the
+# built-in loop (trial/setup.py, loop.py, finish.py, replicas.py, worker.py) and a program under the hook
+# (trial/command.py, command_finish.py) each filled status, memory, AMP, env and interference their own way.
+PARTS = ("status", "error", "log_tail", "memory", "amp", "env", "interference", "skipped_steps", "nonfinite_losses",
+         "steps")
+TRIALS = ("t", "trial", "tr.trial", "self.trial")
+
+
+def part_assignments(root: Path) -> list[str]:
+    """`path:line: target` of each assignment of a trial's part (a tuple's items too) below `root`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in (x for target in targets for x in (target.elts if isinstance(target, ast.Tuple) else [target])):
+                if isinstance(t, ast.Attribute) and t.attr in PARTS and ast.unparse(t.value) in TRIALS:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {ast.unparse(t)}")
+    return found
+
+
+def test_the_producers_fill_no_part_of_the_record_themselves(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1] / "ampbench"
+    assert part_assignments(root / "trial") == []
+    assert len(part_assignments(root / "record")) >= 10   # the assembler's own (the check sees them)
+    (tmp_path / "trial").mkdir()
+    (tmp_path / "trial" / "f.py").write_text("tr.trial.status = 'ok'\nt.env, x = e, 1\nt.skipped_steps += 1\n"
+                                             "res.memory = m\n")
+    assert len(part_assignments(tmp_path / "trial")) == 3
+
+
 def test_the_assembler_sets_throughput_and_energy_per_sample() -> None:
     """Fed steps as either producer feeds them: the median per-step rate over the measured steps, and
     the window's energy over the measured samples (warm-up left out of both); no energy, no J/sample."""
-    from ampbench.core.records import Trial
     from ampbench.record.assemble import TrialAssembler
+    from ampbench.record.models import Trial
 
     t = Trial(suite="s", workload="toy", mode="fp32", seed=0, status="ok", batch_size=10)
     asm = TrialAssembler(t)
@@ -212,8 +244,8 @@ def test_the_measurement_docstring_cites_names_that_exist() -> None:
     cited a `Trial.samples_per_s()` that never existed), as a module path under ampbench or on a Trial."""
     import importlib
 
-    from ampbench.core.records import Trial
     from ampbench.judge import measure
+    from ampbench.record.models import Trial
 
     trial = Trial(suite="s", workload="toy", mode="fp32", seed=0, status="ok")
 
@@ -238,3 +270,39 @@ def test_the_measurement_docstring_cites_names_that_exist() -> None:
     assert len(cited) >= 3, cited
     assert [n for n in cited if not resolves(n)] == []
     assert not resolves("Trial.samples_per_s")
+
+
+def test_both_producers_inputs_fill_the_record_by_one_rule() -> None:
+    """A hook's step event and the built-in loop's step are counted alike (a skipped step, a non-finite loss only
+    where the loss was read); a hook's memory event fills the record fields it declares (`into`), a value the
+    record's type refuses left out; every rank's memory merges by one rule; the hook's facts join the env."""
+    from ampbench.record import wire
+    from ampbench.record.assemble import (
+        RankMemory,
+        TrialAssembler,
+        memory_from_wire,
+        merge_ranks,
+        step_from_wire,
+    )
+    from ampbench.record.models import Env, Memory, Trial
+
+    t = Trial(suite="s", workload="command", mode="amp", seed=0, status="crashed", batch_size=4)
+    asm = TrialAssembler(t)
+    asm.feed(StepRecord(step=1, loss=None, time_s=0.1, found_inf=True, samples=4))        # the built-in loop's
+    asm.feed(step_from_wire(wire.StepEvent(step=2, t=0.1, loss=None, loss_seen=False), 4, 0))   # not read
+    asm.feed(step_from_wire(wire.StepEvent(step=3, t=0.1, loss=None, found_inf=True), 4, 0))
+    assert (t.skipped_steps, t.nonfinite_losses, len(t.steps)) == (2, 2, 3)
+    rank0 = memory_from_wire(wire.MemoryEvent(source="tpu", peak_allocated=7, peak_reserved=9, evaluations=2))
+    assert (rank0.source, rank0.peak_allocated_bytes, rank0.peak_reserved_bytes) == ("none", 7, 9)
+    rank1 = Memory(source="cuda", peak_allocated_bytes=8, energy_j=1.0)
+    merged = Memory()
+    merge_ranks(merged, [RankMemory(0, rank0, pid=11), RankMemory(1, rank1)])
+    assert (merged.source, merged.peak_allocated_bytes, merged.peak_reserved_bytes, merged.energy_j) == (
+        "cuda", 8, 9, None)
+    assert [(r["rank"], r.get("pid"), r["peak_allocated_bytes"]) for r in merged.per_rank] == [(0, 11, 7), (1, None, 8)]
+    asm.env(Env(python="3.11", device="cpu", device_name="Xeon"))
+    asm.env_from([wire.StartEvent(python="3.9", paddle=""), wire.DeviceEvent(device="gpu", device_name="A100")])
+    assert (t.env.python, t.env.device, t.env.device_name, t.env.paddle) == ("3.9", "gpu", "A100", "")
+    asm.outcome("crashed", "why", "tail")
+    asm.outcome("ok")
+    assert (t.status, t.error, t.log_tail) == ("ok", None, "tail")

@@ -60,8 +60,8 @@ def test_one_cast_list_covers_every_spelling():
 
 
 def test_the_judge_counts_no_pir_cast_as_evidence():
-    from ampbench.core.records import Trial
     from ampbench.judge.rules.amp import _op_counts
+    from ampbench.record.models import Trial
 
     t = Trial.model_validate({"suite": "s", "workload": "command", "status": "ok", "mode": "amp", "seed": 0, "amp": {
         "op_calls": {"pd_op.cast": {"float16": 8, "float32": 8}, "pd_op.conv2d": {"float32": 4}}}})
@@ -93,8 +93,8 @@ def test_the_op_census_compares_with_the_effective_lists_not_the_custom_ones_onl
     """Issue 43.5: Paddle's own white-list ops that ran in fp16 are not "on neither list"; the lists are
     the ones auto_cast applied (defaults + custom, Paddle's _update_list), recorded by the worker."""
     from ampbench.config import ModeConfig
-    from ampbench.core.records import AmpInfo, Trial
     from ampbench.judge import why_slow
+    from ampbench.record.models import AmpInfo, Trial
     from ampbench.trial.precision import Precision
 
     mode = ModeConfig.model_validate({"name": "amp", "level": "O1", "dtype": "float16",

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ampbench.cli import app
-from ampbench.core.records import Interference, SlurmJob, Trial
 from ampbench.diagnose.advice import advice_for
 from ampbench.judge.check import check_trials
 from ampbench.judge.rules import advice_kit as kit
+from ampbench.record.models import Interference, SlurmJob, Trial
 from tests.factories import make_suite, make_trials, plan_of
 
 AMP = "amp-o1-fp16"

@@ -19,9 +19,9 @@ import pytest
 from ampbench.commands.check import check_run
 from ampbench.commands.history import append_history, summarize_run_dir
 from ampbench.config import load_suite
-from ampbench.core.records import Env
 from ampbench.judge import pooled
 from ampbench.judge.check import check_trials
+from ampbench.record.models import Env
 from ampbench.results.history import history_file
 from tests.factories import GPU_ENV, StepNoise, make_run, make_suite, make_trial, make_trials, plan_of
 

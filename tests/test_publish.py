@@ -95,3 +95,68 @@ def test_bad_history_is_exit_2(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "publish", str(tmp_path / "h"), "-o", str(tmp_path / "s")],
                        capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 2 and "no <suite>.jsonl" in r.stderr
+
+
+def test_serve_gives_the_sites_files_on_loopback_and_nothing_else(site, tmp_path):
+    """`publish --serve`'s server: the site's pages over HTTP on 127.0.0.1, a path out of the folder or through
+    a link inside it not found, a port in use refused in one line."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from ampbench.commands.serve import HOST, site_server
+    from ampbench.core.errors import UserError
+
+    index, _ = site
+    folder = tmp_path / "site"
+    import shutil
+
+    shutil.copytree(index.parent, folder)
+    (tmp_path / "secret.txt").write_text("not the site's")
+    (folder / "link.txt").symlink_to(tmp_path / "secret.txt")
+    server = site_server(folder, 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    base = f"http://{HOST}:{server.server_address[1]}"
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        with urllib.request.urlopen(f"{base}/") as r:
+            assert r.status == 200 and b"ampbench dashboard" in r.read()
+        with urllib.request.urlopen(f"{base}/ocr.html") as r:
+            assert r.status == 200
+        for path in ("/link.txt", "/../secret.txt", "/%2e%2e/secret.txt"):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(base + path)
+            assert e.value.code == 404, path
+        with pytest.raises(UserError, match=r"--port \d+: cannot serve on 127.0.0.1"):
+            site_server(folder, server.server_address[1])   # taken
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+def test_publish_serve_from_the_command_line_until_ctrl_c(site, tmp_path):
+    import os
+    import re
+    import signal
+    import urllib.request
+
+    _, tmp = site
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "ampbench.cli", "publish", str(tmp / "history"), "-o",
+                             str(tmp_path / "served"), "--view", "static", "--serve", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    said = []
+    for line in proc.stdout:
+        said.append(line)
+        if (m := re.search(r"at (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops\)", line)):
+            break
+    else:
+        pytest.fail("".join(said))
+    with urllib.request.urlopen(m.group(1) + "index.html") as r:
+        assert r.status == 200 and b"ampbench dashboard" in r.read()
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130 and "interrupted" in rest, rest

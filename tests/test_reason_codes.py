@@ -135,35 +135,45 @@ def test_a_new_rule_is_its_module_and_one_registry_line(tmp_path: Path, monkeypa
 
 def test_the_codes_are_an_enumerated_type_and_the_docs_table_is_rendered_from_it(tmp_path: Path) -> None:
     """Every code the real checks emit is a `Reason` its rule declares; every registered rule's results are
-    declared; a trial's every end state is a completeness code; docs/checks.md holds `reason_table()`."""
+    declared; a trial's every end state is a completeness code; docs/checks.md holds `reason_codes_table()`."""
     from typing import get_args
 
-    from ampbench.core.records import Status as TrialStatus
-    from ampbench.judge.rules.reasons import DECLARED, Reason, reason_table
+    from ampbench.judge.rules.reasons import Reason
+    from ampbench.judge.rules.registry import reason_codes_table, results
+    from ampbench.record.models import Status as TrialStatus
 
+    DECLARED = {r.name: frozenset(c.value for c, _ in r.reasons) for r in results()}   # on each rule's Result
     for _, r in judged(tmp_path):
         assert set(r.details["reasons"]) <= DECLARED[r.rule], (r.rule, r.details["reasons"])
         assert all(type(c) is str for c in r.details["reasons"])   # check.json holds plain strings
     assert {name for rule in RULES for name in (rule.labels or (rule.name,))} <= set(DECLARED)
+    assert all(DECLARED.values()), [n for n, codes in DECLARED.items() if not codes]   # every result declares
     ends = {s for s in get_args(TrialStatus) if s != "ok"}
     assert ends | {f"reference-{s}" for s in ends} <= DECLARED["completeness"]
     assert set().union(*DECLARED.values()) == {c.value for c in Reason}   # no code declared by no rule
     docs = (Path(__file__).resolve().parents[1] / "docs" / "checks.md").read_text(encoding="utf-8")
-    assert reason_table() in docs
+    assert reason_codes_table() in docs
 
 
 def test_a_code_its_rule_does_not_declare_is_refused() -> None:
-    """A typo in a registered rule's code would silently drop the advice that reads it: Ctx.rule refuses it."""
+    """A typo in a registered rule's code would silently drop the advice that reads it: `Rule.run` (how check
+    runs every rule) refuses a code its result does not declare; a result declaring none is not checked."""
     import pytest
 
-    from ampbench.judge.rules.context import Ctx
+    from ampbench.judge.rules.context import Ctx, Rule
+    from ampbench.judge.rules.memory import MEMORY, MEMORY_NAME
     from ampbench.judge.rules.reasons import Reason
 
     s = make_suite(seeds=(0,))
     c = Ctx(s, "amp-o1-fp16", [("fp32", 0), ("amp-o1-fp16", 0)], {}, None, "")
-    assert c.rule("memory", "FAIL", 0.0, 0.1, "m", reasons=[Reason.HOST_MEMORY]).details["reasons"] == ["host-memory"]
+
+    def emitting(*codes: object, results: tuple = MEMORY.results) -> Rule:
+        return Rule("memory", lambda c: [c.rule(MEMORY_NAME, "FAIL", 0.0, 0.1, "m", reasons=list(codes))],
+                    results=results)
+
+    assert emitting(Reason.HOST_MEMORY).run(c)[0].details["reasons"] == ["host-memory"]
     with pytest.raises(ValueError, match="host-memroy"):
-        c.rule("memory", "FAIL", 0.0, 0.1, "m", reasons=["host-memroy"])
+        emitting("host-memroy").run(c)
     with pytest.raises(ValueError, match="shown"):
-        c.rule("memory", "FAIL", 0.0, 0.1, "m", reasons=["shown"])   # another rule's code
-    assert c.rule("warmup-share", "FAIL", 0, 0, "m", reasons=["long-warmup"]).details["reasons"] == ["long-warmup"]
+        emitting("shown").run(c)   # another rule's code
+    assert emitting("long-warmup", results=()).run(c)[0].details["reasons"] == ["long-warmup"]

@@ -49,3 +49,29 @@ def test_the_command_workload_is_a_program_workload_not_a_model_one() -> None:
     assert not reg.get_workload_class("toy").runs_program and model_workload_class("toy") is ToyWorkload
     with pytest.raises(KeyError, match="runs a program"):
         model_workload_class("command")
+
+
+def test_a_bundled_workload_registers_itself(tmp_path):
+    """Its module (NAME.py, or NAME/workload.py) is the workload's name, and its class marks itself `@bundled`:
+    no table or whitelist lists it; the package's own modules (base, extras, suites) are no workload."""
+    import types
+
+    from ampbench.workloads.base import bundled
+
+    assert {"toy", "resnet", "dbnet", "bert", "ctr", "command"} <= set(reg.bundled_workloads())   # a new one joins
+    assert all(reg.get_workload_class(n) for n in ("toy", "command"))
+    for f in ("base.py", "extras.py", "suites.py", "tiny.py", "big/workload.py", "big/__init__.py", "data/__init__.py"):
+        (tmp_path / f).parent.mkdir(exist_ok=True)
+        (tmp_path / f).write_text("")
+    assert reg.bundled_workloads(tmp_path) == {"tiny": "ampbench.workloads.tiny", "big": "ampbench.workloads.big.workload"}
+    mod = types.ModuleType("ampbench.workloads.tiny")
+
+    class Helper:
+        pass
+
+    class Tiny(ToyWorkload):
+        pass
+
+    Tiny.__module__ = Helper.__module__ = mod.__name__
+    mod.Helper, mod.Tiny, mod.ToyWorkload = Helper, bundled(Tiny), ToyWorkload   # an import of another one is not it
+    assert reg._bundled_in(mod) is Tiny

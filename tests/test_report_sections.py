@@ -197,3 +197,26 @@ def test_partly_inactive_run_names_the_modes_on_every_plot(tmp_path, spy_figures
     for name, fig in spy_figures.items():
         assert fig._suptitle.get_text() == "AMP inactive for amp-o1-fp16: those modes ran in FP32", name
     assert "Every plot is stamped *AMP inactive for amp-o1-fp16" in md
+
+
+def test_default_lists_hash_per_dtype_is_no_alarm(tmp_path):
+    """float16 and bfloat16 (and O1 and O2) have their own default lists, so one hash each is expected: shown
+    per dtype and level, never "differ"; trials of one dtype and level with two hashes are the warning."""
+    run = copy_run(tmp_path)
+
+    def per_mode(t):
+        t["amp"]["default_lists_hash"] = f"h-{t['amp']['dtype']}-{t['amp']['level']}" if t["amp"]["requested"] else ""
+    edit_trials(run, per_mode)
+    line = next(ln for ln in write_report([run]).read_text().splitlines() if ln.startswith("- **AMP op lists:**"))
+    groups = {(t["amp"]["dtype"], t["amp"]["level"]) for t in map(json.loads, map(Path.read_text, (run / "trials").glob("*.json")))
+              if t["amp"]["requested"]}
+    assert len(groups) >= 2, groups    # the fixture holds two AMP dtypes or levels
+    assert "warning" not in line and "differ" not in line, line
+    assert all(f"`h-{d}-{lv}` ({d} {lv})" in line for d, lv in groups), line
+
+    def per_seed(t):
+        if t["amp"]["requested"]:
+            t["amp"]["default_lists_hash"] = f"h-{t['amp']['dtype']}-{t['seed']}"
+    edit_trials(run, per_seed)
+    line = next(ln for ln in write_report([run]).read_text().splitlines() if ln.startswith("- **AMP op lists:**"))
+    assert "**warning:** trials of one dtype and level recorded different default lists" in line, line

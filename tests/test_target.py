@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ampbench.core.target import first_reach, reached
+from ampbench.record.target import first_reach, reached
 from ampbench.results import EvalRecord
 
 

@@ -141,7 +141,7 @@ class Simulated:
         monkeypatch.setattr(device, "amp_supported_in_child", lambda *a: False)
 
     def short(self, folder: Path, doc: Any, mode: ModeConfig, console: Any) -> Any:
-        from ampbench.core.records import AmpInfo, Trial
+        from ampbench.record.models import AmpInfo, Trial
 
         return Trial(suite="s", workload="toy", mode=mode.name, seed=0, status="ok", amp=AmpInfo(active=True))
 
@@ -286,7 +286,7 @@ def test_an_injected_command_mode_climbs_the_ladder_itself(tmp_path, monkeypatch
 
 
 def test_a_crashed_short_trial_stops_the_ladder_as_an_error(tmp_path, monkeypatch):
-    from ampbench.core.records import Trial
+    from ampbench.record.models import Trial
 
     sim = Simulated([{}])
     sim.install(monkeypatch)
@@ -359,7 +359,7 @@ def test_shape_audit_flags_linear_64_500_not_64_512():
 
 
 def _trial(data_s: float, cpu_s: float, active: bool, **amp: Any) -> Any:
-    from ampbench.core.records import AmpInfo, StepRecord, Trial
+    from ampbench.record.models import AmpInfo, StepRecord, Trial
 
     steps = [StepRecord(step=i, loss=1.0, time_s=0.1, data_s=data_s, cpu_s=cpu_s, samples=8) for i in range(1, 6)]
     return Trial(suite="s", workload="toy", mode="amp", seed=0, status="ok", steps=steps,
@@ -367,8 +367,8 @@ def _trial(data_s: float, cpu_s: float, active: bool, **amp: Any) -> Any:
 
 
 def test_causes_are_ranked_with_their_numbers():
-    from ampbench.core.records import Interference
     from ampbench.judge import why_slow
+    from ampbench.record.models import Interference
 
     census = {"op_calls": {"matmul_v2": {"float16": 10, "float32": 30}, "cast": {"float32": 40},
                            "elementwise_add": {"float32": 20}}, "white_list": ["matmul_v2"], "black_list": ["exp"]}
@@ -387,6 +387,9 @@ def test_causes_are_ranked_with_their_numbers():
         "GPU busy 35% of the window (NVML): the device waits on the host")
     idle.interference = Interference(gpu_busy_pct=80.0)
     assert "gpu-idle" not in [c.kind for c in why_slow.rank([idle])]
+    # a mode that ran in FP32 (AMP inactive): no op census finding, every op was FP32 whatever the lists say
+    assert not {"fp32-ops", "unlisted", "casts"} & {c.kind for c in why_slow.rank([_trial(0.0, 0.01, False, level="O1",
+                                                                                        **census)])}
     # on a CPU (AMP inactive) a busy host is the computation, not a launch bound; a small data wait is not named
     assert why_slow.rank([_trial(0.005, 0.099, False)]) == []
 

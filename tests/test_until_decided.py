@@ -530,7 +530,7 @@ def test_a_pool_of_devices_adds_as_many_matched_seeds_per_round_as_it_runs_side_
                                                     (["0", "1", "2", "3", "4", "5", "6", "7"], 2, 4),
                                                     (["0", "1", "2", "3", "4", "5", "6", "7"], 3, 2)])
 def test_seeds_per_round(devices, modes, expect):
-    from ampbench.core.records import RunInfo
+    from ampbench.record.models import RunInfo
 
     suite = make_suite()
     info = RunInfo.model_construct(devices=devices)

@@ -47,8 +47,8 @@ def _rev(root: Path, key: str, rev: str | None) -> str:
     return out.stdout.strip()
 
 
-def read_range(repo: Path | None, good: str | None, bad: str | None) -> Range:
-    """Validate --repo, --good and --bad, and list the commits from good to bad (exit 2 on any problem)."""
+def repo_root(repo: Path | None) -> Path:
+    """--repo validated: a real folder inside a git working tree; its top folder (exit 2 on any problem)."""
     if repo is None:
         raise ConfigError("--repo", "", "give the git repository whose commits to search")
     if os.path.islink(repo):
@@ -61,7 +61,18 @@ def read_range(repo: Path | None, good: str | None, bad: str | None) -> Range:
         raise ConfigError("--repo", str(repo), f"git cannot be run: {e}") from None
     if top.returncode != 0 or not top.stdout.strip():
         raise ConfigError("--repo", str(repo), "is not a git repository (with a working tree)")
-    root = Path(top.stdout.strip())
+    return Path(top.stdout.strip())
+
+
+def commit_of(root: Path, key: str, rev: str | None) -> tuple[str, str]:
+    """An option's revision as (full commit id, one-line subject), or exit 2 naming the option."""
+    sha = _rev(root, key, rev)
+    return sha, git(root, "log", "-1", "--format=%s", sha).stdout.strip()[:120]
+
+
+def read_range(repo: Path | None, good: str | None, bad: str | None) -> Range:
+    """Validate --repo, --good and --bad, and list the commits from good to bad (exit 2 on any problem)."""
+    root = repo_root(repo)
     g, b = _rev(root, "--good", good), _rev(root, "--bad", bad)
     if g == b:
         raise ConfigError("--bad", str(bad), "is the same commit as --good")

@@ -1,9 +1,10 @@
 """`ampbench compare RUN [RUN...] --format ...`: one verb for "how do these runs differ?".
 
 It folds three earlier verbs over the same data (each kept one release with a deprecation line):
-- `table` (the default): two runs per mode with pytest-benchmark's columns (min, max, mean, stddev,
+- `table` (the default) and `json`: two runs per mode with pytest-benchmark's columns (min, max, mean, stddev,
   median, IQR, change), the first run against the second, or against its previous run (same suite,
-  device and config beside it) when given alone; was `ampbench compare RUN [OTHER]`;
+  device and config beside it) when given alone; was `ampbench compare RUN [OTHER]`; `json` is the same
+  comparison as data (results/compare_file.py, printed or written with `-o`);
 - `md`, `csv`, `parquet`: every run per mode as one table (a pandas DataFrame), change against the first
   run; printed, or written with `-o` (parquet needs `-o`); was `ampbench summary`;
 - `pytest-benchmark`: one run's step times as pytest-benchmark JSON for `pytest-benchmark compare`,
@@ -13,6 +14,7 @@ It folds three earlier verbs over the same data (each kept one release with a de
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -21,14 +23,18 @@ from rich.console import Console
 from rich.markup import escape
 
 from ampbench.core.errors import ConfigError
-from ampbench.judge.run_change import Change, changes
+from ampbench.core.files import atomic_write_text, check_output
+from ampbench.core.store import RunPaths
+from ampbench.judge.run_change import changes
 from ampbench.report.benchmark_export import export_run
 from ampbench.report.compare import write_summary
-from ampbench.report.compare_runs import compare_rows, print_compare
+from ampbench.report.compare_runs import compare_doc, compare_rows, print_compare
+from ampbench.results.compare_file import CompareFile, Significance
 from ampbench.results.previous import previous_run
 from ampbench.results.run_dir import open_run
 
-FORMATS = ("table", "md", "csv", "parquet", "pytest-benchmark")
+FORMATS = ("table", "json", "md", "csv", "parquet", "pytest-benchmark")
+TWO_RUNS = ("table", "json")
 TABLE_FORMATS = ("md", "csv", "parquet")
 
 
@@ -40,16 +46,10 @@ def compare(run_dirs: list[Path], fmt: str, output: str | None, sort: str, conso
         raise ConfigError("--format", fmt, f"expected one of {', '.join(FORMATS)}")
     if not run_dirs:
         raise ConfigError("compare", "RUN", "give at least one run folder")
-    if fail_above is not None and fmt != "table":
-        raise ConfigError("--fail-above", str(fail_above), "only with --format table (two runs judged)")
-    if fmt == "table":
-        if len(run_dirs) > 2 or output is not None:
-            raise ConfigError("--format table", " ".join(map(str, run_dirs)),
-                              "compares two runs on the terminal (RUN [OTHER]); several runs or -o: --format md|csv|parquet")
-        other = run_dirs[1] if len(run_dirs) == 2 else previous_run(run_dirs[0])
-        marks = changes(open_run(run_dirs[0]), open_run(other))
-        print_compare(compare_rows(run_dirs[0], other, sort), console, marks)
-        return exit_code(marks, fail_above, console)
+    if fail_above is not None and fmt not in TWO_RUNS:
+        raise ConfigError("--fail-above", str(fail_above), "only with --format table or json (two runs judged)")
+    if fmt in TWO_RUNS:
+        return _two_runs(run_dirs, fmt, output, sort, console, fail_above)
     if fmt == "pytest-benchmark":
         if len(run_dirs) != 1 or output is None:
             raise ConfigError("--format pytest-benchmark", " ".join(map(str, run_dirs)),
@@ -65,24 +65,53 @@ def compare(run_dirs: list[Path], fmt: str, output: str | None, sort: str, conso
     return 0
 
 
-def exit_code(marks: dict[str, Change], fail_above: float | None, console: Console) -> int:
+def two_run_doc(run_dirs: list[Path], sort: str = "name") -> CompareFile:
+    """RUN [OTHER] (OTHER: the previous run beside RUN) compared, each change judged."""
+    cur = open_run(run_dirs[0])
+    oth = open_run(run_dirs[1] if len(run_dirs) == 2 else previous_run(run_dirs[0]))
+    return compare_doc(compare_rows(cur, oth, sort), changes(cur, oth), cur, oth)
+
+
+def _two_runs(run_dirs: list[Path], fmt: str, output: str | None, sort: str, console: Console,
+              fail_above: float | None) -> int:
+    if len(run_dirs) > 2 or (output is not None and fmt == "table"):
+        raise ConfigError(f"--format {fmt}", " ".join(map(str, run_dirs)),
+                          "compares two runs (RUN [OTHER]); several runs or -o: --format md|csv|parquet")
+    if output is not None:   # checked before anything is computed
+        check_output(Path(output), [RunPaths(p).run_json for p in run_dirs], kinds=(".json",))
+    doc = two_run_doc(run_dirs, sort)
+    if fmt == "table":
+        print_compare(doc, console)
+        return exit_code(doc.marks(), fail_above, console)
+    text = json.dumps(doc.to_json(), indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return exit_code(doc.marks(), fail_above, None)
+    path = Path(output)
+    atomic_write_text(path, text)
+    console.print(f"wrote {escape(str(path))}", soft_wrap=True)
+    return exit_code(doc.marks(), fail_above, console)
+
+
+def exit_code(marks: dict[str, Significance], fail_above: float | None, console: Console | None) -> int:
     """--fail-above PCT: 1 when a mode is significantly slower by more than PCT percent; 3 when none is but
     a mode slower by more than PCT was disturbed (this machine cannot decide it: as check's INCONCLUSIVE);
     else 0. A change that is not significant never fails: that is noise the runs' spread explains."""
     if fail_above is None:
         return 0
+    say = console.print if console is not None else (lambda *a, **k: None)
     beyond = {m: c for m, c in marks.items() if c.change is not None and c.change < -fail_above / 100}
     failed = [m for m, c in beyond.items() if c.mark == "slower"]
     unsure = [m for m, c in beyond.items() if c.mark == "disturbed"]
     if failed:
-        console.print(f"--fail-above {fail_above:g}%: significantly slower: {escape(', '.join(failed))} -> exit 1",
-                      soft_wrap=True, highlight=False)
+        say(f"--fail-above {fail_above:g}%: significantly slower: {escape(', '.join(failed))} -> exit 1",
+            soft_wrap=True, highlight=False)
         return 1
     if unsure:
-        console.print(f"--fail-above {fail_above:g}%: {escape(', '.join(unsure))} slower by more, but the measurement "
-                      "was disturbed: re-run on a quiet machine -> exit 3", soft_wrap=True, highlight=False)
+        say(f"--fail-above {fail_above:g}%: {escape(', '.join(unsure))} slower by more, but the measurement "
+            "was disturbed: re-run on a quiet machine -> exit 3", soft_wrap=True, highlight=False)
         return 3
-    console.print(f"--fail-above {fail_above:g}%: no mode significantly slower by more -> exit 0", highlight=False)
+    say(f"--fail-above {fail_above:g}%: no mode significantly slower by more -> exit 0", highlight=False)
     return 0
 
 

@@ -28,12 +28,13 @@ from ampbench.commands.run import launch_trial
 from ampbench.commands.run_plan import default_cache_dir
 from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig, Suite
 from ampbench.core.files import last_line
-from ampbench.core.records import Trial, trial_key
+from ampbench.core.install import install_hint
 from ampbench.core.store import RunPaths
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
 from ampbench.diagnose.emulated import KINDS, mode_losses
 from ampbench.diagnose.emulated import advice as emulated_advice
 from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagnosis
+from ampbench.record.models import Trial, trial_key
 from ampbench.results.diagnosis_file import KIND_TEXT, Finding, ModeDiagnosis, Tolerances
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.trial.numerics import LEVEL_ENV, read_dump
@@ -101,7 +102,7 @@ def _compare_accuracy(ref_dir: Path, amp_dir: Path, xlsx: Path, scale: float, lo
     import paddle
 
     if importlib.util.find_spec("xlsxwriter") is None:
-        return "skipped: xlsxwriter is not installed (pip install 'ampbench[diagnose]')"
+        return f"skipped: xlsxwriter is not installed; {install_hint('diagnose')}"
     try:
         with open(log, "w") as fh, contextlib.redirect_stdout(fh), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # its x/0 on NaN stats

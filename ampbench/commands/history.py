@@ -9,10 +9,10 @@ from pydantic import ValidationError
 
 from ampbench.config import Thresholds
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import Env
 from ampbench.judge import pooled
 from ampbench.judge.pooled import OpenRegression
 from ampbench.judge.summary import summarize_run
+from ampbench.record.models import Env
 from ampbench.results import history
 from ampbench.results.accepts import AcceptRecord, add_accept, load_accepts
 from ampbench.results.baselines import device_slug

@@ -30,10 +30,10 @@ from ampbench.config import ConfigError, LoadedSuite, ModeConfig, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.files import last_line
 from ampbench.core.names import new_run_id, utc_now
-from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import PROBE_TAG, RUNS_DIR
 from ampbench.core.units import parse_bytes
-from ampbench.report.console import table_box
+from ampbench.record.models import PlanEntry, RunInfo, Trial
+from ampbench.report.console import cell_text, table_box
 from ampbench.results.probe_file import (
     FITS_STATUSES,
     PROBE_SCHEMA,
@@ -233,7 +233,7 @@ def print_probe(doc: ProbeFile, console: Console) -> None:
         mb = "error" if e.status != "ok" else f"{e.max_batch}{'+' if e.capped else ''}"
         tries = " ".join(f"{a.batch_size}{'✓' if a.fits else '✗'}" for a in e.attempts)
         amp = "-" if not e.amp_requested else ("active" if e.amp_active else "inactive")
-        t.add_row(escape(name), mb, _gib(e.peak_bytes_at_max), tries, amp)
+        t.add_row(*(cell_text(x, console) for x in (escape(name), mb, _gib(e.peak_bytes_at_max), tries, amp)))
     console.print(t)
     if any(e.amp_requested and not e.amp_active for e in doc.modes.values()):
         console.print("AMP inactive on this device: AMP modes ran in float32, so their batch limits show the "

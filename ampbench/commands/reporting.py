@@ -10,8 +10,11 @@ from rich.markup import escape
 
 from ampbench.core.errors import ResultsError
 from ampbench.judge.planner import plan_lines, plan_run
+from ampbench.judge.until import recommend
 from ampbench.report.markdown import write_report
 from ampbench.report.publish import publish as publish_site
+from ampbench.results.run_dir import open_run
+from ampbench.results.verdicts import load_check_optional
 
 
 def report(run_dirs: list[Path], output: Path | None, history: Path | None, fmt: str, console: Console,
@@ -38,5 +41,16 @@ def publish(history: Path, output: Path, repo_url: str | None, console: Console,
 
 
 def plan(run_dir: Path, console: Console) -> None:
-    for line in plan_lines(plan_run(run_dir)):
+    """The planner's rows, then the run's one recommendation over the rules its check left undecided (the
+    figure the outcome table's note gives)."""
+    rows = plan_run(run_dir)
+    for line in plan_lines(rows):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    run = open_run(Path(run_dir))
+    check = load_check_optional(run.dir.latest_check_path())
+    if check is None:
+        text = "no check.json yet: `ampbench check RUN` first, the recommendation covers the rules it leaves undecided"
+    else:
+        advice = recommend(check.verdicts, rows, run.suite.thresholds)
+        text = advice.text() if advice is not None else "no undecided rule that more seeds can decide"
+    console.print(f"recommendation: {text}", markup=False, highlight=False, soft_wrap=True)

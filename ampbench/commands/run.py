@@ -38,17 +38,17 @@ from ampbench.commands.run_plan import (
     preflight,
     trial_width,
 )
-from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace, StatusTicker
+from ampbench.commands.run_progress import STATUS_EVERY_S, RunPace, StatusTicker, prior_costs
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import last_line
 from ampbench.core.names import utc_now
 from ampbench.core.protocol import FAULT_ENV, Fault
-from ampbench.core.records import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.core.text import printable
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.launch.pool import CPU, Job, Scheduler, batches, cpu_shares, device_env, run_jobs
 from ampbench.launch.process import Interrupted
+from ampbench.record.models import PlanEntry, RunInfo, Trial, trial_key
 from ampbench.report.console import CRASH_LINE_CHARS, print_outcome, print_rules, print_trials
 from ampbench.report.fmt import seconds
 from ampbench.report.view import view_of
@@ -279,7 +279,8 @@ def _run_trials(run: RunDir, info: RunInfo, suite: Suite, plan: list[tuple[str, 
     shares = cpu_shares(info.affinity, len(pool))
     ended: list[Trial] = []
     sched = Scheduler(batches(todo, trial_width(suite, pool), len(pool)), len(pool))
-    pace = RunPace(len(plan), len(plan) - len(todo), slots=len(pool))
+    pace = RunPace(len(plan), len(plan) - len(todo), slots=len(pool),
+                   prior=prior_costs(run.path, info.suite, info.config_hash))   # the time left before trials end
     warned: set[str] = set()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[left]}", markup=False), TextColumn("{task.fields[info]}", markup=False),

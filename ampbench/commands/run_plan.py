@@ -18,12 +18,12 @@ from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import folder_id, safe_name
 from ampbench.core.protocol import CACHE_ENV, FAULT_ENV, FAULT_RANK_ENV, Fault
-from ampbench.core.records import RunInfo, trial_key
 from ampbench.core.store import RUNS_DIR
 from ampbench.core.text import printable
 from ampbench.launch.pool import CPU, batches, cpu_shares, parse_devices
 from ampbench.launch.process import keep_signal_handlers
 from ampbench.launch.slurm import SlurmOptions
+from ampbench.record.models import RunInfo, trial_key
 from ampbench.results.run_dir import RunDir, suite_of
 from ampbench.trial.numerics import LEVEL_ENV, LEVELS, parse_level
 from ampbench.trial.spec import TrialSpec

@@ -4,8 +4,11 @@ A person watching `ampbench run` wants to know when it ends, and a CI log that s
 minutes looks hung. `RunPace` keeps, per running trial, the recent (time, step) points of its step
 events; a trial's time left is its remaining steps over its recent step rate, and the run's is that
 plus the trials not started yet at the typical wall time of the trials already finished (process
-start, steps and evaluation included), or before any has finished, the running trial's projection.
-Nothing is guessed: until a rate is measured the time left is "estimating".
+start, steps and evaluation included).  Before two have finished, the suite's own earlier runs on this machine
+(same suite and config, beside this run: `prior_costs`) give each trial's cost, and the time left is said as a
+range (their quartiles); without them the running trial's step projection is a lower bound, said as one (it
+leaves out start-up and evaluation: early estimates ran 2x short).  Nothing is guessed: until a rate is
+measured the time left is "estimating".
 
 On a terminal the rich progress bars show it; in a pipe `StatusTicker` prints one plain status line
 at a fixed interval (which trial, step, rate, time left), so a log never goes silent for long.
@@ -13,22 +16,30 @@ at a fixed interval (which trial, step, rate, time left), so a log never goes si
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import statistics
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Self
 
 from rich.console import Console
 from rich.text import Text
 
+from ampbench.core.errors import ResultsError
 from ampbench.core.units import num
+from ampbench.record.models import RunInfo
 from ampbench.report.fmt import seconds
+from ampbench.results.run_dir import RunDir
 
 STATUS_EVERY_S = 15.0   # a piped run's status line: at least every 30 s (issue 45), twice as often here
 RATE_WINDOW_S = 20.0    # a step rate over the last 20 s: recent enough to follow a slowdown, long enough to be stable
+OWN_TRIALS = 2          # this run's own finished trials that make its time left a point, not the earlier runs' range
+PRIOR_RUNS = 3          # the newest earlier runs whose trials' costs are read
 
 
 @dataclass
@@ -69,13 +80,15 @@ class RunPace:
     """The run's trials: those finished (their wall times), those running (their paces), those waiting.
     Step events arrive from the launch threads, the ticker reads from its own: one lock guards both."""
 
-    def __init__(self, total: int, done_before: int, slots: int = 1, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, total: int, done_before: int, slots: int = 1, clock: Callable[[], float] = time.monotonic,
+                 prior: list[float] | None = None):
         self.total = total
         self.done = done_before
         self.slots = max(1, slots)
         self.clock = clock
         self.started = clock()
         self.walls: list[float] = []
+        self.prior = sorted(prior or [])   # each trial's full cost in the suite's earlier runs (prior_costs)
         self.running: dict[tuple[str, int], TrialPace] = {}
         self.lock = threading.Lock()
 
@@ -102,10 +115,23 @@ class RunPace:
             return pace.left_s(self.clock()) if pace is not None else None
 
     def _typical_wall(self, now: float) -> float | None:
-        if self.walls:
+        if len(self.walls) >= OWN_TRIALS or (self.walls and not self.prior):
             return statistics.median(self.walls)
+        if self.prior:
+            return statistics.median(self.prior)
         projected = [now - p.started + left for p in self.running.values() if (left := p.left_s(now)) is not None]
         return max(projected) if projected else None
+
+    def _left_with(self, typical: float, now: float, floor_running: bool) -> float:
+        """Seconds left with each trial costing `typical`: a running one its projection (with `floor_running`, at
+        least the typical cost less what it has run), the waiting ones `typical` each, shared over the slots."""
+        lefts = []
+        for p in self.running.values():
+            left = p.left_s(now)
+            rest = max(0.0, typical - (now - p.started))
+            lefts.append(rest if left is None else max(left, rest) if floor_running else left)
+        waiting = max(0, self.total - self.done - len(self.running))
+        return (sum(lefts) + waiting * typical) / self.slots
 
     def run_left_s(self) -> float | None:
         """Seconds until the last planned trial ends (None: no rate measured yet)."""
@@ -114,16 +140,29 @@ class RunPace:
             typical = self._typical_wall(now)
             if typical is None:
                 return None
-            lefts = []
-            for p in self.running.values():
-                left = p.left_s(now)
-                lefts.append(left if left is not None else max(0.0, typical - (now - p.started)))
-            waiting = max(0, self.total - self.done - len(self.running))
-            return (sum(lefts) + waiting * typical) / self.slots
+            return self._left_with(typical, now, floor_running=bool(self.prior) or bool(self.walls))
+
+    def run_left_text(self) -> str:
+        """The run's time left as the status line says it: a point once this run's own trials tell it; before
+        that the earlier runs' range, or the steps-only projection as the lower bound it is."""
+        left = self.run_left_s()
+        if left is None:
+            return "run time left: estimating"
+        with self.lock:
+            now, own = self.clock(), len(self.walls)
+            early = own < OWN_TRIALS and self.total - self.done > 1
+            if early and self.prior:
+                q1, _, q3 = statistics.quantiles(self.prior, n=4, method="inclusive") if len(self.prior) > 1 \
+                    else (self.prior[0],) * 3
+                lo, hi = self._left_with(q1, now, True), self._left_with(q3, now, True)
+                return f"run ~{seconds(min(lo, left))} to {seconds(max(hi, left))} left (as this suite's earlier runs here)"
+            if early and not own:
+                return f"run ~{seconds(left)} or more left (start-up and evaluation not measured yet)"
+        return f"run ~{seconds(left)} left"
 
     def status_line(self) -> str:
         """One plain line: elapsed, trials done, each running trial's step and rate, time left."""
-        left = self.run_left_s()
+        left_text = self.run_left_text()
         with self.lock:
             now = self.clock()
             parts = [f"status {seconds(now - self.started)} elapsed, trial {self.done}/{self.total} done"]
@@ -136,8 +175,46 @@ class RunPace:
                              if p.points else f"{p.mode} seed {p.seed}: starting")
             if not self.running:   # between two trials, or the last one ended and the run is judged
                 parts.append("no trial running")
-        parts.append(f"run ~{seconds(left)} left" if left is not None else "run time left: estimating")
+        parts.append(left_text)
         return "; ".join(parts)
+
+
+def prior_costs(run: Path, suite: str, config_hash: str, limit: int = PRIOR_RUNS) -> list[float]:
+    """Each trial's full cost (its launch to its record written, start-up and evaluation included) in the newest
+    `limit` earlier finished runs of this suite and config beside `run`: in one run, the gaps between
+    consecutive trial ends from the run's start, times its slots.  Unreadable runs are skipped, links never
+    followed; [] when there are none (a first run)."""
+    found: list[tuple[str, Path, RunInfo]] = []
+    for n, cand in enumerate(sorted(Path(run).resolve().parent.iterdir(), reverse=True)):
+        if n >= 200 or len(found) >= limit:
+            break
+        if cand == Path(run).resolve() or cand.is_symlink() or not cand.is_dir():
+            continue
+        try:
+            info = RunDir(cand).load_run()
+        except ResultsError:
+            continue
+        if (info.suite, info.config_hash) == (suite, config_hash) and info.finished and info.started:
+            found.append((info.started, cand, info))
+    costs: list[float] = []
+    for started, folder, info in found:
+        costs += _run_costs(RunDir(folder), started, max(1, len(info.devices or [])))
+    return costs
+
+
+def _run_costs(rd: RunDir, started: str, slots: int) -> list[float]:
+    ends = []
+    for p in rd.trial_files():
+        try:
+            t = rd.load_trial(p)
+        except ResultsError:
+            return []
+        if t.ended_unix is not None:
+            ends.append(t.ended_unix)
+    start = dt.datetime.fromisoformat(started).timestamp()
+    times = [start, *sorted(ends)]
+    gaps = [(b - a) * slots for a, b in itertools.pairwise(times)]
+    return [g for g in gaps if 0 < g < 86400.0]
 
 
 class StatusTicker:

@@ -11,10 +11,10 @@ from rich.markup import escape
 from ampbench.commands.run_plan import make_spec
 from ampbench.config import Suite
 from ampbench.core.protocol import Fault
-from ampbench.core.records import RunInfo, Trial, trial_key
 from ampbench.launch.launcher import TrialFiles
 from ampbench.launch.slurm_array import run_array
 from ampbench.launch.slurm_run import Hooks, SlurmRun, run_trials
+from ampbench.record.models import RunInfo, Trial, trial_key
 from ampbench.results.run_dir import RunDir
 
 

@@ -20,9 +20,10 @@ from pydantic import BaseModel
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.files import atomic_write_text
-from ampbench.core.records import RunInfo, Trial
+from ampbench.record.models import RunInfo, Trial
 from ampbench.results.baselines import Baseline
 from ampbench.results.bisect_file import BisectFile
+from ampbench.results.compare_file import CompareFile
 from ampbench.results.diagnosis_file import DiagnosisFile
 from ampbench.results.history import RunSummary
 from ampbench.results.probe_file import ProbeFile
@@ -49,6 +50,8 @@ FILES: dict[str, FileKind] = {
     "diagnosis": FileKind(DiagnosisFile, "<run>/diagnosis.json", "the op-level FP32/AMP comparison"),
     "tune": FileKind(TuneFile, "<tune folder>/tune.json", "an `ampbench tune` ladder: its rungs and the next one"),
     "bisect": FileKind(BisectFile, "<bisect folder>/bisect.json", "an `ampbench bisect` search: its commits, looks and result"),
+    "compare": FileKind(CompareFile, "`ampbench compare RUN OTHER --format json`", "two runs per mode, each change "
+                        "marked significant or not"),
 }
 
 

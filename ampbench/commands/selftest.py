@@ -27,8 +27,8 @@ from rich.text import Text
 from ampbench.core.files import atomic_write_json
 from ampbench.core.names import new_run_id
 from ampbench.core.opstat import on_list
-from ampbench.core.records import Trial
 from ampbench.judge.interference import SATURATED
+from ampbench.record.models import Trial
 from ampbench.report.console import table_box
 
 PROFILE = "gpu-smoke"

@@ -28,13 +28,13 @@ from ampbench.config.suite import REFERENCE_MODE
 from ampbench.core.errors import ConfigError
 from ampbench.core.files import atomic_write_text, refuse_link
 from ampbench.core.names import new_run_id, utc_now
-from ampbench.core.records import PlanEntry, RunInfo, Trial
 from ampbench.core.store import RUNS_DIR
 from ampbench.judge import ladder, until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.rules import registry
 from ampbench.judge.sequential import Design
+from ampbench.record.models import PlanEntry, RunInfo, Trial
 from ampbench.report.fmt import md_block, md_code, md_prose, md_table, md_text
 from ampbench.results.probe_file import NoProbe, find_probe
 from ampbench.results.run_dir import RunDir, open_run, run_lock

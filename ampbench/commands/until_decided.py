@@ -24,12 +24,12 @@ from rich.markup import escape
 
 from ampbench.commands.run_plan import trial_width
 from ampbench.config import Suite
-from ampbench.core.records import PlanEntry, RunInfo
 from ampbench.judge import until
 from ampbench.judge.check import check_trials
 from ampbench.judge.planner import plan_for
 from ampbench.judge.sequential import Design
 from ampbench.launch.pool import CPU
+from ampbench.record.models import PlanEntry, RunInfo
 from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.run_dir import RunDir, open_run
 

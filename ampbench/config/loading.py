@@ -8,10 +8,12 @@ the file, the key path and the reason. This module never imports paddle (errors 
 from __future__ import annotations
 
 import copy
+import difflib
+import inspect
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -91,10 +93,52 @@ def key_path(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     return ".".join(parts)
 
 
-def error_reason(err: ErrorDetails) -> str:
+def _inner_model(annotation: Any) -> tuple[type[BaseModel] | None, int]:
+    """The model a field holds (itself, in a list or an Optional, or as a dict's values: then one key of the
+    location is the dict's), and how many location parts that dict key takes."""
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return annotation, 0
+    args = get_args(annotation)
+    if get_origin(annotation) is dict and len(args) == 2:
+        return _inner_model(args[1])[0], 1
+    for a in args:
+        model, skip = _inner_model(a)
+        if model is not None:
+            return model, skip
+    return None, 0
+
+
+def known_keys(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the table at `loc` (a pydantic error's location, the unknown key last) accepts; [] when the
+    location leaves the models."""
+    model, parts, i = root, list(loc[:-1]), 0
+    while i < len(parts):
+        if isinstance(parts[i], int):
+            i += 1
+            continue
+        field = model.model_fields.get(str(parts[i])) or next(
+            (f for f in model.model_fields.values() if f.alias == parts[i]), None)
+        inner, skip = _inner_model(field.annotation) if field is not None else (None, 0)
+        if inner is None:
+            return []
+        model, i = inner, i + 1 + skip
+    return sorted({f.alias or name for name, f in model.model_fields.items()})
+
+
+def unknown_key_reason(key: str, known: list[str]) -> str:
+    """`unknown key (did you mean batch_size?)`, as the verbs and suite names answer a typo."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key (did you mean {close[0]}?)"
+    return "unknown key (check the spelling; see docs/suites.md, 'Suite file reference')"
+
+
+def error_reason(err: ErrorDetails, root: type[BaseModel] | None = Suite) -> str:
+    """A validation error as the reason after the key path; `root`: the model validated (for an unknown key's
+    did-you-mean)."""
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        return "unknown key (check the spelling; see docs/suites.md, 'Suite file reference')"
+        return unknown_key_reason(str(err["loc"][-1]), known_keys(root, err["loc"]) if root is not None else [])
     if err["type"] == "missing":
         return "required key is missing"
     if "input" in err and err["type"] not in ("model_type",) and not isinstance(err["input"], dict):

@@ -6,10 +6,17 @@ import datetime as dt
 import os
 import re
 import secrets
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ampbench.core.records import Env
+
+class Device(Protocol):
+    """What names a device: a trial's or a run's `Env` (record/models.py, a layer above core)."""
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def device_name(self) -> str: ...
 
 
 def utc_now() -> str:
@@ -35,7 +42,7 @@ def slug(text: str, *, lower: bool = False, keep: str = "._-", fallback: str = "
     return out[:limit].rstrip("-.") or fallback
 
 
-def device_slug(env: Env) -> str:
+def device_slug(env: Device) -> str:
     """A folder-safe name for the device, used for results/baselines/<slug>/ and run keys."""
     base = "cpu" if env.device in ("", "cpu") else (env.device_name or env.device)
     return slug(base or "cpu", lower=True, keep="-", fallback="cpu")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.core.records import EmulatedLayer, Trial
+from ampbench.record.models import EmulatedLayer, Trial
 
 KINDS = ("overflow", "underflow", "grad_overflow", "grad_underflow", "lost_updates")
 

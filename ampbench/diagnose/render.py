@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -168,7 +169,8 @@ def print_diagnosis(d: ModeDiagnosis, console: Console) -> None:
         console.print(f"[yellow]{escape(d.inactive_note)}[/]")
     if d.findings:
         table = Table("#", "step", "op", "finding", "dtype FP32/AMP", "max abs FP32/AMP", "NaN/Inf", "times",
-                      title=f"{escape(d.mode)}: first flagged ops")
+                      title=f"{escape(d.mode)}: first flagged ops",
+                      box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)  # report.console.table_box's choice
         for f in d.findings:
             nan_inf = "/".join(str(x) for x in f.amp_nan_inf) if f.amp_nan_inf else "-"
             table.add_row(str(f.index), str(f.step), escape(f.op), KIND_TEXT[f.kind],

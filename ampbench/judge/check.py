@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import Trial
 from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules import emulated, pairs, registry
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.sequential import Design
+from ampbench.record.models import Trial
 from ampbench.results.baselines import Baseline, device_slug
 from ampbench.results.run_dir import OpenRun
 from ampbench.results.verdicts import CheckReport, ModeVerdict, combine, exit_code
@@ -34,7 +34,7 @@ def _mismatches(suite: Suite, trials: list[Trial], b: Baseline) -> list[str]:
 
 def judge_mode(c: Ctx) -> ModeVerdict:
     """Every registered rule that applies to this mode, in registry order."""
-    rules = pairs.held_back(c, [r for rule in registry.RULES if rule.applies(c) for r in rule.judge(c)])
+    rules = pairs.held_back(c, [r for rule in registry.RULES if rule.applies(c) for r in rule.run(c)])
     rules = emulated.mark(c, rules)   # an emulated mode: numerics judged, device figures not measured
     verdict = combine([r.status for r in rules if r.counted])
     if verdict == "PASS" and c.amp_inactive:  # belt and braces: inactive AMP is never PASS

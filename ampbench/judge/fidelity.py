@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ampbench.core.records import StepRecord, Trial
+from ampbench.record.models import StepRecord, Trial
 
 # The documented tolerance (docs/emulation.md "Fidelity"): loss curves agree to a median relative
 # difference of 2% over the steps both recorded and 5% at the last one; the skipped steps differ by at most

@@ -2,7 +2,7 @@
 
 - A trial's figure is the median of its per-step rates over the measured steps (warm-up and
   evaluations excluded): robust to a stall, one number per replication unit
-  (`core.records.trial_rate` of `Trial.step_rates()`, the value the trial's assembler,
+  (`record.rates.trial_rate` of `Trial.step_rates()`, the value the trial's assembler,
   `record.assemble.throughput`, stores in `throughput.samples_per_s`).
 - A mode's figure is the geometric mean of its ok trials' figures, over the trials with at least
   `MIN_STEPS` measured steps when any has them; its interval is the two-sided `confidence`
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config.suite import MIN_MEASURED_STEPS
-from ampbench.core.records import floor_rate, trial_rate, trimmed_rate
 from ampbench.judge.distributions import t_ppf
+from ampbench.record.rates import floor_rate, trial_rate, trimmed_rate
 
 MIN_TRIALS = 2  # per side: one trial cannot show seed-to-seed spread
 MIN_STEPS = MIN_MEASURED_STEPS  # measured steps per trial for a usable per-trial median
@@ -60,13 +60,13 @@ def judged_rate(rates: np.ndarray) -> float | None:
 
 
 def judged_floor(rates: np.ndarray) -> float | None:
-    """A trial's fast-floor samples/s (core.records.floor_rate): the history rule's disturbance-robust
+    """A trial's fast-floor samples/s (record.rates.floor_rate): the history rule's disturbance-robust
     figure; None below FLOOR_MIN_STEPS measured steps."""
     return floor_rate(rates)
 
 
 def judged_trimmed(rates: np.ndarray) -> float | None:
-    """A trial's trimmed mean samples/s (core.records.trimmed_rate): the history rule's figure that sees the
+    """A trial's trimmed mean samples/s (record.rates.trimmed_rate): the history rule's figure that sees the
     slow steps; None below FLOOR_MIN_STEPS measured steps."""
     return trimmed_rate(rates)
 

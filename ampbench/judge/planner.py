@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import Trial
 from ampbench.judge.rules import registry
+from ampbench.record.models import Trial
 from ampbench.results.run_dir import open_run
 
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampbench.core.records import Env, Interference
 from ampbench.judge import changepoint, inference
+from ampbench.record.models import Env, Interference
 from ampbench.results.accepts import AcceptRecord
 from ampbench.results.baselines import CompactTrial, device_slug
 from ampbench.results.history import RunSummary, TrialPoint

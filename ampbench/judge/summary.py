@@ -13,10 +13,10 @@ import math
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, Suite
-from ampbench.core.records import RunInfo, Trial
 from ampbench.judge import inference, measure
 from ampbench.judge.rules import registry
 from ampbench.record import fields
+from ampbench.record.models import RunInfo, Trial
 from ampbench.results.history import (
     MAX_HIST_BINS,
     NOT_CHECKED,

@@ -153,6 +153,46 @@ def summary(needs_: list[Need]) -> str:
     return "; ".join(f"{n.mode} {n.rule}: {n.why}" for n in needs_)
 
 
+@dataclass(frozen=True)
+class SeedAdvice:
+    """The one seed recommendation of a run, said alike wherever seeds are suggested (the outcome table's note,
+    `check --explain`, `ampbench plan`): the seeds per mode that decide every undecided rule more seeds can
+    decide, the planner's figure for the rule that needs most."""
+
+    seeds: int
+    mode: str
+    rule: str
+
+    def option(self) -> str:
+        """How to run it: the seeds listed, or, past 16, the run adding them until decided."""
+        if self.seeds <= 16:
+            return "--seeds " + ",".join(map(str, range(self.seeds)))
+        return f"--until-decided --max-seeds {self.seeds}"
+
+    def text(self) -> str:
+        return (f"{self.seeds} seeds per mode decide every rule (the most any needs: {self.rule} in {self.mode}): "
+                f"{self.option()}")
+
+
+def recommend(verdicts: list[ModeVerdict], rows: list[PlanRow], th: Thresholds | None = None) -> SeedAdvice | None:
+    """The run's one recommendation (None when no undecided rule is one more seeds can decide): over the
+    INCONCLUSIVE rules `needs` says seeds help (informational, disturbed and per-run ones never), the planner's
+    seeds for the one that needs most (a rule beyond the planner's limit of 64 is left out: no count decides it)."""
+    plan = {(r.mode, r.rule): r for r in rows}
+    best: SeedAdvice | None = None
+    for n in needs(verdicts, rows, 0, 10**6, th):
+        if not n.more_seeds_help:
+            continue
+        seeding = registry.result(n.rule).seeds
+        row = plan.get((n.mode, (seeding.sized_by if seeding else None) or n.rule))
+        if row is None or row.seeds_needed is None:
+            continue
+        seeds = max(row.seeds_needed, row.seeds_run + 1)   # still undecided at the planner's count: more than ran
+        if best is None or seeds > best.seeds:
+            best = SeedAdvice(seeds, n.mode, n.rule)
+    return best
+
+
 MAX_DURATION_S = 366 * 86400.0   # a budget longer than a year is a typo (and inf is not JSON)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.core.opstat import by_forward_op, forward_op, is_cast
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 
 DATA_NOTE = 0.1     # a data wait below a tenth of the step is not worth naming
 HOST_BOUND = 0.9    # on a GPU: the host busy this share of each step -> the GPU waits for launches
@@ -115,7 +115,9 @@ def op_census(t: Trial) -> dict[str, int]:
 
 
 def _ops(trials: list[Trial]) -> list[Cause]:
-    t = next((t for t in trials if t.amp.op_calls and any(effective_lists(t))), None)
+    """The op census's findings; none for a mode that ran in FP32 (AMP inactive: every op is FP32 whatever the
+    lists say, so "on neither list" or "white-list ops in FP32" would be an alarm about nothing)."""
+    t = next((t for t in trials if t.amp.active and t.amp.op_calls and any(effective_lists(t))), None)
     if t is None:
         return []
     c, out = op_census(t), []

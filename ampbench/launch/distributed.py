@@ -28,7 +28,7 @@ from typing import Any
 from ampbench.config import ConfigError, DistributedConfig
 from ampbench.core.files import tail_lines as read_tail
 from ampbench.core.protocol import RANK_DIR_ENV
-from ampbench.core.records import Status
+from ampbench.record.models import Status
 
 # ---------------------------------------------------------------- launch (runner side)
 
@@ -141,7 +141,7 @@ def apply_failure(trial_path: Path, failure: RankFailure) -> Any:
     own error, if it had one, is kept below).  None if the file cannot be read."""
     from ampbench.core.docs import load_doc, write_doc
     from ampbench.core.errors import ResultsError
-    from ampbench.core.records import Trial
+    from ampbench.record.models import Trial
 
     try:
         trial = load_doc(trial_path, Trial, "trial file")

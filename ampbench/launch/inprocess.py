@@ -15,7 +15,7 @@ from typing import Any
 
 from ampbench.core.docs import load_doc
 from ampbench.core.protocol import EVENT_PREFIX
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 from ampbench.trial.context import Events
 from ampbench.trial.spec import TrialSpec
 from ampbench.trial.worker import run_trial

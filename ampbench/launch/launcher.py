@@ -23,11 +23,11 @@ from ampbench.core.docs import load_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, tail_lines
 from ampbench.core.protocol import EVENT_PREFIX
-from ampbench.core.records import Interference, Status, StepRecord, Trial, trial_key
-from ampbench.core.trial_file import write_trial_file
 from ampbench.launch import distributed
 from ampbench.launch.pool import VISIBLE_ENV
 from ampbench.launch.process import Limits, Outcome, run_worker, worker_command
+from ampbench.record.models import Interference, Status, StepRecord, Trial, trial_key
+from ampbench.record.trial_file import write_trial_file
 from ampbench.trial.spec import TrialSpec
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.errors import ConfigError, UserError
-from ampbench.core.records import Status
+from ampbench.record.models import Status
 
 COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 TIMEOUT_S = 60.0
@@ -351,12 +351,16 @@ class Arm:
     env: dict[str, str]
     log: Path
     srun: bool = False
+    trial: Path | None = None  # its trial file: an arm that already ended ok in this task is not run again
+    key: str = ""              # its trial key (mode__seedN)
 
 
 def array_script(tasks: list[list[Arm]]) -> str:
     """An array job's script: task i runs its arms one after the other (a seed's arms on one node, in
     sequence), each in a subshell of its own with its output appended to its own log; a failing arm
-    does not stop the next one, and the task's exit code is the last failing arm's."""
+    does not stop the next one, and the task's exit code is the last failing arm's.  After Slurm's own
+    requeue the task starts from the top: an arm whose trial file is already this task's ok trial
+    (launch/array_done.py) is skipped, with a line in its log, not measured twice."""
     lines = ["#!/bin/bash", "# written by ampbench run --launcher slurm --slurm-parallel: one task per seed", "set -u",
              "rc=0", 'case "${SLURM_ARRAY_TASK_ID:-}" in']
     for i, arms in enumerate(tasks):
@@ -364,7 +368,15 @@ def array_script(tasks: list[list[Arm]]) -> str:
         for arm in arms:
             exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(arm.env.items()))
             run = ("srun --kill-on-bad-exit=1 " if arm.srun else "") + shlex.join(arm.cmd)
-            lines.append(f"  ({exports}exec {run}) >>{shlex.quote(str(arm.log))} 2>&1 || rc=$?")
+            log = shlex.quote(str(arm.log))
+            line = f"({exports}exec {run}) >>{log} 2>&1 || rc=$?"
+            if arm.trial is not None:
+                trial = shlex.quote(str(arm.trial))
+                done = shlex.join([arm.cmd[0], "-m", "ampbench.launch.array_done", str(arm.trial), arm.key])
+                said = shlex.quote(f"ampbench: {arm.key} already ended ok in this array task (Slurm requeued the "
+                                   "task): not run again")
+                line = f"if [ -e {trial} ] && {done} 2>/dev/null; then echo {said} >>{log}; else {line}; fi"
+            lines.append(f"  {line}")
         lines.append("  ;;")
     lines += ['*) echo "ampbench: no trials for array task ${SLURM_ARRAY_TASK_ID:-}" >&2; exit 2;;', "esac",
               'exit "$rc"']

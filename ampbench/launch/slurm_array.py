@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ampbench.core.records import trial_key
 from ampbench.core.store import RunPaths
 from ampbench.launch import slurm
 from ampbench.launch.slurm import FORGOTTEN, JobState
@@ -42,6 +41,7 @@ from ampbench.launch.slurm_run import (
     prepare,
     save_state,
 )
+from ampbench.record.models import trial_key
 
 Keys = dict[str, tuple[str, int]]
 
@@ -121,7 +121,8 @@ def _submit(tasks: list[list[str]], extra: list[str], keys: Keys, active: dict[s
         for key in ks:
             spec, files = hooks.spec(*keys[key]), hooks.files(*keys[key])
             cmd, env, gpus = prepare(spec, files, state)
-            arms[-1].append(slurm.Arm(cmd, env, files.log, srun=spec.suite.distributed.nnodes > 1))
+            arms[-1].append(slurm.Arm(cmd, env, files.log, srun=spec.suite.distributed.nnodes > 1,
+                                      trial=Path(spec.trial_path), key=key))
             task_s += spec.timeout_s or spec.suite.train.timeout_s
         time_s = max(time_s, task_s)
     nnodes = hooks.spec(*keys[tasks[0][0]]).suite.distributed.nnodes

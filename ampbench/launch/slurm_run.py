@@ -42,11 +42,11 @@ from pydantic import Field
 from ampbench.core.docs import VersionedDoc, load_doc, load_optional, write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, open_for_writing, tail_lines
-from ampbench.core.records import SlurmJob, Trial, trial_key
 from ampbench.launch import distributed, slurm
 from ampbench.launch.launcher import TrialFiles, failure_trial, steps_from_log, write_trial
 from ampbench.launch.process import worker_command
 from ampbench.launch.slurm import FORGOTTEN, JobState, SlurmOptions
+from ampbench.record.models import SlurmJob, Trial, trial_key
 from ampbench.trial.spec import TrialSpec
 
 STATE_FILE = "slurm.json"

@@ -27,7 +27,6 @@ from pydantic import BaseModel
 
 from ampbench.core.columns import Col, Output
 from ampbench.core.files import last_line
-from ampbench.core.records import Trial
 from ampbench.core.units import (
     DASH,
     bytes_h,
@@ -40,6 +39,7 @@ from ampbench.core.units import (
     ratio_ci,
     seconds,
 )
+from ampbench.record.models import Trial
 
 
 @dataclass(frozen=True)

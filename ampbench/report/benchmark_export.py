@@ -19,9 +19,10 @@ from typing import Any
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_json, check_output, os_reason, safe_name
-from ampbench.core.records import Trial
+from ampbench.core.install import install_hint
 from ampbench.core.store import RunPaths
 from ampbench.record import fields
+from ampbench.record.models import Trial
 from ampbench.results.run_dir import RunDir
 
 UNITS = {"step": "seconds per step", "sample": "seconds per sample"}
@@ -31,7 +32,7 @@ def _stats(samples: list[float]) -> dict[str, Any]:
     try:
         from pytest_benchmark.stats import Stats
     except ImportError:
-        raise ResultsError("export-benchmark: pytest-benchmark is not installed (pip install pytest-benchmark)") from None
+        raise ResultsError(f"--format pytest-benchmark needs pytest-benchmark: {install_hint('bench')}") from None
     st = Stats()
     for x in samples:
         st.update(x)

@@ -19,6 +19,7 @@ import numpy as np
 from ampbench.core.columns import Col
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_bytes, atomic_write_text, check_output, shown_path
+from ampbench.core.install import install_hint
 from ampbench.core.store import RunPaths
 from ampbench.judge.summary import summarize_modes
 from ampbench.record import fields
@@ -162,8 +163,8 @@ def write_summary(run_dirs: list[Path], fmt_name: str = "md", output: Path | Non
         buf = io.BytesIO()
         try:
             df.to_parquet(buf, index=False)
-        except ImportError as e:
-            raise ResultsError(f"--format parquet needs pyarrow (in the ctr extra; scripts/setup.sh installs it): {e}") from None
+        except ImportError:   # pandas' own message is five lines of engines: one line names what installs it
+            raise ResultsError(f"--format parquet needs pyarrow: {install_hint('bench')}") from None
         assert output is not None  # refused above
         atomic_write_bytes(Path(output), buf.getvalue())
         return Path(output)

@@ -3,7 +3,9 @@ columns and sort of pytest-benchmark's comparison table.
 
 One row per run and mode over the trials' figures (each trial's median samples/s, judge.measure):
 Min, Max, Mean, StdDev, Median, IQR, Trials, the mode's figure (geometric mean: the number every other
-view shows) and its change against the other run.  pytest-benchmark sorts by `min` of times
+view shows) and one change against the other run: the figure `check --baseline`'s significance test
+decided on, with its interval, beside the mark (`compare_doc` holds the same as data for `--format json`
+and the pull-request comment).  pytest-benchmark sorts by `min` of times
 (fastest first); throughput is higher-is-better, so a numeric column sorts best first (highest
 samples/s, lowest spread).  Every name from a file is escaped before rich renders it.
 """
@@ -19,9 +21,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from ampbench.core.errors import ConfigError
+from ampbench.core.files import shown_path
 from ampbench.judge import measure
 from ampbench.judge.run_change import Change
 from ampbench.report import fmt
+from ampbench.report.console import cell_text, table_box
+from ampbench.results.compare_file import ComparedRun, CompareFile, CompareRow, Significance
 from ampbench.results.run_dir import OpenRun, open_run
 
 COLUMNS = ("name", "min", "max", "mean", "stddev", "median", "iqr", "trials", "samples_per_s", "change")
@@ -64,10 +69,10 @@ def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
     return out
 
 
-def compare_rows(current: Path, other: Path, sort: str = "name") -> list[Row]:
+def compare_rows(current: Path | OpenRun, other: Path | OpenRun, sort: str = "name") -> list[Row]:
     if sort not in COLUMNS:
         raise ConfigError("--sort", sort, f"expected one of {', '.join(COLUMNS)}")
-    cur, oth = open_run(current), open_run(other)
+    cur, oth = (r if isinstance(r, OpenRun) else open_run(r) for r in (current, other))
     ref_rows = _rows(oth, None)
     ref = {r.mode: r.samples_per_s for r in ref_rows}
     rows = _rows(cur, ref) + ref_rows
@@ -96,44 +101,89 @@ def differences(rows: list[Row]) -> str | None:
     return None
 
 
-def significance_text(c: Change | None) -> str:
-    """The Significant cell: the mark, and the decided ratio's change with its interval."""
-    if c is None:
-        return "not compared"
-    if c.ratio is None:
-        return c.mark
-    ci = f" [{fmt.pct(c.ci_low - 1)}, {fmt.pct(c.ci_high - 1)}]" if c.ci_low is not None and c.ci_high is not None \
-        else ""
-    head = {"slower": "yes, slower", "faster": "yes, faster"}.get(c.mark, "no" if c.mark != "disturbed" else
-                                                                   "no (disturbed)")
-    return f"{head}: {fmt.pct(c.change)}{ci}"
-
-
-def print_compare(rows: list[Row], console: Console, marks: dict[str, Change] | None = None) -> None:
-    """The table; with `marks` (judge.run_change) a Significant column on the current run's rows and
-    one line per mode that is not significant for a reason worth knowing (disturbed, too few trials)."""
-    note = differences(rows)
-    if note:
-        console.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
-    t = Table(title="samples/s per trial (each trial's median step rate)", title_justify="left")
-    cols = ["Name", "Min", "Max", "Mean", "StdDev", "Median", "IQR", "Trials", "Samples/s (geo. mean)", "Change"]
-    for col in cols + (["Significant"] if marks is not None else []):
-        t.add_column(col, justify="left" if col in ("Name", "Significant") else "right")
+def compare_doc(rows: list[Row], marks: dict[str, Change] | None, current: OpenRun, other: OpenRun) -> CompareFile:
+    """The two-run comparison as data (`--format json`, the pull-request comment): the table's rows, each
+    current-run row with its mode's significance."""
+    out = []
     for r in rows:
-        change = "(other)" if r.change is None else fmt.pct(r.change)
-        cells = [escape(r.name), *(fmt.num(x) for x in (r.min, r.max, r.mean)),
-                 "-" if np.isnan(r.stddev) else fmt.num(r.stddev), fmt.num(r.median), fmt.num(r.iqr),
-                 str(r.trials), fmt.num(r.samples_per_s), change]
-        if marks is not None:
-            cells.append("" if r.change is None else escape(significance_text(marks.get(r.mode))))
-        t.add_row(*cells)
+        sig = None
+        if r.run_id == current.info.run_id and r.change is not None and marks is not None:
+            c = marks.get(r.mode)
+            sig = Significance(mark="not compared") if c is None else Significance(
+                mark=c.mark, change=c.change, ci_low=None if c.ci_low is None else c.ci_low - 1,
+                ci_high=None if c.ci_high is None else c.ci_high - 1, min_change=c.min_change, why=c.why)
+        out.append(CompareRow(mode=r.mode, run_id=r.run_id, role="current" if r.change is not None else "other",
+                              min=r.min, max=r.max, mean=r.mean, stddev=None if np.isnan(r.stddev) else r.stddev,
+                              median=r.median, iqr=r.iqr, trials=r.trials, samples_per_s=r.samples_per_s,
+                              change=r.change, significance=sig))
+    return CompareFile(current=_ref(current), other=_ref(other), warning=differences(rows) or "",
+                       modes=[m.name for m in current.suite.modes], rows=out)
+
+
+def _ref(run: OpenRun) -> ComparedRun:
+    return ComparedRun(run_id=run.info.run_id, run_dir=shown_path(run.path), suite=run.info.suite,
+                       config_hash=run.info.config_hash)
+
+
+MARK_TEXT = {"slower": "yes, slower", "faster": "yes, faster", "disturbed": "no (disturbed)",
+             "not significant": "no", "not compared": "not compared"}
+
+
+def change_text(row: CompareRow) -> str:
+    """The row's one change: the figure the significance test decided on with its 95% interval; the
+    geometric means' change where the test decided on none (too few trials); blank on the other run."""
+    s = row.significance
+    if row.change is None:
+        return ""
+    if s is None or s.change is None:
+        return fmt.pct(row.change)
+    ci = f" [{fmt.pct(s.ci_low)}, {fmt.pct(s.ci_high)}]" if s.ci_low is not None and s.ci_high is not None else ""
+    return f"{fmt.pct(s.change)}{ci}"
+
+
+def significance_text(row: CompareRow) -> str:
+    """The Significant cell: the mark alone (its number is the Change cell's)."""
+    if row.role == "other":
+        return "(other)"
+    return MARK_TEXT[row.significance.mark] if row.significance is not None else ""
+
+
+CHANGE_NOTE = ("Change: the current run against the other, in the figure the significance test decides on (each "
+               "trial's fast floor where every trial has one, else its median step rate), with its 95% interval; "
+               "Samples/s is each mode's geometric mean of the trials' medians.")
+
+
+def significance_note(doc: CompareFile) -> str | None:
+    """The one line under the table saying what "significant" means (None when nothing was judged)."""
+    marks = doc.marks()
+    if not marks:
+        return None
+    m = max(s.min_change for s in marks.values())
+    return (f"Significant: `check --baseline`'s history-throughput test both ways (trial-level, spread pooled over "
+            f"modes, run drift allowed): a change beyond {m:.0%} shown at its FAIL level.")
+
+
+def print_compare(doc: CompareFile, console: Console) -> None:
+    """The table (ASCII in a pipe): one change per row, and its significance when judged; below it what the
+    change and "significant" mean, and one line per mode not significant for a reason worth knowing."""
+    if doc.warning:
+        console.print(f"[yellow]warning:[/] {escape(doc.warning)}", soft_wrap=True)
+    t = Table(title="samples/s per trial (each trial's median step rate)", title_justify="left", box=table_box(console))
+    judged = bool(doc.marks())
+    cols = ["Name", "Min", "Max", "Mean", "StdDev", "Median", "IQR", "Trials", "Samples/s (geo. mean)",
+            "Change [95% CI]" if judged else "Change"]
+    for col in cols + (["Significant"] if judged else []):
+        t.add_column(col, justify="left" if col in ("Name", "Significant") else "right")
+    for r in doc.rows:
+        cells = [escape(f"{r.mode} ({r.run_id})"), *(fmt.num(x) for x in (r.min, r.max, r.mean)),
+                 "-" if r.stddev is None else fmt.num(r.stddev), fmt.num(r.median), fmt.num(r.iqr),
+                 str(r.trials), fmt.num(r.samples_per_s), change_text(r) if r.role == "current" else "(other)"]
+        if judged:
+            cells.append("" if r.role == "other" else escape(significance_text(r)))
+        t.add_row(*(cell_text(c, console) for c in cells))
     console.print(t)
-    if marks:
-        m = max(c.min_change for c in marks.values())
-        console.print(f"Significant: `check --baseline`'s history-throughput test both ways (trial-level, spread "
-                      f"pooled over modes, run drift allowed): a change beyond {m:.0%} shown at its FAIL level; "
-                      "the change beside it is the figure that test decided on, with its 95% interval.",
-                      soft_wrap=True, highlight=False)
-        for c in marks.values():
-            if c.why:
-                console.print(f"  {escape(c.mode)}: {c.mark}: {escape(c.why)}", soft_wrap=True, highlight=False)
+    if (note := significance_note(doc)) is not None:
+        console.print(f"{CHANGE_NOTE} {note}", soft_wrap=True, highlight=False, markup=False)
+        for mode, s in doc.marks().items():
+            if s.why:
+                console.print(f"  {escape(mode)}: {s.mark}: {escape(s.why)}", soft_wrap=True, highlight=False)

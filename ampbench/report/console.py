@@ -13,9 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.core.files import last_line
-from ampbench.core.records import Trial
 from ampbench.judge import measure
 from ampbench.record import fields
+from ampbench.record.models import Trial
 from ampbench.report import fmt
 from ampbench.report.fmt import EMULATED_LEGEND, EMULATED_MARK
 from ampbench.report.outcome import (
@@ -35,6 +35,16 @@ def table_box(console: Console) -> Any:
     return box.HEAVY_HEAD if console.is_terminal else box.ASCII
 
 
+# A table's own typography, spelled in ASCII in a pipe (a CI log or a file may not be UTF-8): the dash of a value
+# that does not exist, the spread of a metric, an ellipsis, a multiplication sign, a probe's fit and out-of-memory.
+_ASCII = str.maketrans({fmt.DASH: "-", "±": "+/-", "…": "...", "×": "x", "✓": ":ok", "✗": ":oom"})
+
+
+def cell_text(text: str, console: Console) -> str:
+    """A table cell as the console shows it: as it is on a terminal, its typography in ASCII in a pipe."""
+    return text if console.is_terminal else text.translate(_ASCII)
+
+
 def print_trials(trials: list[Trial], console: Console, primary: str) -> None:
     """The trial table (each trial's own figures: the catalog's console columns, record/fields.py) and one
     line per mode with the mode's samples/s."""
@@ -44,7 +54,7 @@ def print_trials(trials: list[Trial], console: Console, primary: str) -> None:
     for c in cols:
         table.add_column(Text(c.header(view)), justify="right" if c.align == "r" else "left")
     for t in trials:   # every cell a `Text`: a mode or status is never rich markup
-        table.add_row(*(Text(c.text(t, view), style="red" if c.col.kind == "status" and t.status != "ok" else "")
+        table.add_row(*(Text(cell_text(c.text(t, view), console), style="red" if c.col.kind == "status" and t.status != "ok" else "")
                         for c in cols))
     console.print(table)
     by_mode: dict[str, list[Trial]] = {}
@@ -161,7 +171,7 @@ def print_outcome(v: RunView, console: Console) -> None:
         table.add_column(Text(c.header(view)), justify="right" if c.align == "r" else "left",
                          no_wrap=c.col.kind not in ("code", "text"), overflow="fold")
     for row in mode_rows(v):
-        table.add_row(*(Text(cell(c, row, view), style=_STYLE.get(row.verdict, "") if c.col.kind == "status" else "")
+        table.add_row(*(Text(cell_text(cell(c, row, view), console), style=_STYLE.get(row.verdict, "") if c.col.kind == "status" else "")
                         for c in cols))
     console.print(table)
     print_crashes(v.trials, console)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.core.opstat import forward_op, on_list
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
 from ampbench.report.view import RunView, h

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 from ampbench.report.fmt import md_code, md_text, num_g
 from ampbench.report.view import RunView
 

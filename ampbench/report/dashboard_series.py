@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.core.names import device_slug
-from ampbench.core.records import Env
+from ampbench.record.models import Env
 
 
 @dataclass(frozen=True)

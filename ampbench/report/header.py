@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ampbench.core.records import Env, RunInfo
+from ampbench.record.models import Env, RunInfo
 from ampbench.report import fmt
 from ampbench.report.crosscheck import throughput_disagreements
 from ampbench.report.fmt import DASH, md_code, md_text
@@ -101,14 +101,25 @@ def suite_notes(info: RunInfo) -> list[str]:
 
 
 def oplist_hash_text(v: RunView) -> str:
-    """Paddle's default white/black lists hash: a changed hash moves numbers with no suite change."""
-    hashes = list(dict.fromkeys(t.amp.default_lists_hash for t in v.trials
-                                if t.amp.requested and t.amp.default_lists_hash))
-    if not hashes:
+    """Paddle's default white/black lists hash, per dtype and level (the lists differ between float16 and
+    bfloat16, and O1 and O2: one hash each is expected); only trials of one dtype and level that recorded
+    different hashes are a warning: the Paddle under them changed, which moves numbers with no suite change."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for t in v.trials:
+        if t.amp.requested and t.amp.default_lists_hash:
+            hashes = groups.setdefault((t.amp.dtype, t.amp.level), [])
+            if t.amp.default_lists_hash not in hashes:
+                hashes.append(t.amp.default_lists_hash)
+    if not groups:
         return "default lists hash not recorded"
-    if len(hashes) == 1:
-        return f"default lists hash {md_code(hashes[0])}"
-    return "default lists hashes differ between trials: " + ", ".join(md_code(x) for x in hashes)
+    parts = [f"{md_code(h[0])} ({md_text(dtype)} {md_text(level)})" for (dtype, level), h in groups.items() if len(h) == 1]
+    changed = [f"{md_text(dtype)} {md_text(level)}: " + ", ".join(md_code(x) for x in h)
+               for (dtype, level), h in groups.items() if len(h) > 1]
+    text = "default lists hash " + ", ".join(parts) if parts else ""
+    if changed:
+        text += ("; " if text else "") + ("**warning:** trials of one dtype and level recorded different default "
+                                          "lists (Paddle changed between them): " + "; ".join(changed))
+    return text
 
 
 def trial_flags(v: RunView) -> dict[str, Any]:

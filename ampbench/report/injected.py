@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from ampbench.config.suite import ModeConfig, ScalerConfig
-from ampbench.core.records import Trial
+from ampbench.record.models import Trial
 from ampbench.report.fmt import md_code, md_text
 from ampbench.report.view import RunView, h
 

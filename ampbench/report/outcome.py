@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.columns import Col
+from ampbench.judge.planner import plan_for
 from ampbench.judge.rules import registry
+from ampbench.judge.until import SeedAdvice, recommend
 from ampbench.record import fields
 from ampbench.report.fmt import DASH, EMULATED_LEGEND, EMULATED_MARK, md_code, md_prose, md_table, md_text
 from ampbench.report.verdicts import rule_advice
@@ -148,16 +150,26 @@ def next_steps(v: RunView) -> list[NextStep]:
 FEW_SEEDS = 3  # at most this many trials per mode: the interval note is shown
 
 
+def seed_advice(v: RunView) -> SeedAdvice | None:
+    """The run's one seed recommendation (judge.until.recommend: the planner's seeds for the undecided rule that
+    needs most), the same figure `check --explain` ends with and `ampbench plan` prints."""
+    if v.check is None:
+        return None
+    return recommend(v.check.verdicts, plan_for(v.suite, v.trials), v.suite.thresholds)
+
+
 def interval_note(v: RunView) -> str | None:
-    """Beside speedup intervals from 2-3 seeds: why they are so wide (a reader takes `[0.36, 1.69]` for a
-    bug), and what narrows them. None when no shown interval rests on so few trials."""
+    """The one line about seeds: beside speedup intervals from 2-3 seeds why they are so wide (a reader takes
+    `[0.36, 1.69]` for a bug), and wherever a rule is undecided the one recommendation that decides them all.
+    None when neither applies."""
     ref = v.summary.modes.get(REFERENCE_MODE)
     few = [m.ok for name, m in v.summary.modes.items()
            if name != REFERENCE_MODE and m.speedup_ci and m.speedup and 0 < min(m.ok, ref.ok if ref else m.ok) <= FEW_SEEDS]
+    advice = seed_advice(v)
     if not few:
-        return None
-    n = min(few)
-    return f"{n} seeds per mode: wide intervals are expected; more seeds narrow them (--seeds 0,1,2,3,4)"
+        return None if advice is None else f"seeds: {advice.text()}"
+    tail = advice.text() if advice is not None else "more seeds narrow them"
+    return f"{min(few)} seeds per mode: wide intervals are expected; {tail}"
 
 
 def outcome_md(v: RunView, level: int) -> str:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE
-from ampbench.core.records import Trial
 from ampbench.judge.stats import Margin
+from ampbench.record.models import Trial
 from ampbench.report import fmt
 from ampbench.report.dashboard_series import breaks, gapped
 from ampbench.results.history import ModeSummary

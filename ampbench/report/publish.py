@@ -234,6 +234,10 @@ def _build_site(out: Path, suites: list[tuple[str, list[dict[str, Any]]]], hist_
                 repo_url: str | None, interactive: bool = False) -> None:
     atomic_write_text(out / SITE_MARK, "written by ampbench publish; the folder is replaced on each publish\n",
                       root=out)
+    if interactive:
+        from ampbench.report.dashboard_interactive import write_plotly_js
+
+        write_plotly_js(out)
     rows = []
     for suite, entries in suites:
         links = _copy_reports(entries, hist_root, out)

@@ -9,8 +9,8 @@ from typing import Any
 
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.columns import Col
-from ampbench.core.records import Trial
 from ampbench.record import fields
+from ampbench.record.models import Trial
 from ampbench.report import fmt
 from ampbench.report.fmt import DASH, EMULATED_MARK, md_code, md_table, md_text
 from ampbench.report.view import Ctx, RunView, h

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ampbench.config import Suite
 from ampbench.core.names import slug
-from ampbench.core.records import RunInfo, Trial
 from ampbench.core.store import RunPaths
 from ampbench.judge.summary import summarize_run
+from ampbench.record.models import RunInfo, Trial
 from ampbench.report import fmt
 from ampbench.results.diagnosis_file import DiagnosisFile, load_diagnosis
 from ampbench.results.history import RunSummary

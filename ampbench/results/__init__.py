@@ -17,7 +17,7 @@ from ampbench.core.files import (
     tail_lines,
 )
 from ampbench.core.names import new_run_id, utc_now
-from ampbench.core.records import (
+from ampbench.record.models import (
     CHECK_SCHEMA,
     RUN_SCHEMA,
     TRIAL_SCHEMA,

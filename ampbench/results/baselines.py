@@ -28,8 +28,9 @@ from ampbench.core.names import (
     device_slug,  # one definition, shared with nightly.sh
     utc_now,
 )
-from ampbench.core.records import RUN_SCHEMA, Interference, RunInfo, Trial, rates_from
 from ampbench.core.store import BASELINES_DIR, RunPaths
+from ampbench.record.models import RUN_SCHEMA, Interference, RunInfo, Trial
+from ampbench.record.rates import rates_from
 from ampbench.results.run_dir import open_run
 
 BASELINE_SCHEMA = "ampbench.baseline/1"

@@ -12,8 +12,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
-from ampbench.core.records import EmulatedLayer
 from ampbench.core.store import RunPaths
+from ampbench.record.models import EmulatedLayer
 
 DIAGNOSIS_SCHEMA = "ampbench.diagnosis/1"
 Kind = Literal["fp32-nonfinite", "amp-nonfinite", "fp16-range", "underflow", "diverged"]
@@ -94,6 +94,7 @@ class DiagnosisFile(VersionedDoc):
     """diagnosis.json: every mode diagnosed in one run folder (a later diagnose of a mode replaces it)."""
 
     SCHEMA: ClassVar[str] = DIAGNOSIS_SCHEMA
+    STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(DIAGNOSIS_SCHEMA, alias="schema")
     suite: str
     run_dir: str

@@ -20,8 +20,8 @@ from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc, validate_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, read_text, safe_name
-from ampbench.core.records import Dtype, Level
 from ampbench.record.fields import Column
+from ampbench.record.models import Dtype, Level
 
 HISTORY_SCHEMA = "ampbench.history/1"
 NOT_CHECKED = "not checked"

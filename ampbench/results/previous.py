@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.names import device_slug
-from ampbench.core.records import RunInfo
 from ampbench.core.store import RunPaths
+from ampbench.record.models import RunInfo
 from ampbench.results.run_dir import RunDir, load_trial
 
 LAST = "last"

@@ -15,8 +15,8 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
-from ampbench.core.records import Memory
 from ampbench.core.store import PROBE_JSON, RunPaths, probe_folders
+from ampbench.record.models import Memory
 
 PROBE_SCHEMA = "ampbench.probe/1"
 FITS_STATUSES = ("ok", "diverged")  # diverging in a few steps still means the batch fitted in memory
@@ -120,6 +120,7 @@ class ProbeFile(VersionedDoc):
     """probe.json: the largest batch each mode trains without running out of memory."""
 
     SCHEMA: ClassVar[str] = PROBE_SCHEMA
+    STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(PROBE_SCHEMA, alias="schema")
     suite: str
     suite_file: str

@@ -22,8 +22,8 @@ from ampbench.core.docs import load_doc, write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import os_reason, refuse_link
 from ampbench.core.names import new_run_id
-from ampbench.core.records import RunInfo, Trial
 from ampbench.core.store import RunPaths
+from ampbench.record.models import RunInfo, Trial
 from ampbench.results.manifest import load_manifest, verify
 
 

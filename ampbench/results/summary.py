@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.core.files import atomic_write_text
-from ampbench.core.records import Trial
 from ampbench.core.store import RunPaths
 from ampbench.record import fields
+from ampbench.record.models import Trial
 from ampbench.results.run_dir import RunDir
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

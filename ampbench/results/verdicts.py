@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_doc, load_optional, write_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.records import CHECK_SCHEMA
+from ampbench.record.models import CHECK_SCHEMA
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]
 
@@ -65,6 +65,7 @@ class ModeVerdict(BaseModel):
 
 class CheckReport(VersionedDoc):
     SCHEMA: ClassVar[str] = CHECK_SCHEMA
+    STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(CHECK_SCHEMA, alias="schema")
     suite: str
     run_dir: str

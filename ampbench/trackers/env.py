@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ampbench.core.records import Env
+from ampbench.record.models import Env
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ import resource
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.core.records import Memory
+from ampbench.record.models import Memory
 from ampbench.trackers import cuda, nvml
 
 # Memory.notes["evaluations"]: a peak reset cannot release what an evaluation left in Paddle's cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ampbench.core.records import SlurmJob
+from ampbench.record.models import SlurmJob
 
 
 def slurm_job(environ: Mapping[str, str] | None = None) -> SlurmJob | None:

@@ -26,17 +26,19 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ampbench.core import protocol, wire
+from ampbench.core import protocol
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import empty_folder
 from ampbench.core.processes import become_subreaper, descendants, end_descendants, guarded, tree_rss_bytes
-from ampbench.core.records import Env
 from ampbench.core.store import RunPaths
-from ampbench.core.trial_file import write_trial_file
+from ampbench.record import wire
+from ampbench.record.assemble import step_from_wire
+from ampbench.record.models import Env
+from ampbench.record.trial_file import write_trial_file
 from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_inject import INJECT_ENV, inject_settings
-from ampbench.trial.command_record import EventReader, step_record
+from ampbench.trial.command_record import EventReader
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.spec import TrialSpec
 from ampbench.workloads.command import HOOK_DIR
@@ -151,8 +153,8 @@ def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples
         new = reader.poll()
         gpu.see(reader.procs.values())
         for owner, ev in new:
-            if owner is reader.lead() and int(ev["step"]) > sent:
-                rec = step_record(ev, samples, tr.suite.train.warmup_steps)
+            if owner is reader.lead() and ev.step > sent:
+                rec = step_from_wire(ev, samples, tr.suite.train.warmup_steps)
                 tr.events.queue(event="step", **rec.model_dump(mode="json"))
                 sent = rec.step
         tr.events.flush()
@@ -168,7 +170,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     p = CommandParams.model_validate(tr.suite.workload)
     trial_path = Path(spec.trial_path)
     out = RunPaths.output_dir_of(trial_path)
-    tr.trial.env = worker_env()
+    tr.record.env(worker_env())
     scan = LogScan(p.metric.preset, dict(p.metric.patterns), p.metric.throughput_pattern)
     output = Output(scan, p.max_log_mib * 2**20)
     channel = EventChannel(lambda: set(descendants(os.getpid())))
@@ -207,9 +209,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
         finish_command(tr, p, reader, output, code, launch_error, left, peak, out, gpu)
         _say_channel(tr, channel, reader)
     except Exception as exc:  # noqa: BLE001  recorded, never lost: the trial file says what happened
-        tr.trial.status = "crashed"
-        tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
-        tr.trial.log_tail = output.tail_text() or None
+        tr.record.outcome("crashed", "".join(traceback.format_exception(exc))[-8000:], output.tail_text() or None)
     tr.stop_clock()
     write_trial_file(trial_path, tr.trial, spec.run_folder)   # inside the run folder, whatever the program did
     events.emit(event="done", status=tr.trial.status)
@@ -218,7 +218,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
 
 def _say_channel(tr: TrialContext, channel: EventChannel, reader: EventReader) -> None:
     """What the channel refused (connections from outside the program, by reason), messages over budget
-    and events dropped as malformed (core/wire.py), kept with the trial."""
+    and events dropped as malformed (record/wire.py), kept with the trial."""
     info = getattr(tr.trial, "workload_info", None)
     if not isinstance(info, dict):
         return

@@ -41,8 +41,8 @@ import time
 from collections.abc import Callable
 from typing import Self
 
-from ampbench.core import wire
 from ampbench.core.protocol import HOOK_SOCKET_ENV
+from ampbench.record import wire
 
 MAX_CONNECTIONS = 256                  # processes of one program that report (ranks, helper interpreters)
 MAX_BYTES_PER_PROCESS = 256 * 2**20    # what one process may send in a trial; more is dropped and counted

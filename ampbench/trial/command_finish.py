@@ -8,7 +8,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ampbench.core.records import Interference, Trial, global_batch
+from ampbench.record import wire
+from ampbench.record.assemble import step_from_wire
+from ampbench.record.rates import global_batch
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_inject import injected_into, refusal
@@ -16,11 +18,10 @@ from ampbench.trial.command_left_out import cross_check, left_out
 from ampbench.trial.command_record import (
     EventReader,
     Proc,
-    amp_info,
+    amp_record,
     emulated_into,
     memory_of,
     shape_audit,
-    step_record,
     throughput_check,
 )
 from ampbench.trial.context import TrialContext
@@ -51,7 +52,7 @@ def _problem(tr: TrialContext, p: CommandParams, reader: EventReader, code: int 
              metrics: dict[str, float], output: Any) -> str | None:
     """Why this trial is not ok, in one sentence (None: it is ok)."""
     lead = reader.lead()
-    stopped = lead is not None and lead.end.get("reason") == "stopped"
+    stopped = lead is not None and lead.end is not None and lead.end.reason == "stopped"
     steps = len(lead.steps) if lead else 0
     want = tr.suite.train.steps if tr.spec.steps is None else tr.spec.steps
     if launch_error:
@@ -107,7 +108,7 @@ def _no_steps(reader: EventReader, argv: list[str], denied: str = "") -> str:
                 "program that is not Python is never measured: set workload.instrument = false)")
     hook_err = "; ".join(e for x in reader.procs.values() for e in x.errors)
     said = f"; the hook said: {hook_err}" if hook_err else ""
-    if not any(x.start for x in reader.procs.values()):
+    if not any(x.reported for x in reader.procs.values()):
         return f"no optimizer step was seen: the hook ran but the program never imported paddle{said}"
     return ("no optimizer step was seen: the program imported paddle but never called a Paddle optimizer's "
             f"step()/minimize(){said}")
@@ -123,10 +124,11 @@ def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, outp
     lead = reader.lead()
     t.world_size = max(1, len(reader.stepping()))
     _feed_steps(tr, p, lead)
-    _env_from_hook(t, lead)
-    t.memory = memory_of(reader, peak_rss)
+    if lead is not None:   # the program's own Paddle, Python and device, as its hook saw them
+        tr.record.env_from(ev for ev in (lead.start, lead.device) if ev is not None)
+    tr.record.memory(memory_of(reader, peak_rss))
     if gpu is not None and lead is not None:
-        nvml_fields(t, gpu, lead.steps[:len(t.steps)], tr.suite.train.warmup_steps)
+        nvml_fields(tr, gpu, lead.steps[:len(t.steps)], tr.suite.train.warmup_steps)
     _amp_evidence(tr, p, reader, lead)
     t.metrics = _metrics(tr, p, output, out)
     t.workload_info = _workload_info(tr, p, lead, output, out, left)   # an extra field of the open Trial model
@@ -138,41 +140,24 @@ def _feed_steps(tr: TrialContext, p: CommandParams, lead: Proc | None) -> None:
     """The lead process's steps into the record, each with the samples of one optimizer step over every rank
     and the hook's DataLoader wait where it saw one.  A program ampbench stops after train.steps may still
     report a step or two past them before it ends: those are not the trial's."""
-    t = tr.trial
-    samples = global_batch(tr.batch, tr.accum, t.world_size)
-    recs = [step_record(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
-    tr.record.feed_all(recs[:tr.steps_total] if p.stop_after_steps else recs)
+    samples = global_batch(tr.batch, tr.accum, tr.trial.world_size)
+    recs = [step_from_wire(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
     waits = lead.data_waits if lead is not None else {}
-    for rec in t.steps:
+    for rec in recs:
         rec.data_s = waits.get(rec.step)
-
-
-_HOOK_ENV_KEYS = ("paddle", "paddle_commit", "python", "numpy", "device", "cuda", "cudnn")
-
-
-def _env_from_hook(t: Trial, lead: Proc | None) -> None:
-    """The program's own Paddle, Python and device as its hook saw them: the worker's environment is not the
-    program's (a virtualenv, a container of its own).  A fact the hook could not read keeps the worker's."""
-    start = lead.start if lead is not None else {}
-    for key in _HOOK_ENV_KEYS:
-        if isinstance(start.get(key), str) and start[key]:
-            setattr(t.env, key, start[key])
-    if start.get("device") == "gpu" and isinstance(start.get("device_name"), str):
-        t.env.device_name = start["device_name"]
+    tr.record.feed_all(recs[:tr.steps_total] if p.stop_after_steps else recs)
 
 
 def _amp_evidence(tr: TrialContext, p: CommandParams, reader: EventReader, lead: Proc | None) -> None:
-    """The shape audit, the AMP evidence and what `amp = "inject"` applied, then the step counts that read the
-    scaler's verdicts: skipped steps (found_inf) and non-finite losses (only where the hook saw the loss)."""
+    """The shape audit, the AMP settings and evidence and what `amp = "inject"` applied (the steps' counts of
+    skipped steps and non-finite losses the assembler kept as they were fed)."""
     t = tr.trial
     scaler = tr.mode.scaler.model_dump() if tr.mode.amp else {}
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
-    t.amp = amp_info(t, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
+    amp_record(tr.record, tr.mode.amp, str(tr.mode.level), tr.mode.dtype, reader, p.instrument, scaler)
     if tr.mode.amp and tr.mode.emulate:
-        emulated_into(t.amp, reader)
+        emulated_into(tr.record, reader)
     injected_into(t.amp, tr.mode, lead.injected if lead else [])
-    t.skipped_steps = sum(1 for s in t.steps if s.found_inf)
-    t.nonfinite_losses = sum(1 for s in t.steps if s.loss is None and s.loss_seen and lead is not None)
 
 
 def _workload_info(tr: TrialContext, p: CommandParams, lead: Proc | None, output: Any, out: Path,
@@ -197,14 +182,11 @@ def _set_status(tr: TrialContext, p: CommandParams, reader: EventReader, code: i
                 output: Any, left: list[str]) -> None:
     """ok, or crashed with every reason in one sentence: what went wrong first, then the processes the program
     left behind (a trial otherwise fine still fails on them: they would skew the next trial's figures)."""
-    t = tr.trial
-    why = _problem(tr, p, reader, code, launch_error, t.metrics, output)
+    why = _problem(tr, p, reader, code, launch_error, tr.trial.metrics, output)
     if left:
         why = (f"{why}; " if why else "") + _leftovers_text(left)
-    t.status = "ok" if why is None else "crashed"
-    t.error = why
-    if why is not None:
-        t.log_tail = output.tail_text() or None
+    tr.record.outcome("ok" if why is None else "crashed", why,
+                      None if why is None else output.tail_text() or None)
 
 
 def _leftovers_text(left: list[str]) -> str:
@@ -214,17 +196,14 @@ def _leftovers_text(left: list[str]) -> str:
             "ampbench killed them")
 
 
-def nvml_fields(t: Trial, gpu: ProgramGpu, steps: list[dict[str, Any]], warmup: int) -> None:
+def nvml_fields(tr: TrialContext, gpu: ProgramGpu, steps: list[wire.StepEvent], warmup: int) -> None:
     """NVML's memory, energy and interference over the measured window, into the
     fields the built-in workloads fill; nothing when the program never reported a GPU (CPU: null)."""
     window, gaps = measured_window(steps, warmup)
     got = gpu.fields(window, gaps)
     if not got:
         return
-    t.memory.errors = {**t.memory.errors, **got.pop("errors", {})}
     interference = got.pop("interference", {})
-    for key, value in got.items():
-        setattr(t.memory, key, value)
+    tr.record.memory_update(got)
     if interference:
-        current = t.interference.model_dump() if t.interference is not None else {}
-        t.interference = Interference.model_validate({**current, **interference})
+        tr.record.interference(interference)

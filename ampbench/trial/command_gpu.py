@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from ampbench.core.processes import descendants
+from ampbench.record import wire
 from ampbench.trackers import energy_window, nvml
 from ampbench.trial.command_record import Proc
 
@@ -63,20 +64,20 @@ class ProgramGpu:
         """Start polling the device of every process whose device event (its first step) says it trains
         on a GPU."""
         for p in procs:
-            if p.pid in self._seen or "device" not in p.start:
+            if p.pid in self._seen or p.device is None:
                 continue
             self._seen.add(p.pid)
-            if p.start.get("device") == "gpu":
-                self._watch(p.start)
+            if p.device.device == "gpu":
+                self._watch(p.device)
 
-    def _watch(self, start: dict[str, Any]) -> None:
-        raw = start.get("cuda_env")
-        env = {k: str(raw[k]) for k in CUDA_ENV if isinstance(raw, dict) and k in raw}
+    def _watch(self, device: wire.DeviceEvent) -> None:
+        raw = device.cuda_env or {}
+        env = {k: raw[k] for k in CUDA_ENV if k in raw}
         if "NVIDIA_VISIBLE_DEVICES" in os.environ:   # the container's choice (a MIG instance), the program's too
             env["NVIDIA_VISIBLE_DEVICES"] = os.environ["NVIDIA_VISIBLE_DEVICES"]
-        bus = start.get("pci_bus_id") if isinstance(start.get("pci_bus_id"), str) else None
+        bus = device.pci_bus_id
         # the CUDA device's own UUID (a MIG instance's): how a MIG instance picked by index is found
-        uuid = start.get("cuda_uuid") if isinstance(start.get("cuda_uuid"), str) else None
+        uuid = device.cuda_uuid
         if self.session is None:
             self.session = nvml.Session(env, bus, uuid).open()
             if self.session.error:
@@ -146,15 +147,14 @@ def _in_window(poller: nvml.Poller, res: dict[str, Any], window: tuple[float, fl
     return peak, source if peak is not None else None, energy_window.window_energy_j(timeline, *window, gaps)
 
 
-def measured_window(steps: list[dict[str, Any]], warmup: int) -> tuple[tuple[float, float] | None,
-                                                                      list[tuple[float, float]]]:
+def measured_window(steps: list[wire.StepEvent], warmup: int) -> tuple[tuple[float, float] | None,
+                                                                       list[tuple[float, float]]]:
     """The hook's measured steps -> ((first step's start, last step's end), evaluations inside) in
     perf_counter time; (None, []) when no measured step carries its time."""
-    timed = [ev for ev in steps if int(ev.get("step", 0)) > warmup and isinstance(ev.get("at"), (int, float))]
+    timed = [ev for ev in steps if ev.step > warmup and ev.at is not None]
     if not timed:
         return None, []
     first = timed[0]
-    start = float(first["at"]) - float(first.get("t") or 0.0) - float(first.get("eval_s") or 0.0)
-    gaps = [(float(x[0]), float(x[1])) for ev in timed for x in ev.get("evals") or []
-            if isinstance(x, list) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x)]
-    return (start, float(timed[-1]["at"])), gaps
+    start = float(first.at or 0.0) - first.t - (first.eval_s or 0.0)
+    gaps = [(x[0], x[1]) for ev in timed for x in ev.evals or []]
+    return (start, float(timed[-1].at or 0.0)), gaps

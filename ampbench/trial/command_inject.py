@@ -13,11 +13,13 @@ from typing import Any
 
 from ampbench.config.suite import ModeConfig
 from ampbench.core import protocol
-from ampbench.core.records import AmpInfo
+from ampbench.record import wire
+from ampbench.record.models import AmpInfo
 
 INJECT_ENV = protocol.HOOK_INJECT_ENV   # read by the hook's _ampbench_hook/inject.py
 SCALER_KEYS = ("init_loss_scaling", "incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf",
                "use_dynamic_loss_scaling")
+APPLIED = ("optimizer", "models", "level", "dtype", "decorated", "scaler", "scaler_enabled")   # an inject event's
 
 
 def inject_settings(mode: ModeConfig) -> str:
@@ -29,14 +31,14 @@ def inject_settings(mode: ModeConfig) -> str:
                        "excluded_layers": mode.excluded_layers, "scaler": scaler})
 
 
-def injected_record(mode: ModeConfig, events: list[dict[str, Any]]) -> dict[str, Any]:
+def injected_record(mode: ModeConfig, events: list[wire.InjectEvent]) -> dict[str, Any]:
     """`Trial.amp.injected`: what the hook applied (per optimizer it adopted), or why nothing ({} for a
     mode whose AMP the program applies)."""
     if mode.amp_by != "inject":
         return {}
-    applied = [{k: ev[k] for k in ("optimizer", "models", "level", "dtype", "decorated", "scaler", "scaler_enabled")
-                if k in ev} for ev in events if not ev.get("error") and not ev.get("refused")][:8]
-    errors = sorted({str(ev["error"]) for ev in events if ev.get("error")})[:4]
+    applied = [{k: getattr(ev, k) for k in APPLIED if getattr(ev, k) is not None}
+               for ev in events if not ev.error and not ev.refused][:8]
+    errors = sorted({ev.error for ev in events if ev.error})[:4]
     record: dict[str, Any] = {"by": "ampbench", "applied": applied}
     if errors:
         record["errors"] = errors
@@ -45,7 +47,7 @@ def injected_record(mode: ModeConfig, events: list[dict[str, Any]]) -> dict[str,
     return record
 
 
-def injected_into(amp: AmpInfo, mode: ModeConfig, events: list[dict[str, Any]]) -> None:
+def injected_into(amp: AmpInfo, mode: ModeConfig, events: list[wire.InjectEvent]) -> None:
     """The trial's AMP record for an injected mode: what was applied, and an inactive reason that does not
     send the user to args that do not exist (ampbench applied the AMP; the device or the op lists kept it off)."""
     amp.injected = injected_record(mode, events)
@@ -55,9 +57,9 @@ def injected_into(amp: AmpInfo, mode: ModeConfig, events: list[dict[str, Any]]) 
             "ampbench applied it (amp = \"inject\"): on a GPU check amp.injected names the model you train")
 
 
-def refusal(events: list[dict[str, Any]]) -> str | None:
+def refusal(events: list[wire.InjectEvent]) -> str | None:
     """The hook's one line when the program already applies AMP itself (it then ended the program)."""
     for ev in events:
-        if isinstance(ev.get("refused"), str):
-            return f"amp = \"inject\" refused: {ev['refused'][:400]}"
+        if ev.refused is not None:
+            return f"amp = \"inject\" refused: {ev.refused[:400]}"
     return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.core.records import StepRecord
+from ampbench.record.models import StepRecord
 from ampbench.trial.command_record import Proc
 
 
@@ -22,7 +22,7 @@ def left_out(lead: Proc | None, steps: list[StepRecord]) -> dict[str, Any]:
     if lead is None:
         return {}
     measured = {s.step for s in steps if not s.warmup}
-    total = sum(float(ev.get("eval_s") or 0.0) for ev in lead.steps if ev.get("step") in measured)
+    total = sum(ev.eval_s or 0.0 for ev in lead.steps if ev.step in measured)
     saves = {k: v for k, v in lead.saves.items() if k in measured}
     saves_s = sum(saves.values())
     if total <= 0 and not saves:

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 
 from ampbench.config import ModeConfig, Suite
 from ampbench.core.protocol import EVENT_PREFIX
-from ampbench.core.records import Interference, Trial
 from ampbench.record.assemble import TrialAssembler
+from ampbench.record.models import Trial
 from ampbench.trackers import placement, scheduler
 from ampbench.trial.spec import TrialSpec
 
@@ -66,7 +66,7 @@ class TrialContext:
         )
         self.record = TrialAssembler(self.trial)  # the steps are fed to it; its finish() sets derived fields
         if placement.devices():  # run --devices pinned this worker: recorded even when the trial fails
-            self.trial.interference = Interference(devices=placement.devices())
+            self.record.interference({"devices": placement.devices()})
         self.trial.slurm = scheduler.slurm_job()  # run --launcher slurm: the job, node and GPUs it ran on
         self.trial.host, self.trial.started_unix = socket.gethostname(), time.time()   # where and when
 

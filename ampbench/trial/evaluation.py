@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.core.records import EvalRecord
-from ampbench.core.target import first_reach
+from ampbench.record.models import EvalRecord
+from ampbench.record.target import first_reach
 from ampbench.trial.context import TrialContext
 from ampbench.trial.setup import Parts
 

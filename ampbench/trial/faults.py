@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from ampbench.core.records import Status
+from ampbench.record.models import Status
 
 # Paddle raises ResourceExhaustedError ("out of memory") from its allocator, but a cuBLAS/cuDNN
 # workspace that cannot be allocated surfaces as an External error naming the library's status

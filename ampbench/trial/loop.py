@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.core.records import Memory, StepRecord
+from ampbench.record.models import Memory, StepRecord
 from ampbench.trackers.opstats import OpsApart
 from ampbench.trial.context import TrialContext
 from ampbench.trial.evaluation import evaluate
@@ -199,17 +199,13 @@ def record_step(tr: TrialContext, res: LoopResult, log: StepLog, step: int, warm
     if counts and not warm:
         for k, v in counts.items():
             res.counts_total[k] = res.counts_total.get(k, 0) + v
-    t = tr.trial
-    finite = math.isfinite(loss_sum)
-    t.skipped_steps += outcome.found_inf
-    if finite:
+    if math.isfinite(loss_sum):   # the step's counts (skipped, non-finite) are the assembler's, as it is fed
         res.consecutive_bad = 0
         return False
-    t.nonfinite_losses += 1
     res.consecutive_bad += 1
     if res.consecutive_bad >= tr.suite.train.diverge_after:
-        t.status = "diverged"
-        t.error = f"loss was not finite for {res.consecutive_bad} consecutive steps (up to step {step})"
+        tr.record.outcome("diverged", f"loss was not finite for {res.consecutive_bad} consecutive steps "
+                                      f"(up to step {step})")
         return True
     return False
 

@@ -32,29 +32,14 @@ from typing import Any
 
 from ampbench.config import DistributedConfig, ModeConfig, Suite
 from ampbench.core.protocol import FAULT_RANK_ENV, RANK_DIR_ENV
-from ampbench.core.records import Memory
+from ampbench.record.assemble import RankMemory, TrialAssembler, merge_ranks
+from ampbench.record.models import Memory
 
 COMPRESSED = "ampbench-fp16-compressed"
 DATA_PARALLEL = "paddle.DataParallel"
 # Measured on paddlepaddle 3.3.1 CPU: all_reduce of a float16 tensor over gloo returns inf.
 GLOO_FP16_NOTE = ("gloo (CPU) cannot sum float16 in Paddle 3.3.1: gradients were rounded to float16 and summed "
                   "in float32; the precision effect is real, the bandwidth saving is not")
-RANK_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "rss_peak_bytes", "device_used_bytes")
-
-
-def merge_rank_memory(mem: Memory, ranks: list[tuple[int, dict[str, Any]]]) -> None:
-    """Per-rank figures into `mem.per_rank`; each field the max over the ranks that measured it
-    (None when none did), energy summed when every rank measured it."""
-    for key in RANK_FIELDS:
-        vals = [int(m[key]) for _, m in ranks if m.get(key) is not None]
-        setattr(mem, key, max(vals) if vals else None)
-    energy = [m.get("energy_j") for _, m in ranks]
-    measured = [e for e in energy if e is not None]
-    mem.energy_j = float(sum(measured)) if energy and len(measured) == len(energy) else None
-    mem.per_rank = [{"rank": r, **{k: m.get(k) for k in (*RANK_FIELDS, "device_used_source", "energy_j",
-                                                          "nvml_device")}} for r, m in ranks]
-
-
 def env_rank() -> int:
     return int(os.environ.get("PADDLE_TRAINER_ID", "0") or 0)
 
@@ -218,7 +203,7 @@ class Replicas:
         v = t.numpy().tolist()
         return v[0] / self.world, round(v[1]), {k: round(x) for k, x in zip(keys, v[2:], strict=True)}
 
-    def finish(self, trial: Any, model: Any) -> None:
+    def finish(self, record: TrialAssembler, model: Any) -> None:
         """Gather every rank's peak memory and digests; rank 0 records them. Only the trainable
         parameters must agree: DataParallel all-reduces their gradients every step, while buffers
         (BatchNorm's running mean and variance) are broadcast once at construction
@@ -227,13 +212,14 @@ class Replicas:
             return
         import paddle.distributed as dist
 
+        trial: Any = record.trial   # `distributed` is an extra field of the open Trial model
         mine = {"rank": self.rank, "memory": trial.memory.model_dump(mode="json"), "digest": weight_digest(model),
                 "buffers": buffer_digest(model), "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
                 "step_s": [s.time_s for s in trial.steps]}
         gathered: list[Any] = []
         dist.all_gather_object(gathered, mine)
         gathered.sort(key=lambda g: g["rank"])
-        merge_rank_memory(trial.memory, [(g["rank"], g["memory"]) for g in gathered])
+        merge_ranks(trial.memory, [RankMemory(g["rank"], Memory.model_validate(g["memory"])) for g in gathered])
         digests = [g["digest"] for g in gathered]
         buffers = [g["buffers"] for g in gathered]
         trial.world_size = self.world
@@ -246,9 +232,9 @@ class Replicas:
             "per_rank": [{"rank": g["rank"], "host": g.get("host", ""), "step_s": g.get("step_s", [])} for g in gathered],
         }
         if len(set(digests)) > 1 and trial.status == "ok":
-            trial.status = "crashed"
-            trial.error = ("ranks finished with different trainable parameters (digests " + ", ".join(digests) +
-                           "): gradients were not all-reduced; the workload's loss() must call model(...) itself")
+            record.outcome("crashed", "ranks finished with different trainable parameters (digests " +
+                           ", ".join(digests) + "): gradients were not all-reduced; the workload's loss() must "
+                           "call model(...) itself")
 
     def describe(self) -> dict[str, Any]:
         return {"world_size": self.world, "nproc_per_node": self.nproc_per_node, "nnodes": self.nnodes,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampbench.core.records import AmpInfo
+from ampbench.record.models import AmpInfo
 
 if TYPE_CHECKING:
     from ampbench.trial.context import TrialContext
@@ -66,7 +66,7 @@ def set_up(tr: TrialContext) -> Parts:
     replicas = Replicas.from_env(tr.suite, tr.mode)  # data parallel: a no-op for one process
     replicas.init()
     tr.trial.world_size = replicas.world
-    tr.trial.env = device.environment()
+    tr.record.env(device.environment())
     wl = _workload(tr, replicas)
     numerics = NumericsHook.for_trial(tr.mode.check_numerics, tr.spec.trial_path, rank=replicas.rank)
     tr.trial.numerics = numerics.record  # updated in place after every step
@@ -82,7 +82,8 @@ def set_up(tr: TrialContext) -> Parts:
     prec.check_model(model)
     model = replicas.wrap(model)
     model.train()
-    tr.trial.amp = amp = AmpInfo(**prec.describe())
+    amp = AmpInfo(**prec.describe())
+    tr.record.amp(amp)
     if tr.mode.amp and tr.mode.level == "O2" and replicas.active:
         amp.decorate_order = "decorate-first"   # prec.prepare decorated above, replicas.wrap wrapped after it
     batches = replicas.shard(wl.train_batches(tr.spec.seed, tr.batch), wl)

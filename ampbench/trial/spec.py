@@ -34,5 +34,5 @@ class TrialSpec(BaseModel):
     master: str | None = None
     cpu_affinity: list[int] | None = None  # run --affinity: pin the worker to these CPUs before it starts
     # the run folder's (st_dev, st_ino) when the runner made this spec: the trial file is written into that
-    # folder only, never into one the program under test put in its place (core/trial_file.py)
+    # folder only, never into one the program under test put in its place (record/trial_file.py)
     run_folder: tuple[int, int] | None = None

@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ampbench.core.trial_file import write_trial_file
+from ampbench.record.trial_file import write_trial_file
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.faults import classify_error
 from ampbench.trial.parent_watch import watch_parent
@@ -83,10 +83,10 @@ def run_trial(spec: TrialSpec, events: Events, write: bool = True) -> int:
     try:
         tr.run()
     except BaseException as exc:  # recorded, never lost: the trial file says what happened
-        tr.trial.status = classify_error(exc)
-        tr.trial.error = "".join(traceback.format_exception(exc))[-8000:]
+        error = "".join(traceback.format_exception(exc))[-8000:]
+        tr.record.outcome(classify_error(exc), error)
         traceback.print_exc()
-        write_failure_note(tr.trial.status, tr.trial.error)
+        write_failure_note(tr.trial.status, error)
         code = 1
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -154,3 +154,14 @@ class ProgramWorkload(WorkloadBase[P]):
     trains in ampbench's process, so there is no model, batch, loss or evaluation to implement."""
 
     runs_program: ClassVar[bool] = True
+
+
+BUNDLED_MARK = "_ampbench_bundled"
+WB = TypeVar("WB", bound=type)
+
+
+def bundled(cls: WB) -> WB:
+    """Marks the workload a bundled module holds (ampbench/workloads/NAME.py or NAME/workload.py): the
+    registry finds it by the module's NAME, so a new bundled workload is its module, edited nowhere else."""
+    setattr(cls, BUNDLED_MARK, cls.__module__)
+    return cls

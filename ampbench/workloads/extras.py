@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from ampbench.core.install import install_hint
+
 # workload -> (the setup.sh suite name, the top-level modules its code imports)
 NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dbnet": ("ocr", ("paddleocr", "shapely", "pyclipper", "skimage", "cv2", "yaml")),
@@ -32,4 +34,4 @@ def missing(workload: str) -> str | None:
     if not absent:
         return None
     return (f"the {workload} workload needs {', '.join(absent)}, not installed here; install the {suite} suite's "
-            f"extras with: bash scripts/setup.sh --suites {suite}")
+            f"extras with: {install_hint(suite)}")

@@ -29,7 +29,7 @@ def check_workload(suite: Suite, file: str, profile: str = DEFAULT_PROFILE) -> N
         params = cls.Params.model_validate(suite.workload)
     except ValidationError as e:
         err = e.errors()[0]
-        raise ConfigError(where, "workload." + key_path(err["loc"], suite.workload), error_reason(err)) from None
+        raise ConfigError(where, "workload." + key_path(err["loc"], suite.workload), error_reason(err, cls.Params)) from None
     for key, reason in cls.check_suite(params, suite):
         raise ConfigError(where, key, reason)
 

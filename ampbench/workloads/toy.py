@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from ampbench.config.suite import StrictInt
-from ampbench.workloads.base import Batch, Workload, WorkloadParams, shuffled_indices
+from ampbench.workloads.base import Batch, Workload, WorkloadParams, bundled, shuffled_indices
 
 
 class ToyParams(WorkloadParams):
@@ -34,6 +34,7 @@ class ToyParams(WorkloadParams):
     fetch_delay_s: float = Field(0.0, ge=0, le=10)
 
 
+@bundled
 class ToyWorkload(Workload[ToyParams]):
     name = "toy"
     Params = ToyParams

@@ -6,12 +6,17 @@ from typing import Any
 
 from ampbench.config import ModeConfig
 from ampbench.core.opstat import by_forward_op, forward_op, is_cast
-from ampbench.core.records import Trial
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only
-from ampbench.judge.rules.traits import Result
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import Result, ResultName
+from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+AMP_ACTIVE_NAME = ResultName("amp-active")
+OP_LISTS_NAME = ResultName("op-lists")
 
 LOW_PRECISION = ("float16", "bfloat16", "fp16", "bf16")
 
@@ -36,7 +41,7 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
     mode = c.suite.mode(c.mode)
     threshold = {"active": len(ts), "level": mode.level, "dtype": mode.dtype}
     if not ts:
-        return [c.rule("amp-active", "INCONCLUSIVE", None, threshold, "No completed trial to inspect for AMP activity.",
+        return [c.rule(AMP_ACTIVE_NAME, "INCONCLUSIVE", None, threshold, "No completed trial to inspect for AMP activity.",
                        reasons=["no-trials"])]
     if all(t.amp.emulated for t in ts):
         return [_emulated(c, ts, threshold)]
@@ -46,11 +51,11 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
     ops = f"{low} of {total} recorded op calls ran in float16/bfloat16" if total else "no op dtype counts recorded"
     observed = {"active": len(active), "trials": len(ts), "low_precision_share": share}
     if len(active) == len(ts):
-        return [c.rule("amp-active", "PASS", observed, threshold,
+        return [c.rule(AMP_ACTIVE_NAME, "PASS", observed, threshold,
                        f"AMP {mode.level}/{mode.dtype} was active in {all_of(len(ts))} ({ops}).", reasons=["active"])]
     texts = sorted({t.amp.inactive_reason for t in ts if not t.amp.active and t.amp.inactive_reason})
     why = "; ".join(texts) or "no low-precision op calls"
-    return [c.rule("amp-active", "INCONCLUSIVE", observed, threshold,
+    return [c.rule(AMP_ACTIVE_NAME, "INCONCLUSIVE", observed, threshold,
                    f"AMP inactive in {len(ts) - len(active)} of {len(ts)} trials: {why}; {ops}. Numerics stayed "
                    "FP32, so parity, speedup and memory cannot be judged here.",
                    trials=[t.key for t in ts if not t.amp.active],
@@ -66,11 +71,11 @@ def _emulated(c: Ctx, ts: list[Trial], threshold: Any) -> RuleResult:
     observed = {"active": 0, "emulated": len(ts), "trials": len(ts),
                 "low_precision_share": low / total if total else None}
     if not low:
-        return c.rule("amp-active", "INCONCLUSIVE", observed, threshold,
+        return c.rule(AMP_ACTIVE_NAME, "INCONCLUSIVE", observed, threshold,
                       f"emulate = true, yet no op ran in emulated {mode.dtype} ({total} op calls under an emulated "
                       "auto_cast): the program never entered auto_cast with AMP on, or ran its steps compiled "
                       "(paddle.jit.to_static), which emulation does not follow.", reasons=["no-evidence"])
-    return c.rule("amp-active", "PASS", observed, threshold,
+    return c.rule(AMP_ACTIVE_NAME, "PASS", observed, threshold,
                   f"AMP {mode.level}/{mode.dtype} emulated in {all_of(len(ts))}: {low} of {total} op calls under "
                   f"auto_cast ran in emulated {mode.dtype} (float32 kernels, values rounded to {mode.dtype}, "
                   "Paddle's own lists and loss scaling). Numerics are judged; speed, memory and energy are not "
@@ -109,7 +114,7 @@ def rule_op_lists(c: Ctx) -> list[RuleResult]:
     threshold = {"leaked": 0, "missed": 0, "unknown": 0}
     unknown = sorted({n for t in ts for n in t.amp.unknown_op_names})
     if unknown:
-        return [c.rule("op-lists", "INCONCLUSIVE", {"unknown": unknown, "leaked": [], "missed": []}, threshold,
+        return [c.rule(OP_LISTS_NAME, "INCONCLUSIVE", {"unknown": unknown, "leaked": [], "missed": []}, threshold,
                        f"Custom op list names {', '.join(unknown)} that Paddle does not know; Paddle ignores them "
                        "silently (e.g. embedding is lookup_table_v2), so the list cannot have taken effect.",
                        trials=[t.key for t in ts if t.amp.unknown_op_names], reasons=["unknown-ops"])]
@@ -117,12 +122,12 @@ def rule_op_lists(c: Ctx) -> list[RuleResult]:
     note = f" Not called in the recorded steps: {', '.join(unseen)}." if unseen else ""
     observed = {"unknown": [], "leaked": leaked, "missed": missed}
     if c.amp_inactive:
-        return [c.rule("op-lists", "INCONCLUSIVE", observed, threshold,
+        return [c.rule(OP_LISTS_NAME, "INCONCLUSIVE", observed, threshold,
                        "every op ran in float32 on this device, so the custom lists cannot be verified here."
                        + note, informational=True, reasons=["amp-inactive"])]
     if leaked or missed:
         return [_lists_failed(c, leaked, missed, note, observed, threshold)]
-    return [c.rule("op-lists", "PASS", observed, threshold,
+    return [c.rule(OP_LISTS_NAME, "PASS", observed, threshold,
                    f"Black-listed ops stayed float32 and white-listed ops ran in low precision.{note}",
                    reasons=["applied"])]
 
@@ -144,7 +149,7 @@ def _lists_failed(c: Ctx, leaked: list[str], missed: list[str], note: str, obser
     for each kind present, so the advice can tell them apart)."""
     parts = ([f"black-listed {', '.join(leaked)} ran in low precision"] if leaked else []) + \
             ([f"white-listed {', '.join(missed)} never ran in low precision"] if missed else [])
-    return c.rule("op-lists", "FAIL", observed, threshold,
+    return c.rule(OP_LISTS_NAME, "FAIL", observed, threshold,
                   f"The custom op lists did not take effect: {'; '.join(parts)}.{note}",
                   reasons=(["leaked"] if leaked else []) + (["missed"] if missed else []))
 
@@ -176,5 +181,8 @@ def advise_amp_active(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, 
 
 
 AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only, advice=advise_amp_active,
-                  results=(Result("amp-active", tune="inactive", outcome="cause"),))
-OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists)
+                  results=(Result(AMP_ACTIVE_NAME, tune="inactive", outcome="cause", reasons=(
+                      (R.ACTIVE, ""), (R.NO_TRIALS, ""), (R.DEVICE, "inactive: each trial's `amp.inactive_code`"),
+                      (R.OP_LISTS, ""), (R.NO_EVIDENCE, ""), (R.EMULATED, "AMP's numerics emulated in float32 kernels"))),))
+OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists, results=(Result(OP_LISTS_NAME, reasons=(
+    (R.APPLIED, ""), (R.LEAKED, ""), (R.MISSED, ""), (R.UNKNOWN_OPS, ""), (R.AMP_INACTIVE, ""))),))

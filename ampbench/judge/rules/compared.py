@@ -8,7 +8,12 @@ nothing.  This rule makes the reference INCONCLUSIVE (exit 3) and says why.
 from __future__ import annotations
 
 from ampbench.judge.rules.context import Ctx, Rule
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.results.verdicts import RuleResult
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+AMP_COMPARED_NAME = ResultName("amp-compared")
 
 # a command program runs FP32 unless something turns AMP on: a level alone would be FP32 again, called AMP inactive
 _COMMAND_ADVICE = ("the suite defines no AMP mode: add a [[modes]] entry with level = \"O1\" and the program's own "
@@ -31,9 +36,10 @@ def rule_amp_compared(c: Ctx) -> list[RuleResult]:
     how = (f"the suite defines {', '.join(defined)} but the run planned only fp32 (--mode?)" if defined else
            _COMMAND_ADVICE if c.suite.suite.workload == "command" else
            "the suite defines no AMP mode: add a [[modes]] entry with level = \"O1\" or \"O2\"")
-    return [c.rule("amp-compared", "INCONCLUSIVE", {"amp_modes": 0}, {"amp_modes": 1},
+    return [c.rule(AMP_COMPARED_NAME, "INCONCLUSIVE", {"amp_modes": 0}, {"amp_modes": 1},
                    f"Nothing was compared: no AMP mode was judged ({how}). FP32 alone says nothing about AMP.",
                    reasons=["not-planned" if defined else "none-defined"], defined=defined)]
 
 
-AMP_COMPARED = Rule("amp-compared", rule_amp_compared, _no_amp_planned)
+AMP_COMPARED = Rule("amp-compared", rule_amp_compared, _no_amp_planned, results=(Result(AMP_COMPARED_NAME, reasons=(
+    (R.NOT_PLANNED, "the suite has AMP modes, the run planned none"), (R.NONE_DEFINED, ""))),))

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from ampbench.config import REFERENCE_MODE, ModeConfig
-from ampbench.core.records import trial_key
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, last_line, n_of
-from ampbench.judge.rules.traits import Result
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import Result, ResultName
+from ampbench.record.models import trial_key
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, combine
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+COMPLETENESS_NAME = ResultName("completeness")
 
 
 def _problems(c: Ctx, keys: list[tuple[str, int]]) -> list[tuple[Status, str, str, str]]:
@@ -47,11 +51,11 @@ def rule_completeness(c: Ctx) -> list[RuleResult]:
     threshold = {"ok": len(keys), "seeds_matched": True}
     if not problems:
         who = f"{n_of(len(own), 'seed')} x {{{c.mode}{'' if c.is_ref else ', fp32'}}}"
-        return [c.rule("completeness", "PASS", observed, threshold,
+        return [c.rule(COMPLETENESS_NAME, "PASS", observed, threshold,
                        f"All {n_of(len(keys), 'planned trial')} ({who}) finished ok with matching seeds.",
                        reasons=["complete"])]
     status = combine([p[0] for p in problems])
-    return [c.rule("completeness", status, observed, threshold, "; ".join(p[1] for p in problems) + ".",
+    return [c.rule(COMPLETENESS_NAME, status, observed, threshold, "; ".join(p[1] for p in problems) + ".",
                    trials=[p[2] for p in problems if p[2]], reasons=sorted({p[3] for p in problems}))]
 
 
@@ -76,4 +80,8 @@ def advise_completeness(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None
 
 
 COMPLETENESS = Rule("completeness", rule_completeness, advice=advise_completeness,
-                    results=(Result("completeness", tune="error"),))
+                    results=(Result(COMPLETENESS_NAME, tune="error", reasons=(
+                        (R.COMPLETE, ""), (R.MISSING, ""), (R.CRASHED, ""), (R.OOM, "a trial's end state"),
+                        (R.DIVERGED, ""), (R.TIMEOUT, ""), (R.CANCELLED, ""), (R.REFERENCE_OOM, "FP32's trial ended so"),
+                        (R.REFERENCE_DIVERGED, ""), (R.REFERENCE_CRASHED, ""), (R.REFERENCE_TIMEOUT, ""),
+                        (R.REFERENCE_CANCELLED, ""), (R.SEEDS_REPEAT, ""), (R.SEEDS_DIFFER, ""))),))

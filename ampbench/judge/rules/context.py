@@ -11,13 +11,13 @@ import numpy as np
 
 from ampbench.config import REFERENCE_MODE, Suite, Thresholds
 from ampbench.core.files import last_line as results_last_line
-from ampbench.core.records import Trial
 from ampbench.judge import sequential
 from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.advice_kit import Advice
-from ampbench.judge.rules.traits import Result
+from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.judge.sequential import Design
+from ampbench.record.models import Trial
 from ampbench.results.baselines import Baseline, CompactTrial, compact
 from ampbench.results.verdicts import RuleResult, Status
 
@@ -91,14 +91,14 @@ class Ctx:
         alpha = self.th.history_alpha if history else self.th.fail_alpha
         return sequential.levels(self.th.confidence, alpha, self.design, baseline_trials if history else 0)
 
-    def rule(self, rule: str, status: Status, observed: Any, threshold: Any, message: str,
+    def rule(self, rule: ResultName, status: Status, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:
         """One result; `informational` turns any status into INCONCLUSIVE (AMP did not really run)."""
         if informational:
             status = "INCONCLUSIVE"
             message = f"Informational (AMP inactive): {message}"
-        if "reasons" in details:   # each an enumerated code its rule declares (judge/rules/reasons.py)
-            details["reasons"] = reasons.checked(rule, details["reasons"])
+        if "reasons" in details:   # each an enumerated code its result declares (checked by `Rule.run`)
+            details["reasons"] = reasons.plain(details["reasons"])
         return RuleResult(suite=self.suite.suite.name, mode=self.mode, rule=rule, status=status,
                           observed=plain(observed), threshold=plain(threshold), message=message,
                           trials=trials or [], informational=informational, details=plain(details))
@@ -154,9 +154,11 @@ def one_seed_note(n_ref: int, n_cur: int) -> str:
 
 
 def more_seeds_text(have: int, need: int | None) -> str:
+    """What more seeds would do for this rule alone; the run's one recommendation (judge.until.recommend, the
+    most any undecided rule needs) is said once, under the outcome table and by `ampbench plan`."""
     if need is None:
         return "more seeds than the planner's limit would be needed (see `ampbench plan RUN`)"
-    return f"run {max(0, need - have)} more seed(s) per mode ({need} in all; `ampbench plan RUN` shows why)"
+    return f"more seeds decide it: this rule alone needs {need} per mode, {have} ran"
 
 
 def batch_note(c: Ctx) -> str:
@@ -193,7 +195,7 @@ class Rule:
     results: tuple[Result, ...] = ()
 
     @property
-    def labels(self) -> tuple[str, ...]:
+    def labels(self) -> tuple[ResultName, ...]:
         """The result names it emits (empty: only its own name)."""
         return tuple(r.name for r in self.results)
 
@@ -202,4 +204,11 @@ class Rule:
 
     def declared(self, result_name: str) -> Result:
         """What this rule declares of one of its result names (a bare `Result` when it declares nothing)."""
-        return next((r for r in self.results if r.name == result_name), Result(result_name))
+        return next((r for r in self.results if r.name == result_name), Result(ResultName(result_name)))
+
+    def run(self, c: Ctx) -> list[RuleResult]:
+        """Its results for this mode, each carrying only reason codes its `Result` declares."""
+        out = self.judge(c)
+        for r in out:
+            reasons.stray(r.rule, r.details.get("reasons", []), self.declared(r.rule).reasons)
+        return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ampbench.judge.rules import registry
 from ampbench.judge.rules.context import Ctx
+from ampbench.judge.rules.traits import ResultName
 from ampbench.results.verdicts import RuleResult
 
 NOT_MEASURED = ("Not measured under emulation: this mode's trials ran AMP's {dtype} numerics in float32 kernels "
@@ -34,7 +35,7 @@ def mark(c: Ctx, results: list[RuleResult]) -> list[RuleResult]:
     for r in results:
         device = is_device(r)
         if emulated and device:
-            r = c.rule(r.rule, "INCONCLUSIVE", None, r.threshold,
+            r = c.rule(ResultName(r.rule), "INCONCLUSIVE", None, r.threshold,
                        NOT_MEASURED.format(dtype=c.suite.mode(c.mode).dtype), trials=r.trials, reasons=["emulated"])
         out.append(r.model_copy(update={"emulated": emulated, "counted": not (numerics_only and device)}))
     return out

@@ -12,7 +12,6 @@ import math
 import numpy as np
 
 from ampbench.config import ModeConfig, Suite, Thresholds
-from ampbench.core.records import Trial
 from ampbench.core.units import bytes_h
 from ampbench.judge import inference, interference, measure
 from ampbench.judge.rules import sizing
@@ -20,6 +19,7 @@ from ampbench.judge.rules.advice_kit import DISTURBED, reasons
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
 from ampbench.judge.rules.history_pooled import (
     HISTORY_CODE,
+    HISTORY_THROUGHPUT,
     ci_text,
     decide,
     pooled_throughput,
@@ -27,7 +27,8 @@ from ampbench.judge.rules.history_pooled import (
     split_text,
 )
 from ampbench.judge.rules.memory import SOURCE_TEXT
-from ampbench.judge.rules.parity import ACCURACY_PARITY, PARITY_CODE, noninferiority
+from ampbench.judge.rules.parity import ACCURACY_PARITY_NAME, PARITY_CODE, PARITY_REASONS, noninferiority
+from ampbench.judge.rules.reasons import NOT_EMULATED, R
 from ampbench.judge.rules.speed import (
     Comparison,
     clustering,
@@ -38,13 +39,17 @@ from ampbench.judge.rules.speed import (
     shortfall_codes,
     shortfall_text,
 )
-from ampbench.judge.rules.traits import Effect, PlanSize, Result, Seeding
+from ampbench.judge.rules.traits import Effect, PlanSize, Result, ResultName, Seeding
+from ampbench.record.models import Trial
 from ampbench.results.baselines import STORED_REL_ERROR, CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, as_status
 
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+HISTORY_METRIC = ResultName("history-metric")
+HISTORY_MEMORY = ResultName("history-memory")
+
 # the comparison `ampbench compare` applies both ways and `ampbench bisect` searches by default
-HISTORY_THROUGHPUT = "history-throughput"
 
 
 def rule_history(c: Ctx) -> list[RuleResult]:
@@ -55,7 +60,7 @@ def rule_history(c: Ctx) -> list[RuleResult]:
     assert c.baseline is not None
     base = c.baseline.trials(c.mode)
     if not base:
-        return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
+        return [c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, None,
                        f"{c.baseline_note}The baseline has no ok trial of mode {c.mode}.", reasons=["no-baseline-trials"])]
     cur = c.compact(c.mode)
     out = [history_throughput(c, cur, base), history_metric(c, cur, base)]
@@ -68,7 +73,7 @@ def _pooled(c: Ctx) -> list[RuleResult]:
     assert c.pooled is not None
     cur, seeds = c.compact(c.mode), c.pooled.per_seed(c.mode)
     if not seeds:
-        return [c.rule("history-throughput", "INCONCLUSIVE", None, None,
+        return [c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, None,
                        f"The pooled baseline ({c.pooled.describe()}) has no ok trial of mode {c.mode}.",
                        reasons=["no-baseline-trials"])]
     out = [pooled_throughput(c, cur), history_metric(c, cur, seeds)]
@@ -126,7 +131,7 @@ def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]
     if clustered:
         msg += f" Note: {clustered}."
         codes.append("clustered")
-    return c.rule("history-throughput", status, _change(d.estimate), threshold, msg, ratio=d.estimate, lower=d.lower,
+    return c.rule(HISTORY_THROUGHPUT, status, _change(d.estimate), threshold, msg, ratio=d.estimate, lower=d.lower,
                   upper=d.upper, fail_upper=d.fail_upper, ci_low=d.low, ci_high=d.high,
                   seeds=[len(dc.num), len(dc.den)], drift_sd=drift, disturbed=bool(why), clustered=clustered,
                   statistic="fast-floor" if fb is not None else "median", median_ratio=b.estimate,
@@ -138,7 +143,7 @@ def _history_short(c: Ctx, cmp: Comparison | None, threshold: dict[str, float]) 
     estimate when there is one, and what more data would let the rule decide."""
     est = None if cmp is None else cmp.point - 1
     head = "" if cmp is None else f"{c.mode} throughput {est:+.1%} vs baseline (point estimate). "
-    return c.rule("history-throughput", "INCONCLUSIVE", est, threshold,
+    return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", est, threshold,
                   f"{c.baseline_note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()),
                   reasons=shortfall_codes(cmp))
 
@@ -181,17 +186,17 @@ def history_metric(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
     """observed = how much worse this run's mean metric is than the baseline's (positive = worse)."""
     now, then, note = _metrics(cur), _metrics(base), c.baseline_note
     if not now or not then:
-        return c.rule("history-metric", "INCONCLUSIVE", None, None,
+        return c.rule(HISTORY_METRIC, "INCONCLUSIVE", None, None,
                       f"{note}Metric {c.metric!r} missing here or in the baseline.", reasons=["metric-missing"])
     worse = (mean(then) - mean(now)) if c.goal == "max" else (mean(now) - mean(then))
     head = f"{note}{c.mode} mean {c.metric} {g(mean(now))} vs baseline {g(mean(then))}: "
     if min(len(now), len(then)) < inference.MIN_TRIALS:
-        return c.rule("history-metric", "INCONCLUSIVE", worse, c.th.metric_abs_tol,
+        return c.rule(HISTORY_METRIC, "INCONCLUSIVE", worse, c.th.metric_abs_tol,
                       f"{head}worse by {g(worse, 3)}; not judged: {more_seeds_text(1, inference.MIN_TRIALS)}."
                       + one_seed_note(len(then), len(now)), current_mean=mean(now), baseline_mean=mean(then),
                       reasons=["seed-sd-unknown"])
     status, tail, extra = noninferiority(c, then, now, "this run", history=True)
-    return c.rule("history-metric", status, worse, extra["margin"], head + tail, current_mean=mean(now),
+    return c.rule(HISTORY_METRIC, status, worse, extra["margin"], head + tail, current_mean=mean(now),
                   baseline_mean=mean(then), reasons=[PARITY_CODE[status]], **extra)
 
 
@@ -207,7 +212,7 @@ def history_memory(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) ->
     msg = (f"{c.baseline_note}{c.mode} peak memory ({SOURCE_TEXT.get(next(iter(src_now)), 'peak')}) "
            f"{bytes_h(float(np.median(now)))} vs baseline {bytes_h(float(np.median(then)))}: {grow:+.1%} "
            f"({'above' if grow > lim else 'within'} the {lim:.0%} allowed growth).")
-    return c.rule("history-memory", "FAIL" if grow > lim else "PASS", grow, lim, msg,
+    return c.rule(HISTORY_MEMORY, "FAIL" if grow > lim else "PASS", grow, lim, msg,
                   reasons=["grew" if grow > lim else "within"])
 
 
@@ -263,7 +268,13 @@ def history_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, results=(
     Result(HISTORY_THROUGHPUT, seeds=Seeding(plan=plan_history, effect=history_effect), bisect="history",
-           figure="history_change", device=True),
-    Result("history-metric", seeds=Seeding(sized_by=ACCURACY_PARITY.name), bisect="history"),  # parity's test
-    Result("history-memory", bisect="history", device=True),
+           figure="history_change", device=True, reasons=(
+               (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
+               (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
+               (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""),
+               (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""), (R.DISTURBED, ""), (R.CLUSTERED, ""),
+               NOT_EMULATED)),
+    Result(HISTORY_METRIC, seeds=Seeding(sized_by=ACCURACY_PARITY_NAME), bisect="history",  # parity's test
+           reasons=PARITY_REASONS),
+    Result(HISTORY_MEMORY, bisect="history", device=True, reasons=((R.WITHIN, ""), (R.GREW, ""), NOT_EMULATED)),
 ))

@@ -37,8 +37,12 @@ from ampbench.judge import changepoint, inference, interference, measure, sequen
 from ampbench.judge.pooled import MIN_RUNS, OpenRegression, PooledBaseline
 from ampbench.judge.rules.context import Ctx, g, more_seeds_text
 from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
+from ampbench.judge.rules.traits import ResultName
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.verdicts import RuleResult, Status, as_status
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+HISTORY_THROUGHPUT = ResultName("history-throughput")
 
 HISTORY_CODE = {"PASS": "no-slowdown", "FAIL": "slowdown", "INCONCLUSIVE": "undecided", "ERROR": "error"}
 
@@ -273,7 +277,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
         status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
     if clustered:
         msg += f" Note: {clustered}."
-    return c.rule("history-throughput", status, d.estimate - 1, threshold, msg, ratio=d.estimate, lower=d.lower,
+    return c.rule(HISTORY_THROUGHPUT, status, d.estimate - 1, threshold, msg, ratio=d.estimate, lower=d.lower,
                   upper=d.upper, fail_upper=d.fail_upper, ci_low=d.low, ci_high=d.high, seeds=[len(now), base_n],
                   runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, baseline_runs=ids,
                   statistic=figure, **_figure_details(fl, tb, shape, steady, m),
@@ -289,11 +293,11 @@ def _pooled_short(c: Ctx, runs: list[list[float]], now: list[float], threshold: 
     assert c.pooled is not None
     p = c.pooled
     if len(runs) < MIN_RUNS:
-        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
+        return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, threshold,
                       f"Not enough data: the history holds {len(runs)} run(s) of {c.mode} since {p.since}; the "
                       f"run-to-run drift needs {MIN_RUNS}.", baseline_runs=p.run_ids, reasons=["few-runs"])
     if len(now) < inference.MIN_TRIALS:
-        return c.rule("history-throughput", "INCONCLUSIVE", None, threshold,
+        return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, threshold,
                       f"Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} measured steps; "
                       f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=p.run_ids,
                       reasons=["few-seeds"])

@@ -11,9 +11,13 @@ from ampbench.core.units import bytes_h
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
-from ampbench.judge.rules.traits import Result
+from ampbench.judge.rules.reasons import NOT_EMULATED, PAIRS, R
+from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+MEMORY_NAME = ResultName("memory")
 
 SOURCE_TEXT = {"cuda": "CUDA allocator peak (max_memory_allocated)", "host": "host allocator peak (CPU)",
                "rss": "process peak RSS"}
@@ -50,10 +54,10 @@ def rule_memory(c: Ctx) -> list[RuleResult]:
     amp, ref = c.compact(c.mode), c.compact(REFERENCE_MODE)
     sources = {t.memory_source for t in amp + ref}
     if not amp or not ref or "none" in sources or any(t.peak_bytes <= 0 for t in amp + ref):
-        return [c.rule("memory", "INCONCLUSIVE", None, need, "Peak memory not recorded for every trial.",
+        return [c.rule(MEMORY_NAME, "INCONCLUSIVE", None, need, "Peak memory not recorded for every trial.",
                        informational=c.amp_inactive, reasons=["not-recorded"])]
     if len(sources) > 1:
-        return [c.rule("memory", "INCONCLUSIVE", None, need,
+        return [c.rule(MEMORY_NAME, "INCONCLUSIVE", None, need,
                        f"Peak memory comes from different sources ({', '.join(sorted(sources))}); not comparable.",
                        reasons=["sources-differ"], sources=sorted(sources))]
     src = sources.pop()
@@ -76,9 +80,9 @@ def rule_memory(c: Ctx) -> list[RuleResult]:
     if note and not c.amp_inactive:
         # A mode that runs a larger batch (the seed's "AMP lets batch 32 fit") is not meant to save memory
         # against FP32's smaller batch: report the numbers, do not judge them.
-        return [c.rule("memory", "PASS", red, need, "Not judged, batch sizes differ:" + note + " " + msg,
+        return [c.rule(MEMORY_NAME, "PASS", red, need, "Not judged, batch sizes differ:" + note + " " + msg,
                        judged=False, **{**details, "reasons": ["batch-differs", *codes]})]
-    return [c.rule("memory", status, red, need, msg + note, informational=c.amp_inactive, **details)]
+    return [c.rule(MEMORY_NAME, status, red, need, msg + note, informational=c.amp_inactive, **details)]
 
 
 def _memory(m: ModeConfig, reasons: set[str]) -> list[str]:
@@ -100,4 +104,6 @@ def advise_memory(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
 
 
 MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory,
-              results=(Result("memory", tune="speed", bisect="in-run", figure="memory_reduction", device=True),))
+              results=(Result(MEMORY_NAME, tune="speed", bisect="in-run", figure="memory_reduction", device=True, reasons=(
+                  (R.REDUCED, ""), (R.NOT_REDUCED, ""), (R.HOST_MEMORY, "not device memory"), (R.BATCH_DIFFERS, ""),
+                  (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS, NOT_EMULATED)),))

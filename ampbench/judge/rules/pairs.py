@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampbench.config import REFERENCE_MODE
-from ampbench.core.records import Trial
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.context import Ctx
+from ampbench.record.models import Trial
 from ampbench.results.verdicts import RuleResult
 
 PAIRED = ("speedup", "memory", "energy")   # the results that compare a seed's AMP arm with its FP32 arm
@@ -105,7 +105,7 @@ def held_back(c: Ctx, results: list[RuleResult]) -> list[RuleResult]:
     for r in results:
         if r.rule not in PAIRED or r.details.get("judged") is False:
             continue
-        r.details["reasons"] = reasons.checked(r.rule, [*r.details.get("reasons", []), *codes])
+        r.details["reasons"] = reasons.plain([*r.details.get("reasons", []), *codes])   # PAIRS: declared by each
         r.details["apart"] = [a.text for a in found]
         if r.status in ("PASS", "FAIL"):
             r.message = f"Held back from {r.status}: the pairs were not measured in place ({what}): {fix}. " \

@@ -8,14 +8,19 @@ from typing import Any
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig, Suite
-from ampbench.core.records import Trial
 from ampbench.judge import inference, sequential, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
-from ampbench.judge.rules.traits import PlanSize, Result, Seeding
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import PlanSize, Result, ResultName, Seeding
+from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, as_status
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+BASELINE_QUALITY_NAME = ResultName("baseline-quality")
+ACCURACY_PARITY_NAME = ResultName("accuracy-parity")
 
 
 def _loss_problem(ref: list[Trial]) -> tuple[str | None, list[str]]:
@@ -51,7 +56,7 @@ def rule_baseline_quality(c: Ctx) -> list[RuleResult]:
     threshold = {"min_baseline_metric": floor, "loss_fell": len(ref)}
     if not ref:
         c.notes["quality_problem"] = "no ok fp32 trial"
-        return [c.rule("baseline-quality", "INCONCLUSIVE", None, threshold, "No ok fp32 trial.", reasons=["no-fp32"])]
+        return [c.rule(BASELINE_QUALITY_NAME, "INCONCLUSIVE", None, threshold, "No ok fp32 trial.", reasons=["no-fp32"])]
     loss_problem, flat = _loss_problem(ref)
     vals = [t.metrics[c.metric] for t in ref if c.metric in t.metrics and math.isfinite(t.metrics[c.metric])]
     floor_problem = _floor_problem(c, vals, floor)
@@ -61,12 +66,12 @@ def rule_baseline_quality(c: Ctx) -> list[RuleResult]:
     if problems:
         why = "; ".join(problems)
         c.notes["quality_problem"] = why
-        return [c.rule("baseline-quality", "INCONCLUSIVE", observed, threshold,
+        return [c.rule(BASELINE_QUALITY_NAME, "INCONCLUSIVE", observed, threshold,
                        why + ": FP32 itself did not learn enough for parity to mean anything.", trials=flat,
                        reasons=codes)]
     floor_txt = f", mean {c.metric} {g(mean(vals))} meets min_baseline_metric {g(floor)}" if floor is not None else \
         " (no min_baseline_metric set)"
-    return [c.rule("baseline-quality", "PASS", observed, threshold, f"FP32 loss fell in {all_of(len(ref))}{floor_txt}.",
+    return [c.rule(BASELINE_QUALITY_NAME, "PASS", observed, threshold, f"FP32 loss fell in {all_of(len(ref))}{floor_txt}.",
                    reasons=["learned"])]
 
 
@@ -159,13 +164,13 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
     ref_vals, ref_missing, ref_bad = metric_values(c.ok(REFERENCE_MODE), c.metric)
     amp_vals, amp_missing, amp_bad = metric_values(c.ok(c.mode), c.metric)
     if amp_bad:
-        return [c.rule("accuracy-parity", "FAIL", None, None,
+        return [c.rule(ACCURACY_PARITY_NAME, "FAIL", None, None,
                        f"AMP metric {c.metric!r} is not finite in {', '.join(amp_bad)}.", trials=amp_bad,
                        reasons=["amp-nonfinite"])]
     if ref_missing or amp_missing or ref_bad or not ref_vals or not amp_vals:
         which = ref_missing + amp_missing + ref_bad
         why = f"metric {c.metric!r} missing or not finite in {', '.join(which)}" if which else "no ok trials to compare"
-        return [c.rule("accuracy-parity", "INCONCLUSIVE", None, None, f"Cannot compare accuracy: {why}.", trials=which,
+        return [c.rule(ACCURACY_PARITY_NAME, "INCONCLUSIVE", None, None, f"Cannot compare accuracy: {why}.", trials=which,
                        reasons=["metric-missing"])]
     amp_mean, ref_mean = mean(amp_vals), mean(ref_vals)
     worse = stats.worse_by(amp_mean, ref_mean, c.goal)
@@ -185,12 +190,12 @@ def rule_accuracy_parity(c: Ctx) -> list[RuleResult]:
         margin, msg = extra["margin"], head + tail
         details.update(extra, reasons=[PARITY_CODE[status]])
     if c.amp_inactive:
-        return [c.rule("accuracy-parity", status, worse, margin, msg, informational=True, **details)]
+        return [c.rule(ACCURACY_PARITY_NAME, status, worse, margin, msg, informational=True, **details)]
     problem = c.notes.get("quality_problem")
     if problem:
-        return [c.rule("accuracy-parity", "INCONCLUSIVE", worse, margin, f"Not judged ({problem}). {msg}",
+        return [c.rule(ACCURACY_PARITY_NAME, "INCONCLUSIVE", worse, margin, f"Not judged ({problem}). {msg}",
                        **{**details, "reasons": ["baseline-quality", *details["reasons"]]})]
-    return [c.rule("accuracy-parity", status, worse, margin, msg, **details)]
+    return [c.rule(ACCURACY_PARITY_NAME, status, worse, margin, msg, **details)]
 
 
 def _parity(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str]) -> list[str]:
@@ -225,7 +230,12 @@ def advise_baseline_quality(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | 
     return [BASELINE_QUALITY_ADVICE]
 
 
-BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only, advice=advise_baseline_quality)
+BASELINE_QUALITY = Rule("baseline-quality", rule_baseline_quality, amp_only, advice=advise_baseline_quality,
+                        results=(Result(BASELINE_QUALITY_NAME, reasons=(
+                            (R.LEARNED, ""), (R.NO_FP32, ""), (R.LOSS_FLAT, ""), (R.BELOW_FLOOR, ""))),))
+
+
+
 def plan_parity(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize | None:
     """The planner's row (AMP modes): the metric's seed sd pooled over the mode and FP32, and a metric drop
     of twice the parity margin to detect."""
@@ -240,6 +250,10 @@ def plan_parity(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize
 
 
 PARITY_SEEDS = Seeding(plan=plan_parity)
+# accuracy-parity's codes, history-metric's too (the same test against a baseline)
+PARITY_REASONS = ((R.NONINFERIOR, ""), (R.WORSE, ""), (R.UNDECIDED, ""), (R.ERROR, ""),
+                  (R.SEED_SD_UNKNOWN, "one seed a side: the margin is `metric_abs_tol`"), (R.METRIC_MISSING, ""),
+                  (R.AMP_NONFINITE, ""), (R.BASELINE_QUALITY, "not judged: FP32 did not learn"))
 ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity,
-                       results=(Result("accuracy-parity", seeds=PARITY_SEEDS, tune="parity", bisect="in-run",
-                                       figure="metric_delta"),))
+                       results=(Result(ACCURACY_PARITY_NAME, seeds=PARITY_SEEDS, tune="parity", bisect="in-run",
+                                       figure="metric_delta", reasons=PARITY_REASONS),))

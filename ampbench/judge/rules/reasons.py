@@ -2,8 +2,10 @@
 
 A result's advice (the next steps, report.md's "Try" lines) is rendered from these codes, never from its
 message, so a code is a contract between a rule and its advice, check.json's readers and docs/checks.md.
-`Ctx.rule` refuses a code a registered rule does not declare here (a typo would otherwise silently
-drop the advice that reads it), and docs/checks.md's table is `reason_table()` (tests/test_reason_codes.py).
+Each result declares the codes it emits on its rule's `Result` (`reasons`, judge/rules/traits.py): a new rule
+declares them in its own module.  `Rule.run` refuses a code a result does not declare (a typo would otherwise
+silently drop the advice that reads it), and docs/checks.md's table is `registry.reason_codes_table()`
+(tests/test_reason_codes.py).
 """
 
 from __future__ import annotations
@@ -108,61 +110,31 @@ R = Reason
 # held back from PASS/FAIL unless `[suite] pairs` accepts it (judge/rules/pairs.py)
 PAIRS = ((R.DIFFERENT_NODES, "a seed's FP32 and AMP ran on two nodes"),
          (R.OVERLAPPED, "at the same time on one device"))
-# every device result (traits `device`): an emulated mode's is not measured (judge/rules/emulated.py)
+# every device result (traits `device`) declares it: an emulated mode's is not measured (judge/rules/emulated.py)
 NOT_EMULATED = (R.EMULATED, "not measured under emulation")
-# (result names, ((code, what it says or ""), ...)): docs/checks.md's table, row by row
-ROWS: tuple[tuple[tuple[str, ...], tuple[tuple[Reason, str], ...]], ...] = (
-    (("amp-compared",), ((R.NOT_PLANNED, "the suite has AMP modes, the run planned none"), (R.NONE_DEFINED, ""))),
-    (("completeness",), ((R.COMPLETE, ""), (R.MISSING, ""), (R.CRASHED, ""),
-                         (R.OOM, "a trial's end state"), (R.DIVERGED, ""), (R.TIMEOUT, ""), (R.CANCELLED, ""),
-                         (R.REFERENCE_OOM, "FP32's trial ended so"), (R.REFERENCE_DIVERGED, ""),
-                         (R.REFERENCE_CRASHED, ""), (R.REFERENCE_TIMEOUT, ""), (R.REFERENCE_CANCELLED, ""),
-                         (R.SEEDS_REPEAT, ""), (R.SEEDS_DIFFER, ""))),
-    (("amp-active",), ((R.ACTIVE, ""), (R.NO_TRIALS, ""),
-                       (R.DEVICE, "inactive: each trial's `amp.inactive_code`"), (R.OP_LISTS, ""),
-                       (R.NO_EVIDENCE, ""), (R.EMULATED, "AMP's numerics emulated in float32 kernels"))),
-    (("op-lists",), ((R.APPLIED, ""), (R.LEAKED, ""), (R.MISSED, ""), (R.UNKNOWN_OPS, ""), (R.AMP_INACTIVE, ""))),
-    (("baseline-quality",), ((R.LEARNED, ""), (R.NO_FP32, ""), (R.LOSS_FLAT, ""), (R.BELOW_FLOOR, ""))),
-    (("accuracy-parity", "history-metric"), (
-        (R.NONINFERIOR, ""), (R.WORSE, ""), (R.UNDECIDED, ""), (R.ERROR, ""),
-        (R.SEED_SD_UNKNOWN, "one seed a side: the margin is `metric_abs_tol`"), (R.METRIC_MISSING, ""),
-        (R.AMP_NONFINITE, ""), (R.BASELINE_QUALITY, "not judged: FP32 did not learn"))),
-    (("speedup",), ((R.SHOWN, ""), (R.BELOW, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.SHORT_TRIALS, ""),
-                    (R.FEW_SEEDS, ""), (R.DISTURBED, ""),
-                    (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS, NOT_EMULATED)),
-    (("memory",), ((R.REDUCED, ""), (R.NOT_REDUCED, ""), (R.HOST_MEMORY, "not device memory"),
-                   (R.BATCH_DIFFERS, ""), (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS, NOT_EMULATED)),
-    (("energy",), ((R.NO_MORE, ""), (R.MORE, ""), (R.UNDECIDED, ""), (R.NOT_MEASURED, ""), (R.FEW_SEEDS, ""),
-                   *PAIRS, NOT_EMULATED)),
-    (("time-to-target",), ((R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""),
-                          NOT_EMULATED)),
-    (("stability",), ((R.STABLE, ""), (R.NONFINITE, ""), (R.SKIPPED, ""), (R.COLLAPSE, ""), (R.NO_STEPS, ""))),
-    (("history-throughput",), (
-        (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
-        (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
-        (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""), (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""),
-        (R.DISTURBED, ""), (R.CLUSTERED, ""), NOT_EMULATED)),
-    (("history-memory",), ((R.WITHIN, ""), (R.GREW, ""), NOT_EMULATED)),
-)
-DECLARED: dict[str, frozenset[str]] = {name: frozenset(code.value for code, _ in codes)
-                                       for names, codes in ROWS for name in names}
+# A result's codes, each with what it says (or ""): declared on the rule's `Result` (judge/rules/traits.py)
+Codes = tuple[tuple[Reason, str], ...]
 
 
-def checked(rule: str, codes: list[str]) -> list[str]:
-    """A result's codes as plain strings, each a `Reason` its rule declares in ROWS (a result name not in
-    ROWS, a rule still being written, is not checked: tests/test_reason_codes.py holds the registry to it)."""
-    out = [c.value if isinstance(c, Reason) else str(c) for c in codes]
-    allowed = DECLARED.get(rule)
-    stray = [c for c in out if allowed is not None and c not in allowed]
-    if stray:
-        raise ValueError(f"rule {rule!r} emitted reason code(s) {stray} it does not declare in judge/rules/reasons.py")
-    return out
+def plain(codes: list[str]) -> list[str]:
+    """A result's codes as the plain strings check.json holds."""
+    return [c.value if isinstance(c, Reason) else str(c) for c in codes]
 
 
-def reason_table() -> str:
-    """docs/checks.md's reason-code table, rendered from ROWS."""
+def stray(rule: str, codes: list[str], declared: Codes) -> None:
+    """Refuse a code the result's rule does not declare (a typo would silently drop the advice that reads it);
+    a result that declares none, a rule still being written, is not checked (tests/test_reason_codes.py holds
+    every registered result to declaring its codes)."""
+    allowed = {c.value for c, _ in declared}
+    bad = [c for c in codes if declared and c not in allowed]
+    if bad:
+        raise ValueError(f"rule {rule!r} emitted reason code(s) {bad} it does not declare (its Result's `reasons`)")
+
+
+def reason_table(rows: list[tuple[list[str], Codes]]) -> str:
+    """docs/checks.md's reason-code table: (result names, their codes) a row."""
     lines = ["| rule | codes |", "|---|---|"]
-    for names, codes in ROWS:
+    for names, codes in rows:
         cells = ", ".join(f"`{c.value}`" + (f" ({note})" if note else "") for c, note in codes)
         lines.append(f"| {', '.join(names)} | {cells} |")
     return "\n".join(lines)

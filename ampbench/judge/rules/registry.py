@@ -17,10 +17,11 @@ from ampbench.judge.rules.energy import ENERGY
 from ampbench.judge.rules.history import HISTORY
 from ampbench.judge.rules.memory import MEMORY
 from ampbench.judge.rules.parity import ACCURACY_PARITY, BASELINE_QUALITY
+from ampbench.judge.rules.reasons import Codes, reason_table
 from ampbench.judge.rules.speed import SPEEDUP
 from ampbench.judge.rules.stability import STABILITY
 from ampbench.judge.rules.target import TIME_TO_TARGET
-from ampbench.judge.rules.traits import BisectKind, Figure, Result
+from ampbench.judge.rules.traits import BisectKind, Figure, Result, ResultName
 from ampbench.results.verdicts import ModeVerdict, SpeedupDetails
 
 RULES: tuple[Rule, ...] = (
@@ -37,7 +38,7 @@ def rule_for(result_name: str) -> Rule | None:
 def result(name: str) -> Result:
     """What the rule that emits `name` declares of it; a name no registered rule emits has no role."""
     rule = rule_for(name)
-    return rule.declared(name) if rule is not None else Result(name)
+    return rule.declared(name) if rule is not None else Result(ResultName(name))
 
 
 def results() -> list[Result]:
@@ -67,6 +68,19 @@ def speedup_details(v: ModeVerdict) -> SpeedupDetails | None:
                                                       for k in ("estimate", "ci_low", "ci_high")):
             return SpeedupDetails.model_validate(r.details)
     return None
+
+
+def reason_codes_table() -> str:
+    """docs/checks.md's reason-code table: each result's declared codes, results with the same codes on one row
+    (history-metric is accuracy-parity's test), in registry order."""
+    rows: list[tuple[list[str], Codes]] = []
+    for r in results():
+        same = next((row for row in rows if row[1] == r.reasons), None)
+        if same is not None:
+            same[0].append(r.name)
+        else:
+            rows.append(([r.name], r.reasons))
+    return reason_table(rows)
 
 
 def traits_table() -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 
 from ampbench.config import Thresholds
-from ampbench.core.records import Trial
 from ampbench.judge import measure, stats
+from ampbench.record.models import Trial
 from ampbench.results.baselines import compact
 
 

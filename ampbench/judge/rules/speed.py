@@ -9,15 +9,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.config import REFERENCE_MODE, ModeConfig, Suite, Thresholds
-from ampbench.core.records import Trial
 from ampbench.judge import clusters, inference, interference, measure, why_slow
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
-from ampbench.judge.rules.traits import Effect, PlanSize, Result, Seeding
+from ampbench.judge.rules.reasons import NOT_EMULATED, PAIRS, R
+from ampbench.judge.rules.traits import Effect, PlanSize, Result, ResultName, Seeding
+from ampbench.record.models import Trial
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, as_status
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+SPEEDUP_NAME = ResultName("speedup")
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     if cmp is None or cmp.bounds is None:
         est = None if cmp is None else cmp.point
         head = "" if cmp is None else f"AMP/FP32 throughput {est:.3f} (point estimate). "
-        return [c.rule("speedup", "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
+        return [c.rule(SPEEDUP_NAME, "INCONCLUSIVE", est, need, f"{head}Not enough data: {shortfall_text(cmp)}."
                        + ("" if cmp is None else cmp.caveat()), informational=c.amp_inactive,
                        why_not_faster=_causes(c), reasons=shortfall_codes(cmp))]
     b = cmp.bounds
@@ -141,7 +145,7 @@ def rule_speedup(c: Ctx) -> list[RuleResult]:
     if clustered:
         msg += f" Note: {clustered}."
     causes = [] if status == "PASS" else _causes(c)
-    return [c.rule("speedup", status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
+    return [c.rule(SPEEDUP_NAME, status, b.estimate, need, msg + batch_note(c), informational=c.amp_inactive,
                    clustered=clustered, why_not_faster=causes,
                    estimate=b.estimate, ci_low=b.low, ci_high=b.high, lower=b.lower, upper=b.upper,
                    fail_upper=b.fail_upper, fail_confidence=b.fail_confidence,
@@ -254,5 +258,8 @@ def speedup_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup,
-               results=(Result("speedup", seeds=Seeding(plan=plan_speedup, effect=speedup_effect), tune="speed",
-                               bisect="in-run", figure="speedup", device=True),))
+               results=(Result(SPEEDUP_NAME, seeds=Seeding(plan=plan_speedup, effect=speedup_effect), tune="speed",
+                               bisect="in-run", figure="speedup", device=True, reasons=(
+                                   (R.SHOWN, ""), (R.BELOW, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.SHORT_TRIALS, ""),
+                                   (R.FEW_SEEDS, ""), (R.DISTURBED, ""),
+                                   (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS, NOT_EMULATED)),))

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from ampbench.config import ModeConfig
-from ampbench.core.records import Trial
 from ampbench.judge import stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, finite, g, n_of
-from ampbench.judge.rules.traits import Result
+from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.traits import Result, ResultName
+from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+STABILITY_NAME = ResultName("stability")
 
 
 def _collapse_text(col: stats.Collapse, floor: float) -> str:
@@ -51,7 +55,7 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
                  "loss_scale_floor": th.loss_scale_floor, "collapse_halvings": th.collapse_halvings}
     ts = [t for t in c.present(c.mode) if t.steps]
     if not ts:
-        return [c.rule("stability", "INCONCLUSIVE", None, threshold, "No step records to inspect.", reasons=["no-steps"])]
+        return [c.rule(STABILITY_NAME, "INCONCLUSIVE", None, threshold, "No step records to inspect.", reasons=["no-steps"])]
     problems, names, nonfinite_total, worst_frac, worst_key = [], [], 0, 0.0, ""
     first_collapse: int | None = None
     for t in ts:
@@ -70,9 +74,9 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
     codes = (["nonfinite"] if nonfinite_total else []) + (["skipped"] if worst_frac > th.max_skipped_fraction else []) \
         + (["collapse"] if first_collapse is not None else [])
     if problems:
-        return [c.rule("stability", "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt,
+        return [c.rule(STABILITY_NAME, "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt,
                        trials=sorted(set(names)), reasons=codes)]
-    return [c.rule("stability", "PASS", observed, threshold,
+    return [c.rule(STABILITY_NAME, "PASS", observed, threshold,
                    f"{n_of(len(ts), 'trial')}: no non-finite loss, at most {worst_frac:.1%} of steps skipped "
                    f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt,
                    reasons=["stable"])]
@@ -104,4 +108,5 @@ def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, b
 
 
 STABILITY = Rule("stability", rule_stability, advice=advise_stability,
-                 results=(Result("stability", tune="stability"),))
+                 results=(Result(STABILITY_NAME, tune="stability", reasons=(
+                     (R.STABLE, ""), (R.NONFINITE, ""), (R.SKIPPED, ""), (R.COLLAPSE, ""), (R.NO_STEPS, ""))),))

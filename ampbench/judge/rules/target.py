@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE, ModeConfig, TargetConfig
-from ampbench.core.records import Trial
-from ampbench.core.target import first_reach
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
-from ampbench.judge.rules.traits import Result
+from ampbench.judge.rules.reasons import NOT_EMULATED, R
+from ampbench.judge.rules.traits import Result, ResultName
+from ampbench.record.models import Trial
+from ampbench.record.target import first_reach
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
+
+# the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
+TIME_TO_TARGET_NAME = ResultName("time-to-target")
 
 
 def _record(t: Trial, metric: str, value: float, goal: Any) -> dict[str, Any] | None:
@@ -50,7 +54,7 @@ def rule_time_to_target(c: Ctx) -> list[RuleResult]:
     amp = {t.key: _record(t, tgt.metric, tgt.value, c.goal) for t in c.ok(c.mode)}
     ref = {t.key: _record(t, tgt.metric, tgt.value, c.goal) for t in c.ok(REFERENCE_MODE)}
     if not amp or not ref or any(r is None for r in [*amp.values(), *ref.values()]):
-        return [c.rule("time-to-target", "INCONCLUSIVE", None, threshold,
+        return [c.rule(TIME_TO_TARGET_NAME, "INCONCLUSIVE", None, threshold,
                        f"No eval records of {tgt.metric!r} to find when the target {g(tgt.value)} was reached "
                        "(set train.eval_every).", informational=c.amp_inactive, reasons=["no-evals"])]
     amp_s = [r["wall_s"] for r in amp.values() if r and r["reached"]]
@@ -58,7 +62,7 @@ def rule_time_to_target(c: Ctx) -> list[RuleResult]:
     missed = [k for k, r in amp.items() if r and not r["reached"]]
     ratio, ratio_txt, extra = _ratio_text(c, amp_s, ref_s)
     status, code, msg = _target_outcome(c, tgt, amp, missed, len(ref_s), len(ref))
-    return [c.rule("time-to-target", status, ratio, threshold, msg + ratio_txt, trials=missed,
+    return [c.rule(TIME_TO_TARGET_NAME, status, ratio, threshold, msg + ratio_txt, trials=missed,
                    informational=c.amp_inactive, amp_wall_s=amp_s, fp32_wall_s=ref_s, reasons=[code], **extra)]
 
 
@@ -100,4 +104,6 @@ def advise_target(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
 
 
 TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target,
-                      results=(Result("time-to-target", device=True),))
+                      results=(Result(TIME_TO_TARGET_NAME, device=True, reasons=(
+                          (R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""),
+                          NOT_EMULATED)),))

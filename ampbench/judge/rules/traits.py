@@ -17,6 +17,8 @@ name:
   estimate and interval from its details, the others' `observed`).
 - `device`: it measures the device (time, memory, energy): an emulated mode's result says "not measured
   under emulation" (judge/rules/emulated.py), and a suite that judges numerics alone does not count it.
+- `reasons`: the reason codes it emits (judge/rules/reasons.py), each with what it says: its advice reads
+  them, `Rule.run` refuses any other, docs/checks.md's table lists them.
 
 A result no rule declares has none of these: `check` judges it and the outcome table shows it, nothing else.
 """
@@ -25,12 +27,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NewType
 
 from ampbench.config import Suite, Thresholds
-from ampbench.core.records import Trial
+from ampbench.judge.rules.reasons import Codes
+from ampbench.record.models import Trial
 from ampbench.results.verdicts import RuleResult
 
+# A result's name, as a rule emits it (`Ctx.rule`) and declares it (`Result`): each rule's module declares its
+# names as constants of this type (`SPEEDUP_NAME = ResultName("speedup")`), so mypy refuses a bare string where a
+# result is named, a typo included, and a rename is one line; a name read from check.json is a plain str.
+ResultName = NewType("ResultName", str)
 TuneKind = Literal["inactive", "error", "stability", "parity", "speed"]
 OutcomeRole = Literal["cause"]
 BisectKind = Literal["history", "in-run"]
@@ -69,7 +76,7 @@ class Seeding:
     """More seeds can decide the result: how the planner sizes it, and how its effect seen so far projects."""
 
     plan: PlanFn | None = None      # its own planner row
-    sized_by: str | None = None     # or another result's row sizes it (the same test)
+    sized_by: ResultName | None = None   # or another result's row sizes it (the same test)
     effect: EffectFn | None = None  # log-ratio rules: the estimate so far (until.projected_seeds)
 
 
@@ -77,10 +84,11 @@ class Seeding:
 class Result:
     """One result name a rule emits and what the other verbs need of it (the module docstring)."""
 
-    name: str
+    name: ResultName
     seeds: Seeding | None = None
     tune: TuneKind | None = None
     outcome: OutcomeRole | None = None
     bisect: BisectKind | None = None
     figure: Figure | None = None
+    reasons: Codes = ()
     device: bool = False

@@ -1,6 +1,6 @@
-"""The emulator's record on the hook's wire (core/wire.py's EmulationEvent): `event` turns `Emulator.record()`
+"""The emulator's record on the hook's wire (record/wire.py's EmulationEvent): `event` turns `Emulator.record()`
 into the event's fields in the user's program, `from_event` turns a checked event back into the record in
-ampbench's worker (which core.records.Emulation reads).  Standard library only: both sides load it."""
+ampbench's worker (which record.models.Emulation reads).  Standard library only: both sides load it."""
 
 from __future__ import annotations
 

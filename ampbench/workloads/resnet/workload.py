@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field
 
 from ampbench.config.suite import StrictInt
-from ampbench.workloads.base import Batch, Workload, WorkloadParams, shuffled_indices
+from ampbench.workloads.base import Batch, Workload, WorkloadParams, bundled, shuffled_indices
 
 MEAN, STD = 0.45, 0.25
 
@@ -33,6 +33,7 @@ class ResNetParams(WorkloadParams):
     eval_batch_size: StrictInt = Field(250, ge=1)
 
 
+@bundled
 class ResNetWorkload(Workload[ResNetParams]):
     name = "resnet"
     Params = ResNetParams

@@ -4,7 +4,7 @@ The folder above (workloads/command/hook/) is put first on PYTHONPATH of the use
 Python's `site` imports its sitecustomize at start-up, which runs the user's own sitecustomize and
 then `boot.activate()`. This package imports nothing of the `ampbench` package (the user's
 interpreter may not have it) and only the standard library until the program itself imports
-paddle: the two ampbench modules it shares with the worker, core/wire.py (the event vocabulary) and
+paddle: the two ampbench modules it shares with the worker, record/wire.py (the event vocabulary) and
 core/protocol.py (the environment names), are standard-library-only files loaded here by their path
 (`_load`), so nothing is mirrored between the hook and the worker.
 
@@ -26,14 +26,15 @@ import importlib.util
 import os
 import sys
 
-_CORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "core")
+_PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..")
 
 
 def _load(name: str, file: str):
-    """ampbench's own core/FILE as module `name`, from its path (never `import ampbench`)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(_CORE, file))
+    """ampbench's own FILE (a path below the package: record/wire.py) as module `name`, from its path
+    (never `import ampbench`)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_PACKAGE, *file.split("/")))
     if spec is None or spec.loader is None:
-        raise ImportError(f"ampbench's core/{file} is not beside the hook")
+        raise ImportError(f"ampbench's {file} is not beside the hook")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module   # dataclasses and typing look a module up by name
     spec.loader.exec_module(module)
@@ -46,7 +47,7 @@ def load_emulator():
     found = sys.modules.get("_ampbench_emulate")
     if found is not None:
         return found
-    folder = os.path.join(_CORE, "..", "trial", "emulate")
+    folder = os.path.join(_PACKAGE, "trial", "emulate")
     spec = importlib.util.spec_from_file_location("_ampbench_emulate", os.path.join(folder, "__init__.py"),
                                                   submodule_search_locations=[folder])
     if spec is None or spec.loader is None:
@@ -57,5 +58,5 @@ def load_emulator():
     return module
 
 
-wire = sys.modules.get("_ampbench_wire") or _load("_ampbench_wire", "wire.py")
-protocol = sys.modules.get("_ampbench_protocol") or _load("_ampbench_protocol", "protocol.py")
+wire = sys.modules.get("_ampbench_wire") or _load("_ampbench_wire", "record/wire.py")
+protocol = sys.modules.get("_ampbench_protocol") or _load("_ampbench_protocol", "core/protocol.py")

@@ -1,7 +1,7 @@
 """The hook's state: everything the patched functions share (one `State` per process, `S`), the
 queue of events and the flusher that sends them, and the connection to ampbench's worker.
 
-Events are JSON lines (core/wire.py declares each), one message each on this process's own
+Events are JSON lines (record/wire.py declares each), one message each on this process's own
 connection to the worker (trial/command_channel.py: a socket in a 0700 folder, reached with the
 handshake token the worker put in the program's environment), sent by a background thread 4
 times a second, outside the timed region; the steps since the last send are one line

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ampbench.core.docs import write_doc
 from ampbench.core.files import FolderId, LinkInTheWay, remove_link, shown_path
-from ampbench.core.records import Trial
 from ampbench.core.store import RunPaths
+from ampbench.record.models import Trial
 
 TAMPERED = "tampered:"   # how a trial whose folder the program replaced by a link begins its error
 

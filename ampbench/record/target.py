@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ampbench.core.records import EvalRecord
+from ampbench.record.models import EvalRecord
 
 Goal = Literal["max", "min"]
 

@@ -241,3 +241,15 @@ def test_the_record_crosses_the_hooks_wire_unchanged_and_a_forged_one_is_dropped
     assert Emulation.model_validate(from_event(sent)) == Emulation.model_validate(rec)
     forged = {wire.KIND: "emulation", **event(rec), "layers": [["0", "Linear", -1, 0, 0, 0, 0]]}
     assert wire_read.validate(forged, bad) == [] and bad.count == 1   # a negative count drops the event whole
+
+
+@pytest.mark.parametrize("dtype,low", [("float16", 2), ("bfloat16", 4)])
+def test_o2_stores_low_the_parameters_paddles_decorate_would_cast(emu, dtype: str, low: int) -> None:
+    """Paddle's need_keep_fp32: BatchNorm always float32, LayerNorm float32 for float16 only; excluded layers too."""
+    model = paddle.nn.Sequential(paddle.nn.Linear(4, 4), paddle.nn.LayerNorm(4), paddle.nn.BatchNorm1D(4))
+    opt = paddle.optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
+    paddle.amp.decorate(models=model, optimizers=opt, level="O2", dtype=dtype)
+    assert emu.record()["low_params"] == low
+    other = paddle.nn.Sequential(paddle.nn.Linear(4, 4), paddle.nn.Embedding(10, 4))
+    paddle.amp.decorate(models=other, level="O2", dtype=dtype, excluded_layers=[paddle.nn.Embedding])
+    assert emu.record()["low_params"] == low + 2   # the Linear's two; the excluded Embedding's table stays float32

@@ -107,7 +107,7 @@ class Emulator:
         tally[0 if low else 1] += 1
         self.busy = True
         try:
-            args = self.inputs(args, slots[:1] if op in X_ONLY else slots, low, op)
+            args = self.inputs(args, slots, 1 if op in X_ONLY else len(slots), low, op)
         finally:
             self.busy = False
         out = fn(*args, **kwargs)
@@ -140,13 +140,14 @@ class Emulator:
     def is_low(self, t: Any, dtype: str) -> bool:
         return getattr(t, LOW, None) == dtype or getattr(t, PARAM, None) == dtype
 
-    def inputs(self, args: tuple, slots: list[tuple[int, int | None]], low: bool, op: str) -> tuple:
-        """Round the inputs a low-precision op casts (and every O2 parameter, which is stored low)."""
+    def inputs(self, args: tuple, slots: list[tuple[int, int | None]], cast: int, low: bool, op: str) -> tuple:
+        """Round the inputs a low-precision op casts (its first `cast` floating inputs: batch_norm and
+        layer_norm cast `x` only) and every O2 parameter wherever it is read (it is stored low)."""
         dtype = self.policy.dtype if self.policy is not None else ""
         out: list[Any] | None = None
-        for slot in slots:
+        for i, slot in enumerate(slots):
             t = _get(args, slot)
-            if getattr(t, PARAM, None) is not None or (low and getattr(t, LOW, None) != dtype):
+            if getattr(t, PARAM, None) is not None or (low and i < cast and getattr(t, LOW, None) != dtype):
                 out = list(args) if out is None else out
                 param = getattr(t, PARAM, None)
                 _set(out, slot, self.round(t, op, param or dtype, count=not isinstance(t, self.param_type)))

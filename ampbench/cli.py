@@ -134,7 +134,8 @@ app.add_typer(baseline_app, name="baseline")
 history_app = GuardedTyper(no_args_is_help=True, help="Keep the nightly history the trend and the dashboard read.",
                            rich_markup_mode=None)
 app.add_typer(history_app, name="history")
-import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR, PaddleClas or PaddleRec config or PaddleNLP Trainer args into a suite.")
+import_app = GuardedTyper(no_args_is_help=True, help="Turn a PaddleOCR, PaddleClas, PaddleSeg or PaddleRec config or "
+                                                      "PaddleNLP Trainer args into a suite.")
 app.add_typer(import_app, name="import")
 err = _console(stderr=True)
 out = _console()
@@ -318,10 +319,12 @@ def check(
                                  "message) before the outcome table"),
     recorded: bool = typer.Option(False, "--recorded", help="Judge nothing: show the verdict of record (the newest "
                                   "check.json / check-vs-*.json) and exit with its code"),
+    claims: bool = typer.Option(False, "--claims", help="Exit 1 when one of the suite's published [[claims]] is "
+                                "refuted (a claim never changes a mode's verdict otherwise)"),
 ) -> None:
     """Judge a run: parity, speedup, memory, stability, history. Writes check.json (against a baseline:
     check-vs-BASELINE.json; with --history: check-vs-history.json; the run's own check.json is kept)."""
-    from ampbench.commands.check import check_run, print_outcome_of, recorded_check
+    from ampbench.commands.check import check_exit, check_run, print_outcome_of, recorded_check
     from ampbench.config import ConfigError
 
     _only_with("--allow-mismatch", True if allow_mismatch else None, "--baseline", baseline)
@@ -331,7 +334,7 @@ def check(
     report = recorded_check(run_dir) if recorded else check_run(
         run_dir, baseline=baseline, strict=strict, allow_mismatch=allow_mismatch, history=history)
     print_outcome_of(run_dir, report, out, explain=explain)
-    raise typer.Exit(report.exit_code)
+    raise typer.Exit(check_exit(report, claims))
 
 
 @app.command()
@@ -743,6 +746,24 @@ def import_paddleclas_cmd(
 
     _synthetic_needs_output(synthetic_data, output)
     imported = import_paddleclas(config, output, repo, python, not no_pretrained, synthetic_data)
+    write_imported(imported, str(config), output, out, err)
+
+
+@import_app.command("paddleseg")
+def import_paddleseg_cmd(
+    config: Path = typer.Argument(..., help="A PaddleSeg config (YAML), e.g. configs/pp_liteseg/pp_liteseg_stdc1_cityscapes_1024x512_scale0.5_160k.yml"),
+    repo: Path = typer.Option(..., "--repo", help="A PaddleSeg checkout: the suite runs its tools/train.py --config CONFIG"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Suite file to write (default: stdout)"),
+    python: str | None = typer.Option(None, "--python", help="The interpreter that runs tools/train.py"),
+    no_pretrained: bool = typer.Option(False, "--no-pretrained", help="Random initialisation (--opts model.pretrained=None ...)"),
+    synthetic_data: bool = typer.Option(False, "--synthetic-data", help="Small synthetic images in its Dataset format, "
+                                        "written beside the suite file, instead of the config's data"),
+) -> None:
+    """PaddleSeg config -> command suite (fp32 + --precision fp16 --amp_level O1/O2, mIoU from its [EVAL] line)."""
+    from ampbench.commands.imports import import_paddleseg, write_imported
+
+    _synthetic_needs_output(synthetic_data, output)
+    imported = import_paddleseg(config, output, repo, python, not no_pretrained, synthetic_data)
     write_imported(imported, str(config), output, out, err)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -201,6 +202,10 @@ def test_user_script_is_measured_and_amp_inactive_exits_3(script_run):
         assert t["amp"]["op_calls"]["matmul_v2"]["float32"] > 0   # the program's own ops, counted
         assert t["memory"]["source"] == "host" and t["memory"]["peak_allocated_bytes"] > 0
         assert t["env"]["paddle"]
+        # CPU contention, as the built-in loop records it (issue 60): each step's CPU seconds from the hook's
+        # process clock (none for step 1), the CPU share and the other processes' cores over the measured steps
+        assert t["steps"][0]["cpu_s"] is None and all(s["cpu_s"] >= 0 for s in t["steps"][1:])
+        assert 0 < t["interference"]["cpu_share"] and t["interference"]["others_cpu"] is not None
     spans = sorted((t["started_unix"], t["ended_unix"]) for t in ts.values())
     assert spans[0][1] <= spans[1][0]   # a seed's arms one after the other, never at once
     amp = ts["amp-o1-fp16__seed0"]["amp"]
@@ -419,3 +424,61 @@ def test_a_steps_line_is_read_as_one_step_event_per_row_and_malformed_lines_are_
     assert steps[2].loss == 1.5   # bfloat16's bits, widened as Paddle's item() does
     assert steps[3].t == 0.5 and steps[3].at == 9.0 and steps[3].loss == 1.5
     assert reader.procs[123].start == StartEvent(rank=0)
+
+
+def test_a_steps_cpu_time_is_the_difference_of_the_hooks_process_clock():
+    """The hook sends the process's CPU clock at each step's end (wire column `cpu`); a step's CPU seconds are
+    the differences, none for the first step nor for one whose evaluation was left out of its time; a line
+    from a hook without the column still reads, without CPU times (issue 60)."""
+    from ampbench.record.assemble import cpu_seconds
+    from ampbench.record.wire import encode_steps
+    from ampbench.trial.command_record import EventReader
+
+    rows = [(1, 5.0, 4.0, None, None, False, 0.0, None, 2.0), (2, 5.1, 5.0, None, None, False, 0.0, None, 2.08),
+            (3, 5.4, 5.1, None, None, False, 0.2, [[5.15, 5.35]], 2.4), (4, 5.5, 5.4, None, None, False, 0.0, None, 2.45)]
+    steps = [ev for _, ev in EventReader().ingest(1, encode_steps(rows).encode())]
+    assert [s.cpu for s in steps] == [2.0, 2.08, 2.4, 2.45]
+    assert cpu_seconds(steps) == pytest.approx({2: 0.08, 4: 0.05})
+    old = json.loads(encode_steps([r[:8] for r in rows]))
+    old.pop("cpu")
+    steps = [ev for _, ev in EventReader().ingest(2, json.dumps(old).encode())]
+    assert len(steps) == 4 and all(s.cpu is None for s in steps) and cpu_seconds(steps) == {}
+
+
+def test_other_processes_cpu_is_read_over_the_samples_enclosing_the_measured_steps():
+    """The worker samples the machine's busy CPU and the program's tree CPU every poll; the measured steps'
+    window (the program's own clock, the same monotonic clock) is widened to the samples around it, so a
+    window shorter than a poll still has a rate (issue 60: 12 steps of a few ms gave others_cpu 0 before)."""
+    from ampbench.trackers.load import LoadMark, LoadSamples
+
+    s = LoadSamples(0)
+    s.marks = [LoadMark(10.0, 1.0, 100.0), LoadMark(10.9, 1.2, 100.5), LoadMark(11.8, 1.4, 101.0)]
+    assert s.others(100.6, 100.62) == pytest.approx((0.9 - 0.2) / 0.5)   # the window inside the second interval
+    assert s.others(100.2, 100.9) == pytest.approx((1.8 - 0.4) / 1.0)
+    assert s.others(99.0, 100.2) is None and s.others(100.6, 101.5) is None and s.others(None, 1.0) is None
+
+
+@pytest.mark.slow
+def test_a_program_measured_under_a_competing_load_is_a_disturbed_measurement(tmp_path):
+    """Command trials record CPU contention (steps[].cpu_s, interference), so the speed rule's "measurement
+    disturbed" fires for a user's program as for the built-in loop: here one busy loop per core runs beside
+    every trial (on this shared machine other jobs may add theirs), and the speedup is INCONCLUSIVE, disturbed,
+    with the checker's note; it never fired for command trials before (interference null; issue 60)."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(min(os.cpu_count() or 1, 8))]
+    try:
+        r = run("run", str(write(tmp_path, suite_text(seeds="[0, 1]"))), "--out", str(tmp_path / "runs"), "--no-report")
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert r.exit_code == 3, r.output
+    ts = trials(tmp_path / "runs")
+    assert len(ts) == 4
+    cores = os.cpu_count() or 1
+    for t in ts.values():
+        assert t["interference"]["others_cpu"] >= 0.5 * min(cores, len(loops)), t["interference"]
+        assert all(s["cpu_s"] is not None for s in t["steps"][1:])
+    check = json.loads(next((tmp_path / "runs").glob("mine/*/check.json")).read_text())
+    speed = next(x for v in check["verdicts"] for x in v["rules"] if x["rule"] == "speedup")
+    assert speed["details"]["disturbed"] is True and "disturbed" in speed["details"]["reasons"], speed
+    assert any("measurement disturbed" in n for n in check["notes"])

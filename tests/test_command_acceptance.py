@@ -1,12 +1,15 @@
 """Acceptance of the command workload (issue 21): real training programs whose training loops nobody
 here wrote, run for real on CPU through `ampbench run`: the paddleformers Trainer with its own AMP
-flags, and PaddleSeg's own training loop (paddleseg.core.train) with its own AMP switches. Each
-yields measured steps, the metric from the program's own output, op dtype evidence, and exit 3
-(AMP inactive on CPU)."""
+flags, and PaddleSeg's own training loop (paddleseg.core.train) with its own AMP switches; and (issue 60)
+PaddleSeg's own unmodified tools/train.py from a checkout through `ampbench import paddleseg`, when
+AMPBENCH_PADDLESEG_REPO names one. Each yields measured steps, the metric from the program's own output,
+op dtype evidence, and exit 3 (AMP inactive on CPU)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -145,3 +148,40 @@ def test_paddleseg_training_loop_with_its_own_amp_switches(tmp_path):
         assert "conv2d" in t["amp"]["op_calls"]
     amp = ts["amp-o1-fp16__seed0"]["amp"]
     assert amp["requested"] and not amp["active"]
+
+
+REAL_SEG = os.environ.get("AMPBENCH_PADDLESEG_REPO")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_SEG, reason="AMPBENCH_PADDLESEG_REPO does not name a PaddleSeg checkout to run its own "
+                                         "tools/train.py (git clone https://github.com/PaddlePaddle/PaddleSeg)")
+def test_paddleseg_own_trainer_from_import_to_verdict(tmp_path):
+    """PaddleSeg's unmodified tools/train.py (its quick-start BiSeNetV2 config, --synthetic-data in its Dataset
+    format) through `ampbench import paddleseg --repo` and `ampbench run --profile cpu --mode amp-o1-fp16`: every
+    trial ok, exit 3 (AMP inactive on CPU), mIoU equal to its own [EVAL] line, and ampbench's samples/s within
+    0.9-1.1 of its own `ips` over the same steps (its [TRAIN] line at iteration 10 covers iterations 6-10,
+    --log_iters 5).  The checkout is imported ahead of the installed PyPI paddleseg 2.8.0 (its env PYTHONPATH)."""
+    suite = tmp_path / "seg.toml"
+    r = cli.invoke(app, ["import", "paddleseg", "configs/quick_start/bisenet_optic_disc_512x512_1k.yml", "--repo",
+                         str(REAL_SEG), "--synthetic-data", "-o", str(suite)])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "runs"
+    r = cli.invoke(app, ["run", str(suite), "--profile", "cpu", "--mode", "amp-o1-fp16", "--out", str(out),
+                         "--no-report", "--set", "train.timeout_s=3000"], env={"COLUMNS": "200"})
+    assert r.exit_code == 3, r.output
+    folder = next(p for p in out.glob("*/*") if (p / "trials").is_dir())
+    ts = {p.stem: json.loads(p.read_text()) for p in (folder / "trials").glob("*.json")}
+    assert set(ts) == {"fp32__seed0", "amp-o1-fp16__seed0"}
+    for key, t in ts.items():
+        assert t["status"] == "ok", (t["error"], t.get("log_tail"))
+        log = (folder / "logs" / f"{key}.log").read_text(errors="replace")
+        evals = re.findall(r"\[EVAL\] #Images: \d+ mIoU: ([0-9.]+)", log)
+        assert evals and t["metrics"]["mIoU"] == float(evals[-1])
+        ips = float(re.search(r"\[TRAIN\] .*iter: 10/12,.*ips: ([0-9.]+) samples/sec", log).group(1))
+        steps = {s["step"]: s for s in t["steps"]}
+        ours = sum(steps[k]["samples"] for k in range(6, 11)) / sum(steps[k]["time_s"] for k in range(6, 11))
+        assert 0.9 <= ours / ips <= 1.1, (key, ours, ips)
+        assert t["interference"]["cpu_share"] is not None       # CPU contention recorded (issue 60)
+    amp = ts["amp-o1-fp16__seed0"]["amp"]
+    assert amp["requested"] and not amp["active"] and "conv2d" in amp["op_calls"]

@@ -21,7 +21,7 @@ from ampbench.trackers.energy_window import counter_at, window_energy_j, window_
 from ampbench.trial.command import Output
 from ampbench.trial.command_finish import finish_command
 from ampbench.trial.command_gpu import ProgramGpu, TreePids, measured_window
-from ampbench.trial.command_record import EventReader
+from ampbench.trial.command_record import EventReader, Ran
 from ampbench.trial.context import Events, TrialContext
 from ampbench.workloads.command.params import CommandParams
 from ampbench.workloads.command.presets import LogScan
@@ -111,7 +111,7 @@ def _trial(tmp_path: Path, device: str, monkeypatch, driver: str = "current"):
     time.sleep(0.05)
     output = Output(LogScan("regex", {"accuracy": r"final accuracy: (\S+)"}), 2**20)
     output.scan.feed("final accuracy: 0.9")
-    finish_command(tr, p, reader, output, 0, "", [], 0, tmp_path / "out", gpu)
+    finish_command(tr, p, reader, output, "", tmp_path / "out", Ran(code=0, gpu=gpu))
     return tr.trial, nv
 
 

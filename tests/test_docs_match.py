@@ -132,7 +132,7 @@ def test_report_doc_lists_exactly_the_report_sections(tmp_path):
     documented = set(re.findall(r"^- \*\*([^*]+)\*\*", sections, re.MULTILINE)) | \
         set(re.findall(r"\) and a \*\*([^*]+)\*\*", sections))
     assert headings - {"Trend"} <= documented, headings - documented
-    assert "Claims" not in sections and "seed_claims" not in sections
+    assert "Claims" in documented and "seed_claims" not in sections
 
 
 def test_documented_setup_installs_what_documented_commands_need():
@@ -160,3 +160,14 @@ def test_documented_setup_installs_what_documented_commands_need():
     assert "websocket-client" in resolve(["test"])
     assert "plotly" in with_test and "plotly" not in installed   # publish's interactive view: --test, not the light default
     assert re.search(r"debs\+=\(chromium\b", setup)   # the dashboard's browser test (tests/test_setup.py: --test)
+
+
+def test_throughput_samples_per_s_is_documented_as_the_record_holds_it():
+    """docs/results-format.md says what `throughput.samples_per_s` is in the field's own words (the median
+    per-step rate the assembler stores), not "total samples / total time" (issue 60)."""
+    from ampbench.record.models import Throughput
+
+    desc = Throughput.model_fields["samples_per_s"].description
+    doc = " ".join((ROOT / "docs" / "results-format.md").read_text().split())
+    assert desc and "median" in desc and desc in doc
+    assert "total samples / total time" not in doc

@@ -179,6 +179,22 @@ def test_the_programs_own_rate_is_its_samples_over_its_time_not_the_median_of_it
     assert check["lines"] == 4 and check["agrees"]
 
 
+def test_the_cross_check_warning_names_which_ampbench_figure_it_compares():
+    """The warning compares the measured steps' samples over their time (the program's lines are intervals'
+    samples over time) and says so, beside the trial's own samples/s, the median per-step rate the record
+    holds; it never calls the compared figure the trial's samples/s or "the mean" of it (issue 60)."""
+    from ampbench.record.models import StepRecord
+    from ampbench.trial.command_left_out import cross_check
+
+    steps = [StepRecord(step=i, loss=None, time_s=t, samples=8, warmup=i == 1) for i, t in enumerate((1, .1, .1, .1, .5), 1)]
+    ours = 32 / 0.8   # 4 measured steps of 8 samples over 0.8 s: 40 samples/s; their median rate is 80
+    check = {"program_samples_per_s": 10.0, "ratio": 4.0, "agrees": False, "tolerance": 0.25, "lines": 2}
+    warning = cross_check(check, ours, steps, {})["warning"]
+    assert "samples over the time of the measured steps, 40 samples/s" in warning
+    assert "the trial's samples/s figure is the median per-step rate, 80" in warning
+    assert "mean over the measured steps" not in warning
+
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "command.md"
 
 
@@ -192,7 +208,32 @@ def _doc_commands(after: str) -> list[list[str]]:
     return [shlex.split(ln, comments=True)[1:] for ln in block.splitlines() if ln.startswith("ampbench ")]
 
 
-@pytest.mark.parametrize("toolkit", ["PaddleRec", "PaddleClas"])
+def _doc_toml_after(marker: str) -> dict:
+    """The first ```toml block after `marker` in docs/command.md, parsed."""
+    text = DOC.read_text()
+    block = text[text.index(marker):]
+    block = block[block.index("```toml") + 7:]
+    return tomllib.loads(block[:block.index("```")])
+
+
+@pytest.mark.parametrize(("toolkit", "marker"), [("PaddleSeg", "By hand, the same suite:\n\n```toml\n[suite]\n"
+                                                               "metric = \"mIoU\""),
+                                                 ("PaddleClas", "By hand, the same suite:\n\n```toml\n[suite]\n"
+                                                                "metric = \"top1\"")])
+def test_the_docs_toolkit_examples_pass_the_batch_and_put_the_checkout_first(toolkit, marker):
+    """docs/command.md's hand-written toolkit suites pass `{batch_size}` to the program (the PaddleSeg one did not:
+    its batch had to be kept in step with the config by hand) and put the checkout first on PYTHONPATH (an
+    installed copy shadowed it); the docs say the latter for every toolkit (issue 60)."""
+    w = _doc_toml_after(marker)["workload"]
+    assert any("{batch_size}" in a for a in w["command"]), w["command"]
+    assert w["env"]["PYTHONPATH"] == w["cwd"]
+    text = " ".join(DOC.read_text().split())
+    said = text[text.index("A toolkit checkout goes first on `PYTHONPATH`"):][:700]
+    for name in ("PaddleOCR", "PaddleClas", "PaddleSeg", "PaddleRec", "PaddleNLP"):
+        assert name in said, name
+
+
+@pytest.mark.parametrize("toolkit", ["PaddleRec", "PaddleClas", "PaddleSeg"])
 def test_the_docs_walkthroughs_import_as_written(tmp_path, monkeypatch, toolkit):
     """The walkthroughs' own lines (docs/command.md), run in a checkout as they say (`--repo .`): the
     import writes a suite every check of `ampbench run` passes, and the run line is the one the trainer
@@ -202,6 +243,12 @@ def test_the_docs_walkthroughs_import_as_written(tmp_path, monkeypatch, toolkit)
     imp, run_line = cmds
     if toolkit == "PaddleRec":
         repo = _rec_copy(REC_CHECKOUTS[0].values[0], tmp_path / "rec")
+    elif toolkit == "PaddleSeg":
+        from tests.test_import_paddleseg import CONFIG, seg_checkout
+
+        repo = seg_checkout(tmp_path / "seg")
+        (repo / imp[2]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(repo / CONFIG, repo / imp[2])   # the stand-in's config under the walkthrough's name
     else:
         repo = _clas_checkout(tmp_path / "clas")
         target = repo / imp[2]

@@ -133,3 +133,44 @@ def test_advice_reads_the_reason_code_not_the_message(tmp_path: Path) -> None:
         assert head in text, r.output
         step = text.split(head, 1)[1][:100]
         assert expect in step and never not in step, step
+
+
+def test_a_next_step_from_a_message_is_its_whole_first_sentence() -> None:
+    """A rule without advice shows its message's first sentence: never cut inside parentheses or after an
+    abbreviation ("(e.g." was printed as a whole next step), nor at a character count (issue 60)."""
+    from ampbench.report.outcome import first_sentence
+
+    msg = ("Custom op list names lookup_table that Paddle does not know; Paddle ignores them silently (e.g. "
+           "embedding is lookup_table_v2), so the list cannot have taken effect. Second sentence.")
+    assert first_sentence(msg) == msg.split(" Second")[0]
+    long = "A " + "very " * 80 + "long sentence vs. an abbreviation (i.e. none of this ends it). Next."
+    assert first_sentence(long) == long.removesuffix(" Next.")
+    assert first_sentence("Runs `x. y` then stops. More.") == "Runs `x. y` then stops."
+
+
+def _errored_mode_run(root: Path) -> Path:
+    """fp32 and amp-o1-fp16 ran; amp-o2-fp16 errored before any step in every seed (a refused inject mode)."""
+    from tests.factories import make_trial
+
+    suite = make_suite(modes=("fp32", "amp-o1-fp16", "amp-o2-fp16"), seeds=(0, 1))
+    trials = [make_trial(m, s, times=[], status="crashed", metric=None,
+                         error='amp = "inject" refused: the program applies AMP itself') if m == "amp-o2-fp16"
+              else make_trial(m, s) for m in ("fp32", "amp-o1-fp16", "amp-o2-fp16") for s in (0, 1)]
+    return make_run(root, suite, trials)
+
+
+def test_a_mode_that_errored_before_any_step_gets_no_tuning_advice(tmp_path: Path) -> None:
+    """Its completeness ERROR is the one next step; its other results (parity, speedup, memory ...) join that
+    line as not judged, with no `diagnose` or `level = "O2"` advice, on the console and in report.md; and the
+    checker does not call AMP inactive on a device where the other AMP mode ran (issue 60)."""
+    run = _errored_mode_run(tmp_path)
+    r = invoke("check", str(run), columns=250)
+    assert r.exit_code == 2, r.output
+    steps = [ln for ln in r.output.splitlines() if " -> " in ln and "exit" not in ln]
+    assert len(steps) == 1 and steps[0].startswith("completeness ERROR (amp-o2-fp16); so amp-active"), r.output
+    assert "not judged (no step recorded)" in steps[0]
+    for advice in ("ampbench diagnose", "level = ", "batch_size = ", "master_weight"):
+        assert advice not in r.output, advice
+    assert "AMP inactive on this device" not in r.output
+    md = write_report([run]).read_text()
+    assert "ampbench diagnose" not in md and "level = " not in md and "Try: Read the trial's log" in md

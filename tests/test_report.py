@@ -419,8 +419,9 @@ def test_command_throughput_disagreement_is_shown_escaped_and_agreement_is_not(t
     html = check_markdown(path)
     assert "> **Throughput disagrees with the program's own log** in 1 trial(s)" in md
     line = next(ln for ln in md.splitlines() if ln.startswith("> - `fp32__seed0`"))
-    assert "ampbench measured 160 samples/s, the program's log says 40 (median of 3 line(s)); ratio 4, " \
-        "tolerance 25%" in line
+    assert "samples over the time of the measured steps, ampbench 160 samples/s, the program's log 40 (its 3 " \
+        "line(s), their samples over their time); ratio 4, tolerance 25%" in line
+    assert "median of" not in line and "the trial's samples/s (its median per-step rate) is " in line
     assert "Throughput disagrees" in html and "<blockquote>" in html
     assert "Throughput disagrees" in (run / "report.html").read_text()
 
@@ -445,3 +446,27 @@ def test_report_html_flag_writes_both_pages_from_one_rendering(tmp_path):
     assert h.escape(md.splitlines()[0][2:], quote=False) in html          # the same report, as a page
     r = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "x.html"), "--format", "html", "--html"])
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "--html" in r.output, r.output
+
+
+def test_the_recorded_reason_is_said_once_per_cause_not_once_per_mode(tmp_path):
+    """Every AMP mode on a CPU records the same cause in words that differ by dtype, level or how AMP was
+    applied: the report's warning says it once (issue 60); different causes are each named with their modes."""
+    from ampbench.report.header import recorded_reasons
+    from ampbench.report.view import load_view
+    from tests.factories import make_run, make_suite, make_trials
+
+    suite = make_suite(modes=("fp32", "amp-o1-fp16", "amp-o2-bf16", "amp-o2-fp16"), seeds=(0,))
+    trials = make_trials(suite, amp_active=False)
+    for t in trials:
+        if t.amp.requested:
+            t.amp.inactive_reason = (f"AMP inactive on this device (cpu): {t.amp.dtype} AMP is unsupported here "
+                                     f"(a probe under auto_cast {t.mode[4:6].upper()} stayed float32)")
+    run = make_run(tmp_path, suite, trials)
+    text = recorded_reasons(load_view(run))
+    assert text.count("AMP inactive on this device") == 1 and text.startswith(" Recorded reason: "), text
+    trials[-1].amp.inactive_code = "op-lists"
+    trials[-1].amp.inactive_reason = "AMP requested but no op ran in low precision (check the custom op lists)"
+    run2 = make_run(tmp_path / "two", suite, trials)
+    text = recorded_reasons(load_view(run2))
+    assert text.startswith(" Recorded reasons: ") and text.count("AMP inactive on this device") == 1
+    assert "`amp-o2-fp16`: AMP requested but no op ran" in text

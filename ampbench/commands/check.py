@@ -18,7 +18,7 @@ from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import RunSummary, history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.results.verdicts import CheckReport, load_check_optional
+from ampbench.results.verdicts import CheckReport, claims_exit, load_check_optional
 
 
 def check_path(run: RunDir, baseline: Path | None) -> Path:
@@ -67,6 +67,12 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     except ResultsError as e:  # a read-only run folder is judged and printed all the same
         report.notes.append(f"{target.name} not written: {e}")
     return report
+
+
+def check_exit(report: CheckReport, claims: bool = False) -> int:
+    """The verb's exit code: the verdicts' (check.json `exit_code`); with --claims, 1 when a published claim of
+    the suite is refuted (results.verdicts.claims_exit)."""
+    return claims_exit(report) if claims else report.exit_code
 
 
 def recorded_check(run_dir: Path) -> CheckReport:

@@ -30,10 +30,17 @@ def _result_traits() -> str:
     return traits_table()
 
 
+def _claim_figures() -> str:
+    from ampbench.judge.claims import figures_table
+
+    return figures_table()
+
+
 # name -> (what it is, its renderer); a new generated table is one entry here and a block in a page
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "reason-codes": ("each result's reason codes (declared on its rule)", _reason_codes),
     "result-traits": ("what each result is to the other verbs (judge/rules/registry.py)", _result_traits),
+    "claim-figures": ("the figures a published claim can name (config.suite.CLAIM_FIGURES)", _claim_figures),
 }
 BLOCK = re.compile(r"(?P<begin><!-- generated: (?P<name>[a-z0-9-]+)[^\n]*-->\n)(?P<body>.*?)(?P<end><!-- end: (?P=name) -->)",
                    re.DOTALL)

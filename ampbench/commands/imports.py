@@ -1,4 +1,4 @@
-"""`ampbench import paddleocr|paddlenlp`: a suite from another tool's configuration (the importers/ package
+"""`ampbench import paddleocr|paddleclas|paddleseg|paddlerec|paddlenlp`: a suite from another tool's configuration (the importers/ package
 translates; this module is the use-case: the output check before anything is read, which importer a
 combination of options means, and writing the suite with what was decided and not honoured)."""
 
@@ -77,6 +77,15 @@ def import_paddleclas(config: Path, output: Path | None, repo: Path, python: str
     from ampbench.importers.paddleclas_command import import_paddleclas_command
 
     return import_paddleclas_command(config, repo, python, pretrained, _data_root(output, synthetic_data))
+
+
+def import_paddleseg(config: Path, output: Path | None, repo: Path, python: str | None,
+                     pretrained: bool, synthetic_data: bool = False) -> Imported:
+    """A PaddleSeg config run by the checkout's tools/train.py (AMP through its --precision / --amp_level)."""
+    check_import_output(output, [config])
+    from ampbench.importers.paddleseg_command import import_paddleseg_command
+
+    return import_paddleseg_command(config, repo, python, _data_root(output, synthetic_data), pretrained)
 
 
 def import_paddlenlp(args_json: Path | None, args: str | None, output: Path | None, source: str,

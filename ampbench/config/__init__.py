@@ -10,8 +10,10 @@ from ampbench.config.loading import (
     validate_suite,
 )
 from ampbench.config.suite import (
+    CLAIM_FIGURES,
     DEFAULT_PROFILE,
     REFERENCE_MODE,
+    ClaimConfig,
     DistributedConfig,
     ModeConfig,
     OptimizerConfig,
@@ -25,8 +27,10 @@ from ampbench.config.suite import (
 from ampbench.core.errors import ConfigError
 
 __all__ = [
+    "CLAIM_FIGURES",
     "DEFAULT_PROFILE",
     "REFERENCE_MODE",
+    "ClaimConfig",
     "ConfigError",
     "DistributedConfig",
     "LoadedSuite",

@@ -36,7 +36,7 @@ class LoadedSuite(BaseModel):
     raw: dict[str, Any]
 
 
-_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "flags", "profiles"}
+_TOP_KEYS = {"suite", "workload", "train", "modes", "thresholds", "distributed", "flags", "profiles", "claims"}
 _PROFILE_KEYS = (_TOP_KEYS - {"profiles"}) | {"seeds"}
 
 
@@ -212,11 +212,12 @@ def _profile_table(profiles: Any, chosen: str, available: list[str], file: str) 
     bad = sorted(set(prof) - _PROFILE_KEYS)
     if bad:
         raise ConfigError(file, f"profiles.{chosen}.{bad[0]}", f"unknown key; allowed: {sorted(_PROFILE_KEYS)}")
-    for key in sorted(_PROFILE_KEYS - {"modes", "seeds"}):
+    for key in sorted(_PROFILE_KEYS - {"modes", "seeds", "claims"}):
         if key in prof and not isinstance(prof[key], dict):
             raise ConfigError(file, f"profiles.{chosen}.{key}", f"must be a table, got {prof[key]!r}")
-    if "modes" in prof and not isinstance(prof["modes"], list):
-        raise ConfigError(file, f"profiles.{chosen}.modes", "must be a list of [[profiles.NAME.modes]] tables")
+    for key in ("modes", "claims"):
+        if key in prof and not isinstance(prof[key], list):
+            raise ConfigError(file, f"profiles.{chosen}.{key}", f"must be a list of [[profiles.NAME.{key}]] tables")
     if "seeds" in prof:
         prof["suite"] = {**prof.get("suite", {}), "seeds": prof.pop("seeds")}
     return prof
@@ -239,6 +240,23 @@ def _check_shape(raw: dict[str, Any], file: str) -> dict[str, Any]:
     return profiles
 
 
+def _check_claim_modes(raw: dict[str, Any], profiles: dict[str, Any], file: str) -> None:
+    """A claim names a mode the file defines, in its base or in a profile: a profile with fewer modes (cpu) keeps
+    the claims, which a run of it judges as its modes allow (judge/rules/claims.py), but a misspelt mode is an
+    error here, not a claim that is never judged."""
+    tables = [raw, *(p for p in profiles.values() if isinstance(p, dict))]
+    lists = [t["modes"] for t in tables if isinstance(t.get("modes"), list)]
+    names = {m.get("name") for modes in lists for m in modes if isinstance(m, dict)}
+    where = [("", raw)] + [(f"profiles.{k}.", p) for k, p in profiles.items() if isinstance(p, dict)]
+    for prefix, table in where:
+        claims = table.get("claims")
+        for i, claim in enumerate(claims if isinstance(claims, list) else []):
+            mode = claim.get("mode") if isinstance(claim, dict) else None
+            if isinstance(mode, str) and mode not in names:
+                raise ConfigError(file, f"{prefix}claims[{i}].mode", f"{mode!r} is no mode of this suite "
+                                  f"(modes: {', '.join(sorted(n for n in names if isinstance(n, str)))})")
+
+
 def load_suite(
     path: str | Path,
     profile: str | None = None,
@@ -252,6 +270,7 @@ def load_suite(
     file = str(path)
     raw = read_toml(path)
     profiles = _check_shape(raw, file)
+    _check_claim_modes(raw, profiles, file)
     available = sorted(profiles)
     chosen = resolve_profile(profile, available, has_gpu)
     base = {k: v for k, v in raw.items() if k != "profiles"}

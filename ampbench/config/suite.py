@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
@@ -229,6 +230,63 @@ class SuiteMeta(_Strict):
         return v
 
 
+ClaimFigure = Literal["speedup", "memory", "metric_delta", "time_to_train", "max_batch"]
+# A claim's `tolerance` is relative to its value for these ratios (1.8x +- 15%), in the figure's own units otherwise
+RELATIVE_TOLERANCE: tuple[ClaimFigure, ...] = ("speedup", "time_to_train")
+CLAIM_FIGURES: dict[ClaimFigure, str] = {   # docs/claims.md's table is rendered from this
+    "speedup": "AMP/FP32 samples/s (the speed rule's ratio and interval); 1.8 = 1.8x faster",
+    "memory": "peak memory reduction, 1 - AMP/FP32 (the memory rule's figure); 0.4 = -40%",
+    "metric_delta": "AMP's mean primary metric minus FP32's, in the metric's units (the outcome table's Δ)",
+    "time_to_train": "AMP/FP32 wall time to the suite's [train] target (the time-to-target rule's ratio); "
+                     "1.5 h / 4 h = 0.375",
+    "max_batch": "the mode's largest batch that fits (`ampbench probe`'s probe.json); fp32 may be named",
+}
+
+
+class ClaimConfig(_Strict):
+    """A published claim about AMP (an article, a release note, a blog post), judged against a run of this suite:
+    confirmed when the figure's interval lies within what it claims, refuted when it lies outside, not
+    decidable when it straddles it (judge/rules/claims.py).  A claim never changes a mode's verdict."""
+
+    source: str = Field(min_length=1)   # who claims it, cited in the report (title, URL, section)
+    scenario: str = ""                  # what the source measured, in its words
+    hardware: str = ""                  # where the source measured it, as it says
+    mode: str = Field(min_length=1)     # the mode it is judged on
+    figure: ClaimFigure
+    value: float | None = None          # the claimed value, within `tolerance` ...
+    tolerance: float | None = Field(None, ge=0)
+    at_least: float | None = None       # ... or a bound (both: a range)
+    at_most: float | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ClaimConfig:
+        bound = self.at_least is not None or self.at_most is not None
+        if (self.value is None) == (not bound):
+            raise ValueError("a claim is a `value` with its `tolerance`, or a bound (`at_least`, `at_most`): give one")
+        if self.value is not None and self.tolerance is None:
+            raise ValueError("a claimed `value` needs its `tolerance` (relative for speedup and time_to_train: "
+                             "0.15 = +-15%; in the figure's units otherwise)")
+        if bound and self.tolerance is not None:
+            raise ValueError("`tolerance` goes with `value`; a bound (`at_least`, `at_most`) is its own tolerance")
+        if self.at_least is not None and self.at_most is not None and self.at_least > self.at_most:
+            raise ValueError(f"at_least {self.at_least:g} is above at_most {self.at_most:g}")
+        if self.mode == REFERENCE_MODE and self.figure != "max_batch":
+            raise ValueError(f"a {self.figure} claim compares an AMP mode with fp32: name the AMP mode")
+        if self.figure in RELATIVE_TOLERANCE and self.tolerance is not None and self.tolerance >= 1:
+            raise ValueError(f"tolerance {self.tolerance:g} is relative for {self.figure} (0.15 = +-15%): below 1")
+        return self
+
+    def band(self) -> tuple[float, float]:
+        """What the claim allows, [low, high] (inf for an open side)."""
+        if self.value is None:
+            return (-math.inf if self.at_least is None else self.at_least,
+                    math.inf if self.at_most is None else self.at_most)
+        tol = self.tolerance or 0.0
+        if self.figure in RELATIVE_TOLERANCE:
+            return self.value * (1 - tol), self.value * (1 + tol)
+        return self.value - tol, self.value + tol
+
+
 class Suite(_Strict):
     """A fully merged, validated suite (one profile applied)."""
 
@@ -239,6 +297,7 @@ class Suite(_Strict):
     thresholds: Thresholds = Thresholds()
     distributed: DistributedConfig = DistributedConfig()
     flags: dict[str, Any] = {}  # Paddle FLAGS (paddle.set_flags) applied in every trial
+    claims: list[ClaimConfig] = []  # published claims judged against the run (never its verdict)
 
     @model_validator(mode="after")
     def _modes(self) -> Suite:
@@ -278,6 +337,7 @@ class Suite(_Strict):
         data["suite"].pop("notes", None)
         data["suite"].pop("pairs", None)   # how the pairs are judged, not the experiment
         data["suite"].pop("judges", None)  # which rules count, not the experiment
+        data.pop("claims", None)           # what others claim of it, not the experiment
         data["train"].pop("timeout_s", None)
         for m in data["modes"]:   # a suite written before `amp` existed keeps its hash
             if m.get("amp_by") == "program":

@@ -35,6 +35,19 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and its whole tree so far: every live process's own and its reaped children's, and
+    this process's reaped children (os.times): a command trial's program, its DataLoader workers and whatever
+    it already reaped count as the trial's own CPU, not as another process's (trackers.load)."""
+    mine = os.times()
+    total = mine.children_user + mine.children_system if pid == os.getpid() else 0.0
+    for p in _tree(pid):
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system + (t.children_user + t.children_system if p.pid != os.getpid() else 0.0)
+    return total
+
+
 def tree_rss_bytes(pid: int) -> int:
     """The largest resident set in the worker's process tree: for a data-parallel trial the ranks
     (each its own device's process), not the launcher; for a single process, the worker itself."""

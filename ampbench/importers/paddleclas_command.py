@@ -27,6 +27,10 @@ from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
 from ampbench.importers.base import Imported, braced, load_yaml, mapping, number, read_input, text
+from ampbench.importers.toolkit import Toolkit
+
+CLAS = Toolkit("PaddleClas", "tools/train.py", "ppcls", "paddleclas", "[Eval]...[Avg] line",
+               "-o DataLoader.Train.sampler.batch_size={batch_size}")
 
 DEFAULT_STEPS = 300
 CPU_STEPS, CPU_WARMUP = 12, 2
@@ -119,13 +123,8 @@ def import_paddleclas_command(path: str | Path, repo: str | Path, python: str | 
                               pretrained: bool = True, synthetic_root: Path | None = None) -> Imported:
     """A command suite running the checkout's tools/train.py on the config (see the module docstring);
     `synthetic_root`: --synthetic-data is written there and read instead of the config's data."""
-    checkout = Path(repo).resolve()
-    if not (checkout / "tools" / "train.py").is_file() or not (checkout / "ppcls").is_dir():
-        raise ConfigError(str(checkout), "--repo", "not a PaddleClas checkout: tools/train.py and ppcls/ not found in it")
-    config = Path(path)
-    if not config.is_file() and not config.is_absolute() and (checkout / config).is_file():
-        config = checkout / config   # ppcls/configs/... as PaddleClas's docs name it
-    config = config.resolve()
+    checkout = CLAS.checkout(repo)
+    config = CLAS.config(path, checkout)   # ppcls/configs/... as PaddleClas's docs name it
     file = str(path)
     cfg = load_yaml(read_input(config, "PaddleClas config"), file)
     if not isinstance(cfg, dict):
@@ -148,8 +147,7 @@ def import_paddleclas_command(path: str | Path, repo: str | Path, python: str | 
     out = Imported(suite={
         "suite": {"name": slug(config.stem, fallback="paddleclas"), "workload": "command", "metric": metric,
                   "seeds": [seed], "description": f"PaddleClas's tools/train.py on {config} ({checkout})"},
-        "workload": {"command": _command(py, config, "gpu", extra), "cwd": str(checkout),
-                     "metric": {"preset": "paddleclas"}},
+        "workload": CLAS.workload(_command(py, config, "gpu", extra), checkout),
         "train": {"batch_size": batch, "steps": DEFAULT_STEPS, "warmup_steps": 5, "timeout_s": 7200},
         "modes": modes,
         "thresholds": {"metric_abs_tol": 0.02},
@@ -158,7 +156,8 @@ def import_paddleclas_command(path: str | Path, repo: str | Path, python: str | 
             "train": {"batch_size": min(batch, 2), "steps": CPU_STEPS, "warmup_steps": CPU_WARMUP,
                       "timeout_s": 3600}}},
     })
-    out.decide(f"program: {py} tools/train.py -c {config} in {checkout} (nothing translated)")
+    for line in CLAS.decisions(py, config, checkout, metric):
+        out.decide(line)
     out.decide(f"modes: fp32 (AMP.use_amp=False) and {amp_from}, each as -o overrides")
     out.decide("steps: Global.epochs=1 Global.iter_per_epoch={steps}: one epoch of train.steps iterations ending in "
                f"PaddleClas's own evaluation ({metric} from its [Eval] line); --set train.steps=N moves both")

@@ -29,6 +29,10 @@ from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
 from ampbench.importers.base import Imported, UnsupportedConfig, braced, items, text
 from ampbench.importers.paddleocr import MIN_BASELINE_HMEAN, _amp_modes, _Reader, load_config
+from ampbench.importers.toolkit import Toolkit
+
+OCR = Toolkit("PaddleOCR", "tools/train.py", "ppocr", "paddleocr", "`cur metric, ...` evaluation line",
+              "-o Train.loader.batch_size_per_card={batch_size}", package_required=False)
 
 DEFAULT_STEPS = 300   # per trial on a GPU (nightly-sized); the cpu profile proves the pipeline only
 CPU_STEPS, CPU_WARMUP = 12, 2   # 10 measured steps: the speed rule's minimum (config.suite.MIN_MEASURED_STEPS)
@@ -133,9 +137,7 @@ def _synthetic(cfg: dict[str, Any], root: Path, file: str) -> tuple[list[str], i
 
 
 def _check_checkout(repo: Path, cfg: dict[str, Any], file: str) -> None:
-    train = repo / "tools" / "train.py"
-    if not train.is_file():
-        raise ConfigError(str(repo), "--repo", "not a PaddleOCR checkout: tools/train.py not found in it")
+    train = OCR.checkout(repo) / OCR.script
     text = train.read_text(encoding="utf-8", errors="replace")
     if isinstance(cfg.get("AMP"), dict) and ('"AMP"' in text or "'AMP'" in text):
         raise UnsupportedConfig(file, "AMP", f"{train} turns AMP on whenever the config has an AMP section, so no "
@@ -184,8 +186,7 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
         "suite": {"name": name, "workload": "command", "metric": metric,
                   "seeds": [seed],
                   "description": f"PaddleOCR's tools/train.py on {config.name} ({checkout})"},
-        "workload": {"command": _command(py, config, extra), "cwd": braced(checkout),
-                     "metric": {"preset": "paddleocr"}, "stop_after_steps": True, "program": program},
+        "workload": OCR.workload(_command(py, config, extra), checkout, stop_after_steps=True, program=program),
         "train": {"batch_size": batch, "steps": DEFAULT_STEPS, "warmup_steps": 5, "timeout_s": 7200},
         "modes": modes,
         "thresholds": {"metric_abs_tol": 0.02, "min_baseline_metric": MIN_BASELINE_HMEAN},
@@ -194,8 +195,8 @@ def import_paddleocr_command(path: str | Path, repo: str | Path, python: str | N
             "train": {"batch_size": min(batch, 2), "steps": CPU_STEPS, "warmup_steps": CPU_WARMUP, "timeout_s": 3600},
             "thresholds": {"min_baseline_metric": 0.0}}},
     }
-    r.out.decide(f"program: {py} tools/train.py -c {config} in {checkout} (their model, data, pretrained "
-                 "weights and augmentations; nothing translated)")
+    for line in OCR.decisions(py, config, checkout, metric):
+        r.out.decide(line)
     r.out.decide(f"modes: fp32, {', '.join(m['name'] for m in amps)} (AMP from {amp_from}), each as -o overrides")
     r.out.decide(f"steps: ampbench ends the program after train.steps = {DEFAULT_STEPS} optimizer steps (cpu "
                  f"profile {CPU_STEPS}, {CPU_STEPS - CPU_WARMUP} measured); PaddleOCR evaluates after step "

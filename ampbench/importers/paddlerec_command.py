@@ -28,6 +28,10 @@ from ampbench.config.suite import MAX_SEED
 from ampbench.core.errors import ConfigError
 from ampbench.core.names import slug
 from ampbench.importers.base import Imported, braced, load_yaml, mapping, number, read_input, text
+from ampbench.importers.toolkit import Toolkit
+
+REC = Toolkit("PaddleRec", "tools/trainer.py", "tools", "paddlerec", "`epoch: N done` line of the last epoch",
+              "-o runner.train_batch_size={batch_size}", package_required=False)
 
 DEFAULT_STEPS = 300
 CPU_STEPS, CPU_WARMUP = 12, 2
@@ -102,19 +106,6 @@ def _command(py: str, config: Path, use_gpu: bool, extra: list[str]) -> list[str
             "runner.train_batch_size={batch_size}", "runner.epochs={epochs}", f"runner.use_gpu={use_gpu}", *extra]
 
 
-def _config_path(path: str | Path, checkout: Path) -> Path:
-    p = Path(path)
-    if not p.is_file() and not p.is_absolute() and (checkout / p).is_file():
-        p = checkout / p   # models/rank/deepfm/config.yaml as PaddleRec's own docs name it
-    return p.resolve()
-
-
-def _check_checkout(checkout: Path) -> None:
-    train = checkout / "tools" / "trainer.py"
-    if not train.is_file():
-        raise ConfigError(str(checkout), "--repo", "not a PaddleRec checkout: tools/trainer.py not found in it")
-
-
 def _typed(runner: dict[str, Any], file: str) -> None:
     """PaddleRec's -o casts a value to the type the config's key already has, and keeps a string
     otherwise: the keys ampbench sets must be in the config with their type, or the trainer gets "2"."""
@@ -129,9 +120,8 @@ def import_paddlerec_command(path: str | Path, repo: str | Path, python: str | N
                              synthetic_root: Path | None = None) -> Imported:
     """A command suite running the checkout's tools/trainer.py on the config (see the module docstring);
     `synthetic_root`: --synthetic-data (Criteo-format samples) is written there and trained on."""
-    checkout = Path(repo).resolve()
-    _check_checkout(checkout)
-    config = _config_path(path, checkout)
+    checkout = REC.checkout(repo)
+    config = REC.config(path, checkout)   # models/rank/deepfm/config.yaml as PaddleRec's own docs name it
     file = str(path)
     cfg = load_yaml(read_input(config, "PaddleRec config"), file)
     if not isinstance(cfg, dict):
@@ -157,9 +147,8 @@ def import_paddlerec_command(path: str | Path, repo: str | Path, python: str | N
         "suite": {"name": slug(f"{where.name}-{config.stem}", fallback="paddlerec"), "workload": "command",
                   "metric": metric, "seeds": [seed],
                   "description": f"PaddleRec's tools/trainer.py on {config} ({checkout})"},
-        "workload": {"command": _command(py, config, True, extra), "cwd": str(checkout),
-                     "metric": {"preset": "paddlerec"},
-                     "program": {"epochs": 1, "samples": samples, "drop_last": True}},
+        "workload": REC.workload(_command(py, config, True, extra), checkout,
+                                 program={"epochs": 1, "samples": samples, "drop_last": True}),
         "train": {"batch_size": batch, "steps": DEFAULT_STEPS, "warmup_steps": 5, "timeout_s": 7200},
         "modes": modes,
         "thresholds": {"metric_abs_tol": 0.01, "min_baseline_metric": MIN_BASELINE_AUC},
@@ -169,8 +158,8 @@ def import_paddlerec_command(path: str | Path, repo: str | Path, python: str | N
             "thresholds": {"min_baseline_metric": 0.0}}},
     }
     per = samples // batch
-    out.decide(f"program: {py} tools/trainer.py -m {config} in {checkout} (its model, reader and data; nothing "
-               "translated)")
+    for line in REC.decisions(py, config, checkout, metric):
+        out.decide(line)
     out.decide("modes: fp32 and O1 float16/bfloat16 with amp = \"inject\": PaddleRec's trainer has no AMP switch, so "
                "ampbench's start-up hook applies Paddle's auto_cast (and a GradScaler for float16) itself")
     out.decide(f"steps: runner.epochs={{epochs}}: the fewest whole epochs holding train.steps ({samples} samples, "

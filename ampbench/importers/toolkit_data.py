@@ -1,11 +1,14 @@
-"""`--synthetic-data` for `import paddleclas` and `import paddlerec`: a small data set in the toolkit's own
-format, made by ampbench's code (nothing downloaded), so a toolkit's unmodified trainer can be benchmarked
-before the user's data is at hand.
+"""`--synthetic-data` for `import paddleclas`, `import paddleseg` and `import paddlerec`: a small data set in the
+toolkit's own format, made by ampbench's code (nothing downloaded), so a toolkit's unmodified trainer can be
+benchmarked before the user's data is at hand.
 
 - PaddleClas (ppcls/data/dataloader/imagenet_dataset.py): an image folder and `train_list.txt` /
   `val_list.txt` of `relative/path.jpg LABEL` lines, read relative to `image_root`; the images are JPEG
   (its DecodeImage is cv2.imdecode), each class a colour and stripe direction with pixel noise, so a
   model can learn something in few steps.
+- PaddleSeg (paddleseg/datasets/dataset.py, its `Dataset` type): an image folder and `train.txt` / `val.txt` of
+  `image.png label.png` lines, read relative to `dataset_root`; each label a single-channel PNG of class ids
+  (0 background, 1 a bright rectangle on noise), so mIoU moves within a few steps.
 - PaddleRec's Criteo readers (models/rank/*/criteo_reader.py, its data/sample_data): lines of
   `slot:value` pairs (`click`, 13 `dense_feature`, categorical slots 1-26); the click follows a fixed
   random logistic rule over a few columns, so AUC is informative.
@@ -28,6 +31,7 @@ import numpy as np
 from ampbench.core.files import refuse_link
 
 CLAS_TRAIN, CLAS_EVAL, CLAS_CLASSES, CLAS_SIZE = 16, 8, 4, 64
+SEG_TRAIN, SEG_EVAL, SEG_CLASSES, SEG_SIZE = 16, 4, 2, 128
 REC_TRAIN = 80   # samples (the sample_data PaddleRec ships for DeepFM has 80 lines)
 DENSE, SPARSE = 13, 26
 
@@ -82,6 +86,34 @@ def write_imagenet_set(root: Path) -> tuple[Path, Path, Path]:
 
     folder = _place(root / name, write)
     return folder, folder / "train_list.txt", folder / "val_list.txt"
+
+
+def write_seg_set(root: Path) -> tuple[Path, Path, Path]:
+    """(dataset_root, train list, val list) of PaddleSeg's `Dataset` format under root/paddleseg-...: PNG images
+    of noise with one bright rectangle each, and label PNGs (1 inside the rectangle, 0 elsewhere)."""
+    from PIL import Image
+
+    name = f"paddleseg-{SEG_TRAIN}-{SEG_EVAL}-c{SEG_CLASSES}-{SEG_SIZE}px"
+
+    def write(tmp: Path) -> None:
+        rng = np.random.default_rng(0)
+        for split, n in (("train", SEG_TRAIN), ("val", SEG_EVAL)):
+            (tmp / split).mkdir()
+            lines = []
+            for i in range(n):
+                img = rng.integers(0, 80, (SEG_SIZE, SEG_SIZE, 3), dtype=np.uint8)
+                lab = np.zeros((SEG_SIZE, SEG_SIZE), np.uint8)
+                x, y = rng.integers(0, SEG_SIZE // 2, 2)
+                w, h = rng.integers(SEG_SIZE // 4, SEG_SIZE // 2, 2)
+                img[y:y + h, x:x + w] += 150
+                lab[y:y + h, x:x + w] = 1
+                Image.fromarray(img).save(tmp / split / f"{i:04d}.png")
+                Image.fromarray(lab).save(tmp / split / f"{i:04d}_label.png")
+                lines.append(f"{split}/{i:04d}.png {split}/{i:04d}_label.png\n")
+            (tmp / f"{split}.txt").write_text("".join(lines), encoding="utf-8")
+
+    folder = _place(root / name, write)
+    return folder, folder / "train.txt", folder / "val.txt"
 
 
 def write_criteo_set(root: Path) -> Path:

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from ampbench.config import Suite
 from ampbench.core.errors import ResultsError
+from ampbench.judge.claims import RunFacts, judge_claims
+from ampbench.judge.planner import plan_for
 from ampbench.judge.pooled import PooledBaseline
 from ampbench.judge.rules import emulated, pairs, registry
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.sequential import Design
 from ampbench.record.models import Trial
 from ampbench.results.baselines import Baseline, device_slug
+from ampbench.results.probe_file import run_probe
 from ampbench.results.run_dir import OpenRun
-from ampbench.results.verdicts import CheckReport, ModeVerdict, combine, exit_code
+from ampbench.results.verdicts import CheckReport, ClaimResult, ModeVerdict, combine, exit_code
 
 
 def _mismatches(suite: Suite, trials: list[Trial], b: Baseline) -> list[str]:
@@ -93,7 +96,8 @@ def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
     the baseline differs in suite, config or device and --allow-mismatch compared it anyway."""
     rules = [r for v in verdicts for r in v.rules]
     notes = []
-    if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS" and not r.emulated for r in rules):
+    if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS" and not r.emulated   # amp-active,
+           and "no-trials" not in (r.details.get("reasons") or []) for r in rules):   # where a trial finished
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
     emulated = [v.mode for v in verdicts if v.emulated]
     if emulated:
@@ -136,4 +140,15 @@ def judge_run(run: OpenRun, baseline: Baseline | None = None, strict: bool = Fal
         baseline=(f"history: {pooled.describe()}" if pooled is not None else
                   str(baseline.path) if baseline is not None else None), verdicts=verdicts,
         exit_code=exit_code([v.verdict for v in verdicts], strict=strict), notes=notes,
+        claims=run_claims(run, verdicts),
     )
+
+
+def run_claims(run: OpenRun, verdicts: list[ModeVerdict]) -> list[ClaimResult]:
+    """The suite's published claims judged against the run (judge/claims.py): never part of a verdict."""
+    if not run.suite.claims:
+        return []
+    found = run_probe(run.path, run.info.suite, run.info.profile)
+    facts = RunFacts(run.suite, run.info.profile, run.trials, {v.mode: v for v in verdicts},
+                     plan_for(run.suite, run.trials), found[0] if found else None)
+    return judge_claims(facts)

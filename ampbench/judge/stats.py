@@ -52,6 +52,37 @@ def margin_from_sd(sd: float | None, n: int, abs_tol: float, sigma_k: float) -> 
     return Margin(max(abs_tol, sig), sd, n, "sigma" if sig > abs_tol else "abs_tol")
 
 
+@dataclass(frozen=True)
+class Difference:
+    """The difference of two groups' means (or of their log means: a ratio) and its two-sided interval."""
+
+    estimate: float
+    low: float
+    high: float
+    sd: float    # pooled between-trial sd on the scale compared
+    n: int       # the smaller group's size
+
+
+def difference(a: Sequence[float], b: Sequence[float], confidence: float, log: bool = False) -> Difference | None:
+    """mean(a) - mean(b) (log: exp of the log means' difference, a ratio of geometric means) with its pooled-sd
+    t interval at two-sided `confidence`; None with fewer than two values a side or non-positive values for a
+    ratio.  A spread of zero (identical values) gives a point interval."""
+    from ampbench.judge.distributions import t_ppf
+
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    if min(len(x), len(y)) < 2 or (log and (np.any(x <= 0) or np.any(y <= 0))):
+        return None
+    if log:
+        x, y = np.log(x), np.log(y)
+    sd, df = pooled_sd([x.tolist(), y.tolist()])
+    est = float(x.mean() - y.mean())
+    half = float(t_ppf((1 + confidence) / 2, df)) * (sd or 0.0) * math.sqrt(1 / len(x) + 1 / len(y))
+    lo, hi = est - half, est + half
+    if log:
+        est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
+    return Difference(est, lo, hi, sd or 0.0, min(len(x), len(y)))
+
+
 def worse_by(candidate: float, reference: float, goal: str) -> float:
     """How much worse `candidate` is than `reference` (positive = worse), for either goal."""
     return reference - candidate if goal == "max" else candidate - reference

@@ -82,12 +82,26 @@ def energy_per_sample(trial: Trial) -> float | None:
     return energy / samples if energy is not None and samples else None
 
 
-def step_from_wire(ev: wire.StepEvent, samples: int, warmup_steps: int) -> StepRecord:
+def step_from_wire(ev: wire.StepEvent, samples: int, warmup_steps: int, cpu_s: float | None = None) -> StepRecord:
     """A hook's step event as the trial's step: `samples` of one optimizer step over every rank; a loss
-    the hook did not read (`loss_seen` false) means nothing, a non-finite one is None."""
+    the hook did not read (`loss_seen` false) means nothing, a non-finite one is None; `cpu_s`: its CPU
+    seconds (cpu_seconds)."""
     return StepRecord(step=ev.step, loss=ev.loss, loss_seen=ev.loss_seen is not False, time_s=max(0.0, ev.t),
                       loss_scale=ev.scale, found_inf=bool(ev.found_inf), samples=samples,
-                      warmup=ev.step <= warmup_steps)
+                      warmup=ev.step <= warmup_steps, cpu_s=cpu_s)
+
+
+def cpu_seconds(events: Iterable[wire.StepEvent]) -> dict[int, float]:
+    """Each step's CPU seconds: the difference of the hook's process CPU clock between consecutive step ends (the
+    built-in loop's `cpu_s`, the process's CPU over the step).  A step whose evaluation or checkpoint save was left
+    out of its time has none (its CPU would count what its wall time does not), nor has the first."""
+    out: dict[int, float] = {}
+    prev: float | None = None
+    for ev in events:
+        if ev.cpu is not None and prev is not None and not ev.eval_s:
+            out[ev.step] = max(0.0, ev.cpu - prev)
+        prev = ev.cpu
+    return out
 
 
 def typed(model: type[M], values: dict[str, Any]) -> M:

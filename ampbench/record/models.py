@@ -146,8 +146,13 @@ class StepRecord(_Open):
     data_s: float | None = None  # time the step waited for its batches (the loader's next()): inside time_s
 
 
+SAMPLES_PER_S = ("the median of the measured steps' per-step rates (a step's samples over its time; warm-up "
+                 "steps and evaluations excluded): judge/measure.py's trial figure, robust to a stall")
+
+
 class Throughput(_Open):
-    samples_per_s: Annotated[float, Col("Samples/s", "rate", rank=40, shows=("md", "console", "csv", "export"))] = 0.0
+    samples_per_s: Annotated[float, Col("Samples/s", "rate", rank=40, shows=("md", "console", "csv", "export")),
+                             Field(description=SAMPLES_PER_S)] = 0.0
     step_time_median_s: Annotated[float, Col("Step (median)", "ms", rank=50, shows=("md", "csv"))] = 0.0
     step_time_p90_s: Annotated[float, Col("Step (p90)", "ms", rank=52, shows=("csv",))] = 0.0
     measured_steps: Annotated[int, Col("Measured steps", "count", rank=54, shows=("csv",))] = 0

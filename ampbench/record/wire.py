@@ -47,8 +47,9 @@ HANDSHAKE_OK = b"ok"         # the worker's answer to a connection it accepts (a
 DENIED = "ampbench hook: the worker's event channel was denied: "   # the hook's stderr line when it gives up
 
 # A step as the hook's `_boundary` queues it: raw, so the step's path does no arithmetic
-STEP_KEYS = ("step", "at", "since", "loss", "scale", "found_inf", "eval_s", "evals")
-STEP_F64_KEYS = ("t", "at", "loss", "scale", "eval_s")   # the float64 columns of a "steps" line
+# ("cpu": the process's CPU seconds so far at the step's end, time.process_time(); the worker takes differences)
+STEP_KEYS = ("step", "at", "since", "loss", "scale", "found_inf", "eval_s", "evals", "cpu")
+STEP_F64_KEYS = ("t", "at", "loss", "scale", "eval_s", "cpu")   # the float64 columns of a "steps" line
 
 
 class Bad(Exception):
@@ -198,6 +199,7 @@ class StepEvent(WireEvent, kind="step"):
     loss_seen: bool | None = _field(_bool)
     eval_s: float | None = _field(_optional(_float))
     evals: list[list[float]] | None = _field(_list(_interval))
+    cpu: float | None = _field(_optional(_float))   # the process's CPU seconds at the step's end (its CPU: a difference)
 
 
 class OpsEvent(WireEvent, kind="ops"):
@@ -323,7 +325,8 @@ def encode_steps(rows: list[tuple]) -> str:
     nan = float("nan")
     columns = {"t": [a - b - e for a, b, e in zip(c["at"], c["since"], c["eval_s"])], "at": c["at"],
                "eval_s": c["eval_s"], "loss": [nan if v is None else as_float(v) for v in c["loss"]],
-               "scale": [nan if v is None else v for v in c["scale"]]}
+               "scale": [nan if v is None else v for v in c["scale"]],
+               "cpu": [nan if v is None else v for v in c.get("cpu") or [None] * len(rows)]}
     line: dict[str, object] = {KIND: "steps", "first": c["step"][0], "n": len(rows), "byteorder": sys.byteorder,
                                "found_inf": base64.b64encode(bytes(bool(v) for v in c["found_inf"])).decode(),
                                "loss_seen": base64.b64encode(bytes(v is not None for v in c["loss"])).decode()}
@@ -341,6 +344,9 @@ def _columns(ev: dict, n: int) -> tuple[dict[str, list], bytes, bytes]:
         raise Bad("steps: no byte order")
     cols: dict[str, list] = {}
     for key in STEP_F64_KEYS:
+        if key == "cpu" and key not in ev:   # a hook from before the column: no CPU times, the steps still read
+            cols[key] = [None] * n
+            continue
         raw = base64.b64decode(_str(ev.get(key, 0), 2 * MAX_MESSAGE), validate=True)
         if len(raw) != 8 * n:
             raise Bad(f"steps: a {key} column of the wrong length")

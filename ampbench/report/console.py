@@ -17,17 +17,11 @@ from ampbench.judge import measure
 from ampbench.record import fields
 from ampbench.record.models import Trial
 from ampbench.report import fmt
+from ampbench.report.claims import HEADERS, claim_rows
 from ampbench.report.fmt import EMULATED_LEGEND, EMULATED_MARK
-from ampbench.report.outcome import (
-    cell,
-    interval_note,
-    mode_rows,
-    next_steps,
-    outcome_columns,
-    outcome_view,
-)
+from ampbench.report.outcome import cell, interval_note, mode_rows, next_steps, outcome_columns, outcome_view
 from ampbench.report.view import RunView
-from ampbench.results.verdicts import CheckReport
+from ampbench.results.verdicts import CheckReport, ClaimResult
 
 
 def table_box(console: Console) -> Any:
@@ -179,5 +173,22 @@ def print_outcome(v: RunView, console: Console) -> None:
         console.print(Text(f"note: {note}"), highlight=False)
     for s in next_steps(v):
         console.print(Text(f"{s.cause_text()} -> {s.step}"), highlight=False)
+    if v.check is not None and v.check.claims:
+        print_claims(v.check.claims, console)
     if v.check is not None:
         _summary_line(v.check, console)
+
+
+_CLAIM_STYLE = {"confirmed": "green", "refuted": "bold red", "not decidable": "yellow"}
+
+
+def print_claims(claims: list[ClaimResult], console: Console) -> None:
+    """The suite's published claims, judged (report/claims.py): after the outcome, never part of it."""
+    table = Table(title=Text("claims (published; judged on this run, never its verdict)"), title_justify="left",
+                  box=table_box(console))
+    for head in HEADERS:
+        table.add_column(Text(head), overflow="fold", justify="right" if head.startswith("Measured") else "left")
+    for c, row in zip(claims, claim_rows(claims), strict=True):
+        table.add_row(Text(row.source), Text(row.mode), Text(row.claim), Text(row.measured),
+                      Text(row.outcome, style=_CLAIM_STYLE.get(c.outcome, "")))
+    console.print(table)

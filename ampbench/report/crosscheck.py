@@ -36,11 +36,13 @@ def throughput_disagreements(v: RunView) -> str:
     for t, c in rows[:MAX_LINES]:
         tol, ours = c.get("tolerance"), c.get("ampbench_samples_per_s")
         ours = ours if isinstance(ours, (int, float)) else t.throughput.samples_per_s
-        lines.append(f"> - {md_code(t.key)}: ampbench measured {num_g(float(ours))} samples/s, "
-                     f"the program's log says {num_g(float(c['program_samples_per_s']))} "
-                     f"(median of {int(c.get('lines') or 0)} line(s)); ratio {num_g(float(c['ratio']), 3)}"
+        lines.append(f"> - {md_code(t.key)}: samples over the time of the measured steps, ampbench "
+                     f"{num_g(float(ours))} samples/s, the program's log {num_g(float(c['program_samples_per_s']))} "
+                     f"(its {int(c.get('lines') or 0)} line(s), their samples over their time); ratio "
+                     f"{num_g(float(c['ratio']), 3)}"
                      + (f", tolerance {num_g(float(tol) * 100, 3)}%" if isinstance(tol, (int, float)) else "")
-                     + (f"; {md_text(c['cause'], 300)}" if isinstance(c.get("cause"), str) else ""))
+                     + (f"; {md_text(c['cause'], 300)}" if isinstance(c.get("cause"), str) else "")
+                     + f"; the trial's samples/s (its median per-step rate) is {num_g(t.throughput.samples_per_s)}")
     if len(rows) > MAX_LINES:
         lines.append(f"> - and {len(rows) - MAX_LINES} more (workload_info.throughput_check in the trial files)")
     return "\n".join(lines)

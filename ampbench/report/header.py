@@ -39,13 +39,29 @@ def inactive(v: RunView) -> str:
     off = [m for m in amp_modes if not m.amp_active and not m.amp_emulated and m.ok]
     if not off:
         return ""
-    reasons = sorted({t.amp.inactive_reason for t in v.trials if t.amp.requested and not t.amp.active
-                      and t.amp.inactive_reason})
-    why = (" Recorded reason: " + md_text("; ".join(reasons), 300)) if reasons else ""
+    why = recorded_reasons(v)
     if len(off) == len(amp_modes):
         return f"> **{INACTIVE_LINE}**{why}"
     names = ", ".join(md_code(m.mode) for m in off)
     return f"> **AMP inactive for {names}**: those modes ran in FP32; their parity is not judged.{why}"
+
+
+def recorded_reasons(v: RunView) -> str:
+    """Why AMP read inactive, said once per cause (the trials' inactive code), not once per mode: every mode on a
+    CPU records the same cause in words that differ only by its dtype, level or how AMP was applied (issue 60).
+    One cause: its first recorded sentence; several: each with the modes it holds for."""
+    by_code: dict[str, tuple[str, list[str]]] = {}
+    for t in v.trials:
+        if t.amp.requested and not t.amp.active and t.amp.inactive_reason:
+            modes = by_code.setdefault(t.amp.inactive_code or t.amp.inactive_reason, (t.amp.inactive_reason, []))[1]
+            if t.mode not in modes:
+                modes.append(t.mode)
+    if not by_code:
+        return ""
+    if len(by_code) == 1:
+        return " Recorded reason: " + md_text(next(iter(by_code.values()))[0], 300)
+    return " Recorded reasons: " + "; ".join(f"{', '.join(md_code(m) for m in modes)}: {md_text(text, 300)}"
+                                             for text, modes in by_code.values())
 
 
 def run_env(v: RunView) -> Env:

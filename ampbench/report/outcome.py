@@ -53,6 +53,7 @@ class NextStep:
     step: str                                # markdown-ish: `code` spans quote TOML lines and commands
     causes: tuple[tuple[str, str, str], ...]  # (mode, rule, status) of each result that did not pass
     covered: tuple[str, ...] = ()            # informational rules (AMP inactive) this step answers too
+    unjudged: tuple[str, ...] = ()           # rules of a mode that errored before any step: nothing to judge
 
     def cause_text(self) -> str:
         """`amp-active INCONCLUSIVE (amp-o1-fp16, amp-o2-bf16); speedup, memory informational`."""
@@ -60,7 +61,8 @@ class NextStep:
         for mode, rule, status in self.causes:
             by.setdefault((rule, status), []).append(mode)
         text = "; ".join(f"{rule} {status} ({', '.join(modes)})" for (rule, status), modes in by.items())
-        return text + (f"; so {', '.join(self.covered)} only informational" if self.covered else "")
+        text += f"; so {', '.join(self.covered)} only informational" if self.covered else ""
+        return text + (f"; so {', '.join(self.unjudged)} not judged (no step recorded)" if self.unjudged else "")
 
 
 def mode_rows(v: RunView) -> list[ModeRow]:
@@ -131,20 +133,27 @@ def decided_by(mv: ModeVerdict | None) -> str:
 
 def next_steps(v: RunView) -> list[NextStep]:
     """One line per piece of advice, in the order first needed: results (of any mode) whose first advice is
-    the same share it; an informational result shares its mode's cause line (amp-active) when that did not pass."""
+    the same share it; an informational result shares its mode's cause line (amp-active) when that did not pass;
+    in a mode that errored before any step only the error is a cause (its other results join its line)."""
     if v.check is None:
         return []
     causes: dict[str, list[tuple[str, str, str]]] = {}
     covered: dict[str, list[str]] = {}
+    unjudged: dict[str, list[str]] = {}
     for mv in v.check.verdicts:
         active = next((r for r in mv.reasons if registry.result(r.rule).outcome == "cause" and not r.informational),
                       None)
+        error = next((r for r in mv.reasons if registry.result(r.rule).tune == "error"), None)
         for r in mv.reasons:
+            if error is not None and r is not error and v.stepless(mv.mode):
+                unjudged.setdefault(_first_step(v, error), []).append(r.rule)
+                continue
             if r.informational and active is not None:
                 covered.setdefault(_first_step(v, active), []).append(r.rule)
                 continue
             causes.setdefault(_first_step(v, r), []).append((mv.mode, r.rule, r.status))
-    return [NextStep(step, tuple(c), tuple(dict.fromkeys(covered.get(step, [])))) for step, c in causes.items()]
+    return [NextStep(step, tuple(c), tuple(dict.fromkeys(covered.get(step, []))),
+                     tuple(dict.fromkeys(unjudged.get(step, [])))) for step, c in causes.items()]
 
 
 FEW_SEEDS = 3  # at most this many trials per mode: the interval note is shown
@@ -183,7 +192,7 @@ def outcome_md(v: RunView, level: int) -> str:
         out.append(f"{EMULATED_MARK} {md_text(EMULATED_LEGEND)}.")
     if (note := interval_note(v)) is not None:
         out.append(f"Note: {md_text(note)}")
-    steps = [f"- {md_text(s.cause_text())}: {md_prose(s.step, 600)}" for s in next_steps(v)]
+    steps = [f"- {md_text(s.cause_text())}: {md_prose(s.step)}" for s in next_steps(v)]
     if steps:
         out.append("Next steps (each said once; the rules' full text is under Verdicts):\n\n" + "\n".join(steps))
     return "\n\n".join(out)
@@ -205,11 +214,32 @@ def _first_step(v: RunView, r: RuleResult) -> str:
     return tips[0] if tips else first_sentence(r.message)
 
 
-def first_sentence(text: str, limit: int = 200) -> str:
-    """Up to the first '. ' (or `limit` characters, cut with '…'), whitespace collapsed."""
+_ABBREVIATIONS = ("e.g.", "i.e.", "vs.", "etc.", "cf.", "approx.", "no.")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence, whitespace collapsed, never cut inside it: it ends at the first '. ' outside
+    parentheses, brackets and `code` spans and not after an abbreviation (e.g., i.e., vs.), else the whole text (issue 60: "(e.g." was shown as a next step)."""
     s = " ".join(str(text).split())
-    head = s.split(". ", 1)[0].rstrip(".") + "."
-    return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
+    depth, code = 0, False
+    for i, ch in enumerate(s):
+        if ch == "`":
+            code = not code
+        elif code:
+            continue
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif ch == "." and depth == 0 and s[i + 1:i + 2] == " " and not _abbreviation(s, i):
+            return s[:i + 1]
+    return s if s.endswith(".") else s + "."
+
+
+def _abbreviation(s: str, dot: int) -> bool:
+    """The '.' at `dot` ends an abbreviation (e.g., vs.), not a sentence."""
+    word = s[:dot + 1].rsplit(" ", 1)[-1].lstrip("([{\"'").lower()
+    return word in _ABBREVIATIONS
 
 
 __all__ = ["ModeRow", "NextStep", "cell", "decided_by", "interval_note", "mode_rows", "next_steps", "outcome_columns",

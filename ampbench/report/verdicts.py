@@ -11,6 +11,7 @@ import shlex
 from pathlib import Path
 
 from ampbench.diagnose.advice import advice_for
+from ampbench.judge.rules import registry
 from ampbench.report import fmt
 from ampbench.report.fmt import md_code, md_link, md_prose, md_text
 from ampbench.report.tables import value
@@ -97,10 +98,14 @@ def failed_trials(v: RunView, ctx: Ctx, level: int) -> str:
 
 
 def rule_advice(v: RunView, r: RuleResult) -> list[str]:
-    """advice_for() of one rule that did not pass; none when the suite has no such mode any more."""
+    """advice_for() of one rule that did not pass; none when the suite has no such mode any more, and none
+    but the error's (completeness: a log to read) for a mode that errored before any step: nothing of it
+    ran, so no speed, memory or precision advice applies (issue 60)."""
     try:
         mode = v.suite.mode(r.mode)
     except (KeyError, ValueError):
+        return []
+    if v.stepless(r.mode) and registry.result(r.rule).tune != "error":
         return []
     batch = next((m.batch_size for m in v.summary.modes.values() if m.mode == r.mode and m.batch_size), None)
     tips = advice_for(r, mode, v.diagnosis, batch_size=batch)

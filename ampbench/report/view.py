@@ -13,13 +13,12 @@ from pathlib import Path
 
 from ampbench.config import Suite
 from ampbench.core.names import slug
-from ampbench.core.store import RunPaths
 from ampbench.judge.summary import summarize_run
 from ampbench.record.models import RunInfo, Trial
 from ampbench.report import fmt
 from ampbench.results.diagnosis_file import DiagnosisFile, load_diagnosis
 from ampbench.results.history import RunSummary
-from ampbench.results.probe_file import NoProbe, ProbeFile, find_probe
+from ampbench.results.probe_file import ProbeFile, run_probe
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
 from ampbench.results.verdicts import CheckReport, load_check_optional
 
@@ -48,6 +47,12 @@ class RunView:
         amp = [m for m in self.summary.modes.values() if m.amp_requested and m.ok]
         return bool(amp) and not any(m.amp_active or m.amp_emulated for m in amp)
 
+    def stepless(self, mode: str) -> bool:
+        """The mode errored before any step (a refused inject mode, a program that never started): no trial
+        of it ended ok or recorded a step, so nothing of it was measured and no tuning advice applies."""
+        ts = [t for t in self.trials if t.mode == mode]
+        return bool(ts) and not any(t.status == "ok" or t.steps for t in ts)
+
     def plot_stamp(self, all_inactive: str) -> str | None:
         """The text stamped on every plot: all AMP modes inactive, which ones ran in FP32, which were emulated
         (their step times and memory are the emulation's)."""
@@ -72,19 +77,6 @@ def view_of(opened: OpenRun, check: CheckReport | None, side_files: bool = True)
     probe = run_probe(opened.path, opened.info.suite, opened.info.profile) if side_files else None
     diagnosis = load_diagnosis(opened.path) if side_files else None
     return RunView(opened.dir, opened.info, opened.suite, opened.trials, check, summary, probe, diagnosis)
-
-
-def run_probe(run_path: Path, suite: str, profile: str) -> tuple[ProbeFile, Path] | None:
-    """The probe the report shows, by the rule `run --at-max-batch` sizes a run with (results.probe_file.find_probe):
-    the run folder's own probe.json (a probe's own folder), else the newest finished probe of the run's suite and
-    profile beside it (`ampbench probe --out` writes <out>/<suite>/<run-id>-probe/, next to the runs); none
-    when no probe sized this program.  Returns (probe, its probe.json)."""
-    own = run_path if RunPaths(run_path).probe_json.is_file() else None
-    try:
-        probe, folder = find_probe(run_path.parent, suite, profile, own)
-    except NoProbe:
-        return None
-    return probe, RunPaths(folder).probe_json
 
 
 @dataclass

@@ -191,3 +191,17 @@ def find_probe(suite_dir: Path, suite: str, profile: str, given: Path | None = N
     if found is None:
         raise NoProbe("none-beside", f"no finished probe of suite {suite!r}, profile {profile!r} under {suite_dir}")
     return found
+
+
+def run_probe(run_path: Path, suite: str, profile: str) -> tuple[ProbeFile, Path] | None:
+    """The probe of a run, by the rule `run --at-max-batch` sizes a run with (find_probe): the run folder's own
+    probe.json (a probe's own folder), else the newest finished probe of the run's suite and profile beside it
+    (`ampbench probe --out` writes <out>/<suite>/<run-id>-probe/, next to the runs); None when no probe sized
+    this program.  Returns (probe, its probe.json).  The report shows it; a claim about the largest batch is
+    judged on it (judge/claims.py)."""
+    own = run_path if RunPaths(run_path).probe_json.is_file() else None
+    try:
+        probe, folder = find_probe(run_path.parent, suite, profile, own)
+    except NoProbe:
+        return None
+    return probe, RunPaths(folder).probe_json

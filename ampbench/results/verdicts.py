@@ -63,6 +63,34 @@ class ModeVerdict(BaseModel):
         return [r for r in self.rules if r.status != "PASS"]
 
 
+ClaimOutcome = Literal["confirmed", "refuted", "not decidable"]
+
+
+class ClaimResult(BaseModel):
+    """One published claim (a suite's `[[claims]]` entry) judged against the run (judge/rules/claims.py):
+    `outcome` confirmed when the figure's interval [low, high] lies within what the claim allows
+    [claimed_low, claimed_high], refuted when it lies outside, not decidable otherwise (`why`, and the seeds
+    per mode that would decide it where the spread is known).  Never part of a mode's verdict."""
+
+    model_config = ConfigDict(extra="allow")
+    source: str
+    scenario: str = ""
+    hardware: str = ""
+    mode: str
+    figure: str
+    claimed: str                       # the claim in words: "1.8x +-15%", "at least 40%"
+    claimed_low: float | None = None   # what it allows (None: open on that side)
+    claimed_high: float | None = None
+    outcome: ClaimOutcome
+    estimate: float | None = None
+    low: float | None = None           # the figure's two-sided interval at thresholds.confidence
+    high: float | None = None
+    why: str = ""                      # not decidable: the reason ("AMP inactive", "the interval straddles ...")
+    seeds_needed: int | None = None    # seeds per mode that would decide it, when the spread is known
+    emulated: bool = False             # judged on emulated AMP (numerics only)
+    message: str
+
+
 class CheckReport(VersionedDoc):
     SCHEMA: ClassVar[str] = CHECK_SCHEMA
     STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
@@ -76,6 +104,7 @@ class CheckReport(VersionedDoc):
     verdicts: list[ModeVerdict]
     exit_code: int
     notes: list[str] = []
+    claims: list[ClaimResult] = []   # the suite's [[claims]], judged; they never change exit_code (check --claims)
 
     def write(self, path: Path) -> None:
         write_doc(path, self, root=Path(path).parent)  # RUN/check.json: not through a link
@@ -119,4 +148,12 @@ def exit_code(verdicts: list[str], strict: bool = False) -> int:
     return EXIT_PASS
 
 
-__all__ = ["CheckReport", "ModeVerdict", "ResultsError", "RuleResult", "SpeedupDetails", "combine", "exit_code", "load_check", "load_check_optional"]
+def claims_exit(report: CheckReport) -> int:
+    """`check --claims`: 1 when a claim is refuted (for those who gate on claims), unless the run itself is worse
+    (2: a crashed trial); otherwise the run's own exit code."""
+    if any(c.outcome == "refuted" for c in report.claims) and report.exit_code != EXIT_ERROR:
+        return EXIT_FAIL
+    return report.exit_code
+
+
+__all__ = ["CheckReport", "ClaimResult", "ModeVerdict", "ResultsError", "RuleResult", "SpeedupDetails", "claims_exit", "combine", "exit_code", "load_check", "load_check_optional"]

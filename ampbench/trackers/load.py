@@ -46,3 +46,34 @@ def others_cpu(start: LoadMark | None, end: LoadMark | None = None) -> float | N
         return None
     other = (end.busy_s - start.busy_s) - (end.own_s - start.own_s)
     return max(0.0, other / (end.wall_s - start.wall_s))
+
+
+def tree_mark(pid: int) -> LoadMark:
+    """A mark whose own CPU is the whole process tree's under `pid` (core.processes.tree_cpu_s): a command
+    trial's worker, its program and the program's workers are "own"; everything else is another process."""
+    from ampbench.core.processes import tree_cpu_s
+
+    return LoadMark(_busy_seconds(), tree_cpu_s(pid), time.perf_counter())
+
+
+class LoadSamples:
+    """The machine's busy CPU and a process tree's own CPU, sampled by a command trial's worker at every poll while
+    the program runs (and once after it is reaped): `others(start, end)` is the cores other processes used over
+    the program's measured steps, read between the samples that enclose them (the hook's step ends and the
+    worker's marks are on one monotonic clock), so a window shorter than a poll still has a rate."""
+
+    def __init__(self, root_pid: int) -> None:
+        self.root = root_pid
+        self.marks: list[LoadMark] = []
+
+    def sample(self) -> None:
+        self.marks.append(tree_mark(self.root))
+
+    def others(self, start: float | None, end: float | None) -> float | None:
+        """Cores other processes used from the last sample at or before `start` to the first at or after `end`
+        (perf_counter seconds); None without such samples."""
+        if start is None or end is None or end < start:
+            return None
+        before = [m for m in self.marks if m.wall_s <= start]
+        after = [m for m in self.marks if m.wall_s >= end]
+        return others_cpu(before[-1], after[0]) if before and after else None

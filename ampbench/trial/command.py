@@ -35,10 +35,11 @@ from ampbench.record import wire
 from ampbench.record.assemble import step_from_wire
 from ampbench.record.models import Env
 from ampbench.record.trial_file import write_trial_file
+from ampbench.trackers.load import LoadSamples
 from ampbench.trial.command_channel import EventChannel
 from ampbench.trial.command_gpu import ProgramGpu
 from ampbench.trial.command_inject import INJECT_ENV, inject_settings
-from ampbench.trial.command_record import EventReader
+from ampbench.trial.command_record import EventReader, Ran
 from ampbench.trial.context import Events, TrialContext
 from ampbench.trial.spec import TrialSpec
 from ampbench.workloads.command import HOOK_DIR
@@ -144,12 +145,14 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, channel: dict[st
     return argv, env, p.cwd.format(**v) if p.cwd else None
 
 
-def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples: int, gpu: ProgramGpu) -> int:
+def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples: int, gpu: ProgramGpu,
+          load: LoadSamples) -> int:
     """Forward step events to the runner until the program ends (NVML starts on the GPUs its processes
-    report); returns the tree's peak RSS."""
+    report; the machine's load is sampled at every poll); returns the tree's peak RSS."""
     peak, sent = 0, 0
     while True:
         done = proc.poll() is not None
+        load.sample()
         new = reader.poll()
         gpu.see(reader.procs.values())
         for owner, ev in new:
@@ -164,6 +167,23 @@ def _pump(tr: TrialContext, proc: subprocess.Popen, reader: EventReader, samples
         time.sleep(POLL_S)
 
 
+def _watch(tr: TrialContext, proc: subprocess.Popen, output: Output, reader: EventReader) -> Ran:
+    """The started program to its end: its output read, its steps forwarded, NVML and the machine's load
+    watched; its leftover processes killed once it is reaped (and the load sampled once more)."""
+    t = threading.Thread(target=output.run, args=(proc.stdout,), daemon=True)
+    t.start()
+    gpu, load = ProgramGpu(proc.pid), LoadSamples(os.getpid())
+    try:
+        peak = _pump(tr, proc, reader, tr.batch, gpu, load)
+        code = proc.wait()
+    finally:
+        gpu.stop()
+    left = end_descendants(os.getpid())  # the program is reaped: whatever is left it started
+    load.sample()
+    t.join(timeout=10)
+    return Ran(code, peak, gpu, load, left)
+
+
 def run_command(spec: TrialSpec, events: Events) -> int:
     """The worker's whole job for a command suite; the trial file is always written."""
     tr = TrialContext(spec, events)
@@ -175,8 +195,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     output = Output(scan, p.max_log_mib * 2**20)
     channel = EventChannel(lambda: set(descendants(os.getpid())))
     reader = EventReader(channel)
-    code, peak, launch_error, gpu = None, 0, "", None
-    left: list[str] = []
+    launch_error, ran = "", Ran()
     try:
         empty_folder(out, root=trial_path.parent.parent)   # empty for every attempt (--resume too), never through a link
         argv, env, cwd = command_line(tr, p, out, channel.env())
@@ -189,16 +208,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     except (OSError, ValueError, KeyError, IndexError) as e:
         launch_error = f"could not start the program: {type(e).__name__}: {e}"
     else:
-        t = threading.Thread(target=output.run, args=(proc.stdout,), daemon=True)
-        t.start()
-        gpu = ProgramGpu(proc.pid)
-        try:
-            peak = _pump(tr, proc, reader, tr.batch, gpu)
-            code = proc.wait()
-        finally:
-            gpu.stop()
-        left = end_descendants(os.getpid())  # the program is reaped: whatever is left it started
-        t.join(timeout=10)
+        ran = _watch(tr, proc, output, reader)
     channel.close()   # the program's tree has exited: what it sent is read, nothing more can arrive
     reader.poll()
     if output.denied and channel.refusals:
@@ -206,7 +216,7 @@ def run_command(spec: TrialSpec, events: Events) -> int:
     from ampbench.trial.command_finish import finish_command
 
     try:
-        finish_command(tr, p, reader, output, code, launch_error, left, peak, out, gpu)
+        finish_command(tr, p, reader, output, launch_error, out, ran)
         _say_channel(tr, channel, reader)
     except Exception as exc:  # noqa: BLE001  recorded, never lost: the trial file says what happened
         tr.record.outcome("crashed", "".join(traceback.format_exception(exc))[-8000:], output.tail_text() or None)

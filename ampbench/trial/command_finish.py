@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.record import wire
-from ampbench.record.assemble import step_from_wire
+from ampbench.record.assemble import cpu_seconds, step_from_wire
 from ampbench.record.rates import global_batch
+from ampbench.trackers.load import LoadSamples
 from ampbench.trial.command_crash import crash_text
 from ampbench.trial.command_gpu import ProgramGpu, measured_window
 from ampbench.trial.command_inject import injected_into, refusal
@@ -18,6 +19,7 @@ from ampbench.trial.command_left_out import cross_check, left_out
 from ampbench.trial.command_record import (
     EventReader,
     Proc,
+    Ran,
     amp_record,
     emulated_into,
     memory_of,
@@ -114,16 +116,18 @@ def _no_steps(reader: EventReader, argv: list[str], denied: str = "") -> str:
             f"step()/minimize(){said}")
 
 
-def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, code: int | None,
-                   launch_error: str, left: list[str], peak_rss: int, out: Path,
-                   gpu: ProgramGpu | None = None) -> None:
-    """Fill the trial from what the finished program left: the hook's events (`reader`), its output, its exit
-    code.  The order matters: the steps first (every later figure is per step), the allocator's memory before
-    NVML's window overwrites its device fields, the status last (it reads the metrics and the leftovers)."""
+def finish_command(tr: TrialContext, p: CommandParams, reader: EventReader, output: Any, launch_error: str,
+                   out: Path, ran: Ran) -> None:
+    """Fill the trial from what the finished program left: the hook's events (`reader`), its output, and what
+    running it left (`ran`: its exit code, peak RSS, GPU, the machine's load, leftover processes).  The order
+    matters: the steps first (every later figure is per step), the allocator's memory before NVML's window
+    overwrites its device fields, the status last (it reads the metrics and the leftovers)."""
+    code, left, peak_rss, gpu = ran.code, ran.left, ran.peak, ran.gpu
     t = tr.trial
     lead = reader.lead()
     t.world_size = max(1, len(reader.stepping()))
     _feed_steps(tr, p, lead)
+    _contention(tr, lead, ran.load)
     if lead is not None:   # the program's own Paddle, Python and device, as its hook saw them
         tr.record.env_from(ev for ev in (lead.start, lead.device) if ev is not None)
     tr.record.memory(memory_of(reader, peak_rss))
@@ -141,11 +145,28 @@ def _feed_steps(tr: TrialContext, p: CommandParams, lead: Proc | None) -> None:
     and the hook's DataLoader wait where it saw one.  A program ampbench stops after train.steps may still
     report a step or two past them before it ends: those are not the trial's."""
     samples = global_batch(tr.batch, tr.accum, tr.trial.world_size)
-    recs = [step_from_wire(ev, samples, tr.suite.train.warmup_steps) for ev in (lead.steps if lead else [])]
+    events = lead.steps if lead else []
+    cpu = cpu_seconds(events)   # each step's CPU seconds from the hook's process clock
+    recs = [step_from_wire(ev, samples, tr.suite.train.warmup_steps, cpu.get(ev.step)) for ev in events]
     waits = lead.data_waits if lead is not None else {}
     for rec in recs:
         rec.data_s = waits.get(rec.step)
     tr.record.feed_all(recs[:tr.steps_total] if p.stop_after_steps else recs)
+
+
+def _contention(tr: TrialContext, lead: Proc | None, load: LoadSamples | None) -> None:
+    """The CPU contention the built-in loop records (trial/finish.py), for a program: its CPU share over the
+    measured steps (their CPU seconds, from the hook) and the cores other processes used meanwhile (the worker's
+    load samples around the measured steps: from the last warm-up step's end to the last measured step's end, on
+    the program's own clock), so "measurement disturbed" can be said of it; nothing when neither was seen."""
+    steps = [ev for ev in (lead.steps if lead else []) if ev.step <= tr.steps_total and ev.at is not None]
+    warmup = tr.suite.train.warmup_steps
+    start = next((ev.at - ev.t for ev in steps if ev.step == warmup + 1 and ev.at is not None), None)
+    end = steps[-1].at if steps and steps[-1].step > warmup else None
+    others = load.others(start, end) if load is not None else None
+    share = tr.trial.cpu_share()
+    if share is not None or others is not None:
+        tr.record.interference({"cpu_share": share, "others_cpu": others})
 
 
 def _amp_evidence(tr: TrialContext, p: CommandParams, reader: EventReader, lead: Proc | None) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.record.models import StepRecord
+from ampbench.record.rates import rates_from, trial_rate
 from ampbench.trial.command_record import Proc
 
 
@@ -32,6 +33,13 @@ def left_out(lead: Proc | None, steps: list[StepRecord]) -> dict[str, Any]:
         [f"evaluations ({evals_s:.3g} s)"] if evals_s > 0 else [])
     return {"evaluations_s": evals_s, "saves": len(saves), "saves_s": saves_s,
             "note": f"{' and '.join(parts)} inside the measured steps, left out of training time"}
+
+
+def median_rate(steps: list[StepRecord]) -> float:
+    """The trial's samples/s as the record holds it (throughput.samples_per_s): the median per-step rate of the
+    measured steps, which the cross-check does not compare (the program's lines are intervals' samples over time)."""
+    measured = [s for s in steps if not s.warmup]
+    return trial_rate(rates_from([s.time_s for s in measured], [s.samples for s in measured])) or 0.0
 
 
 def cross_check(check: dict[str, Any] | None, ours: float, steps: list[StepRecord],
@@ -54,6 +62,7 @@ def cross_check(check: dict[str, Any] | None, ours: float, steps: list[StepRecor
                      f"{counted:.4g} samples/s (ratio {counted / theirs:.3g})")
             check = {**check, "ratio_with_left_out": counted / theirs}
     check = {**check, "cause": cause}
-    warning = (f"ampbench measured {ours:.4g} samples/s (mean over the measured steps), the program's own log says "
-               f"{theirs:.4g} (ratio {check['ratio']:.3g}): {cause}")
+    warning = (f"ampbench's samples over the time of the measured steps, {ours:.4g} samples/s, against the program's "
+               f"own log's {theirs:.4g} (ratio {check['ratio']:.3g}; the trial's samples/s figure is the median "
+               f"per-step rate, {median_rate(steps):.4g}): {cause}")
     return {"throughput_check": check, "warning": warning}

@@ -13,6 +13,7 @@ from ampbench.record import wire, wire_read
 from ampbench.record.assemble import RankMemory, TrialAssembler, memory_from_wire, merge_ranks
 from ampbench.record.models import AmpInfo, DecorateOrder, InactiveCode, Memory, Trial
 from ampbench.trackers import shapes
+from ampbench.trackers.load import LoadSamples
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.emulate.record import from_event
 from ampbench.trial.precision import effective_lists, low_precision_calls, parse_op_stats
@@ -313,3 +314,15 @@ def throughput_check(ours: float, scan: LogScan, tolerance: float) -> dict[str, 
     ratio = ours / med if med > 0 else math.inf
     return {"ampbench_samples_per_s": ours, "program_samples_per_s": med, "lines": len(scan.throughput), "ratio": ratio,
             "agrees": abs(ratio - 1) <= tolerance, "tolerance": tolerance}
+
+
+@dataclass
+class Ran:
+    """What running the program left: its exit code (None: never started), the tree's peak RSS, the GPU it
+    reported, the machine's load sampled while it ran, the processes it left behind."""
+
+    code: int | None = None
+    peak: int = 0
+    gpu: Any = None   # trial.command_gpu.ProgramGpu (it imports this module)
+    load: LoadSamples | None = None
+    left: list[str] = field(default_factory=list)

@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from ampbench.config import REFERENCE_MODE, ModeConfig
+from ampbench.config import REFERENCE_MODE, ModeConfig, Thresholds
 from ampbench.core.units import bytes_h
-from ampbench.judge import inference
+from ampbench.judge import inference, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
 from ampbench.judge.rules.reasons import NOT_EMULATED, PAIRS, R
-from ampbench.judge.rules.traits import Result, ResultName
+from ampbench.judge.rules.traits import FigureInterval, Result, ResultName
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
 
@@ -76,13 +76,35 @@ def rule_memory(c: Ctx) -> list[RuleResult]:
     note = batch_note(c)
     codes = ["reduced" if ok else "not-reduced"] + ([] if src == "cuda" else ["host-memory"])
     details: dict[str, Any] = {"source": src, "amp_peak_bytes": amp_peak, "fp32_peak_bytes": ref_peak,
-                               "reasons": codes}
+                               "reasons": codes, **_reduction_interval(c, amp, ref, red)}
     if note and not c.amp_inactive:
         # A mode that runs a larger batch (the seed's "AMP lets batch 32 fit") is not meant to save memory
         # against FP32's smaller batch: report the numbers, do not judge them.
         return [c.rule(MEMORY_NAME, "PASS", red, need, "Not judged, batch sizes differ:" + note + " " + msg,
                        judged=False, **{**details, "reasons": ["batch-differs", *codes]})]
     return [c.rule(MEMORY_NAME, status, red, need, msg + note, informational=c.amp_inactive, **details)]
+
+
+def _reduction_interval(c: Ctx, amp: list, ref: list, red: float) -> dict[str, Any]:
+    """The reduction's two-sided interval for a claim about it (details `reduction_low/high`): from the trials'
+    peaks where they vary between seeds (1 - the ratio's interval), else the point (a peak is deterministic for a
+    fixed program and batch, the memory rule's own premise)."""
+    d = stats.difference([float(t.peak_bytes) for t in amp], [float(t.peak_bytes) for t in ref],
+                         c.th.confidence, log=True)
+    if d is None or d.sd == 0:
+        return {"reduction_low": red, "reduction_high": red}
+    return {"reduction_low": 1 - d.high, "reduction_high": 1 - d.low, "log_sd": d.sd}
+
+
+def memory_interval(r: RuleResult, th: Thresholds) -> FigureInterval | None:
+    """The reduction (observed) and its interval (details), when peaks were recorded for every trial."""
+    d = r.details
+    if not isinstance(r.observed, (int, float)) or not all(isinstance(d.get(k), (int, float))
+                                                           for k in ("reduction_low", "reduction_high")):
+        return None
+    sd = d.get("log_sd")
+    return FigureInterval(float(r.observed), float(d["reduction_low"]), float(d["reduction_high"]),
+                          sd=float(sd) if isinstance(sd, (int, float)) else 0.0)
 
 
 def _memory(m: ModeConfig, reasons: set[str]) -> list[str]:
@@ -106,4 +128,5 @@ def advise_memory(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
 MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory,
               results=(Result(MEMORY_NAME, tune="speed", bisect="in-run", figure="memory_reduction", device=True, reasons=(
                   (R.REDUCED, ""), (R.NOT_REDUCED, ""), (R.HOST_MEMORY, "not device memory"), (R.BATCH_DIFFERS, ""),
-                  (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS, NOT_EMULATED)),))
+                  (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS, NOT_EMULATED),
+                  interval=memory_interval),))

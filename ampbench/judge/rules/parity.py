@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from ampbench.config import REFERENCE_MODE, ModeConfig, Suite
+from ampbench.config import REFERENCE_MODE, ModeConfig, Suite, Thresholds
 from ampbench.judge import inference, sequential, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, all_of, amp_only, g, mean, more_seeds_text, one_seed_note
 from ampbench.judge.rules.reasons import R
-from ampbench.judge.rules.traits import PlanSize, Result, ResultName, Seeding
+from ampbench.judge.rules.traits import FigureInterval, PlanSize, Result, ResultName, Seeding
 from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status, as_status
@@ -250,10 +250,21 @@ def plan_parity(suite: Suite, mode: str, ok: dict[str, list[Trial]]) -> PlanSize
 
 
 PARITY_SEEDS = Seeding(plan=plan_parity)
+def metric_delta_interval(r: RuleResult, th: Thresholds) -> FigureInterval | None:
+    """AMP's mean metric minus FP32's (the outcome table's delta, signed) with its two-sided interval, from the
+    per-seed values the rule kept; None below two seeds a side."""
+    amp, ref = r.details.get("amp_values"), r.details.get("fp32_values")
+    if not isinstance(amp, list) or not isinstance(ref, list):
+        return None
+    d = stats.difference([float(x) for x in amp], [float(x) for x in ref], th.confidence)
+    return None if d is None else FigureInterval(d.estimate, d.low, d.high, sd=d.sd, n=d.n)
+
+
 # accuracy-parity's codes, history-metric's too (the same test against a baseline)
 PARITY_REASONS = ((R.NONINFERIOR, ""), (R.WORSE, ""), (R.UNDECIDED, ""), (R.ERROR, ""),
                   (R.SEED_SD_UNKNOWN, "one seed a side: the margin is `metric_abs_tol`"), (R.METRIC_MISSING, ""),
                   (R.AMP_NONFINITE, ""), (R.BASELINE_QUALITY, "not judged: FP32 did not learn"))
 ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity,
                        results=(Result(ACCURACY_PARITY_NAME, seeds=PARITY_SEEDS, tune="parity", bisect="in-run",
-                                       figure="metric_delta", reasons=PARITY_REASONS),))
+                                       figure="metric_delta", reasons=PARITY_REASONS,
+                                       interval=metric_delta_interval),))

@@ -9,6 +9,7 @@ below read `RULES` when called, so a rule added to it is seen everywhere.
 
 from __future__ import annotations
 
+from ampbench.config import Thresholds
 from ampbench.judge.rules.amp import AMP_ACTIVE, OP_LISTS
 from ampbench.judge.rules.compared import AMP_COMPARED
 from ampbench.judge.rules.completeness import COMPLETENESS
@@ -21,7 +22,7 @@ from ampbench.judge.rules.reasons import Codes, reason_table
 from ampbench.judge.rules.speed import SPEEDUP
 from ampbench.judge.rules.stability import STABILITY
 from ampbench.judge.rules.target import TIME_TO_TARGET
-from ampbench.judge.rules.traits import BisectKind, Figure, Result, ResultName
+from ampbench.judge.rules.traits import BisectKind, Figure, FigureInterval, Result, ResultName
 from ampbench.results.verdicts import ModeVerdict, SpeedupDetails
 
 RULES: tuple[Rule, ...] = (
@@ -81,6 +82,16 @@ def reason_codes_table() -> str:
         else:
             rows.append(([r.name], r.reasons))
     return reason_table(rows)
+
+
+def interval(v: ModeVerdict, figure: Figure, th: Thresholds) -> FigureInterval | None:
+    """A mode figure's interval, from the first result that gives the figure and declares how (a claim about it
+    is judged on it: judge/rules/claims.py); None when no such result holds one."""
+    for r in v.rules:
+        declared = result(r.rule)
+        if declared.figure == figure and declared.interval is not None:
+            return declared.interval(r, th)
+    return None
 
 
 def traits_table() -> str:

@@ -14,7 +14,7 @@ from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
 from ampbench.judge.rules.reasons import NOT_EMULATED, PAIRS, R
-from ampbench.judge.rules.traits import Effect, PlanSize, Result, ResultName, Seeding
+from ampbench.judge.rules.traits import Effect, FigureInterval, PlanSize, Result, ResultName, Seeding
 from ampbench.record.models import Trial
 from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -257,9 +257,21 @@ def speedup_effect(r: RuleResult, th: Thresholds) -> Effect | None:
     return Effect(float(est), th.min_speedup, th.fail_alpha) if est else None
 
 
+def speedup_interval(r: RuleResult, th: Thresholds) -> FigureInterval | None:
+    """The speedup and its two-sided interval as the rule decided them (its details); None below two seeds."""
+    d = r.details
+    if not all(isinstance(d.get(k), (int, float)) for k in ("estimate", "ci_low", "ci_high")):
+        return None
+    seeds = [int(x) for x in d.get("seeds") or [] if isinstance(x, int)]
+    return FigureInterval(float(d["estimate"]), float(d["ci_low"]), float(d["ci_high"]), log=True,
+                          n=min(seeds, default=0))
+
+
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup,
                results=(Result(SPEEDUP_NAME, seeds=Seeding(plan=plan_speedup, effect=speedup_effect), tune="speed",
                                bisect="in-run", figure="speedup", device=True, reasons=(
                                    (R.SHOWN, ""), (R.BELOW, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.SHORT_TRIALS, ""),
                                    (R.FEW_SEEDS, ""), (R.DISTURBED, ""),
-                                   (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS, NOT_EMULATED)),))
+                                   (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS,
+                                   NOT_EMULATED),
+                               interval=speedup_interval),))

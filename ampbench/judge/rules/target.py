@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.config import REFERENCE_MODE, ModeConfig, TargetConfig
-from ampbench.judge import inference
+from ampbench.config import REFERENCE_MODE, ModeConfig, TargetConfig, Thresholds
+from ampbench.judge import inference, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
 from ampbench.judge.rules.reasons import NOT_EMULATED, R
-from ampbench.judge.rules.traits import Result, ResultName
+from ampbench.judge.rules.traits import FigureInterval, Result, ResultName
 from ampbench.record.models import Trial
 from ampbench.record.target import first_reach
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -103,7 +103,18 @@ def advise_target(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
             *kit.o1(m)]
 
 
+def time_ratio_interval(r: RuleResult, th: Thresholds) -> FigureInterval | None:
+    """AMP/FP32 wall time to the target (the time-to-train ratio) and its interval over the trials that reached it
+    (a ratio of geometric means); None below two such trials a side."""
+    amp, ref = r.details.get("amp_wall_s"), r.details.get("fp32_wall_s")
+    if not isinstance(amp, list) or not isinstance(ref, list):
+        return None
+    d = stats.difference([float(x) for x in amp], [float(x) for x in ref], th.confidence, log=True)
+    return None if d is None else FigureInterval(d.estimate, d.low, d.high, log=True, sd=d.sd, n=d.n)
+
+
 TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target,
-                      results=(Result(TIME_TO_TARGET_NAME, device=True, reasons=(
+                      results=(Result(TIME_TO_TARGET_NAME, figure="time_to_target", interval=time_ratio_interval,
+                                      device=True, reasons=(
                           (R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""),
                           NOT_EMULATED)),))

@@ -19,6 +19,8 @@ name:
   under emulation" (judge/rules/emulated.py), and a suite that judges numerics alone does not count it.
 - `reasons`: the reason codes it emits (judge/rules/reasons.py), each with what it says: its advice reads
   them, `Rule.run` refuses any other, docs/checks.md's table lists them.
+- `interval`: that figure's two-sided interval, as a published claim about it is judged (judge/rules/claims.py):
+  the estimate and [low, high] at thresholds.confidence, from the result's details.
 
 A result no rule declares has none of these: `check` judges it and the outcome table shows it, nothing else.
 """
@@ -41,7 +43,7 @@ ResultName = NewType("ResultName", str)
 TuneKind = Literal["inactive", "error", "stability", "parity", "speed"]
 OutcomeRole = Literal["cause"]
 BisectKind = Literal["history", "in-run"]
-Figure = Literal["speedup", "memory_reduction", "metric_delta", "history_change"]
+Figure = Literal["speedup", "memory_reduction", "metric_delta", "history_change", "time_to_target"]
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,25 @@ class Effect:
     drift: float = 0.0
 
 
+@dataclass(frozen=True)
+class FigureInterval:
+    """A mode figure's estimate and two-sided `confidence` interval, for judging a claim about it; `log`: ratios
+    (their spread and projection on the log scale); `sd`, `n`: the between-trial spread on that scale and the
+    trials per side it rests on (for how many seeds would narrow it), when known."""
+
+    estimate: float
+    low: float
+    high: float
+    log: bool = False
+    sd: float | None = None
+    n: int = 0
+
+
 # (suite, mode, the ok trials of every mode) -> the mode's row, None where the result is not planned for it
 PlanFn = Callable[[Suite, str, dict[str, list[Trial]]], PlanSize | None]
 EffectFn = Callable[[RuleResult, Thresholds], Effect | None]
+# (the result, the suite's thresholds) -> its figure's interval, None where the result holds none (too few seeds)
+IntervalFn = Callable[[RuleResult, Thresholds], "FigureInterval | None"]
 
 
 @dataclass(frozen=True)
@@ -91,4 +109,5 @@ class Result:
     bisect: BisectKind | None = None
     figure: Figure | None = None
     reasons: Codes = ()
+    interval: IntervalFn | None = None
     device: bool = False

@@ -476,7 +476,7 @@ def test_a_program_measured_under_a_competing_load_is_a_disturbed_measurement(tm
     assert len(ts) == 4
     cores = os.cpu_count() or 1
     for t in ts.values():
-        assert t["interference"]["others_cpu"] >= 0.5 * min(cores, len(loops)), t["interference"]
+        assert t["interference"]["others_cpu"] >= 0.4 * min(cores, len(loops)), t["interference"]
         assert all(s["cpu_s"] is not None for s in t["steps"][1:])
     check = json.loads(next((tmp_path / "runs").glob("mine/*/check.json")).read_text())
     speed = next(x for v in check["verdicts"] for x in v["rules"] if x["rule"] == "speedup")

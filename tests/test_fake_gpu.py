@@ -51,6 +51,7 @@ def gpu(monkeypatch):
     return install
 
 
+@pytest.mark.slow
 def test_rank_on_gpu_2_measures_its_own_process_memory_energy_and_interference(toy_suite, tmp_path, gpu):
     """Rank 1 of a launch with CUDA_VISIBLE_DEVICES=1,2 uses CUDA ordinal 1 = physical GPU 2: NVML must
     read GPU 2 (matched by PCI bus id), not GPU 0 or the first visible entry."""

@@ -82,6 +82,8 @@ def test_the_marker_runs_its_suite_once_a_session(isolated: pytest.Pytester, tmp
     """Two tests marked with the same suite and options share one run; the fixture names the marker it needs."""
     bad, _ = parity_runs(tmp_path)
     isolated.makeconftest(f"""
+        import pytest
+
         import ampbench.pytest_plugin as plugin
         CALLS = []
 
@@ -89,7 +91,9 @@ def test_the_marker_runs_its_suite_once_a_session(isolated: pytest.Pytester, tmp
             CALLS.append((suite, options))
             return self.load({str(bad)!r})
 
-        plugin.AmpBench.run = fake_run
+        @pytest.fixture(autouse=True)
+        def _fake(monkeypatch):   # undone after each test: the plugin module outlives this in-process run
+            monkeypatch.setattr(plugin.AmpBench, "run", fake_run)
 
         def pytest_sessionfinish(session):
             print("runs:", CALLS)
@@ -174,8 +178,9 @@ def test_a_fresh_project_that_pip_installs_ampbench(tmp_path: Path) -> None:
         "    result.assert_passed()\n")
     (project / "pytest.ini").write_text(f"[pytest]\nampbench_suites = {suite.name}\n")
     env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
-                                                                "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")},
-           "PYTHONPATH": str(site), "COLUMNS": "200"}
+                                                                "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS",
+                                                                "CI", "BUILD_NUMBER")},
+           "PYTHONPATH": str(site), "COLUMNS": "200"}   # CI/BUILD_NUMBER unset: pytest on CI prints whole messages
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ampbench-out", "runs"],
                        cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
     out = r.stdout

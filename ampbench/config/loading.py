@@ -246,7 +246,7 @@ def _check_claim_modes(raw: dict[str, Any], profiles: dict[str, Any], file: str)
     error here, not a claim that is never judged."""
     tables = [raw, *(p for p in profiles.values() if isinstance(p, dict))]
     lists = [t["modes"] for t in tables if isinstance(t.get("modes"), list)]
-    names = {m.get("name") for modes in lists for m in modes if isinstance(m, dict)}
+    names = {m["name"] for modes in lists for m in modes if isinstance(m, dict) and isinstance(m.get("name"), str)}
     where = [("", raw)] + [(f"profiles.{k}.", p) for k, p in profiles.items() if isinstance(p, dict)]
     for prefix, table in where:
         claims = table.get("claims")
@@ -254,7 +254,7 @@ def _check_claim_modes(raw: dict[str, Any], profiles: dict[str, Any], file: str)
             mode = claim.get("mode") if isinstance(claim, dict) else None
             if isinstance(mode, str) and mode not in names:
                 raise ConfigError(file, f"{prefix}claims[{i}].mode", f"{mode!r} is no mode of this suite "
-                                  f"(modes: {', '.join(sorted(n for n in names if isinstance(n, str)))})")
+                                  f"(modes: {', '.join(sorted(names))})")
 
 
 def load_suite(

@@ -19,6 +19,7 @@ SHARE_DROP = 0.10  # the slower arm lost at least this fraction of its CPU share
 CLOCK_DROP = 0.05  # or its median SM clock is at least this much lower
 OTHERS_MORE = 0.25  # or other processes used at least this many more CPU cores beside it
 SATURATED = 0.5  # or other processes kept at least this share of the machine's cores busy
+CPU_BOUND = 0.5  # ... which counts only for an arm busy on the CPU at least this share of its wall time
 BENIGN_THROTTLE = {"none", "gpu_idle", "applications_clocks_setting", "ApplicationsClocksSetting", "GpuIdle"}
 
 
@@ -62,24 +63,38 @@ def evidence(trials: list[CompactTrial]) -> ArmEvidence:
     )
 
 
+def _others_load(s: ArmEvidence, f: ArmEvidence) -> str | None:
+    """Other processes' cores slow a process that runs on the CPU; one that mostly waits (sleeps, I/O, a
+    blocking device sync: CPU share under CPU_BOUND) keeps its pace beside them, so their load does not explain
+    its slowdown (a sleep-bound program 37% slower beside a loaded test run was withheld as disturbed)."""
+    if s.others_cpu is None or (s.cpu_share is not None and s.cpu_share < CPU_BOUND):
+        return None
+    if f.others_cpu is not None and s.others_cpu >= f.others_cpu + OTHERS_MORE:
+        return (f"other processes used {s.others_cpu:.2f} CPU cores beside it vs {f.others_cpu:.2f} "
+                "(shared caches, memory bandwidth and SMT siblings slow a process that keeps its share)")
+    if s.cpu_count and s.others_cpu >= SATURATED * s.cpu_count:
+        return (f"other processes kept {s.others_cpu:.2f} of the machine's {s.cpu_count} cores busy: "
+                "a saturated machine does not measure the code")
+    return None
+
+
 def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: float, tolerance: float) -> str | None:
     """Why the slower arm (throughput `rate_ratio` < 1 times the other's) was disturbed, or None when
     nothing explains it.  Lost CPU share explains the slowdown when the share fell by SHARE_DROP or more
     and at least as much as the throughput did (within `tolerance`)."""
     s, f = evidence(slow), evidence(fast)
     reasons = []
-    if s.cpu_share is not None and f.cpu_share:
+    # A share that fell with the throughput means lost CPU only for a program that was busy on the CPU: one
+    # that mostly waits (sleep, I/O, a device sync) spends the same CPU over a longer wall when it slows.
+    if s.cpu_share is not None and f.cpu_share and f.cpu_share >= CPU_BOUND:
         share_ratio = s.cpu_share / f.cpu_share
         if share_ratio <= 1 - SHARE_DROP and rate_ratio >= share_ratio * (1 - tolerance):
             reasons.append(f"CPU share {s.cpu_share:.2f} vs {f.cpu_share:.2f} CPU s per wall s "
                            f"({share_ratio:.0%} of the other side's, throughput {rate_ratio:.0%}): another "
                            "process took the processor")
-    if s.others_cpu is not None and f.others_cpu is not None and s.others_cpu >= f.others_cpu + OTHERS_MORE:
-        reasons.append(f"other processes used {s.others_cpu:.2f} CPU cores beside it vs {f.others_cpu:.2f} "
-                       "(shared caches, memory bandwidth and SMT siblings slow a process that keeps its share)")
-    elif s.others_cpu is not None and s.cpu_count and s.others_cpu >= SATURATED * s.cpu_count:
-        reasons.append(f"other processes kept {s.others_cpu:.2f} of the machine's {s.cpu_count} cores busy: "
-                       "a saturated machine does not measure the code")
+    load = _others_load(s, f)
+    if load:
+        reasons.append(load)
     if s.foreign and not f.foreign:
         reasons.append(f"other processes used the GPU beside it (PIDs {sorted(set(s.foreign))[:5]})")
     if s.throttle and not f.throttle:

@@ -245,8 +245,10 @@ def test_pin_covers_threads_started_before_it_and_a_stale_cpu_field_is_not_seen(
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["thread_mask"] == [got["other"]], got                # the earlier thread is pinned too
-    assert got["thread_field"] == got["before"] != got["other"], got  # its field is stale (it slept since)
-    assert got["seen"] == [got["other"]], got                       # and not read as a CPU it ran on
+    # its last-CPU field is usually stale (it slept since); the kernel may also move a sleeping thread at once
+    # (seen on CI): either way only the CPU it is pinned to is read as one it ran on
+    assert got["before"] != got["other"] and got["thread_field"] in (got["before"], got["other"]), got
+    assert got["seen"] == [got["other"]], got
 
 
 def test_memory_fail_needs_its_own_level_when_peaks_vary():

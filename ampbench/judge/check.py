@@ -91,6 +91,18 @@ def design_of(info_sequential: dict | None, where: object) -> Design | None:
         raise ResultsError(f"{where}: sequential: {str(e).splitlines()[-1].strip()}") from None
 
 
+def _emulated_note(verdicts: list[ModeVerdict]) -> list[str]:
+    """The note naming the emulated modes and whether their device results count (the suite's `judges`)."""
+    emulated = [v.mode for v in verdicts if v.emulated]
+    if not emulated:
+        return []
+    counted = all(r.counted for v in verdicts for r in v.rules)
+    return [f"Emulated AMP in {', '.join(emulated)}: numerics judged for real; speed, memory and energy not "
+            "measured under emulation" + (", so those modes cannot PASS here (a suite that judges numerics "
+                                          "alone sets [suite] judges = \"numerics\")." if counted else
+                                          " (the suite judges numerics alone: they are not counted).")]
+
+
 def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
     """The report's notes, from the results' statuses and details (never their messages); `mismatched`:
     the baseline differs in suite, config or device and --allow-mismatch compared it anyway."""
@@ -99,13 +111,7 @@ def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
     if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS" and not r.emulated   # amp-active,
            and "no-trials" not in (r.details.get("reasons") or []) for r in rules):   # where a trial finished
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
-    emulated = [v.mode for v in verdicts if v.emulated]
-    if emulated:
-        counted = all(r.counted for v in verdicts for r in v.rules)
-        notes.append(f"Emulated AMP in {', '.join(emulated)}: numerics judged for real; speed, memory and energy not "
-                     "measured under emulation" + (", so those modes cannot PASS here (a suite that judges numerics "
-                                                   "alone sets [suite] judges = \"numerics\")." if counted else
-                                                   " (the suite judges numerics alone: they are not counted)."))
+    notes += _emulated_note(verdicts)
     if mismatched:
         notes.append("Baseline from a different suite/config/device, compared anyway (--allow-mismatch).")
     clustered = next((r.details["clustered"] for r in rules if r.details.get("clustered")), None)

@@ -412,3 +412,24 @@ def test_where_values_were_lost_sums_a_modes_trials_and_names_the_worst_layer_fi
                          emulated_layers=m.layers, emulated_first_overflow=m.first_overflow, emulated_advice=tips)
     text = "\n".join(_emulated_lines(diag))
     assert "step 3 (backward), layer `head`, op `linear_v2`, seed 1" in text and "| `head` | Linear | 0 | 0 | 30 |" in text
+
+
+def test_dashboard_runs_table_marks_an_emulated_mode_not_as_inactive_amp() -> None:
+    """`ampbench publish`'s runs table: an emulated mode's verdict reads "(emulated)", not "(AMP inactive)", and its
+    throughput and memory carry the mark and its legend (they are the emulation's, not AMP's); a mode whose AMP was
+    really inactive still reads "(AMP inactive)", and an fp32 row is unmarked."""
+    from ampbench.report.publish import _runs_table
+
+    fp32 = {"mode": "fp32", "samples_per_s": 1000.0, "peak_bytes": 2 ** 30, "verdict": "NOT_CHECKED"}
+    emulated = {"mode": "amp-o1-fp16", "amp_requested": True, "amp_emulated": True, "level": "O1",
+                "dtype": "float16", "samples_per_s": 400.0, "peak_bytes": 2 ** 31, "verdict": "PASS"}
+    inactive = {**emulated, "mode": "amp-o2-bf16", "amp_emulated": False, "verdict": "INCONCLUSIVE"}
+    entry = {"run_id": "night-1", "started": "2026-12-01T02:00:00+00:00",
+             "modes": {"fp32": fp32, "amp-o1-fp16": emulated, "amp-o2-bf16": inactive}}
+    html = _runs_table([entry], {}, False)
+    table, legend = html.split("</table>")
+    rows = {r.split("<code>")[1].split("</code>")[0]: r for r in table.split("<tr>") if "<code>" in r}
+    assert "PASS</span> (emulated)" in rows["amp-o1-fp16"] and "inactive" not in rows["amp-o1-fp16"]
+    assert rows["amp-o1-fp16"].count("†") == 2          # samples/s and peak memory
+    assert "(AMP inactive)" in rows["amp-o2-bf16"] and "†" not in rows["amp-o2-bf16"]
+    assert "†" not in rows["fp32"] and legend.startswith("<p>† emulated AMP")

@@ -44,18 +44,12 @@ def _own_columns(planned: dict[str, int]) -> tuple[fields.Column, ...]:
             fields.Column("verdict", Col("Verdict", "markdown", rank=90, shows=("modes",)), verdict))
 
 
-# figures an emulated mode or trial measured of the emulation itself (time, memory): marked, never AMP's
-DEVICE_KINDS = frozenset({"rate", "ms", "bytes", "ratio", "reduction"})
 EMULATED_NOTE = (f"{EMULATED_MARK} emulated AMP: the emulation's own time and memory (float32 kernels plus "
                  "rounding), not a measurement of AMP.")
 
 
-def _marked(text: str, kind: str, emulated: bool) -> str:
-    return text + EMULATED_MARK if emulated and kind in DEVICE_KINDS and text != DASH else text
-
-
 def _mode_cell(c: fields.Column, m: ModeSummary, view: fields.View) -> str:
-    return md_code(m.mode) if c.col.kind == "code" else _marked(c.text(m, view, md_text), c.col.kind, m.amp_emulated)
+    return md_code(m.mode) if c.col.kind == "code" else fmt.mark_emulated(c.text(m, view, md_text), c.col.kind, m.amp_emulated)
 
 
 def summary_table(v: RunView) -> str:
@@ -140,7 +134,7 @@ def _trial_cell(c: fields.Column, t: Trial, v: RunView, ctx: Ctx, view: fields.V
         return fmt.md_code_link(t.key, ctx.rel(path)) if path.exists() else md_code(t.key)
     if c.col.kind == "code":
         return md_code(c.value(t, view))
-    cell = _marked(c.text(t, view, md_text), c.col.kind, t.amp.emulated)
+    cell = fmt.mark_emulated(c.text(t, view, md_text), c.col.kind, t.amp.emulated)
     return f"**{cell}**" if c.col.kind == "status" and t.status != "ok" else cell
 
 

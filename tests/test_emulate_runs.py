@@ -433,3 +433,7 @@ def test_dashboard_runs_table_marks_an_emulated_mode_not_as_inactive_amp() -> No
     assert rows["amp-o1-fp16"].count("†") == 2          # samples/s and peak memory
     assert "(AMP inactive)" in rows["amp-o2-bf16"] and "†" not in rows["amp-o2-bf16"]
     assert "†" not in rows["fp32"] and legend.startswith("<p>† emulated AMP")
+    from ampbench.report.dashboard_interactive import _hover_rows
+
+    assert _hover_rows([entry], "amp-o1-fp16")[0][2] == "PASS (emulated)"
+    assert _hover_rows([entry], "amp-o2-bf16")[0][2] == "INCONCLUSIVE"

@@ -437,3 +437,30 @@ def test_dashboard_runs_table_marks_an_emulated_mode_not_as_inactive_amp() -> No
 
     assert _hover_rows([entry], "amp-o1-fp16")[0][2] == "PASS (emulated)"
     assert _hover_rows([entry], "amp-o2-bf16")[0][2] == "INCONCLUSIVE"
+
+
+def test_an_emulated_stability_fail_names_the_layer_and_op_that_overflowed_first() -> None:
+    """Where the emulated numerics broke comes from the trials' own record (no diagnose re-run): the stability
+    FAIL names the earliest first overflow over the seeds, and its advice keeps that op in float32 with the TOML
+    line to paste, merged with the mode's own black list."""
+    from ampbench.judge.rules.stability import advise_stability
+
+    suite = _emulated_suite("numerics")
+    trials = _trials(suite)
+    for t in trials:
+        if t.mode != "fp32":
+            t.nonfinite_losses = 2
+            for s in t.steps[4:6]:
+                s.loss = None
+            assert t.amp.emulation is not None
+            t.amp.emulation.first_overflow = {"step": 9 - t.seed, "phase": "backward", "layer": f"head{t.seed}",
+                                              "op": "linear_v2"}
+    amp = next(v for v in check_trials(suite, trials, plan_of(suite)) if v.mode == "amp-o1-fp16")
+    stab = next(r for r in amp.rules if r.rule == "stability")
+    assert stab.status == "FAIL" and stab.details["first_overflow"]["seed"] == 2   # step 7: the earliest
+    assert "layer head2 (op linear_v2, backward of step 7, seed 2)" in stab.message
+    tips = advise_stability(stab, suite.mode("amp-o1-fp16"), None, None)
+    assert "`custom_black_list = [" in tips[0] and '"linear_v2"' in tips[0] and "re-runs" not in tips[0]
+    # an fp32 reference run's stability FAIL (no emulation record) keeps the diagnose advice
+    plain = stab.model_copy(update={"details": {"reasons": ["nonfinite"]}})
+    assert "ampbench diagnose" in advise_stability(plain, suite.mode("amp-o1-fp16"), None, None)[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ampbench.config import ModeConfig
 from ampbench.judge import stats
 from ampbench.judge.rules import advice_kit as kit
@@ -47,6 +49,19 @@ def _trial_problems(c: Ctx, t: Trial) -> tuple[list[str], int, float, stats.Coll
     return problems, nonfinite, frac, col
 
 
+def _emulated_overflow(ts: list[Trial]) -> dict[str, Any] | None:
+    """The earliest first overflow the emulated trials recorded (trial/emulate: its step, phase, layer and op,
+    and the seed), or None: where an emulated float16 mode's numerics broke, named from the trials."""
+    firsts = [{**t.amp.emulation.first_overflow, "seed": t.seed} for t in ts
+              if t.amp.emulated and t.amp.emulation is not None and t.amp.emulation.first_overflow]
+    return min(firsts, key=lambda f: int(f.get("step") or 0)) if firsts else None
+
+
+def _overflow_text(first: dict[str, Any], dtype: str) -> str:
+    return (f" Emulated {dtype}: the first value past its range was in layer {first.get('layer')} (op "
+            f"{first.get('op')}, {first.get('phase')} of step {first.get('step')}, seed {first.get('seed')}).")
+
+
 def rule_stability(c: Ctx) -> list[RuleResult]:
     """observed = {"nonfinite_losses": count, "max_skipped_fraction": worst trial's share of skipped
     steps, "collapse_began_step": step where the earliest loss-scale collapse began, or null}."""
@@ -74,19 +89,36 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
     codes = (["nonfinite"] if nonfinite_total else []) + (["skipped"] if worst_frac > th.max_skipped_fraction else []) \
         + (["collapse"] if first_collapse is not None else [])
     if problems:
-        return [c.rule(STABILITY_NAME, "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt,
-                       trials=sorted(set(names)), reasons=codes)]
+        first = _emulated_overflow(ts)
+        where = _overflow_text(first, ts[0].amp.dtype) if first else ""
+        extra = {"first_overflow": first} if first else {}
+        return [c.rule(STABILITY_NAME, "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt + where,
+                       trials=sorted(set(names)), reasons=codes, **extra)]
     return [c.rule(STABILITY_NAME, "PASS", observed, threshold,
                    f"{n_of(len(ts), 'trial')}: no non-finite loss, at most {worst_frac:.1%} of steps skipped "
                    f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt,
                    reasons=["stable"])]
 
 
-def _stability(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str]) -> list[str]:
+def _emulated_black_list(m: ModeConfig, first: Any) -> list[str]:
+    """An emulated mode's first overflow names its op: keeping that op in float32 is the line to try (no
+    diagnose re-run needed: the emulated trials recorded where values were lost)."""
+    op = first.get("op") if isinstance(first, dict) else None
+    if not isinstance(op, str) or not op or op in m.custom_black_list or op in ("optimizer", "check_finite_and_unscale"):
+        return []
+    merged = list(dict.fromkeys([*m.custom_black_list, op]))
+    return [f"Keep `{op}` in float32, where the emulated {m.dtype} first overflowed (layer {first.get('layer')}): "
+            f"{kit.toml_line('custom_black_list', merged)}; `ampbench diagnose RUN_DIR --mode {m.name}` lists every "
+            "layer that lost values (from the emulated trials, no re-run)."]
+
+
+def _stability(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str], first: Any = None) -> list[str]:
     collapse, nonfinite, skipped = ("collapse" in reasons, "nonfinite" in reasons, "skipped" in reasons)
     out: list[str] = []
+    emulated = _emulated_black_list(m, first) if diag is None and (collapse or nonfinite or skipped) else []
+    out += emulated
     if collapse or nonfinite:
-        out += kit.black_list(m, diag)
+        out += [] if emulated else kit.black_list(m, diag)
         out += kit.o1(m)
         out += kit.bf16(m)
     if collapse:
@@ -104,7 +136,7 @@ def _stability(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str]) -> 
 
 def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batch_size: int | None) -> list[str]:
     """Overflow (black-list, O1, bfloat16, scaler settings) or a start scale that skips too many steps."""
-    return _stability(m, diag, kit.reasons(r))
+    return _stability(m, diag, kit.reasons(r), r.details.get("first_overflow"))
 
 
 STABILITY = Rule("stability", rule_stability, advice=advise_stability,

@@ -169,6 +169,7 @@ emulate = true
     assert modes["amp-o1-fp16"]["emulated"] and modes["amp-o1-fp16"]["verdict"] == "FAIL"
     stab = next(x for x in modes["amp-o1-fp16"]["rules"] if x["rule"] == "stability")
     assert stab["status"] == "FAIL" and stab["emulated"]
+    assert stab["details"]["first_overflow"]["step"] == 1 and "the first value past its range was in layer" in stab["message"]
     speed = next(x for x in modes["amp-o2-bf16"]["rules"] if x["rule"] == "speedup")
     assert speed["status"] == "INCONCLUSIVE" and not speed["counted"]
     report = (run.path / "report.md").read_text()

@@ -465,3 +465,23 @@ def test_an_emulated_stability_fail_names_the_layer_and_op_that_overflowed_first
     # an fp32 reference run's stability FAIL (no emulation record) keeps the diagnose advice
     plain = stab.model_copy(update={"details": {"reasons": ["nonfinite"]}})
     assert "ampbench diagnose" in advise_stability(plain, suite.mode("amp-o1-fp16"), None, None)[0]
+
+
+def test_compare_json_rows_and_the_pr_comment_mark_an_emulated_modes_timing(tmp_path: Path) -> None:
+    """`compare --format json` (its rows) and pr-check's comment: an emulated mode's samples/s is the emulation's,
+    so its row says emulated and its comment line says "not an AMP timing"; the fp32 row is unmarked."""
+    from ampbench.commands.compare import two_run_doc
+    from ampbench.report.pr_comment import Side, pr_comment
+    from tests.factories import make_run
+
+    suite = _emulated_suite()
+    base, head = (make_run(tmp_path, suite, _trials(suite), run_id=rid) for rid in ("base", "head"))
+    doc = two_run_doc([head, base])
+    marked = {(r.mode, r.role): r.emulated for r in doc.rows}
+    assert marked == {("fp32", "current"): False, ("fp32", "other"): False,
+                      ("amp-o1-fp16", "current"): True, ("amp-o1-fp16", "other"): True}
+    assert json.loads(doc.model_dump_json(by_alias=True))["rows"][0]["emulated"] in (True, False)
+    text = pr_comment(doc, Side("a" * 40, "head"), Side("b" * 40, "base"), "toy", "No significant change.")
+    lines = {ln.split("|")[1].strip(): ln for ln in text.splitlines() if ln.startswith("| `")}
+    assert "not an AMP timing" in lines["`amp-o1-fp16` (emulated: not an AMP timing)"]
+    assert "emulated" not in lines["`fp32`"]

@@ -49,6 +49,7 @@ class Row:
     change: float | None  # vs the same mode in the other run (this / other - 1); None for the other run
     suite: str = ""
     config_hash: str = ""
+    emulated: bool = False   # the mode's AMP was emulated: its samples/s is the emulation's, not an AMP timing
 
 
 def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
@@ -61,11 +62,13 @@ def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
             continue
         q1, q3 = np.percentile(v, [25, 75])
         base = (ref or {}).get(m.name)
-        mark = " (emulated: not an AMP timing)" if any(t.amp.emulated for t in ok) else ""
+        emulated = any(t.amp.emulated for t in ok)
+        mark = " (emulated: not an AMP timing)" if emulated else ""
         out.append(Row(f"{m.name}{mark} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
                        float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"), float(np.median(v)),
                        float(q3 - q1), len(v), st.samples_per_s,
-                       None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash))
+                       None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash,
+                       emulated))
     return out
 
 
@@ -115,7 +118,7 @@ def compare_doc(rows: list[Row], marks: dict[str, Change] | None, current: OpenR
         out.append(CompareRow(mode=r.mode, run_id=r.run_id, role="current" if r.change is not None else "other",
                               min=r.min, max=r.max, mean=r.mean, stddev=None if np.isnan(r.stddev) else r.stddev,
                               median=r.median, iqr=r.iqr, trials=r.trials, samples_per_s=r.samples_per_s,
-                              change=r.change, significance=sig))
+                              change=r.change, significance=sig, emulated=r.emulated))
     return CompareFile(current=_ref(current), other=_ref(other), warning=differences(rows) or "",
                        modes=[m.name for m in current.suite.modes], rows=out)
 

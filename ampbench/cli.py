@@ -27,6 +27,8 @@ from typer.core import TyperArgument, TyperCommand, TyperOption
 from ampbench.core.errors import UserError
 from ampbench.core.files import os_reason
 from ampbench.core.store import BASELINES_DIR, HISTORY_DIR, RUNS_DIR
+from ampbench.core.terminal import TerminalConsole
+from ampbench.core.text import printable
 from ampbench.launch.process import Interrupted, install_signal_handlers
 
 EXIT_CODES = """\b
@@ -44,8 +46,8 @@ def _console(stderr: bool = False) -> Console:
     80-column default that truncates mode names), and COLUMNS still wins when set."""
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr, width=_width(True))
-    return Console(stderr=stderr, width=_width(False), no_color=True, highlight=False)
+        return TerminalConsole(stderr=stderr, width=_width(True))
+    return TerminalConsole(stderr=stderr, width=_width(False), no_color=True, highlight=False)
 
 
 def _width(terminal: bool) -> int | None:
@@ -176,7 +178,7 @@ def _root(
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(printable(msg))}", highlight=False, soft_wrap=True)  # one line, no escape acts
     raise typer.Exit(code)
 
 
@@ -619,8 +621,9 @@ def history_accept(
     from ampbench.commands.history import accept_level
 
     rec, path = accept_level(history, by, why, suite=suite, run=run, min_change=min_change)
-    out.print(f"accepted: the level of suite {escape(rec.suite)} from run {escape(rec.run_id)} on "
-              f"({len(rec.cleared)} night(s)) by {escape(rec.by)}: {escape(rec.why)}", soft_wrap=True)
+    out.print(f"accepted: the level of suite {printable(rec.suite)} from run {rec.run_id} on "
+              f"({len(rec.cleared)} night(s)) by {printable(rec.by)}: {printable(rec.why)}", soft_wrap=True,
+              markup=False)
     out.print(f"recorded: {escape(str(path))}", soft_wrap=True)
 
 

@@ -1,11 +1,14 @@
 """Time and memory of `ampbench publish` on a large synthetic nightly history (issue 24: 100,000 runs in
 under a minute and under 1 GB).
 
-    python scripts/bench_publish.py [--runs 100000] [--modes 3] [--per-trial 3] [--keep DIR]
+    python scripts/bench_publish.py [--runs 100000] [--modes 3] [--per-trial 3] [--keep DIR] [--run-dir RUN]
 
 Writes one <suite>.jsonl of N history lines (three modes each, some FAIL runs so regressions exist, no
 report pages), runs publish in a fresh process and prints wall seconds, peak RSS (ru_maxrss of the
 child) and the site size. Take the numbers on an idle machine: on a loaded one they are upper bounds.
+`--run-dir RUN`: every line names that run folder (a hostile or careless history, issue 59: one report
+copy per line before, 7.5 min and 15 GB at 100,000 lines); publish makes its report once, for the line whose
+run id the folder's run.json holds.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 MODES = ["fp32", "amp-o1-fp16", "amp-o2-fp16", "amp-o2-bf16"]
 
 
-def history_line(i: int, n_modes: int, rng: random.Random, per_trial: int = 0) -> str:
+def history_line(i: int, n_modes: int, rng: random.Random, per_trial: int = 0, run_dir: str = "") -> str:
     day = 1_700_000_000 + i * 3600
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(day))
     modes = {}
@@ -46,7 +49,7 @@ def history_line(i: int, n_modes: int, rng: random.Random, per_trial: int = 0) -
     return json.dumps({"schema": "ampbench.history/1", "suite": "ocr", "workload": "dbnet",
                        "run_id": f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(day))}-{i % 10000:04d}",
                        "started": started, "git_sha": f"{rng.getrandbits(160):040x}", "metric": "hmean",
-                       "verdict": "PASS", "modes": modes})
+                       "verdict": "PASS", "modes": modes, "run_dir": run_dir})
 
 
 def main() -> int:
@@ -56,13 +59,14 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="write the history and site here instead of a temp folder")
     ap.add_argument("--per-trial", type=int, default=0, help="trials per mode kept in each line (pooled history)")
     ap.add_argument("--view", default="auto", choices=("auto", "interactive", "static"), help="publish --view")
+    ap.add_argument("--run-dir", type=Path, help="every line names this run folder (its report made once)")
     a = ap.parse_args()
     work = a.keep or Path(tempfile.mkdtemp(prefix="ampbench-bench-publish-"))
     hist = work / "history"
     hist.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
     with open(hist / "ocr.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(history_line(i, a.modes, rng, a.per_trial) + "\n" for i in range(a.runs))
+        f.writelines(history_line(i, a.modes, rng, a.per_trial, str(a.run_dir or "")) + "\n" for i in range(a.runs))
     site = work / "site"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "ampbench.cli", "publish", str(hist), "-o", str(site),

@@ -138,7 +138,8 @@ open_history_branch() {  # a worktree of $branch at OUT/history-branch; history 
   mkdir -p "$history"
 }
 close_history_branch() {  # commit the new lines (and archived reports) on $branch; push with --push
-  git -C "$branch_dir" add -A history || return 2
+  # the history's lock files (.<name>.lock: history append/accept hold them) are not history
+  git -C "$branch_dir" add -A -- history ':(exclude,glob)history/**/.*.lock' || return 2
   if ! git -C "$branch_dir" diff --cached --quiet; then
     git -C "$branch_dir" -c user.name="${GIT_AUTHOR_NAME:-ampbench nightly}" \
       -c user.email="${GIT_AUTHOR_EMAIL:-ampbench-nightly@users.noreply.github.com}" \

@@ -189,7 +189,7 @@ def test_a_look_whose_program_lives_elsewhere_is_judged_against_the_good_baselin
     with pytest.raises(ResultsError, match="not comparable"):
         check_run(look, baseline=folder / "good-baseline.json")
     doc = BisectFile(suite="prog", suite_file="s.toml", repo="", good="a", bad="b", rule="history-throughput",
-                     modes=["fp32"], max_seeds=3, commits=["a", "b"])
+                     modes=["fp32"], max_seeds=3, commits=["a" * 40, "b" * 40])
     ctx = bisect_cmd._Ctx(folder, doc, Path("s.toml"), None, [], Console(file=io.StringIO()), io.StringIO())
     assert bisect_cmd._look_baseline(ctx, here.config_hash()) == folder / "good-baseline.json"
     ref = bisect_cmd._look_baseline(ctx, there.config_hash())

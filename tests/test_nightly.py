@@ -255,6 +255,7 @@ def test_combine_collected_runs_into_one_history_report_dashboard_and_branch(tmp
     # the history lives on the branch, pushed to origin
     files = git("ls-tree", "-r", "--name-only", "ampbench-history", cwd=origin).split()
     assert "history/ocr.jsonl" in files and "history/reports/ocr/night-1b.html" in files
+    assert not any(f.endswith(".lock") for f in files), files   # the append's lock is not history
     lines = git("show", "ampbench-history:history/ocr.jsonl", cwd=origin).splitlines()
     assert [json.loads(x)["run_id"] for x in lines] == ["night-1", "night-1b"]
     # the next night appends to the same branch

@@ -30,6 +30,8 @@ trials are Slurm jobs, and `--parallel K` submits K candidates' runs at once (co
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -46,9 +48,10 @@ from ampbench.commands.run_plan import RunOptions, device_pool
 from ampbench.config import REFERENCE_MODE, ConfigError, Suite
 from ampbench.core.docs import write_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import refuse_link
+from ampbench.core.files import ensure_folder, locked, open_for_append, refuse_link
 from ampbench.core.names import new_run_id
-from ampbench.core.store import RUNS_DIR, RunPaths
+from ampbench.core.store import RUNS_DIR, RunPaths, lock_of
+from ampbench.core.text import printable
 from ampbench.judge.bisection import Search, Verdict, wrong_step_bound
 from ampbench.judge.rules import registry
 from ampbench.judge.rules.history import HISTORY_THROUGHPUT
@@ -56,7 +59,7 @@ from ampbench.launch.process import Interrupted
 from ampbench.launch.slurm import SlurmOptions
 from ampbench.report.bisect_md import write_bisect_md
 from ampbench.results.baselines import load_baseline, save_baseline
-from ampbench.results.bisect_file import BisectFile, Candidate, load_bisect
+from ampbench.results.bisect_file import BISECT_JSON, BisectFile, Candidate, load_bisect
 from ampbench.results.run_dir import open_run
 from ampbench.results.verdicts import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, RuleResult
 
@@ -171,6 +174,7 @@ class _Ctx:
 
 def _baseline(ctx: _Ctx) -> Path | None:
     path = ctx.folder / "good-baseline.json"
+    refuse_link(path)
     return path if _history(ctx.doc.rule) and path.is_file() else None
 
 
@@ -189,9 +193,18 @@ def _run_id(ctx: _Ctx, index: int, tag: str) -> tuple[str, Path]:
     return run_id, ctx.folder / "runs" / ctx.doc.suite / run_id
 
 
+def _runs_folder(ctx: _Ctx, run_dir: Path) -> None:
+    """runs/<suite>/ (and a candidate's run folder, when a kill left one) are real folders of this search:
+    a link there is refused before the runner writes a candidate's files through it."""
+    ensure_folder(run_dir.parent, ctx.folder)
+    if os.path.lexists(run_dir):
+        ensure_folder(run_dir, ctx.folder, create=False)
+
+
 def _options(ctx: _Ctx, index: int, tag: str, overrides: list[str], devices: str | None = None) -> RunOptions:
     """The usual runner's options for one commit: a new run, or the rest of one a kill interrupted."""
     run_id, run_dir = _run_id(ctx, index, tag)
+    _runs_folder(ctx, run_dir)
     rules, modes = [ctx.doc.rule], list(ctx.doc.modes)   # seeds only while the searched rule is undecided
     if RunPaths(run_dir).run_json.is_file():
         base = _look_baseline(ctx, open_run(run_dir).info.config_hash) if _baseline(ctx) else None
@@ -232,8 +245,7 @@ def _look_baseline(ctx: _Ctx, config_hash: str) -> Path | None:
     if good.config_hash == config_hash:
         return base
     path = ctx.folder / "baselines" / f"{config_hash.removeprefix('sha256:')}.json"
-    if not path.is_file():
-        path.parent.mkdir(exist_ok=True)
+    if not ensure_folder(path.parent, ctx.folder).joinpath(path.name).is_file():
         write_doc(path, good.model_copy(update={"config_hash": config_hash}), root=ctx.folder)
     return path
 
@@ -245,7 +257,7 @@ def _prepare(ctx: _Ctx, slot: int, index: int) -> list[str]:
     if doc.kind == "package":
         py = bisect_packages.ensure_env(ctx.folder, doc.python, doc.package, doc.commits[index], doc.index)
         return [*doc.overrides, bisect_packages.command_override(doc.command, py)]
-    bisect_repo.checkout(ctx.folder / _src_name(slot), doc.commits[index])
+    bisect_repo.checkout(ctx.folder, _src_name(slot), doc.clone_token, doc.commits[index])
     return doc.slot_overrides[slot] if doc.parallel > 1 else ctx.overrides
 
 
@@ -273,7 +285,7 @@ def _run_round(ctx: _Ctx, looks: list[Look]) -> list[Candidate] | int:
         name = _run_id(ctx, index, tag)[0]
         runs.append(bisect_side.SideRun(index, bisect_side.options_json(opts), ctx.folder / "side" / f"{name}.json",
                                         ctx.folder / "side" / f"{name}.log"))
-    (ctx.folder / "side").mkdir(exist_ok=True)
+    ensure_folder(ctx.folder / "side", ctx.folder)
     started = time.monotonic()
     try:
         codes = bisect_side.run_side_by_side(runs, pool, per, visible=not doc.slurm)
@@ -375,7 +387,7 @@ def _record(ctx: _Ctx, cand: Candidate) -> Candidate:
     ctx.doc.candidates.append(cand)
     ctx.doc.write(ctx.folder)
     figure = "" if cand.observed is None else f" ({_figure(cand.observed)})"
-    ctx.console.print(f"  [{cand.index:>3}] {cand.sha[:10]} {escape(ctx.doc.subjects[cand.index][:50])}: "
+    ctx.console.print(f"  [{cand.index:>3}] {cand.sha[:10]} {printable(ctx.doc.subjects[cand.index][:50])}: "
                       f"{cand.status}{figure} -> {cand.verdict}, {cand.seeds} trial(s), {cand.cost_s:.0f} s",
                       soft_wrap=True, markup=False)
     return cand
@@ -452,7 +464,7 @@ def _finish(ctx: _Ctx) -> int:
     path = write_bisect_md(ctx.folder, doc)
     out = ctx.console
     if doc.stopped:
-        out.print(f"bisect stopped: {doc.stopped}", soft_wrap=True, markup=False)
+        out.print(f"bisect stopped: {printable(doc.stopped)}", soft_wrap=True, markup=False)
         code = EXIT_INCONCLUSIVE
     elif doc.first_bad is not None and doc.last_good is not None and doc.first_bad == doc.last_good + 1:
         ev = doc.judged(doc.first_bad)
@@ -474,8 +486,8 @@ def _finish(ctx: _Ctx) -> int:
 def _named(doc: BisectFile, index: int) -> str:
     """How the result names a point of the range: `commit SHA subject`, or `version NAME==V`."""
     if doc.kind == "package":
-        return f"version: {doc.subjects[index]}"
-    return f"commit: {doc.commits[index]} {doc.subjects[index]}"
+        return f"version: {printable(doc.subjects[index])}"
+    return f"commit: {doc.commits[index]} {printable(doc.subjects[index])}"
 
 
 def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[str]]:
@@ -495,13 +507,14 @@ def _new(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, list[
     folder.mkdir(parents=True, exist_ok=False)
     retarget = _retarget(suite, rng.root, folder / "src")
     slots = [[*opts.overrides, *_retarget(suite, rng.root, folder / _src_name(j))] for j in range(opts.parallel)]
+    token = bisect_repo.new_token()
     for j in range(opts.parallel):
-        bisect_repo.clone(rng.root, folder / _src_name(j))
+        bisect_repo.clone(rng.root, folder / _src_name(j), token)
     doc = BisectFile(suite=suite.suite.name, suite_file=str(opts.suite_file), repo=str(rng.root), good=str(opts.good),
                      bad=str(opts.bad), rule=opts.rule, modes=modes, max_seeds=opts.max_seeds, commits=rng.commits,
                      subjects=rng.subjects, overrides=[*opts.overrides, *retarget], profile=loaded.profile,
                      parallel=opts.parallel, devices=pool, slot_overrides=slots if opts.parallel > 1 else [],
-                     slurm=opts.slurm.model_dump() if opts.slurm else None)
+                     slurm=opts.slurm.model_dump() if opts.slurm else None, clone_token=token)
     doc.write(folder)
     console.print(f"bisecting {len(rng.commits)} commits of {escape(str(rng.root))} on {escape(opts.rule)} "
                   f"({', '.join(escape(m) for m in modes)}): {escape(str(folder))}", soft_wrap=True)
@@ -580,8 +593,22 @@ def _resumed(opts: BisectOptions, console: Console) -> tuple[Path, BisectFile, l
     folder = Path(opts.resume)
     refuse_link(folder)
     doc = load_bisect(folder)
+    _own_folder(folder, doc)
     console.print(f"resuming the search in {escape(str(folder))}: {len(doc.candidates)} commit(s) judged")
     return folder, doc, list(doc.overrides)
+
+
+def _own_folder(folder: Path, doc: BisectFile) -> None:
+    """Before a resumed search runs anything: every clone it checks out in is its own (bisect_repo.own_clone),
+    and no folder or file it writes below its folder is a link (refused, never followed)."""
+    if doc.kind == "commits":
+        for j in range(doc.parallel):
+            bisect_repo.own_clone(folder, _src_name(j), doc.clone_token)
+    for sub in ("runs", f"runs/{doc.suite}", "side", "baselines", "envs"):
+        if os.path.lexists(folder / sub):
+            ensure_folder(folder / sub, folder, create=False)
+    for name in ("bisect.log", "bisect.md", "good-baseline.json"):
+        refuse_link(folder / name)
 
 
 def run_bisect(opts: BisectOptions, console: Console | None = None) -> int:
@@ -589,9 +616,24 @@ def run_bisect(opts: BisectOptions, console: Console | None = None) -> int:
     it could not (endpoints not bracketing a change, the boundary undecided), 2 on a crashed endpoint, 130/143
     when interrupted (continue with --resume)."""
     console = console or Console()
-    folder, doc, overrides = _resumed(opts, console) if opts.resume else _new(opts, console)
+    with contextlib.ExitStack() as hold:   # one process a search: a second --resume of it is refused, not raced
+        if opts.resume:
+            hold.enter_context(_search_lock(Path(opts.resume)))
+        folder, doc, overrides = _resumed(opts, console) if opts.resume else _new(opts, console)
+        if not opts.resume:
+            hold.enter_context(_search_lock(folder))
+        return _search_in(folder, doc, overrides, console)
+
+
+def _search_lock(folder: Path) -> contextlib.AbstractContextManager[None]:
+    refuse_link(folder)
+    return locked(lock_of(folder / BISECT_JSON), f"the search in {folder} (another `bisect --resume` runs it)",
+                  timeout=0)
+
+
+def _search_in(folder: Path, doc: BisectFile, overrides: list[str], console: Console) -> int:
     suite_file = Path(doc.suite_file)
-    with (folder / "bisect.log").open("a", encoding="utf-8") as log:
+    with open_for_append(folder / "bisect.log", folder) as log:
         ctx = _Ctx(folder, doc, suite_file, doc.profile, overrides, console, log)
         code = _endpoints(ctx) if not doc.stopped else None
         if code is None and not doc.stopped:

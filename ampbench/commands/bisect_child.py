@@ -3,7 +3,6 @@ bisect wrote to OPTIONS.json, its exit code as this process's.  Not a user verb.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from rich.console import Console
 
 from ampbench.commands.run import execute
 from ampbench.commands.run_plan import RunOptions
-from ampbench.core.files import read_text
+from ampbench.core.files import parse_json, read_text
 from ampbench.launch.process import install_signal_handlers
 from ampbench.launch.slurm import SlurmOptions
 
@@ -19,7 +18,7 @@ PATH_FIELDS = ("suite_file", "out_dir", "resume", "baseline", "probe")
 
 
 def options_from(path: Path) -> RunOptions:
-    data = json.loads(read_text(path, "bisect candidate options"))
+    data = parse_json(read_text(path, "bisect candidate options"), path, "bisect candidate options")
     for key in PATH_FIELDS:
         if data.get(key) is not None:
             data[key] = Path(data[key])

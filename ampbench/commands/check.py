@@ -11,6 +11,7 @@ from rich.console import Console
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint, pooled
 from ampbench.judge.check import judge_run
+from ampbench.judge.recorded import recorded_verdict
 from ampbench.report.console import print_outcome, print_rules
 from ampbench.report.view import view_of
 from ampbench.results.accepts import AcceptRecord, load_accepts
@@ -18,7 +19,7 @@ from ampbench.results.baselines import device_slug, load_baseline
 from ampbench.results.history import RunSummary, history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.results.verdicts import CheckReport, claims_exit, load_check_optional
+from ampbench.results.verdicts import CheckReport, claims_exit
 
 
 def check_path(run: RunDir, baseline: Path | None) -> Path:
@@ -76,13 +77,13 @@ def check_exit(report: CheckReport, claims: bool = False) -> int:
 
 
 def recorded_check(run_dir: Path) -> CheckReport:
-    """The verdict of record (the newest check file), without judging again: what a script needs to know
-    how a run that was checked elsewhere ended (nightly.sh combining collected runs)."""
-    run = RunDir(Path(run_dir))
-    run.load_run()  # a folder that is not a run is named as such
-    found = load_check_optional(run.latest_check_path())
+    """The verdict of record (the newest check file): what a script needs to know how a run that was checked
+    elsewhere ended (nightly.sh combining collected runs).  Nothing is written; the file is read back only
+    when its trials give it (judge.recorded: an edited check.json is refused, exit 2)."""
+    run = open_run(Path(run_dir))   # a folder that is not a run is named as such; its trials as recorded
+    found = recorded_verdict(run)
     if found is None:
-        raise ResultsError(f"{run.check_path}: not found; judge the run first: ampbench check {run.path}")
+        raise ResultsError(f"{run.dir.check_path}: not found; judge the run first: ampbench check {run.path}")
     return found
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,8 @@ from rich.markup import escape
 from ampbench.commands.run import launch_trial
 from ampbench.commands.run_plan import default_cache_dir
 from ampbench.config import REFERENCE_MODE, ConfigError, ModeConfig, Suite
-from ampbench.core.files import last_line
+from ampbench.core.errors import ResultsError
+from ampbench.core.files import empty_folder, ensure_folder, last_line, open_for_writing, read_bytes
 from ampbench.core.install import install_hint
 from ampbench.core.store import RunPaths
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
@@ -95,7 +95,7 @@ def _run_pair(run: OpenRun, mode: str, seed: int, steps: int, batch: int, out: P
     return trials
 
 
-def _compare_accuracy(ref_dir: Path, amp_dir: Path, xlsx: Path, scale: float, log: Path) -> str:
+def _compare_accuracy(ref_dir: Path, amp_dir: Path, xlsx: Path, scale: float, log: Path, root: Path) -> str:
     """Paddle's own FP32-vs-low-precision workbook (every op, colour-coded); kept beside the summary."""
     import importlib.util
 
@@ -104,19 +104,22 @@ def _compare_accuracy(ref_dir: Path, amp_dir: Path, xlsx: Path, scale: float, lo
     if importlib.util.find_spec("xlsxwriter") is None:
         return f"skipped: xlsxwriter is not installed; {install_hint('diagnose')}"
     try:
-        with open(log, "w") as fh, contextlib.redirect_stdout(fh), warnings.catch_warnings():
+        ensure_folder(xlsx.parent, root, create=False)   # still the run's own folder after the pair ran
+        with open_for_writing(log, root=root) as fh, contextlib.redirect_stdout(fh), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # its x/0 on NaN stats
             paddle.amp.debugging.compare_accuracy(str(ref_dir), str(amp_dir), str(xlsx), loss_scale=scale)
+    except ResultsError as e:
+        return f"compare_accuracy not run: {e}"
     except Exception as e:  # noqa: BLE001 - the workbook is a convenience; the summary below stands alone
         return f"compare_accuracy failed: {type(e).__name__}: {e}"
     return f"ok: {xlsx.name}" if xlsx.exists() else "compare_accuracy wrote no workbook"
 
 
-def _paddle_infinite_ops(log: Path) -> list[str]:
+def _paddle_infinite_ops(log: Path, root: Path) -> list[str]:
     """The op types compare_accuracy itself reports as producing infinite outputs (it prints them)."""
     try:
-        text = log.read_text(errors="replace")
-    except OSError:
+        text = read_bytes(log, "compare_accuracy log", root=root, limit=64 * 2**20).decode("utf-8", "replace")
+    except ResultsError:
         return []
     for line in text.replace("\r", "\n").splitlines():
         if INFINITE_MARKER in line:
@@ -201,8 +204,8 @@ def _paddle_comparison(diag: ModeDiagnosis, ref_dump: Path, amp_dump: Path, out:
     """Paddle's own compare tool over the same two dumps, as a second opinion: its infinite op types, and its
     workbook among the diagnosis's files where it wrote one."""
     xlsx, log = out / "compare_accuracy.xlsx", out / "compare_accuracy.log"
-    diag.compare_accuracy = _compare_accuracy(ref_dump, amp_dump, xlsx, diag.loss_scale or 1.0, log)
-    diag.paddle_infinite_op_types = _paddle_infinite_ops(log)
+    diag.compare_accuracy = _compare_accuracy(ref_dump, amp_dump, xlsx, diag.loss_scale or 1.0, log, run_path)
+    diag.paddle_infinite_op_types = _paddle_infinite_ops(log, run_path)
     if xlsx.exists():
         diag.files["workbook"] = _rel(xlsx, run_path)
 
@@ -218,8 +221,7 @@ def diagnose_mode(run_dir: Path | OpenRun, mode: str, steps: int = 3, seed: int 
     # Both runs at one batch size, or the op outputs cannot be matched; the smaller one fits both.
     batch = min(run.suite.batch_size(ref_cfg), run.suite.batch_size(mcfg))
     out = run.dir.diagnose_dir(mode)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    empty_folder(out, run.path)   # diagnose/ and diagnose/<mode>/ real folders of the run: a link is refused
     console.print(f"diagnosing [bold]{escape(mode)}[/] of {escape(str(run.path))} (seed {seed})")
     trials = _run_pair(run, mode, seed, steps, batch, out, console)
     dumps = {m: RunPaths(out).numerics_path(trial_key(m, seed)) for m in trials}

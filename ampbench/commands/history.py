@@ -7,10 +7,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ampbench.config import Thresholds
+from ampbench.config import ConfigError, Thresholds
 from ampbench.core.errors import ResultsError
 from ampbench.judge import pooled
 from ampbench.judge.pooled import OpenRegression
+from ampbench.judge.recorded import recorded_verdict
 from ampbench.judge.summary import summarize_run
 from ampbench.record.models import Env
 from ampbench.results import history
@@ -19,7 +20,6 @@ from ampbench.results.baselines import device_slug
 from ampbench.results.history import RunSummary, load_history
 from ampbench.results.history import history_file as hist_file
 from ampbench.results.run_dir import open_run
-from ampbench.results.verdicts import load_check_optional
 
 DEFAULT_MIN_CHANGE = Thresholds().history_min_change
 
@@ -27,7 +27,7 @@ DEFAULT_MIN_CHANGE = Thresholds().history_min_change
 def summarize_run_dir(run_dir: Path) -> RunSummary:
     """A run folder as its history line (check.json's verdicts included when it was checked)."""
     run = open_run(Path(run_dir))
-    return summarize_run(run.info, run.suite, run.trials, load_check_optional(run.dir.latest_check_path()), str(run.path))
+    return summarize_run(run.info, run.suite, run.trials, recorded_verdict(run), str(run.path))
 
 
 def append_history(run_dir: Path, history_dir: Path) -> Path:
@@ -38,7 +38,7 @@ def append_history(run_dir: Path, history_dir: Path) -> Path:
 def append_run(run_dir: Path, history_dir: Path, archive: bool = False) -> list[tuple[str, Path]]:
     """`ampbench history append RUN HISTORY [--archive-report]`: the run's line in HISTORY/<suite>.jsonl and,
     with `archive`, its self-contained report.html kept beside the history for the dashboard."""
-    from ampbench.report.publish import archive_report
+    from ampbench.report.site_reports import archive_report
 
     done = [("history", append_history(run_dir, history_dir))]
     if archive:
@@ -79,6 +79,9 @@ def accept_level(history_path: Path, by: str, why: str, suite: str | None = None
                  min_change: float = DEFAULT_MIN_CHANGE) -> tuple[AcceptRecord, Path]:
     """`ampbench history accept`: record that the level from `run` on (default: the first night of the open
     regression) is intended; the nights from it on join the pooled baseline, whose segment starts there."""
+    for key, text in (("--by", by), ("--why", why)):
+        if not text.strip():
+            raise ConfigError(key, repr(text), "is blank: say who accepts the new level and why (both are recorded)")
     path, name, lines = _lines_of(history_path, suite)
     accepts = load_accepts(path, name)
     if run is None:

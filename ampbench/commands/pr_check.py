@@ -64,10 +64,10 @@ def _seeds(opts: PrCheckOptions) -> str:
     return ",".join(map(str, seeds))
 
 
-def _run_side(opts: PrCheckOptions, folder: Path, side: str, sha: str, retarget: list[str], seeds: str,
+def _run_side(opts: PrCheckOptions, folder: Path, token: str, side: str, sha: str, retarget: list[str], seeds: str,
               console: Console) -> tuple[Path, int]:
     """Check `sha` out in the clone and run the suite there; (its run folder, the run's exit code)."""
-    bisect_repo.checkout(folder / "src", sha)
+    bisect_repo.checkout(folder, "src", token, sha)
     run_id = f"{side}-{sha[:10]}"
     console.print(f"pr-check: {side} {sha[:10]}: running the suite (seeds {seeds})", soft_wrap=True, highlight=False)
     code = execute(RunOptions(suite_file=opts.suite_file, profile=opts.profile, modes=list(opts.modes), seeds=seeds,
@@ -93,14 +93,16 @@ def run_pr_check(opts: PrCheckOptions, console: Console, progress: Console) -> i
         raise ConfigError(str(opts.suite_file), "suite.workload", "pr-check runs your program at two commits: it "
                           "needs a workload = \"command\" suite (docs/command.md)")
     seeds = _seeds(opts)
+    bisect_repo.refuse_submodules(root, [base[0], head[0]], "pr-check")   # before anything is made
     folder = Path(opts.out_dir).resolve() / suite.suite.name / f"pr-{new_run_id()}"  # absolute: {out} is read elsewhere
     folder.mkdir(parents=True, exist_ok=False)
     retarget = _retarget(suite, root, folder / "src")
-    bisect_repo.clone(root, folder / "src")
+    token = bisect_repo.new_token()   # the clone's ownership: checkouts run in it only (bisect_repo.own_clone)
+    bisect_repo.clone(root, folder / "src", token)
     progress.print(f"pr-check: head {head[0][:10]} against base {base[0][:10]} of {escape(str(root))}: "
                    f"{escape(str(folder))}", soft_wrap=True)
-    base_run, base_code = _run_side(opts, folder, "base", base[0], retarget, seeds, progress)
-    head_run, head_code = _run_side(opts, folder, "head", head[0], retarget, seeds, progress)
+    base_run, base_code = _run_side(opts, folder, token, "base", base[0], retarget, seeds, progress)
+    head_run, head_code = _run_side(opts, folder, token, "head", head[0], retarget, seeds, progress)
     failed = [s for s, c in (("base", base_code), ("head", head_code)) if c == EXIT_ERROR]
     if failed:
         progress.print(f"pr-check: the {' and '.join(failed)} run's trials did not all finish ok (logs in "

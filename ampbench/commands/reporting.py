@@ -10,11 +10,11 @@ from rich.markup import escape
 
 from ampbench.core.errors import ResultsError
 from ampbench.judge.planner import plan_lines, plan_run
+from ampbench.judge.recorded import recorded_verdict
 from ampbench.judge.until import recommend
 from ampbench.report.markdown import write_report
 from ampbench.report.publish import publish as publish_site
 from ampbench.results.run_dir import open_run
-from ampbench.results.verdicts import load_check_optional
 
 
 def report(run_dirs: list[Path], output: Path | None, history: Path | None, fmt: str, console: Console,
@@ -44,10 +44,10 @@ def plan(run_dir: Path, console: Console) -> None:
     """The planner's rows, then the run's one recommendation over the rules its check left undecided (the
     figure the outcome table's note gives)."""
     rows = plan_run(run_dir)
+    run = open_run(Path(run_dir))
+    check = recorded_verdict(run)   # an edited check.json is refused (judge.recorded), before anything is printed
     for line in plan_lines(rows):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    run = open_run(Path(run_dir))
-    check = load_check_optional(run.dir.latest_check_path())
     if check is None:
         text = "no check.json yet: `ampbench check RUN` first, the recommendation covers the rules it leaves undecided"
     else:

@@ -22,12 +22,12 @@ from ampbench.commands.run_plan import RunOptions
 from ampbench.config import ConfigError
 from ampbench.core.files import atomic_write_text
 from ampbench.core.names import new_run_id
+from ampbench.judge.recorded import recorded_verdict
 from ampbench.judge.summary import summarize_run
 from ampbench.record import fields
 from ampbench.report.fmt import DASH, md_code, md_table, md_text
 from ampbench.results.history import MODE_COMPUTED, ModeSummary, RunSummary
-from ampbench.results.run_dir import RunDir, open_run
-from ampbench.results.verdicts import load_check_optional
+from ampbench.results.run_dir import open_run
 
 MAX_POINTS = 64
 _SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # PASS < INCONCLUSIVE < FAIL < ERROR (exit codes)
@@ -96,7 +96,7 @@ def sweep_report(grid: list[tuple[str, list[str]]], done: list[tuple[list[str], 
             summaries.append((point, None, code))
             continue
         run = open_run(path)
-        check = load_check_optional(RunDir(path).latest_check_path())
+        check = recorded_verdict(run)
         summaries.append((point, summarize_run(run.info, run.suite, run.trials, check), code))
     first = next((s for _, s, _ in summaries if s is not None), None)
     view = fields.View(first.metric, confidence=first.confidence) if first is not None else fields.PLAIN

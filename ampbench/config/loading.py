@@ -73,6 +73,8 @@ def parse_override(text: str, file: str = "--set") -> tuple[str, Any]:
         parsed = tomllib.loads(f"v = {val}")["v"]
     except tomllib.TOMLDecodeError:
         parsed = val
+    except ValueError as e:   # an integer past Python's 4,300-digit conversion limit
+        raise ConfigError(file, key.strip(), f"{str(e).split(';')[0]}: not a number a suite can hold") from None
     return key.strip(), parsed
 
 
@@ -165,10 +167,17 @@ def validate_suite(data: dict[str, Any], file: str, profile: str, on_valid: Suit
     return suite
 
 
-def _non_finite(data: Any, path: str = "") -> str | None:
-    """The key path of the first inf/nan number (TOML allows them; JSON and thresholds do not)."""
+MAX_SUITE_INT = 2**63   # TOML's own integer range (64-bit); tomllib reads longer ones, nothing downstream can use them
+_NOT_FINITE = "inf and nan are not allowed: give a finite number"
+
+
+def _non_finite(data: Any, path: str = "") -> tuple[str, str] | None:
+    """(key path, reason) of the first number no suite can hold: inf/nan (TOML allows them; JSON and thresholds
+    do not), or an integer outside TOML's 64-bit range (10**400 would overflow a float or a numpy array)."""
     if isinstance(data, float) and not math.isfinite(data):
-        return path or "(value)"
+        return path or "(value)", _NOT_FINITE
+    if isinstance(data, int) and not isinstance(data, bool) and not -MAX_SUITE_INT <= data < MAX_SUITE_INT:
+        return path or "(value)", "an integer outside the 64-bit range TOML allows: give a smaller number"
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
     for k, v in items:
         found = _non_finite(v, f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}".lstrip("."))
@@ -189,6 +198,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(p, "", f"malformed TOML: {e}") from None
     except UnicodeDecodeError as e:
         raise ConfigError(p, "", f"not UTF-8 text: {e}") from None
+    except ValueError as e:   # an integer past Python's 4,300-digit conversion limit (tomllib raises it as is)
+        raise ConfigError(p, "", f"{str(e).split(';')[0]}: not a number a suite can hold") from None
 
 
 def resolve_profile(requested: str | None, available: list[str], has_gpu: bool) -> str:
@@ -236,7 +247,7 @@ def _check_shape(raw: dict[str, Any], file: str) -> dict[str, Any]:
         raise ConfigError(file, f"profiles.{bad}", f"must be a table ([profiles.{bad}]), got {profiles[bad]!r}")
     where = _non_finite(raw)
     if where:
-        raise ConfigError(file, where, "inf and nan are not allowed: give a finite number")
+        raise ConfigError(file, *where)
     return profiles
 
 
@@ -282,6 +293,6 @@ def load_suite(
         _set_dotted(base, key, val, file)
     where = _non_finite(base)
     if where:
-        raise ConfigError("--set", where, "inf and nan are not allowed: give a finite number")
+        raise ConfigError("--set", *where)
     suite = validate_suite(base, file, chosen, on_valid)
     return LoadedSuite(path=file, profile=chosen, suite=suite, raw=base)

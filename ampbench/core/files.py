@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -261,6 +262,37 @@ def open_for_writing(path: Path, root: Path | None = None) -> IO[str]:
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
+def open_for_append(path: Path, root: Path) -> IO[str]:
+    """A log file below `root` opened for appending (created when missing), no link followed on the way or at
+    the file itself (bisect.log of a resumed search: a link there is refused, never appended through)."""
+    path = Path(path)
+    dfd = -1
+    try:
+        dfd, name = _parent_fd(path, root)
+        _existing(dfd, name, path)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=dfd)
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot write: {os_reason(e)}") from None
+    finally:
+        if dfd >= 0:
+            os.close(dfd)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def ensure_folder(folder: Path, root: Path, create: bool = True) -> Path:
+    """`folder` below `root` (the folder ampbench owns) as a real folder: walked from `root` without following
+    a link, the missing ones made (with `create`); a link or a file on the way is refused (LinkInTheWay /
+    ResultsError naming it). What a verb checks before it lets another layer write into a sub-folder of its
+    own (bisect's runs/ and side/ before a candidate's run lands there)."""
+    folder = Path(folder)
+    base, names = _components(folder, Path(root)) if Path(folder) != Path(root) else (Path(root), [])
+    try:
+        os.close(_open_dirs(base, names, create=create))
+    except OSError as e:
+        raise ResultsError(f"{folder}: not a folder ampbench can use: {os_reason(e)}") from None
+    return folder
+
+
 MAX_EMPTY_DEPTH = 64   # folders inside a folder ampbench empties; deeper is refused, never recursed without bound
 
 
@@ -299,6 +331,31 @@ def _empty_fd(fd: int, where: Path, depth: int) -> None:
             os.rmdir(name, dir_fd=fd)
         else:   # a file, a link (removed, never its target), a FIFO or a socket
             os.unlink(name, dir_fd=fd)
+
+
+LOCK_WAIT_S = 120.0   # how long a writer waits for another's lock before it says so
+
+
+@contextlib.contextmanager
+def locked(lock: Path, what: str, timeout: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Hold an exclusive lock (fcntl, through filelock) on `lock` while a shared file is read, changed and
+    written back: two `history append` or `history accept` at once each keep their record (without it 8
+    concurrent appends kept 4-6 lines). The lock file is never a link (filelock would open its target)."""
+    import filelock
+
+    refuse_link(lock)
+    guard = filelock.FileLock(lock, timeout=timeout)
+    try:
+        guard.acquire()
+    except filelock.Timeout:
+        held = f"has held this lock on {what} for {timeout:.0f} s" if timeout > 0 else f"holds this lock on {what}"
+        raise ResultsError(f"{lock}: another ampbench process {held}; wait for it to finish") from None
+    except OSError as e:
+        raise ResultsError(f"{lock}: cannot lock {what}: {os_reason(e)}") from None
+    try:
+        yield
+    finally:
+        guard.release()
 
 
 def refuse_link(path: Path) -> None:
@@ -411,14 +468,37 @@ def read_text(path: Path, what: str = "result file", root: Path | None = None, l
         raise ResultsError(f"{path}: {what} is not UTF-8 text (byte {e.start}); corrupt?") from None
 
 
-def read_json(path: Path, what: str = "result file", root: Path | None = None) -> Any:
-    text = read_text(path, what, root=root)
+MAX_INT_DIGITS = 40   # no integer ampbench writes has more digits (byte counts, seeds, steps); 10**400 is not ours
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_INT_DIGITS + 1:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def loads_bounded(text: str | bytes) -> Any:
+    """json.loads with every integer bounded to MAX_INT_DIGITS digits (a longer one raises ValueError before
+    Python converts it: no 4,300-digit conversion, no 10**400 reaching a numpy array)."""
+    return json.loads(text, parse_int=_bounded_int)
+
+
+def parse_json(text: str | bytes, where: object, what: str = "result file") -> Any:
+    """JSON text -> data, or ResultsError naming `where`: malformed, nested too deeply for the parser, or a
+    number Python refuses to convert (an integer of more than 4,300 digits raises ValueError, not a
+    JSONDecodeError). The one parse of every file and line ampbench reads back."""
     try:
-        return json.loads(text)
+        return loads_bounded(text)
     except RecursionError:
-        raise ResultsError(f"{path}: {what} is nested too deeply to be an ampbench file") from None
+        raise ResultsError(f"{where}: {what} is nested too deeply to be an ampbench file") from None
     except json.JSONDecodeError as e:
-        raise ResultsError(f"{path}: {what} is not valid JSON ({e}); truncated or corrupt?") from None
+        raise ResultsError(f"{where}: {what} is not valid JSON ({e}); truncated or corrupt?") from None
+    except ValueError as e:   # an integer past MAX_INT_DIGITS (or Python's 4,300-digit conversion limit)
+        raise ResultsError(f"{where}: {what} holds a number ampbench cannot read ({str(e)[:80]})") from None
+
+
+def read_json(path: Path, what: str = "result file", root: Path | None = None) -> Any:
+    return parse_json(read_text(path, what, root=root), path, what)
 
 
 

@@ -36,6 +36,12 @@ COMPARISON = "comparison"
 PLOTS = "plots"
 
 
+def lock_of(path: Path) -> Path:
+    """The lock file that serialises read-modify-write of a shared file (a history file and its accepts, a run
+    folder's manifest.json): `.<name>.lock` beside it."""
+    return Path(path).with_name(f".{Path(path).name}.lock")
+
+
 def trial_key(mode: str, seed: int) -> str:
     """A trial's name in its run folder (file stems of trials/, logs/, specs/, numerics/)."""
     return f"{mode}__seed{seed}"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ampbench.core.text import printable
 from ampbench.judge import changepoint, inference
 from ampbench.record.models import Env, Interference
 from ampbench.results.accepts import AcceptRecord
@@ -160,7 +161,7 @@ def _accepted_cut(series: Sequence[RunSummary], accepts: Sequence[AcceptRecord])
             continue
         cleared |= set(a.cleared)
         if lo >= cut:
-            cut, text = lo, f"the level accepted from run {a.run_id} by {a.by} on {a.at}: {a.why}"
+            cut, text = lo, printable(f"the level accepted from run {a.run_id} by {a.by} on {a.at}: {a.why}")
     return cut, cleared, text
 
 

@@ -23,6 +23,7 @@ from ampbench.core.docs import load_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, tail_lines
 from ampbench.core.protocol import EVENT_PREFIX
+from ampbench.core.text import printable
 from ampbench.launch import distributed
 from ampbench.launch.pool import VISIBLE_ENV
 from ampbench.launch.process import Limits, Outcome, run_worker, worker_command
@@ -146,6 +147,9 @@ def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[Ste
         status, error, tail = failure.status, failure.message, failure.log_tail
     else:
         (status, error), tail = _killed_status(out, spec, timeout), tail_lines(log_path)
+        said = _said_last(tail) if out.signal is None and not out.killed else ""
+        if said:   # the cause it printed (a full disk, `ulimit -f`: EFBIG), not only in logs/
+            error += f"; its output ends: {said}"
     if out.leftovers:
         error += (f"; its processes left {len(out.leftovers)} running ({', '.join(out.leftovers[:5])}"
                   + (", ..." if len(out.leftovers) > 5 else "") + "): ampbench killed them")
@@ -155,6 +159,16 @@ def _record_failure(spec: TrialSpec, out: Outcome, failure: Any, steps: list[Ste
         trial.interference = Interference(devices=[d.strip() for d in visible.split(",") if d.strip()])
     write_trial(spec, trial)
     return trial
+
+
+def _said_last(tail: str, limit: int = 300) -> str:
+    """The last line a worker that died printed (its exception: `... File too large (EFBIG)`), events left
+    out, its end kept when long (the reason and its errno close the line), control characters escaped."""
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip() and not ln.startswith(EVENT_PREFIX)]
+    if not lines:
+        return ""
+    line = lines[-1]
+    return printable(line if len(line) <= limit else "..." + line[-(limit - 3):])
 
 
 def failure_trial(spec: TrialSpec, status: Status, error: str | None, tail: str, steps: list[StepRecord],

@@ -41,9 +41,16 @@ REQUEUE = {"PREEMPTED", "NODE_FAIL", "BOOT_FAIL"}
 # The trial status a job that left no trial file gets (its Slurm state is recorded beside it).
 _STATUS: dict[str, Status] = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom",
                               "CANCELLED": "cancelled", "PREEMPTED": "cancelled"}
-# sbatch options ampbench sets itself: --slurm-arg may not replace them (the run folder relies on them).
-_OWN = {"output", "error", "o", "e", "parsable", "wrap", "job-name", "J", "chdir", "D", "nodes", "N",
-        "ntasks-per-node", "export", "comment", "hold", "H", "dependency", "d"}
+# sbatch options ampbench sets itself or relies on: --slurm-arg may not replace them (the run folder relies on
+# them: the job's log, its working folder, its ownership token in the comment, one task per node, one job not an
+# array, sbatch returning at once). sbatch reads options with getopt_long: a unique prefix IS the option
+# (`--outp=x` is `--output=x`) and of two given the later wins, so any prefix of these is refused, unless it is
+# the full name of another sbatch option (getopt_long takes an exact name as that option): `ntasks` is the one
+# such name in sbatch's table (src/common/slurm_opt.c, Slurm 22.05 to 24.x). A one-letter key is such a prefix
+# too (ampbench passes `--KEY`, never a short option).
+_OWN = ("output", "error", "open-mode", "parsable", "wrap", "job-name", "chdir", "nodes", "ntasks-per-node",
+        "export", "comment", "hold", "dependency", "array", "wait")
+_OTHER_EXACT = {"ntasks"}
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 # a job id as squeue prints it: "51", an array task "123_4", or an array's pending tasks "123_[5-7%1]"
 _JOB_ID = re.compile(r"^\d+(_(\d+|\[[0-9,%-]+\]))?$")
@@ -89,10 +96,20 @@ def parse_slurm_args(items: list[str]) -> list[str]:
         if not _KEY.match(key):
             raise ConfigError("--slurm-arg", item, "expected KEY=VALUE (an sbatch option without its dashes), "
                               "e.g. --slurm-arg account=proj or --slurm-arg exclusive")
-        if key in _OWN:
-            raise ConfigError("--slurm-arg", item, f"--{key} is set by ampbench (the run folder relies on it)")
+        own = _owned(key)
+        if own is not None:
+            what = f"--{own}" if own == key.lower() else f"a prefix of --{own} (sbatch takes it as --{own})"
+            raise ConfigError("--slurm-arg", item, f"{what} is set by ampbench (the run folder relies on it)")
         out.append(f"--{key}={value}" if eq else f"--{key}")
     return out
+
+
+def _owned(key: str) -> str | None:
+    """The guarded sbatch option `--KEY` would set (getopt_long's unique-prefix rule), None when none."""
+    k = key.lower()
+    if k in _OTHER_EXACT:
+        return None
+    return next((o for o in _OWN if o.startswith(k)), None)
 
 
 def require_commands() -> None:

@@ -46,13 +46,16 @@ class Row:
     iqr: float
     trials: int
     samples_per_s: float
-    change: float | None  # vs the same mode in the other run (this / other - 1); None for the other run
+    change: float | None  # vs the same mode in the other run (this / other - 1); None: the other run's row,
+    # or a mode the other run has no ok trial of
     suite: str = ""
     config_hash: str = ""
+    current: bool = True  # a row of the run compared (False: of the other run, the reference)
     emulated: bool = False   # the mode's AMP was emulated: its samples/s is the emulation's, not an AMP timing
 
 
 def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
+    """One row per mode with ok trials; `ref` (the other run's figures) None: these are the other run's rows."""
     out = []
     for m in run.suite.modes:
         ok = [t for t in run.trials if t.mode == m.name and t.status == "ok"]
@@ -68,7 +71,7 @@ def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
                        float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"), float(np.median(v)),
                        float(q3 - q1), len(v), st.samples_per_s,
                        None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash,
-                       emulated))
+                       current=ref is not None, emulated=emulated))
     return out
 
 
@@ -110,12 +113,12 @@ def compare_doc(rows: list[Row], marks: dict[str, Change] | None, current: OpenR
     out = []
     for r in rows:
         sig = None
-        if r.run_id == current.info.run_id and r.change is not None and marks is not None:
+        if r.current and marks is not None:
             c = marks.get(r.mode)
             sig = Significance(mark="not compared") if c is None else Significance(
                 mark=c.mark, change=c.change, ci_low=None if c.ci_low is None else c.ci_low - 1,
                 ci_high=None if c.ci_high is None else c.ci_high - 1, min_change=c.min_change, why=c.why)
-        out.append(CompareRow(mode=r.mode, run_id=r.run_id, role="current" if r.change is not None else "other",
+        out.append(CompareRow(mode=r.mode, run_id=r.run_id, role="current" if r.current else "other",
                               min=r.min, max=r.max, mean=r.mean, stddev=None if np.isnan(r.stddev) else r.stddev,
                               median=r.median, iqr=r.iqr, trials=r.trials, samples_per_s=r.samples_per_s,
                               change=r.change, significance=sig, emulated=r.emulated))
@@ -136,8 +139,8 @@ def change_text(row: CompareRow) -> str:
     """The row's one change: the figure the significance test decided on with its 95% interval; the
     geometric means' change where the test decided on none (too few trials); blank on the other run."""
     s = row.significance
-    if row.change is None:
-        return ""
+    if row.change is None:   # the other run's row, or a mode the other run has no ok trial of
+        return "" if row.role == "other" else "no ok trial in the other run"
     if s is None or s.change is None:
         return fmt.pct(row.change)
     ci = f" [{fmt.pct(s.ci_low)}, {fmt.pct(s.ci_high)}]" if s.ci_low is not None and s.ci_high is not None else ""

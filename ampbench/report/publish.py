@@ -6,7 +6,8 @@ step-time histogram, interactive (plotly, report.dashboard_interactive) or as on
 (report.dashboard_series), a regression list naming the commit range between the last good and the first bad run,
 and a table of runs linking each run's self-contained report.html.  Reports are found in
 HISTORY_DIR/reports/<suite>/<run_id>.html (where nightly.sh archives them), in the run folder the
-history line names, or made from that run folder when it still exists.  No script or file is fetched.
+history line names, or made from that run folder when it still exists (report.site_reports: never
+written into a run folder, each folder read once).  No script or file is fetched.
 """
 
 from __future__ import annotations
@@ -26,16 +27,15 @@ from typing import Any
 
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_bytes, atomic_write_text, os_reason, read_bytes
-from ampbench.core.store import RunPaths
+from ampbench.core.files import atomic_write_text, os_reason
 from ampbench.judge import changepoint
 from ampbench.record import fields
 from ampbench.report import fmt
 from ampbench.report.dashboard_series import Break, breaks
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
+from ampbench.report.site_reports import ReportFinder, copy_reports, slug
 from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary, iter_history_rows
-from ampbench.results.run_dir import RunDir
 
 BAD = ("FAIL", "ERROR")
 CSS = BASE_CSS + ".bad{color:#d62728;font-weight:bold}.ok{color:#2da44e}td.num{text-align:right}"
@@ -54,17 +54,6 @@ LATEST_RUNS = 500              # rows on a suite page; older runs are on pages o
 OLDER_PAGE = 2000
 MAX_REGRESSIONS = 200          # listed per suite page (the count is always given)
 CHANGEPOINT_WINDOW = 500       # change points are searched in the latest runs only (see recent_steps)
-
-
-def slug(name: str) -> str:
-    """A file-name-safe form of a suite or run id: long names keep a prefix plus a hash, so two ids
-    never share a file and none exceeds the file-name limit."""
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip(".") or "suite"
-    if len(s) > 96 or s != name:
-        import hashlib
-
-        s = f"{s[:80]}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
-    return s
 
 
 def history_files(history: Path) -> list[Path]:
@@ -111,54 +100,6 @@ def commit_range(entries: list[dict[str, Any]], r: Regression, repo_url: str | N
         href = f"{repo_url.rstrip('/')}/compare/{good}...{bad}"
         return f'<a href="{escape(href, quote=True)}">{text}</a>'
     return text
-
-
-def archived_path(history: Path, suite: str, run_id: str) -> Path:
-    return Path(history) / "reports" / slug(suite) / f"{slug(run_id)}.html"
-
-
-def archive_report(run_dir: Path, history: Path) -> Path:
-    """The run's self-contained report.html, copied beside the history so the dashboard can link it
-    after the run folder is gone (nightly.sh commits it with the history). Read and written without
-    following a link (in the run folder, or under the history folder)."""
-    from ampbench.report.markdown import write_report
-
-    src = write_report([Path(run_dir)], fmt="html")
-    info = RunDir(run_dir).load_run()
-    dst = archived_path(history, info.suite, info.run_id)
-    atomic_write_bytes(dst, read_bytes(src, "report", root=Path(run_dir)), root=Path(history))
-    return dst
-
-
-def _report_html(path: Path, root: Path) -> bytes | None:
-    """A report page's bytes, only if it is a regular file reached without a link below `root` and
-    looks like HTML: a link to a secret (or to /proc/self/environ) is never published."""
-    try:
-        data = read_bytes(path, "report", root=root, limit=256 * 2**20)
-    except ResultsError:
-        return None
-    return data if data.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")) else None
-
-
-def find_report(entry: dict[str, Any], history: Path) -> bytes | None:
-    """The run's report.html: archived beside the history, in its run folder, or made from it."""
-    archived = archived_path(history, entry["suite"], entry["run_id"])
-    if os.path.lexists(archived):
-        return _report_html(archived, Path(history))
-    if not entry.get("run_dir"):
-        return None
-    run_dir = Path(entry["run_dir"])
-    html = RunPaths(run_dir).report_path(".html")
-    if os.path.lexists(html):
-        return _report_html(html, run_dir)
-    if RunPaths(run_dir).run_json.is_file() and not run_dir.is_symlink():
-        from ampbench.report.markdown import write_report
-
-        try:
-            return _report_html(write_report([run_dir], fmt="html"), run_dir)
-        except ResultsError:
-            return None
-    return None
 
 
 def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -239,8 +180,9 @@ def _build_site(out: Path, suites: list[tuple[str, list[dict[str, Any]]]], hist_
 
         write_plotly_js(out)
     rows = []
+    finder = ReportFinder(hist_root, out / ".made-reports")
     for suite, entries in suites:
-        links = _copy_reports(entries, hist_root, out)
+        links = copy_reports(entries, finder, out)
         regs = regressions(entries)
         older = _older_pages(out, suite, entries, links)
         atomic_write_text(out / f"{slug(suite)}.html",
@@ -250,6 +192,7 @@ def _build_site(out: Path, suites: list[tuple[str, list[dict[str, Any]]]], hist_
             "Verdict: the latest run's.</p><table><thead><tr><th>Suite</th><th>Runs</th><th>Latest run</th>"
             "<th>Latest verdict</th><th>Regressions</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
     atomic_write_text(out / "index.html", page("ampbench dashboard", body + _CHECK_SCRIPT, CSS), root=out)
+    shutil.rmtree(finder.scratch, ignore_errors=True)
 
 
 def _swap(build: Path, output: Path) -> None:
@@ -275,27 +218,6 @@ def _umask() -> int:
     old = os.umask(0o022)
     os.umask(old)
     return old
-
-
-def _copy_reports(entries: list[dict[str, Any]], hist_root: Path, output: Path) -> dict[str, str]:
-    links = {}
-    archived: dict[str, set[str]] = {}
-    for e in entries:
-        folder = slug(e["suite"])
-        if folder not in archived:  # one listing per suite instead of one lookup per run
-            try:
-                archived[folder] = set(os.listdir(hist_root / "reports" / folder))
-            except OSError:
-                archived[folder] = set()
-        if not e.get("run_dir") and f"{slug(e['run_id'])}.html" not in archived[folder]:
-            continue
-        data = find_report(e, hist_root)
-        if data is None:
-            continue
-        rel = Path("reports") / slug(e["suite"]) / f"{slug(e['run_id'])}.html"
-        atomic_write_bytes(output / rel, data, root=output)
-        links[e["run_id"]] = rel.as_posix()
-    return links
 
 
 def _older_pages(out: Path, suite: str, entries: list[dict[str, Any]], links: dict[str, str]) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ampbench.config import Suite
 from ampbench.core.names import slug
+from ampbench.judge.recorded import recorded_verdict
 from ampbench.judge.summary import summarize_run
 from ampbench.record.models import RunInfo, Trial
 from ampbench.report import fmt
@@ -20,7 +21,7 @@ from ampbench.results.diagnosis_file import DiagnosisFile, load_diagnosis
 from ampbench.results.history import RunSummary
 from ampbench.results.probe_file import ProbeFile, run_probe
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
-from ampbench.results.verdicts import CheckReport, load_check_optional
+from ampbench.results.verdicts import CheckReport
 
 
 @dataclass
@@ -68,7 +69,7 @@ class RunView:
 
 def load_view(path: Path, side_files: bool = True) -> RunView:
     opened = open_run(path)
-    return view_of(opened, load_check_optional(opened.dir.latest_check_path()), side_files)
+    return view_of(opened, recorded_verdict(opened), side_files)   # an edited check.json is refused
 
 
 def view_of(opened: OpenRun, check: CheckReport | None, side_files: bool = True) -> RunView:

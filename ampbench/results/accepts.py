@@ -18,7 +18,8 @@ from typing import Annotated, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_doc, write_doc
-from ampbench.core.store import ACCEPTED_SUFFIX
+from ampbench.core.files import locked
+from ampbench.core.store import ACCEPTED_SUFFIX, lock_of
 from ampbench.results.history import HISTORY_RUN_ID
 
 ACCEPTS_SCHEMA = "ampbench.history-accepts/1"
@@ -61,8 +62,10 @@ def load_accepts(history_file: Path, suite: str | None = None) -> list[AcceptRec
 
 
 def add_accept(history_file: Path, record: AcceptRecord) -> Path:
-    """Append one record (the file is rewritten atomically, never through a link; earlier records kept)."""
+    """Append one record (the file is rewritten atomically, never through a link; earlier records kept), under
+    the file's lock: ten `history accept` at once keep ten records (without it, 3-7)."""
     path = accepts_path(history_file)
-    old = load_accepts(history_file)
-    write_doc(path, AcceptsFile(accepts=[*old, record]))
+    with locked(lock_of(path), "the history's accepts file"):
+        old = load_accepts(history_file)
+        write_doc(path, AcceptsFile(accepts=[*old, record]))
     return path

@@ -9,33 +9,42 @@ own clone).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ampbench.core.docs import VersionedDoc, load_doc, write_doc
+from ampbench.core.errors import ResultsError
 
 BISECT_SCHEMA = "ampbench.bisect/1"
 BISECT_JSON = "bisect.json"
+MAX_POINTS = 100_000      # commits or versions of one search
+# A point of the range: a full commit id (kind "commits"), or a PEP 440 version (kind "package"); neither can
+# start with '-', so none is ever read by git or pip as an option
+COMMIT_ID = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
+VERSION = r"^[A-Za-z0-9][A-Za-z0-9.+!_-]{0,127}$"
+SUITE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"   # runs/<suite>/: a name, never a path (core.files.safe_name)
+Text = Annotated[str, Field(max_length=4096)]
 
 
 class Candidate(BaseModel):
     """One judged commit: its place in the range, the rule's outcome and the numbers behind it."""
 
     model_config = ConfigDict(extra="allow")
-    index: int                   # position in `commits` (0 = good endpoint)
-    sha: str
+    index: int = Field(ge=0, lt=MAX_POINTS)  # position in `commits` (0 = good endpoint)
+    sha: Text
     role: Literal["good-endpoint", "bad-endpoint", "candidate", "recheck"] = "candidate"
-    run_dir: str = ""
-    status: str = ""             # the rule's status: PASS / FAIL / INCONCLUSIVE ("" while running)
+    run_dir: Text = ""
+    status: Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR", ""] = ""  # the rule's status ("" while running)
     verdict: Literal["good", "bad", "skip", ""] = ""
     observed: Any = None         # the rule's observed figure (e.g. -0.18 for 18% slower)
-    message: str = ""
-    seeds: int = 0               # ok trials the verdict rests on, over every judged mode
-    cost_s: float = 0.0
-    version: str = ""            # kind "package": the package version judged (also `sha`) ...
-    env: str = ""                # ... and the environment it ran in (envs/<version>/, made by bisect)
+    message: Annotated[str, Field(max_length=20_000)] = ""
+    seeds: int = Field(0, ge=0, le=10_000_000)  # ok trials the verdict rests on, over every judged mode
+    cost_s: float = Field(0.0, ge=0, allow_inf_nan=False)
+    version: Text = ""           # kind "package": the package version judged (also `sha`) ...
+    env: Text = ""               # ... and the environment it ran in (envs/<version>/, made by bisect)
 
 
 class BisectFile(VersionedDoc):
@@ -49,27 +58,54 @@ class BisectFile(VersionedDoc):
     # the suite's interpreter `python` (commands.bisect_packages)
     kind: Literal["commits", "package"] = "commits"
     package: str = ""
-    index: list[str] = []
-    python: str = ""
-    command: list[str] = []      # kind "package": the suite's workload.command (its [0] replaced per version)
+    index: list[Text] = Field([], max_length=64)
+    python: Text = ""
+    command: list[Text] = Field([], max_length=4096)  # kind "package": the suite's workload.command (its [0] replaced per version)
     slurm: dict[str, Any] | None = None  # --launcher slurm: the candidates' runs as Slurm jobs (SlurmOptions)
     good: str                    # the revisions as given, and their commits
     bad: str
     rule: str
-    modes: list[str]             # the modes whose rule decides (any FAIL = bad, every PASS = good)
-    max_seeds: int
-    commits: list[str]           # good .. bad, history order (first parent); or the versions, oldest first
+    modes: list[Text] = Field(max_length=1000)  # the modes whose rule decides (any FAIL = bad, every PASS = good)
+    max_seeds: int = Field(ge=1, le=10_000)
+    commits: list[str] = Field(min_length=2, max_length=MAX_POINTS)  # good .. bad, history order (first
+    # parent); or the versions, oldest first
+    clone_token: str = Field("", max_length=64)  # kind "commits": the token in each clone's .git/ampbench-owner
     profile: str | None = None
-    overrides: list[str] = []    # --set, then what runs the program from bisect's clone (src/)
+    overrides: list[Text] = Field([], max_length=4096)  # --set, then what runs the program from bisect's clone (src/)
     parallel: int = Field(1, ge=1, le=64)  # candidates a round (k-section), side by side on `devices`
-    devices: list[str] = []      # the pool they share (CUDA_VISIBLE_DEVICES entries)
-    slot_overrides: list[list[str]] = []  # with parallel > 1: `overrides` for each clone (src/, src-1/, ...)
-    subjects: list[str] = []
-    candidates: list[Candidate] = []
-    stopped: str = ""            # why the search ended without a result ("" otherwise)
-    first_bad: int | None = None  # index into commits
-    last_good: int | None = None
-    wrong_step_bound: float | None = None
+    devices: list[Text] = Field([], max_length=1024)  # the pool they share (CUDA_VISIBLE_DEVICES entries)
+    slot_overrides: list[list[Text]] = Field([], max_length=64)  # with parallel > 1: `overrides` for each clone (src/, src-1/, ...)
+    subjects: list[Text] = Field([], max_length=MAX_POINTS)
+    candidates: list[Candidate] = Field([], max_length=MAX_POINTS)
+    stopped: Annotated[str, Field(max_length=20_000)] = ""   # why the search ended without a result ("" otherwise)
+    first_bad: int | None = Field(None, ge=0, lt=MAX_POINTS)  # index into commits
+    last_good: int | None = Field(None, ge=0, lt=MAX_POINTS)
+    wrong_step_bound: float | None = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BisectFile:
+        """A file edited by hand or by a tool is refused (exit 2, the key named) before any of it is used: points
+        that git or pip could read as an option, candidates that name no point of the range, indexes outside it."""
+        if not re.match(SUITE_NAME, self.suite) or ".." in self.suite:
+            raise ValueError(f"suite: {self.suite[:80]!r} cannot name a folder (letters, digits, '_', '.', '-')")
+        pattern = re.compile(COMMIT_ID if self.kind == "commits" else VERSION)
+        bad = next((c for c in self.commits if not pattern.match(c)), None)
+        if bad is not None:
+            what = "a full commit id (40 hex digits)" if self.kind == "commits" else "a version (PEP 440)"
+            raise ValueError(f"commits: {bad[:80]!r} is not {what}")
+        n = len(self.commits)
+        if not self.subjects:
+            self.subjects = [""] * n
+        if len(self.subjects) != n:
+            raise ValueError(f"subjects: {len(self.subjects)} for {n} commits")
+        for c in self.candidates:
+            if c.index >= n or c.sha != self.commits[c.index]:
+                raise ValueError(f"candidates: index {c.index} ({c.sha[:12]!r}) is not a point of the range")
+        if any(i is not None and i >= n for i in (self.first_bad, self.last_good)):
+            raise ValueError(f"first_bad/last_good: outside the range of {n}")
+        if self.parallel > 1 and self.kind == "commits" and len(self.slot_overrides) != self.parallel:
+            raise ValueError(f"slot_overrides: {len(self.slot_overrides)} for parallel {self.parallel}")
+        return self
 
     def write(self, folder: Path) -> None:
         write_doc(Path(folder) / BISECT_JSON, self, root=Path(folder))
@@ -81,4 +117,14 @@ class BisectFile(VersionedDoc):
 
 
 def load_bisect(folder: Path) -> BisectFile:
-    return load_doc(Path(folder) / BISECT_JSON, BisectFile, "bisect file", root=Path(folder))
+    """bisect.json validated (schema and bounds, BisectFile._consistent), and every candidate's run folder
+    inside this search's runs/ (a run folder named elsewhere is never read or resumed)."""
+    folder = Path(folder)
+    doc = load_doc(folder / BISECT_JSON, BisectFile, "bisect file", root=folder)
+    runs = (folder / "runs").resolve()
+    for c in doc.candidates:
+        where = Path(c.run_dir)
+        if c.run_dir and (".." in where.parts or not where.resolve().is_relative_to(runs)):
+            raise ResultsError(f"{folder / BISECT_JSON}: candidates: run_dir {c.run_dir[:200]!r} is not inside "
+                               f"this search's runs/ folder")
+    return doc

@@ -19,7 +19,8 @@ from ampbench.config import REFERENCE_MODE
 from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc, validate_doc
 from ampbench.core.errors import ResultsError
-from ampbench.core.files import atomic_write_text, read_text, safe_name
+from ampbench.core.files import atomic_write_text, loads_bounded, locked, read_text, safe_name
+from ampbench.core.store import lock_of
 from ampbench.record.fields import Column
 from ampbench.record.models import Dtype, Level
 
@@ -174,27 +175,33 @@ def append_history(summary: RunSummary, history_dir: Path) -> Path:
     """Add (or replace, if the run is already there) the run's summary line; returns the file.
 
     Re-appending the same run replaces its line, so a re-checked nightly does not count twice.
-    The file is rewritten atomically: a crash never leaves half a line behind.
+    The file is rewritten atomically (a crash never leaves half a line behind) under its lock (core.store.lock_of:
+    two appends at once each keep their line).
     """
     path = history_file(history_dir, summary.suite)
-    lines: list[str] = []
-    if path.is_file():
-        for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
-            if not line.strip():
-                continue
-            if _parse_line(line, path, i).run_id != summary.run_id:  # a corrupt file is refused
-                lines.append(line)
-    lines.append(summary.to_line())
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    Path(history_dir).mkdir(parents=True, exist_ok=True)
+    with locked(lock_of(path), "the history file"):   # concurrent appends each keep their line
+        lines: list[str] = []
+        if path.is_file():
+            for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+                if not line.strip():
+                    continue
+                if _parse_line(line, path, i).run_id != summary.run_id:  # a corrupt file is refused
+                    lines.append(line)
+        lines.append(summary.to_line())
+        atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 
 def _parse_line(line: str, path: Path, lineno: int) -> RunSummary:
     """One history line through the versioned loader (the error names file:line and the key)."""
     try:
-        data = json.loads(line)
+        data = loads_bounded(line)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or delete that line") from None
+    except (ValueError, RecursionError) as e:   # an integer past core.files.MAX_INT_DIGITS; nesting past the parser's
+        what = "is nested too deeply" if isinstance(e, RecursionError) else f"holds {str(e)[:80]}"
+        raise ResultsError(f"{path}:{lineno}: {what}; fix or delete that line") from None
     return validate_doc(RunSummary, data, f"{path}:{lineno}")
 
 

@@ -24,7 +24,7 @@ from ampbench.core.files import os_reason, refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.store import RunPaths
 from ampbench.record.models import RunInfo, Trial
-from ampbench.results.manifest import load_manifest, verify
+from ampbench.results.manifest import load_manifest, note_record, verify
 
 
 def load_trial(path: Path, root: Path | None = None) -> Trial:
@@ -36,6 +36,7 @@ class RunDir(RunPaths):
 
     def write_run(self, info: RunInfo) -> None:
         write_doc(self.run_json, info, root=self.path)
+        note_record(self.path, self.run_json)   # the manifest (when the run has one) covers what was written
 
     def write(self, rel: str, text: str) -> Path:
         """A file of the run folder (report.md, summary.csv, check.json ...), atomically, no link followed."""

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ampbench.core.docs import VersionedDoc, load_doc, load_optional, write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.record.models import CHECK_SCHEMA
+from ampbench.results.manifest import note_record
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]
 
@@ -108,6 +109,7 @@ class CheckReport(VersionedDoc):
 
     def write(self, path: Path) -> None:
         write_doc(path, self, root=Path(path).parent)  # RUN/check.json: not through a link
+        note_record(Path(path).parent, Path(path))     # covered by the run's manifest (judge.recorded reads it back)
 
 
 def load_check(path: Path, root: Path | None = None) -> CheckReport:

@@ -267,4 +267,4 @@ PARITY_REASONS = ((R.NONINFERIOR, ""), (R.WORSE, ""), (R.UNDECIDED, ""), (R.ERRO
 ACCURACY_PARITY = Rule("accuracy-parity", rule_accuracy_parity, amp_only, advice=advise_parity,
                        results=(Result(ACCURACY_PARITY_NAME, seeds=PARITY_SEEDS, tune="parity", bisect="in-run",
                                        figure="metric_delta", reasons=PARITY_REASONS,
-                                       interval=metric_delta_interval),))
+                                       interval=metric_delta_interval, reference=True),))

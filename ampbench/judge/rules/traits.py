@@ -19,6 +19,9 @@ name:
   under emulation" (judge/rules/emulated.py), and a suite that judges numerics alone does not count it.
 - `reasons`: the reason codes it emits (judge/rules/reasons.py), each with what it says: its advice reads
   them, `Rule.run` refuses any other, docs/checks.md's table lists them.
+- `reference`: its status can move with the run's reference besides its trials (accuracy-parity adds the
+  pooled history's run-to-run spread; a bisect "history" result is judged against the reference outright):
+  a verdict read back is checked against its trials without it (judge.recorded).
 - `interval`: that figure's two-sided interval, as a published claim about it is judged (judge/rules/claims.py):
   the estimate and [low, high] at thresholds.confidence, from the result's details.
 
@@ -109,5 +112,11 @@ class Result:
     bisect: BisectKind | None = None
     figure: Figure | None = None
     reasons: Codes = ()
+    reference: bool = False
     interval: IntervalFn | None = None
     device: bool = False
+
+    @property
+    def needs_reference(self) -> bool:
+        """Judged against the run's reference (a baseline, the pooled history), not from its trials alone."""
+        return self.reference or self.bisect == "history"

@@ -485,3 +485,30 @@ def test_compare_json_rows_and_the_pr_comment_mark_an_emulated_modes_timing(tmp_
     lines = {ln.split("|")[1].strip(): ln for ln in text.splitlines() if ln.startswith("| `")}
     assert "not an AMP timing" in lines["`amp-o1-fp16` (emulated: not an AMP timing)"]
     assert "emulated" not in lines["`fp32`"]
+
+
+def test_a_numerics_only_pass_under_emulation_is_read_back_as_the_verdict_of_record(tmp_path: Path) -> None:
+    """`check --recorded`, report and history append verify check.json against its trials (judge/recorded.py):
+    an emulated mode's device results are shown and not counted under judges = "numerics", so its recorded
+    "PASS (emulated)" is the verdict its counted rules give, not a forged one; a device result edited to count
+    changes nothing judged again, and an edit of the verdict over a counted FAIL is still refused."""
+    from tests.factories import make_run
+
+    suite = _emulated_suite("numerics")
+    trials = _trials(suite)
+    for t in trials:
+        t.config_hash = suite.config_hash()
+    run = make_run(tmp_path / "runs", suite, trials)
+    r = cli.invoke(app, ["check", str(run)], env={"COLUMNS": "200"})
+    doc = json.loads((run / "check.json").read_text())
+    amp = next(v for v in doc["verdicts"] if v["mode"] == "amp-o1-fp16")
+    assert amp["verdict"] == "PASS" and amp["emulated"], r.output   # the factory's equal metrics: parity passes
+    assert r.exit_code == 0 and any(not x["counted"] for x in amp["rules"])
+    again = cli.invoke(app, ["check", str(run), "--recorded"], env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert cli.invoke(app, ["report", str(run)]).exit_code == 0
+    stab = next(x for x in amp["rules"] if x["rule"] == "stability")
+    stab["status"] = "FAIL"
+    (run / "check.json").write_text(json.dumps(doc))
+    edited = cli.invoke(app, ["check", str(run), "--recorded"], env={"COLUMNS": "200"})
+    assert edited.exit_code == 2 and "amp-o1-fp16 is recorded PASS" in edited.output

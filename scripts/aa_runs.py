@@ -21,6 +21,15 @@ The acceptance of issue 23 (an idle machine, nothing else running; take no numbe
         --max-seeds 12 --out /tmp/aa/accept          # add --affinity 0 for the pinned variant
     python scripts/aa_runs.py accept-check --out /tmp/aa/accept
 
+The acceptance of issue 62 (identical code, one run of each pair under a busy loop per core; each pair
+checked both ways, a planted slowdown against both kinds; every FAIL of identical code and every PASS of
+the planted slowdown is an error):
+
+    python scripts/aa_runs.py pairs --suite tests/fixtures/aa_toy.toml --pairs 6 --planted 4 --slow 0.20 \
+        --set train.steps=150 --out /tmp/aa/pairs      # plus --set workload.* for ~11 ms steps
+    python scripts/aa_runs.py pairs-check --out /tmp/aa/pairs
+    python scripts/aa_runs.py pairs-export --out /tmp/aa/pairs    # -> tests/fixtures/baseline_pairs/pairs.json
+
 `accept` makes Q0, then for i = 1..pairs: Qi = `run --until-decided --baseline Q(i-1)` (unchanged code)
 and Si = the same with a planted code slowdown (`--slow`: extra host work in every optimizer step,
 injected from a sitecustomize on PYTHONPATH, so neither the config nor ampbench changes).  Each run
@@ -271,9 +280,122 @@ def do_check(args: argparse.Namespace) -> None:
           f"({disturbed} of the INCONCLUSIVE say 'measurement disturbed')")
 
 
+# ---------------------------------------------------------------- issue 62: pairs, one side under load
+
+def pairs_run(args: argparse.Namespace, label: str, busy: bool, slow: float) -> dict:
+    """One run of the pairs acceptance: under a busy loop per core when `busy`, with the planted slowdown when
+    `slow` > 0; the machine's load average before and after (the machine is shared: it is part of the result)."""
+    out = Path(args.out) / label
+    cmd = _cli("run", args.suite, "--out", str(out), "--no-report", *[x for s in args.set or [] for x in ("--set", s)])
+    env = _plant_env(Path(args.out), slow) if slow > 0 else dict(os.environ)
+    load_before = os.getloadavg()
+    procs = start_load(os.cpu_count() or 1) if busy else []
+    t0 = time.time()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    finally:
+        stop_load(procs)
+    runs = sorted(p.parent for p in out.rglob("run.json"))
+    if not runs:
+        raise SystemExit(f"{label}: no run folder made (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return {"label": label, "busy": busy, "slow": slow, "dir": str(runs[-1]), "wall_s": round(time.time() - t0, 1),
+            "run_exit": proc.returncode, "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def do_pairs(args: argparse.Namespace) -> None:
+    """A_i (no load added) and B_i (a busy loop per core) for i < pairs, then S_j (the planted slowdown), every
+    other one under the busy loops; interleaved so the shared machine's drift hits every kind."""
+    plan: list[tuple[str, tuple[bool, float]]] = []
+    for i in range(max(args.pairs, args.planted)):
+        if i < args.pairs:
+            plan += [(f"A{i}", (False, 0.0)), (f"B{i}", (True, 0.0))]
+        if i < args.planted:
+            plan.append((f"S{i}", (i % 2 == 1, args.slow)))
+    run_resumable(Path(args.out) / "pairs.json", plan, lambda label, how: pairs_run(args, label, *how))
+
+
+def _evidence(run_dir: str) -> dict:
+    """Median others_cpu and CPU share over the run's ok trials (what the checker weighed)."""
+    import statistics
+    others, shares = [], []
+    for f in sorted((Path(run_dir) / "trials").glob("*.json")):
+        t = json.loads(f.read_text())
+        inf = t.get("interference") or {}
+        if t.get("status") == "ok" and inf.get("others_cpu") is not None:
+            others.append(inf["others_cpu"])
+        if t.get("status") == "ok" and inf.get("cpu_share"):
+            shares.append(inf["cpu_share"])
+    return {"others_cpu": round(statistics.median(others), 2) if others else None,
+            "cpu_share": round(statistics.median(shares), 2) if shares else None}
+
+
+def do_pairs_check(args: argparse.Namespace) -> None:
+    """Every pair both ways (A_i vs B_i, B_i vs A_i: identical code, one side loaded) and every planted run against
+    the unchanged runs of its index (S_j vs A_j, S_j vs B_j).  Identical code must never FAIL, the planted
+    slowdown never PASS; prints one line per comparison and the counts, writes OUT/pairs-result.json."""
+    runs = {r["label"]: r for r in json.loads((Path(args.out) / "pairs.json").read_text())}
+    pairs, planted_runs = sum(k.startswith("A") for k in runs), sum(k.startswith("S") for k in runs)
+    todo = [(f"A{i}", f"B{i}") for i in range(pairs)] + [(f"B{i}", f"A{i}") for i in range(pairs)]
+    todo += [(f"S{j}", f"{k}{j}") for j in range(planted_runs) for k in ("A", "B")]
+    rows = []
+    for cur, base in todo:
+        if cur not in runs or base not in runs:
+            continue
+        proc = subprocess.run(_cli("check", runs[cur]["dir"], "--baseline", runs[base]["dir"]), capture_output=True,
+                              text=True, check=False, env={**os.environ, "COLUMNS": "200"})
+        hist = [r for r in _rules(runs[cur]["dir"]) if r["rule"] == "history-throughput"]
+        rows.append({"current": cur, "baseline": base, "planted": runs[cur]["slow"] > 0, "exit": proc.returncode,
+                     "current_busy": runs[cur]["busy"], "baseline_busy": runs[base]["busy"],
+                     "current_evidence": _evidence(runs[cur]["dir"]), "baseline_evidence": _evidence(runs[base]["dir"]),
+                     "history": [(r["mode"], r["status"], r.get("observed"),
+                                  bool((r.get("details") or {}).get("disturbed"))) for r in hist]})
+        x = rows[-1]
+        print(f"{cur} ({'busy' if x['current_busy'] else 'no load added'}, {x['current_evidence']}) vs {base} "
+              f"({'busy' if x['baseline_busy'] else 'no load added'}, {x['baseline_evidence']}): "
+              + ", ".join(f"{m} {st}{' (disturbed)' if d else ''} {o if o is None else format(o, '+.1%')}"
+                          for m, st, o, d in x["history"]), flush=True)
+    same = [x for x in rows if not x["planted"]]
+    planted = [x for x in rows if x["planted"]]
+    fails = sum(any(st == "FAIL" for _, st, _, _ in x["history"]) for x in same)
+    passes = sum(any(st == "PASS" for _, st, _, _ in x["history"]) for x in planted)
+    caught = sum(bool(x["history"]) and all(st == "FAIL" for _, st, _, _ in x["history"]) for x in planted)
+    print(f"identical code: {fails} of {len(same)} comparisons with a FAIL; planted {args.slow:.0%} slowdown: "
+          f"{passes} of {len(planted)} with a PASS, {caught} FAILed in every mode")
+    (Path(args.out) / "pairs-result.json").write_text(json.dumps(rows, indent=1))
+    raise SystemExit(0 if fails == 0 and passes == 0 else 1)
+
+
+def do_pairs_export(args: argparse.Namespace) -> None:
+    """The pairs' runs reduced to what the history rule reads (each trial's measured step times in whole
+    microseconds, its CPU evidence) with each run's conditions: tests/fixtures/baseline_pairs/pairs.json, replayed
+    by tests/test_baseline_replay.py."""
+    runs = json.loads((Path(args.out) / "pairs.json").read_text())
+    out, samples = [], set()
+    for r in runs:
+        trials = []
+        for f in sorted((Path(r["dir"]) / "trials").glob("*.json")):
+            t = json.loads(f.read_text())
+            measured = [st for st in t["steps"] if not st.get("warmup")]
+            samples |= {st.get("samples") for st in measured}
+            inf = t.get("interference") or {}
+            trials.append({"mode": t["mode"], "seed": t["seed"], "status": t["status"],
+                           "step_time_us": [round(st["time_s"] * 1e6) for st in measured],
+                           "cpu_share": inf.get("cpu_share"), "others_cpu": inf.get("others_cpu")})
+        out.append({k: r[k] for k in ("label", "busy", "slow", "loadavg_before", "loadavg_after")} | {"trials": trials})
+    if len(samples) != 1:
+        raise SystemExit(f"samples per step differ between steps: {sorted(samples)}")
+    doc = {"made": "scripts/aa_runs.py pairs " + " ".join(f"--set {x}" for x in args.set or []),
+           "suite": args.suite, "samples": samples.pop(), "runs": out}
+    dest = Path(args.export)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    print(f"{dest}: {len(out)} runs, {dest.stat().st_size} bytes")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("phase", choices=["run", "check", "accept", "accept-check"])
+    ap.add_argument("phase", choices=["run", "check", "accept", "accept-check", "pairs", "pairs-check", "pairs-export"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--suite", default="tests/fixtures/aa_toy.toml")
     ap.add_argument("--profile")
@@ -285,8 +407,13 @@ def main() -> None:
     ap.add_argument("--slow", type=float, default=0.20, help="accept: planted throughput loss (0.20 = 20%%)")
     ap.add_argument("--max-seeds", type=int, default=12, help="accept: --max-seeds of --until-decided")
     ap.add_argument("--affinity", default=None, help="accept: pin every trial (run --affinity)")
+    ap.add_argument("--planted", type=int, default=4, help="pairs: planted runs (every other one under load)")
+    ap.add_argument("--export", default="tests/fixtures/baseline_pairs/pairs.json", help="pairs-export: the fixture")
     args = ap.parse_args()
-    {"run": do_run, "check": do_check, "accept": do_accept, "accept-check": do_accept_check}[args.phase](args)
+    if args.phase == "pairs" and "--pairs" not in sys.argv:
+        args.pairs = 6
+    {"run": do_run, "check": do_check, "accept": do_accept, "accept-check": do_accept_check, "pairs": do_pairs,
+     "pairs-check": do_pairs_check, "pairs-export": do_pairs_export}[args.phase](args)
 
 
 if __name__ == "__main__":

@@ -185,7 +185,8 @@ def test_a_disturbed_slowdown_is_marked_and_advised_to_rerun_not_to_change_anyth
     assert r.exit_code == 3, r.output
     assert len(re.findall(r"-\d+\.\d% \[[^]]+\] \| no \(disturbed\)", r.output)) == len(MODES), r.output
     assert "yes," not in r.output
-    assert "fp32: disturbed: Measurement disturbed (this run: other processes used 1.60 CPU cores beside it" in r.output
+    assert ("fp32: disturbed: Measurement disturbed (this run or its baseline, each weighed alike: other processes "
+            "kept 1.60 of the machine's 2 cores busy beside this run") in r.output
     chk = invoke("check", str(cur), "--baseline", str(other))
     text = " ".join(chk.output.split())
     assert "history-throughput INCONCLUSIVE" in text and "Re-run on a quiet machine" in text, chk.output

@@ -107,15 +107,17 @@ def _without_floor(line: RunSummary) -> RunSummary:
 @pytest.mark.parametrize("path", SETS, ids=[p.stem for p in SETS])
 def test_real_runs_meet_the_history_acceptance(tmp_path: Path, path: Path) -> None:
     """Idle sets: >= 3 of 4 planted runs FAIL, no unchanged run FAILs.  Sets made while other jobs saturated
-    the two cores (`loaded-*`): the CPU evidence withholds the planted FAILs as "measurement disturbed"
-    (judge.interference: a saturated machine does not measure the code), which is asserted to happen only
-    where the statistic showed the slowdown; still no unchanged run FAILs."""
+    the two cores (`loaded-*`), or kept one of them busy (`light-load-*`: the segment's runs at 1.0 of 2 cores):
+    the CPU evidence withholds the planted FAILs as "measurement disturbed" (judge.interference.unlike: a
+    saturated machine does not measure the code, on either side of the comparison: load has made identical
+    code come out faster as well as slower, issue 62), which is asserted to happen only where the statistic
+    showed the slowdown; still no unchanged run FAILs."""
     runs = _lines(tmp_path, json.loads(path.read_text()))
     assert sum(r["planted"] for r, _, _ in runs) == 4 and sum(not r["planted"] for r, _, _ in runs) >= 22
     t = _judge(tmp_path, runs, floor=True)
     assert t.planted == 4 and t.unchanged == 12, t.text()
     assert t.unchanged_failed == 0, t.text()
-    assert (t.planted_held if path.stem.startswith("loaded-") else t.planted_failed) >= 3, t.text()
+    assert (t.planted_held if path.stem.startswith(("loaded-", "light-load-")) else t.planted_failed) >= 3, t.text()
 
 
 def test_the_median_figure_alone_misses_the_acceptance_on_the_idle_set(tmp_path: Path) -> None:
@@ -129,8 +131,9 @@ def test_the_median_figure_alone_misses_the_acceptance_on_the_idle_set(tmp_path:
 @pytest.mark.parametrize("path", SETS, ids=[p.stem for p in SETS])
 def test_real_runs_against_one_baseline_run(tmp_path: Path, path: Path) -> None:
     """`check RUN --baseline PREVIOUS` (the nightly's fallback while a series is young, and `run
-    --until-decided`): every run from U02 on against the unchanged run made just before it, on the fast
-    floor with the fixed 1% drift allowance.  No unchanged run FAILs (21 comparisons per set); planted
+    --until-decided`): every run from U02 on against the unchanged run made just before it, judged by the
+    pooled rule as a history of one run (the fast floor, the trimmed mean where the shape is steady, the
+    fixed 1% drift allowance assumed).  No unchanged run FAILs (21 comparisons per set); planted
     runs FAIL in every mode in >= 3 of 4 (where the sets were made beside other work: FAIL or withheld as
     disturbed with the slowdown shown)."""
     runs = _lines(tmp_path, json.loads(path.read_text()))
@@ -141,7 +144,9 @@ def test_real_runs_against_one_baseline_run(tmp_path: Path, path: Path) -> None:
             continue
         rep = check_run(run, baseline=prev[-1])
         rules = [x for v in rep.verdicts for x in v.rules if x.rule == "history-throughput"]
-        assert len(rules) == 2 and {x.details["statistic"] for x in rules} == {"fast-floor"}
+        # the pooled rule's figures against a history of one run: the fast floor, the trimmed mean beside it
+        # where the two runs' step-time shape is steady (issue 62)
+        assert len(rules) == 2 and {x.details["statistic"] for x in rules} <= {"fast-floor", "trimmed-mean"}
         t.add(r["label"], r["planted"], rep)
     assert t.unchanged == 21 and t.unchanged_failed == 0, t.text()
     # beside a busy neighbour (the loaded and light-load sets) the CPU evidence may withhold a planted FAIL

@@ -160,6 +160,8 @@ def test_paddleclas_own_trainer_from_import_to_verdict_on_synthetic_data(tmp_pat
         cost = float(re.findall(r"\[Iter: 10/12\].*?batch_cost: ([0-9.]+)s", log)[0])
         steps = {s["step"]: s["time_s"] for s in t["steps"]}
         assert 0.9 <= cost / (sum(steps[k] for k in range(6, 12)) / 6) <= 1.1
+        check = t["workload_info"]["throughput_check"]   # the cross-check compares those same steps
+        assert check["window"] == [6, 11] and 0.9 <= check["ratio"] <= 1.1, check
     amp = json.loads((folder / "trials" / "amp-o1-fp16__seed0.json").read_text())["amp"]
     assert amp["requested"] and not amp["active"] and amp["injected"] == {}
 
@@ -179,6 +181,117 @@ def test_the_programs_own_rate_is_its_samples_over_its_time_not_the_median_of_it
     assert check["lines"] == 4 and check["agrees"]
 
 
+def _clas_line(k: int, cost: float, batch: int = 16) -> str:
+    """A PaddleClas train line as ppcls/engine/train/utils.py log_info writes it."""
+    return (f"[2024/01/01 10:00:00] ppcls INFO: [Train][Epoch 1/1][Iter: {k}/12]lr(PiecewiseDecay): 0.10000000, "
+            f"CELoss: 1.38, loss: 1.38, batch_cost: {cost:.5f}s, reader_cost: 0.00100, ips: {batch / cost:.5f} "
+            "samples/s, eta: 0:00:10")
+
+
+def test_the_paddleclas_cross_check_compares_the_iterations_of_its_line():
+    """Issue 62: PaddleClas's ips at iteration k is the batch over the mean batch_cost of iterations 5..k (its
+    meters reset at iteration 5), ampbench's steps 6..k+1; the mean over all measured steps (3..12 here, three
+    slow ones inside) was compared with it before: ratio 0.53 where the same iterations agree to 1.000."""
+    from ampbench.record.models import StepRecord
+    from ampbench.trial.command_left_out import cross_check
+    from ampbench.trial.command_record import throughput_check, window_steps
+    from ampbench.workloads.command.presets import LogScan
+
+    times = {k: 0.1 for k in range(1, 13)} | {3: 0.4, 4: 0.4, 5: 0.4}   # steps 3-5 slow (a loaded machine)
+    steps = [StepRecord(step=k, loss=1.0, time_s=t, samples=16, warmup=k <= 2) for k, t in times.items()]
+    scan = LogScan("paddleclas")
+    scan.feed(_clas_line(0, 0.9))                                          # iteration 0: start-up inside, no window
+    scan.feed(_clas_line(10, sum(times[k] for k in range(6, 12)) / 6))     # iterations 5..10 = steps 6..11
+    assert scan.windows == [None, (6, 11)]
+    mean_rate = sum(s.samples for s in steps if not s.warmup) / sum(s.time_s for s in steps if not s.warmup)
+    check = throughput_check(mean_rate, scan, 0.25, steps)
+    assert check["window"] == [6, 11] and check["ratio"] == pytest.approx(1.0, abs=1e-4) and check["agrees"]
+    assert check["ampbench_samples_per_s"] == pytest.approx(160.0)
+    before = throughput_check(mean_rate, scan, 0.25)      # no steps: the mean over the measured steps, as main did
+    assert "window" not in before and before["ratio"] == pytest.approx(0.526, abs=1e-3) and not before["agrees"]
+    assert [s.step for s in window_steps(steps, check["window"])] == list(range(6, 12))
+    slow = throughput_check(mean_rate, scan, 0.25, [s.model_copy(update={"time_s": 2 * s.time_s}) for s in steps])
+    said = cross_check(slow, window_steps(steps, slow["window"]), {}, steps)
+    assert not slow["agrees"] and "samples over the time of steps 6-11, the iterations of its line" in said["warning"]
+    # a missing step of the window, or a later epoch's lines (their first step is not known): not windowed
+    assert "window" not in throughput_check(mean_rate, scan, 0.25, [s for s in steps if s.step != 8])
+    later = LogScan("paddleclas")
+    for line in (_clas_line(10, 0.1), _clas_line(10, 0.1).replace("[Epoch 1/1]", "[Epoch 2/2]")):
+        later.feed(line)
+    assert later.windows == [(6, 11), None]
+
+
+CLAS_LOOP = r'''
+import argparse, json, time
+from pathlib import Path
+import paddle
+ap = argparse.ArgumentParser()
+ap.add_argument("--steps", type=int)
+ap.add_argument("--out")
+a = ap.parse_args()
+paddle.seed(0)
+net = paddle.nn.Linear(8, 4)
+opt = paddle.optimizer.SGD(parameters=net.parameters())
+x, y = paddle.randn([16, 8]), paddle.randint(0, 4, [16])
+cost_sum, cost_n = 0.0, 0
+tic = time.time()
+for iter_id in range(a.steps):           # the timing of PaddleClas's train_epoch, written here
+    if iter_id == 5:
+        cost_sum, cost_n = 0.0, 0
+    loss = paddle.nn.functional.cross_entropy(net(x), y)
+    loss.backward()
+    time.sleep(0.12 if 2 <= iter_id <= 4 else 0.03)   # three slow iterations before its meters reset
+    opt.step()
+    opt.clear_grad()
+    cost_sum, cost_n = cost_sum + time.time() - tic, cost_n + 1
+    if iter_id % 10 == 0:
+        avg = cost_sum / cost_n
+        print(f"[Train][Epoch 1/1][Iter: {iter_id}/{a.steps}]lr(Constant): 0.001, loss: {float(loss):.5f}, "
+              f"batch_cost: {avg:.5f}s, ips: {16 / avg:.5f} samples/s", flush=True)
+    tic = time.time()
+print("[Eval][Epoch 1][Avg]CELoss: 1.2, loss: 1.2, top1: 0.25, top5: 1.0", flush=True)
+'''
+
+
+@pytest.mark.slow
+def test_a_program_in_paddleclas_loop_is_cross_checked_over_its_lines_iterations(tmp_path):
+    """The real path: a program timing its loop as PaddleClas's train_epoch does (meters reset at iteration 5,
+    a line every 10), three slow iterations before the reset, under the hook: its iteration-10 line and
+    ampbench's steps 6..11 agree; the mean over every measured step would have included the slow ones."""
+    prog = tmp_path / "clas_loop.py"
+    prog.write_text(CLAS_LOOP)
+    suite = tmp_path / "clas.toml"
+    suite.write_text(f"""
+[suite]
+name = "clasloop"
+workload = "command"
+metric = "top1"
+seeds = [0]
+
+[workload]
+command = ["{sys.executable}", "{prog}", "--steps", "{{steps}}", "--out", "{{out}}"]
+metric = {{ preset = "paddleclas" }}
+
+[train]
+batch_size = 16
+steps = 12
+warmup_steps = 2
+timeout_s = 120
+
+[[modes]]
+name = "fp32"
+""")
+    r = run("run", str(suite), "--out", str(tmp_path / "runs"), "--no-report")
+    assert r.exit_code == 3, r.output   # fp32 alone compares nothing: INCONCLUSIVE
+    t = json.loads(next((tmp_path / "runs").glob("clasloop/*/trials/fp32__seed0.json")).read_text())
+    check = t["workload_info"]["throughput_check"]
+    assert check["window"] == [6, 11] and abs(check["ratio"] - 1) <= 0.03 and check["lines"] == 2, check
+    measured = [s for s in t["steps"] if not s["warmup"]]
+    mean = sum(s["samples"] for s in measured) / sum(s["time_s"] for s in measured)
+    assert mean / check["program_samples_per_s"] < 0.85, (mean, check)   # what was compared before
+    assert t["metrics"]["top1"] == 0.25
+
+
 def test_the_cross_check_warning_names_which_ampbench_figure_it_compares():
     """The warning compares the measured steps' samples over their time (the program's lines are intervals'
     samples over time) and says so, beside the trial's own samples/s, the median per-step rate the record
@@ -188,8 +301,9 @@ def test_the_cross_check_warning_names_which_ampbench_figure_it_compares():
 
     steps = [StepRecord(step=i, loss=None, time_s=t, samples=8, warmup=i == 1) for i, t in enumerate((1, .1, .1, .1, .5), 1)]
     ours = 32 / 0.8   # 4 measured steps of 8 samples over 0.8 s: 40 samples/s; their median rate is 80
-    check = {"program_samples_per_s": 10.0, "ratio": 4.0, "agrees": False, "tolerance": 0.25, "lines": 2}
-    warning = cross_check(check, ours, steps, {})["warning"]
+    check = {"ampbench_samples_per_s": ours, "program_samples_per_s": 10.0, "ratio": 4.0, "agrees": False,
+             "tolerance": 0.25, "lines": 2}
+    warning = cross_check(check, [s for s in steps if not s.warmup], {}, steps)["warning"]
     assert "samples over the time of the measured steps, 40 samples/s" in warning
     assert "the trial's samples/s figure is the median per-step rate, 80" in warning
     assert "mean over the measured steps" not in warning

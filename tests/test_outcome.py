@@ -58,7 +58,7 @@ def test_check_ends_with_one_row_per_mode_and_one_line_per_next_step(tmp_path: P
             "only informational -> AMP cannot run on this device") in text
     assert "-> exit 3" in r.output.splitlines()[-1]
     assert "Informational (AMP inactive)" not in r.output  # no rule's full text by default
-    assert len(r.output.splitlines()) <= 16, r.output  # 15 + the note beside intervals from 2-3 seeds
+    assert len(r.output.splitlines()) <= 17, r.output  # 15 + the note beside 2-3 seed intervals + the Δ header's 2nd line
 
 
 def test_check_explain_adds_every_rule_full_text(tmp_path: Path) -> None:
@@ -92,10 +92,28 @@ def test_report_opens_with_the_outcome_and_says_shared_advice_once(tmp_path: Pat
     assert all(f"| `{m}` |" in outcome for m in MODES)
     # the mode's figures headed as report.md's summary table heads them (the field catalog's columns)
     header = next(ln for ln in outcome.splitlines() if ln.startswith("| Mode |"))
-    assert all(f"| {h} |" in header for h in ("Verdict", "Speedup [95% CI]", "Memory vs fp32", "Δ vs fp32", "Decided by"))
+    assert all(f"| {h} |" in header for h in ("Verdict", "Speedup [95% CI]", "Memory vs fp32", "Δ accuracy vs fp32",
+                                              "Decided by"))
     # the informational rules' advice (4 rules x 2 modes) is said once, naming the rules it also answers
     assert md.count(INACTIVE) == 1, md
     assert "Try (also for speedup, memory, energy, amp-o2-bf16 accuracy-parity" in md
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "eval_loss"])
+def test_the_delta_column_names_the_metric_and_no_mode_name_folds_at_100_columns(tmp_path: Path, metric: str) -> None:
+    """Issue 62: "Δ vs fp32" did not say of what; "{metric} Δ vs fp32" on one line folded the mode names at 100
+    columns.  The console breaks the header in two ("Δ accuracy" over "vs fp32"; "d accuracy" in a pipe's ASCII),
+    report.md keeps one line."""
+    suite = make_suite(modes=MODES, seeds=(0, 1), metric=metric, goal="min" if "loss" in metric else "max")
+    run = make_run(tmp_path, suite, make_trials(suite, metrics={m: [0.91, 0.92] for m in MODES}, amp_active=False))
+    r = invoke("check", str(run))
+    assert list(table_rows(r.output)) == list(MODES), r.output   # every mode name whole on its line
+    head = [ln for ln in r.output.splitlines() if ln.startswith("|")][:2]
+    assert f"d {metric}" in head[0] and "vs fp32" in head[1] and "Mode" in head[1], r.output   # Δ in ASCII: a pipe
+    assert all(len(ln) <= 100 for ln in r.output.splitlines()), r.output
+    invoke("check", str(run))
+    md = write_report([run]).read_text(encoding="utf-8")
+    assert f"| Δ {metric} vs fp32 |" in md and "Δ vs fp32" not in md
 
 
 @pytest.mark.slow

@@ -122,3 +122,87 @@ def test_a_bad_pairs_value_exits_2_naming_the_file_and_key(tmp_path, toy_suite):
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "bad.toml" in lines[0] and "suite.pairs" in lines[0] and "same-node" in lines[0], lines
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- history comparisons (issue 62)
+
+def _history(suite, trials: list[Trial], base: list[Trial], tmp_path, **kw: Any):
+    """`check` of `trials` against the run folder of `base` (--baseline), through the verb's own path."""
+    from ampbench.commands.check import check_run
+    from tests.factories import make_run
+
+    cur = make_run(tmp_path / "cur", suite, trials, run_id="cur")
+    ref = make_run(tmp_path / "ref", suite, base, run_id="ref")
+    return check_run(cur, baseline=ref, **kw)
+
+
+def _history_rules(rep) -> dict[str, Any]:
+    return {v.mode: next(r for r in v.rules if r.rule == "history-throughput") for v in rep.verdicts}
+
+
+def test_a_baseline_measured_on_another_node_is_refused_unless_allowed(tmp_path):
+    from ampbench.core.errors import ResultsError
+    from ampbench.results.baselines import load_baseline, save_baseline
+    from tests.factories import make_run
+
+    suite = _suite()
+    here, there = _trials(suite), _trials(suite)
+    for t in there:
+        t.host = "node-b"
+    with pytest.raises(ResultsError, match=r"not comparable: different node node-b \(baseline\) vs node-a \(this run\)"):
+        _history(suite, here, there, tmp_path / "refused")
+    rep = _history(suite, here, there, tmp_path / "allowed", allow_mismatch=True)
+    assert any("different suite/config/device/node" in n for n in rep.notes)
+    # a saved baseline file keeps where its trials ran, so it is refused alike; a file without nodes is not
+    saved = save_baseline(make_run(tmp_path / "b", suite, there, run_id="b"), tmp_path / "b.json")
+    assert load_baseline(saved).nodes() == {"node-b"}
+    from ampbench.commands.check import check_run
+    cur = make_run(tmp_path / "c", suite, here, run_id="c")
+    with pytest.raises(ResultsError, match="different node"):
+        check_run(cur, baseline=saved)
+    old = saved.read_text().replace('"node": "node-b"', '"node": ""')
+    (tmp_path / "old.json").write_text(old)
+    assert check_run(cur, baseline=tmp_path / "old.json").verdicts
+
+
+def test_history_lines_of_other_nodes_stay_out_of_the_pooled_series(tmp_path):
+    from ampbench.commands.check import check_run
+    from ampbench.commands.history import summarize_run_dir
+    from ampbench.results.history import history_file
+    from tests.factories import make_run
+
+    suite = _suite()
+    lines = []
+    for i, host in enumerate(["node-a", "node-b", "node-a", "node-b", "node-a"]):
+        ts = _trials(suite)
+        for t in ts:
+            t.host = host
+        lines.append(summarize_run_dir(make_run(tmp_path / "h", suite, ts, run_id=f"h{i}")))
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    history_file(hist, suite.suite.name).write_text("".join(x.to_line() + "\n" for x in lines))
+    rep = check_run(make_run(tmp_path / "cur", suite, _trials(suite), run_id="cur"), history=hist)
+    assert rep.baseline.startswith("history: the 3 run(s)"), rep.baseline   # h0, h2, h4: node-a's
+    assert any("2 history run(s) of this suite, config and device left out: measured on another node" in n
+               for n in rep.notes), rep.notes
+
+
+def test_trials_of_different_seeds_side_by_side_on_one_device_hold_the_history_comparison_back(tmp_path):
+    """Seeds 0 and 1 ran at the same time on one CPU (a Slurm array task per seed on one node, say): each measured
+    the other, so the run's throughput against the baseline's is not judged; in sequence it is."""
+    suite = _suite()
+    base = _trials(suite)
+    calm = _history_rules(_history(suite, _trials(suite), base, tmp_path / "calm"))
+    assert {r.status for r in calm.values()} == {"PASS"}, {m: r.message for m, r in calm.items()}
+    crowded = _trials(suite)
+    for t in crowded:
+        if t.seed == 1:   # seed 1's arms moved onto seed 0's
+            t.started_unix, t.ended_unix = t.started_unix - 20, t.ended_unix - 20
+    held = _history_rules(_history(suite, crowded, base, tmp_path / "crowded"))
+    for mode, r in held.items():
+        assert r.status == "INCONCLUSIVE" and "overlapped" in r.details["reasons"], (mode, r.message)
+        assert r.message.startswith("Held back from PASS: trials of this run ran side by side on one device")
+        assert any("seed 1" in x and "seed 0" in x for x in r.details["crowded"]), r.details["crowded"]
+    accepted = _suite(pairs="any")
+    ok = _history_rules(_history(accepted, crowded, base, tmp_path / "any"))
+    assert {r.status for r in ok.values()} == {"PASS"}

@@ -425,6 +425,14 @@ def test_command_throughput_disagreement_is_shown_escaped_and_agreement_is_not(t
     assert "Throughput disagrees" in html and "<blockquote>" in html
     assert "Throughput disagrees" in (run / "report.html").read_text()
 
+    def windowed(t):   # a PaddleClas line compared over its own iterations (issue 62): the line names them
+        check(t["mode"] != "fp32" or t["seed"] != 0)(t)
+        t["workload_info"]["throughput_check"]["window"] = [6, 11]
+    clas = copy_run(tmp_path, "window")
+    edit_trials(clas, windowed)
+    line = next(ln for ln in write_report([clas]).read_text().splitlines() if ln.startswith("> - `fp32__seed0`"))
+    assert "samples over the time of steps 6-11, the iterations of its line, ampbench 160 samples/s" in line
+
 
 def test_report_html_flag_writes_both_pages_from_one_rendering(tmp_path):
     """`report --html` (what the nightly runs): the markdown and its HTML page, the same content with the

@@ -405,3 +405,37 @@ def test_slurms_own_requeue_of_an_array_task_does_not_run_its_ok_arms_again(clus
     assert "fp32__seed0 already ended ok in this array task" in fp32_log.read_text(errors="replace")
     assert _trial(run, "fp32__seed0") == first                   # main ran it again: a second measurement
     assert _scontrol(cluster, task)["Restarts"] == "1"
+
+
+@pytest.mark.slow
+def test_resume_with_slurmctld_down_says_so_in_one_line_and_stops_nothing_lost(cluster, tmp_path):  # noqa: F811
+    """Issue 62: with slurmctld stopped, `--resume` waited with squeue warnings until interrupted (430 s). It now
+    says in one line that the controller is unreachable and stops (exit 2) before it asks anything else: no job
+    submitted or forgotten, the finished trial kept; started again, the controller's job is waited for."""
+    p = _slurm_run(cluster, tmp_path, fault="amp-o1-fp16:0:hang")
+    _wait_for(lambda: _ok_file(_run_dir(tmp_path), "fp32__seed0"), "fp32 done")
+    run = _run_dir(tmp_path)
+    jobs = _jobs(run)
+    hung = jobs["amp-o1-fp16__seed0"]
+    try:
+        _wait_for(lambda: cluster.jobs().get(hung) == "RUNNING", f"job {hung} running")
+        p.kill()          # ampbench gone (a lost session): the job stays in slurm.json, running
+        p.communicate()
+        state = (run / "slurm.json").read_text()
+        cluster.stop_controller()
+        t0 = time.monotonic()
+        try:
+            q = _ampbench(cluster, ["--resume", str(run), "--no-report"], tmp_path, fault="amp-o1-fp16:0:hang")
+            code, out = _finish(q, 200)
+            took = time.monotonic() - t0
+        finally:
+            cluster.start_controller()
+        line = _one_line_error(out)
+        assert code == 2 and "Slurm's controller (slurmctld) is unreachable" in line, out
+        assert "ampbench run --resume" in line and "nothing was submitted" in line, line
+        assert "warning:" not in out and took < 90, (took, out)
+        assert (run / "slurm.json").read_text() == state and _ok_file(run, "fp32__seed0")
+        assert not (run / "trials" / "amp-o1-fp16__seed0.json").exists()
+        _wait_for(lambda: cluster.jobs().get(hung) == "RUNNING", f"job {hung} recovered by slurmctld", 60)
+    finally:
+        _scancel(cluster, *jobs.values())

@@ -15,7 +15,7 @@ from ampbench.judge.recorded import recorded_verdict
 from ampbench.report.console import print_outcome, print_rules
 from ampbench.report.view import view_of
 from ampbench.results.accepts import AcceptRecord, load_accepts
-from ampbench.results.baselines import device_slug, load_baseline
+from ampbench.results.baselines import device_slug, load_baseline, node_of
 from ampbench.results.history import RunSummary, history_sources, load_history
 from ampbench.results.previous import resolve_baseline
 from ampbench.results.run_dir import OpenRun, RunDir, open_run
@@ -46,7 +46,7 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     beside this one (results.previous).  To pin a reference on purpose, give `baseline` without `history`."""
     run = open_run(Path(run_dir))
     ok = [t for t in run.trials if t.status == "ok"]
-    series = _series(run, history) if history is not None else []
+    series, elsewhere = _series(run, history) if history is not None else ([], 0)
     seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,
                         accepts=_accepts(run, history)) if history is not None else None
     use_pool = seg if seg is not None and len(seg.runs) >= pooled.MIN_RUNS else None
@@ -57,17 +57,29 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     drift = changepoint.drift([h.to_json() for h in series]) if history is not None and base is not None else None
     report = judge_run(run, base, strict=strict, allow_mismatch=allow_mismatch,
                        drift_sd=drift.sd if drift else None, pooled=use_pool)
-    if seg is not None and use_pool is None:
-        instead = "the --baseline instead" if base is not None else "no baseline: the run is judged on its own"
-        report.notes.append(f"No pooled history baseline: {seg.describe()}, fewer than {pooled.MIN_RUNS}; {instead}.")
-    if drift is not None:
-        report.notes.append(f"History rules allow a {drift.describe()}.")
+    report.notes += _history_notes(run, seg, use_pool is not None, base is not None, drift, elsewhere)
     target = run.dir.check_vs_path("history") if use_pool is not None else check_path(run.dir, base_path)
     try:
         report.write(target)
     except ResultsError as e:  # a read-only run folder is judged and printed all the same
         report.notes.append(f"{target.name} not written: {e}")
     return report
+
+
+def _history_notes(run: OpenRun, seg: pooled.PooledBaseline | None, used: bool, based: bool,
+                   drift: changepoint.Drift | None, elsewhere: int) -> list[str]:
+    """What check's notes say of the history: no pool (and what was used instead), the drift allowed, the lines
+    of other nodes left out."""
+    out = []
+    if seg is not None and not used:
+        instead = "the --baseline instead" if based else "no baseline: the run is judged on its own"
+        out.append(f"No pooled history baseline: {seg.describe()}, fewer than {pooled.MIN_RUNS}; {instead}.")
+    if drift is not None:
+        out.append(f"History rules allow a {drift.describe()}.")
+    if elsewhere:
+        out.append(f"{elsewhere} history run(s) of this suite, config and device left out: measured on another "
+                   f"node than this run's ({', '.join(run_nodes(run))}).")
+    return out
 
 
 def check_exit(report: CheckReport, claims: bool = False) -> int:
@@ -101,10 +113,17 @@ def _accepts(run: OpenRun, history: Path) -> list[AcceptRecord]:
             for a in load_accepts(path, run.info.suite)]
 
 
-def _series(run: OpenRun, history: Path) -> list[RunSummary]:
-    """The history lines of this run's suite, config hash and device, oldest first, the run itself left out."""
+def _series(run: OpenRun, history: Path) -> tuple[list[RunSummary], int]:
+    """The history lines of this run's suite, config hash and device, oldest first, the run itself left out,
+    and how many of them were left out for having run on other nodes only (judge.pooled.other_node)."""
     lines = [h for path in history_sources(Path(history), [run.info.suite]) for h in load_history(path)]
     ok = [t for t in run.trials if t.status == "ok"] or run.trials
     env = ok[0].env if ok else run.info.env
-    found = pooled.comparable(lines, run.info.suite, run.info.config_hash, env, run.info.run_id)
-    return sorted(found, key=lambda h: (h.started or "", h.run_id))
+    same = pooled.comparable(lines, run.info.suite, run.info.config_hash, env, run.info.run_id)
+    found = [h for h in same if not pooled.other_node(h, run_nodes(run))]
+    return sorted(found, key=lambda h: (h.started or "", h.run_id)), len(same) - len(found)
+
+
+def run_nodes(run: OpenRun) -> list[str]:
+    """The nodes the run's ok trials ran on (results.baselines.node_of)."""
+    return sorted({n for t in run.trials if t.status == "ok" and (n := node_of(t))})

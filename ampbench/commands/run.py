@@ -214,7 +214,7 @@ def _manifest(run: RunDir) -> Manifest:
 
 def _resume_launcher(run: RunDir, opts: RunOptions) -> None:
     """--resume goes on with the launcher the run started with (slurm.json holds Slurm's options)."""
-    from ampbench.launch.slurm import require_commands
+    from ampbench.launch.slurm import require_commands, require_controller
     from ampbench.launch.slurm_run import load_state
 
     recorded = load_state(run.path)
@@ -226,6 +226,7 @@ def _resume_launcher(run: RunDir, opts: RunOptions) -> None:
                           f"the Slurm options in its slurm.json; drop the Slurm options")
     if recorded is not None:
         require_commands()
+        require_controller(run.path)
 
 
 def _follower_done(run: RunDir, ended: list[Trial], console: Console) -> int:

@@ -44,7 +44,8 @@ CHECKS: dict[str, str] = {
     "memory-order": "0 < peak allocated <= peak reserved <= driver-seen (NVML) memory in every trial",
     "nvml-device": "NVML resolved the trial's own GPU (PCI bus id, UUID or MIG) with no NVML errors",
     "step-times": "per-step times add up to 80-100% of the measured window's wall time in every trial (below 80% "
-                  "only where the time outside the steps is under 1 ms a step: the loop's bookkeeping)",
+                  "only where the time outside the steps is under 1 ms a step: the loop's bookkeeping; n/a where "
+                  "other processes' share of the cores explains the rest)",
     "energy": "NVML energy over the measured window > 0 J in every trial (n/a where NVML answers Not Supported)",
     "data-parallel": "with >= 2 GPUs: a 2-rank trial with per-rank memory measured on two different NVML devices",
     "emulation-fidelity": "the toy suite's AMP modes trained both ways, real AMP and emulate = true (same seed): loss "
@@ -205,7 +206,11 @@ def _step_times(t: Trial) -> Verdict:
     """The step-times check: the measured steps fill 80-100% of the window, or what is outside them is the
     loop's bookkeeping (under STEP_GAP_ALLOWANCE_S a step), never more than the window.  A short window on
     a machine other processes kept saturated (the interference rule's SATURATED share of its cores) is
-    n/a: whichever side of the clock the trial waited for a core on decides the share, not the timing."""
+    n/a: whichever side of the clock the trial waited for a core on decides the share, not the timing.
+    Below saturation, other processes that used a share f of the cores (the trial's own others_cpu) may
+    have held the trial off a core between its steps for about that share of the window: a share of at
+    least 80% - f is n/a there, not a failure (a loaded host read 0.78, issue 62); a missing device sync,
+    which leaves a step's device time outside its clock, reads far lower (40% on the self-test's sizes)."""
     measured = t.measured_steps()
     total, window = sum(s.time_s for s in measured), t.throughput.window_s
     detail = f"sum of steps {total:.3f} s of window {window or 0:.3f} s"
@@ -220,6 +225,10 @@ def _step_times(t: Trial) -> Verdict:
     if share <= STEP_SUM_RANGE[1] and others is not None and cores and others >= SATURATED * cores:
         return None, (f"n/a: {detail}, while other processes kept {others:.2f} of the {cores} cores busy "
                       "(a saturated machine does not time steps; run selftest on an idle machine)")
+    if share <= STEP_SUM_RANGE[1] and others is not None and cores and share >= STEP_SUM_RANGE[0] - others / cores:
+        return None, (f"n/a: {detail} ({share:.0%}), while other processes used {others:.2f} of the {cores} cores "
+                      f"(the trial may have waited for a core up to {others / cores:.0%} of the window; run selftest "
+                      "on an idle machine)")
     return False, f"{detail}; {gap * 1e3:.2f} ms a step outside"
 
 

@@ -18,7 +18,7 @@ from ampbench.judge.rules import emulated, pairs, registry
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.sequential import Design
 from ampbench.record.models import Trial
-from ampbench.results.baselines import Baseline, device_slug
+from ampbench.results.baselines import Baseline, device_slug, node_of
 from ampbench.results.probe_file import run_probe
 from ampbench.results.run_dir import OpenRun
 from ampbench.results.verdicts import CheckReport, ClaimResult, ModeVerdict, combine, exit_code
@@ -32,7 +32,12 @@ def _mismatches(suite: Suite, trials: list[Trial], b: Baseline) -> list[str]:
         "device": device_slug(ok[0].env) if ok else "unknown",
     }
     then = {"suite": b.suite, "config_hash": b.config_hash, "device": b.device}
-    return [f"{k} {then[k]!r} (baseline) vs {cur[k]!r} (this run)" for k in cur if then[k] and then[k] != cur[k]]
+    out = [f"{k} {then[k]!r} (baseline) vs {cur[k]!r} (this run)" for k in cur if then[k] and then[k] != cur[k]]
+    # another machine of the same device model: its throughput measures the machine (judge/rules/pairs.py)
+    here, there = {n for t in ok if (n := node_of(t))}, b.nodes()
+    if here and there and here.isdisjoint(there):
+        out.append(f"node {', '.join(sorted(there))} (baseline) vs {', '.join(sorted(here))} (this run)")
+    return out
 
 
 def judge_mode(c: Ctx) -> ModeVerdict:
@@ -51,7 +56,7 @@ def _baseline_note(suite: Suite, trials: list[Trial], baseline: Baseline | None,
     diffs = _mismatches(suite, trials, baseline)
     if diffs and not allow_mismatch:
         raise ResultsError(f"{baseline.path or 'baseline'}: not comparable: different {'; '.join(diffs)}. "
-                           "Compare runs of the same suite, config and device, or pass --allow-mismatch")
+                           "Compare runs of the same suite, config, device and node, or pass --allow-mismatch")
     return f"[baseline mismatch allowed: {'; '.join(diffs)}] " if diffs else ""
 
 
@@ -113,7 +118,7 @@ def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
     notes += _emulated_note(verdicts)
     if mismatched:
-        notes.append("Baseline from a different suite/config/device, compared anyway (--allow-mismatch).")
+        notes.append("Baseline from a different suite/config/device/node, compared anyway (--allow-mismatch).")
     clustered = next((r.details["clustered"] for r in rules if r.details.get("clustered")), None)
     if clustered:
         notes.append(f"Throughput: {clustered}.")

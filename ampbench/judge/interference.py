@@ -104,11 +104,40 @@ def explain(slow: list[CompactTrial], fast: list[CompactTrial], rate_ratio: floa
     return "; ".join(reasons) or None
 
 
-def disturbed(cur: list[CompactTrial], base: list[CompactTrial], ratio: float, tolerance: float,
-              names: tuple[str, str]) -> str | None:
-    """The evidence sentence when the slower of two arms (cur/base throughput `ratio`) was disturbed."""
-    if ratio < 1:
-        why, who = explain(cur, base, ratio, tolerance), names[0]
-    else:
-        why, who = explain(base, cur, 1 / ratio if ratio > 0 else 0.0, tolerance), names[1]
-    return f"measurement disturbed ({who}: {why})" if why else None
+UNLIKE_SHARE = OTHERS_MORE / 2  # of the machine's cores: the others' load told apart on a machine of any size
+
+
+def _against(x: ArmEvidence, y: ArmEvidence, who: str, other: str, ratio: float) -> list[str]:
+    """What says side `x` was measured under worse conditions than side `y` (its throughput `ratio` times y's): the
+    machine's load, a foreign GPU process, throttling, a lower clock, whichever came out faster; a lower CPU share
+    only where x is also slower by as much (a GPU trial's share moves with how it waits, not with load)."""
+    out = []
+    if x.cpu_share is not None and y.cpu_share and (share := x.cpu_share / y.cpu_share) <= 1 - SHARE_DROP \
+            and ratio <= 1 and ratio >= share * (1 - SHARE_DROP):
+        out.append(f"{who}'s CPU share {x.cpu_share:.2f} vs {y.cpu_share:.2f} CPU s per wall s in {other}")
+    cores = x.cpu_count or y.cpu_count
+    if x.others_cpu is not None and cores and x.others_cpu >= SATURATED * cores:
+        out.append(f"other processes kept {x.others_cpu:.2f} of the machine's {cores} cores busy beside {who}")
+    elif x.others_cpu is not None and y.others_cpu is not None and \
+            x.others_cpu >= y.others_cpu + max(OTHERS_MORE, UNLIKE_SHARE * cores):
+        out.append(f"other processes used {x.others_cpu:.2f} CPU cores beside {who} vs {y.others_cpu:.2f} beside {other}")
+    if x.foreign and not y.foreign:
+        out.append(f"other processes used the GPU beside {who} (PIDs {sorted(set(x.foreign))[:5]})")
+    if x.throttle and not y.throttle:
+        out.append(f"the GPU throttled in {who} ({', '.join(sorted(set(x.throttle)))})")
+    if x.clock_mhz and y.clock_mhz and x.clock_mhz < y.clock_mhz * (1 - CLOCK_DROP):
+        out.append(f"median SM clock {x.clock_mhz:.0f} MHz in {who} vs {y.clock_mhz:.0f} in {other}")
+    return out
+
+
+def unlike(cur: list[CompactTrial], base: list[CompactTrial], names: tuple[str, str], ratio: float = 1.0) -> str | None:
+    """The evidence sentence when two runs (this one, its baseline) were not measured alike, or None: either side
+    loaded, saturated, throttled or beside a foreign GPU process, weighed the same way on both sides and whichever
+    came out faster.  A comparison of runs judges absolute throughput, which load moves both ways (identical
+    toy runs under a busy loop per core came out 17% slower and 34% faster than idle ones): a FAIL and a PASS
+    alike are withheld.  `ratio`: this run's throughput over the baseline's (the CPU share counts on the slower
+    side only).  (`explain` weighs only the slower side: two arms of one run, the speed rule.)"""
+    a, b = evidence(cur), evidence(base)
+    back = 1 / ratio if ratio > 0 else 0.0
+    why = _against(a, b, names[0], names[1], ratio) + _against(b, a, names[1], names[0], back)
+    return f"measurement disturbed (this run or its baseline, each weighed alike: {'; '.join(why)})" if why else None

@@ -14,6 +14,10 @@ that belongs to the current code's regime:
 - at least MIN_RUNS runs, since the run-to-run drift is estimated from the spread of their run means
   (inference.series_bounds_batch); with fewer, `check` falls back to --baseline if given.
 
+`check --baseline RUN` is judged by the same rule as a history of one run (`one_run`): the same figures and
+gate, run against run; what one run cannot show, how far a run's level moves from run to run, is an
+allowance it states (`assumed_drift`: the history's estimate where --history is given, else the default).
+
 The history line keeps per trial what the rules need (results.history.TrialPoint): the median
 samples/s, the metric, the peak and the CPU evidence, so the run folders may be gone.
 """
@@ -27,11 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.core.text import printable
-from ampbench.judge import changepoint, inference
+from ampbench.judge import changepoint, inference, measure
 from ampbench.record.models import Env, Interference
 from ampbench.results.accepts import AcceptRecord
-from ampbench.results.baselines import CompactTrial, device_slug
-from ampbench.results.history import RunSummary, TrialPoint
+from ampbench.results.baselines import Baseline, CompactTrial, device_slug
+from ampbench.results.history import ModeSummary, RunSummary, TrialPoint
 
 POOL_CAP = 20  # newest runs of the segment that form the baseline
 MIN_RUNS = 3  # fewer runs leave the drift (the spread of run means) unestimated
@@ -62,6 +66,14 @@ class PooledBaseline:
     since: str  # "the start of the history" or the step that opened the segment
     left_out: int = 0  # older runs of the segment beyond POOL_CAP
     open_regression: OpenRegression | None = None  # the newest nights, held out and not accepted
+    # one --baseline run (one_run): the run-to-run drift assumed, not estimated; its trials as they are
+    assumed_drift: float | None = None
+    trials_of: dict[str, list[CompactTrial]] | None = None
+
+    @property
+    def single(self) -> bool:
+        """A history of one run (check --baseline): the run-to-run spread is assumed (`assumed_drift`)."""
+        return self.assumed_drift is not None
 
     @property
     def run_ids(self) -> list[str]:
@@ -69,6 +81,8 @@ class PooledBaseline:
 
     def describe(self) -> str:
         """Which runs formed the baseline: the report and check.json's notes say it."""
+        if self.single:
+            return f"the baseline run ({self.since})"
         if not self.runs:
             return f"no comparable run in the history since {self.since}"
         span = self.runs[0].run_id if len(self.runs) == 1 else f"{self.runs[0].run_id} .. {self.runs[-1].run_id}"
@@ -130,7 +144,10 @@ class PooledBaseline:
         return out
 
     def evidence(self, mode: str) -> list[CompactTrial]:
-        """The segment's trials as compact trials carrying only their CPU evidence (judge.interference)."""
+        """The segment's trials as compact trials carrying only their CPU evidence (judge.interference); one
+        baseline run's trials as they are (their GPU evidence too)."""
+        if self.trials_of is not None:
+            return list(self.trials_of.get(mode, []))
         return [CompactTrial(mode=mode, seed=p.seed, cpu_count=p.cpu_count,
                              interference=Interference(cpu_share=p.cpu_share, others_cpu=p.others_cpu))
                 for p in self.points(mode)]
@@ -143,6 +160,13 @@ def comparable(history: Sequence[RunSummary], suite: str, config_hash: str, env:
     slug = device_slug(env)
     return [h for h in history if h.suite == suite and h.config_hash == config_hash and h.run_id != run_id
             and (not h.device or device_slug(Env(device=h.device, device_name=h.device_name)) == slug)]
+
+
+def other_node(line: RunSummary, nodes: Sequence[str]) -> bool:
+    """Whether a history line's trials ran on none of `nodes`, the run's (lines and runs that recorded no node:
+    False): another machine of the same device model measures that machine, so it stays out of the series."""
+    theirs = {p.node for m in line.modes.values() for p in m.per_trial if p.node}
+    return bool(theirs) and bool(nodes) and theirs.isdisjoint(nodes)
 
 
 def regressed(line: RunSummary, min_change: float) -> bool:
@@ -204,3 +228,28 @@ def _open(series: Sequence[RunSummary], held: set[str]) -> OpenRegression | None
     worst = {k: min(x for h in tail if (m := h.modes.get(k)) and (x := m.history_change) is not None)
              for k in {k for h in tail for k, m in h.modes.items() if m.history_change is not None}}
     return OpenRegression(tail[0].run_id, tail[0].started, len(tail), worst)
+
+
+def one_run(b: Baseline, drift: float) -> PooledBaseline:
+    """A --baseline run as a history of one run: one line whose trial points carry the figures the pooled
+    rule judges (judge.measure: median, fast floor, trimmed mean) and their CPU evidence; `drift` (sd of the
+    log level difference between two runs) is what the one run cannot show, assumed."""
+    modes = {}
+    for mode in b.modes:
+        points = [_point(t) for t in b.trials(mode)]
+        modes[mode] = ModeSummary(mode=mode, ok=len(points), per_trial=points,
+                                  memory_source=next((t.memory_source for t in b.trials(mode)), "none"))
+    line = RunSummary(suite=b.suite, run_id="baseline", config_hash=b.config_hash, modes=modes)
+    where = b.source or b.path or "the baseline file"
+    return PooledBaseline((line,), where, assumed_drift=drift, trials_of={m: b.trials(m) for m in b.modes})
+
+
+def _point(t: CompactTrial) -> TrialPoint:
+    rates = t.rates()
+    share = t.interference.cpu_share if t.interference is not None else None
+    others = t.interference.others_cpu if t.interference is not None else None
+    finite = t.metric is not None and math.isfinite(t.metric)
+    return TrialPoint(seed=t.seed, samples_per_s=measure.judged_rate(rates), floor_samples_per_s=measure.judged_floor(rates),
+                      trimmed_samples_per_s=measure.judged_trimmed(rates), metric=t.metric if finite else None,
+                      peak_bytes=t.peak_bytes or None, cpu_share=share if share and share > 0 else None,
+                      others_cpu=others, cpu_count=t.cpu_count, node=t.node)

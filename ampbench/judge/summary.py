@@ -17,6 +17,7 @@ from ampbench.judge import inference, measure
 from ampbench.judge.rules import registry
 from ampbench.record import fields
 from ampbench.record.models import RunInfo, Trial
+from ampbench.results.baselines import node_of
 from ampbench.results.history import (
     MAX_HIST_BINS,
     NOT_CHECKED,
@@ -98,6 +99,7 @@ def trial_point(t: Trial, metric: str) -> TrialPoint:
         trimmed_samples_per_s=measure.judged_trimmed(rates),
         metric=float(value) if value is not None and math.isfinite(value) else None, peak_bytes=peak or None,
         cpu_share=share, others_cpu=inf.others_cpu if inf is not None else None, cpu_count=t.env.cpu_count,
+        node=node_of(t),
         **{c.csv_name: c.value(t) for c in fields.columns("history")})  # the catalog's (record/fields.py)
 
 

@@ -120,6 +120,19 @@ def require_commands() -> None:
                           "login node (Debian: apt-get install slurm-client)")
 
 
+def require_controller(run_path: Path) -> None:
+    """Refused up front (exit 2, one line) where slurmctld does not answer `scontrol ping`: `--resume` would
+    otherwise ask about each job and then wait out --slurm-outage with a warning every poll.  Nothing has been
+    submitted, cancelled or forgotten by then."""
+    p = _run(["scontrol", "ping"], check=False)
+    said = " ".join((p.stdout or p.stderr).split())
+    if p.returncode == 0 and " is UP" in said and "DOWN" not in said:
+        return
+    raise SlurmError(f"Slurm's controller (slurmctld) is unreachable (scontrol ping: {said[:160] or 'no answer'}): "
+                     f"nothing was submitted, cancelled or forgotten; the run's jobs and finished trials are kept. Run "
+                     f"`ampbench run --resume {run_path}` again once it answers")
+
+
 def _decode(cmd: list[str], what: str, data: bytes) -> str:
     try:
         return data.decode("utf-8")

@@ -121,10 +121,12 @@ class Column:
         """The value is text from a trial (a mode, an error line): the renderer escapes it."""
         return self.col.kind in TEXT_KINDS
 
-    def header(self, view: View, esc: Callable[[str], str] = str) -> str:
-        """The header; the metric's name in it is user text (`esc` escapes it)."""
+    def header(self, view: View, esc: Callable[[str], str] = str, lines: bool = False) -> str:
+        """The header; the metric's name in it is user text (`esc` escapes it).  A line break in the
+        template is where a narrow rendering (the console, `lines`) breaks a long header; elsewhere a space."""
         template = self.col.header if self.col.header is not None else "{metric}"
-        return template.format(metric=esc(view.metric or "metric"), ci=f"[{view.confidence:.0%} CI]")
+        text = template.format(metric=esc(view.metric or "metric"), ci=f"[{view.confidence:.0%} CI]")
+        return text if lines else text.replace("\n", " ")
 
     def value(self, row: Any, view: View = PLAIN) -> Any:
         """The raw value (summary.csv, the export, the history line)."""

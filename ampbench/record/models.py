@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc
 from ampbench.core.store import trial_key
-from ampbench.record.rates import global_batch, rates_from
+from ampbench.record.rates import global_batch, rates_from, steps_rate
 
 TRIAL_SCHEMA = "ampbench.trial/1"
 RUN_SCHEMA = "ampbench.run/1"
@@ -313,8 +313,7 @@ class Trial(VersionedDoc):
         samples over its wall time) measures, unlike the median per-step rate ampbench judges speed by
         (a slow first step per epoch, e.g. a DataLoader starting its iterator, moves the mean only).
         Only the command workload's cross-check of the program's own log reads it."""
-        busy = sum(s.time_s for s in self.measured_steps())
-        return self.measured_samples() / busy if busy > 0 else 0.0
+        return steps_rate(self.measured_steps())
 
     def measured_samples(self) -> int:
         """Samples the measured steps recorded: what energy per sample divides by."""

@@ -7,6 +7,9 @@ mode's figure of these; the trial's assembler (record/assemble.py) stores the me
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
 
@@ -20,6 +23,15 @@ def global_batch(batch_size: int, grad_accum: int = 1, world_size: int = 1) -> i
 def trial_rate(rates: np.ndarray) -> float | None:
     """A trial's samples/s: the median of its per-step rates (judge/measure.py defines the rest)."""
     return float(np.median(rates)) if len(rates) else None
+
+
+def steps_rate(steps: Iterable[Any]) -> float:
+    """Samples over time of the given steps (each with `samples` and `time_s`), 0 without time: what a program's
+    own throughput line measures over its interval (Trial.mean_rate over the measured steps; the command
+    cross-check over a line's own steps)."""
+    steps = list(steps)
+    busy = sum(s.time_s for s in steps)
+    return sum(s.samples for s in steps) / busy if busy > 0 else 0.0
 
 
 FLOOR_PERCENTILE = 95  # of the per-step rates: one step in 20 is faster than a trial's fast floor

@@ -30,8 +30,9 @@ def table_box(console: Console) -> Any:
 
 
 # A table's own typography, spelled in ASCII in a pipe (a CI log or a file may not be UTF-8): the dash of a value
-# that does not exist, the spread of a metric, an ellipsis, a multiplication sign, a probe's fit and out-of-memory.
-_ASCII = str.maketrans({fmt.DASH: "-", "±": "+/-", "…": "...", "×": "x", "✓": ":ok", "✗": ":oom"})
+# that does not exist, the spread of a metric, an ellipsis, a multiplication sign, a probe's fit and out-of-memory,
+# the metric delta's header ("d accuracy": as narrow as "Δ accuracy").
+_ASCII = str.maketrans({fmt.DASH: "-", "±": "+/-", "…": "...", "×": "x", "✓": ":ok", "✗": ":oom", "Δ": "d"})
 
 
 def cell_text(text: str, console: Console) -> str:
@@ -162,7 +163,7 @@ def print_outcome(v: RunView, console: Console) -> None:
     table = Table(title=title, title_justify="left", box=table_box(console))
     cols, view = outcome_columns(), outcome_view(v)   # the catalog's (record/fields.py), as report.md's
     for c in cols:   # a name, a rule list fold; a figure, a verdict stay on one line
-        table.add_column(Text(c.header(view)), justify="right" if c.align == "r" else "left",
+        table.add_column(Text(cell_text(c.header(view, lines=True), console)), justify="right" if c.align == "r" else "left",
                          no_wrap=c.col.kind not in ("code", "text"), overflow="fold")
     for row in mode_rows(v):
         table.add_row(*(Text(cell_text(cell(c, row, view), console), style=_STYLE.get(row.verdict, "") if c.col.kind == "status" else "")

@@ -36,7 +36,10 @@ def throughput_disagreements(v: RunView) -> str:
     for t, c in rows[:MAX_LINES]:
         tol, ours = c.get("tolerance"), c.get("ampbench_samples_per_s")
         ours = ours if isinstance(ours, (int, float)) else t.throughput.samples_per_s
-        lines.append(f"> - {md_code(t.key)}: samples over the time of the measured steps, ampbench "
+        w = c.get("window")
+        over = (f"steps {int(w[0])}-{int(w[1])}, the iterations of its line" if isinstance(w, list) and len(w) == 2
+                and all(isinstance(x, int) for x in w) else "the measured steps")
+        lines.append(f"> - {md_code(t.key)}: samples over the time of {over}, ampbench "
                      f"{num_g(float(ours))} samples/s, the program's log {num_g(float(c['program_samples_per_s']))} "
                      f"(its {int(c.get('lines') or 0)} line(s), their samples over their time); ratio "
                      f"{num_g(float(c['ratio']), 3)}"

@@ -53,6 +53,7 @@ class CompactTrial(BaseModel):
     batch_size: int = 0
     interference: Interference | None = None  # CPU share and GPU evidence (interference rules)
     cpu_count: int = 0  # cores of the machine (judges how saturated it was)
+    node: str = ""  # where it ran (node_of); "" in files written before it was kept
 
     def rates(self) -> np.ndarray:
         """Samples per second of each measured step (the same definition as Trial.step_rates)."""
@@ -78,8 +79,18 @@ class Baseline(VersionedDoc):
     def trials(self, mode: str, ok_only: bool = True) -> list[CompactTrial]:
         return [t for t in self.modes.get(mode, []) if t.status == "ok" or not ok_only]
 
+    def nodes(self) -> set[str]:
+        """The nodes its ok trials ran on (empty for a file written before they were kept)."""
+        return {t.node for ts in self.modes.values() for t in ts if t.status == "ok" and t.node}
+
 
 # ---------------------------------------------------------------- trial -> compact view
+
+
+def node_of(t: Trial) -> str:
+    """Where a trial ran: Slurm's node name when it ran as a job (two slurmd on one host are two nodes), else
+    its host; "" when neither was recorded."""
+    return (t.slurm.node if t.slurm is not None and t.slurm.node else "") or t.host
 
 
 def compact(trial: Trial, metric: str) -> CompactTrial:
@@ -96,7 +107,7 @@ def compact(trial: Trial, metric: str) -> CompactTrial:
         samples=samples[0] if samples and len(set(samples)) == 1 else samples,
         metric=None if value is None else float(value), peak_bytes=peak, memory_source=source,
         amp_active=trial.amp.active, batch_size=trial.batch_size, interference=interference,
-        cpu_count=trial.env.cpu_count,
+        cpu_count=trial.env.cpu_count, node=node_of(trial),
     )
 
 

@@ -48,6 +48,7 @@ class TrialPoint(BaseModel):
     cpu_share: float | None = Field(None, ge=0)  # interference evidence of the baseline side (judge.interference)
     others_cpu: float | None = Field(None, ge=0)
     cpu_count: int = Field(0, ge=0)
+    node: str = Field("", max_length=256)  # where it ran (results.baselines.node_of): a pool keeps one node's runs
 
 
 class StepTimeHist(BaseModel):
@@ -125,7 +126,7 @@ MODE_COMPUTED: tuple[Column, ...] = (
     Column("metric", Col("{metric} (mean ± sd)", "metric_pm", rank=60,
                          shows=("modes", "trend", "compare", "dashboard")),
            lambda m, v: (m.metric_mean, m.metric_std, m.metric_n)),
-    Column("metric_delta", Col("Δ vs fp32", "metric_delta", rank=65, shows=("modes", "outcome")),
+    Column("metric_delta", Col("Δ {metric}\nvs fp32", "metric_delta", rank=65, shows=("modes", "outcome")),
            lambda m, v: None if m.mode == REFERENCE_MODE else m.metric_delta),
     Column("skipped", Col("Skipped steps", "text", rank=70, shows=("modes", "compare"), align="r"), _skipped),
 )

@@ -25,6 +25,7 @@ from ampbench.trial.command_record import (
     memory_of,
     shape_audit,
     throughput_check,
+    window_steps,
 )
 from ampbench.trial.context import TrialContext
 from ampbench.workloads.command.params import CommandParams, placeholder_values
@@ -189,11 +190,13 @@ def _workload_info(tr: TrialContext, p: CommandParams, lead: Proc | None, output
     t = tr.trial
     info: dict[str, Any] = {"argv": tr.mode.args, "output_dir": str(out), "log_lines_dropped": output.dropped,
                             "log_bytes_dropped": output.dropped_bytes}
-    ours = t.mean_rate()
-    excluded = left_out(lead, t.steps)   # evaluations and checkpoint saves inside steps (trial/command_left_out.py)
+    excluded = left_out(lead, t.measured_steps())   # evaluations, checkpoint saves inside steps (command_left_out.py)
     if excluded:
         info["left_out"] = excluded
-    info.update(cross_check(throughput_check(ours, output.scan, p.throughput_tolerance), ours, t.steps, excluded))
+    check = throughput_check(t.mean_rate(), output.scan, p.throughput_tolerance, t.steps)
+    counted = window_steps(t.steps, check.get("window") if check else None)   # the steps the check compared
+    info.update(cross_check(check, counted, excluded if check is None or "window" not in check else
+                            left_out(lead, counted), t.steps))
     if left:
         info["leftover_processes"] = left
     return info

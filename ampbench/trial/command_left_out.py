@@ -19,10 +19,11 @@ from ampbench.trial.command_record import Proc
 
 
 def left_out(lead: Proc | None, steps: list[StepRecord]) -> dict[str, Any]:
-    """{"evaluations_s", "saves", "saves_s", "note"} over the measured steps ({} when nothing was left out)."""
+    """{"evaluations_s", "saves", "saves_s", "note"} over `steps` (the measured ones, or those a throughput
+    check counted) ({} when nothing was left out)."""
     if lead is None:
         return {}
-    measured = {s.step for s in steps if not s.warmup}
+    measured = {s.step for s in steps}
     total = sum(ev.eval_s or 0.0 for ev in lead.steps if ev.step in measured)
     saves = {k: v for k, v in lead.saves.items() if k in measured}
     saves_s = sum(saves.values())
@@ -42,27 +43,30 @@ def median_rate(steps: list[StepRecord]) -> float:
     return trial_rate(rates_from([s.time_s for s in measured], [s.samples for s in measured])) or 0.0
 
 
-def cross_check(check: dict[str, Any] | None, ours: float, steps: list[StepRecord],
-                excluded: dict[str, Any]) -> dict[str, Any]:
-    """workload_info's throughput_check (with its `cause`) and warning, when the program logs a rate."""
+def cross_check(check: dict[str, Any] | None, counted: list[StepRecord], excluded: dict[str, Any],
+                steps: list[StepRecord]) -> dict[str, Any]:
+    """workload_info's throughput_check (with its `cause`) and warning, when the program logs a rate; `counted`:
+    the steps its figure counted (its line's window, else the measured ones), `excluded`: what was left out of
+    them (left_out), `steps`: the trial's (their median per-step rate is the trial's samples/s)."""
     if check is None:
         return {}
     if check["agrees"]:
         return {"throughput_check": check}
-    theirs, tol = check["program_samples_per_s"], check["tolerance"]
-    measured = [s for s in steps if not s.warmup]
-    secs = sum(s.time_s for s in measured)
+    ours, theirs, tol = check["ampbench_samples_per_s"], check["program_samples_per_s"], check["tolerance"]
+    secs = sum(s.time_s for s in counted)
     extra = float(excluded.get("evaluations_s", 0.0)) + float(excluded.get("saves_s", 0.0))
     cause = "check train.batch_size is the program's real batch per optimizer step"
     if extra > 0 and ours > theirs and secs + extra > 0 and theirs > 0:
-        counted = ours * secs / (secs + extra)   # the same samples over the time with what was left out
-        if abs(counted / theirs - 1) <= tol:
+        back = ours * secs / (secs + extra)   # the same samples over the time with what was left out
+        if abs(back / theirs - 1) <= tol:
             cause = (f"the program's own rate counts the {excluded['note'].split(' inside')[0]} inside the measured "
                      f"steps, which ampbench leaves out of training time; counted in, ampbench's rate is "
-                     f"{counted:.4g} samples/s (ratio {counted / theirs:.3g})")
-            check = {**check, "ratio_with_left_out": counted / theirs}
+                     f"{back:.4g} samples/s (ratio {back / theirs:.3g})")
+            check = {**check, "ratio_with_left_out": back / theirs}
     check = {**check, "cause": cause}
-    warning = (f"ampbench's samples over the time of the measured steps, {ours:.4g} samples/s, against the program's "
-               f"own log's {theirs:.4g} (ratio {check['ratio']:.3g}; the trial's samples/s figure is the median "
-               f"per-step rate, {median_rate(steps):.4g}): {cause}")
+    over = (f"steps {check['window'][0]}-{check['window'][1]}, the iterations of its line" if check.get("window")
+            else "the measured steps")
+    warning = (f"ampbench's samples over the time of {over}, {ours:.4g} samples/s, against the program's own log's "
+               f"{theirs:.4g} (ratio {check['ratio']:.3g}; the trial's samples/s figure is the median per-step rate, "
+               f"{median_rate(steps):.4g}): {cause}")
     return {"throughput_check": check, "warning": warning}

@@ -1,49 +1,33 @@
 """history-throughput, history-metric, history-memory: this run's mode against the same mode in a baseline.
 
-The replication unit is the trial of each run; a drift of the whole machine between the two runs
-is not visible inside either run, which is why a slowdown must be shown beyond `history_min_change`
-(not merely beyond zero) before the rule FAILs.
+Throughput's unit is the run (judge.rules.history_pooled: one baseline run is a history of one run); the
+metric's and the peak's is the seed.  A drift of the whole machine between runs is not visible inside
+either run, which is why a slowdown must be shown beyond `history_min_change` (not merely beyond zero)
+before the rule FAILs.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ampbench.config import ModeConfig, Suite, Thresholds
 from ampbench.core.units import bytes_h
-from ampbench.judge import inference, interference, measure
+from ampbench.judge import inference, measure, pooled
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.advice_kit import DISTURBED, reasons
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
-from ampbench.judge.rules.history_pooled import (
-    HISTORY_CODE,
-    HISTORY_THROUGHPUT,
-    ci_text,
-    decide,
-    pooled_throughput,
-    slowdown_decided,
-    split_text,
-)
+from ampbench.judge.rules.history_pooled import HISTORY_THROUGHPUT, pooled_throughput
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import ACCURACY_PARITY_NAME, PARITY_CODE, PARITY_REASONS, noninferiority
 from ampbench.judge.rules.reasons import NOT_EMULATED, R
-from ampbench.judge.rules.speed import (
-    Comparison,
-    clustering,
-    compare,
-    fail_bound,
-    level_text,
-    planned_seeds,
-    shortfall_codes,
-    shortfall_text,
-)
 from ampbench.judge.rules.traits import Effect, PlanSize, Result, ResultName, Seeding
 from ampbench.record.models import Trial
-from ampbench.results.baselines import STORED_REL_ERROR, CompactTrial
+from ampbench.results.baselines import CompactTrial
 from ampbench.results.diagnosis_file import ModeDiagnosis
-from ampbench.results.verdicts import RuleResult, as_status
+from ampbench.results.verdicts import RuleResult
 
 # the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
 HISTORY_METRIC = ResultName("history-metric")
@@ -54,7 +38,10 @@ HISTORY_MEMORY = ResultName("history-memory")
 
 def rule_history(c: Ctx) -> list[RuleResult]:
     """Throughput, metric and peak memory of this mode against the same mode in the baseline: one
-    baseline run (--baseline), or the runs of the history since its last change point (--history)."""
+    baseline run (--baseline), or the runs of the history since its last change point (--history).
+    Throughput is judged by one rule either way (history_pooled.pooled_throughput): one baseline run is a
+    history of one run (judge.pooled.one_run), whose run-to-run drift is assumed: the history's estimate
+    (judge.changepoint.drift) where the caller has one, else inference.RUN_DRIFT_SD."""
     if c.pooled is not None:
         return _pooled(c)
     assert c.baseline is not None
@@ -63,7 +50,8 @@ def rule_history(c: Ctx) -> list[RuleResult]:
         return [c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, None,
                        f"{c.baseline_note}The baseline has no ok trial of mode {c.mode}.", reasons=["no-baseline-trials"])]
     cur = c.compact(c.mode)
-    out = [history_throughput(c, cur, base), history_metric(c, cur, base)]
+    one = replace(c, pooled=pooled.one_run(c.baseline, inference.RUN_DRIFT_SD if c.drift_sd is None else c.drift_sd))
+    out = [pooled_throughput(one, cur), history_metric(c, cur, base)]
     mem = history_memory(c, cur, base)
     return out + ([mem] if mem else [])
 
@@ -79,103 +67,6 @@ def _pooled(c: Ctx) -> list[RuleResult]:
     out = [pooled_throughput(c, cur), history_metric(c, cur, seeds)]
     mem = history_memory(c, cur, seeds)
     return out + ([mem] if mem else [])
-
-
-def _other_arms(c: Ctx) -> list[list[CompactTrial]]:
-    """The other modes of both runs: their trial-to-trial spread is pooled in (more degrees of freedom)."""
-    assert c.baseline is not None
-    modes = [m.name for m in c.suite.modes if m.name != c.mode]
-    return [c.compact(m) for m in modes] + [c.baseline.trials(m) for m in modes]
-
-
-def _change(ratio: float) -> float:
-    """ratio - 1, with differences below the baseline's storage rounding shown as 0 (a run checked
-    against its own baseline is unchanged, not +4e-07)."""
-    x = ratio - 1
-    return 0.0 if abs(x) <= 2 * STORED_REL_ERROR else x
-
-
-def history_throughput(c: Ctx, cur: list[CompactTrial], base: list[CompactTrial]) -> RuleResult:
-    """observed = relative change of throughput (current / baseline - 1, a number).
-
-    PASS: the lower bound of the change is above -history_min_change; FAIL: its upper bound is below
-    it (a slowdown beyond history_min_change is demonstrated); else INCONCLUSIVE ("not demonstrated").
-    The trial-to-trial spread is pooled over every mode of both runs, and a run-to-run drift allowance
-    is added (estimated from the history when there is one, judge.drift; else inference.RUN_DRIFT_SD):
-    one pair of runs cannot show how far a whole run drifts.  FAIL is decided at 1 - history_alpha.
-    The figure that decides is each trial's fast floor (measure.judged_floor) when every trial of both
-    runs has one, with the median figure beside it, as against a series (judge.rules.history_pooled):
-    on the real run sets of docs/checks.md, one-run comparisons on the floor FAILed 14 of 16 planted
-    slowdowns and 0 of 84 unchanged runs, on the median 10 of 16 and 2 of 84.
-    """
-    m, note = c.th.history_min_change, c.baseline_note
-    drift = inference.RUN_DRIFT_SD if c.drift_sd is None else c.drift_sd
-    threshold = {"min_change": m, "confidence": c.th.confidence, "alpha": c.th.history_alpha}
-    levels = c.levels(history=True, baseline_trials=len(base))
-    cmp = compare(cur, base, c.th.confidence, _other_arms(c), drift, levels)
-    if cmp is None or cmp.bounds is None:
-        return _history_short(c, cmp, threshold)
-    b = cmp.bounds
-    fcmp = compare(cur, base, c.th.confidence, _other_arms(c), drift, levels, figure=measure.judged_floor)
-    fb = fcmp.bounds if fcmp is not None and not fcmp.short else None
-    med_status = as_status(inference.decide_bounds(b, 1 - m))
-    status, split = decide(as_status(inference.decide_bounds(fb, 1 - m)) if fb else None, med_status)
-    d, dc = (fb, fcmp) if fb is not None and fcmp is not None else (b, cmp)  # what decided
-    msg = _history_figures_text(c, cmp, fcmp if fb is not None else None)
-    msg += _history_ending(c, status, split, b, d, dc, drift)
-    why = None if status == "PASS" else interference.disturbed(cur, base, d.estimate, m, ("this run", "baseline"))
-    codes = [HISTORY_CODE[status]] + split + (["disturbed"] if why else [])
-    if why:
-        status, msg = "INCONCLUSIVE", f"{note}{why[0].upper()}{why[1:]}. {msg[len(note):]}"
-    clustered = clustering([cur, base, *_other_arms(c)])
-    if clustered:
-        msg += f" Note: {clustered}."
-        codes.append("clustered")
-    return c.rule(HISTORY_THROUGHPUT, status, _change(d.estimate), threshold, msg, ratio=d.estimate, lower=d.lower,
-                  upper=d.upper, fail_upper=d.fail_upper, ci_low=d.low, ci_high=d.high,
-                  seeds=[len(dc.num), len(dc.den)], drift_sd=drift, disturbed=bool(why), clustered=clustered,
-                  statistic="fast-floor" if fb is not None else "median", median_ratio=b.estimate,
-                  median_status=med_status, reasons=codes)
-
-
-def _history_short(c: Ctx, cmp: Comparison | None, threshold: dict[str, float]) -> RuleResult:
-    """The INCONCLUSIVE of a comparison with too little data (short trials, too few seeds): the point
-    estimate when there is one, and what more data would let the rule decide."""
-    est = None if cmp is None else cmp.point - 1
-    head = "" if cmp is None else f"{c.mode} throughput {est:+.1%} vs baseline (point estimate). "
-    return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", est, threshold,
-                  f"{c.baseline_note}{head}Not enough data: {shortfall_text(cmp)}." + ("" if cmp is None else cmp.caveat()),
-                  reasons=shortfall_codes(cmp))
-
-
-def _history_figures_text(c: Ctx, cmp: Comparison, fcmp: Comparison | None) -> str:
-    """The message's figures: the fast floor's comparison first when it decides (`fcmp`, None when a trial
-    of either run has no floor), the median figure beside it; else the median figure alone."""
-    assert cmp.bounds is not None
-    median_text = (f"{g(measure.geomean(cmp.num))} vs baseline {g(measure.geomean(cmp.den))} samples/s (per-trial "
-                   f"medians, {len(cmp.num)} vs {len(cmp.den)} trials): {ci_text(cmp.bounds)}")
-    if fcmp is None or fcmp.bounds is None:
-        return f"{c.baseline_note}{c.mode} throughput {median_text}"
-    return (f"{c.baseline_note}{c.mode} fast-floor throughput {g(measure.geomean(fcmp.num))} vs baseline "
-            f"{g(measure.geomean(fcmp.den))} samples/s (the 95th percentile of the per-step rates): "
-            f"{ci_text(fcmp.bounds)}. The median figure {median_text}")
-
-
-def _history_ending(c: Ctx, status: str, split: list[str], b: inference.Bounds, d: inference.Bounds,
-                    dc: Comparison, drift: float) -> str:
-    """The sentence the message ends with: the slowdown demonstrated or ruled out by the deciding figure
-    `d`; the median slower where the floor is not (`split`); or, undecided, both bounds and how many seeds
-    would decide (planned for the gap between no change and twice history_min_change)."""
-    m = c.th.history_min_change
-    if status in ("FAIL", "PASS"):
-        return slowdown_decided(status, m, d)
-    if split:
-        return split_text(m, b, d)
-    gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
-    seeds = planned_seeds(dc, gap, c.th.confidence, drift, 1 - c.th.history_alpha)
-    return (f"; a slowdown beyond {m:.0%} is not demonstrated, nor ruled out (PASS bound "
-            f"{d.lower - 1:+.1%}, FAIL bound {fail_bound(d, ratio=False)}, {level_text(d)}); "
-            f"{more_seeds_text(len(dc.num), seeds)}.")
 
 
 def _metrics(trials: list[CompactTrial]) -> list[float]:
@@ -273,7 +164,7 @@ HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, re
                (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
                (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""),
                (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""), (R.DISTURBED, ""), (R.CLUSTERED, ""),
-               NOT_EMULATED)),
+               (R.OVERLAPPED, "trials of the run side by side on one device"), NOT_EMULATED)),
     Result(HISTORY_METRIC, seeds=Seeding(sized_by=ACCURACY_PARITY_NAME), bisect="history",  # parity's test
            reasons=PARITY_REASONS),
     Result(HISTORY_MEMORY, bisect="history", device=True, reasons=((R.WITHIN, ""), (R.GREW, ""), NOT_EMULATED)),

@@ -17,6 +17,13 @@ The unit of the baseline is the run.  Two figures of each run are compared with 
   shared machine, so its FAIL counts only where the step-time shape the runs recorded is steady
   (steady_batch); `statistic` and the message name the figure that decided (decided_by).
 
+`check --baseline RUN` is the same rule against a history of one run (judge.pooled.one_run): the same figures
+and gate, each compared between the two runs' trials (inference.diff_bounds_batch: their means, the trial
+spread pooled over every mode of both runs), where the run-to-run drift one run cannot show is an allowance
+the message states (`assumed_drift`).  Against one run or many, a result is withheld as "measurement disturbed" when the
+two sides were not measured alike (judge.interference.unlike: either side loaded, whichever was faster),
+a PASS as well as a FAIL: a machine under load has measured identical code both slower and faster (issue 62).
+
 A night held out of the pool (judge.pooled.select: its estimate was below -history_min_change) that
 FAILed opens a regression; while it is open, a night still below -history_min_change FAILs too
 (persist).  The figures are judged per run at the fixed levels: more seeds do not narrow them
@@ -38,7 +45,7 @@ from ampbench.judge.pooled import MIN_RUNS, OpenRegression, PooledBaseline
 from ampbench.judge.rules.context import Ctx, g, more_seeds_text
 from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
 from ampbench.judge.rules.traits import ResultName
-from ampbench.results.baselines import CompactTrial
+from ampbench.results.baselines import STORED_REL_ERROR, CompactTrial
 from ampbench.results.verdicts import RuleResult, Status, as_status
 
 # the result name(s) this rule emits: typed, so mypy checks every use (judge/rules/traits.py)
@@ -86,6 +93,8 @@ def figure_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float, key: st
     judged, series = FIGURES[key]
     now = [math.log(f) for t in cur if (f := judged(t.rates()))]
     runs = series(c.pooled, c.mode)
+    if c.pooled.single:
+        return _one_run_bounds(c, now, runs, pc, fc, key)
     if len(now) < inference.MIN_TRIALS or len(runs) < MIN_RUNS:
         return None
     extra = []
@@ -101,6 +110,29 @@ def figure_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float, key: st
     return inference.Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
                             int(r["df"][0]), c.th.confidence, e["fail_lower"], e["fail_upper"], fc, pc,
                             inference.MIN_FAIL_TRIALS), len(runs), float(np.exp(base_v[0].mean()))
+
+
+def _one_run_bounds(c: Ctx, now: list[float], runs: list[list[float]], pc: float, fc: float,
+                    key: str) -> tuple[inference.Bounds, int, float] | None:
+    """figure_bounds against one baseline run: the two runs' trial figures compared as a t comparison of their
+    means, the trial spread pooled over every mode of both runs and the drift one run cannot show assumed
+    (inference.diff_bounds_batch).  Not the series' medians: without a series the spread of a median of a few
+    trials is not known (bimodal trial levels, the measured toy machine, keep it as wide as the trials' own,
+    and a median judged as a mean FAILed 19% of identical runs at 12 seeds, tests/test_verdict_sim.py)."""
+    assert c.pooled is not None and c.pooled.assumed_drift is not None
+    judged, series = FIGURES[key]
+    if len(now) < inference.MIN_TRIALS or not runs or len(runs[0]) < inference.MIN_TRIALS:
+        return None
+    extra = []
+    for m in (x.name for x in c.suite.modes if x.name != c.mode):
+        mine = [math.log(f) for t in c.compact(m) if (f := judged(t.rates()))]
+        extra += [np.array([arm]) for arm in (mine, *series(c.pooled, m)[:1]) if len(arm) >= 2]
+    r = inference.diff_bounds_batch(np.array([now]), np.array([runs[0]]), c.th.confidence, extra,
+                                    c.pooled.assumed_drift, fc, pc, inference.MIN_FAIL_TRIALS)
+    e = {k: float(math.exp(v[0])) for k, v in r.items() if k not in ("sd", "df")}
+    return inference.Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
+                            int(r["df"][0]), c.th.confidence, e["fail_lower"], e["fail_upper"], fc, pc,
+                            inference.MIN_FAIL_TRIALS), 1, float(np.exp(np.mean(runs[0])))
 
 
 def floor_bounds(c: Ctx, cur: list[CompactTrial], pc: float, fc: float) -> tuple[inference.Bounds, int, float] | None:
@@ -192,12 +224,25 @@ def _median_bounds(c: Ctx, cur: list[CompactTrial], now: list[float], pc: float,
                    floor_trials: int) -> tuple[inference.Bounds, float]:
     """The median figure against the segment (inference.series_bounds_batch): bounds and run-to-run drift."""
     assert c.pooled is not None
+    if c.pooled.single:
+        return _one_run_median(c, now, pc, fc, floor_trials)
     r = inference.series_bounds_batch(np.array([now]), _padded(c.pooled.rates(c.mode)), c.th.confidence,
                                       _other_modes(c), changepoint.DRIFT_FLOOR, fc, pc, floor_trials)
     e = {k: float(math.exp(v[0])) for k, v in r.items() if k not in ("sd", "drift", "df")}
     return inference.Bounds(e["estimate"], e["low"], e["high"], e["lower"], e["upper"], float(r["sd"][0]),
                             int(r["df"][0]), c.th.confidence, e["fail_lower"], e["fail_upper"], fc, pc,
                             floor_trials), float(r["drift"][0])
+
+
+def _one_run_median(c: Ctx, now: list[float], pc: float, fc: float, floor_trials: int) -> tuple[inference.Bounds, float]:
+    """The median figure against one baseline run: the trials' log medians, their spread pooled over every mode
+    of both runs, the assumed drift added (inference.log_ratio_bounds)."""
+    assert c.pooled is not None and c.pooled.assumed_drift is not None
+    extra = [list(np.exp(arm)) for m in (x.name for x in c.suite.modes if x.name != c.mode)
+             for arm in (_logs(c.compact(m)), *c.pooled.rates(m)[:1]) if len(arm) >= 2]
+    b = inference.log_ratio_bounds(list(np.exp(now)), list(np.exp(c.pooled.rates(c.mode)[0])), c.th.confidence,
+                                   extra, c.pooled.assumed_drift, fc, pc, floor_trials)
+    return b, c.pooled.assumed_drift
 
 
 def _status(b: inference.Bounds | None, m: float) -> Status | None:
@@ -222,12 +267,19 @@ def _figures_text(c: Ctx, cur: list[CompactTrial], fl: tuple[inference.Bounds, i
     assert c.pooled is not None
     fb = fl[0]
     floors = [f for t in cur if (f := measure.judged_floor(t.rates()))]
-    out = (f"{c.mode} fast-floor throughput {g(measure.run_floor(floors) or 0)} samples/s (the 95th percentile "
-           f"of the per-step rates, median of {len(floors)} trials) vs {g(fl[2])}, the mean floor over the "
-           f"{fl[1]} runs of the history since {c.pooled.since}: {ci_text(fb)}; run-to-run sd {fb.sd:.1%} from the "
-           "segment. ")
+    if c.pooled.assumed_drift is not None:   # one baseline run: the trials' geometric means, a t comparison
+        out = (f"{c.mode} fast-floor throughput {g(measure.geomean(floors) if floors else 0)} samples/s (the 95th "
+               f"percentile of the per-step rates, geometric mean of {len(floors)} trials) vs {g(fl[2])}, the baseline "
+               f"run's: {ci_text(fb)}; trial spread {fb.sd:.1%} from both runs, run-to-run drift "
+               f"{c.pooled.assumed_drift:.1%} assumed. ")
+    else:
+        out = (f"{c.mode} fast-floor throughput {g(measure.run_floor(floors) or 0)} samples/s (the 95th percentile "
+               f"of the per-step rates, median of {len(floors)} trials) vs {g(fl[2])}, the mean floor over the "
+               f"{fl[1]} runs of the history since {c.pooled.since}: {ci_text(fb)}; run-to-run sd {fb.sd:.1%} from the "
+               "segment. ")
     if tl is not None:
         trims = [f for t in cur if (f := measure.judged_trimmed(t.rates()))]
+        shown = measure.geomean(trims) if c.pooled.single and trims else measure.run_floor(trims) or 0
         gate = "" if shape is None else (
             f"; it counts: the step-time shape is steady (sd of trimmed/floor {shape[1]:.1%} over the segment, "
             f"{shape[2]:.1%} in this run, at most {STEADY_SD:.0%} / {STEADY_SD_RUN:.0%})" if shape[0] else
@@ -235,7 +287,7 @@ def _figures_text(c: Ctx, cur: list[CompactTrial], fl: tuple[inference.Bounds, i
             f"the segment, {shape[2]:.1%} in this run, above {STEADY_SD:.0%} / {STEADY_SD_RUN:.0%}: slow episodes "
             "of the machine move it)")
         out += (f"The trimmed mean (samples over the time of the fastest 95% of the steps) "
-                f"{g(measure.run_floor(trims) or 0)} vs {g(tl[2])}: {ci_text(tl[0])}{gate}. ")
+                f"{g(shown)} vs {g(tl[2])}: {ci_text(tl[0])}{gate}. ")
     return out + "The "
 
 
@@ -257,7 +309,7 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     base_n = sum(len(r) for r in runs)
     # fixed levels, also in a sequential run: more seeds do not narrow a run-unit interval, so --until-decided
     # never adds one for this rule (judge.until.PER_RUN_WHY) and its looks do not spend its alpha
-    pc, fc = sequential.levels(c.th.confidence, c.th.history_alpha)
+    pc, fc = _levels(c, base_n)
     b, drift = _median_bounds(c, cur, now, pc, fc, fail_floor_of([cur], clustered))
     med_status = as_status(inference.decide_bounds(b, 1 - m))
     fl, tl = floor_bounds(c, cur, pc, fc), figure_bounds(c, cur, pc, fc, "trimmed")
@@ -268,22 +320,60 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     figure = decided_by(status, split, fb.estimate if fb else None, tb.estimate if tb else None, steady)
     d = {"fast-floor": fb, "trimmed-mean": tb}.get(figure) or b  # the bounds that decided
     status, held = persist(status, d.estimate, m, p.open_regression is not None)
-    msg = _pooled_figures_text(c, cur, now, runs, b, drift, fl, tl, shape)
-    msg += _ending(status, split + held, m, b, d, figure, p.open_regression)
-    why = None if status == "PASS" else interference.disturbed(cur, p.evidence(c.mode), d.estimate, m,
-                                                               ("this run", "the baseline runs"))
+    msg = c.baseline_note + _pooled_figures_text(c, cur, now, runs, b, drift, fl, tl, shape)
+    msg += _ending(status, split + held, m, b, d, figure, p.open_regression) + _one_run_caveat(c, status, d, len(now))
+    # weighed alike: either side loaded withholds the decision, a PASS too (identical code measured under
+    # load came out 17% slower and 34% faster than its idle twin: docs/checks.md)
+    why = interference.unlike(cur, p.evidence(c.mode), ("this run", "the baseline run" if p.single else
+                                                          "the baseline runs"), d.estimate)
     codes = [HISTORY_CODE[status]] + split + held + (["disturbed"] if why else []) + (["clustered"] if clustered else [])
     if why:
-        status, msg = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}"
+        status, msg = "INCONCLUSIVE", f"{c.baseline_note}{why[0].upper()}{why[1:]}. {msg[len(c.baseline_note):]}"
     if clustered:
         msg += f" Note: {clustered}."
-    return c.rule(HISTORY_THROUGHPUT, status, d.estimate - 1, threshold, msg, ratio=d.estimate, lower=d.lower,
+    return c.rule(HISTORY_THROUGHPUT, status, _change(d.estimate), threshold, msg, ratio=d.estimate, lower=d.lower,
                   upper=d.upper, fail_upper=d.fail_upper, ci_low=d.low, ci_high=d.high, seeds=[len(now), base_n],
                   runs=len(runs), drift_sd=drift, disturbed=bool(why), clustered=clustered, baseline_runs=ids,
-                  statistic=figure, **_figure_details(fl, tb, shape, steady, m),
+                  statistic=figure, **_figure_details(fl, tb, shape, steady, m, p.single),
                   median_ratio=b.estimate, median_lower=b.lower, median_fail_upper=b.fail_upper,
                   median_status=med_status, open_regression=p.open_regression.since if p.open_regression else None,
                   reasons=codes)
+
+
+def _levels(c: Ctx, base_n: int) -> tuple[float, float]:
+    """(PASS, FAIL) one-sided levels: fixed against a series, also in a sequential run (more seeds do not narrow
+    a run-unit interval, so --until-decided never adds one for it, judge.until.PER_RUN_WHY, and its looks do not
+    spend its alpha); against one run, whose interval this run's trials are part of, the look's levels."""
+    assert c.pooled is not None
+    if c.pooled.single:
+        return c.levels(history=True, baseline_trials=base_n)
+    return sequential.levels(c.th.confidence, c.th.history_alpha)
+
+
+def _one_run_caveat(c: Ctx, status: Status, d: inference.Bounds, n: int) -> str:
+    """What a history of one run cannot decide, said with every result against one --baseline run; undecided,
+    how many seeds would decide (planned for the gap between no change and twice history_min_change)."""
+    p, m = c.pooled, c.th.history_min_change
+    if p is None or p.assumed_drift is None:
+        return ""
+    more = ""
+    if status == "INCONCLUSIVE":
+        gap = math.log((1 - m) / (1 - 2 * m)) if m < 0.5 else m
+        need = inference.seeds_needed(d.sd, gap, c.th.confidence, drift_sd=p.assumed_drift,
+                                      fail_confidence=1 - c.th.history_alpha)
+        text = more_seeds_text(n, need)
+        more = f" {text[0].upper()}{text[1:]}."
+    return (f"{more} One baseline run is a history of one run: how far this machine's runs drift from one another is "
+            f"not measured but assumed ({p.assumed_drift:.1%}), so a change within that drift cannot be told from the "
+            f"code's, and on a machine whose runs drift more (shared, loaded) neither a PASS nor a FAIL beyond "
+            f"{m:.0%} holds: `check --history` with {MIN_RUNS} runs or more measures the drift.")
+
+
+def _change(ratio: float) -> float:
+    """ratio - 1, a difference below a baseline file's storage rounding shown as 0 (a run checked against its
+    own baseline is unchanged, not +4e-07)."""
+    x = ratio - 1
+    return 0.0 if abs(x) <= 2 * STORED_REL_ERROR else x
 
 
 def _pooled_short(c: Ctx, runs: list[list[float]], now: list[float], threshold: dict[str, float]) -> RuleResult | None:
@@ -292,13 +382,20 @@ def _pooled_short(c: Ctx, runs: list[list[float]], now: list[float], threshold: 
     MIN_STEPS measured steps has no spread of its own."""
     assert c.pooled is not None
     p = c.pooled
-    if len(runs) < MIN_RUNS:
+    if p.single and (not runs or len(runs[0]) < inference.MIN_TRIALS):
+        have = len(runs[0]) if runs else 0
+        return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, threshold,
+                      f"{c.baseline_note}Not enough data: the baseline run has {have} trial(s) of {c.mode} with "
+                      f"{measure.MIN_STEPS} measured steps; its trial spread needs {inference.MIN_TRIALS} (save a "
+                      "baseline from a run with more seeds).", reasons=["few-seeds"])
+    if len(runs) < MIN_RUNS and not p.single:
         return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, threshold,
                       f"Not enough data: the history holds {len(runs)} run(s) of {c.mode} since {p.since}; the "
                       f"run-to-run drift needs {MIN_RUNS}.", baseline_runs=p.run_ids, reasons=["few-runs"])
     if len(now) < inference.MIN_TRIALS:
         return c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, threshold,
-                      f"Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} measured steps; "
+                      f"{c.baseline_note}Not enough data: {len(now)} trial(s) of this run have {measure.MIN_STEPS} "
+                      "measured steps; "
                       f"{more_seeds_text(len(now), inference.MIN_TRIALS)}.", baseline_runs=p.run_ids,
                       reasons=["few-seeds"])
     return None
@@ -313,17 +410,20 @@ def _pooled_figures_text(c: Ctx, cur: list[CompactTrial], now: list[float], runs
     assert c.pooled is not None
     base_n = sum(len(r) for r in runs)
     base_gm = measure.geomean([measure.geomean(np.exp(x)) for x in runs])  # the mean of the run means (log scale)
+    whence = (f"run-to-run drift {drift:.1%} assumed, trial spread {b.sd:.1%} from both runs" if c.pooled.single else
+              f"run-to-run drift {drift:.1%} and trial spread {b.sd:.1%} estimated from the segment")
     median_text = (f"median figure {g(measure.geomean(np.exp(now)))} samples/s ({len(now)} trials) vs {g(base_gm)} "
-                   f"({base_n} trials, pooled): {ci_text(b)}; run-to-run drift {drift:.1%} and trial spread {b.sd:.1%} "
-                   "estimated from the segment")
+                   f"({base_n} trials{'' if c.pooled.single else ', pooled'}): {ci_text(b)}; {whence}")
     if fl is not None:
         return _figures_text(c, cur, fl, tl, shape) + median_text
-    return (f"{c.mode} throughput: {median_text.removeprefix('median figure ')}, over the {len(runs)} runs "
-            f"of the history since {c.pooled.since} (no fast floor on both sides: older history lines or short trials)")
+    over = "against the baseline run" if c.pooled.single else \
+        f"over the {len(runs)} runs of the history since {c.pooled.since}"
+    return (f"{c.mode} throughput: {median_text.removeprefix('median figure ')}, {over} (no fast floor on both "
+            "sides: older history lines or short trials)")
 
 
 def _figure_details(fl: tuple[inference.Bounds, int, float] | None, tb: inference.Bounds | None,
-                    shape: tuple[bool, float, float] | None, steady: bool, m: float) -> dict[str, Any]:
+                    shape: tuple[bool, float, float] | None, steady: bool, m: float, single: bool = False) -> dict[str, Any]:
     """The result's details of the run-unit figures, in check.json's order: the fast floor's (runs pooled,
     spread, ratio, decision) and the trimmed mean's (ratio, decision, whether it counts), the step-time
     shape's spreads, and whether the comparison was per run (a floor on both sides); empty values where a
@@ -332,7 +432,9 @@ def _figure_details(fl: tuple[inference.Bounds, int, float] | None, tb: inferenc
     return {"floor_runs": fl[1] if fl else 0, "floor_sd": fb.sd if fb is not None else None,
             "floor_ratio": fb.estimate if fb is not None else None, "floor_status": _status(fb, m),
             "trimmed_ratio": tb.estimate if tb is not None else None, "trimmed_status": _status(tb, m),
-            "trimmed_counts": steady, "shape_sd": list(shape[1:]) if shape else None, "per_run": fb is not None}
+            "trimmed_counts": steady, "shape_sd": list(shape[1:]) if shape else None,
+            # against one run the trial spread of this run is part of the interval: more seeds narrow it
+            "per_run": fb is not None and not single}
 
 
 def _ending(status: Status, codes: list[str], m: float, median: inference.Bounds, d: inference.Bounds, figure: str,

@@ -1,6 +1,8 @@
 """Were a seed's FP32 and AMP arms measured in place?  A paired comparison (speedup, memory, energy) of arms
 that ran on different nodes measures the nodes; of arms that ran at the same time on one device, the
 contention between them.  Either result is held back: INCONCLUSIVE with a reason code, never PASS/FAIL.
+The history comparison (the run's absolute throughput against another run's) is held back alike when any
+two trials of the run, of different seeds too, ran side by side on one device (issue 62).
 
 Where and when come from the trial itself (`Trial.host`, `slurm.node`, `started_unix`/`ended_unix`,
 recorded by the worker on every launch path).  Side by side on *different devices of one node* is
@@ -18,7 +20,9 @@ from dataclasses import dataclass
 from ampbench.config import REFERENCE_MODE
 from ampbench.judge.rules import reasons
 from ampbench.judge.rules.context import Ctx
+from ampbench.judge.rules.history import HISTORY_THROUGHPUT
 from ampbench.record.models import Trial
+from ampbench.results.baselines import node_of
 from ampbench.results.verdicts import RuleResult
 
 PAIRED = ("speedup", "memory", "energy")   # the results that compare a seed's AMP arm with its FP32 arm
@@ -31,11 +35,6 @@ class Apart:
     seed: int
     code: str   # "different-nodes" or "overlapped"
     text: str
-
-
-def node_of(t: Trial) -> str:
-    """Slurm's node name when the trial ran as a job (two slurmd on one host are two nodes), else the host."""
-    return (t.slurm.node if t.slurm is not None and t.slurm.node else "") or t.host
 
 
 def devices_of(t: Trial) -> tuple[str, frozenset[str]]:
@@ -89,9 +88,54 @@ def apart_pairs(c: Ctx) -> list[Apart]:
     return [a for a in found if a is not None]
 
 
+def crowded(mine: list[Trial], run: list[Trial], policy: str) -> list[str]:
+    """Each trial of `mine` that ran at the same time as another trial of the run (another seed, or its seed's
+    other arm) on one device of one node, as text; none under `[suite] pairs = "any"`."""
+    if policy == "any":
+        return []
+    out = []
+    for a in mine:
+        for b in run:
+            if (b.mode, b.seed) == (a.mode, a.seed) or not overlapped(a, b) or not shared_device(a, b):
+                continue
+            na, nb = node_of(a), node_of(b)
+            if na and nb and na != nb:
+                continue
+            span = min(a.ended_unix or 0.0, b.ended_unix or 0.0) - max(a.started_unix or 0.0, b.started_unix or 0.0)
+            out.append(f"{a.mode} seed {a.seed} beside {b.mode} seed {b.seed} for {span:.1f} s on one device"
+                       f"{f' of {na}' if na else ''}")
+    return out
+
+
+def held_back_history(c: Ctx, results: list[RuleResult]) -> list[RuleResult]:
+    """history-throughput compares this run's absolute throughput with another run's: trials of this run that
+    ran side by side on one device measured each other, so its PASS or FAIL is held back (INCONCLUSIVE,
+    reason `overlapped`, the trials in `details.crowded`)."""
+    hist = [r for r in results if r.rule == HISTORY_THROUGHPUT]
+    if not hist:
+        return results
+    found = crowded(c.ok(c.mode), [t for t in c.trials.values() if t.status == "ok"], c.suite.suite.pairs)
+    if not found:
+        return results
+    what = "; ".join(found[:4]) + (f"; {len(found) - 4} more" if len(found) > 4 else "")
+    for r in hist:
+        r.details["reasons"] = reasons.plain([*r.details.get("reasons", []), reasons.Reason.OVERLAPPED])
+        r.details["crowded"] = found
+        if r.status in ("PASS", "FAIL"):
+            r.message = (f"Held back from {r.status}: trials of this run ran side by side on one device ({what}), so "
+                         "its throughput measured them, not the code: run the trials one after the other on a "
+                         'device (run\'s default), or accept it with [suite] pairs = "any". ' + r.message)
+            r.status = "INCONCLUSIVE"
+        else:
+            r.message += f" Trials of this run also ran side by side on one device ({what})."
+    return results
+
+
 def held_back(c: Ctx, results: list[RuleResult]) -> list[RuleResult]:
     """The paired results of this mode, held back when a seed's arms were measured apart: PASS and FAIL
-    become INCONCLUSIVE, each result gets the reason codes and the seeds (`details.apart`)."""
+    become INCONCLUSIVE, each result gets the reason codes and the seeds (`details.apart`); and the
+    history comparison, when the run's trials crowded one device (held_back_history)."""
+    results = held_back_history(c, results)
     if c.is_ref or not any(r.rule in PAIRED for r in results):
         return results
     found = apart_pairs(c)

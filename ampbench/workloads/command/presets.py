@@ -8,7 +8,9 @@ The formats, as those projects' training code writes them (read there, not remem
   `interval_samples_per_second`); `log_metrics` prints `  eval_accuracy = 0.5`; `save_metrics`
   writes OUTPUT_DIR/eval_results.json and all_results.json (these win over log lines).
 - PaddleClas ppcls/engine: `[Eval][Epoch 3][Avg]CELoss: 1.2, loss: 1.2, top1: 0.51, top5: 0.90`;
-  train lines end `ips: 123.4 samples/s`.
+  train lines `[Train][Epoch 1/2][Iter: 10/12]... ips: 123.4 samples/s`, where ips is the batch over the mean
+  `batch_cost` since iteration 5 of the epoch (train/train.py resets its meters at iter_id 5, utils.py
+  log_info): a line at iteration k >= 5 covers iterations 5..k, ampbench's steps 6..k+1 (`windows`).
 - PaddleSeg paddleseg/core: `[EVAL] #Images: 50 mIoU: 0.3 Acc: 0.8 Kappa: 0.2 Dice: 0.4`; train
   `[TRAIN] epoch: 1, iter: 10/20, loss: ..., ips: 4.0 samples/sec | ETA ...`.
 - PaddleRec tools/trainer.py: each epoch ends `epoch: 0 done, auc: 0.51, loss: [0.69], epoch time: 3.2 s`
@@ -42,6 +44,8 @@ _HAPI_KV = re.compile(rf" - ([A-Za-z_]\w*): ({NUM})\b")
 PRESETS = ("paddleocr", "trainer", "paddleclas", "paddleseg", "paddlerec", "hapi", "regex", "json")
 _PADDLEREC_DONE = re.compile(r"\bepoch: \d+ done, (.*?)(?: epoch time:|$)")
 _INS_PER_S = re.compile(rf"\bips: ({NUM}) ins/s")
+_CLAS_ITER = re.compile(r"\[Epoch (\d+)/\d+\]\[Iter: (\d+)/\d+\]")
+CLAS_RESET_ITER = 5  # PaddleClas resets its time meters at this iteration of every epoch (train/train.py)
 _PADDLEOCR_EVAL = re.compile(r"^Global\.eval_batch_step=\[\s*(\d+)\s*,\s*(\d+)\s*\]$")
 
 
@@ -80,6 +84,10 @@ class LogScan:
     throughput_pattern: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     throughput: list[float] = field(default_factory=list)
+    # per throughput line, the steps it measured (first, last; ampbench's 1-based optimizer steps) where the
+    # format says (PaddleClas's first epoch), else None
+    windows: list[tuple[int, int] | None] = field(default_factory=list)
+    _epoch: int | None = None   # the first training epoch a PaddleClas line named
     _compiled: dict[str, re.Pattern[str]] = field(default_factory=dict)
     _in_eval: bool = False
     _tp: re.Pattern[str] | None = None
@@ -110,10 +118,11 @@ class LogScan:
     def _pairs(self, text: str, rx: re.Pattern[str] = _KV_COLON) -> dict[str, float]:
         return {k: v for k, raw in rx.findall(text) if (v := _num(raw)) is not None}
 
-    def _ips(self, line: str, rx: re.Pattern[str] = _IPS) -> None:
+    def _ips(self, line: str, rx: re.Pattern[str] = _IPS, window: tuple[int, int] | None = None) -> None:
         m = rx.search(line)
         if m and (v := _num(m.group(1))) is not None and math.isfinite(v) and v > 0:
             self.throughput.append(v)
+            self.windows.append(window)
 
     def _paddleocr(self, line: str) -> None:
         at = line.find("cur metric, ")
@@ -136,7 +145,21 @@ class LogScan:
         if at >= 0 and "[Avg]" in line:
             self.metrics.update(self._pairs(line[line.index("[Avg]") + 5:]))
         elif "[Train]" in line:
-            self._ips(line)
+            self._ips(line, window=self._clas_window(line))
+
+    def _clas_window(self, line: str) -> tuple[int, int] | None:
+        """The steps a PaddleClas train line's ips covers: iterations 5..k of the epoch, ampbench's steps
+        6..k+1 (step j ends in iteration j-1's optimizer step), for the first epoch the log shows (a later
+        epoch's first step is not known from its lines); None before iteration 5 (start-up inside)."""
+        m = _CLAS_ITER.search(line)
+        if m is None:
+            return None
+        epoch, k = int(m.group(1)), int(m.group(2))
+        if self._epoch is None:
+            self._epoch = epoch
+        if epoch != self._epoch or k < CLAS_RESET_ITER:
+            return None
+        return CLAS_RESET_ITER + 1, k + 1
 
     def _paddleseg(self, line: str) -> None:
         at = line.find("[EVAL] #Images:")

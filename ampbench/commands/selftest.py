@@ -50,7 +50,14 @@ CHECKS: dict[str, str] = {
     "energy": "NVML energy over the measured window > 0 J in every trial (n/a where NVML answers Not Supported)",
     "data-parallel": "with >= 2 GPUs: a 2-rank trial with per-rank memory measured on two different NVML devices",
     "deadline": "n/a rows only: a suite that was running when the 10 minutes passed (it finished; nothing started later)",
+    "emulation-fidelity": "the toy suite's AMP modes trained both ways, real AMP and emulate = true (same seed): loss "
+                          "curves, skipped steps and loss scales agree within docs/emulation.md's tolerance",
 }
+EMULATED = "-emulated"   # the emulated twin of a mode in the fidelity run
+FIDELITY_MODES = ('modes=[{name="fp32"}, {name="amp-o1-fp16", level="O1", dtype="float16"}, '
+                  '{name="amp-o1-fp16-emulated", level="O1", dtype="float16", emulate=true}, '
+                  '{name="amp-o2-bf16", level="O2", dtype="bfloat16"}, '
+                  '{name="amp-o2-bf16-emulated", level="O2", dtype="bfloat16", emulate=true}]')
 STEP_SUM_RANGE = (0.8, 1.0 + 1e-6)
 # Time outside the steps a step may take before a share under 80% fails: the loop's own bookkeeping between
 # steps (reading the loss, the step record, the event line) is ~0.3-0.6 ms of Python a step on this project's
@@ -335,10 +342,38 @@ def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = Non
         for t in _run_suite("resnet", runs, ["distributed.nproc_per_node=2"], ["fp32"], tag="-dp"):
             results += _check_data_parallel(t)
         _ran_past_deadline(t0, started, "resnet x2", results)
+    if not _past_deadline(t0, "toy emulated", results, check="emulation-fidelity"):
+        results += fidelity_checks(_run_suite("toy", runs, [FIDELITY_MODES], tag="-fidelity"), mc)
     if not rows and any(r.check == "trial-ok" and r.ok is None for r in results):
         _report(results, out_dir, console, time.monotonic() - t0, mc, rows)
         return 3   # the deadline left nothing run: nothing was proven
     return _report(results, out_dir, console, time.monotonic() - t0, mc, rows)
+
+
+def fidelity_checks(trials: list[Trial], mc: Machine | None = None) -> list[CheckResult]:
+    """Each real AMP trial against its emulated twin (judge/fidelity.py); n/a where Paddle keeps the dtype off
+    on this GPU (nothing real to compare with) or a trial of the pair did not finish."""
+    from ampbench.judge.fidelity import compare
+
+    mc = mc or Machine(gpus=1, unsupported={})
+    by_mode = {t.mode: t for t in trials}
+    out = []
+    for name, emu in sorted(by_mode.items()):
+        real = by_mode.get(name.removesuffix(EMULATED))
+        if not name.endswith(EMULATED) or real is None:
+            continue
+        subject = f"{real.suite}/{real.mode}"
+        why = mc.unsupported.get(real.amp.dtype, "")
+        if why:
+            out.append(CheckResult("emulation-fidelity", subject, None, f"n/a: {why}"))
+        elif real.status != "ok" or emu.status != "ok" or not real.amp.active or not emu.amp.emulated:
+            out.append(CheckResult("emulation-fidelity", subject, False,
+                                   f"real {real.status} (AMP active {real.amp.active}), emulated {emu.status} "
+                                   f"(emulated {emu.amp.emulated})"))
+        else:
+            fid = compare(real, emu)
+            out.append(CheckResult("emulation-fidelity", subject, fid.ok, fid.detail()))
+    return out
 
 
 def _past_deadline(t0: float, subject: str, results: list[CheckResult], check: str = "trial-ok") -> bool:

@@ -61,12 +61,14 @@ def resolve_view(view: str) -> tuple[bool, str | None]:
 
 
 def _hover_rows(entries: list[dict[str, Any]], mode: str) -> list[list[str]]:
-    """[run id, commit, verdict, mode] per run, escaped for plotly's HTML-subset text."""
+    """[run id, commit, verdict, mode] per run, escaped for plotly's HTML-subset text; an emulated mode's
+    verdict marked (its numerics judged, its time and memory the emulation's)."""
     out = []
     for e in entries:
         m = (e.get("modes") or {}).get(mode) or {}
         out.append([escape(str(e.get("run_id", ""))), escape(fmt.short_sha(e.get("git_sha"), 10) or "not recorded"),
-                    escape(str(m.get("verdict") or "not checked")), escape(mode)])
+                    escape(str(m.get("verdict") or "not checked") + (" (emulated)" if m.get("amp_emulated") else "")),
+                    escape(mode)])
     return out
 
 

@@ -17,6 +17,7 @@ from ampbench.core.files import atomic_write_text, check_output
 from ampbench.core.store import RunPaths
 from ampbench.report.claims import claims_md
 from ampbench.report.coverage import coverage
+from ampbench.report.emulation import emulation_section
 from ampbench.report.evidence import diagnosis_section, plots_section, probe_section
 from ampbench.report.fmt import md_code, md_text
 from ampbench.report.header import INACTIVE_LINE, header
@@ -103,8 +104,8 @@ def run_section(v: RunView, ctx: Ctx, level: int) -> str:
     if ctx.multi:
         out.append(h(level - 1, f"{md_text(s.suite)}: run {md_code(s.run_id)}"))
     out += [outcome_md(v, level), claims_md(v, level), header(v), h(level, "Summary"), summary_table(v), verdicts(v, ctx, level),
-            failed_trials(v, ctx, level), injected_section(v, level), plots_section(v, ctx, level), probe_section(v, ctx, level),
-            diagnosis_section(v, ctx, level), coverage(v, level), time_to_target(v, level),
+            failed_trials(v, ctx, level), emulation_section(v, level), injected_section(v, level),
+            plots_section(v, ctx, level), probe_section(v, ctx, level),            diagnosis_section(v, ctx, level), coverage(v, level), time_to_target(v, level),
             trials_table(v, ctx, level)]
     return "\n\n".join(x for x in out if x)
 

@@ -313,7 +313,9 @@ def _runs_table(entries: list[dict[str, Any]], links: dict[str, str], frac: bool
             run = _run_cells(e, links) if k == 0 else "<td></td><td></td><td></td>"
             rows.append(f"<tr>{run}" + "".join(_figure_html(c, figures, view) for c in cols)
                         + f"<td>{_mode_verdict_html(mode, m)}</td></tr>")
-    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    emulated = any(m.get("amp_emulated") for e in entries for m in (e.get("modes") or {}).values())
+    legend = f"<p>{fmt.EMULATED_MARK} {escape(fmt.EMULATED_LEGEND)}.</p>" if emulated else ""
+    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{legend}"
 
 
 def _run_cells(e: dict[str, Any], links: dict[str, str]) -> str:
@@ -324,15 +326,17 @@ def _run_cells(e: dict[str, Any], links: dict[str, str]) -> str:
 
 
 def _mode_verdict_html(mode: str, m: dict[str, Any]) -> str:
-    """The mode's verdict cell: `reference` for fp32, else its verdict, marked when AMP did not run."""
-    inactive = " (AMP inactive)" if m.get("amp_requested") and not m.get("amp_active") else ""
+    """The mode's verdict cell: `reference` for fp32, else its verdict, marked when AMP did not run or was
+    emulated (its numerics judged, no AMP timing)."""
+    inactive = (" (emulated)" if m.get("amp_emulated") else
+                " (AMP inactive)" if m.get("amp_requested") and not m.get("amp_active") else "")
     return f"{'reference' if mode == REFERENCE_MODE else _verdict_html(m.get('verdict'))}{inactive}"
 
 
 def _figure_html(c: fields.Column, m: Any, view: fields.View) -> str:
     cls = ' class="num"' if c.align == "r" else ""
     return f"<td{cls}>" + (f"<code>{escape(str(c.value(m, view)))}</code>" if c.col.kind == "code"
-                           else escape(c.text(m, view))) + "</td>"
+                           else escape(fmt.mark_emulated(c.text(m, view), c.col.kind, bool(m.amp_emulated)))) + "</td>"
 
 
 def _sha_html(e: dict[str, Any]) -> str:

@@ -48,10 +48,11 @@ def overview(views: list[RunView], ctx: Ctx) -> str:
     for v in views:
         s = v.summary
         link_target = v.run.report_path()
-        off = any(m.amp_requested and not m.amp_active and m.ok for m in s.modes.values())
+        off = any(m.amp_requested and not m.amp_active and not m.amp_emulated and m.ok for m in s.modes.values())
+        emulated = any(m.amp_emulated for m in s.modes.values())
         verdict = s.verdict if s.verdict in ("PASS", NOT_CHECKED) else f"**{s.verdict}**"
         own = {"run": md_link(s.run_id, ctx.rel(link_target)) if link_target.exists() else md_code(s.run_id),
-               "verdict": verdict + (" (AMP inactive)" if off else ""),
+               "verdict": verdict + (" (AMP inactive)" if off else "") + (" (emulated)" if emulated else ""),
                "exit_code": str(s.exit_code) if s.exit_code is not None else DASH}
         rows.append([own[c.key] if c.key in own else md_code(c.value(s)) if c.col.kind == "code"
                      else c.text(s, fields.PLAIN, md_text) for c in cols])
@@ -234,5 +235,6 @@ def inactive_note(entries: list[dict[str, Any]]) -> str | None:
     """The plot stamp when no run in the trend had AMP active (CPU history): FP32 vs FP32 throughout."""
     amp = [m for e in entries for m in (e.get("modes") or {}).values() if m.get("amp_requested")]
     if amp and not any(m.get("amp_active") for m in amp):
-        return P.INACTIVE_NOTE
+        emulated = any(m.get("amp_emulated") for m in amp)
+        return "AMP emulated or inactive: numerics only, time and memory not AMP's" if emulated else P.INACTIVE_NOTE
     return None

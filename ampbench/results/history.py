@@ -79,6 +79,7 @@ class ModeSummary(BaseModel):
                                                                     "sweep"))]
     amp_requested: bool = False
     amp_active: bool = False
+    amp_emulated: bool = False   # emulated AMP (a mode's emulate = true): no speedup or memory figure of its own
     level: Level = "O0"
     dtype: Dtype = "float32"
     batch_size: Annotated[int, Col("Batch", "size", rank=20, shows=("modes",))] = 0

@@ -22,7 +22,7 @@ from ampbench.judge.rules.history_one_run import one_run_throughput
 from ampbench.judge.rules.history_pooled import HISTORY_THROUGHPUT, pooled_throughput
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import ACCURACY_PARITY_NAME, PARITY_CODE, PARITY_REASONS, noninferiority
-from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.reasons import NOT_EMULATED, R
 from ampbench.judge.rules.traits import Effect, PlanSize, Result, ResultName, Seeding
 from ampbench.record.models import Trial
 from ampbench.results.baselines import CompactTrial
@@ -159,7 +159,7 @@ def history_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, results=(
     Result(HISTORY_THROUGHPUT, seeds=Seeding(plan=plan_history, effect=history_effect), bisect="history",
-           figure="history_change", reasons=(
+           figure="history_change", device=True, reasons=(
                (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
                (R.SLOW_STEPS, "the trimmed mean FAILed it"),
                (R.SLOW_STEPS_UNCONFIRMED, "slow steps in every mode's trials, not seen the night before: held out "
@@ -168,8 +168,8 @@ HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, re
                (R.AMP_FP32_RATIO, "the AMP/FP32 ratio FAILed it"),
                (R.BELOW_REFERENCE, "FAILed against the reference level"), (R.SHORT_TRIALS, ""),
                (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""), (R.DISTURBED, ""), (R.CLUSTERED, ""),
-               (R.OVERLAPPED, "trials of the run side by side on one device"))),
+               (R.OVERLAPPED, "trials of the run side by side on one device"), NOT_EMULATED)),
     Result(HISTORY_METRIC, seeds=Seeding(sized_by=ACCURACY_PARITY_NAME), bisect="history",  # parity's test
            reasons=PARITY_REASONS),
-    Result(HISTORY_MEMORY, bisect="history", reasons=((R.WITHIN, ""), (R.GREW, ""))),
+    Result(HISTORY_MEMORY, bisect="history", device=True, reasons=((R.WITHIN, ""), (R.GREW, ""), NOT_EMULATED)),
 ))

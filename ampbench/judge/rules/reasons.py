@@ -102,6 +102,8 @@ class Reason(str, Enum):
     NO_BASELINE_TRIALS = "no-baseline-trials"
     WITHIN = "within"
     GREW = "grew"
+    # emulated AMP (judge/rules/emulated.py): amp-active's, and the device results' "not measured"
+    EMULATED = "emulated"
     # speedup, memory, energy: a seed's arms not measured in place (judge/rules/pairs.py)
     DIFFERENT_NODES = "different-nodes"
     OVERLAPPED = "overlapped"
@@ -111,6 +113,8 @@ R = Reason
 # held back from PASS/FAIL unless `[suite] pairs` accepts it (judge/rules/pairs.py)
 PAIRS = ((R.DIFFERENT_NODES, "a seed's FP32 and AMP ran on two nodes"),
          (R.OVERLAPPED, "at the same time on one device"))
+# every device result (traits `device`) declares it: an emulated mode's is not measured (judge/rules/emulated.py)
+NOT_EMULATED = (R.EMULATED, "not measured under emulation")
 # A result's codes, each with what it says (or ""): declared on the rule's `Result` (judge/rules/traits.py)
 Codes = tuple[tuple[Reason, str], ...]
 

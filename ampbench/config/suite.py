@@ -181,6 +181,10 @@ class Thresholds(_Strict):
     collapse_halvings: StrictInt = Field(8, ge=2)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     history_min_change: float = Field(0.05, ge=0)
+    # false: a history comparison whose runs were measured under unlike load is judged on its figures, the load
+    # evidence only noted, not withheld (judge.interference.unlike): for a program that mostly waits (a test
+    # program that sleeps) on a runner shared by design; the evidence cannot tell such a program from a starved one
+    history_withhold_disturbed: bool = True
     history_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of the history rules
     fail_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of speedup, memory and parity
 

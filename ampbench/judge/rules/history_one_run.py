@@ -40,6 +40,7 @@ from ampbench.judge.rules.history_pooled import (
     _interleaved,
     slowdown_decided,
     split_text,
+    withheld,
 )
 from ampbench.judge.rules.speed import clustering, fail_floor_of, level_text
 from ampbench.results.baselines import STORED_REL_ERROR, Baseline, CompactTrial
@@ -267,9 +268,10 @@ def one_run_throughput(c: Ctx, cur: list[CompactTrial], b: Baseline, drift: floa
               _shape_text(c, ev, j, modes) + " ")
            + "The run" + _ending(status, g, k, bd, c, pc, fc) + _caveat(c, status, drift, s, len(cur)))
     codes = [x for x in _codes(g, status, k) if x not in ("pending", "below-reference")]
-    why = interference.unlike(cur, base, ("this run", "the baseline run"), bd.estimate)
+    why, noted = withheld(c, interference.unlike(cur, base, ("this run", "the baseline run"), bd.estimate))
     if why:
         status, msg, codes = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}", codes + ["disturbed"]
+    msg += noted
     if clustered:
         msg, codes = msg + f" Note: {clustered}.", codes + ["clustered"]
     details: dict[str, Any] = {**_details(g, ev, j, median_only), **_level_details(g, fig, c, pc, fc)}

@@ -40,6 +40,14 @@ EVIDENCE = ("evidence: each trial's step times and its wall-clock start and end 
             "timestamps)")
 
 
+def withheld(c: Ctx, why: str | None) -> tuple[str | None, str]:
+    """(the evidence that withholds the decision, a note when the suite judges despite it:
+    `thresholds.history_withhold_disturbed = false`)."""
+    if why is None or c.th.history_withhold_disturbed:
+        return why, ""
+    return None, f" Note: {why}; judged on its figures (history_withhold_disturbed = false)."
+
+
 def slowdown_decided(status: str, m: float, b: inference.Bounds) -> str:
     """The sentence a decided history-throughput result ends with, against one baseline run or a series."""
     if status == "FAIL":
@@ -249,10 +257,12 @@ def pooled_throughput(c: Ctx, cur: list[CompactTrial]) -> RuleResult:
     codes = _codes(g, status, k)
     # weighed alike: either side loaded withholds the decision, a PASS too (identical code measured under load
     # came out 17% slower and 34% faster than its idle twin: docs/checks.md, issue 62)
-    why = interference.unlike(cur, p.evidence(c.mode), ("this run", "the baseline runs"), b.estimate)
+    why, noted = withheld(c, interference.unlike(cur, p.evidence(c.mode), ("this run", "the baseline runs"),
+                                                 b.estimate))
     clustered = clustering([c.compact(x) for x in modes])
     if why:
         status, msg, codes = "INCONCLUSIVE", f"{why[0].upper()}{why[1:]}. {msg}", codes + ["disturbed"]
+    msg += noted
     if clustered:
         msg += f" Note: {clustered}."
         codes.append("clustered")

@@ -6,15 +6,13 @@ ampbench installed, so it cannot import the `ampbench` package; it loads this fi
 only and keeps to syntax Python 3.8 reads. The worker (trial/command_record.py) reads the same
 declarations, so no constant, key or column order is mirrored between the two sides.
 
-Each event is one JSON object, one message on the hook's connection (trial/command_channel.py),
-keyed by `KIND` ("e"). Each event kind is one dataclass, each of its fields declared once: its type,
-its check (`_field`: an integer within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to
-`MAX_TEXT` characters, a list or table within `MAX_ITEMS` entries) and, for a figure the trial
-records as it came, the record field it fills (`into`, "part.field" of a `Trial`: record/assemble.py
-copies it, so a new hook-measured figure is its model field, its line here and the hook's code that
-measures it). The worker's gate (record/wire_read.py, not loaded by the hook) checks every message
-against these declarations and turns it into these typed events, never dicts; a field the hook did
-not send is None.
+Each event is one JSON object, one message on the hook's connection (trial/command_channel.py), keyed by
+`KIND` ("e"). Each kind is one dataclass, each field declared once: its type, its check (`_field`: an integer
+within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to `MAX_TEXT` characters, a list or table
+within `MAX_ITEMS` entries) and, for a figure the trial records as it came, the record field it fills (`into`,
+"part.field" of a `Trial`, copied by record/assemble.py: a new hook-measured figure is its model field, its line
+here and the hook's code). The worker's gate (record/wire_read.py, not loaded by the hook) checks every message
+against these and turns it into these typed events, never dicts; a field the hook did not send is None.
 """
 
 from __future__ import annotations

@@ -1,18 +1,17 @@
 """The start-up hook's wire: every event a `command` trial's hook sends its worker, declared once.
 
-The hook (workloads/command/hook/) runs inside the user's program, whose interpreter may not have
-ampbench installed, so it cannot import the `ampbench` package; it loads this file by its path
-(the hook's `_ampbench_hook/__init__.py`), which is why this module imports the standard library
-only and keeps to syntax Python 3.8 reads. The worker (trial/command_record.py) reads the same
-declarations, so no constant, key or column order is mirrored between the two sides.
+The hook (workloads/command/hook/) runs inside the user's program, whose interpreter may not have ampbench
+installed, so it cannot import the `ampbench` package; it loads this file by its path (the hook's
+`_ampbench_hook/__init__.py`), which is why this module imports the standard library only and keeps to syntax
+Python 3.8 reads. The worker (trial/command_record.py) reads the same declarations: nothing is mirrored.
 
 Each event is one JSON object, one message on the hook's connection (trial/command_channel.py), keyed by
 `KIND` ("e"). Each kind is one dataclass, each field declared once: its type, its check (`_field`: an integer
 within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to `MAX_TEXT` characters, a list or table
 within `MAX_ITEMS` entries) and, for a figure the trial records as it came, the record field it fills (`into`,
-"part.field" of a `Trial`, copied by record/assemble.py: a new hook-measured figure is its model field, its line
-here and the hook's code). The worker's gate (record/wire_read.py, not loaded by the hook) checks every message
-against these and turns it into these typed events, never dicts; a field the hook did not send is None.
+"part.field" of a `Trial`, copied by record/assemble.py: a new hook-measured figure is its model field, its
+line here and the hook's code). The worker's gate (record/wire_read.py, not loaded by the hook) checks every
+message against these, into these typed events, never dicts; a field the hook did not send is None.
 """
 
 from __future__ import annotations

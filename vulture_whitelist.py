@@ -43,3 +43,7 @@ _.launch_in_process  # the in-process launcher: for tests and debugging (a break
 _.paired_ratio  # scripts/bench_overhead.py: the overhead ratio's interval and the pairs a 2% claim needs
 
 _.unpatched  # scripts/bench_command_overhead.py --same-process: the hook's bare blocks put Paddle's own functions back
+# trial/emulate/api.py: the place AmpScaler.__init__ asks (`tracer._expected_place.is_gpu_place()`): Paddle calls them.
+_.is_gpu_place  # _GpuPlace: AmpScaler.__init__ asks it
+_.is_xpu_place  # _GpuPlace: AmpScaler.__init__ asks it
+_.is_custom_place  # _GpuPlace: AmpScaler.__init__ asks it

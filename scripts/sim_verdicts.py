@@ -3,7 +3,8 @@
 
     PYTHONPATH=. python scripts/sim_verdicts.py > /tmp/table.md     # a few minutes on one core
     PYTHONPATH=. python scripts/sim_verdicts.py --only sequential   # one table (fixed, kinds, sequential,
-                                                                     # two-seeds, pooled, nightly, correlated)
+                                                                     # two-seeds, pooled, correlated); nightly
+                                                                     # histories: scripts/sim_nightly.py)
 
 False FAIL = FAIL when nothing is wrong (history: no change; speedup: true speedup 10% above
 min_speedup; parity: no drop).  False PASS = PASS at the issue's effect sizes (10% slowdown, speedup 10%
@@ -188,13 +189,18 @@ def pooled_table(null_n: int, eff_n: int) -> list[str]:
 
 
 def correlated_table(n: int) -> list[str]:
-    """issue 40: FAIL of identical code judged on the seeds alone vs with the history's run-level sd."""
-    out = ["| seeds | false FAIL, seeds alone | false FAIL, run sd from 10 runs | 5-point drop FAILs |", "|---|---|---|---|"]
-    for k in (2, 3, 5):
-        rng = np.random.default_rng(500 + k)
-        today, now = vs.correlated_parity_outcomes(rng, n, k, 0.1, 0.05, 0.1)
-        _, drop = vs.correlated_parity_outcomes(rng, n // 4, k, 0.1, 0.05, 0.1, drop=5.0)
-        out.append(f"| {k} | {_pct(float((today == 'FAIL').mean()))} | {_pct(float((now == 'FAIL').mean()))} | "
+    """issues 40, 55: FAIL of identical code by accuracy parity when the seeds of one mode share a run effect (seed sd
+    0.05 pt, run sd from rho): on the seeds alone (as before issue 55), without a history as the rule decides now
+    (a FAIL must clear an unseen run effect, parity.guarded_parity), with the run-level sd from 10 earlier runs."""
+    out = [("| seeds | rho | abs_tol (pt) | false FAIL, seeds alone (before) | false FAIL, no history (now) | "
+            "false FAIL, run sd from 10 runs | 5-point drop FAILs, no history |"), "|---|---|---|---|---|---|---|"]
+    for k, rho, tol in itertools.product((2, 3, 5), (0.5, 0.8), (0.0, 0.1, 0.5)):
+        run_sd = 0.05 * math.sqrt(rho / (1 - rho))
+        rng = np.random.default_rng(500 + k + int(100 * rho) + int(1000 * tol))
+        today, hist, now = vs.correlated_parity_outcomes(rng, n, k, run_sd, 0.05, tol)
+        _, _, drop = vs.correlated_parity_outcomes(rng, n // 4, k, run_sd, 0.05, tol, drop=5.0)
+        out.append(f"| {k} | {rho:g} | {tol:g} | {_pct(float((today == 'FAIL').mean()))} | "
+                   f"{_pct(float((now == 'FAIL').mean()))} | {_pct(float((hist == 'FAIL').mean()))} | "
                    f"{_pct(float((drop == 'FAIL').mean()))} |")
     return out
 
@@ -203,16 +209,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--null", type=int, default=10000, help="simulated comparisons per cell, no change")
     ap.add_argument("--effect", type=int, default=4000, help="simulated comparisons per cell, with the effect")
-    ap.add_argument("--only", choices=["fixed", "kinds", "sequential", "two-seeds", "pooled", "nightly",
-                                       "correlated"], default=None)
+    ap.add_argument("--only", choices=["fixed", "kinds", "sequential", "two-seeds", "pooled", "correlated"],
+                    default=None)
     args = ap.parse_args()
-    if args.only == "nightly":  # issue 40: whole nightly histories, night after night (tests/nightly_sim.py)
-        from tests import nightly_sim
-
-        print(nightly_sim.table(max(200, args.effect // 4)))
-        return
     if args.only in (None, "correlated"):
-        print("#### accuracy-parity with seeds sharing a run effect (abs_tol 0.1 pt, run sd 0.1, seed sd 0.05)\n")
+        print("#### accuracy-parity with seeds sharing a run effect (seed sd 0.05 pt, run sd from rho)\n")
         print("\n".join(correlated_table(args.null)))
     if args.only in (None, "two-seeds"):
         print("#### accuracy-parity and history-metric at 2 + 2 seeds (no 3-seed floor)\n")

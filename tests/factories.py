@@ -139,9 +139,12 @@ def make_trials(
     noise: StepNoise = StepNoise(),
     n_steps: int = 60,
     warmup: int = 5,
+    wall_clock: float | None = None,
     **kw: Any,
 ) -> list[Trial]:
-    """A full matched set: every mode x seed of the suite, with seeded noisy step times."""
+    """A full matched set: every mode x seed of the suite, with seeded noisy step times.  `wall_clock`: the
+    unix time the first trial starts, the trials then one after another in the runner's seed-major order
+    (started_unix / ended_unix, as Trial records them); None: not recorded."""
     rng = rng or np.random.default_rng(0)
     out = []
     for m in suite.modes:
@@ -152,6 +155,17 @@ def make_trials(
                 m.name, s, suite=suite.suite.name, metric=0.9 if mv is None else mv[i],
                 metric_name=suite.suite.metric, times=t, warmup=warmup,
                 peak_bytes=(peak or {}).get(m.name, 1 << 30), **kw))
+    return with_wall_clock(out, suite, wall_clock) if wall_clock is not None else out
+
+
+def with_wall_clock(trials: list[Trial], suite: Suite, start: float) -> list[Trial]:
+    """The trials one after another from unix time `start` in the runner's seed-major order (fp32 s0, amp s0,
+    fp32 s1, ...): each trial's started_unix / ended_unix, 1 s between trials."""
+    order = {(m.name, s): k for k, (s, m) in enumerate((s, m) for s in suite.suite.seeds for m in suite.modes)}
+    out = []
+    for t in trials:
+        at = start + 10.0 * order.get((t.mode, t.seed), 0)
+        out.append(t.model_copy(update={"started_unix": at, "ended_unix": at + 9.0}))
     return out
 
 

@@ -47,6 +47,14 @@ def test_inactive_amp_is_labelled(tmp_path: Path) -> None:
     assert amp["extra_info"]["amp_active"] is False and "AMP inactive" in amp["extra_info"]["note"]
 
 
+def test_emulated_amp_is_labelled_not_an_amp_timing(tmp_path: Path) -> None:
+    amp = make_trial("amp-o1-fp16", 0, times=AMP_TIMES, warmup=2, samples=16, amp_active=False, env=CPU_ENV)
+    amp.amp.emulated = True
+    run = make_run(tmp_path, make_suite(seeds=(0,)), [make_trial("fp32", 0, times=FP32_TIMES, warmup=2, env=CPU_ENV), amp])
+    b = next(b for b in export_document(run)["benchmarks"] if b["param"] == "amp-o1-fp16")
+    assert b["extra_info"]["amp_emulated"] is True and "emulated AMP" in b["extra_info"]["note"]
+
+
 def test_a_run_without_ok_trials_is_an_error(tmp_path: Path) -> None:
     suite = make_suite(seeds=(0,))
     run = make_run(tmp_path, suite, [make_trial("fp32", 0, status="crashed")])

@@ -106,14 +106,16 @@ def test_mode_args_are_refused_for_built_in_workloads(tmp_path, toy_suite):
     assert r.exit_code == 2 and "modes (amp-o1-fp16).args" in r.output
 
 
-def test_the_hook_imports_nothing_of_ampbench_but_the_two_standard_library_files_it_shares():
+def test_the_hook_imports_nothing_of_ampbench_but_the_standard_library_files_it_shares():
     """The hook runs in the user's interpreter (which may not have ampbench): sitecustomize and its
     package import the standard library, paddle and each other only; the vocabulary and the
-    environment names come from record/wire.py and core/protocol.py, loaded by path, which import the
-    standard library only (at import time). No module of the hook is over 400 lines."""
+    environment names come from record/wire.py and core/protocol.py, and emulated AMP from the trial/emulate
+    package (only for a mode's emulate = true), loaded by path, which import the standard library only
+    (at import time; their own modules relatively). No module of the hook is over 400 lines."""
     files = [HOOK_DIR / "sitecustomize.py", *sorted((HOOK_DIR / "_ampbench_hook").glob("*.py"))]
     assert {p.name for p in HOOK_DIR.iterdir() if p.name != "__pycache__"} == {"sitecustomize.py", "_ampbench_hook"}
-    shared = [ROOT / "ampbench" / "record" / "wire.py", ROOT / "ampbench" / "core" / "protocol.py"]
+    shared = [ROOT / "ampbench" / "record" / "wire.py", ROOT / "ampbench" / "core" / "protocol.py",
+              *sorted((ROOT / "ampbench" / "trial" / "emulate").glob("*.py"))]
     for f in files + shared:
         tree = ast.parse(f.read_text())
         top = tree.body if f in shared else list(ast.walk(tree))   # shared: module level only (psutil is lazy)

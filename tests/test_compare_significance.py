@@ -64,7 +64,9 @@ def test_a_planted_20pct_slowdown_is_marked_and_fails_above_10(tmp_path):
     assert invoke("compare", str(cur), str(other), "--fail-above", "25").exit_code == 0
     # the other way round it is a speed-up, marked, and never a failure
     back = invoke("compare", str(other), str(cur), "--fail-above", "10")
-    assert back.exit_code == 0 and len(re.findall(r"\+2[4-6]\.\d% \[[^]]+\] \| yes, faster", back.output)) == len(MODES), \
+    # +25% up to the trials' noise: the run's figure is its trials' median (judge.gate, issue 62), each mode's own
+    # level even where the AMP/FP32 ratio decided (unchanged: both modes slowed alike)
+    assert back.exit_code == 0 and len(re.findall(r"\+2[2-8]\.\d% \[[^]]+\] \| yes, faster", back.output)) == len(MODES), \
         back.output
 
 

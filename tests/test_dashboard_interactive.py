@@ -150,15 +150,17 @@ def test_publish_interactive_site_loads_one_shared_plotly_and_nothing_else(lines
     the page was 4.8 MB for 3 runs) and nothing from anywhere else; its size is its figures' data."""
     index = publish(_history(tmp_path, lines), tmp_path / "site", interactive=True)
     page = (index.parent / "toy.html").read_text()
-    assert page.count('class="plotly-graph-div"') == 2 and "<img" not in page.split("<h2>", 1)[0]
+    # a figure per device kind (issue 55: another kind is another level); the step-time histogram of the newest run
+    assert page.count('class="plotly-graph-div"') == 3 and "<img" not in page.split("<h2>", 1)[0]
+    assert page.count("<h3>Device kind") == 2
     assert re.findall(r"<script[^>]*\bsrc=\"([^\"]+)\"", page) == [DI.PLOTLY_JS]   # the one file beside it
     assert re.search(r"<link\b|<iframe\b", page) is None
     bundle = (index.parent / DI.PLOTLY_JS).read_text()
     assert len(bundle) > 3_000_000 and "plotly" in bundle[:2000].lower()
     assert len(page) < 400_000, len(page)                                   # 12 nights: the data, not the bundle
     assert HOSTILE_MODE not in page and HOSTILE_SHA not in page
-    steps = page.split("<h2>Steps in the series</h2>", 1)[1].split("<h2>", 1)[0]
-    assert "config changed at run night-06" in steps and "device changed at run night-09" in steps
+    series = page.split("<h2>The series</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "config changed at run night-06" in series and "nvidia-other-gpu-80gb" in series
 
 
 def test_load_suites_keeps_only_the_newest_histogram(lines, tmp_path):
@@ -190,7 +192,7 @@ def test_view_without_plotly_falls_back_or_exits_2(lines, tmp_path, monkeypatch)
 
 # ---------------------------------------------------------------- in a real headless browser
 
-_POINT = """(function(){var g=document.getElementById('plot-history');
+_POINT = """(function(){var g=document.getElementById('plot-history');g.scrollIntoView({block:'start'});
 var t=g.data.find(function(d){return d.meta && d.meta.key==='samples_per_s';});var i=t.x.indexOf(%d);
 var xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis, r=g.getBoundingClientRect();
 return JSON.stringify({x: r.left + xa._offset + xa.l2p(t.x[i]), y: r.top + ya._offset + ya.l2p(t.y[i]),
@@ -230,12 +232,12 @@ def test_interactive_dashboard_in_chromium(lines, tmp_path, browser):  # noqa: F
                                           "'.modebar-btn')).map(function(e){return e.getAttribute('data-title');}))"))
     assert "Zoom" in buttons and not any("Share" in t or "Cloud" in t for t in buttons), buttons
     plots = json.loads(browser.evaluate(_TRACES))
-    assert [p["id"] for p in plots] == ["plot-history", "plot-steps"]
-    hist, steps = plots
+    assert [p["id"] for p in plots] == ["plot-history", "plot-history-1", "plot-steps-1"]  # a figure per device kind
+    hist, _, steps = plots
     drawn = [t for t in hist["traces"] if "lines" in t["mode"]]
-    assert len(drawn) == 7 and sorted(hist["shapes"]) == [CONFIG_AT - 0.5, DEVICE_AT - 0.5]
+    assert len(drawn) == 7 and sorted(hist["shapes"]) == [CONFIG_AT - 0.5]
     for t in drawn:
-        assert _crossings(t["x"], t["y"], [CONFIG_AT, DEVICE_AT]) == [], t["name"]
+        assert _crossings(t["x"], t["y"], [CONFIG_AT]) == [] and max(t["x"]) < DEVICE_AT, t["name"]
     assert [t["type"] for t in steps["traces"]] == ["bar", "bar"] and all(sum(t["y"]) == 40 for t in steps["traces"])
 
     browser.evaluate(_LISTEN)

@@ -127,7 +127,7 @@ extreme = st.one_of(st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0, 2**63, -(
 @given(lines=st.lists(mutated(HISTORY_LINE, extreme), min_size=1, max_size=4), ids=st.lists(
     st.text(st.characters(codec="ascii"), min_size=1, max_size=300), min_size=4, max_size=4))
 def test_history_reader_and_dashboard_page(lines, ids):
-    from ampbench.report.publish import load_suites, regressions, suite_page
+    from ampbench.report.publish import load_suites, suite_page, verdict_changes
 
     hist = _DIR / "hist"
     hist.mkdir(exist_ok=True)
@@ -144,7 +144,7 @@ def test_history_reader_and_dashboard_page(lines, ids):
         assert "ocr.jsonl" in str(e)
         return
     for suite, entries in suites:
-        html = suite_page(suite, entries, regressions(entries), {}, None)
+        html = suite_page(suite, entries, verdict_changes(entries), {}, None)
         assert html.startswith("<!DOCTYPE html>") and "<script>alert" not in html
         if importlib.util.find_spec("plotly") is not None:  # the interactive view's figures: user text escaped
             from ampbench.report import dashboard_interactive as DI

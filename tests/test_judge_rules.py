@@ -19,8 +19,8 @@ METRICS = {"fp32": [0.88, 0.90, 0.92], AMP: [0.88, 0.90, 0.92]}
 
 
 def _pair(tmp_path, slowdown: float, cur_share: float, base_share: float = 1.0, cur_others: float | None = None,
-          base_others: float = 0.1, cores: int = 0):
-    suite = make_suite()
+          base_others: float = 0.1, cores: int = 0, **thresholds):
+    suite = make_suite(**thresholds)
     noise = StepNoise(trial_sd=0.005)
     env = GPU_ENV.model_copy(update={"cpu_count": cores})
     base = make_trials(suite, rng=np.random.default_rng(1), noise=noise, n_steps=80, metrics=METRICS, env=env,
@@ -75,6 +75,17 @@ def test_a_program_that_mostly_waits_is_not_disturbed_by_the_machines_load(tmp_p
     assert h.status == "FAIL" and "disturbed" not in h.message.lower(), h.message
     b, c = _pair(tmp_path / "x", 0.35, cur_share=0.5, base_share=1.0, cur_others=1.5, base_others=0.2, cores=2)
     assert _hist(check_run(c, baseline=b)).message.startswith("Measurement disturbed")
+
+
+def test_a_suite_that_judges_despite_load_notes_the_evidence_and_decides(tmp_path):
+    """thresholds.history_withhold_disturbed = false (a sleeping test program on a shared runner): the same
+    saturated pair is FAILed on its figures with the load evidence noted, not withheld; disturbed stays false."""
+    b, c = _pair(tmp_path, 0.20, cur_share=1.0, cur_others=1.6, base_others=1.6, cores=2,
+                 history_withhold_disturbed=False)
+    h = _hist(check_run(c, baseline=b))
+    assert h.status == "FAIL" and h.details["disturbed"] is False, h.message
+    assert "Note: measurement disturbed (this run or its baseline, each weighed alike: other processes kept 1.60" in h.message
+    assert "history_withhold_disturbed = false" in h.message
 
 
 def _target_trials(suite, reach_amp: bool, reach_ref: bool = True):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ampbench.commands.history import append_history
-from ampbench.report.publish import publish, regressions
+from ampbench.report.publish import publish, verdict_changes
 from ampbench.results import ResultsError
 from tests.browser import browser, load_page  # noqa: F401  # reason: browser is a fixture
 from tests.test_report import ROOT, copy_run
@@ -44,7 +44,7 @@ def test_pages_regressions_and_links(site):
     assert (out / "ocr.html").is_file()
     assert '<a href="ocr.html">ocr</a>' in index.read_text()
     page = (out / "ocr.html").read_text()
-    regs = page.split("<h2>Regressions</h2>", 1)[1].split("<h2>", 1)[0]
+    regs = page.split("<h2>Verdict changes</h2>", 1)[1].split("<h2>", 1)[0]
     assert "<code>amp-o2-fp16</code> (accuracy-parity, stability): last good run night-1, first bad run night-2" in regs
     assert f'href="https://github.com/o/r/compare/{GOOD_SHA}...{BAD_SHA}">1111111111..2222222222</a>' in regs
     assert "<code>amp-o2-bf16</code> (completeness)" in regs and "amp-o1-fp16" not in regs
@@ -54,12 +54,12 @@ def test_pages_regressions_and_links(site):
     assert 'href="reports/ocr/night-2.html"' in page
 
 
-def test_regressions_rule():
+def test_verdict_changes_rule():
     def e(*verdicts):
         return [{"modes": {"m": {"verdict": v}}} for v in verdicts]
-    assert [(r.good, r.bad) for r in regressions(e("PASS", "FAIL", "FAIL", "PASS", "not checked", "ERROR"))] == \
+    assert [(r.good, r.bad) for r in verdict_changes(e("PASS", "FAIL", "FAIL", "PASS", "not checked", "ERROR"))] == \
         [(0, 1), (3, 5)]
-    assert regressions(e("PASS", "INCONCLUSIVE", "PASS")) == []
+    assert verdict_changes(e("PASS", "INCONCLUSIVE", "PASS")) == []
 
 
 @pytest.mark.slow

@@ -315,6 +315,7 @@ def test_check_with_history_uses_the_estimated_drift(tmp_path):
     import math as m
 
     from ampbench.results.history import RunSummary
+    from tests.factories import GPU_ENV
 
     suite = make_suite(seeds=[0, 1, 2])
     rng = np.random.default_rng(2)
@@ -327,7 +328,8 @@ def test_check_with_history_uses_the_estimated_drift(tmp_path):
         v = 1000 * m.exp(rng.normal(0, 0.06))
         lines.append(RunSummary.model_validate({
             "suite": suite.suite.name, "run_id": f"n{i:02d}", "started": f"2026-10-{i + 1:02d}",
-            "config_hash": suite.config_hash(), "modes": {"fp32": {"mode": "fp32", "samples_per_s": v,
+            "config_hash": suite.config_hash(), "device": GPU_ENV.device, "device_name": GPU_ENV.device_name,
+            "modes": {"fp32": {"mode": "fp32", "samples_per_s": v,
                                                                     "samples_per_s_ci": [v * 0.995, v * 1.005]}}}).to_json())
     (hist / f"{suite.suite.name}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     rep = check_run(runs[1], baseline=runs[0], history=hist)

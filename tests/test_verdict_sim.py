@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from ampbench.config import Thresholds
-from ampbench.judge import inference, measure
+from ampbench.judge import inference
 from ampbench.judge.check import check_trials
-from ampbench.judge.rules.history_pooled import decide
+from ampbench.judge.rules.parity import guarded_parity
 from ampbench.results.baselines import Baseline, compact
 from tests import verdict_sim as vs
 from tests.factories import StepNoise, make_suite, make_trials, plan_of
@@ -105,7 +105,7 @@ def test_accuracy_parity_error_rates():
         assert null["FAIL"] <= 0.01 and drop["PASS"] <= 0.05, (k, frac, null, drop)
 
 
-@pytest.mark.parametrize("slowdown, amp_drop", [(0.0, 0.0), (0.10, 0.03)])
+@pytest.mark.parametrize("slowdown, amp_drop", [(0.0, 0.0), (0.10, 0.10)])
 def test_rule_code_decides_as_the_simulated_statistics(slowdown, amp_drop):
     """check_trials on whole trial sets makes the decision the batch functions (used above) make."""
     suite = make_suite(seeds=[0, 1, 2])
@@ -121,24 +121,26 @@ def test_rule_code_decides_as_the_simulated_statistics(slowdown, amp_drop):
                       base_time={"fp32": 0.05, "amp-o1-fp16": 0.05 / (1 - slowdown)},
                       metrics={"fp32": ref, "amp-o1-fp16": amp})
     rules = {r.rule: r for r in check_trials(suite, cur, plan_of(suite), baseline=baseline)[1].rules}
-    # history-throughput decides on each trial's fast floor (60 measured steps: every trial has one), the
-    # median figure beside it (judge.rules.history): both are per-trial figures the batch functions take
-    def figures(fig):
-        own = {side: [fig(compact(t, "accuracy").rates()) for t in ts if t.mode == "amp-o1-fp16"]
-               for side, ts in (("cur", cur), ("base", base_trials))}
-        other = [[fig(compact(t, "accuracy").rates()) for t in ts if t.mode == "fp32"] for ts in (cur, base_trials)]
-        return inference.log_ratio_bounds(own["cur"], own["base"], TH.confidence, other, inference.RUN_DRIFT_SD,
-                                          fail_confidence=1 - TH.history_alpha)
-    b, bm = figures(measure.judged_floor), figures(lambda r: float(np.median(r)))
-    want = decide(inference.decide_bounds(b, 1 - TH.history_min_change),
-                  inference.decide_bounds(bm, 1 - TH.history_min_change))[0]
-    assert rules["history-throughput"].status == want and rules["history-throughput"].details["statistic"] == "fast-floor"
-    assert rules["history-throughput"].observed == pytest.approx(b.estimate - 1, abs=1e-5)
-    assert rules["history-throughput"].details["median_ratio"] == pytest.approx(bm.estimate, rel=1e-5)
-    par = inference.parity_batch(np.array([ref]), np.array([amp]), TH.metric_abs_tol, TH.metric_sigma_k,
-                                 TH.confidence, fail_confidence=1 - TH.fail_alpha)
-    assert rules["accuracy-parity"].status == par["status"][0]
-    assert (want == "FAIL") == (slowdown > 0) and (par["status"][0] == "FAIL") == (amp_drop > 0)
+    # history-throughput against one baseline run is judge.gate against a history of one run (issue 62): the
+    # rule decides as history_one_run.judge_mode does on the trials' figures, with the assumed 1% drift
+    from ampbench.judge import gate
+    from ampbench.judge.rules import history_one_run as one
+
+    def figures(trials):
+        return gate.trial_figures([[compact(t, "accuracy").rates() for t in trials if t.mode == m]
+                                   for m in ("fp32", "amp-o1-fp16")])
+    lv = gate.Levels(TH.history_min_change, TH.confidence, 1 - TH.history_alpha)
+    g, _ = one.judge_mode(figures(cur), figures(base_trials), 1, 0, np.ones(2, bool), lv, inference.RUN_DRIFT_SD)
+    r = rules["history-throughput"]
+    k = int(g.decided[0])
+    assert r.status == g.status[0] and r.details["statistic"] == one.STATISTIC[gate.TESTS[k][0]]
+    assert r.observed == pytest.approx(math.exp(g.tests[k]["estimate"][0]) - 1, abs=1e-5)
+    want = str(g.status[0])
+    # without a history a FAIL must also clear a run effect the seeds cannot show (issue 55: guarded_parity)
+    _, par = guarded_parity(np.array([ref]), np.array([amp]), TH.metric_abs_tol, TH.metric_sigma_k, TH.confidence,
+                            "max", 1 - TH.fail_alpha, TH.confidence, None)
+    assert rules["accuracy-parity"].status == par[0]
+    assert (want == "FAIL") == (slowdown > 0) and (par[0] == "FAIL") == (amp_drop > 0)
 
 
 @pytest.mark.parametrize("frac", [0.5, 1.0])
@@ -260,29 +262,32 @@ def test_metric_rules_fail_from_two_seeds_within_fail_alpha(kind):
 
 
 def test_pooled_history_baseline_error_rates():
-    """history-throughput against 10 earlier runs (check --history): identical code FAILs at most
-    history_alpha, a 20% slowdown is FAILed >= 90% at 3 trials and 6% trial spread with 2% drift, where
-    one baseline run of 3 trials FAILs it far less often."""
+    """history-throughput on the median figure against 10 earlier runs (check --history with lines that keep no
+    fast floor: judge.gate's run-unit prediction): identical code FAILs at most history_alpha, a 20% slowdown is
+    FAILed >= 80% at 3 trials and 6% trial spread with 2% drift, where one baseline run of 3 trials FAILs it far
+    less often."""
     rng = np.random.default_rng(41)
     null = vs.rates(vs.pooled_outcomes(rng, 2000, 10, 3, 0.0, 0.06, 0.0, 0.02, TH))
     slow = vs.rates(vs.pooled_outcomes(rng, 600, 10, 3, 0.20, 0.06, 0.0, 0.02, TH))
     one = vs.rates(vs.history_outcomes(rng, 600, 3, 0.20, 0.06, 0.0, 0.02, TH))
     assert null["FAIL"] <= TH.history_alpha and slow["PASS"] == 0, (null, slow)
-    assert slow["FAIL"] >= 0.90 and slow["FAIL"] > one["FAIL"] + 0.1, (slow, one)
+    assert slow["FAIL"] >= 0.80 and slow["FAIL"] > one["FAIL"] + 0.1, (slow, one)
     print(f"\n[sim] pooled history (10 runs x 3 trials, 6% spread, 2% drift): false FAIL {null['FAIL']:.2%}, "
           f"20% slowdown FAILs {slow['FAIL']:.0%} (one baseline run: {one['FAIL']:.0%})")
 
 
 @pytest.mark.parametrize("seeds", [2, 3, 5])
-def test_seeds_sharing_a_run_do_not_fail_identical_code_at_a_tight_tolerance(seeds):
-    """issue 40: a run effect shared by the seeds of one mode (sd 0.1 pt, seed sd 0.05 pt) at abs_tol 0.1 pt:
-    judged on the seeds alone accuracy parity FAILs identical code more often with more seeds (2-9%); with the
-    run-level sd estimated from 10 earlier runs (check --history) at most 1%, and a 5-point drop still FAILs
-    at 2 seeds per side."""
-    rng = np.random.default_rng(400 + seeds)
-    today, now = vs.correlated_parity_outcomes(rng, 6000, seeds, 0.1, 0.05, 0.1)
-    assert (now == "FAIL").mean() <= 0.01, (now == "FAIL").mean()
-    if seeds == 5:
-        assert (today == "FAIL").mean() > 0.03  # the seeds alone cry wolf
-    _, drop = vs.correlated_parity_outcomes(rng, 2000, 2, 0.1, 0.05, 0.1, drop=5.0)
+def test_seeds_sharing_a_run_do_not_fail_identical_code_at_any_tolerance(seeds):
+    """issues 40, 55: a run effect shared by the seeds of one mode (sd 0.1 pt, seed sd 0.05 pt: rho 0.8).  Judged on
+    the seeds alone accuracy parity FAILed identical code more often with more seeds (2-11%); without a history the
+    rule now lets a FAIL stand only beyond a run effect the seeds cannot show (parity.guarded_parity): at most 1% at
+    every tolerance down to none; with the run-level sd from 10 earlier runs (check --history) at most 1%; a
+    5-point drop still FAILs at 2 seeds per side."""
+    for k, tol in enumerate((0.0, 0.05, 0.1)):
+        rng = np.random.default_rng(400 + 10 * seeds + k)
+        today, hist, now = vs.correlated_parity_outcomes(rng, 6000, seeds, 0.1, 0.05, tol)
+        assert (now == "FAIL").mean() <= 0.01 and (hist == "FAIL").mean() <= 0.01, (tol, (now == "FAIL").mean())
+        if seeds == 5 and tol == 0.1:
+            assert (today == "FAIL").mean() > 0.03  # the seeds alone cry wolf
+    _, _, drop = vs.correlated_parity_outcomes(np.random.default_rng(7), 2000, 2, 0.1, 0.05, 0.1, drop=5.0)
     assert (drop == "FAIL").mean() >= 0.99

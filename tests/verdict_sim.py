@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from ampbench.config import Thresholds
-from ampbench.judge import changepoint, inference, sequential
+from ampbench.judge import inference, sequential
 
 STEPS = 60
 STEP_SD = 0.05
@@ -120,15 +120,19 @@ def speedup_outcomes(rng: np.random.Generator, sims: int, seeds: int, true_speed
 def pooled_outcomes(rng: np.random.Generator, sims: int, runs: int, seeds: int, slowdown: float, spread: float,
                     rho: float, drift: float, th: Thresholds = DEFAULTS, kind: str = "normal") -> np.ndarray:
     """history-throughput against a pooled baseline of `runs` earlier runs (check --history), each with
-    two modes of `seeds` trials sharing the run's level; the current run is slower by `slowdown`."""
+    two modes of `seeds` trials sharing the run's level; the current run is slower by `slowdown`: the median
+    figure's run values by judge.gate's prediction (what decides where the lines keep no fast floor)."""
     base = np.log(np.stack([trial_medians(rng, sims, 2 * seeds, 0.0, spread, rho, drift, kind=kind)
                             for _ in range(runs)], axis=1))
     cur = np.log(trial_medians(rng, sims, 2 * seeds, math.log(1 - slowdown), spread, rho, drift, kind=kind))
+    from ampbench.judge import gate
+
     pc, fc = sequential.levels(th.confidence, th.history_alpha)
-    r = inference.series_bounds_batch(cur[:, :seeds], base[:, :, :seeds], th.confidence,
-                                      [(cur[:, seeds:], base[:, :, seeds:])], changepoint.DRIFT_FLOOR, fc, pc)
-    return inference.decide_batch(r["lower"], r["upper"], math.log(1 - th.history_min_change), True,
-                                  r["fail_lower"], r["fail_upper"])
+    lv = gate.Levels(th.history_min_change, pc, fc, seeds >= inference.MIN_FAIL_TRIALS)
+    labels = np.zeros((sims, runs), int)
+    mode = inference.run_values_batch(base[:, :, :seeds])
+    sp = gate.Spread((mode, labels), ((inference.run_values_batch(base[:, :, seeds:]), labels),))
+    return gate.predict(inference.run_values_batch(cur[:, :seeds]), mode, sp, lv)["status"]
 
 
 def metric_values(rng: np.random.Generator, shape: tuple[int, ...], mean: float, sd: float,
@@ -208,10 +212,13 @@ def rates(outcomes: np.ndarray) -> dict[str, float]:
 
 def correlated_parity_outcomes(rng: np.random.Generator, sims: int, seeds: int, run_sd: float, seed_sd: float,
                                abs_tol: float, drop: float = 0.0, history_runs: int = 10,
-                               th: Thresholds = DEFAULTS) -> tuple[np.ndarray, np.ndarray]:
+                               th: Thresholds = DEFAULTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """accuracy-parity of one run whose seeds share a run effect per mode (sd `run_sd`: same data order,
-    device, build) at a tight `abs_tol`: (outcomes today, outcomes with the run-level sd the rule estimates
-    from `history_runs` earlier runs of both modes, inference.run_effect_sd_batch)."""
+    device, build) at a tight `abs_tol`: (outcomes on the seeds alone as before issue 55, outcomes with the
+    run-level sd the rule estimates from `history_runs` earlier runs of both modes (inference.run_effect_sd_batch),
+    outcomes without a history as the rule decides now: a FAIL must clear an unseen run effect, parity.guarded_parity)."""
+    from ampbench.judge.rules.parity import guarded_parity
+
     def runs(n: int) -> np.ndarray:
         return rng.normal(0, run_sd, (sims, n, 2, 1)) + rng.normal(0, seed_sd, (sims, n, 2, seeds))
 
@@ -224,4 +231,6 @@ def correlated_parity_outcomes(rng: np.random.Generator, sims: int, seeds: int, 
         r = inference.parity_batch(cur[:, 0], cur[:, 1], abs_tol, th.metric_sigma_k, th.confidence, "max",
                                    fail_confidence=fc, run_sd=extra)
         out.append(r["status"])
-    return out[0], out[1]
+    _, guarded = guarded_parity(cur[:, 0], cur[:, 1], abs_tol, th.metric_sigma_k, th.confidence, "max", fc,
+                                th.confidence, None)
+    return out[0], out[1], guarded

@@ -333,8 +333,8 @@ def history_bisect(
                                  "(k-section), each on its share of --devices"),
     devices: str | None = typer.Option(None, "--devices", metavar="all|N,N,...", help="all or 0,1,...: the pool of --parallel"),
 ) -> None:
-    """Bisect the commit range of the history's last detected slowdown (docs/bisect.md). Exit codes as bisect's;
-    2 when the history shows no slowdown or records no commits."""
+    """Bisect the commit range of the history's newest regression, the nights check --history FAILed
+    (docs/bisect.md). Exit codes as bisect's; 2 when the series holds no regression or records no commits."""
     from ampbench.commands.history_bisect import HistoryBisectOptions, run_history_bisect
 
     opts = HistoryBisectOptions(suite_file=suite_file, history=history, repo=repo, max_seeds=max_seeds,

@@ -29,6 +29,8 @@ from ampbench.core.files import empty_folder, ensure_folder, last_line, open_for
 from ampbench.core.install import install_hint
 from ampbench.core.store import RunPaths
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
+from ampbench.diagnose.emulated import KINDS, mode_losses
+from ampbench.diagnose.emulated import advice as emulated_advice
 from ampbench.diagnose.render import print_diagnosis, summary_text, write_diagnosis
 from ampbench.engine.plan import default_cache_dir
 from ampbench.engine.trials import launch_trial
@@ -40,6 +42,7 @@ from ampbench.trial.precision import default_lists, known_op_names
 from ampbench.trial.spec import TrialSpec
 
 INFINITE_MARKER = "OP Types produce infinite outputs:"  # what compare_accuracy prints before its list
+MAX_LAYERS = 50   # an emulated mode's layers kept in diagnosis.json (the trial files hold them all)
 
 
 def _check_request(run: OpenRun, mode: str, steps: int) -> None:
@@ -138,6 +141,10 @@ def _rel(p: Path, base: Path) -> str:
 def _inactive_note(amp_t: Trial) -> str:
     if amp_t.amp.active:
         return ""
+    if amp_t.amp.emulated:
+        return (f"AMP emulated (emulate = true): the re-run's kernels ran in float32 with values rounded to "
+                f"{amp_t.amp.dtype}, so the pair compares FP32 with emulated numerics; where the run's emulated "
+                "trials lost values, layer by layer, is listed below.")
     reason = amp_t.amp.inactive_reason or f"AMP inactive on this device ({amp_t.env.device or 'unknown'})"
     return (f"{reason.rstrip('.')}. Both runs took the FP32 path, so they "
             "cannot diverge; only the FP32 path's own NaN/Inf and float16-range checks (and the tooling) ran here. "
@@ -220,7 +227,20 @@ def diagnose_mode(run_dir: Path | OpenRun, mode: str, steps: int = 3, seed: int 
     dumps = {m: RunPaths(out).numerics_path(trial_key(m, seed)) for m in trials}
     diag = _new_diagnosis(run, mcfg, seed, steps, batch, trials, dumps, out, tol or Tolerances())
     _fill_findings(diag, mcfg, trials, dumps, out, run.path, top)
+    _emulated_losses(diag, run)
     return diag
+
+
+def _emulated_losses(diag: ModeDiagnosis, run: OpenRun) -> None:
+    """An emulated mode: its run's per-layer losses (overflowed, flushed, lost updates), the first overflow
+    and what to try, from the trials as recorded (every step of every seed, not the short re-run)."""
+    losses = mode_losses(diag.mode, run.trials)
+    if losses is None:
+        return
+    diag.emulated = True
+    diag.emulated_layers = [r for r in losses.layers if any(getattr(r, k) for k in KINDS)][:MAX_LAYERS]
+    diag.emulated_first_overflow = losses.first_overflow
+    diag.emulated_advice = emulated_advice(losses)
 
 
 def run_diagnose(run_dir: Path, mode: str, steps: int = 3, seed: int | None = None,
@@ -234,4 +254,4 @@ def run_diagnose(run_dir: Path, mode: str, steps: int = 3, seed: int | None = No
     console.print(f"diagnosis: {mpath} (+ {jpath.name})", markup=False)
     if diag.status == "failed":
         return 2
-    return 1 if diag.findings else 0
+    return 1 if diag.findings or diag.emulated_first_overflow else 0

@@ -9,14 +9,12 @@ from pydantic import ValidationError
 
 from ampbench.config import ConfigError, Thresholds
 from ampbench.core.errors import ResultsError
-from ampbench.judge import pooled
+from ampbench.judge import pooled, series
 from ampbench.judge.pooled import OpenRegression
 from ampbench.judge.recorded import recorded_verdict
 from ampbench.judge.summary import summarize_run
-from ampbench.record.models import Env
 from ampbench.results import history
 from ampbench.results.accepts import AcceptRecord, add_accept, load_accepts
-from ampbench.results.baselines import device_slug
 from ampbench.results.history import RunSummary, load_history
 from ampbench.results.history import history_file as hist_file
 from ampbench.results.run_dir import open_run
@@ -62,16 +60,10 @@ def _lines_of(history: Path, suite: str | None) -> tuple[Path, str, list[RunSumm
     return path, name, [h for h in lines if h.suite == name]
 
 
-def _slug(h: RunSummary) -> str:
-    return device_slug(Env(device=h.device, device_name=h.device_name))
-
-
 def open_regressions(lines: list[RunSummary], min_change: float, accepts: list[AcceptRecord]) -> list[OpenRegression]:
-    """The open regression of each series (config hash and device) of one suite's lines."""
-    groups: dict[tuple[str, str], list[RunSummary]] = {}
-    for h in lines:
-        groups.setdefault((h.config_hash, _slug(h)), []).append(h)
-    found = [pooled.select(g, min_change=min_change, accepts=accepts).open_regression for g in groups.values()]
+    """The open regression of each series (config hash and device kind) of one suite's lines (judge.series)."""
+    found = [pooled.select(g, min_change=min_change, accepts=accepts, kind=key[2]).open_regression
+             for key, g in series.group(lines).items()]
     return [r for r in found if r is not None]
 
 
@@ -112,7 +104,8 @@ def open_after_append(run_dir: Path, history_dir: Path) -> list[str]:
     mine = next((h for h in lines if h.run_id == run.info.run_id), None)
     if mine is None:
         return []
-    series = [h for h in lines if h.config_hash == mine.config_hash and _slug(h) == _slug(mine)]
-    found = pooled.select(series, min_change=run.suite.thresholds.history_min_change,
-                          accepts=load_accepts(path, run.info.suite)).open_regression
+    mine_key = series.series_key(mine)
+    same = [h for h in lines if series.series_key(h) == mine_key]
+    found = pooled.select(same, min_change=run.suite.thresholds.history_min_change,
+                          accepts=load_accepts(path, run.info.suite), kind=mine_key[2]).open_regression
     return [found.describe()] if found else []

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, check_output, refuse_link
-from ampbench.importers.base import Imported, render_checked
+from ampbench.importers.base import Imported, add_emulated_profile, render_checked
 
 
 def check_import_output(output: Path | None, inputs: list[Path | None]) -> None:
@@ -106,6 +106,7 @@ def import_paddlenlp(args_json: Path | None, args: str | None, output: Path | No
 
 def write_imported(imported: Imported, source: str, output: Path | None, out: Console, err: Console) -> None:
     """The suite to `output` (atomically) or stdout; what was decided and not honoured to stderr."""
+    add_emulated_profile(imported)
     text = render_checked(imported, source, str(output or "<stdout>"))
     if output is None:
         out.print(text, markup=False, highlight=False, soft_wrap=True)

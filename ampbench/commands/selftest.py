@@ -28,10 +28,12 @@ from ampbench.judge.selftest import (
     CHECKS,
     DATA_PARALLEL,
     DEADLINE,
+    EMULATION_FIDELITY,
     TRIAL_OK,
     CheckResult,
     Machine,
     check_data_parallel,
+    fidelity_checks,
     figures,
 )
 from ampbench.judge.selftest import check_trial as judge_trial
@@ -40,6 +42,11 @@ from ampbench.report.console import table_box
 
 PROFILE = "gpu-smoke"
 SCHEMA = "ampbench.selftest/3"   # /3: the checks' names are the rule set's own (low-precision-calls, nvml-energy)
+# the fidelity run: the toy suite's AMP modes and their emulated twins (judge.selftest.EMULATED), same seed
+FIDELITY_MODES = ('modes=[{name="fp32"}, {name="amp-o1-fp16", level="O1", dtype="float16"}, '
+                  '{name="amp-o1-fp16-emulated", level="O1", dtype="float16", emulate=true}, '
+                  '{name="amp-o2-bf16", level="O2", dtype="bfloat16"}, '
+                  '{name="amp-o2-bf16-emulated", level="O2", dtype="bfloat16", emulate=true}]')
 # the whole self-test's budget on one GPU: a suite (or the data-parallel trial) not started by then reads
 # n/a with the reason; one already running finishes (its trials have their own timeouts) and a `deadline` row
 # names it with the time the self-test really took
@@ -140,6 +147,8 @@ def run_selftest(out_dir: Path, console: Console, suites: list[str] | None = Non
         for t in _run_suite("resnet", runs, ["distributed.nproc_per_node=2"], ["fp32"], tag="-dp"):
             results += check_data_parallel(t)
         _ran_past_deadline(t0, started, "resnet x2", results)
+    if not _past_deadline(t0, "toy emulated", results, check=EMULATION_FIDELITY.name):
+        results += fidelity_checks(_run_suite("toy", runs, [FIDELITY_MODES], tag="-fidelity"), mc)
     if not rows and any(r.check == TRIAL_OK.name and r.ok is None for r in results):
         _report(results, out_dir, console, time.monotonic() - t0, mc, rows)
         return 3   # the deadline left nothing run: nothing was proven

@@ -373,6 +373,8 @@ def _ladder(folder: Path, doc: TuneFile, console: Console) -> None:
         if t.status != "ok":
             first = (t.error or "").strip().splitlines()
             doc.stopped = f"error: the short trial ended {t.status}: {first[0] if first else ''} (log in short/logs/)"
+        elif t.amp.emulated:   # tune's ladder is about speed and memory, which emulation never measures
+            doc.stopped = "inactive: the mode's AMP is emulated (emulate = true): tune measures speed, drop emulate"
         elif not t.amp.active:
             doc.stopped = f"inactive: AMP did not run ({t.amp.inactive_reason or 'every op ran in float32'})"
         if doc.stopped:

@@ -118,6 +118,9 @@ class ModeConfig(_Strict):
     # O2 only: paddle.nn layer classes decorate() leaves in FP32, e.g. ["Embedding"] keeps tables FP32
     excluded_layers: list[str] = []
     fp16_allreduce: bool = False
+    # emulated AMP (trial/emulate): the AMP dtype's numerics reproduced in float32 kernels, on any device;
+    # its numerics are judged, its speed, memory and energy are not measured (docs/emulation.md)
+    emulate: bool = False
     flags: dict[str, Any] = {}  # Paddle FLAGS for this mode only, over the suite's [flags]
     # workload = "command" only: what this mode adds to the program's argv and environment
     args: list[str] = []
@@ -138,6 +141,10 @@ class ModeConfig(_Strict):
         if self.fp16_allreduce and self.dtype == "bfloat16":
             raise ValueError("fp16_allreduce casts gradients to float16 unscaled, which bfloat16's range does not "
                              "survive: drop it (at O2 DataParallel all-reduces bfloat16 gradients in bfloat16)")
+        if self.emulate and self.level == "O0":
+            raise ValueError(f"mode {self.name!r}: emulate = true needs level O1 or O2 (the AMP to emulate)")
+        if self.emulate and self.fp16_allreduce:
+            raise ValueError(f"mode {self.name!r}: emulate = true runs one process: drop fp16_allreduce")
         if self.excluded_layers and self.level != "O2":
             raise ValueError("excluded_layers only applies to level O2 (paddle.amp.decorate)")
         bad = [n for n in self.excluded_layers if not _is_paddle_layer_name(n)]
@@ -174,6 +181,10 @@ class Thresholds(_Strict):
     collapse_halvings: StrictInt = Field(8, ge=2)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     history_min_change: float = Field(0.05, ge=0)
+    # false: a history comparison whose runs were measured under unlike load is judged on its figures, the load
+    # evidence only noted, not withheld (judge.interference.unlike): for a program that mostly waits (a test
+    # program that sleeps) on a runner shared by design; the evidence cannot tell such a program from a starved one
+    history_withhold_disturbed: bool = True
     history_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of the history rules
     fail_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of speedup, memory and parity
 
@@ -207,6 +218,10 @@ class SuiteMeta(_Strict):
     # which pairs the paired rules judge (judge/rules/pairs.py): "same-node" a seed's FP32 and AMP measured
     # on one node and not at once on one device; "any-node" also on two nodes; "any" however they ran
     pairs: Literal["same-node", "any-node", "any"] = "same-node"
+    # what the verdicts judge: "all" rules, or "numerics" alone (parity, stability, loss scale, history of
+    # the metric): speed, memory, energy and time to target are then shown but not counted, so an emulated
+    # mode can PASS, as "PASS (emulated)" (docs/emulation.md)
+    judges: Literal["all", "numerics"] = "all"
 
     @field_validator("seeds")
     @classmethod
@@ -299,7 +314,12 @@ class Suite(_Strict):
         bad = [k for flags in [self.flags, *(m.flags for m in self.modes)] for k in flags if not k.startswith("FLAGS_")]
         if bad:
             raise ValueError(f"flags: {', '.join(bad)}: Paddle flag names start with FLAGS_")
+        emulated = [m.name for m in self.modes if m.emulate]
+        if emulated and self.distributed.multi_process:
+            raise ValueError(f"modes {', '.join(emulated)}: emulate = true runs one process; "
+                             "set distributed.nproc_per_node = 1 and nnodes = 1")
         return self
+
 
     def mode(self, name: str) -> ModeConfig:
         for m in self.modes:
@@ -320,10 +340,13 @@ class Suite(_Strict):
         data["suite"].pop("description", None)
         data["suite"].pop("notes", None)
         data["suite"].pop("pairs", None)   # how the pairs are judged, not the experiment
+        data["suite"].pop("judges", None)  # which rules count, not the experiment
         data.pop("claims", None)           # what others claim of it, not the experiment
         data["train"].pop("timeout_s", None)
         for m in data["modes"]:   # a suite written before `amp` existed keeps its hash
             if m.get("amp_by") == "program":
                 del m["amp_by"]
+            if m.get("emulate") is False:   # likewise a suite written before `emulate` existed
+                del m["emulate"]
         blob = json.dumps(data, sort_keys=True).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]

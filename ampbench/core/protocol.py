@@ -25,6 +25,7 @@ HOOK_STOP_AFTER_ENV = "AMPBENCH_HOOK_STOP_AFTER"  # end the program cleanly afte
 HOOK_STATS_STEPS_ENV = "AMPBENCH_HOOK_STATS_STEPS"   # training steps Paddle's operator stats cover
 HOOK_WARMUP_ENV = "AMPBENCH_HOOK_WARMUP"          # warm-up steps: the memory window opens after them
 HOOK_INJECT_ENV = "AMPBENCH_HOOK_INJECT"          # amp = "inject": the mode's AMP settings (JSON) the hook applies
+HOOK_EMULATE_ENV = "AMPBENCH_HOOK_EMULATE"        # emulate = true: "1", the hook emulates the program's AMP (trial/emulate)
 HOOK_LOSS_EVERY_ENV = "AMPBENCH_HOOK_LOSS_EVERY_STEPS"   # the loss is read at steps 1, 1 + k, 1 + 2k, ...
 # The worker's word to a process that reported its GPU: NVML samples that GPU (its first sample taken), or it
 # will not (no NVML, the device not resolved); the hook waits for it (at most NVML_WAIT_S) before its measured

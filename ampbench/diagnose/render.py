@@ -97,6 +97,31 @@ def _lists(d: ModeDiagnosis) -> list[str]:
     return lines
 
 
+EMULATED_HEADERS = ("Layer", "Type", "Overflowed", "Flushed to 0", "Grad overflowed", "Grad flushed to 0",
+                    "Lost updates")
+EMULATED_KINDS = ("overflow", "underflow", "grad_overflow", "grad_underflow", "lost_updates")
+
+
+def first_overflow_text(f: dict | None) -> str:
+    if not f:
+        return "No value overflowed in the run's emulated trials."
+    return (f"First overflow in the run's emulated trials: step {f.get('step')} ({f.get('phase')}), layer "
+            f"`{f.get('layer')}`, op `{f.get('op')}`, seed {f.get('seed')}.")
+
+
+def _emulated_lines(d: ModeDiagnosis) -> list[str]:
+    """Where the run's emulated trials lost values, the worst layers first (an emulated mode only)."""
+    if not d.emulated:
+        return []
+    lines = ["Where the run's emulated trials lost values (counted before each rounding, all steps, all seeds):", "",
+             first_overflow_text(d.emulated_first_overflow), ""]
+    if d.emulated_layers:
+        lines += ["| " + " | ".join(EMULATED_HEADERS) + " |", "|" + "---|" * len(EMULATED_HEADERS)]
+        lines += ["| " + " | ".join([f"`{r.layer}`", r.type or "-", *(str(getattr(r, k)) for k in EMULATED_KINDS)])
+                  + " |" for r in d.emulated_layers] + [""]
+    return lines + [f"- Try: {t}" for t in d.emulated_advice] + ([""] if d.emulated_advice else [])
+
+
 def _mode_section(name: str, d: ModeDiagnosis, mode_cfg: ModeConfig | None) -> list[str]:
     scale = f", loss scale {d.loss_scale:g}" if d.loss_scale else ""
     head = (f"Seed {d.seed}, {d.steps} step(s) at batch {d.batch_size}, device {d.device or 'unknown'}, "
@@ -105,7 +130,7 @@ def _mode_section(name: str, d: ModeDiagnosis, mode_cfg: ModeConfig | None) -> l
     if d.inactive_note:
         lines += [f"> **{d.inactive_note}**", ""]
     lines += [d.summary, ""]
-    lines += _findings_table(d) + _lists(d)
+    lines += _findings_table(d) + _lists(d) + _emulated_lines(d)
     tips = diagnosis_advice(mode_cfg, d) if mode_cfg is not None else []
     if tips:
         lines += ["What to try:", ""] + [f"- {t}" for t in tips] + [""]
@@ -153,5 +178,14 @@ def print_diagnosis(d: ModeDiagnosis, console: Console) -> None:
                           f"{_num(f.fp32_max_abs)}/{_num(f.amp_max_abs)}", nan_inf, str(f.count))
         console.print(table)
     console.print(d.summary, markup=False)
+    if d.emulated:
+        console.print(first_overflow_text(d.emulated_first_overflow), markup=False)
+        if d.emulated_layers:
+            table = Table(*EMULATED_HEADERS, title=f"{escape(d.mode)}: where the emulated trials lost values")
+            for r in d.emulated_layers[:15]:
+                table.add_row(escape(r.layer), escape(r.type or "-"), *(str(getattr(r, k)) for k in EMULATED_KINDS))
+            console.print(table)
+        for tip in d.emulated_advice:
+            console.print(f"try: {tip}", markup=False, highlight=False)
     if d.black_list_candidates:
         console.print("black-list candidates: " + ", ".join(d.black_list_candidates), markup=False)

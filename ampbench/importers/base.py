@@ -13,6 +13,7 @@ never become a live TOML line. The comment header is escaped the same way.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import unicodedata
 from collections.abc import Iterator
@@ -44,6 +45,44 @@ class Imported:
         if self.not_honoured:
             self.decide(f"not honoured: {len(self.not_honoured)} key(s): {', '.join(self.not_honoured)}")
         self.suite.setdefault("suite", {})["notes"] = list(self.decisions)
+
+
+EMULATED_PROFILE = "cpu-emulated"
+EMULATED_NOTE = ("a `cpu-emulated` profile: the cpu profile with its AMP modes emulated, AMP's float16/bfloat16 "
+                 "numerics judged on a CPU (docs/emulation.md)")
+
+
+def add_emulated_profile(imported: Imported) -> None:
+    """Beside an imported suite's `cpu` profile, a `cpu-emulated` one: the same, its AMP modes `emulate = true`
+    and the suite judging numerics alone, so `--profile cpu-emulated` answers on a CPU what the cpu profile
+    cannot (AMP inactive there).  None for a suite without a cpu profile, or one whose CPU run is several
+    processes (emulation runs one)."""
+    suite = imported.suite
+    profiles: Any = suite.get("profiles")
+    if not isinstance(profiles, dict) or not isinstance(profiles.get("cpu"), dict) or EMULATED_PROFILE in profiles:
+        return
+    cpu: dict[str, Any] = profiles["cpu"]
+    modes = _emulated_modes(suite, cpu)
+    if not modes:
+        return
+    profiles[EMULATED_PROFILE] = {**copy.deepcopy(cpu), "modes": modes,
+                                  "suite": {**cpu.get("suite", {}), "judges": "numerics"}}
+    imported.decide(EMULATED_NOTE)
+    suite.setdefault("suite", {}).setdefault("notes", []).append(EMULATED_NOTE)
+
+
+def _emulated_modes(suite: dict[str, Any], cpu: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cpu profile's modes with each AMP one emulated; [] where there is none, or the CPU run is several
+    processes."""
+    from ampbench.config.loading import deep_merge
+
+    merged = deep_merge({k: v for k, v in suite.items() if k != "profiles"}, cpu)
+    dist = merged.get("distributed") or {}
+    if int(dist.get("nproc_per_node", 1)) * int(dist.get("nnodes", 1)) > 1:
+        return []
+    modes = [dict(m, emulate=True) if m.get("level", "O0") != "O0" else dict(m)
+             for m in merged.get("modes", []) if isinstance(m, dict)]
+    return modes if any(m.get("emulate") for m in modes) else []
 
 
 class UnsupportedConfig(ConfigError):

@@ -64,10 +64,6 @@ class Step:
     sha_before: str
     sha_after: str
 
-    @property
-    def regression(self) -> bool:
-        return self.change < 0 if self.key in THROUGHPUT_KEYS else self.change > 0
-
     def commit_range(self) -> str:
         if self.sha_before and self.sha_after:
             return f"{self.sha_before[:10]}..{self.sha_after[:10]}"

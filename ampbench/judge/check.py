@@ -14,7 +14,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.judge.claims import RunFacts, judge_claims
 from ampbench.judge.planner import plan_for
 from ampbench.judge.pooled import PooledBaseline
-from ampbench.judge.rules import pairs, registry
+from ampbench.judge.rules import emulated, pairs, registry
 from ampbench.judge.rules.context import Ctx
 from ampbench.judge.sequential import Design
 from ampbench.record.models import Trial
@@ -43,10 +43,11 @@ def _mismatches(suite: Suite, trials: list[Trial], b: Baseline) -> list[str]:
 def judge_mode(c: Ctx) -> ModeVerdict:
     """Every registered rule that applies to this mode, in registry order."""
     rules = pairs.held_back(c, [r for rule in registry.RULES if rule.applies(c) for r in rule.run(c)])
-    verdict = combine([r.status for r in rules])
+    rules = emulated.mark(c, rules)   # an emulated mode: numerics judged, device figures not measured
+    verdict = combine([r.status for r in rules if r.counted])
     if verdict == "PASS" and c.amp_inactive:  # belt and braces: inactive AMP is never PASS
         verdict = "INCONCLUSIVE"
-    return ModeVerdict(suite=c.suite.suite.name, mode=c.mode, verdict=verdict, rules=rules)
+    return ModeVerdict(suite=c.suite.suite.name, mode=c.mode, verdict=verdict, rules=rules, emulated=c.emulated)
 
 
 def _baseline_note(suite: Suite, trials: list[Trial], baseline: Baseline | None, allow_mismatch: bool) -> str:
@@ -95,14 +96,27 @@ def design_of(info_sequential: dict | None, where: object) -> Design | None:
         raise ResultsError(f"{where}: sequential: {str(e).splitlines()[-1].strip()}") from None
 
 
+def _emulated_note(verdicts: list[ModeVerdict]) -> list[str]:
+    """The note naming the emulated modes and whether their device results count (the suite's `judges`)."""
+    emulated = [v.mode for v in verdicts if v.emulated]
+    if not emulated:
+        return []
+    counted = all(r.counted for v in verdicts for r in v.rules)
+    return [f"Emulated AMP in {', '.join(emulated)}: numerics judged for real; speed, memory and energy not "
+            "measured under emulation" + (", so those modes cannot PASS here (a suite that judges numerics "
+                                          "alone sets [suite] judges = \"numerics\")." if counted else
+                                          " (the suite judges numerics alone: they are not counted).")]
+
+
 def _notes(verdicts: list[ModeVerdict], mismatched: bool = False) -> list[str]:
     """The report's notes, from the results' statuses and details (never their messages); `mismatched`:
     the baseline differs in suite, config or device and --allow-mismatch compared it anyway."""
     rules = [r for v in verdicts for r in v.rules]
     notes = []
-    if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS"   # amp-active, where a trial finished
-           and "no-trials" not in (r.details.get("reasons") or []) for r in rules):
+    if any(registry.result(r.rule).outcome == "cause" and r.status != "PASS" and not r.emulated   # amp-active,
+           and "no-trials" not in (r.details.get("reasons") or []) for r in rules):   # where a trial finished
         notes.append("AMP inactive on this device: parity, speedup and memory are informational, not claims.")
+    notes += _emulated_note(verdicts)
     if mismatched:
         notes.append("Baseline from a different suite/config/device/node, compared anyway (--allow-mismatch).")
     clustered = next((r.details["clustered"] for r in rules if r.details.get("clustered")), None)

@@ -11,6 +11,7 @@ from pathlib import Path
 from ampbench.core.errors import ResultsError
 from ampbench.judge import changepoint, pooled
 from ampbench.judge.check import judge_run
+from ampbench.judge.series import kind_of
 from ampbench.record.models import Trial
 from ampbench.results.accepts import AcceptRecord, load_accepts
 from ampbench.results.baselines import device_slug, load_baseline, node_of
@@ -49,10 +50,10 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     run = open_run(Path(run_dir))
     complete(run.trials)
     ok = [t for t in run.trials if t.status == "ok"]
-    series, elsewhere = _series(run, history) if history is not None else ([], 0)
+    series, kind, others, elsewhere = _series(run, history) if history is not None else ([], "", {}, 0)
     seg = pooled.select(series, min_change=run.suite.thresholds.history_min_change,
-                        accepts=_accepts(run, history)) if history is not None else None
-    use_pool = seg if seg is not None and len(seg.runs) >= pooled.MIN_RUNS else None
+                        accepts=_accepts(run, history), kind=kind) if history is not None else None
+    use_pool = seg if seg is not None and seg.enough else None
     base_path = resolve_baseline(run.path, baseline) if use_pool is None else None
     base = None
     if base_path is not None:
@@ -60,7 +61,13 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     drift = changepoint.drift([h.to_json() for h in series]) if history is not None and base is not None else None
     report = judge_run(run, base, strict=strict, allow_mismatch=allow_mismatch,
                        drift_sd=drift.sd if drift else None, pooled=use_pool)
-    report.notes += _history_notes(run, seg, use_pool is not None, base is not None, drift, elsewhere)
+    if seg is not None and use_pool is None:
+        report.notes.append(_no_pool_note(len(series), kind, others, base is not None))
+    if drift is not None:
+        report.notes.append(f"History rules allow a {drift.describe()}.")
+    if elsewhere:
+        report.notes.append(f"{elsewhere} history run(s) of this suite, config and device left out: measured on "
+                            f"another node than this run's ({', '.join(run_nodes(run))}).")
     target = run.dir.check_vs_path("history") if use_pool is not None else check_path(run.dir, base_path)
     try:
         report.write(target)
@@ -69,20 +76,14 @@ def check_run(run_dir: Path, baseline: Path | str | None = None, strict: bool = 
     return report
 
 
-def _history_notes(run: OpenRun, seg: pooled.PooledBaseline | None, used: bool, based: bool,
-                   drift: changepoint.Drift | None, elsewhere: int) -> list[str]:
-    """What check's notes say of the history: no pool (and what was used instead), the drift allowed, the lines
-    of other nodes left out."""
-    out = []
-    if seg is not None and not used:
-        instead = "the --baseline instead" if based else "no baseline: the run is judged on its own"
-        out.append(f"No pooled history baseline: {seg.describe()}, fewer than {pooled.MIN_RUNS}; {instead}.")
-    if drift is not None:
-        out.append(f"History rules allow a {drift.describe()}.")
-    if elsewhere:
-        out.append(f"{elsewhere} history run(s) of this suite, config and device left out: measured on another "
-                   f"node than this run's ({', '.join(run_nodes(run))}).")
-    return out
+def _no_pool_note(nights: int, kind: str, others: dict[str, int], baseline: bool) -> str:
+    """Why no pooled history baseline: too few nights of this kind, whatever other kinds hold (never borrowed)."""
+    instead = "the --baseline instead" if baseline else "no baseline: the run is judged on its own"
+    on = f" on device kind {kind}" if kind else ""
+    besides = "; ".join(f"{n} on {k or 'no recorded device'}" for k, n in sorted(others.items()))
+    borrow = f" (other kinds' nights are not borrowed: {besides})" if besides else ""
+    return (f"No pooled history baseline: the history holds {nights} night(s) of this suite and config{on}, fewer "
+            f"than {pooled.MIN_RUNS} that can join a pool{borrow}; {instead}.")
 
 
 def _accepts(run: OpenRun, history: Path) -> list[AcceptRecord]:
@@ -91,15 +92,22 @@ def _accepts(run: OpenRun, history: Path) -> list[AcceptRecord]:
             for a in load_accepts(path, run.info.suite)]
 
 
-def _series(run: OpenRun, history: Path) -> tuple[list[RunSummary], int]:
-    """The history lines of this run's suite, config hash and device, oldest first, the run itself left out,
-    and how many of them were left out for having run on other nodes only (judge.pooled.other_node)."""
+def _series(run: OpenRun, history: Path) -> tuple[list[RunSummary], str, dict[str, int], int]:
+    """The history lines of this run's suite, config hash and device kind, oldest first, the run itself left
+    out; the kind; how many nights of this suite and config the history holds on each other kind; how many
+    lines of this kind were left out for having run on other nodes only (judge.pooled.other_node)."""
     lines = [h for path in history_sources(Path(history), [run.info.suite]) for h in load_history(path)]
     ok = [t for t in run.trials if t.status == "ok"] or run.trials
     env = ok[0].env if ok else run.info.env
     same = pooled.comparable(lines, run.info.suite, run.info.config_hash, env, run.info.run_id)
     found = [h for h in same if not pooled.other_node(h, run_nodes(run))]
-    return sorted(found, key=lambda h: (h.started or "", h.run_id)), len(same) - len(found)
+    kind = device_slug(env) if env.device else ""
+    others: dict[str, int] = {}
+    for h in lines:
+        mine = h.suite == run.info.suite and h.config_hash == run.info.config_hash and h.run_id != run.info.run_id
+        if mine and (k := kind_of(h)) != kind:
+            others[k] = others.get(k, 0) + 1
+    return sorted(found, key=lambda h: (h.started or "", h.run_id)), kind, others, len(same) - len(found)
 
 
 def run_nodes(run: OpenRun) -> list[str]:

@@ -1,115 +1,127 @@
-"""The pooled history baseline of `check --history`: every run since the last change point, not one run.
+"""The pooled history baseline of `check --history`: the run's series and its one segmentation (judge.series).
 
 A comparison against one stored baseline run is bounded by that run's few trials, whatever the current
 run adds (docs/checks.md, the issue-23 acceptance: at a 0.23 trial spread no number of current seeds
 FAILs a 20% slowdown).  Nightly CI already holds dozens of comparable runs; asv and
-PaddlePaddle/benchmark compare against the series.  Here the baseline is the segment of the series
-that belongs to the current code's regime:
+PaddlePaddle/benchmark compare against the series.  Here:
 
-- the series: the history lines (results.history) of the same suite, device (slug) and config hash,
-  oldest first, the judged run itself left out;
-- the segment: the runs after the last step that judge.changepoint confirms in any mode's throughput
-  (a config change already cut the series; a step means the machine or the code changed there), the
-  newest POOL_CAP of them (older runs describe an older machine state even without a detected step);
-- at least MIN_RUNS runs, since the run-to-run drift is estimated from the spread of their run means
-  (inference.series_bounds_batch); with fewer, `check` falls back to --baseline if given.
+- the series: the history lines of the same suite, config hash and device kind (judge.series), oldest
+  first, the judged run itself left out; lines of another kind of GPU are never borrowed;
+- the segmentation (judge.series.segment): the held and pending nights, where the current segment starts
+  (the history's start, an accepted level, an improvement), the recent window, the reference level and the
+  spread groups each mode is judged against (judge.gate, judge.rules.history_pooled);
+- at least MIN_RUNS nights of the series with per-trial figures (their spread is the prediction's); with
+  fewer, `check` falls back to --baseline if given, and says so.
 
-`check --baseline RUN` is judged by the same rule as a history of one run (`one_run`): the same figures and
-gate, run against run; what one run cannot show, how far a run's level moves from run to run, is an
-allowance it states (`assumed_drift`: the history's estimate where --history is given, else the default).
-
-The history line keeps per trial what the rules need (results.history.TrialPoint): the median
-samples/s, the metric, the peak and the CPU evidence, so the run folders may be gone.
+The history line keeps per trial what the rules need (results.history.TrialPoint): the median, fast floor
+and trimmed mean samples/s, the metric, the peak and the CPU evidence, so the run folders may be gone.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampbench.core.text import printable
-from ampbench.judge import changepoint, inference, measure
+from ampbench.judge import inference, series
+from ampbench.judge.series import Regression, Segmentation
 from ampbench.record.models import Env, Interference
 from ampbench.results.accepts import AcceptRecord
-from ampbench.results.baselines import Baseline, CompactTrial, device_slug
-from ampbench.results.history import ModeSummary, RunSummary, TrialPoint
+from ampbench.results.baselines import CompactTrial, device_slug
+from ampbench.results.history import RunSummary, TrialPoint
 
-POOL_CAP = 20  # newest runs of the segment that form the baseline
-MIN_RUNS = 3  # fewer runs leave the drift (the spread of run means) unestimated
-FLOOR_KEY = "floor_samples_per_s"  # ModeSummary's run fast floor
+POOL_CAP = series.POOL_CAP
+MIN_RUNS = series.MIN_RUNS
+FIGURE_KEYS = ("floor_samples_per_s", "trimmed_samples_per_s", "samples_per_s")  # judge.gate.FIGURES' order
 
 
 @dataclass(frozen=True)
 class OpenRegression:
-    """The newest nights held out of the pool, one FAILed at least: a regression not accepted yet."""
+    """The newest nights of the series held out of the pool: a regression (a night of it FAILed) or nights
+    pending the next one; nobody accepted the level and no night recovered from it."""
 
     since: str  # the first night's run id
     started: str  # and its start time
     nights: int
     worst: dict[str, float]  # per mode, the lowest change a night of it recorded
+    failed: bool = True  # a night of it FAILed (else: pending only)
 
     def describe(self) -> str:
         modes = ", ".join(f"{k} {v:+.1%}" for k, v in sorted(self.worst.items()))
-        return (f"open regression since run {self.since} ({self.started or 'start not recorded'}, {self.nights} "
-                f"night(s) held out of the baseline; worst {modes}): fix it, or accept the new level with "
+        what = "open regression" if self.failed else "night(s) held out pending the next night"
+        ask = ("fix it, or accept the new level with" if self.failed else
+               "if the next night shows the same, it FAILs; to accept this level instead, run")
+        return (f"{what} since run {self.since} ({self.started or 'start not recorded'}, {self.nights} "
+                f"night(s) held out of the baseline; worst {modes or 'not recorded'}): {ask} "
                 f"`ampbench history accept HISTORY --run {self.since} --by NAME --why TEXT`")
 
 
 @dataclass(frozen=True)
 class PooledBaseline:
-    """The runs that form the baseline, oldest first, and why the segment starts where it does."""
+    """The series (one device kind's lines, oldest first) with its segmentation."""
 
-    runs: tuple[RunSummary, ...]
-    since: str  # "the start of the history" or the step that opened the segment
-    left_out: int = 0  # older runs of the segment beyond POOL_CAP
-    open_regression: OpenRegression | None = None  # the newest nights, held out and not accepted
-    # one --baseline run (one_run): the run-to-run drift assumed, not estimated; its trials as they are
-    assumed_drift: float | None = None
-    trials_of: dict[str, list[CompactTrial]] | None = None
+    lines: tuple[RunSummary, ...]
+    seg: Segmentation
+    kind: str = ""
+    _index: dict[str, int] = field(default_factory=dict, compare=False)
 
     @property
-    def single(self) -> bool:
-        """A history of one run (check --baseline): the run-to-run spread is assumed (`assumed_drift`)."""
-        return self.assumed_drift is not None
+    def runs(self) -> tuple[RunSummary, ...]:
+        """The nights of the current segment that no mode holds out, newest POOL_CAP with per-trial figures: the
+        metric's and memory's baseline, the CPU evidence."""
+        held = {i for h in self.seg.held.values() for i in h}
+        keep = [h for i, h in enumerate(self.lines) if i >= self.seg.start and i not in held
+                and any(m.per_trial for m in h.modes.values())]
+        return tuple(keep[-POOL_CAP:])
+
+    @property
+    def since(self) -> str:
+        return self.seg.since
+
+    @property
+    def left_out(self) -> int:
+        held = {i for h in self.seg.held.values() for i in h}
+        n = sum(1 for i, h in enumerate(self.lines) if i >= self.seg.start and i not in held
+                and any(m.per_trial for m in h.modes.values()))
+        return max(0, n - POOL_CAP)
 
     @property
     def run_ids(self) -> list[str]:
         return [r.run_id for r in self.runs]
 
+    @property
+    def enough(self) -> bool:
+        """At least MIN_RUNS nights of the series can join a pool, one of them in the current segment."""
+        kept = {i for m in self.seg.modes() for i in self.seg.kept(m)}
+        return len(kept) >= MIN_RUNS and any(i >= self.seg.start for i in kept)
+
+    @property
+    def open_regression(self) -> OpenRegression | None:
+        return open_of(self.seg, self.lines)
+
     def describe(self) -> str:
         """Which runs formed the baseline: the report and check.json's notes say it."""
-        if self.single:
-            return f"the baseline run ({self.since})"
         if not self.runs:
             return f"no comparable run in the history since {self.since}"
         span = self.runs[0].run_id if len(self.runs) == 1 else f"{self.runs[0].run_id} .. {self.runs[-1].run_id}"
         cap = f"; {self.left_out} older run(s) of the segment left out (cap {POOL_CAP})" if self.left_out else ""
-        return f"the {len(self.runs)} run(s) of the history since {self.since} ({span}{cap})"
+        kind = f" on device kind {self.kind}" if self.kind else ""
+        return f"the {len(self.runs)} run(s) of the history{kind} since {self.since} ({span}{cap})"
 
-    def rates(self, mode: str) -> list[list[float]]:
-        """Per run that has any: the log samples/s of its trials of `mode` (runs without one are left out)."""
-        return self._logs(mode, "samples_per_s")
-
-    def floors(self, mode: str) -> list[list[float]]:
-        """Per run that has any: the log fast floors of its trials of `mode` (judge.measure.judged_floor;
-        history lines written before the floor was kept have none and are left out)."""
-        return self._logs(mode, "floor_samples_per_s")
-
-    def trimmed(self, mode: str) -> list[list[float]]:
-        """Per run that has any: the log trimmed mean rates of its trials of `mode` (judge.measure.judged_trimmed;
-        lines written before it was kept have none and are left out)."""
-        return self._logs(mode, "trimmed_samples_per_s")
-
-    def _logs(self, mode: str, key: str) -> list[list[float]]:
-        out = []
-        for r in self.runs:
-            m = r.modes.get(mode)
-            v = [math.log(x) for p in (m.per_trial if m else []) if (x := getattr(p, key))]
-            if v:
-                out.append(v)
+    def figures(self, modes: Sequence[str]) -> np.ndarray:
+        """(3, 1, N, M, K) log figures of every night's trials (judge.gate.FIGURES order; NaN where missing)."""
+        k = max((len(m.per_trial) for h in self.lines for m in h.modes.values()), default=1) or 1
+        out = np.full((3, 1, len(self.lines), len(modes), k), np.nan)
+        for n, h in enumerate(self.lines):
+            for j, mode in enumerate(modes):
+                m = h.modes.get(mode)
+                for t, p in enumerate(m.per_trial if m else []):
+                    for f, key in enumerate(FIGURE_KEYS):
+                        v = getattr(p, key)
+                        if v:
+                            out[f, 0, n, j, t] = math.log(v)
         return out
 
     def metric_run_sd(self, modes: Sequence[str]) -> tuple[float, int] | None:
@@ -144,22 +156,33 @@ class PooledBaseline:
         return out
 
     def evidence(self, mode: str) -> list[CompactTrial]:
-        """The segment's trials as compact trials carrying only their CPU evidence (judge.interference); one
-        baseline run's trials as they are (their GPU evidence too)."""
-        if self.trials_of is not None:
-            return list(self.trials_of.get(mode, []))
+        """The segment's trials as compact trials carrying only their CPU evidence (judge.interference)."""
         return [CompactTrial(mode=mode, seed=p.seed, cpu_count=p.cpu_count,
                              interference=Interference(cpu_share=p.cpu_share, others_cpu=p.others_cpu))
                 for p in self.points(mode)]
 
 
+def open_of(seg: Segmentation, lines: Sequence[RunSummary]) -> OpenRegression | None:
+    """The series' open regression (or open pending nights): the newest held nights of any mode."""
+    regs: list[Regression] = seg.open_regression()
+    pend = {m: seg.pending(m) for m in seg.modes()}
+    firsts = [r.first for r in regs] + [p[0] for p in pend.values() if p]
+    if not firsts:
+        return None
+    first = min(firsts)
+    tail = lines[first:]
+    worst = {k: min(x for h in tail if (m := h.modes.get(k)) and (x := m.history_change) is not None)
+             for k in {k for h in tail for k, m in h.modes.items() if m.history_change is not None}}
+    return OpenRegression(lines[first].run_id, lines[first].started, len(tail), worst, failed=bool(regs))
+
+
 def comparable(history: Sequence[RunSummary], suite: str, config_hash: str, env: Env,
                run_id: str) -> list[RunSummary]:
-    """The series the run belongs to: same suite, config hash and device slug (a line that recorded no
-    device is kept), the run itself left out."""
-    slug = device_slug(env)
+    """The series the run belongs to: same suite, config hash and device kind (a line that recorded no device
+    joins only a run that recorded none), the run itself left out."""
+    slug = device_slug(env) if env.device else ""
     return [h for h in history if h.suite == suite and h.config_hash == config_hash and h.run_id != run_id
-            and (not h.device or device_slug(Env(device=h.device, device_name=h.device_name)) == slug)]
+            and series.kind_of(h) == slug]
 
 
 def other_node(line: RunSummary, nodes: Sequence[str]) -> bool:
@@ -169,87 +192,9 @@ def other_node(line: RunSummary, nodes: Sequence[str]) -> bool:
     return bool(theirs) and bool(nodes) and theirs.isdisjoint(nodes)
 
 
-def regressed(line: RunSummary, min_change: float) -> bool:
-    """Whether check judged this night's throughput below -min_change in any mode (the estimate its
-    history-throughput recorded in the line: judge.summary); lines that recorded none are not."""
-    return any(m.history_change is not None and m.history_change < -min_change for m in line.modes.values())
-
-
-def _accepted_cut(series: Sequence[RunSummary], accepts: Sequence[AcceptRecord]) -> tuple[int, set[str], str | None]:
-    """(index the newest accepted level starts at, run ids every record cleared, its description)."""
-    index = {h.run_id: i for i, h in enumerate(series)}
-    cut, cleared, text = 0, set(), None
-    for a in accepts:
-        lo = index.get(a.run_id)
-        if lo is None:  # a level of another device or config of the suite
-            continue
-        cleared |= set(a.cleared)
-        if lo >= cut:
-            cut, text = lo, printable(f"the level accepted from run {a.run_id} by {a.by} on {a.at}: {a.why}")
-    return cut, cleared, text
-
-
-def select(series: Sequence[RunSummary], cap: int = POOL_CAP, min_change: float | None = None,
-           accepts: Sequence[AcceptRecord] = ()) -> PooledBaseline:
-    """The segment since the last confirmed step of any mode's throughput (or the newest accepted level,
-    if later): its newest `cap` runs that carry per-trial figures.  With `min_change`, a night that check
-    judged below -min_change (`regressed`) stays out, before the steps are sought, unless a person
-    accepted its level (`accepts`, results.accepts): a regression missed once must not become the level
-    the next nights are judged against, nor cut the series into a segment of its own."""
-    cut, cleared, accepted = _accepted_cut(series, accepts)
-    held = [h for h in series[cut:] if min_change is not None and h.run_id not in cleared and regressed(h, min_change)]
-    out = {h.run_id for h in held}
-    kept = [h for h in series[cut:] if h.run_id not in out]
-    entries = [h.model_dump(mode="json", by_alias=True) for h in kept]
-    # the steps of the figure the rule judges: the runs' fast floors where the lines keep them (a slow
-    # episode of the machine moves the median figure by up to 45% here and would cut the series at it)
-    floored = sum(1 for h in kept if any(m.floor_samples_per_s for m in h.modes.values()))
-    found = changepoint.all_steps(entries, FLOOR_KEY if floored >= MIN_RUNS else "samples_per_s")
-    last = max(found, key=lambda s: s.after, default=None)
-    start = last.after if last is not None else 0
-    since = (accepted or "the start of the history") if last is None else \
-        f"the step at run {last.run_after} ({last.describe()})"
-    # lines written before per-trial figures were kept (issue 34) mark steps but cannot join the pool
-    seg = [h for h in kept[start:] if any(m.per_trial for m in h.modes.values())]
-    return PooledBaseline(tuple(seg[-cap:]), since, max(0, len(seg) - cap), _open(series[cut:], out))
-
-
-def _open(series: Sequence[RunSummary], held: set[str]) -> OpenRegression | None:
-    """The newest nights, when they are held out of the pool and one of them FAILed: a regression that
-    no person accepted and no later night has recovered from."""
-    tail: list[RunSummary] = []
-    for h in reversed(series):
-        if h.run_id not in held:
-            break
-        tail.insert(0, h)
-    failed = [h for h in tail if any(m.history_status == "FAIL" for m in h.modes.values())]
-    if not failed:
-        return None
-    worst = {k: min(x for h in tail if (m := h.modes.get(k)) and (x := m.history_change) is not None)
-             for k in {k for h in tail for k, m in h.modes.items() if m.history_change is not None}}
-    return OpenRegression(tail[0].run_id, tail[0].started, len(tail), worst)
-
-
-def one_run(b: Baseline, drift: float) -> PooledBaseline:
-    """A --baseline run as a history of one run: one line whose trial points carry the figures the pooled
-    rule judges (judge.measure: median, fast floor, trimmed mean) and their CPU evidence; `drift` (sd of the
-    log level difference between two runs) is what the one run cannot show, assumed."""
-    modes = {}
-    for mode in b.modes:
-        points = [_point(t) for t in b.trials(mode)]
-        modes[mode] = ModeSummary(mode=mode, ok=len(points), per_trial=points,
-                                  memory_source=next((t.memory_source for t in b.trials(mode)), "none"))
-    line = RunSummary(suite=b.suite, run_id="baseline", config_hash=b.config_hash, modes=modes)
-    where = b.source or b.path or "the baseline file"
-    return PooledBaseline((line,), where, assumed_drift=drift, trials_of={m: b.trials(m) for m in b.modes})
-
-
-def _point(t: CompactTrial) -> TrialPoint:
-    rates = t.rates()
-    share = t.interference.cpu_share if t.interference is not None else None
-    others = t.interference.others_cpu if t.interference is not None else None
-    finite = t.metric is not None and math.isfinite(t.metric)
-    return TrialPoint(seed=t.seed, samples_per_s=measure.judged_rate(rates), floor_samples_per_s=measure.judged_floor(rates),
-                      trimmed_samples_per_s=measure.judged_trimmed(rates), metric=t.metric if finite else None,
-                      peak_bytes=t.peak_bytes or None, cpu_share=share if share and share > 0 else None,
-                      others_cpu=others, cpu_count=t.cpu_count, node=t.node)
+def select(lines: Sequence[RunSummary], cap: int = POOL_CAP, min_change: float = 0.05,
+           accepts: Sequence[AcceptRecord] = (), kind: str = "") -> PooledBaseline:
+    """The series' one segmentation (judge.series.segment) over `lines` (one series, oldest first)."""
+    del cap  # the window is judge.series.POOL_CAP
+    nights = [series.night_of(h) for h in lines]
+    return PooledBaseline(tuple(lines), series.segment(nights, series.accepted(accepts), min_change), kind)

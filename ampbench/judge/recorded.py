@@ -5,7 +5,7 @@ newest check file of a run is accepted only when
 
 1. the run's manifest, where it lists the file, holds its digest (results.manifest: a checksum of what
    `check` wrote, no signature: whoever can write the folder can rewrite both);
-2. each mode's verdict is the worst of its recorded rules (never PASS while one is not) and the exit code
+2. each mode's verdict is the worst of its recorded counted rules (never PASS while one is not) and the exit code
    the one its verdicts give (`strict` as recorded);
 3. judged again from its trials (which open_run checked against the manifest), with no reference, each
    mode's verdict over the results judged from the trials alone (all but those that `needs_reference`;
@@ -55,8 +55,9 @@ _SEVERITY = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}
 
 
 def _trials_verdict(v: ModeVerdict) -> str:
-    """The mode's verdict over the results judged from its trials alone (judge.check.judge_mode's rule)."""
-    worst = combine([r.status for r in v.rules if not registry.result(r.rule).needs_reference])
+    """The mode's verdict over the counted results judged from its trials alone (judge.check.judge_mode's rule:
+    under `judges = "numerics"` an emulated mode's device results are shown, not counted)."""
+    worst = combine([r.status for r in v.rules if r.counted and not registry.result(r.rule).needs_reference])
     return "INCONCLUSIVE" if worst == "PASS" and v.verdict == "INCONCLUSIVE" else worst
 
 
@@ -65,7 +66,7 @@ def verify(run: OpenRun, recorded: CheckReport, path: Path) -> None:
     again_cmd = f"judge the run again: ampbench check {run.path}"
     record_unchanged(run.path, path, "verdict of record")
     for v in recorded.verdicts:
-        worst = combine([r.status for r in v.rules])
+        worst = combine([r.status for r in v.rules if r.counted])   # an emulated mode's device results may not count
         if v.verdict != worst and not (worst == "PASS" and v.verdict == "INCONCLUSIVE"):
             raise ResultsError(f"{path}: {v.mode} is recorded {v.verdict} but its rules make it {worst}; {again_cmd}")
     if recorded.exit_code != exit_code([v.verdict for v in recorded.verdicts], strict=recorded.strict):

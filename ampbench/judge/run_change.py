@@ -31,7 +31,7 @@ class Change:
 
     mode: str
     mark: Mark
-    ratio: float | None      # current / other, the figure the rule decided on (fast floor or median)
+    ratio: float | None      # current / other, the mode's level in the figure the rule decided on
     ci_low: float | None     # its two-sided interval at the suite's confidence
     ci_high: float | None
     min_change: float        # history_min_change: a smaller change is never called significant
@@ -67,6 +67,12 @@ def _why(r: RuleResult | None, back: RuleResult | None) -> str:
     return "within the runs' spread"
 
 
+def _own_fail(r: RuleResult) -> bool:
+    """A FAIL of the mode's own throughput: not one its AMP/FP32 ratio alone decided (judge.gate: FP32 got faster,
+    the AMP mode did not), which says nothing of the mode being slower or faster."""
+    return r.status == "FAIL" and r.details.get("basis") != "ratio"
+
+
 def changes(current: OpenRun, other: OpenRun) -> dict[str, Change]:
     """Per mode present in both runs: slower (the rule FAILs current vs other), faster (it FAILs other vs
     current), disturbed (either direction explained by interference), else not significant."""
@@ -77,9 +83,9 @@ def changes(current: OpenRun, other: OpenRun) -> dict[str, Change]:
         d = r.details
         disturbed = bool(d.get("disturbed")) or bool(rb is not None and rb.details.get("disturbed"))
         mark: Mark
-        if r.status == "FAIL":
+        if _own_fail(r):
             mark, why = "slower", ""
-        elif rb is not None and rb.status == "FAIL":
+        elif rb is not None and _own_fail(rb):
             mark, why = "faster", ""
         elif disturbed:
             mark = "disturbed"
@@ -88,8 +94,11 @@ def changes(current: OpenRun, other: OpenRun) -> dict[str, Change]:
         else:
             mark, why = "not significant", _why(r, rb)
         th = r.threshold if isinstance(r.threshold, dict) else {}
-        out[mode] = Change(mode, mark, _num(d.get("ratio")), _num(d.get("ci_low")), _num(d.get("ci_high")),
-                           _num(th.get("min_change")) or 0.0, why)
+        # the mode's own change in the figure that decided (its level, where the rule decided on the AMP/FP32
+        # ratio: judge.rules.history_one_run's level_*), beside the mark the rule gave
+        lv = "level_" if _num(d.get("level_ratio")) is not None else ""
+        out[mode] = Change(mode, mark, _num(d.get(f"{lv}ratio")), _num(d.get(f"{lv}ci_low")),
+                           _num(d.get(f"{lv}ci_high")), _num(th.get("min_change")) or 0.0, why)
     return out
 
 

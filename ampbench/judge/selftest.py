@@ -191,6 +191,10 @@ DATA_PARALLEL = GpuCheck("data-parallel", "with >= 2 GPUs: a 2-rank trial with p
                          "different NVML devices")
 DEADLINE = GpuCheck("deadline", "n/a rows only: a suite that was running when the 10 minutes passed (it finished; "
                     "nothing started later)")
+EMULATION_FIDELITY = GpuCheck("emulation-fidelity", "the toy suite's AMP modes trained both ways, real AMP and "
+                              "emulate = true (same seed): loss curves, skipped steps and loss scales agree within "
+                              "docs/emulation.md's tolerance")
+EMULATED = "-emulated"   # the emulated twin of a mode in the fidelity run
 CHECKS: tuple[GpuCheck, ...] = (
     TRIAL_OK,
     GpuCheck("low-precision-calls", "every AMP mode ran float16/bfloat16 calls of an op on Paddle's default white "
@@ -208,6 +212,7 @@ CHECKS: tuple[GpuCheck, ...] = (
     GpuCheck("nvml-energy", "NVML energy over the measured window > 0 J in every trial (n/a where NVML answers "
              "Not Supported)", _nvml_energy),
     DATA_PARALLEL,
+    EMULATION_FIDELITY,
     DEADLINE,
 )
 
@@ -253,3 +258,29 @@ def check_data_parallel(t: Trial) -> list[CheckResult]:
     ok = t.status == "ok" and len(ranks) == 2 and measured and len(devices - {None}) == 2
     return [CheckResult(DATA_PARALLEL.name, f"{t.suite}/{t.mode} x2", ok,
                         f"status {t.status}; per-rank devices {sorted(d for d in devices if d)}; memory measured {measured}")]
+
+
+def fidelity_checks(trials: list[Trial], mc: Machine | None = None) -> list[CheckResult]:
+    """Each real AMP trial against its emulated twin (judge/fidelity.py); n/a where Paddle keeps the dtype off
+    on this GPU (nothing real to compare with) or a trial of the pair did not finish."""
+    from ampbench.judge.fidelity import compare
+
+    mc = mc or Machine(gpus=1, unsupported={})
+    by_mode = {t.mode: t for t in trials}
+    out = []
+    for name, emu in sorted(by_mode.items()):
+        real = by_mode.get(name.removesuffix(EMULATED))
+        if not name.endswith(EMULATED) or real is None:
+            continue
+        subject = f"{real.suite}/{real.mode}"
+        why = mc.unsupported.get(real.amp.dtype, "")
+        if why:
+            out.append(CheckResult(EMULATION_FIDELITY.name, subject, None, f"n/a: {why}"))
+        elif real.status != "ok" or emu.status != "ok" or not real.amp.active or not emu.amp.emulated:
+            out.append(CheckResult(EMULATION_FIDELITY.name, subject, False,
+                                   f"real {real.status} (AMP active {real.amp.active}), emulated {emu.status} "
+                                   f"(emulated {emu.amp.emulated})"))
+        else:
+            fid = compare(real, emu)
+            out.append(CheckResult(EMULATION_FIDELITY.name, subject, fid.ok, fid.detail()))
+    return out

@@ -35,6 +35,7 @@ def _mode_summary(mode: str, ts: list[Trial], metric: str, confidence: float) ->
     first = ts[0]
     s = ModeSummary(
         mode=mode, amp_requested=first.amp.requested, amp_active=any(t.amp.active for t in ok or ts),
+        amp_emulated=any(t.amp.emulated for t in ok or ts),
         level=first.amp.level, dtype=first.amp.dtype, batch_size=first.batch_size, trials=len(ts),
         ok=len(ok), unit=first.throughput.unit or "samples",
     )
@@ -111,6 +112,10 @@ def _relative(out: dict[str, ModeSummary], stats: dict[str, measure.ModeStats],
     for mode, s in out.items():
         if mode == REFERENCE_MODE:
             continue
+        if s.metric_mean is not None and ref.metric_mean is not None:
+            s.metric_delta = s.metric_mean - ref.metric_mean
+        if s.amp_emulated:   # emulated AMP: its steps' time and memory are the emulation's, not AMP's
+            continue
         s.speedup = measure.speedup(stats[mode], stats[REFERENCE_MODE])
         if mode in checker:  # the checker's own interval: report and check.json agree
             d = checker[mode]
@@ -120,8 +125,6 @@ def _relative(out: dict[str, ModeSummary], stats: dict[str, measure.ModeStats],
             s.speedup_ci = (b.low, b.high)
         if s.peak_bytes and ref.peak_bytes and s.memory_source == ref.memory_source:
             s.memory_reduction = 1.0 - s.peak_bytes / ref.peak_bytes
-        if s.metric_mean is not None and ref.metric_mean is not None:
-            s.metric_delta = s.metric_mean - ref.metric_mean
 
 
 def summarize_modes(trials: list[Trial], metric: str, check: CheckReport | None = None,
@@ -144,6 +147,8 @@ def summarize_modes(trials: list[Trial], metric: str, check: CheckReport | None 
                 out[mode].history_status = hist.status
                 ok = isinstance(hist.observed, (int, float)) and not isinstance(hist.observed, bool)
                 out[mode].history_change = float(hist.observed) if ok and math.isfinite(hist.observed) else None
+                hold = hist.details.get("hold")
+                out[mode].history_hold = hold if hold in ("fail", "pending") else None
             details = registry.speedup_details(verdicts[mode])
             if details is not None:
                 checker[mode] = details
@@ -170,4 +175,5 @@ def summarize_run(info: RunInfo, suite: Suite, trials: list[Trial], check: Check
         device_name=env.device_name, driver=env.driver, paddle=env.paddle, cuda=env.cuda, cudnn=env.cudnn,
         git_sha=env.git_sha, metric=meta.metric, metric_goal=meta.metric_goal, verdict=overall_verdict(check),
         exit_code=check.exit_code if check else None, confidence=confidence, modes=modes,
+        history_min_change=suite.thresholds.history_min_change,
     )

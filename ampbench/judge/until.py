@@ -126,6 +126,9 @@ def needs(verdicts: list[ModeVerdict], rows: list[PlanRow], seeds: int, max_seed
             if r.informational:
                 out.append(Need(v.mode, r.rule, False, "informational (AMP inactive)"))
                 continue
+            if not r.counted or (r.emulated and registry.result(r.rule).device):
+                out.append(Need(v.mode, r.rule, False, "not measured under emulation"))
+                continue
             if _details(r).get("disturbed"):
                 out.append(Need(v.mode, r.rule, False, "measurement disturbed: more seeds measure the same machine"))
                 continue

@@ -14,6 +14,7 @@ inputs here, and this is the one place each part of the record is filled:
   hook's memory event becomes a rank's `Memory` through its `into="memory.*"` fields (`memory_from_wire`),
   checked against the model;
 - `amp(AmpInfo)` (the settings) and `amp_evidence(...)`: the op dtype evidence, active or not and why;
+  `emulation(record)`: an emulated mode's record (trial/emulate), emulated and not active;
 - `interference(fields)`: evidence of a disturbed measurement, merged in;
 - `outcome(status, error, log_tail)`: the status;
 - `finish()`: every field derived from the steps and the measured figures, the throughput summary
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from ampbench.record import wire
 from ampbench.record.models import (
     AmpInfo,
+    Emulation,
     Env,
     InactiveCode,
     Interference,
@@ -235,6 +237,14 @@ class TrialAssembler:
         if amp.requested and not amp.active:
             amp.inactive_code, amp.inactive_reason = why_inactive()
 
+    def emulation(self, record: dict[str, Any]) -> None:
+        """A mode's emulate = true: the emulator's record (trial/emulate, `Emulator.record()`); AMP stays not
+        `active` (no low-precision kernel ran), it is `emulated`, and the evidence line says what was."""
+        amp = self.trial.amp
+        amp.emulated, amp.emulation = True, Emulation.model_validate(record)
+        amp.inactive_code, amp.inactive_reason = "", ""
+        amp.evidence = f"emulated {amp.dtype} {amp.level}: " + emulated_evidence(amp.emulation)
+
     def interference(self, fields: dict[str, Any]) -> None:
         """Evidence of a disturbed measurement (CPU share, other processes, NVML, where it ran), merged in."""
         current = self.trial.interference.model_dump() if self.trial.interference is not None else {}
@@ -255,3 +265,15 @@ class TrialAssembler:
         if per_sample is not None:
             t.memory.energy_j_per_sample = per_sample
         return t
+
+
+def emulated_evidence(e: Emulation) -> str:
+    """`412 of 530 op calls under auto_cast in the low dtype over 60 step(s); lost values: 3 overflow` (an
+    emulated trial's evidence line)."""
+    low = sum(c.get("low", 0) for c in e.op_calls.values())
+    total = low + sum(c.get("float32", 0) for c in e.op_calls.values())
+    lost = ", ".join(f"{e.totals[k]} {k.replace('_', ' ')}" for k in ("overflow", "underflow", "grad_overflow",
+                                                                   "grad_underflow", "lost_updates")
+                     if e.totals.get(k))
+    return (f"{low} of {total} op calls under auto_cast in the low dtype over {e.steps} step(s)"
+            + (f"; lost values: {lost}" if lost else "; no value lost"))

@@ -194,6 +194,8 @@ def _other_memory(t: Trial, v: View) -> str:
 
 
 def _amp_active(t: Trial, v: View) -> str:
+    if t.amp.emulated:
+        return f"emulated ({t.amp.dtype}): not measured"
     return "yes" if t.amp.active else ("no (inactive on this device)" if t.amp.requested else "")
 
 

@@ -53,10 +53,43 @@ class Env(_Open):
     gpu: dict[str, Any] = {}
 
 
+class EmulatedLayer(_Open):
+    """One layer's losses in an emulated trial (trial/emulate/counts.py): values counted before rounding."""
+
+    layer: str                  # its dotted name in the outermost model, "(model)" for that model itself
+    type: str = ""              # its class (Linear, Conv2D)
+    overflow: int = 0           # forward values rounded to inf (finite before)
+    underflow: int = 0          # forward values flushed to zero (nonzero before)
+    grad_overflow: int = 0      # gradient values rounded to inf where they flowed through a low-precision tensor
+    grad_underflow: int = 0     # gradient values flushed to zero there
+    lost_updates: int = 0       # O2 without master weights: parameter updates that rounding undid
+
+
+class Emulation(_Open):
+    """What an emulated trial's AMP did (`amp.emulated`): AMP's numerics reproduced in float32 kernels
+    (docs/emulation.md), the ops Paddle's lists sent to the low dtype, and where values were lost."""
+
+    counting: bool = True
+    steps: int = 0
+    decorated: bool = False                 # O2: parameters stored in the low dtype
+    master_weight: bool | None = None
+    master_grad: bool | None = None
+    low_params: int = 0                     # parameters stored in the low dtype
+    op_calls: dict[str, dict[str, int]] = {}   # op -> {"low": calls in the AMP dtype, "float32": calls}
+    layers: list[EmulatedLayer] = []        # worst first
+    totals: dict[str, int] = {}
+    first_overflow: dict[str, Any] | None = None   # {step, phase, layer, op}
+    layers_left_out: int = 0
+
+
 class AmpInfo(_Open):
     # the `Col` markers: the trial tables' columns (record/fields.py, docs/architecture.md "The field catalog")
     requested: Annotated[bool, Col("AMP requested", "flag", rank=70, shows=("csv",), csv="amp_requested")] = False
     active: Annotated[bool, Col("AMP active (recorded)", "flag", rank=72, shows=("csv",), csv="amp_active")] = False
+    # emulated AMP (a mode's emulate = true): no low-precision kernel ran; `emulation` says what was emulated
+    emulated: Annotated[bool, Col("AMP emulated", "flag", rank=73, shows=("csv",), csv="amp_emulated",
+                                  csv_rank=100)] = False
+    emulation: Emulation | None = None
     level: Annotated[Level, Col("AMP level", "text", rank=74, shows=("csv",), csv="amp_level")] = "O0"
     dtype: Annotated[Dtype, Col("AMP dtype", "text", rank=76, shows=("csv",), csv="amp_dtype")] = "float32"
     use_promote: bool = True
@@ -94,6 +127,14 @@ class AmpInfo(_Open):
     # precision), "no-evidence" (no op dtype counts to tell); "" when active or in a file
     # written before the code was
     inactive_code: InactiveCode = ""
+
+    def dtype_calls(self) -> dict[str, dict[str, int]]:
+        """Op calls by dtype: Paddle's op statistics, or for an emulated trial the emulator's decisions (its
+        kernels all ran in float32; the dtype each call stood for is the evidence)."""
+        e = self.emulation
+        if not self.emulated or e is None:
+            return self.op_calls
+        return {op: {self.dtype: by.get("low", 0), "float32": by.get("float32", 0)} for op, by in e.op_calls.items()}
 
 
 class StepRecord(_Open):

@@ -1,20 +1,17 @@
 """The start-up hook's wire: every event a `command` trial's hook sends its worker, declared once.
 
-The hook (workloads/command/hook/) runs inside the user's program, whose interpreter may not have
-ampbench installed, so it cannot import the `ampbench` package; it loads this file by its path
-(the hook's `_ampbench_hook/__init__.py`), which is why this module imports the standard library
-only and keeps to syntax Python 3.8 reads. The worker (trial/command_record.py) reads the same
-declarations, so no constant, key or column order is mirrored between the two sides.
+The hook (workloads/command/hook/) runs inside the user's program, whose interpreter may not have ampbench
+installed, so it cannot import the `ampbench` package; it loads this file by its path (the hook's
+`_ampbench_hook/__init__.py`), which is why this module imports the standard library only and keeps to syntax
+Python 3.8 reads. The worker (trial/command_record.py) reads the same declarations: nothing is mirrored.
 
-Each event is one JSON object, one message on the hook's connection (trial/command_channel.py),
-keyed by `KIND` ("e"). Each event kind is one dataclass, each of its fields declared once: its type,
-its check (`_field`: an integer within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to
-`MAX_TEXT` characters, a list or table within `MAX_ITEMS` entries) and, for a figure the trial
-records as it came, the record field it fills (`into`, "part.field" of a `Trial`: record/assemble.py
-copies it, so a new hook-measured figure is its model field, its line here and the hook's code that
-measures it). The worker's gate (record/wire_read.py, not loaded by the hook) checks every message
-against these declarations and turns it into these typed events, never dicts; a field the hook did
-not send is None.
+Each event is one JSON object, one message on the hook's connection (trial/command_channel.py), keyed by
+`KIND` ("e"). Each kind is one dataclass, each field declared once: its type, its check (`_field`: an integer
+within `MAX_INT`, a finite float within `MAX_FLOAT`, a string cut to `MAX_TEXT` characters, a list or table
+within `MAX_ITEMS` entries) and, for a figure the trial records as it came, the record field it fills (`into`,
+"part.field" of a `Trial`, copied by record/assemble.py: a new hook-measured figure is its model field, its
+line here and the hook's code). The worker's gate (record/wire_read.py, not loaded by the hook) checks every
+message against these, into these typed events, never dicts; a field the hook did not send is None.
 """
 
 from __future__ import annotations
@@ -131,11 +128,17 @@ def _interval(v: Any) -> list:
     return pair
 
 
-def _shape_row(v: Any) -> list:
-    row = _list(lambda x: x, 4)(v)
-    if len(row) != 4:
-        raise Bad("not a [name, kind, in, out] row")
-    return [_str(row[0]), _str(row[1]), _count(row[2]), _count(row[3])]
+def _row(*checks: Callable[[Any], Any]) -> Callable[[Any], list]:
+    """A list of exactly len(checks) values, each checked by its own (a table's row)."""
+    def checked(v: Any) -> list:
+        row = _list(lambda x: x, len(checks))(v)
+        if len(row) != len(checks):
+            raise Bad(f"not a row of {len(checks)}")
+        return [check(x) for check, x in zip(checks, row)]
+    return checked
+
+
+_shape_row = _row(_str, _str, _count, _count)   # [name, kind, in, out]
 
 
 def _field(check: Callable[[Any], Any], into: str = "", required: bool = False) -> Any:
@@ -275,10 +278,25 @@ class DataEvent(WireEvent, kind="data"):
     waits: dict[str, float] = _field(_table(_duration, _step_key), required=True)
 
 
+class EmulationEvent(WireEvent, kind="emulation"):
+    """At the end, emulate = true: trial/emulate's record (trial/emulate/record.py: `event`, `from_event`)."""
+    steps: int | None = _field(_count)
+    counting: bool | None = _field(_bool)
+    decorated: bool | None = _field(_bool)
+    master_weight: bool | None = _field(_bool)
+    master_grad: bool | None = _field(_bool)
+    low_params: int | None = _field(_count)
+    op_calls: dict[str, str] | None = _field(_table(_str))   # op -> "low,float32"
+    layers: list[list[Any]] | None = _field(_list(_row(_str, _str, *[_count] * 5)))   # [layer, type, 5 counts]
+    first_overflow: list[Any] | None = _field(_row(_count, _str, _str, _str))   # [step, phase, layer, op]
+    layers_left_out: int | None = _field(_count)
+    error: str | None = _field(_str)
+
+
 # The vocabulary: each kind's declaration, by its "e" key.
 EVENTS: dict[str, type[WireEvent]] = {cls.KIND: cls for cls in (
     StartEvent, DeviceEvent, StepEvent, OpsEvent, MemoryEvent, EndEvent, ErrorEvent, ShapesEvent, AmpOrderEvent,
-    InjectEvent, SaveEvent, DataEvent)}
+    InjectEvent, SaveEvent, DataEvent, EmulationEvent)}
 
 
 def declared(kind: type[WireEvent]) -> dict[str, tuple[Callable[[Any], Any], str, bool]]:

@@ -71,7 +71,11 @@ def _benchmark(suite: str, mode: str, per: str, trials: list[Trial]) -> dict[str
     # each trial's figures, one list per column the catalog exports (record/fields.py), in seed order as above
     ordered = sorted(trials, key=lambda t: t.seed)
     extra.update({c.csv_name: [c.value(t) for t in ordered] for c in fields.columns("export")})
-    if requested and not active:
+    emulated = any(t.amp.emulated for t in trials)
+    extra["amp_emulated"] = emulated
+    if emulated:
+        extra["note"] = "emulated AMP (emulate = true): float32 kernels plus rounding; not an AMP timing"
+    elif requested and not active:
         extra["note"] = "AMP inactive on this device: this mode ran the FP32 path; not an AMP timing"
     return {
         "group": f"{suite}: {UNITS[per]}", "name": f"{suite}[{mode}]", "fullname": f"ampbench/{suite}::{per}[{mode}]",

@@ -52,6 +52,7 @@ class Row:
     suite: str = ""
     config_hash: str = ""
     current: bool = True  # a row of the run compared (False: of the other run, the reference)
+    emulated: bool = False   # the mode's AMP was emulated: its samples/s is the emulation's, not an AMP timing
 
 
 def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
@@ -65,11 +66,13 @@ def _rows(run: OpenRun, ref: dict[str, float] | None) -> list[Row]:
             continue
         q1, q3 = np.percentile(v, [25, 75])
         base = (ref or {}).get(m.name)
-        out.append(Row(f"{m.name} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
+        emulated = any(t.amp.emulated for t in ok)
+        mark = " (emulated: not an AMP timing)" if emulated else ""
+        out.append(Row(f"{m.name}{mark} ({run.info.run_id})", run.info.run_id, m.name, float(v.min()), float(v.max()),
                        float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"), float(np.median(v)),
                        float(q3 - q1), len(v), st.samples_per_s,
                        None if base is None else st.samples_per_s / base - 1, run.info.suite, run.info.config_hash,
-                       current=ref is not None))
+                       current=ref is not None, emulated=emulated))
     return out
 
 
@@ -119,7 +122,7 @@ def compare_doc(rows: list[Row], marks: dict[str, Change] | None, current: OpenR
         out.append(CompareRow(mode=r.mode, run_id=r.run_id, role="current" if r.current else "other",
                               min=r.min, max=r.max, mean=r.mean, stddev=None if np.isnan(r.stddev) else r.stddev,
                               median=r.median, iqr=r.iqr, trials=r.trials, samples_per_s=r.samples_per_s,
-                              change=r.change, significance=sig))
+                              change=r.change, significance=sig, emulated=r.emulated))
     return CompareFile(current=_ref(current), other=_ref(other), warning=differences(rows) or "",
                        modes=[m.name for m in current.suite.modes], rows=out)
 

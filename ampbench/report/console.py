@@ -18,6 +18,7 @@ from ampbench.record import fields
 from ampbench.record.models import Trial
 from ampbench.report import fmt
 from ampbench.report.claims import HEADERS, claim_rows
+from ampbench.report.fmt import EMULATED_LEGEND, EMULATED_MARK
 from ampbench.report.outcome import cell, interval_note, mode_rows, next_steps, outcome_columns, outcome_view
 from ampbench.report.view import RunView
 from ampbench.results.verdicts import CheckReport, ClaimResult
@@ -98,12 +99,14 @@ def _summary_line(report: CheckReport, console: Console) -> None:
     if any(getattr(r, "informational", False) for v in report.verdicts for r in v.rules):
         console.print("* informational: computed and shown, but not judged (AMP inactive)", markup=False,
                       highlight=False)
+    if any(v.emulated for v in report.verdicts):
+        console.print(f"{EMULATED_MARK} {EMULATED_LEGEND}", markup=False, highlight=False)
     for n in report.notes:   # wrapped at the console's width (a terminal's, or COLUMNS / 200 in a pipe)
         console.print(Text(f"note: {n}"), highlight=False)
     line = Text(f"{report.suite}: ")
     for i, v in enumerate(report.verdicts):
         line.append(("" if i == 0 else ", ") + f"{v.mode} ")
-        line.append(v.verdict, style=_STYLE[v.verdict])
+        line.append(v.verdict_text, style=_STYLE[v.verdict])
     line.append(f" -> exit {report.exit_code}" + (" (--strict)" if report.strict else ""))
     console.print(line, highlight=False, soft_wrap=not console.is_terminal)
 
@@ -113,7 +116,7 @@ def _plain_check(report: CheckReport, console: Console) -> None:
     console.print(f"ampbench check: {report.suite} ({report.profile})", markup=False, highlight=False)
     for v in report.verdicts:
         for r in v.rules:
-            star = "*" if getattr(r, "informational", False) else ""
+            star = ("*" if getattr(r, "informational", False) else "") + ("" if r.counted else " (not counted)")
             line = (f"{v.mode}  {r.rule}  {r.status}{star}  observed {_short(r.observed)}  "
                     f"threshold {_short(r.threshold)}  {r.message}")
             # at most the console's width (200 in a pipe, or COLUMNS), continuation lines indented;
@@ -144,7 +147,7 @@ def print_rules(report: CheckReport, console: Console) -> None:
     table.add_column("message", ratio=4, min_width=30)
     for v in report.verdicts:
         for i, r in enumerate(v.rules):
-            star = "*" if getattr(r, "informational", False) else ""
+            star = ("*" if getattr(r, "informational", False) else "") + ("" if r.counted else " (not counted)")
             cells = [Text(v.mode if i == 0 else ""), Text(r.rule), Text(r.status + star, style=_STYLE[r.status])]
             if wide:
                 cells += [Text(_short(r.observed)), Text(_short(r.threshold))]

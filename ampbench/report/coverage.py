@@ -99,7 +99,7 @@ def _facts(t: Trial, white: list[str], black: list[str]) -> list[str]:
 def _mode_coverage(v: RunView, t: Trial) -> str:
     white, black = _lists(v, t)
     facts = _facts(t, white, black)
-    calls = t.amp.op_calls
+    calls = t.amp.dtype_calls()
     if not calls:
         facts.append("No op statistics were recorded for this mode.")
         return " ".join(facts)
@@ -107,7 +107,10 @@ def _mode_coverage(v: RunView, t: Trial) -> str:
     n_low, n_all, share = share_text(fwd)
     facts.append(f"{n_low} of {n_all} forward op calls ({share}) ran in low precision (trial {md_code(t.key)}"
                  + (f"; {md_text(t.amp.evidence)}" if t.amp.evidence else "") + ").")
-    if not t.amp.active:
+    if t.amp.emulated:
+        facts.append(f"AMP was **emulated**: the counts are the emulator's decisions by Paddle's lists; every "
+                     f"kernel ran in float32, its low-precision inputs and outputs rounded to {md_text(t.amp.dtype)}.")
+    elif not t.amp.active:
         facts.append("AMP was **inactive**: every op ran in float32.")
     out = [" ".join(facts), _op_table(fwd, white, black)]
     rest = _bookkeeping_line(calls) + _in_optimizer_line(t.amp.optimizer_op_calls)

@@ -61,12 +61,14 @@ def resolve_view(view: str) -> tuple[bool, str | None]:
 
 
 def _hover_rows(entries: list[dict[str, Any]], mode: str) -> list[list[str]]:
-    """[run id, commit, verdict, mode] per run, escaped for plotly's HTML-subset text."""
+    """[run id, commit, verdict, mode] per run, escaped for plotly's HTML-subset text; an emulated mode's
+    verdict marked (its numerics judged, its time and memory the emulation's)."""
     out = []
     for e in entries:
         m = (e.get("modes") or {}).get(mode) or {}
         out.append([escape(str(e.get("run_id", ""))), escape(fmt.short_sha(e.get("git_sha"), 10) or "not recorded"),
-                    escape(str(m.get("verdict") or "not checked")), escape(mode)])
+                    escape(str(m.get("verdict") or "not checked") + (" (emulated)" if m.get("amp_emulated") else "")),
+                    escape(mode)])
     return out
 
 
@@ -216,9 +218,11 @@ def histogram_figure(entries: list[dict[str, Any]]) -> Any | None:
 
 
 def figures_html(entries: list[dict[str, Any]], metric: str, fraction: bool, cuts: list[Break],
-                 inactive: str | None) -> str:
+                 inactive: str | None, tag: str = "", with_js: bool = True) -> str:
     """The suite page's interactive block: plotly.js referenced once (`PLOTLY_JS`, the one copy beside the pages
-    `write_plotly_js` writes: a page was 4.8 MB with its own inline copy), then each figure's div and script."""
+    `write_plotly_js` writes: a page was 4.8 MB with its own inline copy), then each figure's div and script;
+    `tag` tells apart the blocks of one page (one per device kind), `with_js` false: an earlier block referenced
+    plotly.js."""
     import plotly.io as pio
 
     off = max(0, len(entries) - INTERACTIVE_RUNS)
@@ -226,12 +230,12 @@ def figures_html(entries: list[dict[str, Any]], metric: str, fraction: bool, cut
     mine = [Break(b.index - off, b.what, b.before, b.after) for b in cuts if b.index > off]
     figs = [("history", history_figure(shown, metric, fraction, mine, inactive)), ("steps", histogram_figure(shown))]
     parts = []
-    first = True
+    first = with_js
     for name, fig in figs:
         if fig is None:
             continue
         parts.append(pio.to_html(fig, include_plotlyjs=PLOTLY_JS if first else False, full_html=False,
-                                 div_id=f"plot-{name}", config=PAGE_CONFIG))
+                                 div_id=f"plot-{name}{tag}", config=PAGE_CONFIG))
         first = False
     return "\n".join(parts)
 

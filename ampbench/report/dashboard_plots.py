@@ -2,9 +2,10 @@
 
 Drawn with matplotlib (math text off) and returned as PNG bytes for a data: URI, so a published
 site is plain files with no script or font to fetch.  Regressions (last good -> first bad run) are
-shaded red across all panels; steps the change-point analysis found in a mode's throughput
-(judge.changepoint, with or without a verdict flip) are dashed lines; where the config hash or the
-device changed (dashboard_series.breaks) every series is cut (no line joins two experiments, and a
+shaded red across all panels, as check --history cut the series (judge.series: the one segmentation), and
+a dashed line marks where each began and where a new segment starts (an accepted level, an improvement);
+one figure per device kind; where the config hash changed (dashboard_series.breaks) every series is cut
+(no line joins two experiments, and a
 bin of a long history never spans a change) and a dotted grey line says what changed; a panel shows
 each AMP mode's speedup over FP32 with its interval.
 """
@@ -80,8 +81,8 @@ def suite_figure(entries: list[dict[str, Any]], metric: str, fraction: bool,
                  regressions: list[tuple[int, int]], inactive: str | None,
                  steps: list[Any] | None = None, cuts: list[Break] | None = None) -> bytes:
     """PNG of five stacked panels over the runs; `regressions`: (last good, first bad) run indexes;
-    `steps`: judge.changepoint.Step (drawn where the series stepped, verdict flip or not);
-    `cuts`: where the config hash or the device changed (another experiment: every series stops there)."""
+    `steps`: dashboard_series.Mark (where a regression began, where a new segment starts: judge.series);
+    `cuts`: where the config hash changed (another experiment: every series stops there)."""
     cuts = cuts or []
     modes = list(dict.fromkeys(m for e in entries for m in (e.get("modes") or {})))
     colors = P.mode_colors(modes)
@@ -177,21 +178,21 @@ def _legend(ax: Any, regressions: bool, steps: bool, config_changes: bool) -> No
     if regressions:
         ax.axvspan(np.nan, np.nan, color=P.FLAG_COLOR, alpha=0.12, label="regression\n(last good to first bad)")
     if steps:
-        ax.plot([], [], color=P.FLAG_COLOR, linestyle="--", label="step in the series\n(change point)")
+        ax.plot([], [], color=P.FLAG_COLOR, linestyle="--", label="regression begins, or\na new segment (green)")
     if config_changes:
         ax.plot([], [], color="#6e7781", linestyle=":", label="config or device\nchanged (lines cut)")
     P._legend_right(ax)
 
 
-def _marks(ax: Any, entries: list[dict[str, Any]], steps: list[Any], cuts: list[Break]) -> None:
-    """Label the throughput panel: each change point (mode and size) and each config or device change."""
-    for st in steps or []:
-        color = P.FLAG_COLOR if st.regression else "#2da44e"
-        ax.axvline(st.after - 0.5, color=color, linestyle="--", linewidth=1.3)
-        ys = _series(entries, st.mode, "samples_per_s")
-        y = np.nanmax(ys) if not np.all(np.isnan(ys)) else 0.0
-        ax.annotate(f"{st.mode} {st.change:+.1%}", (st.after - 0.5, y), fontsize=7, color=color, rotation=90,
-                    ha="right", va="top")
+def _marks(ax: Any, entries: list[dict[str, Any]], marks: list[Any], cuts: list[Break]) -> None:
+    """Label the throughput panel: where a regression began and each new segment (dashboard_series.Mark: an
+    accepted level, an improvement), each config change."""
+    for mk in marks or []:
+        color = P.FLAG_COLOR if mk.bad else "#2da44e"
+        ax.axvline(mk.at - 0.5, color=color, linestyle="--", linewidth=1.3)
+        ys = _series(entries, mk.mode, "samples_per_s") if mk.mode else np.array([np.nan])
+        y = np.nanmax(ys) if not np.all(np.isnan(ys)) else ax.get_ylim()[1]
+        ax.annotate(mk.label, (mk.at - 0.5, y), fontsize=7, color=color, rotation=90, ha="right", va="top")
     for b in cuts[:50]:  # more labels than that only overlap; the lines are all drawn
         ax.annotate(b.label, (b.index - 0.5, ax.get_ylim()[0]), fontsize=7, color="#6e7781",
                     rotation=90, ha="right", va="bottom")

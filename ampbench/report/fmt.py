@@ -34,6 +34,19 @@ __all__ = ["DASH", "bytes_h", "bytes_unit", "metric", "metric_delta", "metric_pm
            "ratio_ci", "seconds"]
 
 
+# Emulated AMP (judge/rules/emulated.py): the mark after an emulated mode's figures, and what it means.
+EMULATED_MARK = "†"
+EMULATED_LEGEND = ("emulated AMP: float16/bfloat16 numerics reproduced in float32 kernels and judged; speed, "
+                   "memory and energy not measured under emulation (docs/emulation.md)")
+# the column kinds an emulated mode measured of the emulation itself (time, memory, their ratios): marked
+DEVICE_KINDS = frozenset({"rate", "ms", "bytes", "ratio", "reduction"})
+
+
+def mark_emulated(text: str, kind: str, emulated: bool) -> str:
+    """A figure cell of an emulated mode or trial, marked: its time or memory is the emulation's, not AMP's."""
+    return text + EMULATED_MARK if emulated and kind in DEVICE_KINDS and text != DASH else text
+
+
 def num_g(x: float | None, digits: int = 4) -> str:
     """Up to `digits` significant digits without trailing zeros (thresholds, observed values)."""
     if _missing(x):

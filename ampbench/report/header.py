@@ -27,7 +27,7 @@ def overall(v: RunView) -> str:
         return f"**Verdict: {NOT_CHECKED}** (no check.json; run `ampbench check {where}`)"
     counts: dict[str, int] = {}
     for mv in v.check.verdicts:
-        counts[mv.verdict] = counts.get(mv.verdict, 0) + 1
+        counts[mv.verdict_text] = counts.get(mv.verdict_text, 0) + 1
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     strict = ", strict" if v.check.strict else ""
     return (f"**Verdict: {v.summary.verdict}** (exit code {v.check.exit_code}{strict}; "
@@ -36,7 +36,7 @@ def overall(v: RunView) -> str:
 
 def inactive(v: RunView) -> str:
     amp_modes = [m for m in v.summary.modes.values() if m.amp_requested]
-    off = [m for m in amp_modes if not m.amp_active and m.ok]
+    off = [m for m in amp_modes if not m.amp_active and not m.amp_emulated and m.ok]
     if not off:
         return ""
     why = recorded_reasons(v)

@@ -17,6 +17,7 @@ from ampbench.core.files import atomic_write_text, check_output
 from ampbench.core.store import RunPaths
 from ampbench.report.claims import claims_md
 from ampbench.report.coverage import coverage
+from ampbench.report.emulation import emulation_section
 from ampbench.report.evidence import diagnosis_section, plots_section, probe_section
 from ampbench.report.fmt import md_code, md_text
 from ampbench.report.header import INACTIVE_LINE, header
@@ -24,7 +25,7 @@ from ampbench.report.html import to_html
 from ampbench.report.injected import injected_section
 from ampbench.report.outcome import outcome_md
 from ampbench.report.tables import summary_table, time_to_target, trials_table
-from ampbench.report.trend import overview, trend_entries, trend_section
+from ampbench.report.trend import overview, trend_accepts, trend_entries, trend_section
 from ampbench.report.verdicts import failed_trials, verdicts
 from ampbench.report.view import Ctx, RunView, h, load_view
 
@@ -60,7 +61,7 @@ def write_report(run_dirs: list[Path], output: Path | None = None, history: Path
     plots_dir = RunPaths(output.parent).plots_dir if output.parent.resolve() in {v.run.path.resolve() for v in views} \
         else output.parent / f"{output.stem}-plots"
     ctx = Ctx(out_dir=output.parent, plots_dir=plots_dir, multi=multi, history=history is not None)
-    md = render(views, ctx, trend_entries(views, history))
+    md = render(views, ctx, trend_entries(views, history), trend_accepts(views, history))
     if fmt == "html":
         atomic_write_text(output, to_html(md, title=title(views), base=output.parent), root=root)
     else:
@@ -78,7 +79,8 @@ def title(views: list[RunView]) -> str:
     return f"ampbench report: {len(views)} runs ({', '.join(suites)})"
 
 
-def render(views: list[RunView], ctx: Ctx, trends: dict[str, list[dict[str, Any]]]) -> str:
+def render(views: list[RunView], ctx: Ctx, trends: dict[str, list[dict[str, Any]]],
+           accepts: dict[str, list[Any]] | None = None) -> str:
     parts = [f"# {md_text(title(views))}"]
     if ctx.multi:
         parts.append(overview(views, ctx))
@@ -86,7 +88,7 @@ def render(views: list[RunView], ctx: Ctx, trends: dict[str, list[dict[str, Any]
         parts.append(run_section(v, ctx, level=3 if ctx.multi else 2))
     for suite, entries in trends.items():
         if len(entries) >= 2:
-            parts.append(trend_section(suite, entries, ctx))
+            parts.append(trend_section(suite, entries, ctx, (accepts or {}).get(suite, [])))
         elif ctx.history:
             parts.append(f"No trend for {md_code(suite)}: the history holds no earlier run of this suite.")
     parts.append("---\n\nWritten by `ampbench report`. Numbers: a mode's samples/s is the geometric mean "
@@ -102,8 +104,8 @@ def run_section(v: RunView, ctx: Ctx, level: int) -> str:
     if ctx.multi:
         out.append(h(level - 1, f"{md_text(s.suite)}: run {md_code(s.run_id)}"))
     out += [outcome_md(v, level), claims_md(v, level), header(v), h(level, "Summary"), summary_table(v), verdicts(v, ctx, level),
-            failed_trials(v, ctx, level), injected_section(v, level), plots_section(v, ctx, level), probe_section(v, ctx, level),
-            diagnosis_section(v, ctx, level), coverage(v, level), time_to_target(v, level),
+            failed_trials(v, ctx, level), emulation_section(v, level), injected_section(v, level),
+            plots_section(v, ctx, level), probe_section(v, ctx, level),            diagnosis_section(v, ctx, level), coverage(v, level), time_to_target(v, level),
             trials_table(v, ctx, level)]
     return "\n\n".join(x for x in out if x)
 

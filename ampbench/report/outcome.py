@@ -23,7 +23,7 @@ from ampbench.judge.planner import plan_for
 from ampbench.judge.rules import registry
 from ampbench.judge.until import SeedAdvice, recommend
 from ampbench.record import fields
-from ampbench.report.fmt import DASH, md_code, md_prose, md_table, md_text
+from ampbench.report.fmt import DASH, EMULATED_LEGEND, EMULATED_MARK, md_code, md_prose, md_table, md_text
 from ampbench.report.verdicts import rule_advice
 from ampbench.report.view import RunView, h
 from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary
@@ -39,6 +39,7 @@ class ModeRow:
     verdict: str
     decided: str
     informational: bool  # AMP inactive in this mode: its figures compare FP32 with FP32, not judged
+    emulated: bool = False   # AMP emulated in this mode: its verdict and figures are marked (EMULATED_MARK)
 
     @property
     def mode(self) -> str:
@@ -73,16 +74,26 @@ def mode_rows(v: RunView) -> list[ModeRow]:
 
 def _row(name: str, m: ModeSummary | None, mv: ModeVerdict | None) -> ModeRow:
     verdict = mv.verdict if mv is not None else NOT_CHECKED
+    emulated = bool(mv is not None and mv.emulated) or bool(m is not None and m.amp_emulated)
     if m is None:
-        return ModeRow(ModeSummary(mode=name), verdict, "no trial finished", False)
-    return ModeRow(m, verdict, decided_by(mv), m.amp_requested and not m.amp_active and m.ok > 0)
+        return ModeRow(ModeSummary(mode=name), verdict, "no trial finished", False, emulated)
+    return ModeRow(m, verdict, decided_by(mv), m.amp_requested and not m.amp_active and not emulated and m.ok > 0,
+                   emulated)
 
 
 # The outcome's columns that are no figure of the mode (its verdict, what decided it); the figures are the
 # catalog's (record/fields.py: ModeSummary's `Col` markers that show in "outcome", fp32's own figures
 # against itself missing there), so they read as report.md's summary table shows them.
+NOT_MEASURED_STEP = ("not measured under emulation: to measure speed, memory and energy, run the mode without "
+                     "`emulate = true` on a GPU")
+
+
+def _verdict(r: ModeRow, v: fields.View) -> str:
+    return f"{r.verdict} (emulated)" if r.emulated and r.verdict != NOT_CHECKED else r.verdict
+
+
 _OWN = (
-    fields.Column("verdict", Col("Verdict", "status", rank=20, shows=("outcome",)), lambda r, v: r.verdict),
+    fields.Column("verdict", Col("Verdict", "status", rank=20, shows=("outcome",)), _verdict),
     fields.Column("decided_by", Col("Decided by", "text", rank=90, shows=("outcome",)), lambda r, v: r.decided),
 )
 
@@ -102,7 +113,9 @@ def cell(c: fields.Column, row: ModeRow, view: fields.View, esc: Callable[[str],
     if c in _OWN:
         return c.text(row, view, esc)
     text = c.text(row.figures, view, esc)
-    return text + star if row.informational and c.col.kind != "code" and text != DASH else text
+    if c.col.kind == "code" or text == DASH:
+        return text
+    return text + star if row.informational else text + EMULATED_MARK if row.emulated else text
 
 
 def decided_by(mv: ModeVerdict | None) -> str:
@@ -110,8 +123,9 @@ def decided_by(mv: ModeVerdict | None) -> str:
     if mv is None:
         return "not checked"
     if mv.verdict == "PASS":
-        return f"all {len(mv.rules)} rules passed"
-    judged = [r.rule for r in mv.rules if r.status == mv.verdict and not r.informational]
+        counted = [r for r in mv.rules if r.counted]
+        return f"all {len(counted)} rules passed" + (" (numerics)" if len(counted) < len(mv.rules) else "")
+    judged = [r.rule for r in mv.rules if r.status == mv.verdict and not r.informational and r.counted]
     if judged:
         return ", ".join(judged)
     return ", ".join(r.rule for r in mv.rules if r.status == mv.verdict) + " (AMP inactive)"
@@ -174,6 +188,8 @@ def outcome_md(v: RunView, level: int) -> str:
     out = [h(level, "Outcome"), md_table([c.header(view, md_text) for c in cols], rows, [c.align for c in cols])]
     if any(r.informational for r in mode_rows(v)):
         out.append("\\* AMP inactive: FP32 against FP32, computed and shown, not judged.")
+    if any(r.emulated for r in mode_rows(v)):
+        out.append(f"{EMULATED_MARK} {md_text(EMULATED_LEGEND)}.")
     if (note := interval_note(v)) is not None:
         out.append(f"Note: {md_text(note)}")
     steps = [f"- {md_text(s.cause_text())}: {md_prose(s.step)}" for s in next_steps(v)]
@@ -190,7 +206,10 @@ def _md_cell(c: fields.Column, r: ModeRow, view: fields.View) -> str:
 
 
 def _first_step(v: RunView, r: RuleResult) -> str:
-    """The rule's first advice; a rule without advice says what it found (its message's first sentence)."""
+    """The rule's first advice; a rule without advice says what it found (its message's first sentence); a
+    device result of an emulated mode, one shared line."""
+    if r.emulated and registry.result(r.rule).device:
+        return NOT_MEASURED_STEP
     tips = rule_advice(v, r)
     return tips[0] if tips else first_sentence(r.message)
 

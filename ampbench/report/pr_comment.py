@@ -35,7 +35,7 @@ def pr_comment(doc: CompareFile, base: Side, head: Side, suite: str, outcome: st
         slower = r.significance is not None and r.significance.mark == "slower"
         b = other.get(r.mode)
         # the change and the mark are ampbench's own text (figures, a fixed word list): nothing to escape
-        rows.append([md_code(r.mode), fmt.num(b.samples_per_s) if b else fmt.DASH, fmt.num(r.samples_per_s),
+        rows.append([md_code(r.mode) + (" (emulated: not an AMP timing)" if r.emulated else ""), fmt.num(b.samples_per_s) if b else fmt.DASH, fmt.num(r.samples_per_s),
                      change_text(r), f"**{mark}**" if slower else mark,
                      f"{b.trials if b else 0} / {r.trials}"])
     lines = [MARKER, f"### ampbench: {md_text(suite)}, head {md_code(head.sha[:10])} against base {md_code(base.sha[:10])}",

@@ -3,8 +3,10 @@
 One page per suite: throughput, peak memory, metric and verdict per mode over the runs, a per-mode
 step-time histogram, interactive (plotly, report.dashboard_interactive) or as one embedded PNG
 (report.dashboard_plots; `view`), every series cut where the config or device changed
-(report.dashboard_series), a regression list naming the commit range between the last good and the first bad run,
-and a table of runs linking each run's self-contained report.html.  Reports are found in
+(report.dashboard_series), one figure per device kind, the regressions as check --history cut the series
+(judge.series: the nights it FAILed, named by the commit range between the last night before them and the first)
+with each mode's level against the reference level, the verdict changes of every rule, and a table of runs
+linking each run's self-contained report.html.  Reports are found in
 HISTORY_DIR/reports/<suite>/<run_id>.html (where nightly.sh archives them), in the run folder the
 history line names, or made from that run folder when it still exists (report.site_reports: never
 written into a run folder, each folder read once).  No script or file is fetched.
@@ -12,14 +14,10 @@ written into a run folder, each folder read once).  No script or file is fetched
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import math
 import os
-import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,32 +26,32 @@ from typing import Any
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import atomic_write_text, os_reason
-from ampbench.judge import changepoint
 from ampbench.record import fields
 from ampbench.report import fmt
-from ampbench.report.dashboard_series import Break, breaks
+from ampbench.report.dashboard_cuts import (
+    MAX_REGRESSIONS,
+    Regression,
+    commit_range,
+    fraction,
+    kind_plots,
+    regressions_html,
+    series_html,
+    series_regressions,
+)
+from ampbench.report.dashboard_series import kinds, views
 from ampbench.report.html import CSS as BASE_CSS
 from ampbench.report.html import page
 from ampbench.report.site_reports import ReportFinder, copy_reports, slug
-from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary, iter_history_rows
+from ampbench.results.accepts import AcceptRecord, load_accepts
+from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary, history_file, iter_history_rows
 
 BAD = ("FAIL", "ERROR")
 CSS = BASE_CSS + ".bad{color:#d62728;font-weight:bold}.ok{color:#2da44e}td.num{text-align:right}"
 
 
-@dataclass
-class Regression:
-    mode: str
-    good: int           # index of the last good run (-1: no good run before)
-    bad: int            # index of the first bad run
-    rules: list[str] = field(default_factory=list)
-
-
 SITE_MARK = ".ampbench-site"   # marks a folder publish made, the only kind it replaces
 LATEST_RUNS = 500              # rows on a suite page; older runs are on pages of OLDER_PAGE runs
 OLDER_PAGE = 2000
-MAX_REGRESSIONS = 200          # listed per suite page (the count is always given)
-CHANGEPOINT_WINDOW = 500       # change points are searched in the latest runs only (see recent_steps)
 
 
 def history_files(history: Path) -> list[Path]:
@@ -68,8 +66,10 @@ def history_files(history: Path) -> list[Path]:
     raise ResultsError(f"{history}: history folder not found")
 
 
-def regressions(entries: list[dict[str, Any]]) -> list[Regression]:
-    """Per mode, each switch from a run that was not flagged to one that was (FAIL/ERROR)."""
+def verdict_changes(entries: list[dict[str, Any]]) -> list[Regression]:
+    """Per mode, each switch from a run that was not flagged to one that was (FAIL/ERROR), by any rule: the
+    "Verdict changes" list.  Not what the dashboard calls a regression (judge.series: nights check --history
+    FAILed on throughput, `series_regressions`)."""
     out = []
     modes = list(dict.fromkeys(m for e in entries for m in (e.get("modes") or {})))
     for mode in modes:
@@ -85,21 +85,6 @@ def regressions(entries: list[dict[str, Any]]) -> list[Regression]:
                 last_good = i
             was_bad = bad
     return out
-
-
-def commit_range(entries: list[dict[str, Any]], r: Regression, repo_url: str | None) -> str:
-    """`abc1234..def5678` (a compare link when the repository URL is known)."""
-    bad = entries[r.bad].get("git_sha") or ""
-    good = entries[r.good].get("git_sha") if r.good >= 0 else ""
-    if not bad:
-        return "commit not recorded"
-    if not good:
-        return f"up to {escape(fmt.short_sha(bad, 10))} (no earlier good run)"
-    text = f"{escape(fmt.short_sha(good, 10))}..{escape(fmt.short_sha(bad, 10))}"
-    if repo_url and re.match(r"^https?://", repo_url):
-        href = f"{repo_url.rstrip('/')}/compare/{good}...{bad}"
-        return f'<a href="{escape(href, quote=True)}">{text}</a>'
-    return text
 
 
 def load_suites(history: Path) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -127,6 +112,13 @@ def _keep_newest_hist(e: dict[str, Any], hists: dict[str, tuple[tuple[str, str],
     key = (e.get("started") or "", e["run_id"])
     if h and (e["suite"] not in hists or hists[e["suite"]][0] <= key):
         hists[e["suite"]] = (key, e["run_id"], h)
+
+
+def accepts_of(hist_root: Path, suite: str) -> list[AcceptRecord]:
+    """The accepted levels of `suite` recorded beside its history file (results.accepts), as check --history
+    reads them."""
+    path = history_file(hist_root, suite)
+    return load_accepts(path, suite) if path.is_file() else []
 
 
 def check_site_output(output: Path) -> None:
@@ -183,11 +175,12 @@ def _build_site(out: Path, suites: list[tuple[str, list[dict[str, Any]]]], hist_
     finder = ReportFinder(hist_root, out / ".made-reports")
     for suite, entries in suites:
         links = copy_reports(entries, finder, out)
-        regs = regressions(entries)
+        accepts = accepts_of(hist_root, suite)
         older = _older_pages(out, suite, entries, links)
         atomic_write_text(out / f"{slug(suite)}.html",
-                          suite_page(suite, entries, regs, links, repo_url, older, interactive), root=out)
-        rows.append(_index_row(suite, entries, regs))
+                          suite_page(suite, entries, verdict_changes(entries), links, repo_url, older, interactive,
+                                     accepts), root=out)
+        rows.append(_index_row(suite, entries, series_regressions(entries, accepts)))
     body = ("<h1>ampbench dashboard</h1><p>Nightly AMP validation history, one page per suite. "
             "Verdict: the latest run's.</p><table><thead><tr><th>Suite</th><th>Runs</th><th>Latest run</th>"
             "<th>Latest verdict</th><th>Regressions</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
@@ -236,8 +229,7 @@ def _older_pages(out: Path, suite: str, entries: list[dict[str, Any]], links: di
 
 
 def _fraction(entries: list[dict[str, Any]]) -> bool:
-    vals = [m.get("metric_mean") for e in entries for m in (e.get("modes") or {}).values()]
-    return fmt.is_fraction_metric([x for x in vals if isinstance(x, (int, float)) and math.isfinite(x)])
+    return fraction(entries)
 
 
 def _verdict_html(v: str | None) -> str:
@@ -254,56 +246,29 @@ def _index_row(suite: str, entries: list[dict[str, Any]], regs: list[Regression]
 
 
 def suite_page(suite: str, entries: list[dict[str, Any]], regs: list[Regression], links: dict[str, str],
-               repo_url: str | None, older: list[str] | None = None, interactive: bool = False) -> str:
-    from ampbench.report.dashboard_interactive import INTERACTIVE_RUNS, figures_html
-    from ampbench.report.dashboard_plots import suite_figure
-    from ampbench.report.trend import inactive_note
+               repo_url: str | None, older: list[str] | None = None, interactive: bool = False,
+               accepts: Sequence[Any] = ()) -> str:
+    """One suite's page: a figure per device kind, the regressions and the series as check --history cut them
+    (judge.series), the verdict changes `regs`, the runs."""
+    from ampbench.report.dashboard_interactive import INTERACTIVE_RUNS
 
+    shown = views(entries, accepts)
+    plots = []
+    groups = kinds(entries)
+    for k, (kind, idx) in enumerate(groups):
+        sub = [entries[i] for i in idx]
+        head = f"<h3>Device kind <code>{escape(kind or 'not recorded')}</code> ({len(sub)} runs)</h3>" \
+            if len(groups) > 1 else ""
+        plots.append(head + kind_plots(suite, sub, idx, shown, interactive and len(sub) <= INTERACTIVE_RUNS, k))
     metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
-    frac = _fraction(entries)
-    steps = recent_steps(entries)
-    cuts = breaks(entries)
-    plots = figures_html(entries, metric, frac, cuts, inactive_note(entries)) if interactive else ""
-    if not interactive or len(entries) > INTERACTIVE_RUNS:  # the static image: every run, however many
-        png = suite_figure(entries, metric, frac, [(r.good, r.bad) for r in regs if r.good >= 0],
-                           inactive_note(entries), steps, cuts)
-        plots += (f'<img class="plot" alt="{escape(suite, quote=True)}: throughput, memory, metric and verdict over '
-                  f'runs" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
     parts = [f'<p><a href="index.html">all suites</a></p><h1>{escape(suite)}</h1>',
-             f"<p>{len(entries)} runs; primary metric <code>{escape(metric)}</code>.</p>", plots,
-             "<h2>Regressions</h2>", _open_html(entries), _regressions_html(entries, regs, repo_url),
-             "<h2>Steps in the series</h2>", _steps_html(entries, steps, cuts, repo_url),
-             "<h2>Runs</h2>", _runs_note(entries, older or []), _runs_table(entries[-LATEST_RUNS:], links, frac)]
+             f"<p>{len(entries)} runs; primary metric <code>{escape(metric)}</code>.</p>", *plots,
+             "<h2>Regressions</h2>", regressions_html(entries, shown, repo_url),
+             "<h2>The series</h2>", series_html(entries, shown),
+             "<h2>Verdict changes</h2>", _verdict_changes_html(entries, regs, repo_url),
+             "<h2>Runs</h2>", _runs_note(entries, older or []), _runs_table(entries[-LATEST_RUNS:], links,
+                                                                           _fraction(entries))]
     return page(f"ampbench: {suite}", "\n".join(parts) + _CHECK_SCRIPT, CSS)
-
-
-def _steps_html(entries: list[dict[str, Any]], steps: list[changepoint.Step], cuts: list[Break],
-                repo_url: str | None) -> str:
-    """Change points of each mode's throughput (a step need not have flipped a verdict), config and device
-    changes (the plots' series stop there)."""
-    items = []
-    for st in steps:
-        r = Regression(st.mode, st.before, st.after)
-        kind = "slowdown" if st.regression else "speedup"
-        items.append(f'<li><code>{escape(st.mode)}</code>: <span class="{"bad" if st.regression else "ok"}">'
-                     f"{escape(f'{st.change:+.1%}')} {kind}</span> between run {escape(st.run_before)} and "
-                     f"{escape(st.run_after)}; commits {commit_range(entries, r, repo_url)}</li>")
-    for c in cuts[-MAX_REGRESSIONS:]:
-        items.append(f"<li>{escape(c.label)} at run {escape(str(entries[c.index].get('run_id', '')))} "
-                     f"(<code>{escape(c.before)}</code> to <code>{escape(c.after)}</code>): another experiment, "
-                     "not a regression; the plotted series stop there</li>")
-    if not items:
-        return "<p>No step found in any mode's throughput (penalised segmentation, Welch-confirmed).</p>"
-    return "<ul>" + "".join(items) + "</ul>"
-
-
-def recent_steps(entries: list[dict[str, Any]]) -> list[changepoint.Step]:
-    """Change points of the latest CHANGEPOINT_WINDOW runs (the ones the page lists), indexes into all
-    of `entries`: the segmentation is quadratic in the runs on a steady series, so 100,000 runs would
-    never publish."""
-    off = max(0, len(entries) - CHANGEPOINT_WINDOW)
-    found = changepoint.all_steps(entries[off:])
-    return [dataclasses.replace(s, before=s.before + off, after=s.after + off) for s in found] if off else found
 
 
 def _runs_note(entries: list[dict[str, Any]], older: list[str]) -> str:
@@ -314,39 +279,12 @@ def _runs_note(entries: list[dict[str, Any]], older: list[str]) -> str:
             f"pages {pages}.</p>")
 
 
-def open_regression(entries: list[dict[str, Any]]) -> dict[str, tuple[str, int]]:
-    """Per mode, the open regression of the newest nights: history-throughput FAILed on each of them (a
-    night held out of the pooled baseline keeps FAILing until `ampbench history accept`, judge.pooled):
-    (the first of those nights' run id and start, how many)."""
-    out: dict[str, tuple[str, int]] = {}
-    for mode in dict.fromkeys(m for e in entries for m in (e.get("modes") or {})):
-        n = 0
-        for e in reversed(entries):
-            if ((e.get("modes") or {}).get(mode) or {}).get("history_status") != "FAIL":
-                break
-            n += 1
-        if n:
-            first = entries[len(entries) - n]
-            out[mode] = (f"{first.get('run_id', '')} ({first.get('started') or 'start not recorded'})", n)
-    return out
-
-
-def _open_html(entries: list[dict[str, Any]]) -> str:
-    found = open_regression(entries)
-    if not found:
-        return ""
-    items = "".join(f'<li><code>{escape(m)}</code>: <span class="bad">open regression</span> since run '
-                    f"{escape(since)}, FAILed on the last {n} night(s)</li>" for m, (since, n) in found.items())
-    return (f"<ul>{items}</ul><p>Those nights stay out of the pooled history baseline until the regression is "
-            "fixed or its level accepted (<code>ampbench history accept</code>).</p>")
-
-
-def _regressions_html(entries: list[dict[str, Any]], regs: list[Regression], repo_url: str | None) -> str:
+def _verdict_changes_html(entries: list[dict[str, Any]], regs: list[Regression], repo_url: str | None) -> str:
     if not regs:
         return "<p>No mode went from passing to FAIL/ERROR in this history.</p>"
     items = []
     if len(regs) > MAX_REGRESSIONS:
-        items.append(f"<li>{len(regs)} regressions; the latest {MAX_REGRESSIONS} are listed</li>")
+        items.append(f"<li>{len(regs)} verdict changes; the latest {MAX_REGRESSIONS} are listed</li>")
     for r in regs[-MAX_REGRESSIONS:]:
         good = escape(entries[r.good]["run_id"]) if r.good >= 0 else "none (flagged since the first run shown)"
         rules = f" ({escape(', '.join(r.rules))})" if r.rules else ""
@@ -375,7 +313,9 @@ def _runs_table(entries: list[dict[str, Any]], links: dict[str, str], frac: bool
             run = _run_cells(e, links) if k == 0 else "<td></td><td></td><td></td>"
             rows.append(f"<tr>{run}" + "".join(_figure_html(c, figures, view) for c in cols)
                         + f"<td>{_mode_verdict_html(mode, m)}</td></tr>")
-    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    emulated = any(m.get("amp_emulated") for e in entries for m in (e.get("modes") or {}).values())
+    legend = f"<p>{fmt.EMULATED_MARK} {escape(fmt.EMULATED_LEGEND)}.</p>" if emulated else ""
+    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{legend}"
 
 
 def _run_cells(e: dict[str, Any], links: dict[str, str]) -> str:
@@ -386,15 +326,17 @@ def _run_cells(e: dict[str, Any], links: dict[str, str]) -> str:
 
 
 def _mode_verdict_html(mode: str, m: dict[str, Any]) -> str:
-    """The mode's verdict cell: `reference` for fp32, else its verdict, marked when AMP did not run."""
-    inactive = " (AMP inactive)" if m.get("amp_requested") and not m.get("amp_active") else ""
+    """The mode's verdict cell: `reference` for fp32, else its verdict, marked when AMP did not run or was
+    emulated (its numerics judged, no AMP timing)."""
+    inactive = (" (emulated)" if m.get("amp_emulated") else
+                " (AMP inactive)" if m.get("amp_requested") and not m.get("amp_active") else "")
     return f"{'reference' if mode == REFERENCE_MODE else _verdict_html(m.get('verdict'))}{inactive}"
 
 
 def _figure_html(c: fields.Column, m: Any, view: fields.View) -> str:
     cls = ' class="num"' if c.align == "r" else ""
     return f"<td{cls}>" + (f"<code>{escape(str(c.value(m, view)))}</code>" if c.col.kind == "code"
-                           else escape(c.text(m, view))) + "</td>"
+                           else escape(fmt.mark_emulated(c.text(m, view), c.col.kind, bool(m.amp_emulated)))) + "</td>"
 
 
 def _sha_html(e: dict[str, Any]) -> str:

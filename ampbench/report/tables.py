@@ -12,7 +12,7 @@ from ampbench.core.columns import Col
 from ampbench.record import fields
 from ampbench.record.models import Trial
 from ampbench.report import fmt
-from ampbench.report.fmt import DASH, md_code, md_table, md_text
+from ampbench.report.fmt import DASH, EMULATED_MARK, md_code, md_table, md_text
 from ampbench.report.view import Ctx, RunView, h
 from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary
 
@@ -20,7 +20,7 @@ from ampbench.results.history import MODE_COMPUTED, NOT_CHECKED, ModeSummary
 def _amp_cell(m: ModeSummary) -> str:
     if not m.amp_requested:
         return "no (reference)" if m.mode == REFERENCE_MODE else "no"
-    state = "active" if m.amp_active else "**inactive**"
+    state = "**emulated**" if m.amp_emulated else "active" if m.amp_active else "**inactive**"
     return f"{md_text(m.level)} {md_text(m.dtype)}, {state}"
 
 
@@ -44,8 +44,12 @@ def _own_columns(planned: dict[str, int]) -> tuple[fields.Column, ...]:
             fields.Column("verdict", Col("Verdict", "markdown", rank=90, shows=("modes",)), verdict))
 
 
+EMULATED_NOTE = (f"{EMULATED_MARK} emulated AMP: the emulation's own time and memory (float32 kernels plus "
+                 "rounding), not a measurement of AMP.")
+
+
 def _mode_cell(c: fields.Column, m: ModeSummary, view: fields.View) -> str:
-    return md_code(m.mode) if c.col.kind == "code" else c.text(m, view, md_text)
+    return md_code(m.mode) if c.col.kind == "code" else fmt.mark_emulated(c.text(m, view, md_text), c.col.kind, m.amp_emulated)
 
 
 def summary_table(v: RunView) -> str:
@@ -62,7 +66,7 @@ def summary_table(v: RunView) -> str:
     cols = fields.columns("modes", ModeSummary, (*MODE_COMPUTED, *_own_columns(planned)))
     modes = [s.modes.get(name) or ModeSummary(mode=name) for name in [*s.modes, *(m for m in planned if m not in s.modes)]]
     rows = [[_mode_cell(c, m, view) for c in cols] for m in modes]
-    note = []
+    note = [EMULATED_NOTE] if any(m.amp_emulated for m in s.modes.values()) else []
     if any(m.metric_n == 1 for m in s.modes.values()):
         note.append("One seed: no spread is shown, and parity uses the absolute tolerance alone.")
     if frac:
@@ -74,9 +78,10 @@ def summary_table(v: RunView) -> str:
 def _verdict_cell(m: ModeSummary) -> str:
     if m.verdict == NOT_CHECKED:
         return "not checked"
+    mark = " (emulated)" if m.amp_emulated else ""
     if m.flagged_rules:
-        return f"**{m.verdict}** ({', '.join(md_text(r) for r in m.flagged_rules)})"
-    return m.verdict
+        return f"**{m.verdict}**{mark} ({', '.join(md_text(r) for r in m.flagged_rules)})"
+    return m.verdict + mark
 
 
 def value(x: Any) -> str:
@@ -129,7 +134,7 @@ def _trial_cell(c: fields.Column, t: Trial, v: RunView, ctx: Ctx, view: fields.V
         return fmt.md_code_link(t.key, ctx.rel(path)) if path.exists() else md_code(t.key)
     if c.col.kind == "code":
         return md_code(c.value(t, view))
-    cell = c.text(t, view, md_text)
+    cell = fmt.mark_emulated(c.text(t, view, md_text), c.col.kind, t.amp.emulated)
     return f"**{cell}**" if c.col.kind == "status" and t.status != "ok" else cell
 
 
@@ -139,4 +144,5 @@ def trials_table(v: RunView, ctx: Ctx, level: int) -> str:
     cols = fields.columns("md")
     rows = [[_trial_cell(c, t, v, ctx, view) for c in cols] for t in v.trials]
     table = md_table([c.header(view, md_text) for c in cols], rows, [c.align for c in cols])
-    return h(level, "Trials") + "\n\n" + table
+    note = "\n\n" + EMULATED_NOTE if any(t.amp.emulated for t in v.trials) else ""
+    return h(level, "Trials") + "\n\n" + table + note

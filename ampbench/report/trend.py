@@ -7,17 +7,22 @@ counts it twice.  A step in the trend where the config, device or Paddle changed
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ampbench.config import REFERENCE_MODE
 from ampbench.core.columns import Col
 from ampbench.judge import changepoint
+from ampbench.judge.series import row_key
 from ampbench.record import fields
 from ampbench.report import fmt
 from ampbench.report import plots as P
+from ampbench.report.dashboard_series import Shown
+from ampbench.report.dashboard_series import views as series_views
 from ampbench.report.fmt import DASH, md_code, md_link, md_table, md_text
 from ampbench.report.view import Ctx, RunView
+from ampbench.results.accepts import AcceptRecord, load_accepts
 from ampbench.results.history import (
     MODE_COMPUTED,
     NOT_CHECKED,
@@ -43,10 +48,11 @@ def overview(views: list[RunView], ctx: Ctx) -> str:
     for v in views:
         s = v.summary
         link_target = v.run.report_path()
-        off = any(m.amp_requested and not m.amp_active and m.ok for m in s.modes.values())
+        off = any(m.amp_requested and not m.amp_active and not m.amp_emulated and m.ok for m in s.modes.values())
+        emulated = any(m.amp_emulated for m in s.modes.values())
         verdict = s.verdict if s.verdict in ("PASS", NOT_CHECKED) else f"**{s.verdict}**"
         own = {"run": md_link(s.run_id, ctx.rel(link_target)) if link_target.exists() else md_code(s.run_id),
-               "verdict": verdict + (" (AMP inactive)" if off else ""),
+               "verdict": verdict + (" (AMP inactive)" if off else "") + (" (emulated)" if emulated else ""),
                "exit_code": str(s.exit_code) if s.exit_code is not None else DASH}
         rows.append([own[c.key] if c.key in own else md_code(c.value(s)) if c.col.kind == "code"
                      else c.text(s, fields.PLAIN, md_text) for c in cols])
@@ -76,6 +82,14 @@ def trend_entries(views: list[RunView], history: Path | None) -> dict[str, list[
     return {s: sorted(d.values(), key=order) for s, d in entries.items()}
 
 
+def trend_accepts(views: list[RunView], history: Path | None) -> dict[str, list[AcceptRecord]]:
+    """Per suite: the accepted levels recorded beside its history file (results.accepts)."""
+    if history is None:
+        return {}
+    suites = list(dict.fromkeys(v.summary.suite for v in views))
+    return {s: [a for path in history_sources(Path(history), [s]) for a in load_accepts(path, s)] for s in suites}
+
+
 def _trend_verdict(mode: str, m: dict[str, Any]) -> str:
     verdict = m.get("verdict") or NOT_CHECKED
     flagged = m.get("flagged_rules") or []
@@ -102,7 +116,7 @@ _TREND_OWN = (
 )
 
 
-def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
+def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx, accepts: Sequence[Any] = ()) -> str:
     modes = list(dict.fromkeys(m for e in entries for m in e.get("modes", {})))
     metric = next((e.get("metric") for e in reversed(entries) if e.get("metric")), "") or "metric"
     vals = [m.get("metric_mean") for e in entries for m in e.get("modes", {}).values()]
@@ -114,7 +128,7 @@ def trend_section(suite: str, entries: list[dict[str, Any]], ctx: Ctx) -> str:
         out.append(f"{len(changed)} earlier run(s) differ from the latest in config hash, device or Paddle "
                    "version (marked *changed*): a step in the trend there may come from that change, "
                    "not from a regression.")
-    out.append(steps_text(entries))
+    out.append(series_text(entries, accepts))
     view = fields.View(metric, frac, float(latest.get("confidence") or 0.95))
     cols = fields.columns("trend", ModeSummary, (*MODE_COMPUTED, *_TREND_OWN))
     for mode in modes:
@@ -136,16 +150,18 @@ def _changed_runs(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _trend_rows(mode: str, entries: list[dict[str, Any]], changed: list[dict[str, Any]],
                 cols: list[fields.Column], view: fields.View) -> list[list[str]]:
     """One mode's trend table rows, one per run that has the mode: the catalog's figures beside the
-    trend's own cells (which run, change from the previous run with a throughput, verdict, note)."""
+    trend's own cells (which run, change from the previous run of its device kind with a throughput, verdict,
+    note): a fleet of two GPU kinds compares each night with its own kind's, never across kinds."""
     rows = []
-    prev = None
+    prev: dict[str, float | None] = {}
     for e in entries:
         raw = e.get("modes", {}).get(mode)
         if not raw:
             continue
         m = ModeSummary.model_validate(raw)
-        own = _trend_own(mode, e, raw, m.samples_per_s, prev, e in changed)
-        prev = m.samples_per_s or prev
+        kind = row_key(e)[2]
+        own = _trend_own(mode, e, raw, m.samples_per_s, prev.get(kind), e in changed)
+        prev[kind] = m.samples_per_s or prev.get(kind)
         rows.append([own[c.key] if c.key in own else c.text(m, view, md_text) for c in cols])
     return rows
 
@@ -173,24 +189,52 @@ def _trend_plot(suite: str, entries: list[dict[str, Any]], modes: list[str], met
             "Red circles: runs in which the checker flagged that mode (FAIL or ERROR)."]
 
 
-def steps_text(entries: list[dict[str, Any]]) -> str:
-    """The change points of every mode's throughput, named by commit range (judge.changepoint), config
-    changes, and the run-to-run drift the history shows."""
-    found = changepoint.all_steps(entries)
+def series_text(entries: list[dict[str, Any]], accepts: Sequence[Any] = ()) -> str:
+    """The series as check --history cut it (judge.series, one segmentation: report.dashboard_series.views):
+    per series (config and device kind), where its current segment starts, its regressions (the nights check
+    --history FAILed, named by commit range), the nights held out pending the next one and each mode's level
+    against the reference level (what a creep moves); config changes; the run-to-run drift."""
+    shown = series_views(entries, accepts)
+    lines = []
+    for v in shown:
+        head = f"config {md_code(v.key[1] or 'not recorded')} on {md_code(v.key[2] or 'no recorded device')}" \
+            if len(shown) > 1 else "The series"
+        lines.append(f"- {head} ({len(v.rows)} nights): judged since {md_text(v.since)}")
+        lines += [f"  - {'accepted level' if why == 'accept' else 'improvement'} at run "
+                  f"{md_code(str(entries[i].get('run_id', '')))}: a new segment" for i, why, _ in v.cuts]
+        lines += [f"  - {_regression_md(entries, r)}" for r in v.regressions]
+        lines += [f"  - {md_code(mode)}: held out pending the next night since run "
+                  f"{md_code(str(entries[rows[0]].get('run_id', '')))}" for mode, rows in v.pending]
+        if v.drift:
+            lines.append("  - level against the reference (the segment's first nights): " + ", ".join(
+                f"{md_code(m)} {ch:+.1%} (newest {n} vs first {r} nights)" for m, ch, n, r in v.drift))
     cfg = changepoint.config_changes(entries)
-    lines = [f"- {md_text(s.describe())}" for s in found]
     lines += [f"- config changed at run {md_code(str(entries[c.index].get('run_id', '')))} "
               f"({md_code(c.before)} to {md_code(c.after)}): another experiment, not a regression" for c in cfg]
-    head = ("**Steps in the series** (penalised segmentation of each mode's log throughput, each step "
-            "Welch-confirmed; a step need not have flipped a verdict):")
-    body = "\n".join(lines) if lines else "No step found in any mode's throughput."
+    head = ("**The series** (judge.series: the one segmentation `check --history`, this report, the dashboard and "
+            "`history bisect` share; a regression is a run of nights `check --history` FAILed):")
+    if not any(v.regressions for v in shown):
+        lines.append("- No regression: `check --history` FAILed no night of the history.")
     drift = md_text(changepoint.drift(entries).describe())
-    return f"{head}\n\n{body}\n\n{drift[:1].upper()}{drift[1:]}."
+    return f"{head}\n\n" + "\n".join(lines) + f"\n\n{drift[:1].upper()}{drift[1:]}."
+
+
+def _regression_md(entries: list[dict[str, Any]], r: Shown) -> str:
+    first, good = entries[r.first], entries[r.good] if r.good >= 0 else None
+    sha_a, sha_b = (good or {}).get("git_sha") or "", first.get("git_sha") or ""
+    rng = f"commits {md_code(fmt.short_sha(sha_a, 10) + '..' + fmt.short_sha(sha_b, 10))}" if sha_a and sha_b \
+        else "commits not recorded"
+    worst = f", worst {r.worst:+.1%}" if r.worst is not None else ""
+    before = md_code(str(good.get("run_id", ""))) if good else "none"
+    return (f"**{'open ' if r.open else ''}regression** of {', '.join(md_code(m) for m in r.modes)}: {r.nights} "
+            f"night(s) from run {md_code(str(first.get('run_id', '')))} (last night before it {before}; {rng}{worst})"
+            + (": fix it or accept the level (`ampbench history accept`)" if r.open else "; closed"))
 
 
 def inactive_note(entries: list[dict[str, Any]]) -> str | None:
     """The plot stamp when no run in the trend had AMP active (CPU history): FP32 vs FP32 throughout."""
     amp = [m for e in entries for m in (e.get("modes") or {}).values() if m.get("amp_requested")]
     if amp and not any(m.get("amp_active") for m in amp):
-        return P.INACTIVE_NOTE
+        emulated = any(m.get("amp_emulated") for m in amp)
+        return "AMP emulated or inactive: numerics only, time and memory not AMP's" if emulated else P.INACTIVE_NOTE
     return None

@@ -45,11 +45,11 @@ def verdicts(v: RunView, ctx: Ctx, level: int) -> str:
         if not reasons:
             names = ", ".join(md_text(r.rule) for r in mv.rules)
             n = len(mv.rules)
-            items.append(f"- {md_code(mv.mode)}: **{mv.verdict}** (all {n} rules passed: {names})")
+            items.append(f"- {md_code(mv.mode)}: **{mv.verdict_text}** (all {n} rules passed: {names})")
             continue
-        items.append(f"- {md_code(mv.mode)}: **{mv.verdict}**")
+        items.append(f"- {md_code(mv.mode)}: **{mv.verdict_text}**")
         for r in reasons:
-            info = " (informational)" if r.informational else ""
+            info = (" (informational)" if r.informational else "") + ("" if r.counted else " (not counted)")
             line = (f"  - **{r.status}**{info} {md_code(r.rule)}: {md_prose(r.message, 600)} "
                     f"(observed {value(r.observed)}; threshold {value(r.threshold)})")
             if r.trials:

@@ -44,9 +44,9 @@ class RunView:
 
     @property
     def amp_inactive(self) -> bool:
-        """Every AMP mode that finished ran in FP32 (CPU): plots say so on the image."""
+        """Every AMP mode that finished ran in FP32 (CPU), none emulated: plots say so on the image."""
         amp = [m for m in self.summary.modes.values() if m.amp_requested and m.ok]
-        return bool(amp) and not any(m.amp_active for m in amp)
+        return bool(amp) and not any(m.amp_active or m.amp_emulated for m in amp)
 
     def stepless(self, mode: str) -> bool:
         """The mode errored before any step (a refused inject mode, a program that never started): no trial
@@ -55,11 +55,16 @@ class RunView:
         return bool(ts) and not any(t.status == "ok" or t.steps for t in ts)
 
     def plot_stamp(self, all_inactive: str) -> str | None:
-        """The text stamped on every plot: all AMP modes inactive, or which ones ran in FP32."""
+        """The text stamped on every plot: all AMP modes inactive, which ones ran in FP32, which were emulated
+        (their step times and memory are the emulation's)."""
         if self.amp_inactive:
             return all_inactive
-        off = [m.mode for m in self.summary.modes.values() if m.amp_requested and m.ok and not m.amp_active]
-        return f"AMP inactive for {', '.join(off)}: those modes ran in FP32" if off else None
+        modes = [m for m in self.summary.modes.values() if m.amp_requested and m.ok]
+        off = [m.mode for m in modes if not m.amp_active and not m.amp_emulated]
+        emulated = [m.mode for m in modes if m.amp_emulated]
+        parts = ([f"AMP inactive for {', '.join(off)}: those modes ran in FP32"] if off else []) + \
+            ([f"AMP emulated for {', '.join(emulated)}: numerics only, time and memory not AMP's"] if emulated else [])
+        return "; ".join(parts) or None
 
 
 def load_view(path: Path, side_files: bool = True) -> RunView:

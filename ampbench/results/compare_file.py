@@ -52,6 +52,7 @@ class CompareRow(BaseModel):
     samples_per_s: float            # the mode's figure: the geometric mean of the trials' medians
     change: float | None = None     # samples_per_s against the other run's (None on the other run's rows)
     significance: Significance | None = None   # on the current run's rows
+    emulated: bool = False          # the mode's AMP was emulated (docs/emulation.md): not an AMP timing
 
 
 class CompareFile(VersionedDoc):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc, load_optional
 from ampbench.core.store import RunPaths
+from ampbench.record.models import EmulatedLayer
 
 DIAGNOSIS_SCHEMA = "ampbench.diagnosis/1"
 Kind = Literal["fp32-nonfinite", "amp-nonfinite", "fp16-range", "underflow", "diverged"]
@@ -81,6 +82,12 @@ class ModeDiagnosis(BaseModel):
     trials: dict[str, str] = {}
     files: dict[str, str] = {}
     tolerances: Tolerances = Tolerances()
+    # an emulated mode (emulate = true): where its run's emulated trials lost values (diagnose/emulated.py),
+    # the worst layers first, the first overflow ({step, phase, layer, op, seed}) and what to try
+    emulated: bool = False
+    emulated_layers: list[EmulatedLayer] = []
+    emulated_first_overflow: dict[str, Any] | None = None
+    emulated_advice: list[str] = []
 
 
 class DiagnosisFile(VersionedDoc):

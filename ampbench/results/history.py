@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -80,6 +80,7 @@ class ModeSummary(BaseModel):
                                                                     "sweep"))]
     amp_requested: bool = False
     amp_active: bool = False
+    amp_emulated: bool = False   # emulated AMP (a mode's emulate = true): no speedup or memory figure of its own
     level: Level = "O0"
     dtype: Dtype = "float32"
     batch_size: Annotated[int, Col("Batch", "size", rank=20, shows=("modes",))] = 0
@@ -109,10 +110,13 @@ class ModeSummary(BaseModel):
     total_steps: int = 0
     verdict: str = NOT_CHECKED
     flagged_rules: list[str] = []
-    # what check's history-throughput decided for this mode (judge.pooled.select keeps a night below
-    # -history_min_change out of the pooled baseline until `ampbench history accept`)
+    # what check's history-throughput decided for this mode (judge.series reads it: a FAILed night stays out
+    # of the pooled baseline until `ampbench history accept`, a pending one until the next night)
     history_status: str | None = Field(None, max_length=32)
     history_change: float | None = Field(None, allow_inf_nan=False)
+    # and whether it holds the night out of later pools (judge.series): "fail" (a regression) or "pending"
+    # (a slowdown shown at the PASS level only, or slow steps the next night must confirm); None: kept
+    history_hold: Literal["fail", "pending"] | None = None
     per_trial: list[TrialPoint] = []  # ok trials, for `check --history`'s pooled baseline
     step_time_hist: StepTimeHist | None = None  # measured step times of the ok trials (the dashboard's histogram)
 
@@ -158,6 +162,9 @@ class RunSummary(VersionedDoc):
     verdict: str = NOT_CHECKED
     exit_code: int | None = None
     confidence: float = 0.95  # of the intervals below
+    # the suite's history_min_change: the one segmentation of the series (judge.series) reads it, so the
+    # dashboard and history bisect cut the series where check --history did
+    history_min_change: float | None = Field(None, ge=0, lt=1)
     modes: dict[str, ModeSummary] = {}
 
     def to_line(self) -> str:

@@ -32,6 +32,8 @@ class RuleResult(BaseModel):
     message: str
     trials: list[str] = []
     informational: bool = False  # AMP did not really run: any status reads INCONCLUSIVE
+    emulated: bool = False  # judged on emulated AMP (a mode's emulate = true): numerics, never device figures
+    counted: bool = True    # false: shown, not counted in the verdict (a device result where the suite judges numerics)
     details: dict[str, Any] = {}  # the rule's numbers (bounds, seeds, ...); speedup: SpeedupDetails
 
 
@@ -50,6 +52,12 @@ class ModeVerdict(BaseModel):
     mode: str
     verdict: Status
     rules: list[RuleResult]
+    emulated: bool = False   # the mode's AMP was emulated: its verdict reads "PASS (emulated)", never a plain PASS
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as every output shows it: an emulated mode's is marked."""
+        return f"{self.verdict} (emulated)" if self.emulated else self.verdict
 
     @property
     def reasons(self) -> list[RuleResult]:

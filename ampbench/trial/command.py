@@ -139,6 +139,10 @@ def command_line(tr: TrialContext, p: CommandParams, out: Path, channel: dict[st
         env[protocol.HOOK_LOSS_EVERY_ENV] = str(p.loss_every_steps)
         if tr.mode.amp_by == "inject":   # the hook applies this mode's AMP itself (trial/command_inject.py)
             env[INJECT_ENV] = inject_settings(tr.mode)
+        if tr.mode.amp and tr.mode.emulate:   # the hook emulates the program's AMP (trial/emulate)
+            env[protocol.HOOK_EMULATE_ENV] = "1"
+    elif tr.mode.amp and tr.mode.emulate:
+        raise ValueError(f"mode {tr.mode.name}: emulate = true needs the start-up hook: set workload.instrument = true")
     return argv, env, p.cwd.format(**v) if p.cwd else None
 
 

@@ -21,6 +21,7 @@ from ampbench.trial.command_record import (
     Proc,
     Ran,
     amp_record,
+    emulated_into,
     memory_of,
     shape_audit,
     throughput_check,
@@ -175,6 +176,8 @@ def _amp_evidence(tr: TrialContext, p: CommandParams, reader: EventReader, lead:
     t = tr.trial
     t.shape_audit = shape_audit(lead, tr.batch)   # the hook's layers at step 1, judged as the built-in loop's
     amp_record(tr.record, tr.mode, reader, p.instrument)   # with what the AMP calls made used (the program's own)
+    if tr.mode.amp and tr.mode.emulate:
+        emulated_into(tr.record, reader)
     injected_into(t.amp, tr.mode, lead.injected if lead else [])
 
 

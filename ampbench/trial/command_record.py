@@ -18,6 +18,7 @@ from ampbench.trackers import shapes
 from ampbench.trackers.load import LoadSamples
 from ampbench.trackers.memory import EVALS_CACHED_NOTE
 from ampbench.trial.command_amp import record_calls, seen_calls
+from ampbench.trial.emulate.record import from_event
 from ampbench.trial.precision import low_precision_calls, parse_op_stats
 from ampbench.workloads.command.presets import LogScan
 
@@ -47,6 +48,7 @@ class Proc:
     amp_order: list[wire.AmpOrderEvent] = field(default_factory=list)   # decorate / DataParallel calls, in order
     injected: list[wire.InjectEvent] = field(default_factory=list)   # amp = "inject": what the hook applied
     saves: dict[int, float] = field(default_factory=dict)   # step -> seconds in paddle.save, left out of it
+    emulation: wire.EmulationEvent | None = None   # emulate = true: the emulator's record (or why none)
 
     @property
     def rank(self) -> int:
@@ -172,11 +174,16 @@ def _take_data(proc: Proc, ev: wire.DataEvent) -> None:
         proc.data_waits.update({int(k): v for k, v in ev.waits.items()})
 
 
+def _take_emulation(proc: Proc, ev: wire.EmulationEvent) -> None:
+    """The emulated AMP's record at the program's end, or why there is none (`error`)."""
+    proc.emulation = ev
+
+
 _TAKERS: dict[type[wire.WireEvent], Callable[[Proc, Any], None]] = {
     wire.StartEvent: _take_start, wire.DeviceEvent: _take_device, wire.OpsEvent: _take_ops,
     wire.MemoryEvent: _take_memory, wire.EndEvent: _take_end, wire.ErrorEvent: _take_error,
     wire.ShapesEvent: _take_shapes, wire.AmpOrderEvent: _take_amp_call, wire.InjectEvent: _take_amp_call,
-    wire.SaveEvent: _take_save, wire.DataEvent: _take_data,
+    wire.SaveEvent: _take_save, wire.DataEvent: _take_data, wire.EmulationEvent: _take_emulation,
 }
 
 
@@ -200,6 +207,22 @@ def amp_record(record: TrialAssembler, mode: ModeConfig, reader: EventReader, in
                         _evidence_text(low_precision_calls(calls), calls, apart,
                                        min((p.ops_from for p in procs), default=1)),
                         lambda: _why_inactive(trial, reader, instrumented))
+
+
+def emulated_into(record: TrialAssembler, reader: EventReader) -> None:
+    """A mode's emulate = true: the lead process's emulator record (`amp.emulation`); without one (the hook
+    could not install it, or the program ended before saying) the trial is not emulated, and says why."""
+    procs = reader.stepping() or list(reader.procs.values())
+    sent = [p.emulation for p in procs if p.emulation is not None]
+    ev = next((e for e in sent if not e.error), None)
+    if ev is None:
+        why = next((str(e.error) for e in sent if e.error), "")
+        amp = record.trial.amp
+        amp.inactive_code = "no-evidence"
+        amp.inactive_reason = ("emulate = true, but the program's AMP was not emulated: "
+                               + (why or "the hook sent no emulation record"))[:400]
+        return
+    record.emulation(from_event({k: v for k, v in vars(ev).items() if v is not None}))
 
 
 def _evidence_text(low: int, calls: dict[str, dict[str, int]], apart: dict[str, dict[str, int]], first: int) -> str:

@@ -41,6 +41,8 @@ def amp_evidence(tr: TrialContext, p: Parts, res: LoopResult) -> None:
     evidence = (f"{low} low-precision op calls of {sum(sum(c.values()) for c in calls.values())} "
                 f"in the first {n} step(s), the optimizer step's {sum(sum(c.values()) for c in apart.values())} apart")
     tr.record.amp_evidence(calls, apart, low, evidence, lambda: why_inactive(tr))
+    if p.prec.emu is not None:   # emulated: float32 kernels by design; the emulator says what it emulated
+        tr.record.emulation(p.prec.emu.record())
 
 
 def why_inactive(tr: TrialContext) -> tuple[InactiveCode, str]:

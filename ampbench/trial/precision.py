@@ -105,6 +105,7 @@ class Precision:
     scaler: Any = None
     unknown_names: list[str] = field(default_factory=list)
     live: bool = False   # scaler_enabled, fixed after prepare() and refreshed after step 1
+    emu: Any = None      # the emulator (trial/emulate) of an `emulate = true` mode, installed by prepare()
 
     @classmethod
     def build(cls, mode: ModeConfig) -> Precision:
@@ -118,6 +119,10 @@ class Precision:
         `excluded_layers` keep theirs FP32, `master_grad` gives FP32 weight gradients."""
         import paddle
 
+        if self.mode.amp and self.mode.emulate:   # before decorate and GradScaler: both then emulate
+            from ampbench.trial.emulate import install
+
+            self.emu = install(paddle)
         if self.mode.amp and self.mode.level == "O2":
             unknown = [n for n in self.mode.excluded_layers if not isinstance(getattr(paddle.nn, n, None), type)]
             if unknown:
@@ -139,6 +144,16 @@ class Precision:
             )
         self.live = self.scaler_enabled
         return model, optimizer
+
+    def close(self) -> None:
+        """Take the emulator's patches out of this process's Paddle (the emulation record was read by then)."""
+        if self.emu is not None:
+            import paddle
+
+            from ampbench.trial.emulate import uninstall
+
+            uninstall(paddle)
+            self.emu = None
 
     def check_model(self, model: Any) -> None:
         """Refuse combinations Paddle 3.3.1 crashes on, with a message instead of a segfault.
@@ -192,17 +207,20 @@ class Precision:
 
         Returns None without a live scaler, else (scale, found_inf) as device values: nothing is
         read to the host here."""
+        handle = None
         if not self.live:
             optimizer.step()
-            optimizer.clear_grad(set_to_zero=False)
-            return None
-        sc = self.scaler
-        scale = sc._scale
-        sc.step(optimizer)
-        found = sc._cache_found_inf if getattr(sc, "_cache_found_inf", None) is not None else sc._found_inf
-        sc.update()
+        else:
+            sc = self.scaler
+            scale = sc._scale
+            sc.step(optimizer)
+            found = sc._cache_found_inf if getattr(sc, "_cache_found_inf", None) is not None else sc._found_inf
+            sc.update()
+            handle = scale, found
         optimizer.clear_grad(set_to_zero=False)
-        return scale, found
+        if self.emu is not None:
+            self.emu.end_step()
+        return handle
 
     @staticmethod
     def outcome(handle: Any) -> StepOutcome:
@@ -225,7 +243,7 @@ class Precision:
             "unknown_op_names": list(self.unknown_names),
             "scaler": m.scaler.model_dump() if m.amp else {}, "scaler_enabled": self.scaler_enabled,
             "scaler_built": self.scaler is not None, "excluded_layers": list(m.excluded_layers),
-            "master_grad": bool(m.master_grad),
+            "master_grad": bool(m.master_grad), "emulated": bool(m.amp and m.emulate),
         }
 
 

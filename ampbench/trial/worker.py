@@ -37,8 +37,11 @@ class TrialRunner(TrialContext):
         from ampbench.trial.setup import set_up
 
         parts = set_up(self)
-        result = run_steps(self, parts)
-        finish(self, parts, result)
+        try:
+            result = run_steps(self, parts)
+            finish(self, parts, result)
+        finally:
+            parts.prec.close()   # an emulated mode's patches out of this process's Paddle (in-process launches)
 
     def write(self) -> None:
         write_trial_file(Path(self.spec.trial_path), self.trial, self.spec.run_folder)  # inside its run folder

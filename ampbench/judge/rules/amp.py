@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ampbench.config import ModeConfig
 from ampbench.core.opstat import by_forward_op, forward_op, is_cast
 from ampbench.judge.rules import advice_kit as kit
@@ -41,6 +43,8 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
     if not ts:
         return [c.rule(AMP_ACTIVE_NAME, "INCONCLUSIVE", None, threshold, "No completed trial to inspect for AMP activity.",
                        reasons=["no-trials"])]
+    if all(t.amp.emulated for t in ts):
+        return [_emulated(c, ts, threshold)]
     active = [t for t in ts if t.amp.active]
     low, total = _op_counts(ts)
     share = low / total if total else None
@@ -58,6 +62,26 @@ def rule_amp_active(c: Ctx) -> list[RuleResult]:
                    reasons=sorted({inactive_code(t) for t in ts if not t.amp.active}))]
 
 
+def _emulated(c: Ctx, ts: list[Trial], threshold: Any) -> RuleResult:
+    """Every trial ran emulated AMP: PASS, saying so (the op calls the emulator sent to the low dtype)."""
+    mode = c.suite.mode(c.mode)
+    calls = _calls(ts)
+    low = sum(n for by in calls.values() for dt, n in by.items() if dt in LOW_PRECISION)
+    total = sum(n for by in calls.values() for n in by.values())
+    observed = {"active": 0, "emulated": len(ts), "trials": len(ts),
+                "low_precision_share": low / total if total else None}
+    if not low:
+        return c.rule(AMP_ACTIVE_NAME, "INCONCLUSIVE", observed, threshold,
+                      f"emulate = true, yet no op ran in emulated {mode.dtype} ({total} op calls under an emulated "
+                      "auto_cast): the program never entered auto_cast with AMP on, or ran its steps compiled "
+                      "(paddle.jit.to_static), which emulation does not follow.", reasons=["no-evidence"])
+    return c.rule(AMP_ACTIVE_NAME, "PASS", observed, threshold,
+                  f"AMP {mode.level}/{mode.dtype} emulated in {all_of(len(ts))}: {low} of {total} op calls under "
+                  f"auto_cast ran in emulated {mode.dtype} (float32 kernels, values rounded to {mode.dtype}, "
+                  "Paddle's own lists and loss scaling). Numerics are judged; speed, memory and energy are not "
+                  "measured under emulation.", reasons=["emulated"])
+
+
 def inactive_code(t: Trial) -> str:
     """Why AMP was off in a trial, as the worker recorded it (`amp.inactive_code`); a file written before
     the code existed: "device" on a CPU (or unknown) device, else "op-lists"."""
@@ -71,7 +95,7 @@ def _calls(ts: list[Trial]) -> dict[str, dict[str, int]]:
     """Every trial's op calls under their forward op's canonical name (eager and PIR spellings agree)."""
     calls: dict[str, dict[str, int]] = {}
     for t in ts:
-        for op, by in by_forward_op(t.amp.op_calls).items():
+        for op, by in by_forward_op(t.amp.dtype_calls()).items():
             agg = calls.setdefault(op, {})
             for dt, n in by.items():
                 agg[dt] = agg.get(dt, 0) + int(n)
@@ -159,6 +183,6 @@ def advise_amp_active(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, 
 AMP_ACTIVE = Rule("amp-active", rule_amp_active, amp_only, advice=advise_amp_active,
                   results=(Result(AMP_ACTIVE_NAME, tune="inactive", outcome="cause", reasons=(
                       (R.ACTIVE, ""), (R.NO_TRIALS, ""), (R.DEVICE, "inactive: each trial's `amp.inactive_code`"),
-                      (R.OP_LISTS, ""), (R.NO_EVIDENCE, ""))),))
+                      (R.OP_LISTS, ""), (R.NO_EVIDENCE, ""), (R.EMULATED, "AMP's numerics emulated in float32 kernels"))),))
 OP_LISTS = Rule("op-lists", rule_op_lists, _has_lists, results=(Result(OP_LISTS_NAME, reasons=(
     (R.APPLIED, ""), (R.LEAKED, ""), (R.MISSED, ""), (R.UNKNOWN_OPS, ""), (R.AMP_INACTIVE, ""))),))

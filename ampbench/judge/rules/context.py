@@ -70,8 +70,20 @@ class Ctx:
 
     @property
     def amp_inactive(self) -> bool:
+        """No real and no emulated AMP in some ok trial: its figures compare FP32 with FP32."""
         ok = self.ok(self.mode)
-        return not self.is_ref and bool(ok) and not all(t.amp.active for t in ok)
+        return not self.is_ref and bool(ok) and not all(t.amp.active or t.amp.emulated for t in ok)
+
+    @property
+    def emulated(self) -> bool:
+        """The mode's AMP was emulated (trial/emulate): its numerics are judged, its device figures are not
+        measured.  Read from the trials (the mode's `emulate` where none finished)."""
+        if self.is_ref:
+            return False
+        trials = self.present(self.mode)
+        if trials:
+            return any(t.amp.emulated for t in trials)
+        return self.suite.mode(self.mode).emulate
 
     def levels(self, history: bool = False, baseline_trials: int = 0) -> tuple[float, float]:
         """(PASS, FAIL) one-sided confidences of this look: `confidence` and 1 - fail alpha for a fixed-seed

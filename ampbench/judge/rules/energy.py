@@ -13,7 +13,7 @@ from ampbench.config import REFERENCE_MODE, ModeConfig
 from ampbench.judge import inference
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, g, more_seeds_text
-from ampbench.judge.rules.reasons import PAIRS, R
+from ampbench.judge.rules.reasons import NOT_EMULATED, PAIRS, R
 from ampbench.judge.rules.traits import Result, ResultName
 from ampbench.record.models import Trial
 from ampbench.results.diagnosis_file import ModeDiagnosis
@@ -68,5 +68,5 @@ def advise_energy(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
             f"(O2, a larger batch){'; ' + kit.toml_line('level', 'O2') if m.level == 'O1' else ''}."]
 
 
-ENERGY = Rule("energy", rule_energy, _applies, advice=advise_energy, results=(Result(ENERGY_NAME, reasons=(
-    (R.NO_MORE, ""), (R.MORE, ""), (R.UNDECIDED, ""), (R.NOT_MEASURED, ""), (R.FEW_SEEDS, ""), *PAIRS)),))
+ENERGY = Rule("energy", rule_energy, _applies, advice=advise_energy, results=(Result(ENERGY_NAME, device=True, reasons=(
+    (R.NO_MORE, ""), (R.MORE, ""), (R.UNDECIDED, ""), (R.NOT_MEASURED, ""), (R.FEW_SEEDS, ""), *PAIRS, NOT_EMULATED)),))

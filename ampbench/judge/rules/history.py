@@ -9,20 +9,20 @@ before the rule FAILs.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from ampbench.config import ModeConfig, Suite, Thresholds
 from ampbench.core.units import bytes_h
-from ampbench.judge import inference, measure, pooled
+from ampbench.judge import inference, measure
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.advice_kit import DISTURBED, reasons
 from ampbench.judge.rules.context import Ctx, Rule, g, mean, more_seeds_text, one_seed_note, with_baseline
+from ampbench.judge.rules.history_one_run import one_run_throughput
 from ampbench.judge.rules.history_pooled import HISTORY_THROUGHPUT, pooled_throughput
 from ampbench.judge.rules.memory import SOURCE_TEXT
 from ampbench.judge.rules.parity import ACCURACY_PARITY_NAME, PARITY_CODE, PARITY_REASONS, noninferiority
-from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.reasons import NOT_EMULATED, R
 from ampbench.judge.rules.traits import Effect, PlanSize, Result, ResultName, Seeding
 from ampbench.record.models import Trial
 from ampbench.results.baselines import CompactTrial
@@ -39,8 +39,8 @@ HISTORY_MEMORY = ResultName("history-memory")
 def rule_history(c: Ctx) -> list[RuleResult]:
     """Throughput, metric and peak memory of this mode against the same mode in the baseline: one
     baseline run (--baseline), or the runs of the history since its last change point (--history).
-    Throughput is judged by one rule either way (history_pooled.pooled_throughput): one baseline run is a
-    history of one run (judge.pooled.one_run), whose run-to-run drift is assumed: the history's estimate
+    Throughput is judged by the nightly gate either way (judge.gate): one baseline run is a history of one run
+    (history_one_run.one_run_throughput), whose run-to-run drift is assumed: the history's estimate
     (judge.changepoint.drift) where the caller has one, else inference.RUN_DRIFT_SD."""
     if c.pooled is not None:
         return _pooled(c)
@@ -50,8 +50,8 @@ def rule_history(c: Ctx) -> list[RuleResult]:
         return [c.rule(HISTORY_THROUGHPUT, "INCONCLUSIVE", None, None,
                        f"{c.baseline_note}The baseline has no ok trial of mode {c.mode}.", reasons=["no-baseline-trials"])]
     cur = c.compact(c.mode)
-    one = replace(c, pooled=pooled.one_run(c.baseline, inference.RUN_DRIFT_SD if c.drift_sd is None else c.drift_sd))
-    out = [pooled_throughput(one, cur), history_metric(c, cur, base)]
+    drift = inference.RUN_DRIFT_SD if c.drift_sd is None else c.drift_sd
+    out = [one_run_throughput(c, cur, c.baseline, drift), history_metric(c, cur, base)]
     mem = history_memory(c, cur, base)
     return out + ([mem] if mem else [])
 
@@ -159,13 +159,17 @@ def history_effect(r: RuleResult, th: Thresholds) -> Effect | None:
 
 HISTORY = Rule("history", rule_history, with_baseline, advice=advise_history, results=(
     Result(HISTORY_THROUGHPUT, seeds=Seeding(plan=plan_history, effect=history_effect), bisect="history",
-           figure="history_change", reasons=(
+           figure="history_change", device=True, reasons=(
                (R.NO_SLOWDOWN, ""), (R.SLOWDOWN, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.TYPICAL_STEPS_SLOWER, ""),
-               (R.SLOW_STEPS, "the trimmed mean FAILed it"), (R.SLOW_STEPS_UNDECIDED, "the trimmed mean held a PASS back"),
-               (R.OPEN_REGRESSION, "a regression not yet accepted is still open"), (R.SHORT_TRIALS, ""),
+               (R.SLOW_STEPS, "the trimmed mean FAILed it"),
+               (R.SLOW_STEPS_UNCONFIRMED, "slow steps in every mode's trials, not seen the night before: held out "
+                                          "pending the next night"),
+               (R.PENDING, "held out of the baseline until the next night"),
+               (R.AMP_FP32_RATIO, "the AMP/FP32 ratio FAILed it"),
+               (R.BELOW_REFERENCE, "FAILed against the reference level"), (R.SHORT_TRIALS, ""),
                (R.FEW_SEEDS, ""), (R.FEW_RUNS, ""), (R.NO_BASELINE_TRIALS, ""), (R.DISTURBED, ""), (R.CLUSTERED, ""),
-               (R.OVERLAPPED, "trials of the run side by side on one device"))),
+               (R.OVERLAPPED, "trials of the run side by side on one device"), NOT_EMULATED)),
     Result(HISTORY_METRIC, seeds=Seeding(sized_by=ACCURACY_PARITY_NAME), bisect="history",  # parity's test
            reasons=PARITY_REASONS),
-    Result(HISTORY_MEMORY, bisect="history", reasons=((R.WITHIN, ""), (R.GREW, ""))),
+    Result(HISTORY_MEMORY, bisect="history", device=True, reasons=((R.WITHIN, ""), (R.GREW, ""), NOT_EMULATED)),
 ))

@@ -11,7 +11,7 @@ from ampbench.core.units import bytes_h
 from ampbench.judge import inference, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, one_seed_note
-from ampbench.judge.rules.reasons import PAIRS, R
+from ampbench.judge.rules.reasons import NOT_EMULATED, PAIRS, R
 from ampbench.judge.rules.traits import FigureInterval, Result, ResultName
 from ampbench.results.diagnosis_file import ModeDiagnosis
 from ampbench.results.verdicts import RuleResult, Status
@@ -126,7 +126,7 @@ def advise_memory(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, batc
 
 
 MEMORY = Rule("memory", rule_memory, amp_only, advice=advise_memory,
-              results=(Result(MEMORY_NAME, tune="speed", bisect="in-run", figure="memory_reduction", reasons=(
+              results=(Result(MEMORY_NAME, tune="speed", bisect="in-run", figure="memory_reduction", device=True, reasons=(
                   (R.REDUCED, ""), (R.NOT_REDUCED, ""), (R.HOST_MEMORY, "not device memory"), (R.BATCH_DIFFERS, ""),
-                  (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS),
+                  (R.NOT_RECORDED, ""), (R.SOURCES_DIFFER, ""), *PAIRS, NOT_EMULATED),
                   interval=memory_interval),))

@@ -54,6 +54,7 @@ class Reason(str, Enum):
     # accuracy-parity, history-metric
     NONINFERIOR = "noninferior"
     WORSE = "worse"
+    RUN_EFFECT_UNKNOWN = "run-effect-unknown"
     UNDECIDED = "undecided"
     SEED_SD_UNKNOWN = "seed-sd-unknown"
     METRIC_MISSING = "metric-missing"
@@ -93,12 +94,16 @@ class Reason(str, Enum):
     SLOWDOWN = "slowdown"
     TYPICAL_STEPS_SLOWER = "typical-steps-slower"
     SLOW_STEPS = "slow-steps"
-    SLOW_STEPS_UNDECIDED = "slow-steps-undecided"
-    OPEN_REGRESSION = "open-regression"
+    SLOW_STEPS_UNCONFIRMED = "slow-steps-unconfirmed"
+    PENDING = "pending"
+    AMP_FP32_RATIO = "amp-fp32-ratio"
+    BELOW_REFERENCE = "below-reference"
     FEW_RUNS = "few-runs"
     NO_BASELINE_TRIALS = "no-baseline-trials"
     WITHIN = "within"
     GREW = "grew"
+    # emulated AMP (judge/rules/emulated.py): amp-active's, and the device results' "not measured"
+    EMULATED = "emulated"
     # speedup, memory, energy: a seed's arms not measured in place (judge/rules/pairs.py)
     DIFFERENT_NODES = "different-nodes"
     OVERLAPPED = "overlapped"
@@ -108,6 +113,8 @@ R = Reason
 # held back from PASS/FAIL unless `[suite] pairs` accepts it (judge/rules/pairs.py)
 PAIRS = ((R.DIFFERENT_NODES, "a seed's FP32 and AMP ran on two nodes"),
          (R.OVERLAPPED, "at the same time on one device"))
+# every device result (traits `device`) declares it: an emulated mode's is not measured (judge/rules/emulated.py)
+NOT_EMULATED = (R.EMULATED, "not measured under emulation")
 # A result's codes, each with what it says (or ""): declared on the rule's `Result` (judge/rules/traits.py)
 Codes = tuple[tuple[Reason, str], ...]
 

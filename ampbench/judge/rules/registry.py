@@ -101,9 +101,10 @@ def traits_table() -> str:
             return ""
         return f"yes, sized by {r.seeds.sized_by}'s row" if r.seeds.sized_by else "yes"
 
-    lines = ["| result | more seeds decide it | tune's failure kind | outcome table | bisect | figure |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| result | more seeds decide it | tune's failure kind | outcome table | bisect | figure | measures the device |",
+             "|---|---|---|---|---|---|---|"]
     for r in results():
-        cells = [seeds(r), r.tune or "", r.outcome or "", r.bisect or "", f"`{r.figure}`" if r.figure else ""]
+        cells = [seeds(r), r.tune or "", r.outcome or "", r.bisect or "", f"`{r.figure}`" if r.figure else "",
+                 "yes: not measured under emulation" if r.device else ""]
         lines.append(f"| {r.name} | " + " | ".join(c or "-" for c in cells) + " |")
     return "\n".join(lines)

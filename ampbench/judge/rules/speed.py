@@ -13,7 +13,7 @@ from ampbench.judge import clusters, inference, interference, measure, why_slow
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules import sizing
 from ampbench.judge.rules.context import Ctx, Rule, amp_only, batch_note, g, more_seeds_text, one_seed_note
-from ampbench.judge.rules.reasons import PAIRS, R
+from ampbench.judge.rules.reasons import NOT_EMULATED, PAIRS, R
 from ampbench.judge.rules.traits import Effect, FigureInterval, PlanSize, Result, ResultName, Seeding
 from ampbench.record.models import Trial
 from ampbench.results.baselines import CompactTrial
@@ -269,8 +269,9 @@ def speedup_interval(r: RuleResult, th: Thresholds) -> FigureInterval | None:
 
 SPEEDUP = Rule("speedup", rule_speedup, amp_only, advice=advise_speedup,
                results=(Result(SPEEDUP_NAME, seeds=Seeding(plan=plan_speedup, effect=speedup_effect), tune="speed",
-                               bisect="in-run", figure="speedup", reasons=(
+                               bisect="in-run", figure="speedup", device=True, reasons=(
                                    (R.SHOWN, ""), (R.BELOW, ""), (R.UNDECIDED, ""), (R.ERROR, ""), (R.SHORT_TRIALS, ""),
                                    (R.FEW_SEEDS, ""), (R.DISTURBED, ""),
-                                   (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS),
+                                   (R.CLUSTERED, "the measured causes are in `why_not_faster`"), *PAIRS,
+                                   NOT_EMULATED),
                                interval=speedup_interval),))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ampbench.config import ModeConfig
 from ampbench.judge import stats
 from ampbench.judge.rules import advice_kit as kit
@@ -47,6 +49,19 @@ def _trial_problems(c: Ctx, t: Trial) -> tuple[list[str], int, float, stats.Coll
     return problems, nonfinite, frac, col
 
 
+def _emulated_overflow(ts: list[Trial]) -> dict[str, Any] | None:
+    """The earliest first overflow the emulated trials recorded (trial/emulate: its step, phase, layer and op,
+    and the seed), or None: where an emulated float16 mode's numerics broke, named from the trials."""
+    firsts = [{**t.amp.emulation.first_overflow, "seed": t.seed} for t in ts
+              if t.amp.emulated and t.amp.emulation is not None and t.amp.emulation.first_overflow]
+    return min(firsts, key=lambda f: int(f.get("step") or 0)) if firsts else None
+
+
+def _overflow_text(first: dict[str, Any], dtype: str) -> str:
+    return (f" Emulated {dtype}: the first value past its range was in layer {first.get('layer')} (op "
+            f"{first.get('op')}, {first.get('phase')} of step {first.get('step')}, seed {first.get('seed')}).")
+
+
 def rule_stability(c: Ctx) -> list[RuleResult]:
     """observed = {"nonfinite_losses": count, "max_skipped_fraction": worst trial's share of skipped
     steps, "collapse_began_step": step where the earliest loss-scale collapse began, or null}."""
@@ -74,21 +89,39 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
     codes = (["nonfinite"] if nonfinite_total else []) + (["skipped"] if worst_frac > th.max_skipped_fraction else []) \
         + (["collapse"] if first_collapse is not None else [])
     if problems:   # the program's own AMP calls, if it made them: its advice is about what ran (issue 58.8)
-        return [c.rule(STABILITY_NAME, "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt,
-                       trials=sorted(set(names)), reasons=codes, program_amp=kit.program_amp(ts))]
+        first = _emulated_overflow(ts)
+        where = _overflow_text(first, ts[0].amp.dtype) if first else ""
+        extra = {"first_overflow": first} if first else {}
+        return [c.rule(STABILITY_NAME, "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt + where,
+                       trials=sorted(set(names)), reasons=codes, program_amp=kit.program_amp(ts), **extra)]
     return [c.rule(STABILITY_NAME, "PASS", observed, threshold,
                    f"{n_of(len(ts), 'trial')}: no non-finite loss, at most {worst_frac:.1%} of steps skipped "
                    f"({worst_key}; limit {th.max_skipped_fraction:.1%}), no loss-scale collapse." + scale_txt,
                    reasons=["stable"])]
 
 
+def _emulated_black_list(m: ModeConfig, first: Any) -> list[str]:
+    """An emulated mode's first overflow names its op: keeping that op in float32 is the line to try (no
+    diagnose re-run needed: the emulated trials recorded where values were lost)."""
+    op = first.get("op") if isinstance(first, dict) else None
+    if not isinstance(op, str) or not op or op in m.custom_black_list or op in ("optimizer", "check_finite_and_unscale"):
+        return []
+    merged = list(dict.fromkeys([*m.custom_black_list, op]))
+    return [f"Keep `{op}` in float32, where the emulated {m.dtype} first overflowed (layer {first.get('layer')}): "
+            f"{kit.toml_line('custom_black_list', merged)}; `ampbench diagnose RUN_DIR --mode {m.name}` lists every "
+            "layer that lost values (from the emulated trials, no re-run)."]
+
+
 def _stability(m: ModeConfig, diag: ModeDiagnosis | None, reasons: set[str],
-               own: frozenset[str] = frozenset()) -> list[str]:
-    """`own`: what the program applied itself ("scaler", "lists"; kit.program_applied): its advice names its call."""
+               own: frozenset[str] = frozenset(), first: Any = None) -> list[str]:
+    """`own`: what the program applied itself ("scaler", "lists"; kit.program_applied): its advice names its call;
+    `first`: an emulated mode's first overflow (its op is the black-list line to try)."""
     collapse, nonfinite, skipped = ("collapse" in reasons, "nonfinite" in reasons, "skipped" in reasons)
     out: list[str] = []
+    emulated = _emulated_black_list(m, first) if diag is None and (collapse or nonfinite or skipped) else []
+    out += emulated
     if collapse or nonfinite:
-        out += kit.black_list(m, diag, own)
+        out += [] if emulated else kit.black_list(m, diag, own)
         out += kit.o1(m)
         out += kit.bf16(m)
     if collapse:
@@ -108,7 +141,7 @@ def advise_stability(r: RuleResult, m: ModeConfig, diag: ModeDiagnosis | None, b
     """Overflow (black-list, O1, bfloat16, scaler settings) or a start scale that skips too many steps, about the
     program's own AMP calls when it applied AMP itself (issue 58.8)."""
     mode, own = kit.program_applied(m, r)
-    return _stability(mode, diag, kit.reasons(r), own)
+    return _stability(mode, diag, kit.reasons(r), own, r.details.get("first_overflow"))
 
 
 STABILITY = Rule("stability", rule_stability, advice=advise_stability,

@@ -8,7 +8,7 @@ from ampbench.config import REFERENCE_MODE, ModeConfig, TargetConfig, Thresholds
 from ampbench.judge import inference, stats
 from ampbench.judge.rules import advice_kit as kit
 from ampbench.judge.rules.context import Ctx, Rule, g, one_seed_note
-from ampbench.judge.rules.reasons import R
+from ampbench.judge.rules.reasons import NOT_EMULATED, R
 from ampbench.judge.rules.traits import FigureInterval, Result, ResultName
 from ampbench.record.models import Trial
 from ampbench.record.target import first_reach
@@ -114,5 +114,7 @@ def time_ratio_interval(r: RuleResult, th: Thresholds) -> FigureInterval | None:
 
 
 TIME_TO_TARGET = Rule("time-to-target", rule_time_to_target, _has_target, advice=advise_target,
-                      results=(Result(TIME_TO_TARGET_NAME, figure="time_to_target", interval=time_ratio_interval, reasons=(
-                          (R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""))),))
+                      results=(Result(TIME_TO_TARGET_NAME, figure="time_to_target", interval=time_ratio_interval,
+                                      device=True, reasons=(
+                          (R.REACHED, ""), (R.MISSED, "FP32 reached it"), (R.BOTH_MISSED, ""), (R.NO_EVALS, ""),
+                          NOT_EMULATED)),))

@@ -15,6 +15,8 @@ name:
   inside each run, in the AMP modes): `ampbench bisect --rule` searches it (commands.bisect).
 - `figure`: the mode figure its result gives: tune's rung record and the run summary read it (speedup's
   estimate and interval from its details, the others' `observed`).
+- `device`: it measures the device (time, memory, energy): an emulated mode's result says "not measured
+  under emulation" (judge/rules/emulated.py), and a suite that judges numerics alone does not count it.
 - `reasons`: the reason codes it emits (judge/rules/reasons.py), each with what it says: its advice reads
   them, `Rule.run` refuses any other, docs/checks.md's table lists them.
 - `reference`: its status can move with the run's reference besides its trials (accuracy-parity adds the
@@ -112,6 +114,7 @@ class Result:
     reasons: Codes = ()
     reference: bool = False
     interval: IntervalFn | None = None
+    device: bool = False
 
     @property
     def needs_reference(self) -> bool:

@@ -42,5 +42,22 @@ def _load(name: str, file: str):
     return module
 
 
+def load_emulator():
+    """ampbench's trial/emulate package (standard library only at import) as `_ampbench_emulate`, from its
+    path: loaded only for a mode's emulate = true (protocol.HOOK_EMULATE_ENV)."""
+    found = sys.modules.get("_ampbench_emulate")
+    if found is not None:
+        return found
+    folder = os.path.join(_PACKAGE, "trial", "emulate")
+    spec = importlib.util.spec_from_file_location("_ampbench_emulate", os.path.join(folder, "__init__.py"),
+                                                  submodule_search_locations=[folder])
+    if spec is None or spec.loader is None:
+        raise ImportError("ampbench's trial/emulate is not beside the hook")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_ampbench_emulate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 wire = sys.modules.get("_ampbench_wire") or _load("_ampbench_wire", "record/wire.py")
 protocol = sys.modules.get("_ampbench_protocol") or _load("_ampbench_protocol", "core/protocol.py")

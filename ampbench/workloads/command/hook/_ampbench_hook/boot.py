@@ -27,6 +27,8 @@ def install(paddle) -> None:
     ampcalls.install(st, paddle)   # what the AMP calls made (the program's, or the injected ones) used
     saves.install(paddle, st)   # paddle.save inside a step is left out as an evaluation is
     peaks.watch_resets(st, paddle)   # the program's own peak resets never shrink the window's peak
+    if os.environ.get(protocol.HOOK_EMULATE_ENV):   # emulate = true: the program's AMP (or inject's) emulated
+        emulate(st, paddle)
     if os.environ.get(protocol.HOOK_INJECT_ENV):   # a mode's amp = "inject": AMP applied by the hook
         inject.install(paddle, st.patch, st.emit, lambda: steps.finish("refused", st))
     try:
@@ -39,6 +41,17 @@ def install(paddle) -> None:
     st.flush()
     st.start_flusher()
     st.t_prev = time.perf_counter()
+
+
+def emulate(st, paddle) -> None:
+    """Install ampbench's emulated AMP (trial/emulate) before the program's own AMP calls; a failure is
+    reported and leaves the program's AMP as Paddle's (the trial then reads inactive, never emulated)."""
+    from . import load_emulator
+
+    try:
+        st.emulator = load_emulator().install(paddle)
+    except Exception as exc:
+        st.emit(e="emulation", error=f"{type(exc).__name__}: {exc}")
 
 
 def _env_int(name: str, default: int) -> int:

@@ -60,6 +60,7 @@ class State:
         self.opt_ops: dict[str, list[int]] = {}   # op -> [fp16, bf16, fp32, other] inside Optimizer.step/minimize
         self.next_step = 1   # the next step at which `rare` has work (ops stats, memory reset, the stop)
         self.paddle: Any = None
+        self.emulator: Any = None   # trial/emulate's Emulator when the mode emulates AMP (boot.emulate)
         self.ended = False
         self.patched: list[tuple[Any, str, Any, Any]] = []   # (owner, name, Paddle's own, ours)
         self.layers: Any = weakref.WeakValueDictionary()   # Layers built before step 1 (`_patch_model_building`)

@@ -142,6 +142,8 @@ def stepping(fn):
             out = fn(*args, **kwargs) if not st.ops_open else ops.counted_apart(st, fn, args, kwargs)
         finally:
             st.depth = 0
+        if st.emulator is not None:   # emulate = true: the emulator's step, for where it first overflowed
+            st.emulator.end_step()
         boundary(st)
         return out
     functools.update_wrapper(wrapper, fn)
@@ -163,5 +165,12 @@ def finish(reason: str, st: State | None = None) -> None:
     if st.paddle is not None:
         ops.close_window(st)
         memory(st)
+    if st.emulator is not None:
+        try:
+            from . import load_emulator
+
+            st.emit(e="emulation", **load_emulator().record.event(st.emulator.record()))
+        except Exception as exc:   # never break the program's exit: say why the record is missing
+            st.emit(e="emulation", error=f"{type(exc).__name__}: {exc}")
     st.emit(e="end", reason=reason, steps=st.step)
     st.flush()

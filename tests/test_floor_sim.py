@@ -111,7 +111,9 @@ def simulate(rows: int, slowdown: float, seed: int, noise: EpisodeNoise = Episod
 
 
 def test_unchanged_code_is_failed_at_most_at_history_alpha_under_slow_episodes() -> None:
-    r = simulate(3000, 0.0, seed=1)
+    # 1500 rows = 3000 comparisons (CI's CPU: 3000 rows took 7 CPU s): measured 0.33% false FAIL, binomial
+    # standard error sqrt(0.0033 x 0.9967 / 3000) = 0.10%, so the 1% bound is ~6 standard errors away
+    r = simulate(1500, 0.0, seed=1)
     assert r["FAIL"] <= ALPHA, r
     assert r["median_FAIL"] > 3 * ALPHA, r  # the median figure alone cries wolf under the same episodes
     assert r["PASS"] >= 0.3, r  # and the rule still clears many unchanged runs

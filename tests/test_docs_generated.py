@@ -22,6 +22,7 @@ from ampbench.judge.rules.traits import ResultName
 from ampbench.record.models import RunInfo, Trial
 from ampbench.report.reference.md import sub_model
 from ampbench.report.reference.pages import PAGES, render_all
+from ampbench.results.file_kinds import FILES
 from ampbench.results.verdicts import RuleResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ def test_cli_md_holds_every_visible_option_of_every_verb_under_its_verb() -> Non
     assert checked > 100   # run alone has over 30
 
 
-def test_every_suite_key_and_record_field_has_a_description() -> None:
+def test_every_suite_key_and_file_field_has_a_description() -> None:
     """The reference says what each key and field is from its docstring: a new one without one fails here."""
     missing: list[str] = []
 
@@ -135,8 +136,9 @@ def test_every_suite_key_and_record_field_has_a_description() -> None:
             if sub is not None and sub[0] is not model:
                 walk(sub[0], f"{path}.{name}")
 
-    for model, path in ((Suite, "suite"), (Trial, "trial"), (RunInfo, "run")):
-        walk(model, path)
+    for name, kind in FILES.items():   # the suite, run.json, trial files and every other file ampbench writes
+        walk(kind.model, name)
+    assert {Suite, Trial, RunInfo} <= {k.model for k in FILES.values()}
     assert not missing, f"add a docstring under each field: {missing}"
 
 

@@ -101,6 +101,8 @@ def reference(folder: Path, cli_root: Any, write: bool) -> list[tuple[str, str]]
     (`--write` leaves it: a person decides)."""
     from ampbench.report.reference.pages import FOLDER, render_all
 
+    if cli_root is None:   # the CLI hands its tree down; nothing below cli/ may import it
+        raise UserError("ampbench docs: the reference needs the CLI's command tree (run `ampbench docs`)")
     wanted = render_all(cli_root)
     sub = Path(folder) / FOLDER
     if sub.is_symlink() or (os.path.lexists(sub) and not sub.is_dir()):

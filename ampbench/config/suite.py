@@ -221,10 +221,11 @@ class Thresholds(_Strict):
     """What the rules hold each AMP mode to (docs/checks.md explains each test)."""
 
     metric_abs_tol: float = Field(0.01, ge=0)
-    """Accuracy parity: AMP's mean metric may be worse than FP32's by at most this much (the margin's floor),
-    in the metric's units."""
+    """Accuracy parity: how much worse AMP's mean metric may be than FP32's, in the metric's units (the
+    margin, unless the seeds' spread times `metric_sigma_k` is larger)."""
     metric_sigma_k: float = Field(2.0, ge=0)
-    """Accuracy parity: the margin also allows this many seed-to-seed standard deviations of the metric."""
+    """Accuracy parity: the margin in seed-to-seed standard deviations of the metric, where that exceeds
+    `metric_abs_tol` (docs/checks.md)."""
     min_baseline_metric: float | None = None
     """Baseline quality: FP32's metric must reach this value for parity to mean anything (unset: only its loss
     must fall)."""
@@ -237,11 +238,13 @@ class Thresholds(_Strict):
     loss_scale_floor: float = Field(1.0, ge=0)
     """Stability: a loss scale below this counts as collapsed."""
     collapse_halvings: StrictInt = Field(8, ge=2)
-    """Stability: halvings of the loss scale in a row that count as a collapse."""
+    """Stability: decreases of the loss scale without a recovery in between, after which the loss never
+    falls again, that count as a collapse."""
     confidence: float = Field(0.95, gt=0.5, lt=1)
     """One-sided confidence a PASS needs, and the level of every interval shown."""
     history_min_change: float = Field(0.05, ge=0)
-    """History and speed: the smallest relative change a comparison with earlier runs reports (0.05 = 5%)."""
+    """The smallest relative change the history rules report (0.05 = 5%); the speed rule's check of a
+    disturbed measurement takes it as its tolerance."""
     history_withhold_disturbed: bool = True
     """History: withhold a verdict when the runs compared were measured under unlike load; false judges on the
     figures, the load only noted (for a program that mostly waits, on a runner shared by design)."""

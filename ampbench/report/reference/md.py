@@ -79,16 +79,16 @@ def type_text(annotation: Any) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(a, getattr(a, "__name__", str(a)))
 
 
-def default_text(info: FieldInfo) -> str:
+def default_text(info: FieldInfo, none: str = "unset") -> str:
     """A field's default as it would be written (`required` when it has none; a sub-table's defaults are its
-    own rows)."""
+    own rows; `none`: how a default of None reads: unset in TOML, null in JSON)."""
     if info.is_required():
         return "required"
     value = info.default if info.default_factory is None else None
     if value is PydanticUndefined or isinstance(value, BaseModel):
         return ""
     if value is None:
-        return "unset"
+        return none
     if isinstance(value, Enum):
         value = value.value
     return md_code(json.dumps(value))

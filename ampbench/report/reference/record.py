@@ -33,7 +33,7 @@ from ampbench.results.file_kinds import FILES, schema_tag
 TITLE = "Result file reference"
 # A field's unit from its name: the naming convention every model follows, most specific first
 UNITS: tuple[tuple[str, str], ...] = (
-    (r"_j_per_sample$", "J/sample"), (r"_per_s$", "per s"), (r"_unix$", "s since the epoch"), (r"_bytes$", "bytes"),
+    (r"_j_per_sample$", "J/sample"), (r"_per_s(_|$)", "per s"), (r"_unix$", "s since the epoch"), (r"_bytes$", "bytes"),
     (r"(^|_)s$|_s_", "s"), (r"_j$", "J"), (r"_w(_|$)", "W"), (r"_mhz(_|$)", "MHz"), (r"_c_max$", "°C"),
     (r"_pct$", "%"))
 OUTPUTS: dict[Output, str] = {"md": "report.md", "console": "console (`run -v`)", "csv": "summary.csv",
@@ -53,7 +53,7 @@ def _rows(model: type[BaseModel], path: str, done: dict[type[BaseModel], str]) -
         if sub is not None:
             where = done.get(sub[0], sub_path(path, key, sub[1]))
             kind = {"one": "", "list": "list of ", "map": "table of "}[sub[1]] + f"[{sub[0].__name__}](#{_anchor(where)})"
-        rows.append([md_code(key), kind, unit_of(name), default_text(info), prose(info.description)])
+        rows.append([md_code(key), kind, unit_of(name), default_text(info, "null"), prose(info.description)])
     return rows
 
 

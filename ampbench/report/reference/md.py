@@ -65,11 +65,16 @@ def type_text(annotation: Any) -> str:
         optional = len(parts) < len(get_args(a))
         return " or ".join(parts) + (" (or null)" if optional else "")
     if origin in (list, tuple, set, frozenset):
-        args = [x for x in get_args(a) if x is not Ellipsis]
-        return f"list of {type_text(args[0])}" if args else "list"
+        items = [x for x in get_args(a) if x is not Ellipsis]
+        return f"list of {type_text(items[0])}" if items else "list"
     if origin is dict or a is dict:
-        args = get_args(a)
-        return f"table of {type_text(args[1])}" if args and args[1] is not Any else "table"
+        kv = get_args(a)
+        return f"table of {type_text(kv[1])}" if kv and kv[1] is not Any else "table"
+    return _plain_type(a)
+
+
+def _plain_type(a: Any) -> str:
+    """A type that holds no other: a scalar, a model (a table), an enum's values."""
     if a is Any:
         return "any"
     if isinstance(a, type) and issubclass(a, BaseModel):
@@ -120,7 +125,8 @@ def sub_model(annotation: Any) -> tuple[type[BaseModel], Many] | None:
     if get_origin(a) in (Union, types.UnionType):
         found = [m for m in (sub_model(x) for x in get_args(a)) if m is not None]
         return found[0] if found else None
-    many: Many = {list: "list", dict: "map"}.get(get_origin(a), "one")  # type: ignore[call-overload]  # origin may be None
+    origin = get_origin(a)
+    many: Many = "list" if origin is list else "map" if origin is dict else "one"
     if many != "one":
         args = get_args(a)
         inner = _inner(args[-1]) if args else None

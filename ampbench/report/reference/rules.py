@@ -35,7 +35,7 @@ def _thresholds(keys: list[str]) -> str:
 def _section(rule: Rule) -> str:
     keys = threshold_keys(rule)
     results = [rule.declared(name) for name in (rule.labels or (rule.name,))]
-    codes = [([r.name], r.reasons) for r in results if r.reasons]
+    codes = [([str(r.name)], r.reasons) for r in results if r.reasons]
     parts = [f"## {rule.name}", f"**Judges:** {prose(_first(rule.applies.__doc__)) or '-'}",
              paragraphs(rule.judge.__doc__),
              "**Results:** " + ", ".join(md_code(r.name) for r in results) + "."]

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/ of this checkout, not a site-packages `tests`
 
 from tests import nightly_noise as nn
 from tests import nightly_sim as ns

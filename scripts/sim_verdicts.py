@@ -17,8 +17,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/ of this checkout, not a site-packages `tests`
 
 from ampbench.config import Thresholds
 from ampbench.judge import inference

@@ -39,7 +39,7 @@ class State:
         self.loss_every = max(1, int(os.environ.get(protocol.HOOK_LOSS_EVERY_ENV, "") or LOSS_EVERY_STEPS))
         self.loss_next = 1   # the next step whose loss is read: a fixed index, whatever the steps took
         self.pending: list[Any] = []   # event dicts, and step events as tuples
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.step = 0
         self.depth = 0
         self.t_prev = time.perf_counter()
@@ -92,10 +92,20 @@ class State:
 
     def flush(self) -> None:
         """Send what is pending (a background thread does it every FLUSH_EVERY_S, so steps before a
-        hang or a kill still reach the worker; the program's own thread never waits on the socket)."""
+        hang or a kill still reach the worker; the program's own thread never waits on the socket).
+        The lock is held from taking the events to sending them: the program's last flush (at its exit)
+        waits for a send the flusher thread has begun. Taken and sent apart, a flusher that lost the core
+        between the two was killed with the process after the exit flush had sent the last step: a rank of
+        a loaded 2-core run recorded steps 1 and 6 of 6. Reentrant: `finish` may flush from a signal
+        handler on the main thread."""
+        if os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports, nor takes a lock
+            return                      # a thread of its parent may have held at the fork
         with self.lock:
-            n = len(self.pending)
-            events, self.pending[:n] = self.pending[:n], []
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        n = len(self.pending)
+        events, self.pending[:n] = self.pending[:n], []
         if not events or os.getpid() != self.pid:   # a forked child (a DataLoader worker) never reports
             return
         lines, rows = [], []

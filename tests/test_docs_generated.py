@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -45,6 +46,14 @@ def test_every_generated_page_and_table_of_the_docs_is_current() -> None:
     assert {f"reference/{p}" for p in PAGES} <= set(render_all(_tree()))
 
 
+def test_the_pages_do_not_depend_on_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No wrapping at the terminal's width, no colour: a narrow terminal renders the same pages."""
+    monkeypatch.setenv("COLUMNS", "30")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    text, code = docs_command(check=DOCS, cli_root=_tree())   # the committed pages, written at any width
+    assert code == 0, text
+
+
 def test_the_check_names_a_stale_reference_page_and_the_write_renders_it(tmp_path: Path) -> None:
     folder = _copy_reference(tmp_path)
     page = folder / "reference" / "rules.md"
@@ -68,6 +77,8 @@ def test_the_check_names_a_missing_page_and_a_page_no_renderer_makes(tmp_path: P
     assert r.exit_code == 0 and (folder / "reference" / "suite.md").read_text(encoding="utf-8") == \
         (DOCS / "reference" / "suite.md").read_text(encoding="utf-8")
     assert (folder / "reference" / "old.md").is_file()   # --write leaves what it did not make: a person decides
+    r = CliRunner().invoke(app, ["docs", "--write", str(folder / "none")])
+    assert r.exit_code == 2 and "none: not a folder of docs" in r.output and not (folder / "none").exists()
 
 
 def test_a_new_option_of_a_verb_is_in_cli_md_after_write(tmp_path: Path) -> None:

@@ -104,6 +104,7 @@ def reference(folder: Path, cli_root: Any, write: bool) -> list[tuple[str, str]]
     if cli_root is None:   # the CLI hands its tree down; nothing below cli/ may import it
         raise UserError("ampbench docs: the reference needs the CLI's command tree (run `ampbench docs`)")
     wanted = render_all(cli_root)
+    pages(folder)   # a folder that is not there is one line naming it, before anything is written
     sub = Path(folder) / FOLDER
     if sub.is_symlink() or (os.path.lexists(sub) and not sub.is_dir()):
         raise UserError(f"{sub}: not a folder (the generated reference goes there)")

@@ -244,7 +244,7 @@ def one_run_throughput(c: Ctx, cur: list[CompactTrial], b: Baseline, drift: floa
     modes, now, then, median_only = run_figures(c, b)
     ref = modes.index(REFERENCE_MODE) if REFERENCE_MODE in modes else None
     j = modes.index(c.mode)
-    pc, fc = c.levels(history=True, baseline_trials=len(base))
+    pc, fc = c.history_levels(len(base))
     clustered = clustering([c.compact(x) for x in modes])
     lv = gate.Levels(m, pc, fc, len(cur) >= fail_floor_of([cur], clustered))
     g, ev = judge_mode(now, then, j, ref, _interleaved(c, modes)[0], lv, drift)

@@ -4,7 +4,7 @@ format, written by ampbench beside the suite file, that the toolkit's own reader
 The PaddleRec half reads the written samples through the checkout's own reader (criteo_reader.py of the
 stand-in here, or of PaddleRec itself when AMPBENCH_PADDLEREC_REPO names a checkout); the PaddleClas half
 decodes the images as its DecodeImage does (cv2.imdecode) and checks its ImageNet list format. The whole
-run on the real trainers is in docs/command.md ("Acceptance on PaddleClas's and PaddleRec's own trainers").
+run on the real trainers is in docs/command.md ("Acceptance on the toolkits' own trainers").
 """
 
 from __future__ import annotations

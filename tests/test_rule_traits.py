@@ -143,9 +143,9 @@ def test_the_declarations_are_the_tables_they_replace() -> None:
 
 
 def test_the_docs_table_is_rendered_from_the_declarations() -> None:
-    """docs/checks.md holds `traits_table()`, one row per result name in registry order."""
+    """The generated docs/reference/rules.md holds `traits_table()`, one row per result name in registry order."""
     table = registry.traits_table()
-    assert table in (ROOT / "docs" / "checks.md").read_text(encoding="utf-8")
+    assert table in (ROOT / "docs" / "reference" / "rules.md").read_text(encoding="utf-8")
     assert [line.split(" | ")[0].lstrip("| ") for line in table.splitlines()[2:]] == [r.name for r in registry.results()]
     assert "| history-metric | yes, sized by accuracy-parity's row | - | - | history | - |" in table
 

@@ -18,7 +18,8 @@ from ampbench.commands.schema import FILES, json_schema, schema_text
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
 FIXTURE = ROOT / "tests" / "fixtures" / "gpu_run"
-REFRESH = "refresh with `ampbench schema --write schemas/` (and describe the change in docs/results-format.md)"
+REFRESH = ("refresh with `ampbench schema --write schemas/` and `ampbench docs --write docs/` (the reference lists every "
+           "field; a breaking change also goes in docs/results-format.md)")
 
 
 def committed(name: str) -> dict[str, Any]:

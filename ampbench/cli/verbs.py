@@ -372,15 +372,16 @@ def schema(
 
 @app.command()
 def docs(
-    write: Path | None = typer.Option(None, "--write", help="Render every generated table into the pages of this "
-                                      "docs folder (docs/)"),
-    check: Path | None = typer.Option(None, "--check", help="Exit 1 naming each generated table of this docs "
-                                      "folder that is stale"),
+    write: Path | None = typer.Option(None, "--write", help="Write the reference pages (reference/*.md) and every "
+                                      "generated table of this docs folder (docs/)"),
+    check: Path | None = typer.Option(None, "--check", help="Exit 1 naming each reference page or generated table "
+                                      "of this docs folder that is stale or missing"),
 ) -> None:
-    """The docs tables rendered from the code: list them, write them into the pages, or check the pages."""
+    """The docs rendered from the code (the reference pages, the tables in other pages): list, write or check them."""
     from ampbench.commands.docs import docs_command
 
-    text, code = docs_command(write, check)
+    # the reference's CLI page walks this app's command tree: handed down, since no layer below imports cli/
+    text, code = docs_command(write, check, typer.main.get_command(app))
     typer.echo(text)
     raise typer.Exit(code)
 

@@ -10,7 +10,7 @@ runner kills it when its RSS exceeds the limit), which makes the search testable
 
 The search itself (`max_batch.search_max_batch`) is a pure function of an
 `attempt(batch) -> (fits, peak_bytes)` callable.  Results go to `<out>/<suite>/<run-id>-probe/probe.json`
-(`max_batch.ProbeFile`; fields in docs/results-format.md).
+(`max_batch.ProbeFile`; fields in docs/reference/record.md).
 """
 
 from __future__ import annotations

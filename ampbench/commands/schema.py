@@ -1,66 +1,27 @@
 """JSON Schemas of every file ampbench writes or reads, generated from the pydantic models.
 
 The models are the contract; these schemas are its language-neutral form, committed under
-schemas/ at the repository root (tests/test_schemas.py keeps them in sync) and described in
-docs/results-format.md.  `ampbench schema NAME` prints one; `ampbench schema --write schemas/`
+schemas/ at the repository root (tests/test_schemas.py keeps them in sync), and every field is listed in
+docs/reference/record.md (generated from the same models; versioning in docs/results-format.md).  `ampbench schema NAME` prints one; `ampbench schema --write schemas/`
 refreshes the committed copies after a model changes.
 
-This registry is the one module of results/ that imports the other layers' file models (check,
-baseline, history, probe, diagnosis); nothing in ampbench imports it but the CLI, so it cannot
-close an import cycle.
+The file kinds and their models are listed once, in results/file_kinds.py (the generated reference reads
+the same list).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
-
-from pydantic import BaseModel
+from typing import Any
 
 from ampbench.config import ConfigError, Suite
 from ampbench.core.files import atomic_write_text
-from ampbench.record.models import RunInfo, Trial
-from ampbench.results.baselines import Baseline
-from ampbench.results.bisect_file import BisectFile
-from ampbench.results.compare_file import CompareFile
-from ampbench.results.diagnosis_file import DiagnosisFile
-from ampbench.results.history import RunSummary
-from ampbench.results.probe_file import ProbeFile
-from ampbench.results.tune_file import TuneFile
-from ampbench.results.verdicts import CheckReport
+from ampbench.results.file_kinds import FILES, FileKind, schema_tag
+
+__all__ = ["FILES", "FileKind", "json_schema", "schema_command", "schema_tag", "schema_text", "write_schemas"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-
-
-class FileKind(NamedTuple):
-    model: type[BaseModel]
-    file: str          # where the file lives
-    what: str
-
-
-FILES: dict[str, FileKind] = {
-    "suite": FileKind(Suite, "SUITE.toml (any name)", "a suite: workload, training, precision modes, thresholds"),
-    "run": FileKind(RunInfo, "<run>/run.json", "the plan, effective config and environment of a run"),
-    "trial": FileKind(Trial, "<run>/trials/<mode>__seed<k>.json", "one trial: steps, throughput, memory, metrics"),
-    "check": FileKind(CheckReport, "<run>/check.json", "the verdicts: one entry per suite x mode x rule"),
-    "baseline": FileKind(Baseline, "results/baselines/<device>/<suite>.json", "a compact run for --baseline"),
-    "history": FileKind(RunSummary, "results/history/<suite>.jsonl (one per line)", "one run's summary line"),
-    "probe": FileKind(ProbeFile, "<probe run>/probe.json", "the largest batch each mode fits"),
-    "diagnosis": FileKind(DiagnosisFile, "<run>/diagnosis.json", "the op-level FP32/AMP comparison"),
-    "tune": FileKind(TuneFile, "<tune folder>/tune.json", "an `ampbench tune` ladder: its rungs and the next one"),
-    "bisect": FileKind(BisectFile, "<bisect folder>/bisect.json", "an `ampbench bisect` search: its commits, looks and result"),
-    "compare": FileKind(CompareFile, "`ampbench compare RUN OTHER --format json`", "two runs per mode, each change "
-                        "marked significant or not"),
-}
-
-
-def schema_tag(model: type[BaseModel]) -> str | None:
-    """The `schema` value a versioned file carries (None for the suite, a TOML file without one)."""
-    tag = getattr(model, "SCHEMA", None)
-    if tag is None and "schema_" in model.model_fields:
-        tag = model.model_fields["schema_"].default
-    return tag if isinstance(tag, str) else None
 
 
 def _profiles_schema() -> dict[str, Any]:

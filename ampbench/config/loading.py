@@ -133,7 +133,7 @@ def unknown_key_reason(key: str, known: list[str]) -> str:
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if close:
         return f"unknown key (did you mean {close[0]}?)"
-    return "unknown key (check the spelling; see docs/suites.md, 'Suite file reference')"
+    return "unknown key (check the spelling; see docs/reference/suite.md)"
 
 
 def error_reason(err: ErrorDetails, root: type[BaseModel] | None = Suite, key: str = "") -> str:

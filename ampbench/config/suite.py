@@ -25,40 +25,64 @@ MIN_MEASURED_STEPS = 10
 
 class _Strict(BaseModel):
     # inf/nan would be written to run.json as null and silently drop a threshold: refused here.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Each field's docstring is its description: in the JSON Schema and docs/reference/suite.md.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
 # numpy.random.RandomState (every workload's data order) takes seeds in [0, 2**32).
 MAX_SEED = 2**32 - 1
 
 
 class OptimizerConfig(_Strict):
+    """The optimizer every mode trains with."""
+
     name: Literal["adam", "adamw", "sgd", "momentum"] = "adam"
+    """The optimizer (paddle.optimizer.Adam, AdamW, SGD, Momentum)."""
     lr: float = Field(1e-3, gt=0)
+    """Learning rate."""
     weight_decay: float = Field(0.0, ge=0)
+    """Weight decay, as the optimizer's `weight_decay` argument (AdamW's decoupled; 0: none)."""
     momentum: float = Field(0.9, ge=0)
+    """Momentum factor (`momentum` only)."""
     schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """Learning-rate schedule over `train.steps`: constant, linear decay or cosine decay."""
     lr_warmup_steps: StrictInt = Field(0, ge=0)
+    """Linear learning-rate warm-up steps (not ampbench's measurement warm-up, `train.warmup_steps`)."""
     grad_clip_norm: float | None = Field(None, gt=0)
+    """Clip gradients to this global norm (paddle.nn.ClipGradByGlobalNorm); unset: no clipping."""
 
 
 class TargetConfig(_Strict):
     """Time to target (MLPerf's time-to-train): first eval at which `metric` reaches `value`."""
 
     metric: str
+    """The metric the target is on (one the workload reports)."""
     value: float
+    """The value to reach (in the direction of the metric's goal)."""
 
 
 class TrainConfig(_Strict):
+    """How each trial trains and what it measures; the same for every mode unless a mode overrides it."""
+
     batch_size: StrictInt = Field(32, ge=1)
+    """Micro-batch per device; samples per optimizer step = batch_size x grad_accum x ranks."""
     steps: StrictInt = Field(100, ge=1)
+    """Optimizer steps per trial."""
     warmup_steps: StrictInt = Field(5, ge=0)
+    """First steps excluded from throughput and memory (ampbench's measurement warm-up); below `steps`."""
     optimizer: OptimizerConfig = OptimizerConfig()
+    """The optimizer and its learning-rate schedule."""
     grad_accum: StrictInt = Field(1, ge=1)
+    """Micro-batches per optimizer step."""
     eval_every: StrictInt = Field(0, ge=0)
+    """Evaluate every N steps (0: only at the end); needed for time to target."""
     target: TargetConfig | None = None
+    """Time to target: record when the metric first reaches this value (MLPerf's time-to-train)."""
     timeout_s: float = Field(3600.0, gt=0)
+    """Wall-time limit of one trial, seconds (then its status is `timeout`); not part of the config hash."""
     amp_stats_steps: StrictInt = Field(2, ge=1)
-    diverge_after: StrictInt = Field(10, ge=1)  # consecutive non-finite losses that end a trial as diverged
+    """Steps over which op dtypes are counted (Paddle's operator stats), cut to end inside warm-up."""
+    diverge_after: StrictInt = Field(10, ge=1)
+    """Consecutive non-finite losses that end a trial as `diverged`."""
 
     @model_validator(mode="after")
     def _warmup_below_steps(self) -> TrainConfig:
@@ -80,15 +104,21 @@ class TrainConfig(_Strict):
 class ScalerConfig(_Strict):
     """Every documented argument of paddle.amp.GradScaler."""
 
-    # None (the default): a scaler for float16, none for bfloat16 (FP32's exponent range; Paddle turns
-    # dynamic scaling off for it at the first scale()). true builds one for bf16 too; false never.
     enable: bool | None = None
+    """Build a GradScaler: unset = one for float16, none for bfloat16; true = one for bfloat16 too; false =
+    none."""
     init_loss_scaling: float = Field(65536.0, gt=0)
+    """Initial loss scale."""
     incr_ratio: float = Field(2.0, gt=1)
+    """Factor the scale grows by after `incr_every_n_steps` finite steps."""
     decr_ratio: float = Field(0.5, gt=0, lt=1)
+    """Factor the scale shrinks by after `decr_every_n_nan_or_inf` steps with Inf/NaN gradients."""
     incr_every_n_steps: StrictInt = Field(2000, ge=1)
+    """Finite steps in a row before the scale grows."""
     decr_every_n_nan_or_inf: StrictInt = Field(1, ge=1)
+    """Steps with Inf/NaN gradients before the scale shrinks."""
     use_dynamic_loss_scaling: bool = True
+    """Adjust the scale as above; false keeps `init_loss_scaling` fixed."""
 
 
 def _is_paddle_layer_name(name: str) -> bool:
@@ -97,34 +127,51 @@ def _is_paddle_layer_name(name: str) -> bool:
 
 
 class ModeConfig(_Strict):
-    # `amp` in the suite (the field is `amp_by`: `amp` is the property below): "inject" asks a command
-    # trial's start-up hook to apply this mode's AMP itself, through Paddle's own APIs, to a program that
-    # has no AMP switch (workloads/command/hook/_ampbench_hook/inject.py); "program": the program or the
-    # built-in loop applies it
+    """One precision mode: its AMP level, dtype, op lists and loss scaling."""
+
+    # `amp` in the suite (the field is `amp_by`: `amp` is the property below); "inject": the hook's
+    # workloads/command/hook/_ampbench_hook/inject.py
     model_config = ConfigDict(**_Strict.model_config, populate_by_name=True)
     amp_by: Literal["program", "inject"] = Field("program", alias="amp")
+    """Who applies this mode's AMP: `program` (the program or the built-in loop) or `inject` (a `command`
+    trial's start-up hook applies it through Paddle's own APIs, for a program without an AMP switch)."""
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    """The mode's name (`fp32` is the reference every other mode is compared with)."""
     level: Literal["O0", "O1", "O2"] | None = None
+    """AMP level: O1 (op lists) or O2 (parameters cast, FP32 master weights); O0 is FP32 (the `fp32` mode's)."""
     dtype: Literal["float16", "bfloat16"] = "float16"
+    """The low-precision dtype."""
     custom_white_list: list[str] = []
+    """Paddle op names run in the low dtype besides Paddle's defaults (matmul_v2, conv2d, ...)."""
     custom_black_list: list[str] = []
+    """Paddle op names kept in float32 (e.g. lookup_table_v2 for embeddings)."""
     use_promote: bool = True
+    """paddle.amp.auto_cast's use_promote: an op with any float32 input runs in float32 (O2)."""
     master_weight: bool | None = None
-    master_grad: bool = False   # O2 only: FP32 weight gradients (paddle.amp.decorate(master_grad=True))
+    """O2: keep FP32 master weights (paddle.amp.decorate); unset: Paddle's default."""
+    master_grad: bool = False
+    """O2 only: FP32 weight gradients (paddle.amp.decorate(master_grad=True))."""
     scaler: ScalerConfig = ScalerConfig()
+    """The GradScaler's settings (loss scaling)."""
     batch_size: StrictInt | None = Field(None, ge=1)
+    """This mode's micro-batch, over `train.batch_size` (e.g. the larger batch AMP lets fit)."""
     grad_accum: StrictInt | None = Field(None, ge=1)
+    """This mode's micro-batches per step, over `train.grad_accum`."""
     check_numerics: bool = False
-    # O2 only: paddle.nn layer classes decorate() leaves in FP32, e.g. ["Embedding"] keeps tables FP32
+    """Record the first NaN/Inf op during the run (Paddle's tensor checker; slower)."""
     excluded_layers: list[str] = []
+    """O2 only: paddle.nn layer classes decorate leaves in FP32, e.g. ["Embedding"]."""
     fp16_allreduce: bool = False
-    # emulated AMP (trial/emulate): the AMP dtype's numerics reproduced in float32 kernels, on any device;
-    # its numerics are judged, its speed, memory and energy are not measured (docs/emulation.md)
+    """Data parallel: all-reduce gradients in float16 (float16 only)."""
     emulate: bool = False
-    flags: dict[str, Any] = {}  # Paddle FLAGS for this mode only, over the suite's [flags]
-    # workload = "command" only: what this mode adds to the program's argv and environment
+    """Emulated AMP: the dtype's numerics reproduced in float32 kernels, on any device; its numerics are
+    judged, its speed, memory and energy not measured (docs/emulation.md)."""
+    flags: dict[str, Any] = {}
+    """Paddle FLAGS for this mode only, over the suite's `[flags]`."""
     args: list[str] = []
+    """`workload = "command"` only: what this mode adds to the program's argv."""
     env: dict[str, str] = {}
+    """`workload = "command"` only: what this mode adds to the program's environment."""
 
     @model_validator(mode="after")
     def _level(self) -> ModeConfig:
@@ -171,30 +218,55 @@ class ModeConfig(_Strict):
 
 
 class Thresholds(_Strict):
+    """What the rules hold each AMP mode to (docs/checks.md explains each test)."""
+
     metric_abs_tol: float = Field(0.01, ge=0)
+    """Accuracy parity: how much worse AMP's mean metric may be than FP32's, in the metric's units (the
+    margin, unless the seeds' spread times `metric_sigma_k` is larger)."""
     metric_sigma_k: float = Field(2.0, ge=0)
+    """Accuracy parity: the margin in seed-to-seed standard deviations of the metric, where that exceeds
+    `metric_abs_tol` (docs/checks.md)."""
     min_baseline_metric: float | None = None
+    """Baseline quality: FP32's metric must reach this value for parity to mean anything (unset: only its loss
+    must fall)."""
     min_speedup: float = Field(1.0, gt=0)
+    """Speedup: AMP/FP32 samples/s must reach this ratio (1.3 = 30% faster)."""
     min_memory_reduction: float = Field(0.0, le=1)
+    """Memory: 1 - AMP/FP32 peak memory must reach this (0.2 = 20% less)."""
     max_skipped_fraction: float = Field(0.02, ge=0, le=1)
+    """Stability: the largest share of optimizer steps a trial may skip on Inf/NaN gradients."""
     loss_scale_floor: float = Field(1.0, ge=0)
+    """Stability: a loss scale below this counts as collapsed."""
     collapse_halvings: StrictInt = Field(8, ge=2)
+    """Stability: decreases of the loss scale without a recovery in between, after which the loss never
+    falls again, that count as a collapse."""
     confidence: float = Field(0.95, gt=0.5, lt=1)
+    """One-sided confidence a PASS needs, and the level of every interval shown."""
     history_min_change: float = Field(0.05, ge=0)
-    # false: a history comparison whose runs were measured under unlike load is judged on its figures, the load
-    # evidence only noted, not withheld (judge.interference.unlike): for a program that mostly waits (a test
-    # program that sleeps) on a runner shared by design; the evidence cannot tell such a program from a starved one
+    """The smallest relative change the history rules report (0.05 = 5%); the speed rule's check of a
+    disturbed measurement takes it as its tolerance."""
     history_withhold_disturbed: bool = True
-    history_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of the history rules
-    fail_alpha: float = Field(0.01, gt=0, lt=0.5)  # false-FAIL level of speedup, memory and parity
+    """History: withhold a verdict when the runs compared were measured under unlike load; false judges on the
+    figures, the load only noted (for a program that mostly waits, on a runner shared by design)."""
+    history_alpha: float = Field(0.01, gt=0, lt=0.5)
+    """False-FAIL level of the history rules."""
+    fail_alpha: float = Field(0.01, gt=0, lt=0.5)
+    """False-FAIL level of speedup, memory and accuracy parity."""
 
 
 class DistributedConfig(_Strict):
+    """Data-parallel training: every trial runs on this many processes."""
+
     nproc_per_node: StrictInt = Field(1, ge=1)
+    """Data-parallel processes per node (paddle.distributed.launch); 1: one process."""
     nnodes: StrictInt = Field(1, ge=1)
+    """Nodes of a multi-node trial (needs `master`)."""
     ips: str | None = None
+    """The nodes' addresses, comma-separated (paddle.distributed.launch --ips)."""
     master: str | None = None
+    """HOST:PORT of the rendezvous of a multi-node trial."""
     backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """Collective backend: `auto` leaves it to paddle.distributed.launch; `gloo` or `nccl` set PADDLE_DISTRI_BACKEND."""
 
     @property
     def world_size(self) -> int:
@@ -207,21 +279,29 @@ class DistributedConfig(_Strict):
 
 
 class SuiteMeta(_Strict):
+    """The suite: its name, workload, primary metric and seeds."""
+
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    """The suite's name: run folders land in results/runs/NAME/."""
     workload: str
+    """The workload: a bundled one (toy, resnet, dbnet, bert, ctr), `command` (your own program) or a
+    registered plug-in."""
     metric: str
+    """The primary metric (one the workload reports): accuracy parity judges it."""
     metric_goal: Literal["max", "min"] = "max"
+    """Whether higher (`max`) or lower (`min`) is better."""
     seeds: list[StrictInt] = Field([0], min_length=1)
+    """Seeds, one matched FP32/AMP pair of trials each (0 .. 2**32-1, unique)."""
     description: str = ""
-    # What `ampbench import` decided (modes, data, keys not honoured): report.md shows them
+    """What the suite is for, shown in the report; not part of the config hash."""
     notes: list[str] = []
-    # which pairs the paired rules judge (judge/rules/pairs.py): "same-node" a seed's FP32 and AMP measured
-    # on one node and not at once on one device; "any-node" also on two nodes; "any" however they ran
+    """What `ampbench import` decided (modes, data, keys not honoured): report.md shows them; not in the hash."""
     pairs: Literal["same-node", "any-node", "any"] = "same-node"
-    # what the verdicts judge: "all" rules, or "numerics" alone (parity, stability, loss scale, history of
-    # the metric): speed, memory, energy and time to target are then shown but not counted, so an emulated
-    # mode can PASS, as "PASS (emulated)" (docs/emulation.md)
+    """Which pairs the paired rules judge: `same-node` a seed's FP32 and AMP measured on one node and not at
+    once on one device; `any-node` also on two nodes; `any` however they ran. Not in the hash."""
     judges: Literal["all", "numerics"] = "all"
+    """What the verdicts count: `all` rules, or `numerics` alone (parity, stability, loss scale, the metric's
+    history): speed, memory, energy and time to target are shown, not counted. Not in the hash."""
 
     @field_validator("seeds")
     @classmethod
@@ -252,15 +332,25 @@ class ClaimConfig(_Strict):
     confirmed when the figure's interval lies within what it claims, refuted when it lies outside, not
     decidable when it straddles it (judge/rules/claims.py).  A claim never changes a mode's verdict."""
 
-    source: str = Field(min_length=1)   # who claims it, cited in the report (title, URL, section)
-    scenario: str = ""                  # what the source measured, in its words
-    hardware: str = ""                  # where the source measured it, as it says
-    mode: str = Field(min_length=1)     # the mode it is judged on
+    source: str = Field(min_length=1)
+    """Who claims it, cited in the report (title, URL, section)."""
+    scenario: str = ""
+    """What the source measured, in its words."""
+    hardware: str = ""
+    """Where the source measured it, as it says."""
+    mode: str = Field(min_length=1)
+    """The mode the claim is judged on."""
     figure: ClaimFigure
-    value: float | None = None          # the claimed value, within `tolerance` ...
+    """The figure claimed (the table in docs/claims.md)."""
+    value: float | None = None
+    """The claimed value, within `tolerance` (or give a bound instead)."""
     tolerance: float | None = Field(None, ge=0)
-    at_least: float | None = None       # ... or a bound (both: a range)
+    """Allowed deviation from `value`: relative for speedup and time_to_train (0.15 = +-15%), in the figure's
+    units otherwise."""
+    at_least: float | None = None
+    """A lower bound on the figure (alone or with `at_most`: a range)."""
     at_most: float | None = None
+    """An upper bound on the figure."""
 
     @model_validator(mode="after")
     def _one_form(self) -> ClaimConfig:
@@ -295,13 +385,22 @@ class Suite(_Strict):
     """A fully merged, validated suite (one profile applied)."""
 
     suite: SuiteMeta
+    """What the suite is and how its runs are judged."""
     workload: dict[str, Any] = {}
+    """The workload's own settings, validated by its model (unknown keys are errors; see the workload's page)."""
     train: TrainConfig = TrainConfig()
+    """Training: batch, steps, optimizer, evaluation, limits."""
     modes: list[ModeConfig] = Field(min_length=1)
+    """The precision modes to compare; one must be `fp32`, the reference (level O0)."""
     thresholds: Thresholds = Thresholds()
+    """What each rule holds a mode to (docs/reference/rules.md lists which rule reads which key)."""
     distributed: DistributedConfig = DistributedConfig()
-    flags: dict[str, Any] = {}  # Paddle FLAGS (paddle.set_flags) applied in every trial
-    claims: list[ClaimConfig] = []  # published claims judged against the run (never its verdict)
+    """Data-parallel training under paddle.distributed.launch."""
+    flags: dict[str, Any] = {}
+    """Paddle FLAGS (paddle.set_flags) applied in every trial, recorded as `trial.flags`; names start with
+    FLAGS_."""
+    claims: list[ClaimConfig] = []
+    """Published claims judged against every run (docs/claims.md); never part of a verdict."""
 
     @model_validator(mode="after")
     def _modes(self) -> Suite:

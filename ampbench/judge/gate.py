@@ -36,7 +36,7 @@ night back in when the next night is not held.  A night FAILs only from its own 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +67,13 @@ class Levels:
     @property
     def threshold(self) -> float:
         return math.log(1 - self.min_change) if self.min_change < 1 else -math.inf
+
+
+def nanmean(x: np.ndarray) -> np.ndarray:
+    """The mean over the last axis leaving NaN out (NaN where nothing is left)."""
+    with np.errstate(all="ignore"):
+        n = (~np.isnan(x)).sum(-1)
+        return np.where(n > 0, np.nansum(x, -1) / np.maximum(n, 1), np.nan)
 
 
 def nanmedian(x: np.ndarray) -> np.ndarray:
@@ -352,12 +359,15 @@ class _Night:
 
 def judge_night(cur: np.ndarray, hist: np.ndarray, levels: Sequence[Index], ratios: Sequence[Index | None],
                 ref: int | None, interleaved: np.ndarray, lv: Levels,
-                prior: tuple[float, float] | None = None) -> tuple[list[ModeGate], dict[str, np.ndarray]]:
+                prior: tuple[float, float] | None = None,
+                centre: Callable[[np.ndarray], np.ndarray] = nanmedian) -> tuple[list[ModeGate], dict[str, np.ndarray]]:
     """Every mode of one night against its series.  cur (3, B, M, K): this night's log figures per trial
     (FIGURES order, NaN pads); hist (3, B, N, M, K): the series' nights'; levels[m]: mode m's pools; ratios[m]:
     its AMP/FP32 ratio's (None for the reference mode `ref`); interleaved (B, M): wall-clock evidence
     (shape_evidence); `prior`: (sd, df) of the night-to-night spread where the series is too short to show it
-    (a history of one run).  Returns each mode's ModeGate and the step-time evidence."""
+    (a history of one run); `centre`: a run's value of its trials (the median: a series' spread is measured on
+    the same figure; judge_runs' prior is a formula, the mean's).  Returns each mode's ModeGate and the step-time
+    evidence."""
     modes = cur.shape[2]
     shape_hist = hist[1] - hist[0]
     seg = _padded_stack([_shapes(shape_hist[:, :, m], levels[m].window) for m in range(modes)])
@@ -370,7 +380,7 @@ def judge_night(cur: np.ndarray, hist: np.ndarray, levels: Sequence[Index], rati
     bar = np.maximum(SHIFT_MIN, SHIFT_K * ev["spread"])[:, None, :, None]
     with np.errstate(invalid="ignore"):
         clean = ((shape_hist - ev["centre"][:, None, :, None] >= -bar) | np.isnan(shape_hist)).all(-1)
-    night = _Night(nanmedian(hist), nanmedian(cur), clean, levels, ref, lv, prior)
+    night = _Night(centre(hist), centre(cur), clean, levels, ref, lv, prior)
     out = []
     for m in range(modes):
         rx = ratios[m] if ref is not None else None
@@ -415,10 +425,13 @@ def judge_runs(cur: np.ndarray, runs: Sequence[np.ndarray], ref: int | None, int
     """This run against N earlier runs of the same modes (a stored baseline is N = 1) with the nightly gate's
     figures, comparisons, step-time gate and decision.  cur and each of `runs`: (3, M, K) (trial_figures);
     interleaved (M,); `prior`: (sd, df) of the run-to-run spread where the runs cannot show it (N < 3: e.g.
-    (changepoint.drift(...).sd, math.inf), or (inference.RUN_DRIFT_SD, math.inf))."""
+    (changepoint.drift(...).sd, math.inf), or (inference.RUN_DRIFT_SD, math.inf)).  A run's value is its trials'
+    mean: the prior's variance of it is a formula (sd^2 / K), which holds for the mean whatever the trials'
+    distribution; a median's variance it does not know (trials in two clusters: 2.2x a normal one's at K = 3,
+    and identical code FAILed 7.8% of AMP modes at K = 5 with medians, tests/test_one_run_sim.py)."""
     k = max([cur.shape[-1], *(r.shape[-1] for r in runs)])
     pad = [np.pad(x, ((0, 0), (0, 0), (0, k - x.shape[-1])), constant_values=np.nan) for x in (cur, *runs)]
     hist = np.stack(pad[1:], 1)[:, None] if runs else np.full((3, 1, 0, cur.shape[1], k), np.nan)
     ix = plain_index(len(runs))
     ratios = [None if m == ref else ix for m in range(cur.shape[1])]
-    return judge_night(pad[0][:, None], hist, [ix] * cur.shape[1], ratios, ref, interleaved[None], lv, prior)
+    return judge_night(pad[0][:, None], hist, [ix] * cur.shape[1], ratios, ref, interleaved[None], lv, prior, nanmean)

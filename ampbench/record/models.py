@@ -1,4 +1,5 @@
-"""Trial and run records: the result-file contract (docs/results-format.md, schemas/ in the repo).
+"""Trial and run records: the result-file contract (each field's docstring is its entry in the generated
+docs/reference/record.md; versioning: docs/results-format.md; schemas/ in the repo).
 
 Each versioned document derives from `VersionedDoc` (its `schema` tag); `load_doc` checks it on every read.
 One definition per derived figure: a trial's peak memory and per-step rates live here, so the
@@ -15,7 +16,23 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from ampbench.core.columns import Col
 from ampbench.core.docs import VersionedDoc
 from ampbench.core.store import trial_key
+
+# What AMP did in a trial is its own module, re-exported here with the other records
+from ampbench.record.amp_info import (
+    AmpInfo,
+    DecorateOrder,
+    Dtype,
+    EmulatedLayer,
+    Emulation,
+    InactiveCode,
+    Level,
+)
+from ampbench.record.open_model import OpenModel as _Open
 from ampbench.record.rates import global_batch, rates_from, steps_rate
+
+__all__ = ["CHECK_SCHEMA", "RUN_SCHEMA", "TRIAL_SCHEMA", "AmpInfo", "DecorateOrder", "Dtype", "EmulatedLayer",
+           "Emulation", "Env", "EvalRecord", "InactiveCode", "Interference", "Level", "Memory", "PlanEntry", "RunInfo",
+           "SlurmJob", "Status", "StepRecord", "Throughput", "Trial", "trial_key"]
 
 TRIAL_SCHEMA = "ampbench.trial/1"
 RUN_SCHEMA = "ampbench.run/1"
@@ -23,132 +40,65 @@ CHECK_SCHEMA = "ampbench.check/1"
 
 # cancelled: the scheduler ended it, not the trial (a Slurm job cancelled or preempted: trial.slurm says which)
 Status = Literal["ok", "oom", "diverged", "crashed", "timeout", "cancelled"]
-Dtype = Literal["float32", "float16", "bfloat16"]
-InactiveCode = Literal["", "device", "op-lists", "no-evidence"]
-Level = Literal["O0", "O1", "O2"]
-DecorateOrder = Literal["", "decorate-first", "data-parallel-first"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # names that become parts of file names
 
 
-class _Open(BaseModel):
-    # Readers tolerate fields added by later versions; writers always fill the known ones.
-    model_config = ConfigDict(extra="allow")
 
 
 class Env(_Open):
     paddle: str = ""
+    """Paddle's version."""
     paddle_commit: str = ""
+    """The commit Paddle was built from."""
     cuda: str = ""
+    """CUDA version Paddle was built with ("" on a CPU build)."""
     cudnn: str = ""
+    """cuDNN version ("" on a CPU build)."""
     device: str = ""
+    """The device the trial ran on: `gpu:0`, `cpu`."""
     device_name: str = ""
+    """The GPU model; on CPU the processor model."""
     driver: str = ""
+    """NVIDIA driver version."""
     python: str = ""
+    """Python version."""
     numpy: str = ""
+    """NumPy version."""
     platform: str = ""
+    """Operating system and machine (platform.platform())."""
     cpu_count: int = 0
+    """Logical CPUs of the machine."""
     git_sha: str = ""
+    """The commit of the ampbench checkout, if any."""
     ampbench: str = ""
-    # GPU only (NVML): power_limit_w, sm/mem max clocks, application clock, nvml_device (index, uuid, bus id)
+    """ampbench's version."""
     gpu: dict[str, Any] = {}
-
-
-class EmulatedLayer(_Open):
-    """One layer's losses in an emulated trial (trial/emulate/counts.py): values counted before rounding."""
-
-    layer: str                  # its dotted name in the outermost model, "(model)" for that model itself
-    type: str = ""              # its class (Linear, Conv2D)
-    overflow: int = 0           # forward values rounded to inf (finite before)
-    underflow: int = 0          # forward values flushed to zero (nonzero before)
-    grad_overflow: int = 0      # gradient values rounded to inf where they flowed through a low-precision tensor
-    grad_underflow: int = 0     # gradient values flushed to zero there
-    lost_updates: int = 0       # O2 without master weights: parameter updates that rounding undid
-
-
-class Emulation(_Open):
-    """What an emulated trial's AMP did (`amp.emulated`): AMP's numerics reproduced in float32 kernels
-    (docs/emulation.md), the ops Paddle's lists sent to the low dtype, and where values were lost."""
-
-    counting: bool = True
-    steps: int = 0
-    decorated: bool = False                 # O2: parameters stored in the low dtype
-    master_weight: bool | None = None
-    master_grad: bool | None = None
-    low_params: int = 0                     # parameters stored in the low dtype
-    op_calls: dict[str, dict[str, int]] = {}   # op -> {"low": calls in the AMP dtype, "float32": calls}
-    layers: list[EmulatedLayer] = []        # worst first
-    totals: dict[str, int] = {}
-    first_overflow: dict[str, Any] | None = None   # {step, phase, layer, op}
-    layers_left_out: int = 0
-
-
-class AmpInfo(_Open):
-    # the `Col` markers: the trial tables' columns (record/fields.py, docs/architecture.md "The field catalog")
-    requested: Annotated[bool, Col("AMP requested", "flag", rank=70, shows=("csv",), csv="amp_requested")] = False
-    active: Annotated[bool, Col("AMP active (recorded)", "flag", rank=72, shows=("csv",), csv="amp_active")] = False
-    # emulated AMP (a mode's emulate = true): no low-precision kernel ran; `emulation` says what was emulated
-    emulated: Annotated[bool, Col("AMP emulated", "flag", rank=73, shows=("csv",), csv="amp_emulated",
-                                  csv_rank=100)] = False
-    emulation: Emulation | None = None
-    level: Annotated[Level, Col("AMP level", "text", rank=74, shows=("csv",), csv="amp_level")] = "O0"
-    dtype: Annotated[Dtype, Col("AMP dtype", "text", rank=76, shows=("csv",), csv="amp_dtype")] = "float32"
-    use_promote: bool = True
-    white_list: list[str] = []
-    black_list: list[str] = []
-    default_lists_hash: str = ""
-    # the lists Paddle's auto_cast really applied: its defaults for the dtype and level with the custom lists
-    # merged in (`paddle.amp.auto_cast._update_list`); empty in files written before they were recorded
-    effective_white_list: list[str] = []
-    effective_black_list: list[str] = []
-    unknown_op_names: list[str] = []
-    op_calls: dict[str, dict[str, int]] = {}
-    # a command trial's ops run inside the optimizer's step (update, regularizer, clipping), kept out of op_calls
-    optimizer_op_calls: dict[str, dict[str, int]] = {}
-    scaler: dict[str, Any] = {}
-    scaler_enabled: bool = False   # as it stood after the first step (Paddle may turn it off there)
-    scaler_built: bool = False     # a GradScaler was built (float16, or bfloat16 with scaler.enable = true)
-    excluded_layers: list[str] = []  # O2: layer classes decorate kept FP32
-    master_grad: bool = False      # O2: decorate(master_grad=True)
-    # O2 with data parallel: whether paddle.amp.decorate ran before paddle.DataParallel wrapped the model
-    # (Paddle's AMP guide asks for decorate first); "" when the trial did not use both
-    decorate_order: DecorateOrder = ""
-    # a command mode's amp = "inject": what ampbench's hook applied ({"by": "ampbench", "applied": [{optimizer,
-    # models, level, dtype, decorated, scaler}], "errors"?}); {} when the program or the built-in loop applied AMP
-    injected: dict[str, Any] = {}
-    # a command program that applies AMP itself: what its own calls used, as the hook saw them ({"auto_cast":
-    # {level, dtype, white, black, use_promote, effective_white, effective_black}, "grad_scaler": {"scaler": {...}},
-    # "decorate": {level, dtype, master_weight, master_grad}}, each kind's first setting); the lists, scaler and
-    # level above are then the program's; {} for the built-in loop, an injected mode, or a file before it was kept
-    program: dict[str, Any] = {}
-    evidence: str = ""
-    inactive_reason: str = ""
-    # why AMP was off, as a code the rules' advice reads (the text above is for people): "device" (the
-    # device or its build cannot run this dtype's AMP), "op-lists" (it could, yet no op ran in low
-    # precision), "no-evidence" (no op dtype counts to tell); "" when active or in a file
-    # written before the code was
-    inactive_code: InactiveCode = ""
-
-    def dtype_calls(self) -> dict[str, dict[str, int]]:
-        """Op calls by dtype: Paddle's op statistics, or for an emulated trial the emulator's decisions (its
-        kernels all ran in float32; the dtype each call stood for is the evidence)."""
-        e = self.emulation
-        if not self.emulated or e is None:
-            return self.op_calls
-        return {op: {self.dtype: by.get("low", 0), "float32": by.get("float32", 0)} for op, by in e.op_calls.items()}
+    """GPU only (NVML): power_limit_w, sm/mem max clocks, application clock, nvml_device (index, uuid, bus id)."""
 
 
 class StepRecord(_Open):
     step: int
-    loss: float | None   # None: non-finite (JSON has no NaN), unless loss_seen is false
-    loss_seen: bool = True   # false: this step's loss was not read (a command trial's hook reads it every
-                             # workload.loss_every_steps-th step, or never saw a backward()); `loss` means nothing
+    """Optimizer step, 1-based."""
+    loss: float | None
+    """The step's loss; null when not finite (JSON has no NaN), or not read (`loss_seen` false)."""
+    loss_seen: bool = True
+    """False: this step's loss was not read (a command trial's hook reads it at steps 1, 1 + k, 1 + 2k, ...
+    with k = `workload.loss_every_steps`, or never saw a backward()), so a null `loss` means nothing."""
     time_s: float
+    """Wall time of the step, ending when the device finished the update (the loss and scaler are read after
+    the clock stopped)."""
     loss_scale: float | None = None
+    """The dynamic loss scale this step's gradients were unscaled with; null without a live scaler."""
     found_inf: bool = False
+    """The scaler found Inf/NaN gradients: the step was skipped."""
     samples: int = 0
-    warmup: bool = False  # warm-up steps are recorded but excluded from throughput
-    cpu_s: float | None = None  # process CPU time of the step (all threads): a lost CPU share shows here
-    data_s: float | None = None  # time the step waited for its batches (the loader's next()): inside time_s
+    """Samples in the step: all micro-batches and devices."""
+    warmup: bool = False
+    """A warm-up step: recorded, excluded from throughput and memory."""
+    cpu_s: float | None = None
+    """Process CPU time of the step, all threads (a lost CPU share shows here)."""
+    data_s: float | None = None
+    """Time the step waited for its batches (the loader's next()), inside `time_s`; built-in workloads."""
 
 
 SAMPLES_PER_S = ("the median of the measured steps' per-step rates (a step's samples over its time; warm-up "
@@ -159,13 +109,18 @@ class Throughput(_Open):
     samples_per_s: Annotated[float, Col("Samples/s", "rate", rank=40, shows=("md", "console", "csv", "export")),
                              Field(description=SAMPLES_PER_S)] = 0.0
     step_time_median_s: Annotated[float, Col("Step (median)", "ms", rank=50, shows=("md", "csv"))] = 0.0
+    """Median wall time of the measured steps."""
     step_time_p90_s: Annotated[float, Col("Step (p90)", "ms", rank=52, shows=("csv",))] = 0.0
+    """90th percentile of the measured steps' wall times."""
     measured_steps: Annotated[int, Col("Measured steps", "count", rank=54, shows=("csv",))] = 0
+    """Steps after warm-up that the figures are over."""
     unit: str = "samples"
+    """What a sample is: `samples`, or the workload's own unit."""
     extra_per_s: dict[str, float] = {}
-    # Wall time of the measured window (first measured step's start to last one's end, evaluations
-    # excluded): the per-step times must add up to nearly this (ampbench selftest checks it).
+    """Other units per second (e.g. tokens): their total over the measured steps' total time."""
     window_s: float | None = None
+    """Wall time of the measured window (first measured step's start to last one's end, evaluations excluded):
+    the per-step times must add up to nearly this (ampbench selftest checks it)."""
 
 
 class Memory(_Open):
@@ -179,19 +134,37 @@ class Memory(_Open):
 
     source: Annotated[Literal["cuda", "host", "none"],
                       Col("Memory source", "text", rank=60, shows=("csv",), csv="memory_source")] = "none"
+    """Where the allocator peaks come from: `cuda` the CUDA allocator, `host` Paddle's host allocator on CPU,
+    `none` not measured."""
     peak_allocated_bytes: Annotated[int | None, Col("Peak allocated", "bytes", rank=62, shows=("md", "csv"),
                                                     note="source")] = None
+    """The allocator's peak allocated bytes over the measured window (reset at its start)."""
     peak_reserved_bytes: Annotated[int | None, Col("Peak reserved", "bytes", rank=65, shows=("csv",))] = None
+    """The allocator's peak reserved bytes over the measured window."""
     rss_peak_bytes: Annotated[int | None, Col("Peak RSS", "bytes", rank=66, shows=("csv",))] = Field(
         None, description="whole-process peak RSS (ru_maxrss), not window-scoped")
     device_used_bytes: int | None = None
+    """Device memory as the driver (NVML) sees it over the window: this process's, or the device's
+    (`device_used_source`)."""
     device_used_source: Literal["nvml-process", "nvml-device"] | None = None
+    """`nvml-process`: this process's memory as NVML lists it; `nvml-device`: the whole device's (e.g. in a
+    container)."""
     nvml_device: dict[str, Any] | None = None
+    """Which NVML device was read and how it was matched to the rank's (index, UUID, MIG instance, PCI bus
+    id)."""
     energy_j: float | None = None
+    """NVML's energy counter over the measured window (the whole GPU, also under MIG), summed over ranks."""
     energy_j_per_sample: float | None = None
-    errors: dict[str, str] = {}        # source -> error text: a missing figure says why
-    notes: dict[str, str] = {}         # what a figure includes that its name does not say (EVALS_CACHED_NOTE)
-    per_rank: list[dict[str, Any]] = []  # data parallel: every rank's figures (the fields above are maxima)
+    """`energy_j` over the measured steps' samples."""
+    errors: dict[str, str] = {}
+    """Why a figure is null or what it rests on: `nvml.<function>` an NVML call that failed;
+    `nvml.not_supported.<function>` a reading this device does not offer (not measured, not wrong);
+    `nvml.pid` this process not in NVML's list (a container: device-wide memory recorded)."""
+    notes: dict[str, str] = {}
+    """What a figure includes that its name does not say (`evaluations`: a GPU window with mid-run
+    evaluations, whose reserved and NVML peaks still hold what they left cached)."""
+    per_rank: list[dict[str, Any]] = []
+    """Data parallel: every rank's figures (the fields above are the maxima over ranks)."""
 
 
 class Interference(_Open):
@@ -200,26 +173,37 @@ class Interference(_Open):
     The checker uses it to tell "the code got slower" from "the measurement was disturbed".
     """
 
-    cpu_share: float | None = None  # process CPU seconds / wall seconds over the measured window
-    others_cpu: float | None = None  # CPU cores other processes (and steal) used in that window (Linux)
-    foreign_processes: list[int] = []  # PIDs of other processes seen on the GPU (NVML)
+    cpu_share: float | None = None
+    """Process CPU seconds / wall seconds over the measured window."""
+    others_cpu: float | None = None
+    """CPU cores other processes and the hypervisor's steal time used in that window (/proc/stat; Linux)."""
+    foreign_processes: list[int] = []
+    """PIDs of other processes seen on the GPU (NVML)."""
     sm_clock_mhz_median: float | None = None
+    """Median SM clock over the measured window (NVML)."""
     sm_clock_max_mhz: float | None = None
+    """The GPU's maximum SM clock."""
     throttle_reasons: list[str] = []
+    """NVML clock throttle reasons seen during the window."""
     temperature_c_max: float | None = None
+    """Highest GPU temperature during the window."""
     power_w_median: float | None = None
-    # NVML utilization.gpu over the window, mean %: the share of time a kernel ran (under 50%: the device
-    # waits on the host, Paddle #42436); None off a GPU and under MIG (NVML does not report it there)
+    """Median GPU power draw during the window."""
     gpu_busy_pct: float | None = None
-    # where it ran (trackers.placement): the CPU set allowed, CPUs its threads were seen on, the main
-    # thread's CPU at the window's start and end, their NUMA nodes
+    """NVML utilization.gpu over the window, mean %: the share of time a kernel ran (under 50%: the device
+    waits on the host, Paddle #42436); null off a GPU and under MIG (NVML does not report it there)."""
     cpu_affinity: list[int] = []
+    """Where it ran (trackers.placement, this and the four below): the CPU set the trial was allowed."""
     cpus_seen: list[int] = []
+    """CPUs the trial's threads were last on, at the window's start and end."""
     main_cpu: int | None = None
+    """The main thread's CPU at the window's start."""
     main_cpus: list[int] = []
+    """The main thread's CPU at the window's start and end."""
     numa_nodes: list[int] = []
-    # run --devices: the CUDA_VISIBLE_DEVICES entries the worker was pinned to ([]: not pinned)
+    """NUMA nodes of those CPUs."""
     devices: list[str] = []
+    """`run --devices`: the CUDA_VISIBLE_DEVICES entries the worker was pinned to ([]: not pinned)."""
 
 
 class SlurmJob(_Open):
@@ -227,61 +211,115 @@ class SlurmJob(_Open):
     ran, as the worker saw it, and the end state Slurm gave it when ampbench had to record a failure."""
 
     job_id: str
-    node: str = ""        # SLURMD_NODENAME of the worker (rank 0 of a multi-node trial)
-    nodes: str = ""       # SLURM_JOB_NODELIST: every node of the job
+    """The Slurm job id (an array task as Slurm names it, `123_4`)."""
+    node: str = ""
+    """SLURMD_NODENAME of the worker (rank 0 of a multi-node trial)."""
+    nodes: str = ""
+    """SLURM_JOB_NODELIST: every node of the job."""
     partition: str = ""
-    gpus: str = ""        # SLURM_JOB_GPUS: the GPU indices Slurm gave the job on that node ("" none)
-    state: str = ""       # Slurm's job state when ampbench recorded a failure (FAILED, CANCELLED, TIMEOUT...)
-    exit_code: str = ""   # Slurm's ExitCode, "code:signal"
-    reason: str = ""      # Slurm's Reason at the end
+    """The job's partition."""
+    gpus: str = ""
+    """SLURM_JOB_GPUS: the GPU indices Slurm gave the job on that node ("": none)."""
+    state: str = ""
+    """Slurm's job state when ampbench recorded a failure (FAILED, CANCELLED, TIMEOUT, ...)."""
+    exit_code: str = ""
+    """Slurm's ExitCode, "code:signal"."""
+    reason: str = ""
+    """Slurm's Reason at the end."""
 
 
 class EvalRecord(_Open):
     step: int
+    """The step after which it evaluated."""
     wall_s: float
+    """Seconds since training started."""
     metrics: dict[str, float]
+    """Metric name -> value."""
 
 
 class Trial(VersionedDoc):
     SCHEMA: ClassVar[str] = TRIAL_SCHEMA
     schema_: str = Field(TRIAL_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.trial/1`."""
     # the `Col` markers: the trial tables' columns (record/fields.py, docs/architecture.md "The field catalog")
     suite: Annotated[str, Col("Suite", "text", rank=5, shows=("csv",))]
+    """The suite's name."""
     workload: str
+    """The workload that trained."""
     mode: Annotated[str, Col("Mode", "code", rank=10, shows=("console", "csv"))]
+    """The precision mode."""
     seed: Annotated[int, Col("Seed", "count", rank=12, shows=("console", "csv"))]
+    """The seed; the file is `<mode>__seed<seed>.json`."""
     profile: Annotated[str, Col("Profile", "text", rank=14, shows=("csv",))] = "default"
+    """The profile applied (`default`: the base)."""
     status: Annotated[Status, Col("Status", "status", rank=20)]
+    """How the trial ended: `ok`, `oom`, `diverged` (loss non-finite for `diverge_after` steps), `crashed`,
+    `timeout`, `cancelled` (the scheduler ended it)."""
     error: str | None = None
-    log_tail: str | None = None  # last lines of the worker's log when the runner recorded the failure
+    """Why it did not end `ok` (the exception or the runner's sentence); null when ok."""
+    log_tail: str | None = None
+    """Last lines of the worker's log when the runner recorded the failure."""
     config: dict[str, Any] = {}
+    """The effective suite the worker ran (as in run.json)."""
     config_hash: str = ""
+    """Hash of the effective config; a run's trials and its baselines must match it."""
     env: Env = Env()
+    """The environment the worker ran in."""
     amp: AmpInfo = AmpInfo()
+    """What AMP did."""
     steps: list[StepRecord] = []
+    """One record per optimizer step."""
     throughput: Throughput = Throughput()
+    """Over the measured (non-warm-up) steps."""
     memory: Memory = Memory()
+    """Peak memory over the measured window."""
     metrics: dict[str, float] = {}
+    """Final evaluation metrics, name -> value (the suite's `metric` among them)."""
     evals: list[EvalRecord] = []
+    """Mid-run evaluations (`eval_every > 0`)."""
     time_to_target: dict[str, Any] | None = None
+    """With `train.target`: {metric, value, goal, reached, step, wall_s, best, evals}; `step`/`wall_s` null
+    when never reached."""
     skipped_steps: Annotated[int, Col("Skipped", "count", rank=80, shows=("md", "csv"))] = 0
+    """Optimizer steps skipped because the scaler found Inf/NaN gradients."""
     nonfinite_losses: Annotated[int, Col("Non-finite losses", "count", rank=82, shows=("csv",))] = 0
+    """Steps whose loss was NaN/Inf."""
     wall_s: Annotated[float, Col("Wall time", "seconds", rank=86, shows=("md", "csv"))] = 0.0
+    """The worker's whole life: setup, training, evaluation."""
     batch_size: Annotated[int, Col("Batch", "size", rank=30, shows=("md", "csv"))] = 0
+    """Micro-batch per device."""
     grad_accum: int = 1
+    """Micro-batches per optimizer step."""
     world_size: int = 1
+    """Data-parallel processes (1: one device)."""
     numerics: dict[str, Any] | None = None
-    flags: dict[str, Any] = {}  # Paddle FLAGS applied in the trial (suite [flags] + the mode's)
+    """With `check_numerics` or a diagnose re-run: {level, dump_dir, steps_checked, first_bad,
+    first_bad_forward, bad_steps, bad_ops, lines_per_step, note}."""
+    flags: dict[str, Any] = {}
+    """Paddle FLAGS applied in the trial (the suite's `[flags]` and the mode's), name -> value."""
     interference: Interference | None = None
-    workload_info: dict[str, Any] = {}  # facts the workload reports (Workload.describe()), free-form
-    slurm: SlurmJob | None = None  # the Slurm job it ran as (run --launcher slurm)
+    """What else used the machine during the measured window."""
+    workload_info: dict[str, Any] = {}
+    """Facts the workload reports (Workload.describe(): dataset sizes, majority rate, oracle metric), free-form;
+    a `command` trial keeps `argv`, `output_dir`, `log_lines_dropped`, `log_bytes_dropped`, `throughput_check`
+    (the program's own rate against the record's), `left_out` (evaluations and saves inside the measured
+    steps), `warning` and `leftover_processes` (docs/command.md)."""
+    slurm: SlurmJob | None = None
+    """The Slurm job it ran as (`run --launcher slurm`, docs/cluster.md)."""
     # where and when the worker ran, as it saw it: the paired rules refuse a seed's FP32 and AMP measured
     # on different nodes or at once on one device (judge/rules/pairs.py); ""/None in older files
-    host: str = ""                      # socket.gethostname() of the worker (rank 0 of a multi-process trial)
-    started_unix: float | None = None   # wall clock (time.time(), s since the epoch) when the worker began it
-    ended_unix: float | None = None     # and when it ended, training and evaluation done
-    # Tensor Core shape audit at the first step (trackers/shapes.py): GEMM dims and batch not multiples of 8
+    host: str = ""
+    """The worker's host name (socket.gethostname(); rank 0 of a multi-process trial): the paired rules
+    refuse a seed's FP32 and AMP measured on two nodes or at once on one device; "" in older files."""
+    started_unix: float | None = None
+    """Wall clock (time.time(), s since the epoch) when the worker began it."""
+    ended_unix: float | None = None
+    """Wall clock (s since the epoch) when the worker ended it, training and evaluation done."""
     shape_audit: dict[str, Any] = {}
+    """Tensor Core shape audit at the first step (trackers/shapes.py): `multiple` (8), `batch_size`,
+    `batch_ok`, `layers` (Linear/conv layers audited), `odd_count` and `odd` (the first 50: `layer`, `type`,
+    `dims`, `odd_dims`: dimensions not multiples of 8); `{multiple, absent}`, `absent` saying why, when the
+    layers could not be listed."""
 
     @property
     def key(self) -> str:
@@ -341,9 +379,11 @@ class Trial(VersionedDoc):
 class PlanEntry(BaseModel):
     """One planned trial: a mode and a seed (a tampered run.json cannot smuggle a path in)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     mode: str = Field(pattern=NAME_PATTERN)
+    """The mode."""
     seed: StrictInt = Field(ge=0)
+    """The seed."""
 
     @property
     def key(self) -> str:
@@ -353,26 +393,44 @@ class PlanEntry(BaseModel):
 class RunInfo(VersionedDoc):
     SCHEMA: ClassVar[str] = RUN_SCHEMA
     schema_: str = Field(RUN_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.run/1`."""
     suite: str
+    """The suite's name (`[suite] name`)."""
     suite_file: str
+    """The suite file as given on the command line (or the bundled suite's path)."""
     profile: str
+    """The profile applied (`default`: the base)."""
     run_id: str = Field(pattern=NAME_PATTERN)
+    """The run folder's name."""
     config_hash: str
+    """`sha256:...` of the effective config; trials and baselines must match it."""
     plan: list[PlanEntry] = Field(min_length=1)
-    config: dict[str, Any]  # the effective suite: typed by the store (results.OpenRun.suite)
+    """The planned trials in execution order (seed-major)."""
+    config: dict[str, Any]
+    """The effective suite after profile and `--set`, as a suite document (typed by the store:
+    results.OpenRun.suite)."""
     env: Env = Env()
+    """The environment of the process that started the run."""
     started: str = ""
+    """UTC timestamp (ISO 8601) of the start."""
     finished: str | None = None
-    # run --until-decided: {"looks": [seeds per arm at each check], "max_seeds": N, ...} (judge.sequential.Design)
+    """UTC timestamp of the end; null while running or after an interrupt."""
     sequential: dict[str, Any] | None = None
-    affinity: list[int] | None = None  # run --affinity: the CPU set every trial of the run was pinned to
-    # run --devices: the pool trials ran on side by side (CUDA_VISIBLE_DEVICES entries; ["cpu"]: no GPU, one slot)
+    """`run --until-decided`: {"looks": [seeds per mode at each check], "max_seeds": N, "pass_spending",
+    "fail_spending"} (judge.sequential.Design); `check` decides at the last look's levels."""
+    affinity: list[int] | None = None
+    """`run --affinity`: the CPU set every trial of the run was pinned to."""
     devices: list[str] | None = None
-    overrides: list[str] = []  # the --set KEY=VALUE overrides the run was started with
-    kind: Literal["run", "probe"] = "run"  # a probe's folder holds attempts, not planned trials
-    # the launcher the trials went through, {"kind": "local"} or a kind and its options (engine/launcher.py):
-    # --resume goes on with it; absent in earlier files (their slurm.json, if any, says Slurm)
+    """`run --devices`: the pool trials ran on side by side (CUDA_VISIBLE_DEVICES entries; ["cpu"]: no GPU,
+    one slot)."""
+    overrides: list[str] = []
+    """The `--set KEY=VALUE` overrides the run was started with."""
+    kind: Literal["run", "probe"] = "run"
+    """`run`, or `probe` for a probe's folder (its plan: each probed mode at the first seed; it holds
+    attempts, not planned trials)."""
     launcher: dict[str, Any] | None = None
+    """The launcher the trials went through, {"kind": "local"} or a kind and its options (engine/launcher.py):
+    --resume goes on with it; absent in earlier files (their slurm.json, if any, says Slurm)."""
 
     def planned(self) -> list[tuple[str, int]]:
         return [(p.mode, p.seed) for p in self.plan]

@@ -41,20 +41,33 @@ DEFAULT_BASELINE_DIR = BASELINES_DIR
 class CompactTrial(BaseModel):
     """What a verdict needs from one trial; built from a Trial or read from a baseline file."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     mode: str
+    """The trial's mode."""
     seed: int
+    """The trial's seed."""
     status: str = "ok"
-    step_time_s: list[float] = []  # measured (non-warm-up) steps only
-    samples: int | list[int] = 0  # per measured step; one int when constant
+    """The trial's status."""
+    step_time_s: list[float] = []
+    """Measured (non-warm-up) steps only."""
+    samples: int | list[int] = 0
+    """Per measured step; one int when constant."""
     metric: float | None = None
+    """The trial's primary metric."""
     peak_bytes: int = 0
+    """The peak memory a mode is judged on (Trial.peak_memory())."""
     memory_source: str = "none"
+    """Where that peak comes from: `cuda`, `host`, `rss`, `none`."""
     amp_active: bool = False
+    """AMP really ran."""
     batch_size: int = 0
-    interference: Interference | None = None  # CPU share and GPU evidence (interference rules)
-    cpu_count: int = 0  # cores of the machine (judges how saturated it was)
-    node: str = ""  # where it ran (node_of); "" in files written before it was kept
+    """Micro-batch per device."""
+    interference: Interference | None = None
+    """CPU share and GPU evidence (interference rules)"""
+    cpu_count: int = 0
+    """Cores of the machine (judges how saturated it was)"""
+    node: str = ""
+    """Where it ran (node_of); "" in files written before it was kept."""
 
     def rates(self) -> np.ndarray:
         """Samples per second of each measured step (the same definition as Trial.step_rates)."""
@@ -64,18 +77,31 @@ class CompactTrial(BaseModel):
 class Baseline(VersionedDoc):
     SCHEMA: ClassVar[str] = BASELINE_SCHEMA
     schema_: str = Field(BASELINE_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.baseline/1`."""
     suite: str
+    """The suite."""
     profile: str = "default"
+    """The profile."""
     config_hash: str = ""
-    device: str = "unknown"  # slug
+    """The config hash a compared run must match (else `--allow-mismatch`)."""
+    device: str = "unknown"
+    """A slug of the device name (a baseline is kept per device)."""
     device_name: str = ""
+    """The device's name."""
     paddle: str = ""
+    """Paddle's version."""
     metric: str = ""
+    """The primary metric."""
     metric_goal: str = "max"
+    """`max` or `min`."""
     created: str = ""
-    source: str = ""  # the run folder it came from
+    """When it was saved (UTC)."""
+    source: str = ""
+    """The run folder it came from."""
     modes: dict[str, list[CompactTrial]] = {}
-    path: str = Field("", exclude=True)  # where it was loaded from (not saved)
+    """Mode -> its compact trials; raw per-step times are kept so every statistic is recomputed from samples."""
+    path: str = Field("", exclude=True)
+    """Where it was loaded from (not saved)"""
 
     def trials(self, mode: str, ok_only: bool = True) -> list[CompactTrial]:
         return [t for t in self.modes.get(mode, []) if t.status == "ok" or not ok_only]

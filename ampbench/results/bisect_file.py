@@ -32,59 +32,99 @@ Text = Annotated[str, Field(max_length=4096)]
 class Candidate(BaseModel):
     """One judged commit: its place in the range, the rule's outcome and the numbers behind it."""
 
-    model_config = ConfigDict(extra="allow")
-    index: int = Field(ge=0, lt=MAX_POINTS)  # position in `commits` (0 = good endpoint)
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    index: int = Field(ge=0, lt=MAX_POINTS)
+    """Position in `commits` (0 = good endpoint)"""
     sha: Text
+    """The commit (or the version, kind `package`)."""
     role: Literal["good-endpoint", "bad-endpoint", "candidate", "recheck"] = "candidate"
+    """`good-endpoint`, `bad-endpoint`, `candidate` or `recheck`."""
     run_dir: Text = ""
-    status: Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR", ""] = ""  # the rule's status ("" while running)
+    """Its run folder (under the search's runs/)."""
+    status: Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR", ""] = ""
+    """The rule's status ("" while running)"""
     verdict: Literal["good", "bad", "skip", ""] = ""
-    observed: Any = None         # the rule's observed figure (e.g. -0.18 for 18% slower)
+    """`good`, `bad` or `skip`."""
+    observed: Any = None
+    """The rule's observed figure (e.g. -0.18 for 18% slower)"""
     message: Annotated[str, Field(max_length=20_000)] = ""
-    seeds: int = Field(0, ge=0, le=10_000_000)  # ok trials the verdict rests on, over every judged mode
+    """The rule's sentence."""
+    seeds: int = Field(0, ge=0, le=10_000_000)
+    """Ok trials the verdict rests on, over every judged mode."""
     cost_s: float = Field(0.0, ge=0, allow_inf_nan=False)
-    version: Text = ""           # kind "package": the package version judged (also `sha`) ...
-    env: Text = ""               # ... and the environment it ran in (envs/<version>/, made by bisect)
-    # --parallel K: the devices its run had, and the runs side by side on the node while it ran (time-weighted
-    # mean count, itself included: K when every share was busy throughout); [] and None when it ran alone
+    """Wall time of its trials."""
+    version: Text = ""
+    """Kind "package": the package version judged (also `sha`) ..."""
+    env: Text = ""
+    """... and the environment it ran in (envs/<version>/, made by bisect)"""
     devices: list[Text] = Field([], max_length=1024)
+    """--parallel K: the devices its run had, and the runs side by side on the node while it ran
+    (time-weighted mean count, itself included: K when every share was busy throughout); [] and None when
+    it ran alone."""
     crowding: float | None = Field(None, ge=0, le=1024, allow_inf_nan=False)
+    """Runs side by side on the node while it ran (time-weighted mean, itself included); null when alone."""
 
 
 class BisectFile(VersionedDoc):
     SCHEMA: ClassVar[str] = BISECT_SCHEMA
     schema_: str = Field(BISECT_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.bisect/1`."""
     suite: str
+    """The suite."""
     suite_file: str
-    repo: str                    # kind "commits": the repository searched ("" for a package range)
-    # "commits": `commits` are the repository's commits; "package": they are the versions of `package` that the
-    # index (pip's options in `index`) offered from `good` to `bad`, each run in its own environment made from
-    # the suite's interpreter `python` (commands.bisect_packages)
+    """Its file."""
+    repo: str
+    """Kind "commits": the repository searched ("" for a package range)"""
     kind: Literal["commits", "package"] = "commits"
+    """"commits": `commits` are the repository's commits; "package": they are the versions of `package` that
+    the index (pip's options in `index`) offered from `good` to `bad`, each run in its own environment made
+    from the suite's interpreter `python` (commands.bisect_packages)"""
     package: str = ""
+    """Kind `package`: the package searched."""
     index: list[Text] = Field([], max_length=64)
+    """Pip's index options as given."""
     python: Text = ""
-    command: list[Text] = Field([], max_length=4096)  # kind "package": the suite's workload.command (its [0] replaced per version)
-    slurm: dict[str, Any] | None = None  # --launcher slurm: the candidates' runs as Slurm jobs (SlurmOptions)
-    good: str                    # the revisions as given, and their commits
+    """The suite's interpreter each version's environment is made from."""
+    command: list[Text] = Field([], max_length=4096)
+    """Kind "package": the suite's workload.command (its [0] replaced per version)"""
+    slurm: dict[str, Any] | None = None
+    """--launcher slurm: the candidates' runs as Slurm jobs (SlurmOptions)"""
+    good: str
+    """The good revision as given (`commits[0]` is its commit)."""
     bad: str
+    """The bad revision as given."""
     rule: str
-    modes: list[Text] = Field(max_length=1000)  # the modes whose rule decides (any FAIL = bad, every PASS = good)
+    """The result searched (`bisect --rule`)."""
+    modes: list[Text] = Field(max_length=1000)
+    """The modes whose rule decides (any FAIL = bad, every PASS = good)"""
     max_seeds: int = Field(ge=1, le=10_000)
-    commits: list[str] = Field(min_length=2, max_length=MAX_POINTS)  # good .. bad, history order (first
-    # parent); or the versions, oldest first
-    clone_token: str = Field("", max_length=64)  # kind "commits": the token in each clone's .git/ampbench-owner
+    """Seed cap per mode."""
+    commits: list[str] = Field(min_length=2, max_length=MAX_POINTS)
+    """Good .. bad in first-parent order (kind "commits"), or the versions, oldest first (kind "package")."""
+    clone_token: str = Field("", max_length=64)
+    """Kind "commits": the token in each clone's .git/ampbench-owner."""
     profile: str | None = None
-    overrides: list[Text] = Field([], max_length=4096)  # --set, then what runs the program from bisect's clone (src/)
-    parallel: int = Field(1, ge=1, le=64)  # candidates a round (k-section), side by side on `devices`
-    devices: list[Text] = Field([], max_length=1024)  # the pool they share (CUDA_VISIBLE_DEVICES entries)
-    slot_overrides: list[list[Text]] = Field([], max_length=64)  # with parallel > 1: `overrides` for each clone (src/, src-1/, ...)
+    """The profile."""
+    overrides: list[Text] = Field([], max_length=4096)
+    """--set, then what runs the program from bisect's clone (src/)"""
+    parallel: int = Field(1, ge=1, le=64)
+    """Candidates a round (k-section), side by side on `devices`."""
+    devices: list[Text] = Field([], max_length=1024)
+    """The pool they share (CUDA_VISIBLE_DEVICES entries)"""
+    slot_overrides: list[list[Text]] = Field([], max_length=64)
+    """With parallel > 1: `overrides` for each clone (src/, src-1/, ...)"""
     subjects: list[Text] = Field([], max_length=MAX_POINTS)
+    """Each commit's subject (kind `package`: `NAME==V`)."""
     candidates: list[Candidate] = Field([], max_length=MAX_POINTS)
-    stopped: Annotated[str, Field(max_length=20_000)] = ""   # why the search ended without a result ("" otherwise)
-    first_bad: int | None = Field(None, ge=0, lt=MAX_POINTS)  # index into commits
+    """Every judged point, in the order judged."""
+    stopped: Annotated[str, Field(max_length=20_000)] = ""
+    """Why the search ended without a result ("" otherwise)"""
+    first_bad: int | None = Field(None, ge=0, lt=MAX_POINTS)
+    """Index into commits."""
     last_good: int | None = Field(None, ge=0, lt=MAX_POINTS)
+    """Index into commits."""
     wrong_step_bound: float | None = Field(None, ge=0, le=1)
+    """At most this probability that a step went the wrong way."""
 
     @model_validator(mode="after")
     def _consistent(self) -> BisectFile:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ampbench.core.docs import VersionedDoc
 
@@ -19,50 +19,83 @@ Mark = Literal["slower", "faster", "disturbed", "not significant", "not compared
 
 
 class ComparedRun(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
     run_id: str
+    """The run's id."""
     run_dir: str
+    """Its folder."""
     suite: str
+    """Its suite."""
     config_hash: str = ""
+    """Its config hash."""
 
 
 class Significance(BaseModel):
     """The current run's change in one mode as history-throughput decided it (current / other - 1)."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
     mark: Mark
-    change: float | None = None     # the figure the test decided on (each trial's fast floor, else median)
-    ci_low: float | None = None     # its two-sided interval at the suite's confidence, as changes
+    """`slower`, `faster`, `disturbed`, `not significant` or `not compared`."""
+    change: float | None = None
+    """The figure the test decided on (each trial's fast floor, else median)"""
+    ci_low: float | None = None
+    """Its two-sided interval at the suite's confidence, as changes."""
     ci_high: float | None = None
-    min_change: float = 0.0         # history_min_change: a smaller change is never called significant
-    why: str = ""                   # why not significant (too few trials, within the spread, the disturbance)
+    """Its upper end."""
+    min_change: float = 0.0
+    """The suite's history_min_change: a smaller change is never called significant."""
+    why: str = ""
+    """Why not significant (too few trials, within the spread, the disturbance)"""
 
 
 class CompareRow(BaseModel):
     """One run's trials of one mode: pytest-benchmark's statistics over each trial's median samples/s."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
     mode: str
+    """The mode."""
     run_id: str
+    """The run."""
     role: Literal["current", "other"]
+    """`current` or `other`."""
     min: float
+    """Slowest trial's median samples/s."""
     max: float
+    """Fastest trial's."""
     mean: float
-    stddev: float | None            # None with one trial
+    """Their mean."""
+    stddev: float | None
+    """None with one trial."""
     median: float
+    """Their median."""
     iqr: float
+    """Their interquartile range."""
     trials: int
-    samples_per_s: float            # the mode's figure: the geometric mean of the trials' medians
-    change: float | None = None     # samples_per_s against the other run's (None on the other run's rows)
-    significance: Significance | None = None   # on the current run's rows
-    emulated: bool = False          # the mode's AMP was emulated (docs/emulation.md): not an AMP timing
+    """Trials it is over."""
+    samples_per_s: float
+    """The mode's figure: the geometric mean of the trials' medians."""
+    change: float | None = None
+    """`samples_per_s` against the other run's (null on the other run's rows)."""
+    significance: Significance | None = None
+    """On the current run's rows."""
+    emulated: bool = False
+    """The mode's AMP was emulated (docs/emulation.md): not an AMP timing."""
 
 
 class CompareFile(VersionedDoc):
     SCHEMA: ClassVar[str] = COMPARE_SCHEMA
     schema_: str = Field(COMPARE_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.compare/1`."""
     current: ComparedRun
+    """The run compared."""
     other: ComparedRun
-    warning: str = ""               # why the two runs' numbers are not only the code's change ("" when none)
-    modes: list[str] = []           # the current run's modes in its suite's order
-    rows: list[CompareRow] = []     # in the order asked for (--sort)
+    """The run it is compared with."""
+    warning: str = ""
+    """Why the two runs' numbers are not only the code's change ("" when none)"""
+    modes: list[str] = []
+    """The current run's modes in its suite's order."""
+    rows: list[CompareRow] = []
+    """In the order asked for (--sort)"""
 
     def marks(self) -> dict[str, Significance]:
         """Each judged mode's significance, in the suite's mode order."""

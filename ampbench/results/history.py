@@ -39,17 +39,27 @@ class TrialPoint(BaseModel):
 
     # The pooled rule takes logs of the rates: a line from a hand or a tool that holds a rate <= 0 is refused
     # with its file:line and key (load_history), never a traceback.
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, use_attribute_docstrings=True)
     seed: int = Field(ge=0)
-    samples_per_s: float | None = Field(None, gt=0)  # the trial's median samples/s (judge.measure); None: short
-    floor_samples_per_s: float | None = Field(None, gt=0)  # its fast floor (judge.measure.judged_floor)
-    trimmed_samples_per_s: float | None = Field(None, gt=0)  # its trimmed mean rate (judge.measure.judged_trimmed)
+    """The trial's seed."""
+    samples_per_s: float | None = Field(None, gt=0)
+    """The trial's median samples/s (judge.measure); None: short."""
+    floor_samples_per_s: float | None = Field(None, gt=0)
+    """Its fast floor (judge.measure.judged_floor)"""
+    trimmed_samples_per_s: float | None = Field(None, gt=0)
+    """Its trimmed mean rate (judge.measure.judged_trimmed)"""
     metric: float | None = None
+    """The trial's primary metric."""
     peak_bytes: int | None = Field(None, ge=0)
-    cpu_share: float | None = Field(None, ge=0)  # interference evidence of the baseline side (judge.interference)
+    """Its peak memory."""
+    cpu_share: float | None = Field(None, ge=0)
+    """Interference evidence of the baseline side (judge.interference)"""
     others_cpu: float | None = Field(None, ge=0)
+    """CPU cores other processes used during its window."""
     cpu_count: int = Field(0, ge=0)
-    node: str = Field("", max_length=256)  # where it ran (results.baselines.node_of): a pool keeps one node's runs
+    """Cores of its machine."""
+    node: str = Field("", max_length=256)
+    """Where it ran (results.baselines.node_of): a pool keeps one node's runs."""
 
 
 class StepTimeHist(BaseModel):
@@ -57,10 +67,13 @@ class StepTimeHist(BaseModel):
     dashboard draws the latest run's, like pytest-benchmark's --benchmark-histogram, after the run folder
     (and its per-step records) is gone.  Bounded to MAX_HIST_BINS counts: about 150 bytes per mode."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
-    lo_s: float = Field(ge=0)       # left edge of the first bin, seconds
-    width_s: float = Field(gt=0)    # every bin's width, seconds
+    model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)
+    lo_s: float = Field(ge=0)
+    """Left edge of the first bin, seconds."""
+    width_s: float = Field(gt=0)
+    """Every bin's width, seconds."""
     counts: list[int] = Field(min_length=1, max_length=MAX_HIST_BINS)
+    """Measured steps per bin (1 to 40 bins; Freedman-Diaconis width, capped)."""
 
     @field_validator("counts")
     @classmethod
@@ -73,52 +86,84 @@ class StepTimeHist(BaseModel):
 class ModeSummary(BaseModel):
     # every number finite (a line is JSON; json.loads reads Infinity, NaN and 1e999): a floor of inf or a
     # speedup of NaN would decide a comparison; rates and the speedup are positive when present
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, use_attribute_docstrings=True)
     # the `Col` markers: the per-mode tables' columns (report.md's summary, the trend, the outcome,
     # `compare --format md`, the dashboard's runs, the sweep report; record/fields.py)
     mode: Annotated[str, Col("Mode", "code", rank=10, shows=("modes", "outcome", "compare", "dashboard",
                                                                     "sweep"))]
+    """The mode."""
     amp_requested: bool = False
+    """The mode asks for AMP."""
     amp_active: bool = False
-    amp_emulated: bool = False   # emulated AMP (a mode's emulate = true): no speedup or memory figure of its own
+    """AMP really ran in some ok trial."""
+    amp_emulated: bool = False
+    """Emulated AMP (a mode's emulate = true): no speedup or memory figure of its own."""
     level: Level = "O0"
+    """AMP level."""
     dtype: Dtype = "float32"
+    """AMP dtype."""
     batch_size: Annotated[int, Col("Batch", "size", rank=20, shows=("modes",))] = 0
+    """Micro-batch per device."""
     trials: int = 0
+    """Trials planned."""
     ok: int = 0
+    """Trials that ended ok."""
     statuses: dict[str, int] = {}
+    """Status -> trials."""
     unit: str = "samples"
+    """What a sample is."""
     samples_per_s: Annotated[float | None, Col("Samples/s {ci}", "rate", rank=30,
                                                shows=("modes", "trend", "compare", "dashboard", "sweep"),
                                                ci="samples_per_s_ci")] = Field(None, gt=0)
+    """The mode's samples/s: the geometric mean of its trials' median rates (judge/measure.py); positive
+    when present."""
     samples_per_s_ci: tuple[float, float] | None = None
-    floor_samples_per_s: float | None = Field(None, gt=0)  # the run's fast floor (measure.run_floor): pooled.select
+    """Its interval [low, high] at `confidence`."""
+    floor_samples_per_s: float | None = Field(None, gt=0)
+    """The run's fast floor: the median of its trials' floors (judge/measure.py run_floor; the pooled
+    history selects runs by it)."""
     speedup: Annotated[float | None, Col("Speedup {ci}", "ratio", rank=40, shows=("modes", "trend", "outcome", "sweep"),
                                          ci="speedup_ci")] = Field(None, gt=0)
+    """Samples/s against fp32's: the ratio of the geometric means (the speed rule's estimate); positive."""
     speedup_ci: tuple[float, float] | None = None
+    """Its interval."""
     peak_bytes: Annotated[int | None, Col("Peak memory", "bytes", rank=50,
                                           shows=("modes", "trend", "compare", "dashboard"),
                                           note="memory_source")] = None
+    """Peak memory: the largest over the ok trials that recorded one (unset when none did)."""
     memory_source: str = "none"
+    """Where the peak comes from."""
     memory_reduction: Annotated[float | None, Col("Memory vs fp32", "reduction", rank=55,
                                                   shows=("modes", "outcome"))] = None
+    """1 - AMP/FP32 peak memory."""
     metric_mean: float | None = None
+    """Mean primary metric over the ok trials."""
     metric_std: float | None = None
+    """Its seed-to-seed standard deviation (null for a single value)."""
     metric_n: int = 0
+    """Ok trials with a finite metric."""
     metric_delta: float | None = None
+    """Mean metric minus fp32's, in the metric's units."""
     skipped_steps: int = 0
+    """Skipped steps over the ok trials."""
     total_steps: int = 0
+    """Recorded steps over the ok trials."""
     verdict: str = NOT_CHECKED
+    """The mode's verdict, or `not checked`."""
     flagged_rules: list[str] = []
-    # what check's history-throughput decided for this mode (judge.series reads it: a FAILed night stays out
-    # of the pooled baseline until `ampbench history accept`, a pending one until the next night)
+    """Results that did not PASS."""
     history_status: str | None = Field(None, max_length=32)
+    """What check's history-throughput decided for this mode (judge.series reads it: a FAILed night stays out
+    of the pooled baseline until `ampbench history accept`, a pending one until the next night)"""
     history_change: float | None = Field(None, allow_inf_nan=False)
-    # and whether it holds the night out of later pools (judge.series): "fail" (a regression) or "pending"
-    # (a slowdown shown at the PASS level only, or slow steps the next night must confirm); None: kept
+    """The change history-throughput observed for this mode."""
     history_hold: Literal["fail", "pending"] | None = None
-    per_trial: list[TrialPoint] = []  # ok trials, for `check --history`'s pooled baseline
-    step_time_hist: StepTimeHist | None = None  # measured step times of the ok trials (the dashboard's histogram)
+    """Whether it holds the night out of later pools (judge.series): "fail" (a regression) or "pending" (a
+    slowdown shown at the PASS level only, or slow steps the next night must confirm); None: kept."""
+    per_trial: list[TrialPoint] = []
+    """Ok trials, for `check --history`'s pooled baseline."""
+    step_time_hist: StepTimeHist | None = None
+    """Measured step times of the ok trials (the dashboard's histogram)"""
 
 
 def _skipped(m: ModeSummary, view: Any) -> str | None:
@@ -141,31 +186,54 @@ class RunSummary(VersionedDoc):
 
     SCHEMA: ClassVar[str] = HISTORY_SCHEMA
     schema_: str = Field(HISTORY_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.history/1`."""
     # the `Col` markers: the overview of several runs (report/trend.py), a run a row
     suite: Annotated[str, Col("Suite", "code", rank=10, shows=("overview",))]
+    """The suite."""
     workload: str = ""
+    """Its workload."""
     run_id: str = Field(pattern=HISTORY_RUN_ID)
+    """The run's id: starts with a letter or digit; letters, digits, `_ . : + -` only, at most 512 characters."""
     run_dir: str = ""
+    """Where the run folder was."""
     profile: Annotated[str, Col("Profile", "code", rank=30, shows=("overview",))] = ""
+    """The profile."""
     started: str = ""
+    """UTC start."""
     finished: str | None = None
+    """UTC end."""
     config_hash: str = ""
+    """The config hash."""
     device: Annotated[str, Col("Device", "text", rank=40, shows=("overview",))] = ""
+    """A slug of the device name."""
     device_name: str = ""
+    """The device's name."""
     driver: str = ""
+    """NVIDIA driver."""
     paddle: str = ""
+    """Paddle's version."""
     cuda: str = ""
+    """CUDA version."""
     cudnn: str = ""
+    """cuDNN version."""
     git_sha: str = ""
+    """The ampbench checkout's commit."""
     metric: str = ""
+    """The primary metric."""
     metric_goal: str = "max"
+    """`max` or `min`."""
     verdict: str = NOT_CHECKED
+    """The run's overall verdict, or `not checked`."""
     exit_code: int | None = None
-    confidence: float = 0.95  # of the intervals below
-    # the suite's history_min_change: the one segmentation of the series (judge.series) reads it, so the
-    # dashboard and history bisect cut the series where check --history did
+    """Its check's exit code."""
+    confidence: float = 0.95
+    """Of the intervals below."""
     history_min_change: float | None = Field(None, ge=0, lt=1)
+    """The suite's history_min_change: the one segmentation of the series (judge.series) reads it, so the
+    dashboard and history bisect cut the series where check --history did."""
     modes: dict[str, ModeSummary] = {}
+    """Mode -> its summary; every number finite (a line that breaks this is refused naming file:line and the
+    key)."""
 
     def to_line(self) -> str:
         data = self.model_dump(mode="json", by_alias=True)
@@ -191,7 +259,7 @@ def append_history(summary: RunSummary, history_dir: Path) -> Path:
     with locked(lock_of(path), "the history file"):   # concurrent appends each keep their line
         lines: list[str] = []
         if path.is_file():
-            for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+            for i, line in enumerate(read_text(path, "history file", root=path.parent).splitlines(), 1):
                 if not line.strip():
                     continue
                 if _parse_line(line, path, i).run_id != summary.run_id:  # a corrupt file is refused
@@ -222,7 +290,7 @@ def iter_history_rows(path: Path, trials: bool = True) -> Iterator[dict[str, Any
     if not path.is_file():
         raise ResultsError(f"{path}: history file not found")
     drop = None if trials else {"modes": {"__all__": {"per_trial"}}}
-    for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+    for i, line in enumerate(read_text(path, "history file", root=path.parent).splitlines(), 1):
         if line.strip():
             yield _parse_line(line, path, i).model_dump(mode="json", by_alias=True, exclude_defaults=True,
                                                         exclude=drop)
@@ -234,7 +302,7 @@ def load_history(path: Path) -> list[RunSummary]:
     if not path.is_file():
         raise ResultsError(f"{path}: history file not found")
     entries: dict[str, RunSummary] = {}
-    for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+    for i, line in enumerate(read_text(path, "history file", root=path.parent).splitlines(), 1):
         if line.strip():
             data = _parse_line(line, path, i)
             entries[data.run_id] = data

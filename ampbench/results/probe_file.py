@@ -84,36 +84,55 @@ def search_max_batch(attempt: Callable[[int], tuple[bool, int | None]], start: i
 
 class _Open(BaseModel):
     # Readers tolerate fields added by later versions (the results-format versioning policy).
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
 
 class ProbeAttempt(_Open):
     """One training trial at one batch size."""
 
     batch_size: int
-    fits: bool                      # status ok or diverged: the batch fitted in memory
-    status: str                     # the trial's status (ok, oom, diverged, crashed, timeout)
-    peak_bytes: int | None = None   # the figure the ceiling applies to: device memory on GPU, peak RSS on CPU
+    """The batch tried."""
+    fits: bool
+    """Status ok or diverged: the batch fitted in memory."""
+    status: str
+    """The trial's status (ok, oom, diverged, crashed, timeout)"""
+    peak_bytes: int | None = None
+    """The figure the ceiling applies to: device memory on GPU, peak RSS on CPU."""
     memory: Memory = Memory()
+    """The trial's memory record."""
     amp_active: bool = False
+    """AMP really ran."""
     steps_done: int = 0
-    wall_s: float = 0.0             # seconds, process start to trial file
-    trial: str = ""                 # the attempt's trial file, relative to the probe folder
-    error: str | None = None        # the line that says why, when it did not fit
+    """Steps the attempt trained."""
+    wall_s: float = 0.0
+    """Seconds, process start to trial file."""
+    trial: str = ""
+    """The attempt's trial file, relative to the probe folder."""
+    error: str | None = None
+    """The line that says why, when it did not fit."""
 
 
 class ProbeMode(_Open):
     """The search for one precision mode."""
 
     configured_batch: int
-    max_batch: int | None = None    # 0: even batch 1 ran out of memory; null: the search stopped on an error
-    capped: bool = False            # every size up to --max-batch fitted (the real limit may be higher)
+    """Where the search started (the suite's batch)."""
+    max_batch: int | None = None
+    """0: even batch 1 ran out of memory; null: the search stopped on an error."""
+    capped: bool = False
+    """Every size up to --max-batch fitted (the real limit may be higher)"""
     peak_bytes_at_max: int | None = None
+    """Peak memory at `max_batch`."""
     status: Literal["ok", "error"] = "ok"
+    """`ok`, or `error` when the search stopped on one."""
     error: str | None = None
+    """Why it stopped."""
     amp_requested: bool = False
+    """The mode asks for AMP."""
     amp_active: bool | None = None
+    """Every fitting attempt ran AMP."""
     attempts: list[ProbeAttempt] = []
+    """Every attempt, in the order they ran."""
 
 
 class ProbeFile(VersionedDoc):
@@ -122,20 +141,36 @@ class ProbeFile(VersionedDoc):
     SCHEMA: ClassVar[str] = PROBE_SCHEMA
     STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(PROBE_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.probe/1`."""
     suite: str
+    """The suite probed."""
     suite_file: str
+    """Its file."""
     profile: str
+    """The profile."""
     run_id: str
+    """The probe folder's name."""
     device: Literal["cpu", "gpu"]
+    """`cpu` or `gpu`."""
     ceiling: Literal["memory_limit", "device"]
+    """What limits a batch: `memory_limit` (`--memory-limit`, on each attempt's RSS) or `device` (the GPU's
+    memory)."""
     memory_limit_bytes: int | None = None
-    steps: int                      # training steps per attempt
-    max_batch_limit: int            # --max-batch
+    """The limit, or null."""
+    steps: int
+    """Training steps per attempt."""
+    max_batch_limit: int
+    """--max-batch."""
     seed: int
+    """The seed every attempt ran (the suite's first)."""
     config_hash: str = ""
-    started: str = ""               # UTC, ISO 8601
-    finished: str | None = None     # null while probing (the file is rewritten after every mode)
+    """The config hash."""
+    started: str = ""
+    """UTC, ISO 8601."""
+    finished: str | None = None
+    """Null while probing (the file is rewritten after every mode)"""
     modes: dict[str, ProbeMode] = {}
+    """Mode -> its search."""
 
 
 def load_probe(run_dir: str | Path) -> ProbeFile | None:

@@ -22,35 +22,60 @@ TUNE_SCHEMA = "ampbench.tune/1"
 class RungRecord(BaseModel):
     """One judged rung: the change it made, the verdict the rules gave and the numbers behind it."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     index: int
-    rung: str                    # "start", or the ladder rung's name (docs/tune.md)
-    why: str = ""                # the change in words
-    mode: dict[str, Any]         # the ModeConfig it ran
+    """The rung's place in the ladder."""
+    rung: str
+    """"start", or the ladder rung's name (docs/tune.md)"""
+    why: str = ""
+    """The change in words."""
+    mode: dict[str, Any]
+    """The ModeConfig it ran."""
     run_dir: str
+    """Its run folder (`rung-K`, relative)."""
     verdict: str = ""
-    failure: str = ""            # judge.ladder.Failure
+    """The mode's verdict."""
+    failure: str = ""
+    """What kind of failure the rung's verdict is (judge.ladder.Failure): `pass`, `inactive`, `error`,
+    `stability`, `parity`, `speed`, `data-bound`, `launch-bound`."""
     reason: str = ""
+    """The reason the rules gave."""
     speedup: float | None = None
+    """The rung's speedup."""
     memory_reduction: float | None = None
+    """Its memory reduction."""
     metric_delta: float | None = None
-    cost_s: float = 0.0          # wall time of the rung's trials
-    skipped: list[str] = []      # rungs passed over before this one, each "name: why"
+    """Its metric against fp32's."""
+    cost_s: float = 0.0
+    """Wall time of the rung's trials."""
+    skipped: list[str] = []
+    """Rungs passed over before this one, each "name: why"."""
 
 
 class TuneFile(VersionedDoc):
     SCHEMA: ClassVar[str] = TUNE_SCHEMA
     schema_: str = Field(TUNE_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.tune/1`."""
     suite: str
+    """The suite tuned."""
     suite_file: str
+    """Its file."""
     profile: str
-    config: dict[str, Any]       # the suite as loaded (fp32 + the starting mode)
-    budget_s: float | None = Field(None, gt=0, allow_inf_nan=False)   # a finite number: tune.json is JSON
+    """The profile."""
+    config: dict[str, Any]
+    """The suite as loaded (fp32 + the starting mode)"""
+    budget_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """The time budget of the ladder's judged rungs (`--budget`; null: none), a finite number."""
     max_rungs: int = Field(8, ge=1, le=32)
+    """Rungs at most."""
     rungs: list[RungRecord] = []
-    pending: dict[str, Any] | None = None   # the next rung: {"rung", "why", "mode", "skipped"}
-    stopped: str = ""            # why the ladder ended ("" while it can go on)
-    winner: int | None = None    # index of the first rung that passed every rule
+    """Every judged rung."""
+    pending: dict[str, Any] | None = None
+    """The next rung: {"rung", "why", "mode", "skipped"}."""
+    stopped: str = ""
+    """Why the ladder ended ("" while it can go on)"""
+    winner: int | None = None
+    """Index of the first rung that passed every rule."""
 
     def write(self, folder: Path) -> None:
         write_doc(Path(folder) / "tune.json", self, root=Path(folder))

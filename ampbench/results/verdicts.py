@@ -22,37 +22,54 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 class RuleResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     suite: str
+    """The suite judged."""
     mode: str
+    """The mode judged."""
     rule: str
+    """The result's name (docs/reference/rules.md)."""
     status: Status
+    """`PASS`, `FAIL`, `INCONCLUSIVE` or `ERROR`."""
     observed: Any = None
+    """The measured value: a number, or an object the rule documents (docs/reference/rules.md)."""
     threshold: Any = None
+    """What it was held to."""
     message: str
+    """One sentence saying what was found."""
     trials: list[str] = []
-    informational: bool = False  # AMP did not really run: any status reads INCONCLUSIVE
-    emulated: bool = False  # judged on emulated AMP (a mode's emulate = true): numerics, never device figures
-    counted: bool = True    # false: shown, not counted in the verdict (a device result where the suite judges numerics)
-    details: dict[str, Any] = {}  # the rule's numbers (bounds, seeds, ...); speedup: SpeedupDetails
+    """The trial keys it looked at."""
+    informational: bool = False
+    """AMP did not really run: any status reads INCONCLUSIVE."""
+    emulated: bool = False
+    """Judged on emulated AMP (a mode's emulate = true): numerics, never device figures."""
+    counted: bool = True
+    """False: shown, not counted in the verdict (a device result where the suite judges numerics)"""
+    details: dict[str, Any] = {}
+    """The rule's numbers (bounds, seeds, ...); speedup: SpeedupDetails."""
 
 
 class SpeedupDetails(BaseModel):
     """The speed rule's interval, as the summary, the report and the history read it."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     estimate: float
     ci_low: float
     ci_high: float
 
 
 class ModeVerdict(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     suite: str
+    """The suite judged."""
     mode: str
+    """The AMP mode."""
     verdict: Status
+    """The worst of its rules' statuses (ERROR > FAIL > INCONCLUSIVE > PASS)."""
     rules: list[RuleResult]
-    emulated: bool = False   # the mode's AMP was emulated: its verdict reads "PASS (emulated)", never a plain PASS
+    """Every result of every rule that applied to the mode, in the order they ran."""
+    emulated: bool = False
+    """The mode's AMP was emulated: its verdict reads "PASS (emulated)", never a plain PASS."""
 
     @property
     def verdict_text(self) -> str:
@@ -73,39 +90,66 @@ class ClaimResult(BaseModel):
     [claimed_low, claimed_high], refuted when it lies outside, not decidable otherwise (`why`, and the seeds
     per mode that would decide it where the spread is known).  Never part of a mode's verdict."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     source: str
+    """Who claims it (the suite's `[[claims]]` entry)."""
     scenario: str = ""
+    """What the source measured."""
     hardware: str = ""
+    """Where the source measured it."""
     mode: str
+    """The mode it was judged on."""
     figure: str
-    claimed: str                       # the claim in words: "1.8x +-15%", "at least 40%"
-    claimed_low: float | None = None   # what it allows (None: open on that side)
+    """The figure claimed (docs/claims.md)."""
+    claimed: str
+    """The claim in words: "1.8x +-15%", "at least 40%"."""
+    claimed_low: float | None = None
+    """What it allows (None: open on that side)"""
     claimed_high: float | None = None
+    """What it allows, the upper end (null: open)."""
     outcome: ClaimOutcome
+    """`confirmed`, `refuted` or `not decidable`."""
     estimate: float | None = None
-    low: float | None = None           # the figure's two-sided interval at thresholds.confidence
+    """The figure's estimate from this run."""
+    low: float | None = None
+    """The figure's two-sided interval at thresholds.confidence."""
     high: float | None = None
-    why: str = ""                      # not decidable: the reason ("AMP inactive", "the interval straddles ...")
-    seeds_needed: int | None = None    # seeds per mode that would decide it, when the spread is known
-    emulated: bool = False             # judged on emulated AMP (numerics only)
+    """The interval's upper end."""
+    why: str = ""
+    """Not decidable: the reason ("AMP inactive", "the interval straddles ...")"""
+    seeds_needed: int | None = None
+    """Seeds per mode that would decide it, when the spread is known."""
+    emulated: bool = False
+    """Judged on emulated AMP (numerics only)"""
     message: str
+    """One sentence saying what was found."""
 
 
 class CheckReport(VersionedDoc):
     SCHEMA: ClassVar[str] = CHECK_SCHEMA
     STRICT_JSON: ClassVar[bool] = True  # strict readers read it (core.docs: null + `nonfinite`)
     schema_: str = Field(CHECK_SCHEMA, alias="schema")
+    """The file's kind and version: `ampbench.check/1`."""
     suite: str
+    """The suite judged."""
     run_dir: str
+    """The run folder judged."""
     profile: str = "default"
+    """The run's profile."""
     config_hash: str = ""
+    """The run's config hash."""
     strict: bool = False
+    """`--strict` was given: INCONCLUSIVE counts as FAIL in the exit code."""
     baseline: str | None = None
+    """The baseline compared with (its path), or null."""
     verdicts: list[ModeVerdict]
+    """One per AMP mode."""
     exit_code: int
+    """0 PASS, 1 FAIL, 2 ERROR or bad input, 3 only INCONCLUSIVE beside PASS."""
     notes: list[str] = []
-    claims: list[ClaimResult] = []   # the suite's [[claims]], judged; they never change exit_code (check --claims)
+    """Run-level remarks (e.g. a baseline mismatch that was allowed)."""
+    claims: list[ClaimResult] = []
+    """The suite's [[claims]], judged; they never change exit_code (check --claims)"""
 
     def write(self, path: Path) -> None:
         write_doc(path, self, root=Path(path).parent)  # RUN/check.json: not through a link

@@ -155,6 +155,7 @@ def _lists_failed(c: Ctx, leaked: list[str], missed: list[str], note: str, obser
 
 
 def _has_lists(c: Ctx) -> bool:
+    """An AMP mode that sets custom_white_list or custom_black_list."""
     if c.is_ref:
         return False
     mode = c.suite.mode(c.mode)

@@ -27,11 +27,14 @@ def _planned_amp_modes(c: Ctx) -> list[str]:
 
 
 def _no_amp_planned(c: Ctx) -> bool:
+    """The fp32 mode of a run that planned no AMP mode."""
     return c.is_ref and not _planned_amp_modes(c)
 
 
 def rule_amp_compared(c: Ctx) -> list[RuleResult]:
-    """observed = {"amp_modes": AMP modes in the plan (0 here: the rule only reports this case)}."""
+    """The run compared nothing (no AMP mode planned or defined): INCONCLUSIVE, never a PASS, naming what to add.
+
+    observed = {"amp_modes": AMP modes in the plan (0 here: the rule only reports this case)}."""
     defined = [m.name for m in c.suite.modes if m.amp]
     how = (f"the suite defines {', '.join(defined)} but the run planned only fp32 (--mode?)" if defined else
            _COMMAND_ADVICE if c.suite.suite.workload == "command" else

@@ -85,11 +85,15 @@ class Ctx:
             return any(t.amp.emulated for t in trials)
         return self.suite.mode(self.mode).emulate
 
-    def levels(self, history: bool = False, baseline_trials: int = 0) -> tuple[float, float]:
-        """(PASS, FAIL) one-sided confidences of this look: `confidence` and 1 - fail alpha for a fixed-seed
+    def levels(self) -> tuple[float, float]:
+        """(PASS, FAIL) one-sided confidences of this look: `confidence` and 1 - fail_alpha for a fixed-seed
         run; the alpha-spending boundaries of the current look in a sequential one (judge.sequential)."""
-        alpha = self.th.history_alpha if history else self.th.fail_alpha
-        return sequential.levels(self.th.confidence, alpha, self.design, baseline_trials if history else 0)
+        return sequential.levels(self.th.confidence, self.th.fail_alpha, self.design, 0)
+
+    def history_levels(self, baseline_trials: int) -> tuple[float, float]:
+        """`levels` of a comparison with the baseline's `baseline_trials` trials, at 1 - history_alpha.  Two
+        methods, not a flag, so the [thresholds] keys a rule reads are in its code (judge/rules/reads.py)."""
+        return sequential.levels(self.th.confidence, self.th.history_alpha, self.design, baseline_trials)
 
     def rule(self, rule: ResultName, status: Status, observed: Any, threshold: Any, message: str,
              trials: list[str] | None = None, informational: bool = False, **details: Any) -> RuleResult:
@@ -171,14 +175,17 @@ def batch_note(c: Ctx) -> str:
 
 
 def always(c: Ctx) -> bool:
+    """Every mode, fp32 included."""
     return True
 
 
 def amp_only(c: Ctx) -> bool:
+    """Each AMP mode."""
     return not c.is_ref
 
 
 def with_baseline(c: Ctx) -> bool:
+    """Each mode, when the run is judged against a baseline (--baseline) or the history (--history)."""
     return c.baseline is not None or c.pooled is not None
 
 

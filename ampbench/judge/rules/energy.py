@@ -31,6 +31,8 @@ def _per_sample(trials: list[Trial]) -> list[float]:
 
 
 def rule_energy(c: Ctx) -> list[RuleResult]:
+    """AMP/FP32 energy per sample (NVML's energy counter, GPU only) against MAX_ENERGY_RATIO: PASS when its
+    upper bound is at most that, FAIL when its lower bound is above.  observed = the ratio."""
     amp, ref = _per_sample(c.ok(c.mode)), _per_sample(c.ok(REFERENCE_MODE))
     if not amp or not ref:
         return [c.rule(ENERGY_NAME, "INCONCLUSIVE", None, MAX_ENERGY_RATIO,

@@ -122,7 +122,7 @@ def noninferiority(c: Ctx, ref: list[float], cand: list[float], who: str,
     PASS at `confidence`, FAIL at 1 - fail_alpha (history: 1 - history_alpha), or a sequential look's levels.
     Without a history's run-level sd, a FAIL must also clear a run effect the seeds cannot show (guarded_parity):
     else INCONCLUSIVE ("run-effect-unknown"), saying what would decide."""
-    pc, fc = c.levels(history=history, baseline_trials=len(ref) if history else 0)
+    pc, fc = c.history_levels(len(ref)) if history else c.levels()
     run_sd, run_text = run_effect(c, history)
     r, guarded = guarded_parity(np.array([ref]), np.array([cand]), c.th.metric_abs_tol, c.th.metric_sigma_k,
                                 c.th.confidence, c.goal, fc, pc, run_sd if run_text is not None or history else None)

@@ -63,7 +63,10 @@ def _overflow_text(first: dict[str, Any], dtype: str) -> str:
 
 
 def rule_stability(c: Ctx) -> list[RuleResult]:
-    """observed = {"nonfinite_losses": count, "max_skipped_fraction": worst trial's share of skipped
+    """No non-finite loss, at most max_skipped_fraction of the steps skipped (Inf/NaN gradients) and no
+    loss-scale collapse (loss_scale_floor, collapse_halvings), in every trial of the mode.
+
+    observed = {"nonfinite_losses": count, "max_skipped_fraction": worst trial's share of skipped
     steps, "collapse_began_step": step where the earliest loss-scale collapse began, or null}."""
     th = c.th
     threshold = {"nonfinite_losses": 0, "max_skipped_fraction": th.max_skipped_fraction,

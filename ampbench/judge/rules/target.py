@@ -84,6 +84,7 @@ def _target_outcome(c: Ctx, tgt: TargetConfig, amp: dict[str, dict[str, Any] | N
 
 
 def _has_target(c: Ctx) -> bool:
+    """An AMP mode of a suite with a [train] target."""
     return not c.is_ref and c.suite.train.target is not None
 
 

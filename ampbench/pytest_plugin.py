@@ -83,13 +83,12 @@ class AmpBench:
             seeds: str | list[int] | None = None, set: list[str] | None = None) -> SuiteResult:
         """`ampbench run SUITE` (a bundled name or a suite file) with these options; a bad suite or option
         fails the test with ampbench's one-line message."""
-        from rich.console import Console
-
         from ampbench.commands.check import recorded_check
         from ampbench.commands.run import Output, Policies, RunRequest
         from ampbench.commands.run import run as run_verb
         from ampbench.core.errors import UserError
         from ampbench.core.names import new_run_id
+        from ampbench.core.terminal import TerminalConsole
 
         seed_text = ",".join(map(str, seeds)) if isinstance(seeds, list) else seeds
         run_id = new_run_id()
@@ -98,7 +97,7 @@ class AmpBench:
         policies = Policies(output=Output(report=False, status_every=0))
         buf = io.StringIO()
         try:
-            run_verb(request, policies, [], Console(file=buf, width=160, no_color=True))
+            run_verb(request, policies, [], TerminalConsole(file=buf, width=160, no_color=True))
         except UserError as e:
             pytest.fail(f"ampbench: {e}", pytrace=False)
         print(buf.getvalue(), end="")   # into the test's captured output

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The nightly-gate tables of docs/checks.md: simulated GPU-nightly histories judged night after night with
+"""The nightly-gate tables of docs/checks.md ("Nightly histories judged night after night"), in the page's shape:
+simulated GPU-nightly histories judged night after night with
 the rule's own code (tests/nightly_sim.py over tests/nightly_noise.py).
 
     PYTHONPATH=. python scripts/sim_nightly.py                  # 1,000 histories a row (about 8 CPU minutes)
@@ -14,7 +15,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/ of this checkout, not a site-packages `tests`
 
 from tests import nightly_noise as nn
 from tests import nightly_sim as ns
@@ -66,23 +71,31 @@ def null_table(rows: int) -> list[str]:
     return out
 
 
+def _num(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x * 100:.1f}"
+
+
 def case_table(rows: int) -> list[str]:
-    out = [("| noise model | change | FAILed within 3 nights | every later night FAILed | nights FAILed | "
-            "nights held out | note |"), "|---|---|---|---|---|---|---|"]
+    """The changes as docs/checks.md shows them: a row per change, a column per noise model (A, B, C), each cell
+    FAILed within 3 nights / every later night FAILed / nights FAILed / nights held out; the notes under it."""
+    letters = dict(zip(CASE_MODELS, "ABC", strict=True))
+    cells: dict[str, list[str]] = {c: [] for c in CASES}
+    notes: list[str] = []
     for i, (mname, model) in enumerate(CASE_MODELS.items()):
         for j, (cname, (change, judged)) in enumerate(CASES.items()):
             r = ns.rates(ns.simulate(rows, model, change, 100 * i + j, judged=judged), change)
-            note = ""
+            cells[cname].append(f"{_num(r['within3'])} / {_num(r['every_later'])} / {_num(r['night_fail'])} / "
+                                f"{_num(r['held'])}%")
             if "before12" in r:
-                note = f"FAILed before the loss passed 12%: {_pct(r['before12'])}"
+                notes.append(f"- {cname}, {letters[mname]}: FAILed before the loss passed 12% in {_pct(r['before12'])}")
             if "after_fail" in r:
-                note = (f"normal nights after it FAILed {_pct(r['after_fail'], 2)}, held "
-                        f"{_pct(r['after_held'], 2)}")
-            if change.kind == "faster":
-                note = "an improvement: never FAILed nor held out if both are 0"
-            out.append(f"| {mname} | {cname} | {_pct(r['within3'])} | {_pct(r['every_later'])} | "
-                       f"{_pct(r['night_fail'])} | {_pct(r['held'])} | {note} |")
-    return out
+                notes.append(f"- {cname}, {letters[mname]}: normal nights after it FAILed {_pct(r['after_fail'], 2)}, "
+                             f"held {_pct(r['after_held'], 2)}")
+    legend = "; ".join(f"{v} = {k}" for k, v in letters.items())
+    out = [f"Each cell: FAILed within 3 nights / every later night FAILed / nights FAILed / nights held out. {legend}:",
+           "", "| change | A | B | C |", "|---|---|---|---|"]
+    out += [f"| {c} | {' | '.join(v)} |" for c, v in cells.items()]
+    return [*out, "", *notes]
 
 
 def main() -> None:

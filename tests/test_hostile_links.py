@@ -303,3 +303,31 @@ def test_the_trial_writer_removes_a_trials_link_records_the_trial_as_tampered_an
     with pytest.raises(ResultsError, match="no longer the folder ampbench made"):
         write_trial_file(run / "trials" / "fp32__seed1.json", t, ident)
     assert not (run / "trials").exists()
+
+
+def test_a_history_file_that_is_a_link_is_refused_by_publish_report_and_append(tmp_path, work, outside):
+    """A <suite>.jsonl inside the history folder linking elsewhere (issue 59 leftover): publish, the trend of
+    `report --history` and `history append` read history files as regular files only, so the link is named
+    (exit 2) and what it points at reaches no page and is never rewritten."""
+    from ampbench.commands.history import append_history
+    from tests.test_report import copy_run
+
+    run = copy_run(tmp_path, "a", run_id="night-1", started="2025-03-01T02:00:00+00:00")
+    real = tmp_path / "real-history"
+    append_history(run, real)
+    elsewhere = outside.dir / "ocr.jsonl"
+    elsewhere.write_bytes((real / "ocr.jsonl").read_bytes())
+    before = elsewhere.read_bytes()
+    hist = tmp_path / "history"
+    hist.mkdir()
+    (hist / "ocr.jsonl").symlink_to(elsewhere)
+    site = tmp_path / "site"
+    r = invoke("publish", str(hist), "-o", str(site))
+    assert r.exit_code == 2 and "ocr.jsonl" in r.output and "link" in r.output, r.output
+    assert not any(p.is_file() and "night-1" in p.read_text(errors="replace") for p in site.rglob("*"))
+    r = invoke("report", str(run), "--history", str(hist))
+    assert r.exit_code == 2 and "ocr.jsonl" in r.output and "link" in r.output, r.output
+    r = invoke("history", "append", str(run), str(hist))
+    assert r.exit_code == 2 and "link" in r.output, r.output
+    assert elsewhere.read_bytes() == before and (hist / "ocr.jsonl").is_symlink()
+    outside.untouched()

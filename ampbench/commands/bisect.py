@@ -48,6 +48,7 @@ from ampbench.config import REFERENCE_MODE, ConfigError, Suite
 from ampbench.core.files import ensure_folder, locked, open_for_append, refuse_link
 from ampbench.core.names import new_run_id
 from ampbench.core.store import RUNS_DIR, lock_of
+from ampbench.core.terminal import TerminalConsole
 from ampbench.engine import side_by_side
 from ampbench.engine.execute import load_for_run
 from ampbench.engine.launchers.local import device_pool
@@ -222,7 +223,7 @@ def run_bisect(opts: BisectOptions, console: Console | None = None) -> int:
     """The search; returns 1 when it named the first bad commit (a regression found, as `check`'s FAIL), 3 when
     it could not (endpoints not bracketing a change, the boundary undecided), 2 on a crashed endpoint, 130/143
     when interrupted (continue with --resume)."""
-    console = console or Console()
+    console = console or TerminalConsole()
     with contextlib.ExitStack() as hold:   # one process a search: a second --resume of it is refused, not raced
         if opts.resume:
             hold.enter_context(_search_lock(Path(opts.resume)))

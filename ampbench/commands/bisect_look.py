@@ -25,6 +25,7 @@ from ampbench.core.docs import write_doc
 from ampbench.core.errors import ResultsError
 from ampbench.core.files import ensure_folder, refuse_link
 from ampbench.core.store import RunPaths
+from ampbench.core.terminal import TerminalConsole
 from ampbench.engine import side_by_side
 from ampbench.engine.execute import Policies, execute, load_for_run
 from ampbench.engine.launcher import Launcher
@@ -149,7 +150,7 @@ def run_candidate(ctx: Ctx, index: int, role: Role, tag: str) -> tuple[Candidate
     """Check out one commit and run the suite on it; returns its record and the run's exit code."""
     sha = ctx.doc.commits[index]
     overrides = _prepare(ctx, 0, index)
-    log = Console(file=ctx.log, width=160, no_color=True)
+    log = TerminalConsole(file=ctx.log, width=160, no_color=True)
     started = time.monotonic()
     code = execute(*look_request(ctx, index, tag, overrides), console=log)
     cand = Candidate(index=index, sha=sha, role=role, run_dir=str(run_id_of(ctx, index, tag)[1]),

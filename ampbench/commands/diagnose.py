@@ -28,6 +28,7 @@ from ampbench.core.errors import ResultsError
 from ampbench.core.files import empty_folder, ensure_folder, last_line, open_for_writing, read_bytes
 from ampbench.core.install import install_hint
 from ampbench.core.store import RunPaths
+from ampbench.core.terminal import TerminalConsole
 from ampbench.diagnose.compare import black_list_candidates, compare_dumps, condense
 from ampbench.diagnose.emulated import KINDS, mode_losses
 from ampbench.diagnose.emulated import advice as emulated_advice
@@ -213,7 +214,7 @@ def _paddle_comparison(diag: ModeDiagnosis, ref_dump: Path, amp_dump: Path, out:
 def diagnose_mode(run_dir: Path | OpenRun, mode: str, steps: int = 3, seed: int | None = None, top: int = 10,
                   console: Console | None = None, tol: Tolerances | None = None) -> ModeDiagnosis:
     """Run the pair, compare, and return the condensed diagnosis (also kept under <run>/diagnose/<mode>/)."""
-    console = console or Console()
+    console = console or TerminalConsole()
     run = run_dir if isinstance(run_dir, OpenRun) else open_run(run_dir)
     _check_request(run, mode, steps)
     mcfg, ref_cfg = run.suite.mode(mode), run.suite.mode(REFERENCE_MODE)
@@ -246,7 +247,7 @@ def _emulated_losses(diag: ModeDiagnosis, run: OpenRun) -> None:
 def run_diagnose(run_dir: Path, mode: str, steps: int = 3, seed: int | None = None,
                  console: Console | None = None, top: int = 10) -> int:
     """CLI entry: 0 nothing flagged, 1 ops flagged (see diagnosis.md), 2 the pair could not be run."""
-    console = console or Console()
+    console = console or TerminalConsole()
     run = open_run(run_dir)
     diag = diagnose_mode(run, mode, steps=steps, seed=seed, top=top, console=console)
     jpath, mpath = write_diagnosis(run.path, run.suite, diag)

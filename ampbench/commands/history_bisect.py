@@ -20,6 +20,7 @@ from rich.markup import escape
 from ampbench.commands.bisect import BisectOptions, run_bisect
 from ampbench.core.errors import ResultsError
 from ampbench.core.store import RUNS_DIR
+from ampbench.core.terminal import TerminalConsole
 from ampbench.engine.execute import load_for_run
 from ampbench.engine.request import RunRequest
 from ampbench.judge import series
@@ -95,7 +96,7 @@ def last_regression(path: Path, suite: str) -> Found:
 def run_history_bisect(opts: HistoryBisectOptions, console: Console | None = None) -> int:
     """The range of the history's newest regression, bisected by `ampbench bisect` on history-throughput for the
     modes it FAILed; returns bisect's exit code."""
-    console = console or Console()
+    console = console or TerminalConsole()
     loaded = load_for_run(RunRequest(suite_file=opts.suite_file, profile=opts.profile,
                                      overrides=tuple(opts.overrides), out_dir=opts.out_dir))
     name = loaded.suite.suite.name

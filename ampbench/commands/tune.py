@@ -25,6 +25,7 @@ from ampbench.core.errors import ConfigError
 from ampbench.core.files import refuse_link
 from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.store import RUNS_DIR
+from ampbench.core.terminal import TerminalConsole
 from ampbench.engine.execute import Policies, execute, load_for_run
 from ampbench.engine.request import Output, RunRequest
 from ampbench.engine.seeds.until_decided import Sequential
@@ -354,7 +355,7 @@ def _step(folder: Path, doc: TuneFile, console: Console) -> None:
 def run_tune(opts: TuneOptions, console: Console | None = None) -> int:
     """The ladder; returns 0 when a rung passed every rule, 3 when AMP is inactive or a rule could not be
     decided, 1 when the ladder was spent, data/launch-bound or out of budget, 2 when a trial crashed."""
-    console = console or Console()
+    console = console or TerminalConsole()
     folder, doc = _resumed(opts, console) if opts.resume else _new_tune(opts, console)
     try:
         _ladder(folder, doc, console)

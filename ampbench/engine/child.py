@@ -6,10 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
 from ampbench.core.files import read_text
 from ampbench.core.json_read import parse_json
+from ampbench.core.terminal import TerminalConsole
 from ampbench.engine.execute import Policies, execute
 from ampbench.engine.request import RunRequest
 from ampbench.launch.process import install_signal_handlers
@@ -23,7 +22,7 @@ def options_from(path: Path) -> tuple[RunRequest, Policies]:
 def main(argv: list[str]) -> int:
     install_signal_handlers()
     request, policies = options_from(Path(argv[1]))
-    return execute(request, policies, console=Console(file=sys.stderr, width=160, no_color=True))
+    return execute(request, policies, console=TerminalConsole(file=sys.stderr, width=160, no_color=True))
 
 
 if __name__ == "__main__":

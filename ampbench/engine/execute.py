@@ -25,6 +25,7 @@ from rich.markup import escape
 from ampbench.config import ConfigError, LoadedSuite, Suite
 from ampbench.core.errors import ResultsError
 from ampbench.core.names import utc_now
+from ampbench.core.terminal import TerminalConsole
 from ampbench.engine.batch import BatchPolicy, ConfiguredBatch
 from ampbench.engine.finish import finish_run
 from ampbench.engine.launcher import Launcher, recorded_launcher
@@ -141,7 +142,7 @@ def _resumed(request: RunRequest, p: Policies, console: Console) -> _Run:
 def execute(request: RunRequest, policies: Policies | None = None, console: Console | None = None) -> int:
     """All planned trials, then summary.csv, check.json and report.md; returns the exit code.
     Ctrl-C / SIGTERM: every running worker tree is stopped, finished trials kept, and 130 / 143 returned."""
-    console = console or Console()
+    console = console or TerminalConsole()
     p = policies or Policies()
     r = _resumed(request, p, console) if request.resume else _new(request, p, console)
     faults = parse_faults(fault_env(), r.plan)

@@ -57,7 +57,7 @@ def load_accepts(history_file: Path, suite: str | None = None) -> list[AcceptRec
     path = accepts_path(history_file)
     if not os.path.lexists(path):
         return []
-    doc = load_doc(path, AcceptsFile, "history accepts file")
+    doc = load_doc(path, AcceptsFile, "history accepts file", root=path.parent)   # never read through a link
     return [a for a in doc.accepts if suite is None or a.suite == suite]
 
 

@@ -191,7 +191,7 @@ def append_history(summary: RunSummary, history_dir: Path) -> Path:
     with locked(lock_of(path), "the history file"):   # concurrent appends each keep their line
         lines: list[str] = []
         if path.is_file():
-            for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+            for i, line in enumerate(read_text(path, "history file", root=path.parent).splitlines(), 1):
                 if not line.strip():
                     continue
                 if _parse_line(line, path, i).run_id != summary.run_id:  # a corrupt file is refused
@@ -222,7 +222,7 @@ def iter_history_rows(path: Path, trials: bool = True) -> Iterator[dict[str, Any
     if not path.is_file():
         raise ResultsError(f"{path}: history file not found")
     drop = None if trials else {"modes": {"__all__": {"per_trial"}}}
-    for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+    for i, line in enumerate(read_text(path, "history file", root=path.parent).splitlines(), 1):
         if line.strip():
             yield _parse_line(line, path, i).model_dump(mode="json", by_alias=True, exclude_defaults=True,
                                                         exclude=drop)
@@ -234,7 +234,7 @@ def load_history(path: Path) -> list[RunSummary]:
     if not path.is_file():
         raise ResultsError(f"{path}: history file not found")
     entries: dict[str, RunSummary] = {}
-    for i, line in enumerate(read_text(path, "history file").splitlines(), 1):
+    for i, line in enumerate(read_text(path, "history file", root=path.parent).splitlines(), 1):
         if line.strip():
             data = _parse_line(line, path, i)
             entries[data.run_id] = data

@@ -5,7 +5,12 @@ Debian's slurm-wlm and munge (scripts/setup.sh --test installs them).  Everythin
 `SLURM_CONF` points at the folder's slurm.conf, so it runs beside any other cluster on the machine.
 Settings for a container without systemd or cgroup control: `ProctrackType=proctrack/linuxproc`,
 `TaskPlugin=task/none`, `SelectType=select/cons_tres` with `CR_CPU` (each job one CPU), and the
-node's CPUs oversubscribed 4x so a toy suite's jobs all start at once on a 2-core machine.  A job in
+node's CPUs oversubscribed 4x so a toy suite's jobs all start at once on a 2-core machine.
+`MessageTimeout=4` (Slurm's default 10): a client command (squeue, scancel, scontrol) retries its
+connection to a stopped slurmctld about once a second for MessageTimeout seconds before it says "Unable to
+contact slurm controller" (measured here: 9 s each at the default, 18 s for an scontrol); the tests that stop
+the controller waited that out at every call.  An RPC on this one host answers in milliseconds
+(slurmctld.log: usec=300-800), so 4 s still leaves a loaded machine its margin.  A job in
 partition `urgent` (higher PriorityTier, whole nodes) preempts the `debug` jobs on its node
 (`PreemptMode=CANCEL`: they end PREEMPTED).  Two slurmd
 (`slurmd -N node1`, `-N node2`, both at 127.0.0.1 on ports of their own) make it a two-node cluster on
@@ -75,6 +80,7 @@ MpiDefault=none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 KillWait=5
+MessageTimeout=4
 SchedulerParameters=sched_interval=1
 """ + "".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={os.cpu_count() or 1} "
               "State=UNKNOWN\n" for n in NODES) + """\

@@ -461,10 +461,12 @@ def test_other_processes_cpu_is_read_over_the_samples_enclosing_the_measured_ste
 @pytest.mark.slow
 def test_a_program_measured_under_a_competing_load_is_a_disturbed_measurement(tmp_path):
     """Command trials record CPU contention (steps[].cpu_s, interference), so the speed rule's "measurement
-    disturbed" fires for a user's program as for the built-in loop: here one busy loop per core and one more run beside
-    every trial (on this shared machine other jobs may add theirs), and the speedup is INCONCLUSIVE, disturbed,
-    with the checker's note; it never fired for command trials before (interference null; issue 60)."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(min(os.cpu_count() or 1, 8) + 1)]
+    disturbed" fires for a user's program as for the built-in loop: here one busy loop per core runs beside every
+    trial (on this shared machine other jobs may add theirs), and the speedup is INCONCLUSIVE, disturbed, with the
+    checker's note; it never fired for command trials before (interference null; issue 60). One loop per core
+    already leaves each trial at most half a core on a 2-core machine; a loop more only burned CPU (it
+    tripled the test's own cost: the run takes as long as its trials get CPU)."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(min(os.cpu_count() or 1, 8))]
     try:
         r = run("run", str(write(tmp_path, suite_text(seeds="[0, 1]"))), "--out", str(tmp_path / "runs"), "--no-report")
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,7 +94,12 @@ for i in range(int(sys.argv[1])):
 
 def hooked(tmp_path: Path, program: str, args: list[str], hook_at_start: bool) -> tuple[EventReader, str]:
     """The program under the hook, reporting on a channel as a trial's worker opens it: at start (as a
-    trial does), or (hook_at_start=False) only once the program has installed its simulated machine."""
+    trial does), or (hook_at_start=False) only once the program has installed its simulated machine.
+    The channel is pumped as the worker pumps it (trial/command.py `_pump`): a process whose device event
+    says GPU is told the worker's NVML word through ProgramGpu (no NVML in this process: `none`), as a
+    trial's is; a channel that never answered left each GPU program waiting out NVML_WAIT_S (30 s) at the
+    window's opening."""
+    from ampbench.trial.command_gpu import ProgramGpu
     from tests.test_command import hook_channel
 
     (tmp_path / "p.py").write_text(program)
@@ -101,12 +107,24 @@ def hooked(tmp_path: Path, program: str, args: list[str], hook_at_start: bool) -
     env.pop("AMPBENCH_HOOK_SOCKET", None)
     with hook_channel() as channel:
         env.update({k if hook_at_start else "TEST_HOOK_SOCKET": v for k, v in channel.env().items()})
-        r = subprocess.run([sys.executable, str(tmp_path / "p.py"), *args], env=env, capture_output=True, text=True,
-                           timeout=180, check=False, cwd=tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    reader = EventReader(channel)
+        p = subprocess.Popen([sys.executable, str(tmp_path / "p.py"), *args], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        reader, gpu = EventReader(channel), ProgramGpu(p.pid, ack=channel.reply)
+        try:
+            with ThreadPoolExecutor(1) as ex:
+                out = ex.submit(p.communicate, timeout=180)
+                while not out.done():
+                    reader.poll()
+                    gpu.see(reader.procs.values())
+                    time.sleep(0.05)
+                stdout, stderr = out.result()
+        finally:
+            gpu.stop()
+            if p.poll() is None:
+                p.kill()
+    assert p.returncode == 0, stdout + stderr
     reader.poll()
-    return reader, r.stdout
+    return reader, stdout
 
 
 CASES = ("gpu1", "cpu", "paddle26", "eval", "resets")

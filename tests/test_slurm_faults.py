@@ -35,6 +35,7 @@ from tests.test_slurm import (
 
 LIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
 START = '@@ampbench {"event": "start"'   # a worker's first training event (trial/loop.py)
+LONG_STEPS = 1200   # the preempted trial's steps, 10 ms of sleep each
 
 
 def _sbatch(c: slurm_cluster.Cluster, *opts: str) -> str:
@@ -331,7 +332,10 @@ def _preempt(c: slurm_cluster.Cluster, node: str) -> str:
 def test_a_preempted_trial_is_submitted_again_up_to_the_cap(cluster, tmp_path):  # noqa: F811
     (tmp_path / "again").mkdir()
     (tmp_path / "capped").mkdir()
-    p = _slurm_run(cluster, tmp_path / "again", ["--mode", "fp32", "--set", "train.steps=15000"])   # long enough (tens of seconds on an idle machine) that the preemption lands while it runs
+    # long enough (12 s) that the preemption lands while it runs: each batch's fetch sleeps (the toy's
+    # workload.fetch_delay_s), so the trial costs sleep, not the CPU of 15000 steps run twice as before
+    p = _slurm_run(cluster, tmp_path / "again", ["--mode", "fp32", "--set", f"train.steps={LONG_STEPS}",
+                                                 "--set", "workload.fetch_delay_s=0.01"])
     q = _slurm_run(cluster, tmp_path / "capped", ["--mode", "fp32", "--slurm-requeue", "0"], fault="fp32:0:hang")
     _wait_for(lambda: len(_jobs(_run_dir(tmp_path / "again"))) == 1 and len(_jobs(_run_dir(tmp_path / "capped"))) == 1,
               "both jobs submitted")
@@ -348,7 +352,7 @@ def test_a_preempted_trial_is_submitted_again_up_to_the_cap(cluster, tmp_path): 
     again = _jobs(run)["fp32__seed0"]
     assert again != first and f"job {first} ended PREEMPTED: submitted again as job {again} (requeue 1 of 2" in out, out
     t = _trial(run, "fp32__seed0")
-    assert t["status"] == "ok" and t["slurm"]["job_id"] == again and len(t["steps"]) == 15000, t.get("error")
+    assert t["status"] == "ok" and t["slurm"]["job_id"] == again and len(t["steps"]) == LONG_STEPS, t.get("error")
     assert json.loads((run / "slurm.json").read_text())["requeued"] == {"fp32__seed0": 1}
     code, out = _finish(q, 120)
     assert code in (1, 2) and "submitted again" not in out, out  # the cancelled trial: completeness FAIL

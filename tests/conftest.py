@@ -23,6 +23,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
         compileall.compile_dir(str(ROOT / "ampbench"), quiet=1, workers=1)
     benchmarks_off_under_xdist(config)
+    interruptible_children()
+
+
+def interruptible_children() -> None:
+    """A test suite started in the background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT
+    ignored, and so does every process it starts: Python installs no KeyboardInterrupt handler for a signal
+    ignored at its start, so the tests that press Ctrl-C on ampbench (a real SIGINT to a run, a bisect, a
+    Slurm wait, publish --serve) saw nothing happen and timed out (16 of them in a CI run started with `&`).
+    Pytest's processes take SIGINT back (Python's own handler), so the processes they start begin with it at
+    its default. A suite started in the foreground is unchanged."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def benchmarks_off_under_xdist(config: pytest.Config) -> None:

@@ -249,7 +249,12 @@ def test_a_second_piped_run_states_its_time_left_within_30_percent_from_the_firs
         return lines
 
     first = piped()
-    assert any("or more left" in ln for _, ln in first if ln.startswith("status ")), first
+    # before its first trial ended, the first run either estimates or states a lower bound ("or more"); a
+    # status line with a running trial's progress may not come at all under load (CI: 3 workers on 2 cores,
+    # the 4 s trial's first progress report after its end), so the bound is asserted where a time is stated
+    ended = next(t for t, ln in first if re.match(r"  fp32 seed \d: ok", ln))
+    early = [ln for t, ln in first if ln.startswith("status ") and t < ended]
+    assert early and all("estimating" in ln or "or more left" in ln for ln in early), early
     second = piped()
     t_status, line = next((t, ln) for t, ln in second if ln.startswith("status ") and "run ~" in ln)
     last_trial = max(t for t, ln in second if re.match(r"  fp32 seed \d: ok", ln))

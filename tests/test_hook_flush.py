@@ -12,6 +12,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from ampbench.workloads.command import HOOK_DIR
 
 
@@ -29,11 +31,16 @@ class SlowSock:
         self.sent.append(data)
 
 
-def test_the_exit_flush_waits_for_the_flushers_send_and_keeps_the_order(monkeypatch):
+@pytest.fixture
+def hooked(monkeypatch):
+    """The hook's own State (imported as the user's program imports it) over a SlowSock."""
     monkeypatch.syspath_prepend(str(HOOK_DIR))
-    state = importlib.import_module("_ampbench_hook.state")
     sock = SlowSock()
-    st = state.State(sock)
+    return importlib.import_module("_ampbench_hook.state").State(sock), sock
+
+
+def test_the_exit_flush_waits_for_the_flushers_send_and_keeps_the_order(hooked):
+    st, sock = hooked
     st.emit(e="first")
     flusher = threading.Thread(target=st.flush)
     flusher.start()
@@ -45,11 +52,8 @@ def test_the_exit_flush_waits_for_the_flushers_send_and_keeps_the_order(monkeypa
     flusher.join(5)
 
 
-def test_a_forked_child_never_flushes(monkeypatch):
-    monkeypatch.syspath_prepend(str(HOOK_DIR))
-    state = importlib.import_module("_ampbench_hook.state")
-    sock = SlowSock()
-    st = state.State(sock)
+def test_a_forked_child_never_flushes(hooked):
+    st, sock = hooked
     st.emit(e="x")
     st.pid = -1                        # as a DataLoader worker forked from the program sees it
     st.flush()

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from ampbench.cli import app
 from ampbench.config import ConfigError
+from ampbench.core.processes import MARKER_PLACEHOLDER, WORKER_ENV
 from ampbench.core.units import parse_bytes
 from ampbench.engine.plan import parse_faults
 from ampbench.launch.launcher import _killed_status
@@ -509,22 +510,34 @@ def test_check_piped_shows_every_mode_name_whole(work):
     assert "…" not in r.stdout.split("\n")[0]
 
 
-def _workers_of(run_dir: Path) -> list[int]:
-    """The trial workers of the run: processes whose command line names the worker module and the run folder.
-    A worker's own child between its fork and its exec (the worker runs `git`, a probe, ...) still shows the
-    worker's command line: it is left out while its parent is one of them (a child left behind by a worker
-    that is gone still counts)."""
-    found: dict[int, int] = {}
+def _run_processes(run_dir: Path) -> dict[int, tuple[int, bool]]:
+    """pid -> (ppid, is the fork server) of the run's processes: command lines naming the worker module (a
+    spawned worker) or the fork server (it and the workers forked from it: launch/forkserver.py) and the run
+    folder.  The server is the one whose environment still holds the marker placeholder."""
+    found: dict[int, tuple[int, bool]] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
                 cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ("ampbench.trial.worker" in cmd or "ampbench.launch.forkserver" in cmd) and str(run_dir) in cmd:
+                    server = f"{WORKER_ENV}={MARKER_PLACEHOLDER}\0".encode() in (d / "environ").read_bytes()
+                    found[int(d.name)] = (ppid, server)
             except (OSError, IndexError, ValueError):
                 continue
-            if "ampbench.trial.worker" in cmd and str(run_dir) in cmd:
-                found[int(d.name)] = ppid
+    return found
+
+
+def _workers_of(run_dir: Path) -> list[int]:
+    """The trial workers of the run (spawned or forked; not the fork server).  A worker's own child between
+    its fork and its exec (the worker runs `git`, a probe, ...) still shows the worker's command line: it is
+    left out while its parent is one of them (a child left behind by a worker that is gone still counts)."""
+    found = {pid: ppid for pid, (ppid, server) in _run_processes(run_dir).items() if not server}
     return [pid for pid, ppid in found.items() if ppid not in found]
+
+
+def _servers_of(run_dir: Path) -> list[int]:
+    return [pid for pid, (_, server) in _run_processes(run_dir).items() if server]
 
 
 def _start_hanging_run(work: Path, hang: str = "amp-o1-fp16") -> tuple[subprocess.Popen, Path]:
@@ -557,7 +570,7 @@ def test_signal_stops_the_worker_keeps_trials_and_says_how_to_resume(work, sig, 
     assert "Traceback" not in text and f"--resume {run}" in text.replace("\n", " ").replace("  ", " ") or \
         "--resume" in text
     time.sleep(0.5)
-    assert _workers_of(run) == []
+    assert _workers_of(run) == [] and _servers_of(run) == []
     assert (run / "trials" / "fp32__seed0.json").is_file()  # the finished trial is kept
     assert json.loads((run / "trials" / "fp32__seed0.json").read_text())["status"] == "ok"
     assert not (run / "trials" / "amp-o1-fp16__seed0.json").exists()  # not recorded as crashed
@@ -570,6 +583,6 @@ def test_sigkilled_ampbench_leaves_no_worker(work):
     proc.kill()
     proc.communicate(timeout=10)
     deadline = time.monotonic() + 10
-    while _workers_of(run) and time.monotonic() < deadline:
+    while (_workers_of(run) or _servers_of(run)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert workers and _workers_of(run) == []
+    assert workers and _workers_of(run) == [] and _servers_of(run) == []

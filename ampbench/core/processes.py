@@ -24,6 +24,15 @@ import psutil
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 WORKER_ENV = "AMPBENCH_WORKER"   # in every worker's (and so its program's) environment: whose leftovers they are
+MARKER_PLACEHOLDER = "0" * 7 + "-" + "0" * 16   # a marker's width; no worker's (pid 0 is no process)
+
+
+def worker_marker() -> str:
+    """A new worker's marker, `PID-16HEX` of fixed width (pid_max <= 4194304: 7 digits): a forked worker
+    writes it over its fork server's placeholder in place (launch/forkserver.py)."""
+    import secrets
+
+    return f"{os.getpid():07d}-{secrets.token_hex(8)}"
 
 
 def _tree(pid: int) -> list[psutil.Process]:

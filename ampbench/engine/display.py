@@ -52,6 +52,7 @@ from ampbench.results.run_dir import RunDir
 RATE_WINDOW_S = 20.0    # a step rate over the last 20 s: recent enough to follow a slowdown, long enough to be stable
 OWN_TRIALS = 2          # this run's own finished trials that make its time left a point, not the earlier runs' range
 PRIOR_RUNS = 3          # the newest earlier runs whose trials' costs are read
+SHOW_EVERY_S = 0.1      # a running trial's progress line is redrawn at most this often
 
 
 @dataclass
@@ -294,11 +295,16 @@ class Display:
 
     def _on_event(self, task: Any, mode: str, seed: int) -> Callable[[dict[str, Any]], None]:
         """A trial's events (from its launch thread) onto its progress task, its pace and the run's time left."""
+        shown = [-SHOW_EVERY_S]
+
         def on_event(ev: dict[str, Any]) -> None:
             if ev.get("event") == "step":
                 loss = ev.get("loss")
                 step = ev.get("step", 0)
                 self.pace.step(mode, seed, step if isinstance(step, int) else 0)
+                if time.monotonic() - shown[0] < SHOW_EVERY_S:   # a fast trial's steps come by the hundred a second:
+                    return                                        # its line is redrawn at most this often
+                shown[0] = time.monotonic()
                 self.progress.update(task, completed=step, left=_left_text(self.pace.trial_left_s(mode, seed)),
                                      info=f"loss {loss:.4g}" if isinstance(loss, float) else "loss non-finite")
                 self.progress.update(self.overall, left=_left_text(self.pace.run_left_s()))

@@ -36,6 +36,7 @@ from ampbench.engine.resume import load_resume, refuse_unhonoured
 from ampbench.engine.seeds.fixed import FixedSeeds
 from ampbench.engine.seeds.policy import SeedPolicy
 from ampbench.engine.trials import Trials
+from ampbench.launch.forkserver import ForkServer
 from ampbench.launch.process import Interrupted
 from ampbench.record.models import PlanEntry, RunInfo, trial_key
 from ampbench.results.manifest import Manifest, load_manifest
@@ -157,7 +158,9 @@ def execute(request: RunRequest, policies: Policies | None = None, console: Cons
         if not request.resume:
             p.seeds.start(r.info, r.suite)
         r.run.write_run(r.info)
-        trials = Trials(r.run, r.info, r.suite, r.plan, todo, faults, console, manifest, p.output.status_every)
+        forks = ForkServer(str(r.run.path.absolute()), r.suite.suite.workload)   # ps names the run
+        trials = Trials(r.run, r.info, r.suite, r.plan, todo, faults, console, manifest, p.output.status_every,
+                        forks=forks)
         try:
             ended = r.launcher.run(trials)
             code = r.launcher.part_done(r.run.path, ended, console)
@@ -168,6 +171,8 @@ def execute(request: RunRequest, policies: Policies | None = None, console: Cons
                          baseline)
         except (KeyboardInterrupt, Interrupted) as e:
             return _interrupted(e, r, request, console)
+        finally:
+            forks.close()
         r.info.finished = utc_now()
         r.run.write_run(r.info)
     if not p.output.judge:

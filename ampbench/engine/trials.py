@@ -22,6 +22,7 @@ from ampbench.core.protocol import Fault
 from ampbench.engine.display import status_text
 from ampbench.engine.plan import NodeRole, make_spec
 from ampbench.engine.request import STATUS_EVERY_S
+from ampbench.launch.forkserver import ForkServer
 from ampbench.launch.launcher import TrialFiles, launch
 from ampbench.record.models import RunInfo, Trial, trial_key
 from ampbench.results.manifest import Manifest
@@ -35,9 +36,10 @@ def trial_files(run: RunDir, mode: str, seed: int) -> TrialFiles:
 
 
 def launch_trial(spec: TrialSpec, run: RunDir, on_event: Callable[[dict[str, Any]], None] | None = None,
-                 env: dict[str, str] | None = None, stop: threading.Event | None = None) -> Trial:
+                 env: dict[str, str] | None = None, stop: threading.Event | None = None,
+                 forks: ForkServer | None = None) -> Trial:
     """One trial of a run folder in a local process (its files where the store lays them out)."""
-    return launch(spec, trial_files(run, spec.mode, spec.seed), on_event, env, stop)
+    return launch(spec, trial_files(run, spec.mode, spec.seed), on_event, env, stop, forks)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Trials:
     manifest: Manifest
     status_every: float = STATUS_EVERY_S
     ended: list[Trial] = field(default_factory=list)
+    forks: ForkServer | None = None      # the run's fork server (launch/forkserver.py); None: every worker spawned
 
     def spec(self, mode: str, seed: int, cpus: list[int] | None = None, node: NodeRole | None = None,
              here: bool = True) -> TrialSpec:
@@ -69,7 +72,7 @@ class Trials:
                env: dict[str, str] | None = None, stop: threading.Event | None = None) -> Trial:
         """One trial in a local process tree; its trial file recorded in the manifest once the tree exited."""
         try:
-            trial = launch_trial(spec, self.run, on_event=on_event, env=env, stop=stop)
+            trial = launch_trial(spec, self.run, on_event=on_event, env=env, stop=stop, forks=self.forks)
         except ResultsError:
             self.manifest.still_there()   # a run folder the program removed: say what was lost
             raise

@@ -25,6 +25,7 @@ from ampbench.core.files import atomic_write_text, tail_lines
 from ampbench.core.protocol import EVENT_PREFIX
 from ampbench.core.text import printable
 from ampbench.launch import distributed
+from ampbench.launch.forkserver import ForkServer
 from ampbench.launch.pool import VISIBLE_ENV
 from ampbench.launch.process import Limits, Outcome, run_worker, worker_command
 from ampbench.record.models import Interference, Status, StepRecord, Trial, trial_key
@@ -97,10 +98,12 @@ def launch(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
     stop: threading.Event | None = None,
+    forks: ForkServer | None = None,
 ) -> Trial:
     """Run one trial in a fresh process; always returns a Trial (written to spec.trial_path). `env` is
     added to the worker's environment (run --devices pins it with CUDA_VISIBLE_DEVICES); `stop` set
-    ends it without a trial file (process.Cancelled: the run was interrupted)."""
+    ends it without a trial file (process.Cancelled: the run was interrupted); `forks`, the run's fork
+    server, forks a single worker where it can (never a data-parallel trial's launcher)."""
     atomic_write_text(files.spec, spec.model_dump_json(indent=1), root=files.root)
     trial_path = Path(spec.trial_path)
     trial_path.unlink(missing_ok=True)
@@ -109,7 +112,8 @@ def launch(
     steps: list[StepRecord] = []
     log_path = files.log
     out = run_worker(cmd, {**dist_env, **(env or {})}, log_path, Limits(timeout, spec.memory_limit_bytes),
-                     _step_collector(steps, on_event), log_root=files.root, stop=stop)
+                     _step_collector(steps, on_event), log_root=files.root, stop=stop,
+                     forks=None if rank_dir is not None else forks)
     if spec.node_rank:  # a follower node: its ranks joined node 0's, whose rank 0 records the trial there
         return _follower(spec, out, steps, log_path, timeout)
     failure = None if out.killed or rank_dir is None else distributed.rank_failure(

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import queue
-import secrets
 import signal
 import subprocess
 import sys
@@ -33,8 +32,10 @@ from ampbench.core.processes import (
     guarded,
     kill_tree,
     tree_rss_bytes,
+    worker_marker,
 )
 from ampbench.core.protocol import EVENT_PREFIX, PARENT_ENV, process_token
+from ampbench.launch.forkserver import ForkedWorker, ForkServer
 
 
 class Interrupted(BaseException):
@@ -116,6 +117,9 @@ def keep_signal_handlers() -> Iterator[None]:
                 signal.signal(sig, handler)
 
 
+RSS_EVERY_S = 0.2   # the worker tree's resident set is sampled this often (and the limits checked)
+
+
 @dataclass
 class Limits:
     timeout_s: float
@@ -182,19 +186,24 @@ def spawn(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
 
 def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limits,
                on_event: Callable[[dict[str, Any]], None], log_root: Path | None = None,
-               stop: threading.Event | None = None) -> Outcome:
+               stop: threading.Event | None = None, forks: ForkServer | None = None) -> Outcome:
     """Run a worker to its end (or kill it at a limit); any exception here, Ctrl-C included, kills
     the whole tree first and then propagates, and so does `stop` being set (as `Cancelled`: a run
     with trials side by side is interrupted). The log is opened without following a link (below
-    `log_root`, the run folder, when given)."""
+    `log_root`, the run folder, when given). With `forks`, the run's fork server starts the worker
+    where it can (launch/forkserver.py: Paddle imported once per run), else it is spawned."""
     oom_before = cgroup_oom_kills()
     q: queue.Queue[dict[str, Any] | None] = queue.Queue()
     killed: str | None = None
     peak = 0
     t0 = time.monotonic()
-    marker = f"{os.getpid()}-{secrets.token_hex(8)}"
+    sampled = -RSS_EVERY_S
+    marker = worker_marker()
     with open_for_writing(log_path, root=log_root) as log:
-        proc = spawn(cmd, {**env, WORKER_ENV: marker}, log)
+        proc: subprocess.Popen | ForkedWorker | None = forks.start(cmd, {**env, WORKER_ENV: marker}, log) \
+            if forks is not None else None
+        if proc is None:
+            proc = spawn(cmd, {**env, WORKER_ENV: marker}, log)
         try:
             threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
             while True:
@@ -208,7 +217,9 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
                     on_event(ev)
                 if stop is not None and stop.is_set():
                     raise Cancelled("stopped: the run was interrupted")
-                peak = max(peak, tree_rss_bytes(proc.pid))
+                if time.monotonic() - sampled >= RSS_EVERY_S:   # not at every event: a burst of step events
+                    sampled = time.monotonic()                    # read all of /proc each time (psutil's children)
+                    peak = max(peak, tree_rss_bytes(proc.pid))
                 if proc.poll() is not None:  # exited by itself: whatever the clock says now (Ctrl-Z, fg), not a kill
                     continue
                 if limits.memory_limit_bytes and peak > limits.memory_limit_bytes:

@@ -219,7 +219,7 @@ def test_a_round_of_new_trials_goes_through_the_pool_pinned_with_its_cpu_share(t
     info.devices, info.affinity = ["GPU-a", "GPU-b"], [0, 1, 2, 3]
     seen: dict[str, dict] = {}
 
-    def fake_launch(spec, run, on_event=None, env=None, stop=None):
+    def fake_launch(spec, run, on_event=None, env=None, stop=None, forks=None):
         seen[spec.mode] = {"t": time.monotonic(), "env": env, "cpus": spec.cpu_affinity}
         time.sleep(0.3)
         return make_trial(spec.mode, spec.seed, interference=Interference(devices=[env["CUDA_VISIBLE_DEVICES"]]))

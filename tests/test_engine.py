@@ -197,7 +197,7 @@ class _Spawned(BaseException):
 
 def test_the_run_requests_path_from_the_cli_to_the_trials_is_short(work: Path, toy_suite: Any,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Following `ampbench run SUITE` from the verb to the first worker's spawn enters at most 15 modules of
+    """Following `ampbench run SUITE` from the verb to the first worker's start (spawned or forked) enters at most 15 modules of
     the layers that carry the request (cli/, commands/, engine/, launch/; code run at import time aside):
     the verb, its use case, execute, the policies, the launcher, the trials, the process launcher.  The
     suite's loading and the store below are entered too (config/, workloads/, core/, results/, trackers/:
@@ -205,7 +205,7 @@ def test_the_run_requests_path_from_the_cli_to_the_trials_is_short(work: Path, t
     import sys
     import threading
 
-    from ampbench.launch import process
+    from ampbench.launch import forkserver, process
 
     entered: list[str] = []
 
@@ -225,6 +225,7 @@ def test_the_run_requests_path_from_the_cli_to_the_trials_is_short(work: Path, t
         raise _Spawned
 
     monkeypatch.setattr(process, "spawn", spawned)
+    monkeypatch.setattr(forkserver.ForkServer, "start", spawned)    # or forked from the run's fork server
     suite = toy_suite()
     threading.setprofile(note)
     sys.setprofile(note)

@@ -125,6 +125,12 @@ class Limits:
     timeout_s: float
     memory_limit_bytes: int | None = None
 
+    def hit(self, peak_rss: int, elapsed_s: float) -> str | None:
+        """Which limit a worker at this peak RSS and age has passed ("oom", "timeout"), if any."""
+        if self.memory_limit_bytes and peak_rss > self.memory_limit_bytes:
+            return "oom"
+        return "timeout" if elapsed_s > self.timeout_s else None
+
 
 @dataclass
 class Outcome:
@@ -200,10 +206,8 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
     sampled = -RSS_EVERY_S
     marker = worker_marker()
     with open_for_writing(log_path, root=log_root) as log:
-        proc: subprocess.Popen | ForkedWorker | None = forks.start(cmd, {**env, WORKER_ENV: marker}, log) \
-            if forks is not None else None
-        if proc is None:
-            proc = spawn(cmd, {**env, WORKER_ENV: marker}, log)
+        proc = (forks.start(cmd, {**env, WORKER_ENV: marker}, log) if forks is not None else None) \
+            or spawn(cmd, {**env, WORKER_ENV: marker}, log)
         try:
             threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
             while True:
@@ -222,10 +226,7 @@ def run_worker(cmd: list[str], env: dict[str, str], log_path: Path, limits: Limi
                     peak = max(peak, tree_rss_bytes(proc.pid))
                 if proc.poll() is not None:  # exited by itself: whatever the clock says now (Ctrl-Z, fg), not a kill
                     continue
-                if limits.memory_limit_bytes and peak > limits.memory_limit_bytes:
-                    killed = "oom"
-                elif time.monotonic() - t0 > limits.timeout_s:
-                    killed = "timeout"
+                killed = limits.hit(peak, time.monotonic() - t0)
                 if killed:
                     kill_tree(proc.pid)
                     break

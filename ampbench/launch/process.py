@@ -35,7 +35,7 @@ from ampbench.core.processes import (
     worker_marker,
 )
 from ampbench.core.protocol import EVENT_PREFIX, PARENT_ENV, process_token
-from ampbench.launch.forkserver import ForkedWorker, ForkServer
+from ampbench.launch.forkserver import ForkServer
 
 
 class Interrupted(BaseException):

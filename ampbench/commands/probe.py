@@ -31,7 +31,7 @@ from ampbench.core.names import new_run_id, utc_now
 from ampbench.core.store import PROBE_TAG, RUNS_DIR
 from ampbench.core.units import parse_bytes
 from ampbench.engine.plan import default_cache_dir
-from ampbench.engine.trials import launch_trial
+from ampbench.engine.trials import ForkServer, launch_trial
 from ampbench.record.models import PlanEntry, RunInfo, Trial
 from ampbench.report.console import cell_text, table_box
 from ampbench.results.probe_file import (
@@ -89,6 +89,7 @@ class TrialAttempts:
         self.run, self.suite, self.mode, self.seed = run, Suite.model_validate(cfg), mode, seed
         self.suite_file, self.profile, self.config_hash = suite_file, profile, config_hash
         self.limit, self.timeout_s, self.cache_dir = memory_limit_bytes, timeout_s, cache_dir
+        self.forks: ForkServer | None = None   # the probe's fork server: attempts forked from one Paddle import
         self.records: list[ProbeAttempt] = []
 
     def __call__(self, batch: int) -> tuple[bool, int | None]:
@@ -100,7 +101,7 @@ class TrialAttempts:
             timeout_s=self.timeout_s, memory_limit_bytes=self.limit,
         )
         t0 = time.monotonic()
-        trial = launch_trial(spec, sub)
+        trial = launch_trial(spec, sub, forks=self.forks)
         fits = trial.status in FITS_STATUSES
         peak = peak_bytes(trial)
         self.records.append(ProbeAttempt(
@@ -175,11 +176,12 @@ def _new_probe(opts: ProbeOptions, loaded: LoadedSuite, gpu: bool, limit: int | 
 
 
 def _probe_mode(run: RunDir, doc: ProbeFile, cfg: dict[str, Any], suite: Suite, mode: ModeConfig,
-                limit: int | None, console: Console) -> ProbeMode:
+                limit: int | None, console: Console, forks: ForkServer | None = None) -> ProbeMode:
     """Search one mode; a crashed or timed-out attempt ends it with status error."""
     start = suite.batch_size(mode)
     attempt = TrialAttempts(run, cfg, doc.suite_file, doc.profile, doc.config_hash, mode.name, doc.seed, limit,
                             suite.train.timeout_s, default_cache_dir())
+    attempt.forks = forks
     console.print(f"  {escape(mode.name)}: starting at batch {start}")
     entry = ProbeMode(configured_batch=start, amp_requested=mode.amp)
     try:
@@ -206,10 +208,11 @@ def run_probe(opts: ProbeOptions, console: Console) -> int:
     console.print(f"probe [bold]{escape(doc.suite)}[/] profile [bold]{escape(doc.profile)}[/], "
                   f"{'device memory' if gpu and not limit else f'ceiling {_gib(limit)} per attempt'}, "
                   f"{opts.steps} step(s) per attempt; folder {escape(str(run.path))}")
-    for mode in modes:
-        doc.modes[mode.name] = entry = _probe_mode(run, doc, cfg, loaded.suite, mode, limit, console)
-        write_doc(run.probe_json, doc)  # partial results survive an interrupt
-        console.print(f"  {mode.name}: {summary_line(entry)}", markup=False)
+    with ForkServer(str(run.path.absolute()), loaded.suite.suite.workload) as forks:
+        for mode in modes:
+            doc.modes[mode.name] = entry = _probe_mode(run, doc, cfg, loaded.suite, mode, limit, console, forks)
+            write_doc(run.probe_json, doc)  # partial results survive an interrupt
+            console.print(f"  {mode.name}: {summary_line(entry)}", markup=False)
     doc.finished = utc_now()
     write_doc(run.probe_json, doc)
     print_probe(doc, console)

@@ -24,6 +24,22 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(str(ROOT / "ampbench"), quiet=1, workers=1)
     benchmarks_off_under_xdist(config)
     interruptible_children()
+    if hasattr(config.option, "loadscopereorder"):   # xdist: files in the order below, not by their test count
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The test files longest first (tests/file_seconds.json, measured: scripts/test_file_seconds.py), each
+    file's tests in their own order.  Why: `--dist loadfile` hands whole files to the workers in this order;
+    xdist's own order (most tests first) left the Slurm files (few tests, minutes of waiting) for the end, one
+    worker's long tail.  A file not listed keeps its place after the listed ones."""
+    import json
+
+    try:
+        seconds = json.loads((ROOT / "tests" / "file_seconds.json").read_text())
+    except (OSError, ValueError):
+        return
+    items.sort(key=lambda item: -float(seconds.get(item.path.name, 0.0)))
 
 
 def interruptible_children() -> None:

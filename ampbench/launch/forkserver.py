@@ -1,17 +1,20 @@
 """A fork server for trial workers: Paddle imported once per run, each trial worker forked from it.
 
-Why: on a machine without an accelerator a trial worker spent about 2 of its 2.5 CPU seconds importing Paddle
-(`python -X importtime -c "import paddle"`: paddle.base.core 1.2 s, paddle.distributed.fleet 0.5 s on this
-2-core machine), more than a short CPU trial's own work.  A run of N trials paid it N times; with the server
-it pays it once (the server's import) and each worker starts in ~0.1 s.
+Why: on a machine without an accelerator a trial worker's start is Paddle's import (`python -X importtime -c
+"import paddle"`: ~2 CPU s on this project's 2-core machine, paddle.base.core 1.2 s, paddle.distributed.fleet
+0.5 s), as much as a short CPU trial's own work; a run of N trials paid it N times.  With the server it pays it
+once: scripts/bench_forkserver.py, the toy suite's 6 trials on the idle 2-core machine, 17.9 -> 13.7 CPU s
+(0.77) and 16.7 -> 9.3 s wall (0.56), three pairs of runs.
+
+A command workload's server imports ampbench's command trial only, not Paddle: its workers are forked too,
+and the user's program they start, which imports Paddle, still runs in the user's own interpreter.
 
 Where it is not used (the worker is spawned as before, `python -m ampbench.trial.worker SPEC`):
 - a Paddle built for an accelerator (the server says so after its import): forking a process that may have
   initialised CUDA is unsafe, and a GPU trial's minutes dwarf the import;
 - a worker environment that differs from the server's in anything but the worker's marker, or another
   working folder: Paddle reads FLAGS_*, CUDA_VISIBLE_DEVICES, OMP_* and more when it is imported;
-- a data-parallel trial (paddle.distributed.launch starts its ranks) and a command trial (the user's program
-  runs in its own interpreter): launch/launcher.py asks for a server only for a single built-in worker;
+- a data-parallel trial (paddle.distributed.launch starts its ranks: launch/launcher.py asks no server);
 - `AMPBENCH_FORKSERVER=0`, or where ampbench cannot be a child subreaper (see below).
 
 A forked worker is a worker like a spawned one, so everything that watches workers holds unchanged:

@@ -290,7 +290,7 @@ def _write_marker(marker: str) -> None:
 def _await_adoption(middle: int, parent: int) -> None:
     """In the worker: wait until the middle process has exited and the kernel has re-parented this one to
     ampbench, then ask for SIGKILL when ampbench dies (set earlier, the middle's exit would fire it)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60   # the middle exits right after writing the pid; a loaded machine may stall it
     while os.getppid() == middle:
         if time.monotonic() > deadline:
             os._exit(1)

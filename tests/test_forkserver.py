@@ -164,6 +164,7 @@ def test_the_marker_written_in_place_is_what_a_child_forked_without_exec_shows_a
         p.wait()
 
 
+@pytest.mark.slow   # a server importing Paddle: ~2.5 CPU s in a child
 def test_a_worker_the_servers_import_does_not_fit_is_spawned(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Paddle reads FLAGS_* (and CUDA_VISIBLE_DEVICES, OMP_*, ...) when imported: a worker whose environment
@@ -198,6 +199,7 @@ def test_a_paddle_built_for_an_accelerator_is_never_forked_from(monkeypatch: pyt
     assert forkserver._accelerator() is True
 
 
+@pytest.mark.slow   # a server importing Paddle: ~2.5 CPU s in a child
 def test_a_server_that_says_accelerator_leaves_every_worker_spawned(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The hello of a server whose Paddle is a GPU build (forkserver._accelerator replaced in the server by a
@@ -224,3 +226,20 @@ def test_the_server_ends_when_the_run_closes_it(tmp_path: Path, monkeypatch: pyt
     assert server is not None and server.poll() is None
     forks.close()
     assert server.returncode == 0      # it left on its own when the socket closed, not killed
+
+
+def test_on_a_gpu_machine_a_model_workloads_workers_are_spawned_a_command_workloads_forked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a GPU here (trackers.cuda.has_gpu_cheap: nvidia-smi or the driver's device nodes, replaced: what
+    this machine lacks) a model workload's server imports no Paddle and every worker is spawned; a command
+    workload's server imports no Paddle either way, so its workers (which start the user's program) are forked."""
+    monkeypatch.setattr(forkserver, "has_gpu_cheap", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    cmd = [sys.executable, "-m", "ampbench.trial.worker", str(tmp_path / "missing.json")]
+    with open(tmp_path / "log", "w") as log:
+        with ForkServer("test", "toy") as forks:
+            assert forks.start(cmd, {WORKER_ENV: worker_marker()}, log) is None
+            assert "accelerator" in forks.why_not
+        with ForkServer("test", "command") as forks:
+            w = forks.start(cmd, {WORKER_ENV: worker_marker()}, log)
+            assert isinstance(w, ForkedWorker) and w.wait(timeout=60) == 1

@@ -55,6 +55,7 @@ from typing import IO, Any, Self
 from ampbench.core.processes import MARKER_PLACEHOLDER as PLACEHOLDER
 from ampbench.core.processes import WORKER_ENV, become_subreaper, guarded
 from ampbench.core.protocol import PARENT_ENV, process_token
+from ampbench.trackers.cuda import has_gpu_cheap
 
 SWITCH_ENV = "AMPBENCH_FORKSERVER"       # "0": spawn every worker (no server)
 PRELOAD = ("paddle", "ampbench.trial.worker", "ampbench.trial.setup", "ampbench.trial.loop", "ampbench.trial.finish",
@@ -190,7 +191,9 @@ class ForkServer:
             return
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._env, self._cwd = self._environment(), os.getcwd()
-        cmd = [sys.executable, "-m", "ampbench.launch.forkserver", str(theirs.fileno()), self.label, self.workload]
+        machine = "gpu" if has_gpu_cheap() else "cpu"   # a GPU here: the server imports no Paddle to ask its build
+        cmd = [sys.executable, "-m", "ampbench.launch.forkserver", str(theirs.fileno()), self.label, self.workload,
+               machine]
         started = threading.Event()
         failed: list[BaseException] = []
 
@@ -221,7 +224,8 @@ class ForkServer:
             hello = {"error": f"the fork server did not start ({e})"}
         mine.settimeout(None)
         if hello.get("error") or hello.get("accelerator") is not False:
-            self.why_not = str(hello.get("error") or "Paddle here is built for an accelerator: workers are spawned")
+            self.why_not = str(hello.get("error") or "a GPU here, or a Paddle built for an accelerator: workers are "
+                               "spawned")
             self.close()
 
     def _fits(self, env: dict[str, str]) -> bool:
@@ -364,10 +368,11 @@ def _fork_worker(sock: socket.socket, doc: dict[str, Any], fds: list[int]) -> in
     return int(text)
 
 
-def _preload(workload: str) -> bool:
+def _preload(workload: str, gpu_machine: bool = False) -> bool:
     """Import what the run's workers will: a model workload's worker Paddle, the trial's modules and the
     workload; a command workload's worker (the user's program imports Paddle, in its own interpreter) only
-    ampbench's command trial.  True where the Paddle imported is built for an accelerator."""
+    ampbench's command trial.  True where a model workload's workers must be spawned: a GPU on this machine
+    (nothing of Paddle imported to find out) or a Paddle built for an accelerator."""
     import importlib
 
     from ampbench.workloads import get_workload_class
@@ -376,10 +381,15 @@ def _preload(workload: str) -> bool:
     if workload:
         with contextlib.suppress(Exception):   # the worker imports it again and says what is missing
             cls = get_workload_class(workload)
-    names = ("ampbench.trial.worker", "ampbench.trial.command") if cls is not None and cls.runs_program else PRELOAD
-    for name in names:
+    if cls is not None and cls.runs_program:
+        for name in ("ampbench.trial.worker", "ampbench.trial.command"):
+            importlib.import_module(name)
+        return "paddle" in sys.modules and _accelerator()
+    if gpu_machine:
+        return True
+    for name in PRELOAD:
         importlib.import_module(name)
-    return _accelerator() if "paddle" in sys.modules else False
+    return _accelerator()
 
 
 def _accelerator() -> bool:
@@ -391,12 +401,12 @@ def _accelerator() -> bool:
                 or paddle.device.get_all_custom_device_type())
 
 
-def serve(fd: int, workload: str = "") -> int:
+def serve(fd: int, workload: str = "", gpu_machine: bool = False) -> int:
     """The server's loop: import what the workers need, say hello, then one worker per request until the
     socket closes."""
     sock = socket.socket(fileno=fd)
     try:
-        accelerator = _preload(workload)
+        accelerator = _preload(workload, gpu_machine)
     except BaseException as e:  # noqa: BLE001 - said to ampbench, which spawns its workers instead
         with contextlib.suppress(OSError):
             _send(sock, {"error": f"the fork server's import failed: {type(e).__name__}: {e}"})
@@ -421,4 +431,5 @@ def serve(fd: int, workload: str = "") -> int:
 if __name__ == "__main__":   # the module by its own name (not __main__), as every other importer sees it
     from ampbench.launch.forkserver import serve as serve_named
 
-    sys.exit(serve_named(int(sys.argv[1]), sys.argv[3] if len(sys.argv) > 3 else ""))
+    args = [*sys.argv[1:], "", "", ""]   # FD LABEL WORKLOAD MACHINE
+    sys.exit(serve_named(int(args[0]), args[2], args[3] == "gpu"))

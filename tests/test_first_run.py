@@ -225,8 +225,9 @@ def test_prior_costs_are_each_trials_launch_to_its_record(tmp_path):
     rd.write_run(info.model_copy(update={"started": start.isoformat(), "finished": start.isoformat()}))
     unfinished = make_run(tmp_path, suite, trials, run_id="20260101-000100-bbbb")
     now = make_run(tmp_path, suite, [], run_id="20260101-000200-cccc")
-    assert prior_costs(now, "toy", suite.config_hash()) == pytest.approx([10.0, 12.0, 9.0])
-    assert prior_costs(now, "toy", "sha256:other") == []
+    got = prior_costs(now, "toy", suite.config_hash())
+    assert got.trials == pytest.approx([10.0, 12.0, 9.0]) and got.startup == 0.0   # no first gap beyond the rest
+    assert prior_costs(now, "toy", "sha256:other").trials == []
     assert RunInfo.model_validate_json((unfinished / "run.json").read_text()).finished is None
 
 
@@ -270,3 +271,33 @@ def test_a_second_piped_run_states_its_time_left_within_30_percent_from_the_firs
     truth = last_trial - t_status
     print(f"stated {lo:.1f}-{hi:.1f} s, took {truth:.1f} s")
     assert abs((lo + hi) / 2 - truth) <= 0.3 * truth, (line, truth)
+
+
+def test_a_runs_start_up_before_its_first_trial_is_counted_once(tmp_path):
+    """An earlier run whose first trial ended 6 s later than its others' 8 s (the fork server's Paddle import,
+    paid once a run): its trials cost 8 s each and a run's start-up 6 s, so the next run's time left before any
+    trial ended is the start-up left plus 8 s a trial, not 8 to 14 s a trial."""
+    import datetime as dt
+
+    from ampbench.engine.display import prior_costs
+    from ampbench.results.run_dir import RunDir
+    from tests.factories import make_run, make_suite, make_trials
+
+    suite = make_suite(("fp32",), seeds=(0, 1, 2))
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    trials = make_trials(suite)
+    for t, end in zip(trials, (14.0, 22.0, 30.0)):
+        t.ended_unix = start.timestamp() + end
+    rd = RunDir(make_run(tmp_path, suite, trials, run_id="20260101-000000-aaaa"))
+    rd.write_run(rd.load_run().model_copy(update={"started": start.isoformat(), "finished": start.isoformat()}))
+    got = prior_costs(make_run(tmp_path, suite, [], run_id="20260101-000200-cccc"), "toy", suite.config_hash())
+    assert got.trials == pytest.approx([8.0, 8.0, 8.0]) and got.startup == pytest.approx(6.0)
+    clock = Clock()
+    pace = RunPace(total=3, done_before=0, clock=clock, prior=got.trials, startup=got.startup)
+    pace.start("fp32", 0, steps=100)
+    clock.now += 1
+    assert pace.run_left_s() == pytest.approx((8 - 1) + 2 * 8 + (6 - 1))
+    clock.now += 13
+    pace.finish("fp32", 0)             # once a trial of this run ended, no start-up is left to count
+    pace.start("fp32", 1, steps=100)
+    assert pace.run_left_s() == pytest.approx(8 + 8)   # the earlier runs' 8 s a trial, nothing for a start-up

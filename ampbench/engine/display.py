@@ -94,7 +94,7 @@ class RunPace:
     Step events arrive from the launch threads, the ticker reads from its own: one lock guards both."""
 
     def __init__(self, total: int, done_before: int, slots: int = 1, clock: Callable[[], float] = time.monotonic,
-                 prior: list[float] | None = None):
+                 prior: list[float] | None = None, startup: float = 0.0):
         self.total = total
         self.done = done_before
         self.slots = max(1, slots)
@@ -102,6 +102,7 @@ class RunPace:
         self.started = clock()
         self.walls: list[float] = []
         self.prior = sorted(prior or [])   # each trial's full cost in the suite's earlier runs (prior_costs)
+        self.startup = startup             # their runs' start-up before a first trial could end
         self.running: dict[tuple[str, int], TrialPace] = {}
         self.lock = threading.Lock()
 
@@ -144,7 +145,8 @@ class RunPace:
             rest = max(0.0, typical - (now - p.started))
             lefts.append(rest if left is None else max(left, rest) if floor_running else left)
         waiting = max(0, self.total - self.done - len(self.running))
-        return (sum(lefts) + waiting * typical) / self.slots
+        startup = max(0.0, self.startup - (now - self.started)) if not self.walls else 0.0
+        return (sum(lefts) + waiting * typical) / self.slots + startup
 
     def run_left_s(self) -> float | None:
         """Seconds until the last planned trial ends (None: no rate measured yet)."""
@@ -192,11 +194,21 @@ class RunPace:
         return "; ".join(parts)
 
 
-def prior_costs(run: Path, suite: str, config_hash: str, limit: int = PRIOR_RUNS) -> list[float]:
+@dataclass
+class PriorCosts:
+    """What the suite's earlier runs here cost: each trial (`trials`) and, apart, a run's start-up before its
+    first trial could end (`startup`: the median over the runs of their first gap less their other gaps'
+    median; the fork server's Paddle import is paid there once, launch/forkserver.py)."""
+
+    trials: list[float] = field(default_factory=list)
+    startup: float = 0.0
+
+
+def prior_costs(run: Path, suite: str, config_hash: str, limit: int = PRIOR_RUNS) -> PriorCosts:
     """Each trial's full cost (its launch to its record written, start-up and evaluation included) in the newest
     `limit` earlier finished runs of this suite and config beside `run`: in one run, the gaps between
-    consecutive trial ends from the run's start, times its slots.  Unreadable runs are skipped, links never
-    followed; [] when there are none (a first run)."""
+    consecutive trial ends from the run's start, times its slots, the first gap less the run's start-up.
+    Unreadable runs are skipped, links never followed; none when there are none (a first run)."""
     found: list[tuple[str, Path, RunInfo]] = []
     for n, cand in enumerate(sorted(Path(run).resolve().parent.iterdir(), reverse=True)):
         if n >= 200 or len(found) >= limit:
@@ -209,10 +221,15 @@ def prior_costs(run: Path, suite: str, config_hash: str, limit: int = PRIOR_RUNS
             continue
         if (info.suite, info.config_hash) == (suite, config_hash) and info.finished and info.started:
             found.append((info.started, cand, info))
-    costs: list[float] = []
+    costs, startups = [], []
     for started, folder, info in found:
-        costs += _run_costs(RunDir(folder), started, max(1, len(info.devices or [])))
-    return costs
+        gaps = _run_costs(RunDir(folder), started, max(1, len(info.devices or [])))
+        if len(gaps) > 1:
+            startup = max(0.0, gaps[0] - statistics.median(gaps[1:]))
+            gaps[0] -= startup
+            startups.append(startup)
+        costs += gaps
+    return PriorCosts(costs, statistics.median(startups) if startups else 0.0)
 
 
 def _run_costs(rd: RunDir, started: str, slots: int) -> list[float]:
@@ -259,9 +276,10 @@ class Display:
     `status_every` s and no bar.  A mode's unknown op names are said once per run (`warned`)."""
 
     def __init__(self, console: Console, total: int, todo: int, slots: int, status_every: float,
-                 prior: list[float] | None = None):
+                 prior: PriorCosts | None = None):
         self.console = console
-        self.pace = RunPace(total, total - todo, slots=slots, prior=prior)
+        prior = prior or PriorCosts()
+        self.pace = RunPace(total, total - todo, slots=slots, prior=prior.trials, startup=prior.startup)
         self.warned: set[str] = set()
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.fields[left]}", markup=False),

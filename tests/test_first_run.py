@@ -269,8 +269,15 @@ def test_a_second_piped_run_states_its_time_left_within_30_percent_from_the_firs
 
     lo, hi = secs(m.group(1)), secs(m.group(2))
     truth = last_trial - t_status
-    print(f"stated {lo:.1f}-{hi:.1f} s, took {truth:.1f} s")
-    assert abs((lo + hi) / 2 - truth) <= 0.3 * truth, (line, truth)
+    # what the estimate is made from: the first run's time from the same moment to its last trial's end; the
+    # estimate must hold to it on any machine. The second run's own time also moves with the machine's load
+    # between the two runs (CI: 3 test workers on 2 cores made one run 6.2 s and the next 11.2 s), which no
+    # estimate from earlier runs can know, so that change is allowed on top of the 30%
+    before = max(t for t, ln in first if re.match(r"  fp32 seed \d: ok", ln)) - t_status
+    drift = abs(truth - before) / truth
+    print(f"stated {lo:.1f}-{hi:.1f} s, took {truth:.1f} s; the first run took {before:.1f} s from then")
+    assert abs((lo + hi) / 2 - before) <= 0.3 * before, (line, before)
+    assert abs((lo + hi) / 2 - truth) <= (0.3 + drift) * truth, (line, truth, before)
 
 
 def test_a_runs_start_up_before_its_first_trial_is_counted_once(tmp_path):

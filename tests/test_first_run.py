@@ -249,16 +249,19 @@ def test_a_second_piped_run_states_its_time_left_within_30_percent_from_the_firs
         assert proc.wait(timeout=300) == 3, "\n".join(ln for _, ln in lines)
         return lines
 
+    def trial_ends(lines: list[tuple[float, str]]) -> list[float]:
+        return [t for t, ln in lines if re.match(r"  fp32 seed \d: ok", ln)]
+
     first = piped()
     # before its first trial ended, the first run either estimates or states a lower bound ("or more"); a
     # status line with a running trial's progress may not come at all under load (CI: 3 workers on 2 cores,
     # the 4 s trial's first progress report after its end), so the bound is asserted where a time is stated
-    ended = next(t for t, ln in first if re.match(r"  fp32 seed \d: ok", ln))
+    ended = trial_ends(first)[0]
     early = [ln for t, ln in first if ln.startswith("status ") and t < ended]
     assert early and all("estimating" in ln or "or more left" in ln for ln in early), early
     second = piped()
     t_status, line = next((t, ln) for t, ln in second if ln.startswith("status ") and "run ~" in ln)
-    last_trial = max(t for t, ln in second if re.match(r"  fp32 seed \d: ok", ln))
+    last_trial = max(trial_ends(second))
     m = re.search(r"run ~(.+?) to (.+?) left \(as this suite's earlier runs here\)$", line)
     assert m, line
     to_s = {"s": 1, "min": 60, "h": 3600}
@@ -269,18 +272,17 @@ def test_a_second_piped_run_states_its_time_left_within_30_percent_from_the_firs
 
     lo, hi = secs(m.group(1)), secs(m.group(2))
     truth = last_trial - t_status
-    # what the estimate is made from: the first run's time from the same moment to its last trial's end; the
-    # estimate must hold to it on any machine. The second run's own time also moves with the machine's load
-    # between the two runs (CI: 3 test workers on 2 cores made one run 6.2 s and the next 11.2 s), which no
-    # estimate from earlier runs can know, so that change is allowed on top of the 30%
-    # (the same moment is the first run's status line at the same elapsed time on the run's own clock: the
-    # two runs' interpreters may take different times to print their first line under load)
+    # What the estimate is made from: the first run's time from the same moment (its status line at the same
+    # elapsed time on the run's own clock; the two interpreters may print their first line seconds apart under
+    # load) to its last trial's end; the estimate must hold to it on any machine. The second run's own time
+    # also moves with the machine's load between the two runs (CI: 3 test workers on 2 cores made one run
+    # 6.2 s and the next 11.2 s), which no estimate from earlier runs can know: that change is allowed on top.
     def elapsed(ln: str) -> float:
         return float(ln.split()[1])
 
     same, _ = min(((t, ln) for t, ln in first if ln.startswith("status ")),
                   key=lambda tl: abs(elapsed(tl[1]) - elapsed(line)))
-    before = max(t for t, ln in first if re.match(r"  fp32 seed \d: ok", ln)) - same
+    before = max(trial_ends(first)) - same
     drift = abs(truth - before) / truth
     print(f"stated {lo:.1f}-{hi:.1f} s, took {truth:.1f} s; the first run took {before:.1f} s from then")
     assert abs((lo + hi) / 2 - before) <= 0.3 * before, (line, before)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from ampbench.cli import app
 from ampbench.commands.docs import TABLES, docs_command
 from ampbench.config import Suite
+from ampbench.core.field_docs import described
 from ampbench.judge.rules.context import Ctx, Rule
 from ampbench.judge.rules.reads import threshold_keys
 from ampbench.judge.rules.registry import RULES
@@ -148,7 +149,7 @@ def test_every_suite_key_and_file_field_has_a_description() -> None:
                 walk(sub[0], f"{path}.{name}")
 
     for name, kind in FILES.items():   # the suite, run.json, trial files and every other file ampbench writes
-        walk(kind.model, name)
+        walk(described(kind.model), name)
     assert {Suite, Trial, RunInfo} <= {k.model for k in FILES.values()}
     assert not missing, f"add a docstring under each field: {missing}"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.config import ConfigError, Suite
+from ampbench.core.field_docs import described
 from ampbench.core.files import atomic_write_text
 from ampbench.results.file_kinds import FILES, FileKind, schema_tag
 
@@ -39,7 +40,7 @@ def json_schema(name: str) -> dict[str, Any]:
     if name not in FILES:
         raise ConfigError("ampbench schema", name, f"unknown file kind; known: {', '.join(FILES)}")
     kind = FILES[name]
-    body = kind.model.model_json_schema(by_alias=True, mode="validation")
+    body = described(kind.model).model_json_schema(by_alias=True, mode="validation")
     tag = schema_tag(kind.model)
     if tag is not None:
         body["properties"]["schema"]["const"] = tag

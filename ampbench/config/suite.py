@@ -25,8 +25,8 @@ MIN_MEASURED_STEPS = 10
 
 class _Strict(BaseModel):
     # inf/nan would be written to run.json as null and silently drop a threshold: refused here.
-    # Each field's docstring is its description: in the JSON Schema and docs/reference/suite.md.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
+    # Each field's docstring is its description: in the JSON Schema and docs/reference/suite.md (core/field_docs.py).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 # numpy.random.RandomState (every workload's data order) takes seeds in [0, 2**32).
 MAX_SEED = 2**32 - 1

@@ -34,8 +34,8 @@ class VersionedDoc(BaseModel):
 
     SCHEMA: ClassVar[str] = ""
     STRICT_JSON: ClassVar[bool] = False  # written as strict JSON: non-finite numbers as null + `nonfinite`
-    # a field's docstring is its description (JSON Schema, docs/reference/record.md)
-    model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
+    # a field's docstring is its description (JSON Schema, docs/reference/record.md: core/field_docs.py)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field("", alias="schema")
 
     def to_json(self) -> dict[str, Any]:

@@ -379,7 +379,7 @@ class Trial(VersionedDoc):
 class PlanEntry(BaseModel):
     """One planned trial: a mode and a seed (a tampered run.json cannot smuggle a path in)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
     mode: str = Field(pattern=NAME_PATTERN)
     """The mode."""
     seed: StrictInt = Field(ge=0)

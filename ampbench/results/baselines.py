@@ -41,7 +41,7 @@ DEFAULT_BASELINE_DIR = BASELINES_DIR
 class CompactTrial(BaseModel):
     """What a verdict needs from one trial; built from a Trial or read from a baseline file."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     mode: str
     """The trial's mode."""
     seed: int

@@ -32,7 +32,7 @@ Text = Annotated[str, Field(max_length=4096)]
 class Candidate(BaseModel):
     """One judged commit: its place in the range, the rule's outcome and the numbers behind it."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     index: int = Field(ge=0, lt=MAX_POINTS)
     """Position in `commits` (0 = good endpoint)"""
     sha: Text

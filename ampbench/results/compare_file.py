@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ampbench.core.docs import VersionedDoc
 
@@ -19,7 +19,6 @@ Mark = Literal["slower", "faster", "disturbed", "not significant", "not compared
 
 
 class ComparedRun(BaseModel):
-    model_config = ConfigDict(use_attribute_docstrings=True)
     run_id: str
     """The run's id."""
     run_dir: str
@@ -33,7 +32,6 @@ class ComparedRun(BaseModel):
 class Significance(BaseModel):
     """The current run's change in one mode as history-throughput decided it (current / other - 1)."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
     mark: Mark
     """`slower`, `faster`, `disturbed`, `not significant` or `not compared`."""
     change: float | None = None
@@ -51,7 +49,6 @@ class Significance(BaseModel):
 class CompareRow(BaseModel):
     """One run's trials of one mode: pytest-benchmark's statistics over each trial's median samples/s."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
     mode: str
     """The mode."""
     run_id: str

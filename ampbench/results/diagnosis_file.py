@@ -29,7 +29,7 @@ KIND_TEXT = {
 class Tolerances(BaseModel):
     """When two op outputs count as different (relative to the FP32 output's magnitude)."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
     rtol: float = 1e-2
     """|AMP stat - FP32 stat| / max|FP32| beyond this -> "diverged"."""
     zero_frac: float = 0.01
@@ -39,7 +39,6 @@ class Tolerances(BaseModel):
 class Finding(BaseModel):
     """One flagged op output of the AMP run, beside its FP32 partner's statistics."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
     index: int
     """Position in the AMP run's op sequence (execution order, 1-based)"""
     step: int
@@ -78,7 +77,7 @@ class Finding(BaseModel):
 class ModeDiagnosis(BaseModel):
     """One diagnosed AMP mode: the re-run pair, what was flagged, and where the dumps are."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     mode: str
     """The AMP mode."""
     seed: int

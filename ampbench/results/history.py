@@ -39,7 +39,7 @@ class TrialPoint(BaseModel):
 
     # The pooled rule takes logs of the rates: a line from a hand or a tool that holds a rate <= 0 is refused
     # with its file:line and key (load_history), never a traceback.
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     seed: int = Field(ge=0)
     """The trial's seed."""
     samples_per_s: float | None = Field(None, gt=0)
@@ -67,7 +67,7 @@ class StepTimeHist(BaseModel):
     dashboard draws the latest run's, like pytest-benchmark's --benchmark-histogram, after the run folder
     (and its per-step records) is gone.  Bounded to MAX_HIST_BINS counts: about 150 bytes per mode."""
 
-    model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(allow_inf_nan=False)
     lo_s: float = Field(ge=0)
     """Left edge of the first bin, seconds."""
     width_s: float = Field(gt=0)
@@ -86,7 +86,7 @@ class StepTimeHist(BaseModel):
 class ModeSummary(BaseModel):
     # every number finite (a line is JSON; json.loads reads Infinity, NaN and 1e999): a floor of inf or a
     # speedup of NaN would decide a comparison; rates and the speedup are positive when present
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     # the `Col` markers: the per-mode tables' columns (report.md's summary, the trend, the outcome,
     # `compare --format md`, the dashboard's runs, the sweep report; record/fields.py)
     mode: Annotated[str, Col("Mode", "code", rank=10, shows=("modes", "outcome", "compare", "dashboard",

@@ -84,7 +84,7 @@ def search_max_batch(attempt: Callable[[int], tuple[bool, int | None]], start: i
 
 class _Open(BaseModel):
     # Readers tolerate fields added by later versions (the results-format versioning policy).
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
 
 
 class ProbeAttempt(_Open):

@@ -22,7 +22,7 @@ TUNE_SCHEMA = "ampbench.tune/1"
 class RungRecord(BaseModel):
     """One judged rung: the change it made, the verdict the rules gave and the numbers behind it."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     index: int
     """The rung's place in the ladder."""
     rung: str

@@ -22,7 +22,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 class RuleResult(BaseModel):
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     suite: str
     """The suite judged."""
     mode: str
@@ -52,14 +52,14 @@ class RuleResult(BaseModel):
 class SpeedupDetails(BaseModel):
     """The speed rule's interval, as the summary, the report and the history read it."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     estimate: float
     ci_low: float
     ci_high: float
 
 
 class ModeVerdict(BaseModel):
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     suite: str
     """The suite judged."""
     mode: str
@@ -90,7 +90,7 @@ class ClaimResult(BaseModel):
     [claimed_low, claimed_high], refuted when it lies outside, not decidable otherwise (`why`, and the seeds
     per mode that would decide it where the spread is known).  Never part of a mode's verdict."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
     source: str
     """Who claims it (the suite's `[[claims]]` entry)."""
     scenario: str = ""

@@ -15,6 +15,7 @@ import re
 from pydantic import BaseModel
 
 from ampbench.core.columns import Output
+from ampbench.core.field_docs import described
 from ampbench.record.fields import COMPUTED, PLAIN, Column, columns
 from ampbench.record.models import Trial
 from ampbench.report.fmt import md_code
@@ -123,6 +124,7 @@ def render() -> str:
              "`ampbench schema NAME` prints one).", _files()]
     done: dict[type[BaseModel], str] = {}
     for name, kind in FILES.items():
+        described(kind.model)
         if kind.model is not Trial and name != "run":
             continue   # the trial and the run first: the records every other file is built from
         parts += _model_sections(kind.model, name, done)

@@ -10,6 +10,7 @@ registry's own renderers (`reasons.reason_table` per rule; `registry.traits_tabl
 from __future__ import annotations
 
 from ampbench.config import Thresholds
+from ampbench.core.field_docs import described
 from ampbench.judge.rules.context import Rule
 from ampbench.judge.rules.reads import threshold_keys
 from ampbench.judge.rules.reasons import reason_table
@@ -27,7 +28,7 @@ def _first(doc: str | None) -> str:
 def _thresholds(keys: list[str]) -> str:
     rows = []
     for key in keys:
-        info = Thresholds.model_fields[key]
+        info = described(Thresholds).model_fields[key]
         rows.append([md_code(f"thresholds.{key}"), default_text(info), bounds_text(info), prose(info.description)])
     return table(["key", "default", "bounds", "what it is"], rows)
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from ampbench.config.retired import RETIRED
 from ampbench.config.suite import Suite
+from ampbench.core.field_docs import described
 from ampbench.judge.claims import figures_table
 from ampbench.report.fmt import md_code
 from ampbench.report.reference.md import (
@@ -73,7 +74,7 @@ def render() -> str:
              "with `--set SECTION.KEY=VALUE` (a TOML value) or in a `[profiles.NAME]` table, merged over the base "
              "(`--profile NAME`; a profile's `modes` replaces the list). The JSON Schema of the file is "
              "`schemas/suite.schema.json` (`ampbench schema suite`)."]
-    for name in Suite.model_fields:
+    for name in described(Suite).model_fields:
         parts += _top(name, Suite)
         if name == "claims":
             parts += ["A claim's `figure` is one of:", figures_table()]

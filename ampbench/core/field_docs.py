@@ -1,0 +1,73 @@
+"""Field descriptions from the models' attribute docstrings, read when a schema or the reference asks.
+
+A field's docstring (the string literal under its annotation) is its description: in the JSON Schemas
+(`ampbench schema`) and the generated reference (docs/reference/suite.md, record.md, rules.md).  pydantic's
+`use_attribute_docstrings` reads them as each class is created, on Python < 3.13 by walking the stack from the
+class statement (inspect.getmodule per frame: its first call resolves the path of every loaded module) and
+parsing the class's block.  Every ampbench process paid that for text only those two show: measured on the
+project's 2-core machine, `import ampbench.commands.run` 1.02 -> 0.73 CPU s without it, a trial worker's
+imports after Paddle's 0.38 -> 0.19 s (each trial worker, fork server and `ampbench` command imports them).
+
+So the models leave it off, and `described` fills the descriptions in the one process that shows them, with
+pydantic's own reader (`extract_docstrings_from_cls`, the class's source found by inspect), then rebuilds each
+model so its JSON Schema carries them.  A field keeps a description it was given (`Field(description=...)`);
+an inherited field takes the docstring of the class that declares it, as pydantic's copy of the field did.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic._internal._docs_extraction import extract_docstrings_from_cls
+
+M = TypeVar("M", bound=type[BaseModel])
+
+
+def _held(annotation: Any) -> list[type[BaseModel]]:
+    """Every model an annotation names: itself, or inside list[...], dict[..., ...], X | None, Annotated."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) in (Union, types.UnionType) or get_args(annotation):
+        return [m for arg in get_args(annotation) for m in _held(arg)]
+    return []
+
+
+def _docs(model: type[BaseModel]) -> dict[str, str]:
+    """Each field's docstring, from the class in the MRO that declares the field (the model's own first)."""
+    found: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if isinstance(cls, type) and issubclass(cls, BaseModel) and cls is not BaseModel:
+            own = inspect.get_annotations(cls)
+            docs = extract_docstrings_from_cls(cls, use_inspect=True)
+            found.update({name: doc for name, doc in docs.items() if name in own})
+            for name in own:   # a field declared again without a docstring has none, as pydantic's did
+                if name not in docs:
+                    found.pop(name, None)
+    return found
+
+
+def _describe(model: type[BaseModel], done: dict[type[BaseModel], bool]) -> bool:
+    """Describe `model` and what it holds; True where its schema changed (then it is rebuilt)."""
+    if model in done:
+        return done[model]
+    done[model] = False   # a model that holds itself stops here
+    held = [_describe(h, done) for info in model.model_fields.values() for h in _held(info.annotation)]
+    docs = _docs(model)   # held models first: a model's schema is built from theirs
+    blank = {name: info for name, info in model.model_fields.items() if info.description is None and name in docs}
+    for name, info in blank.items():
+        info.description = docs[name]
+    done[model] = bool(blank) or any(held)
+    if done[model]:
+        model.model_rebuild(force=True)
+    return done[model]
+
+
+def described(model: M) -> M:
+    """`model` and every model its fields hold, each field described by its docstring; returns `model`.
+
+    Idempotent: a field already described is left, and a model none of whose fields changed is not rebuilt."""
+    _describe(model, {})
+    return model

@@ -243,3 +243,47 @@ def test_on_a_gpu_machine_a_model_workloads_workers_are_spawned_a_command_worklo
         with ForkServer("test", "command") as forks:
             w = forks.start(cmd, {WORKER_ENV: worker_marker()}, log)
             assert isinstance(w, ForkedWorker) and w.wait(timeout=60) == 1
+
+
+GC_PROBE = """
+import gc, json, os, socket, sys
+from ampbench.core.processes import WORKER_ENV, become_subreaper
+from ampbench.launch import forkserver
+from ampbench.trial import worker
+
+out = sys.argv[1]
+assert become_subreaper()
+mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+server = os.fork()
+if server == 0:   # the real serve, _fork_worker and _become_worker; no Paddle, no marker block, main replaced
+    mine.close()
+    forkserver._preload = lambda workload, gpu_machine: False
+    forkserver._write_marker = lambda marker: None
+    worker.main = lambda argv: json.dump({"worker_gc": gc.isenabled(), "frozen": gc.get_freeze_count()},
+                                         open(out, "w")) or 0
+    os._exit(forkserver.serve(theirs.fileno()))
+theirs.close()
+hello, _ = forkserver._recv(mine)
+r, w = os.pipe()
+with open(os.devnull, "rb") as null:
+    forkserver._send(mine, {"spec": "x.json", "env": {**os.environ, WORKER_ENV: "m"}, "cwd": os.getcwd(),
+                            "parent": os.getpid()}, [null.fileno(), w, 2])
+reply, _ = forkserver._recv(mine)
+os.close(w)
+_, status = os.waitpid(reply["pid"], 0)
+mine.close()
+os.waitpid(server, 0)
+print(json.dumps({"hello": hello, "code": os.waitstatus_to_exitcode(status)}))
+"""
+
+
+def test_the_server_freezes_its_objects_and_the_forked_worker_collects_its_own(tmp_path: Path) -> None:
+    """gc's recipe for a server that forks without exec: the collector off in the server, its objects frozen
+    before the fork, on again in the worker (which then neither walks nor writes the server's objects)."""
+    out = tmp_path / "gc.json"
+    done = subprocess.run([sys.executable, "-c", GC_PROBE, str(out)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"hello": {"accelerator": False}, "code": 0}
+    seen = json.loads(out.read_text())
+    assert seen["worker_gc"] is True and seen["frozen"] > 1000, seen

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic._internal._docs_extraction import extract_docstrings_from_cls
 
 M = TypeVar("M", bound=type[BaseModel])
+MARK = "__ampbench_described__"   # set in a model's own __dict__ once it and what it holds are described
 
 
 def _held(annotation: Any) -> list[type[BaseModel]]:
@@ -53,6 +54,9 @@ def _describe(model: type[BaseModel], done: dict[type[BaseModel], bool]) -> bool
     """Describe `model` and what it holds; True where its schema changed (then it is rebuilt)."""
     if model in done:
         return done[model]
+    if MARK in model.__dict__:   # described by an earlier call: its sources are not read again
+        done[model] = False
+        return False
     done[model] = False   # a model that holds itself stops here
     held = [_describe(h, done) for info in model.model_fields.values() for h in _held(info.annotation)]
     docs = _docs(model)   # held models first: a model's schema is built from theirs
@@ -62,12 +66,13 @@ def _describe(model: type[BaseModel], done: dict[type[BaseModel], bool]) -> bool
     done[model] = bool(blank) or any(held)
     if done[model]:
         model.model_rebuild(force=True)
+    type.__setattr__(model, MARK, True)
     return done[model]
 
 
 def described(model: M) -> M:
     """`model` and every model its fields hold, each field described by its docstring; returns `model`.
 
-    Idempotent: a field already described is left, and a model none of whose fields changed is not rebuilt."""
+    Idempotent: a model described once is marked and not read or rebuilt again (the reference asks per key)."""
     _describe(model, {})
     return model

@@ -12,6 +12,7 @@ flag) for this reason: each reads one FAIL alpha.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 import types
@@ -49,18 +50,30 @@ def _calls(node: ast.AST, scope: dict[str, Any]) -> Iterator[Any]:
             yield member.fget if isinstance(member, property) else member
 
 
+@functools.cache
+def _reads(fn: types.FunctionType) -> tuple[frozenset[str], tuple[Any, ...]]:
+    """The keys `fn`'s own source names and the objects it may reach.  Its source is parsed once per process:
+    the reference and the docs check ask for every rule, each render (1.8 s a render before)."""
+    fields = Thresholds.model_fields
+    keys: set[str] = set()
+    reached: list[Any] = []
+    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(fn)))):
+        if isinstance(node, ast.Attribute) and node.attr in fields:
+            keys.add(node.attr)
+        reached += [target for target in _calls(node, fn.__globals__) if target is not None]
+    return frozenset(keys), tuple(reached)
+
+
 def _walk(fn: Any, seen: set[Any], keys: set[str], where: tuple[str, ...]) -> None:
     """Add the keys `fn` reads, and those of the functions it reaches in the modules `where` names."""
     fn = inspect.unwrap(fn) if callable(fn) else fn
     if not isinstance(fn, types.FunctionType) or fn in seen or not fn.__module__.startswith(where):
         return
     seen.add(fn)
-    fields = Thresholds.model_fields
-    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(fn)))):
-        if isinstance(node, ast.Attribute) and node.attr in fields:
-            keys.add(node.attr)
-        for target in _calls(node, fn.__globals__):
-            _walk(target, seen, keys, where)
+    own, reached = _reads(fn)
+    keys.update(own)
+    for target in reached:
+        _walk(target, seen, keys, where)
 
 
 def threshold_keys(rule: Rule) -> list[str]:

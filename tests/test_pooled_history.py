@@ -355,7 +355,10 @@ def test_real_run_against_a_pooled_history(tmp_path):
         history_file(hist, line.suite).write_text("\n".join(rows) + "\n")
         rep = check_run(run, history=hist)
         rules = _rules(rep, "history-throughput")
-        assert len(rules) == 2 and all(r.details["runs"] == 5 for r in rules)
+        # judged against the five lines; the comparison that decided pooled some of them (a loaded CI run, its
+        # current run disturbed, was once decided by one that did not pool all five)
+        assert len(rules) == 2 and all(len(r.details["baseline_runs"]) == 5 and 1 <= r.details["runs"] <= 5
+                                       for r in rules), [r.details for r in rules]
         if name == "same":
             assert not any(r.status == "FAIL" for r in rules), [r.message for r in rules]
         else:

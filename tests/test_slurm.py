@@ -479,12 +479,16 @@ def test_bisect_k_section_over_slurm_submits_a_round_at_once_cancels_it_on_ctrl_
     doc = json.loads((folder / "bisect.json").read_text())
     assert doc["slurm"]["poll_s"] == 0.5 and doc["parallel"] == 2
     assert [c["role"] for c in doc["candidates"]][:4] == ["good-endpoint", "bad-endpoint", "candidate", "candidate"]
+    # the boundary pair (commits 1 and 2) is rechecked as one round; a recheck that disagrees (noise from the
+    # other test workers beside it) asks for more rounds, so only the first round's two are held to the overlap
+    # (a loaded `-n 2` run saw four rechecks, and the right commit named)
     rechecks = [Path(c["run_dir"]) for c in doc["candidates"] if c["role"] == "recheck"]
-    assert len(rechecks) == 2, doc["candidates"]
+    assert len(rechecks) >= 2, doc["candidates"]
+    assert {c["index"] for c in [c for c in doc["candidates"] if c["role"] == "recheck"][:2]} == {1, 2}, doc["candidates"]
     for run in rechecks:
         assert all(t for t in _jobs(run).values())   # every trial a Slurm job
         assert all(_trial(run, k)["slurm"]["job_id"] for k in _jobs(run))
-    (a0, a1), (b0, b1) = (_span(r) for r in rechecks)
+    (a0, a1), (b0, b1) = (_span(r) for r in rechecks[:2])
     assert max(a0, b0) < min(a1, b1), (a0, a1, b0, b1)
     assert not [j for j, s in cluster.jobs().items() if s in ("PENDING", "RUNNING")]
 

@@ -5,8 +5,8 @@ A field's docstring (the string literal under its annotation) is its description
 `use_attribute_docstrings` reads them as each class is created, on Python < 3.13 by walking the stack from the
 class statement (inspect.getmodule per frame: its first call resolves the path of every loaded module) and
 parsing the class's block.  Every ampbench process paid that for text only those two show: measured on the
-project's 2-core machine, `import ampbench.commands.run` 1.02 -> 0.73 CPU s without it, a trial worker's
-imports after Paddle's 0.38 -> 0.19 s (each trial worker, fork server and `ampbench` command imports them).
+project's 2-core machine, `import ampbench.commands.run` 0.84-1.07 -> 0.68-0.74 CPU s without it, a trial
+worker's imports after Paddle's 0.40 -> 0.25 s (each trial worker, fork server and `ampbench` command imports them).
 
 So the models leave it off, and `described` fills the descriptions in the one process that shows them, with
 pydantic's own reader (`extract_docstrings_from_cls`, the class's source found by inspect), then rebuilds each
@@ -17,8 +17,7 @@ an inherited field takes the docstring of the class that declares it, as pydanti
 from __future__ import annotations
 
 import inspect
-import types
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel
 from pydantic._internal._docs_extraction import extract_docstrings_from_cls
@@ -31,7 +30,7 @@ def _held(annotation: Any) -> list[type[BaseModel]]:
     """Every model an annotation names: itself, or inside list[...], dict[..., ...], X | None, Annotated."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
-    if get_origin(annotation) in (Union, types.UnionType) or get_args(annotation):
+    if get_args(annotation):   # X | None, Optional, list[...], dict[...], Annotated: look inside
         return [m for arg in get_args(annotation) for m in _held(arg)]
     return []
 

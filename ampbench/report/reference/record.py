@@ -122,9 +122,10 @@ def render() -> str:
              "never zero. How files are versioned and laid out: docs/results-format.md. The JSON Schemas of these "
              "models are committed under `schemas/` (`ampbench schema --write schemas/` writes them; "
              "`ampbench schema NAME` prints one).", _files()]
+    for kind in FILES.values():
+        described(kind.model)   # every file's fields with their docstrings, once, before either pass below
     done: dict[type[BaseModel], str] = {}
     for name, kind in FILES.items():
-        described(kind.model)
         if kind.model is not Trial and name != "run":
             continue   # the trial and the run first: the records every other file is built from
         parts += _model_sections(kind.model, name, done)

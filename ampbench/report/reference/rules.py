@@ -27,8 +27,9 @@ def _first(doc: str | None) -> str:
 
 def _thresholds(keys: list[str]) -> str:
     rows = []
+    fields = described(Thresholds).model_fields
     for key in keys:
-        info = described(Thresholds).model_fields[key]
+        info = fields[key]
         rows.append([md_code(f"thresholds.{key}"), default_text(info), bounds_text(info), prose(info.description)])
     return table(["key", "default", "bounds", "what it is"], rows)
 
